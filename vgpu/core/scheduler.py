@@ -42,6 +42,15 @@ class Scheduler:
         self.state = state
         self.policy = policy
         self.rng = rng if rng is not None else Random(0)
+        self._keys: dict[tuple[int, object], int] = {}
+
+    def _key(self, pol: Policy, pod: PodRequest) -> int:
+        """A small int standing for (policy, pod shape): cheap to hash in the hot loop."""
+        full = (id(pol), pod.shape)
+        key = self._keys.get(full)
+        if key is None:
+            key = self._keys[full] = len(self._keys)
+        return key
 
     def evaluate(
         self, ns: NodeState, pod: PodRequest, policy: Policy | None = None
@@ -50,11 +59,10 @@ class Scheduler:
         pol = policy or self.policy
         if not pol.cacheable:
             return pol.evaluate(ns, pod, self.rng)
-        key = (id(pol), pod.shape)
+        key = self._key(pol, pod)
         hit = ns.cache.get(key, _MISSING)
         if hit is _MISSING:
-            hit = pol.evaluate(ns, pod, self.rng)
-            ns.cache[key] = hit
+            hit = ns.cache[key] = pol.evaluate(ns, pod, self.rng)
         return hit  # type: ignore[return-value]
 
     def _nodes(self, names: Iterable[NodeName] | None) -> Iterable[NodeState]:
@@ -73,15 +81,24 @@ class Scheduler:
         pol = policy or self.policy
         best_score = float("-inf")
         best: list[tuple[NodeState, Evaluation]] = []
+        cacheable, rng, evaluate = pol.cacheable, self.rng, pol.evaluate
+        key = self._key(pol, pod) if cacheable else -1
         for ns in self._nodes(names):
-            ev = self.evaluate(ns, pod, pol)
+            # `self.evaluate`, inlined: this loop runs nodes × pods times in a replay.
+            if cacheable:
+                ev = ns.cache.get(key, _MISSING)
+                if ev is _MISSING:
+                    ev = ns.cache[key] = evaluate(ns, pod, rng)
+            else:
+                ev = evaluate(ns, pod, rng)
             if ev is None:
                 continue
-            if ev.score > best_score:
-                best_score = ev.score
-                best = [(ns, ev)]
-            elif ev.score == best_score:
-                best.append((ns, ev))
+            score = ev.score  # type: ignore[attr-defined]
+            if score > best_score:
+                best_score = score
+                best = [(ns, ev)]  # type: ignore[list-item]
+            elif score == best_score:
+                best.append((ns, ev))  # type: ignore[arg-type]
         if not best:
             return None
         ns, ev = self.rng.choice(best) if pol.random_ties and len(best) > 1 else best[0]
