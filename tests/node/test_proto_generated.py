@@ -15,7 +15,9 @@ GENERATED = Path("vgpu/api/_proto")
 
 
 def _relative_files(root: Path) -> set[Path]:
-    return {p.relative_to(root) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    return {
+        p.relative_to(root) for p in root.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    }
 
 
 def test_generated_code_matches_protos(tmp_path: Path) -> None:
