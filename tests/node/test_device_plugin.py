@@ -45,7 +45,9 @@ def test_health_change_pushes_a_full_new_list(node: Node) -> None:
     devices = node.kubelet.devices(CORES)
     assert len(devices) == 200
     assert sum(h == "Unhealthy" for h in devices.values()) == 100
-    assert node.kubelet.wait_for(lambda: node.kubelet.devices(MEMORY).get(f"{gpu1}::m0") == "Unhealthy")
+    assert node.kubelet.wait_for(
+        lambda: node.kubelet.devices(MEMORY).get(f"{gpu1}::m0") == "Unhealthy"
+    )
     assert not node.plugins.set_unhealthy({gpu1})  # unchanged: no push
 
 

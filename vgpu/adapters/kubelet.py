@@ -192,7 +192,7 @@ class ResourcePlugin:
         self._server: grpc.Server | None = None
         self._stopping = threading.Event()
         self._socket: Path | None = None
-        self._stem = "vgpu-" + "".join(c if c.isalnum() else "-" for c in resource)
+        self._stem = "".join(c if c.isalnum() or c in "._" else "-" for c in resource)
 
     @property
     def socket_path(self) -> Path | None:
