@@ -11,6 +11,7 @@ from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import CORES, MEMORY, Node, start_plugins
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kubelet_devices import HealthPump
+from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.node.health import HealthPolicy, HealthTracker
 
 
@@ -30,7 +31,11 @@ def test_registers_both_resources_and_lists_devices(node: Node) -> None:
         assert reg.version == "v1beta1"
         assert "/" not in reg.endpoint and (node.options.plugin_dir / reg.endpoint).is_socket()
         assert reg.options.get_preferred_allocation_available
-    assert node.kubelet.connection(CORES).options.get_preferred_allocation_available
+    conn = node.kubelet.connection(CORES)
+    assert conn.options.get_preferred_allocation_available and not conn.options.pre_start_required
+    assert conn.stub.PreStartContainer(api_pb2.PreStartContainerRequest(devices_ids=["x"])) == (
+        api_pb2.PreStartContainerResponse()
+    )
     assert has_devices(node, CORES, 200) and has_devices(node, MEMORY, 30)
     assert set(node.kubelet.devices(CORES).values()) == {"Healthy"}
     gpu1 = node.inventory.gpus[1].uuid
