@@ -1,0 +1,47 @@
+"""The project's exception hierarchy.
+
+Real failures raise a subclass of `VgpuError`; adapters translate third-party exceptions into these
+with ``raise ... from e``. "Does not fit" is never an exception: it is a `fit.Verdict` value.
+"""
+
+from __future__ import annotations
+
+
+class VgpuError(Exception):
+    """Root of every error vgpu raises on purpose."""
+
+
+class InvalidRequest(VgpuError):
+    """A pod, container or trace row asks for something that can never be valid.
+
+    The message names the field and says how to fix it.
+    """
+
+    def __init__(self, field: str, problem: str, fix: str = "") -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        text = f"{field}: {problem}"
+        if fix:
+            text += f" ({fix})"
+        super().__init__(text)
+
+
+class InvalidInventory(VgpuError):
+    """A node's GPU inventory is malformed or inconsistent."""
+
+
+class UnknownNode(VgpuError):
+    """A node name the cluster state does not hold."""
+
+
+class UnknownPod(VgpuError):
+    """A pod key the ledger does not hold."""
+
+
+class Conflict(VgpuError):
+    """An operation contradicts what the ledger already holds (e.g. a second, different assumption)."""
+
+
+class StateError(VgpuError):
+    """Cluster state was used wrongly (e.g. revert without fork)."""
