@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from vgpu.core.errors import VgpuError
 from vgpu.node.model import GpuInfo, GpuInventory, ProcessUsage, XidEvent
 
 __all__ = [
@@ -35,7 +36,7 @@ _P2P_STATUS_OK = 0
 _T = TypeVar("_T")
 
 
-class GpuBackendError(Exception):
+class GpuBackendError(VgpuError):
     """A GPU backend call failed (driver error, lost GPU, bad fake spec, ...)."""
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 import grpc
 
 from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from vgpu.core.errors import VgpuError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.devices import DeviceEntry
 from vgpu.node.grants import Refusal
@@ -34,7 +35,7 @@ MAX_UNIX_PATH = 107
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
 
 
-class KubeletError(Exception):
+class KubeletError(VgpuError):
     """Talking to the kubelet failed (bad socket path, registration refused, timeout)."""
 
 

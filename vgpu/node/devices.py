@@ -17,11 +17,14 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from vgpu.core.errors import VgpuError
+
+# Re-exported so node-side callers need one import.
+from vgpu.core.units import CORES_PER_GPU as CORES_PER_GPU
+from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB as DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.model import GpuInfo
 
-CORES_PER_GPU = 100
 DEFAULT_DOMAIN = "vgpu.io"
-DEFAULT_MEMORY_UNIT_MIB = 256
 MAX_DEVICE_ID_LEN = 63
 
 _UNIT_ID = re.compile(r"^(?P<uuid>[^:\s]+)::(?P<kind>[cm])(?P<index>0|[1-9][0-9]*)$")
@@ -32,7 +35,7 @@ class UnitKind(enum.Enum):
     MEMORY = "m"
 
 
-class DeviceIdError(ValueError):
+class DeviceIdError(VgpuError, ValueError):
     """A device ID is not of the form `<gpu-uuid>::c<k>` / `<gpu-uuid>::m<k>`."""
 
 

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.core.errors import InvalidInventory
 from vgpu.node.devices import CORES_PER_GPU, DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.model import GpuInventory
 
@@ -28,7 +29,7 @@ def annotation_key(domain: str = DEFAULT_DOMAIN) -> str:
     return f"{domain}/gpu-inventory"
 
 
-class InventoryError(ValueError):
+class InventoryError(InvalidInventory, ValueError):
     """The inventory annotation is malformed; the message names the field."""
 
 
