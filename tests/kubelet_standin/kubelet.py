@@ -123,7 +123,7 @@ class FakeKubelet(api_pb2_grpc.RegistrationServicer):
                     conn.numa = {d.ID: [n.ID for n in d.topology.nodes] for d in response.devices}
                     conn.updates += 1
                     self._cond.notify_all()
-        except grpc.RpcError:
+        except (grpc.RpcError, ValueError):  # ValueError: channel already closed
             pass
         with self._cond:
             conn.stream_open = False
