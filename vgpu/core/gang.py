@@ -14,7 +14,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from vgpu.core.fit import check
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Phase, PodRequest
@@ -124,9 +123,3 @@ def release(ledger: Ledger, gang: GangKey) -> list[PodKey]:
         ledger.release(pod)
     return pods
 
-
-def still_fits(scheduler: Scheduler, pod: PodRequest, assignment: Assignment) -> bool:
-    """Whether a reserved member's node still passes the fit check (used after inventory changes)."""
-    if not scheduler.state.has_node(assignment.node):
-        return False
-    return check(scheduler.state.node(assignment.node), pod).ok
