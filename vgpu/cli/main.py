@@ -36,7 +36,7 @@ def _parser() -> tuple[
 
 
 def _load(name: str, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    module_name, help_text, extra = COMMANDS[name]
+    module_name, _, extra = COMMANDS[name]
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:

@@ -122,4 +122,3 @@ def release(ledger: Ledger, gang: GangKey) -> list[PodKey]:
     for pod in pods:
         ledger.release(pod)
     return pods
-

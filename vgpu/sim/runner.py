@@ -108,7 +108,7 @@ def summary(results: Sequence[RunResult]) -> dict[str, dict[str, object]]:
     return out
 
 
-def progress_printer(stream: TextIO = sys.stderr) -> Callable[[RunResult, int, int], None]:
+def progress_printer(stream: TextIO | None = None) -> Callable[[RunResult, int, int], None]:
     """A progress callback writing one line per finished run."""
 
     def report(result: RunResult, done: int, total: int) -> None:
@@ -116,7 +116,7 @@ def progress_printer(stream: TextIO = sys.stderr) -> Callable[[RunResult, int, i
             f"[{done}/{total}] {result.policy} seed {result.seed}: "
             f"{result.alloc_pct_at_100:.2f} % allocated at 100 % arrival "
             f"({result.seconds:.1f} s)",
-            file=stream,
+            file=stream or sys.stderr,
             flush=True,
         )
 
