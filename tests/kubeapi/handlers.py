@@ -64,11 +64,12 @@ def route(store: Store, path: str) -> Route:
     if (group, rest[0]) == ("", "bindings") and namespace and len(rest) == 1:
         return Route(PODS, namespace, None, "bindings")
     res = store.resource(group, version, rest[0])
-    if res is None or res.namespaced is False and namespace is not None:
+    if res is None or (not res.namespaced and namespace is not None):
         raise ApiError(404, _NOT_FOUND)
     if res.namespaced and namespace is None and len(rest) > 1:
         raise ApiError(404, _NOT_FOUND)
-    return Route(res, namespace, *(rest[1:] + [None, None])[:2])
+    name, sub = [*rest[1:], None, None][:2]
+    return Route(res, namespace, name, sub)
 
 
 def _apply_patch(res: Resource, content_type: str, current: Obj, patch: Any) -> Obj:

@@ -229,7 +229,7 @@ class Store:
         *,
         subresource: str | None = None,
     ) -> Obj:
-        """Read-modify-write under the lock; a resourceVersion left in the result is a precondition."""
+        """Read-modify-write under the lock; an RV left in the result is a precondition."""
         with self._cond:
             cur = self._objects[res].get((namespace, name))
             if cur is None:
