@@ -337,8 +337,9 @@ def test_watch_without_resource_version_starts_with_current_objects(
 ) -> None:
     core.create_node(make_node("n1"))
     w = watch.Watch()
-    events = list(w.stream(core.list_node, timeout_seconds=1))
-    assert [(e["type"], e["object"].metadata.name) for e in events] == [("ADDED", "n1")]
+    first = next(iter(w.stream(core.list_node, timeout_seconds=5)))
+    w.stop()
+    assert (first["type"], first["object"].metadata.name) == ("ADDED", "n1")
 
 
 def test_watch_from_compacted_version_is_410(
@@ -434,8 +435,13 @@ def test_direct_store_access_is_visible_to_clients_and_watches(
     core.patch_node("n1", {"metadata": {"labels": {"b": "2"}}})
     stored = kube_server.store.get("Node", None, "n1")
     assert stored is not None and stored["metadata"]["labels"] == {"a": "1", "b": "2"}
-    events = list(watch.Watch().stream(core.list_node, resource_version=start, timeout_seconds=1))
-    assert [e["type"] for e in events] == ["ADDED", "MODIFIED"]
+    w = watch.Watch()
+    types = []
+    for event in w.stream(core.list_node, resource_version=start, timeout_seconds=5):
+        types.append(event["type"])
+        if len(types) == 2:
+            w.stop()
+    assert types == ["ADDED", "MODIFIED"]
 
 
 def test_requests_are_recorded(core: client.CoreV1Api, kube_server: FakeApiServer) -> None:
