@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import uuid
 from collections.abc import Callable, Generator, Iterator, Mapping
@@ -23,87 +22,42 @@ from typing import Any, cast
 
 import urllib3
 from kubernetes import client
-from kubernetes import config as kube_config
 from kubernetes.client.exceptions import ApiException
 
-from vgpu.adapters.kubewatch import Listing, Reflector, WatchEvent
-from vgpu.core.errors import (
-    ConfigError,
-    Conflict,
-    NotFound,
-    PermissionDenied,
-    Unavailable,
-    VgpuError,
+from vgpu.adapters.kubeconfig import load_configuration
+from vgpu.adapters.kubeerrors import (
+    KubeConfigMissing,
+    KubeConflict,
+    KubeError,
+    KubeExpired,
+    KubeForbidden,
+    KubeInvalid,
+    KubeNotFound,
+    KubeUnavailable,
+    translate,
 )
+from vgpu.adapters.kubewatch import Listing, Reflector, WatchEvent
+
+__all__ = [
+    "KubeApi",
+    "KubeConfigMissing",
+    "KubeConflict",
+    "KubeError",
+    "KubeExpired",
+    "KubeForbidden",
+    "KubeInvalid",
+    "KubeNotFound",
+    "KubeUnavailable",
+    "Listing",
+    "WatchEvent",
+    "microtime",
+]
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 LEASES = ("coordination.k8s.io", "v1", "leases")
 PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
-
-
-class KubeError(VgpuError):
-    """The API server refused or failed a request; `status` is the HTTP code (None: no reply)."""
-
-    def __init__(self, message: str, *, status: int | None = None, reason: str = "") -> None:
-        super().__init__(message)
-        self.status = status
-        self.reason = reason
-
-
-class KubeNotFound(KubeError, NotFound):
-    """404: the object does not exist."""
-
-
-class KubeConflict(KubeError, Conflict):
-    """409: stale resourceVersion, already exists, or pod already bound. Re-read and retry."""
-
-
-class KubeUnavailable(KubeError, Unavailable):
-    """5xx, 429, timeouts and connection errors: transient, retry with backoff."""
-
-
-class KubeForbidden(KubeError, PermissionDenied):
-    """401/403: bad credentials or missing RBAC permission."""
-
-
-class KubeExpired(KubeError):
-    """410: the resourceVersion is too old; list again."""
-
-
-class KubeInvalid(KubeError):
-    """400/415/422: the server rejected the request as malformed (a bug on our side)."""
-
-
-class KubeConfigMissing(KubeError, ConfigError):
-    """Neither in-cluster credentials nor a usable kubeconfig were found."""
-
-
-_BY_STATUS: dict[int, type[KubeError]] = {
-    401: KubeForbidden,
-    403: KubeForbidden,
-    404: KubeNotFound,
-    409: KubeConflict,
-    410: KubeExpired,
-    400: KubeInvalid,
-    415: KubeInvalid,
-    422: KubeInvalid,
-    429: KubeUnavailable,
-}
-
-
-def translate(what: str, e: ApiException) -> KubeError:
-    """Map an `ApiException` to our error, keeping the Status message and reason."""
-    status = int(e.status or 0)
-    reason, message = str(e.reason or ""), str(e.reason or "")
-    try:
-        body = json.loads(e.body or "")
-        reason, message = body.get("reason", reason), body.get("message", message)
-    except (ValueError, AttributeError):
-        pass
-    kind = _BY_STATUS.get(status) or (KubeUnavailable if status >= 500 or not status else KubeError)
-    return kind(f"{what}: {status} {reason}: {message}", status=status or None, reason=reason)
 
 
 def microtime(moment: datetime) -> str:
@@ -113,19 +67,6 @@ def microtime(moment: datetime) -> str:
 
 def _rfc3339(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _kubeconfig_paths() -> str:
-    return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
-
-
-def _load_kubeconfig(path: str, configuration: Any) -> None:
-    try:
-        _LOAD_KUBECONFIG(config_file=path, client_configuration=configuration)
-    except (kube_config.ConfigException, OSError, ValueError, TypeError) as e:
-        raise KubeConfigMissing(
-            f"cannot use kubeconfig {path!r}: {e}; pass --kubeconfig PATH or set KUBECONFIG"
-        ) from e
 
 
 class KubeApi:
@@ -144,22 +85,7 @@ class KubeApi:
     ) -> KubeApi:
         """Connect using `kubeconfig` if given, else in-cluster credentials when running in a
         pod, else `$KUBECONFIG` / `~/.kube/config`; raise `KubeConfigMissing` if none works."""
-        configuration = client.Configuration()
-        if kubeconfig:
-            _load_kubeconfig(kubeconfig, configuration)
-        elif os.environ.get("KUBERNETES_SERVICE_HOST"):
-            try:
-                _LOAD_INCLUSTER(client_configuration=configuration)
-            except kube_config.ConfigException as e:
-                raise KubeConfigMissing(f"in-cluster configuration is unusable: {e}") from e
-        elif any(os.path.exists(p) for p in _kubeconfig_paths().split(os.pathsep)):
-            _load_kubeconfig(_kubeconfig_paths(), configuration)
-        else:
-            raise KubeConfigMissing(
-                "no Kubernetes credentials: not running in a pod (KUBERNETES_SERVICE_HOST is "
-                f"unset) and no kubeconfig at {_kubeconfig_paths()}; pass --kubeconfig PATH "
-                "or set KUBECONFIG"
-            )
+        configuration = load_configuration(kubeconfig)
         return cls(client.ApiClient(configuration), request_timeout=request_timeout)
 
     def close(self) -> None:
@@ -483,9 +409,6 @@ class KubeApi:
 
 
 _MERGE_PATCH = "application/merge-patch+json"
-# The config loaders carry no annotations; give them a type once here.
-_LOAD_KUBECONFIG = cast(Callable[..., None], kube_config.load_kube_config)
-_LOAD_INCLUSTER = cast(Callable[..., None], kube_config.load_incluster_config)
 
 
 @dataclass(frozen=True, slots=True)
