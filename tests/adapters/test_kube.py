@@ -22,7 +22,7 @@ from vgpu.adapters.kube import (
     microtime,
 )
 from vgpu.adapters.kubewatch import WatchEvent
-from vgpu.core.errors import Conflict, NotFound, Unavailable, VgpuError
+from vgpu.core.errors import VgpuError
 
 NS = "default"
 
@@ -92,7 +92,7 @@ def test_selectors_and_namespaces(kube: KubeApi, kube_server: FakeApiServer) -> 
 def test_missing_object_is_kube_not_found(kube: KubeApi) -> None:
     with pytest.raises(KubeNotFound) as err:
         kube.get_node("ghost")
-    assert isinstance(err.value, NotFound) and isinstance(err.value, VgpuError)
+    assert isinstance(err.value, VgpuError)
     assert err.value.status == 404 and "ghost" in str(err.value)
 
 
@@ -119,7 +119,7 @@ def test_patch_pod_annotations_with_resource_version_precondition(
     assert got["metadata"]["annotations"] == {"x": "1"}
     with pytest.raises(KubeConflict) as err:
         kube.patch_pod_annotations(NS, "a", {"x": "2"}, resource_version=rv)
-    assert isinstance(err.value, Conflict) and err.value.reason == "Conflict"
+    assert err.value.reason == "Conflict"
     kube.patch_pod_annotations(NS, "a", {"x": "3"})  # unconditional: last writer wins
     assert kube.get_pod(NS, "a")["metadata"]["annotations"] == {"x": "3"}
 
@@ -226,7 +226,7 @@ def test_timeout_is_unavailable(kube_client: Any, kube_server: FakeApiServer) ->
     kube_server.inject("POST", "/binding", delay=0.6)
     with pytest.raises(KubeUnavailable) as err:
         kube.bind_pod(NS, "a", "n1")
-    assert isinstance(err.value, Unavailable)
+    assert err.value.status is None  # no reply at all
 
 
 def test_refused_connection_is_unavailable(kube_server: FakeApiServer) -> None:

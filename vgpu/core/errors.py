@@ -1,8 +1,7 @@
-"""The project's error hierarchy: every failure vgpu raises on purpose is a `VgpuError`.
+"""The project's exception hierarchy.
 
-Adapters translate third-party exceptions into these (with `raise ... from e`) so daemons and
-the CLI handle one family of errors and map it to log lines and exit codes. "Does not fit" is
-not an error: the core returns it as a value.
+Real failures raise a subclass of `VgpuError`; adapters translate third-party exceptions into these
+with ``raise ... from e``. "Does not fit" is never an exception: it is a `fit.Verdict` value.
 """
 
 from __future__ import annotations
@@ -12,21 +11,37 @@ class VgpuError(Exception):
     """Root of every error vgpu raises on purpose."""
 
 
-class ConfigError(VgpuError):
-    """Configuration is missing or invalid; the message names the setting and the fix."""
+class InvalidRequest(VgpuError):
+    """A pod, container or trace row asks for something that can never be valid.
+
+    The message names the field and says how to fix it.
+    """
+
+    def __init__(self, field: str, problem: str, fix: str = "") -> None:
+        self.field = field
+        self.problem = problem
+        self.fix = fix
+        text = f"{field}: {problem}"
+        if fix:
+            text += f" ({fix})"
+        super().__init__(text)
 
 
-class NotFound(VgpuError):
-    """The object the caller named does not exist."""
+class InvalidInventory(VgpuError):
+    """A node's GPU inventory is malformed or inconsistent."""
+
+
+class UnknownNode(VgpuError):
+    """A node name the cluster state does not hold."""
+
+
+class UnknownPod(VgpuError):
+    """A pod key the ledger does not hold."""
 
 
 class Conflict(VgpuError):
-    """A write lost an optimistic-concurrency race or hit an existing object; re-read, retry."""
+    """An operation contradicts what the ledger already holds (e.g. a second, different assumption)."""
 
 
-class Unavailable(VgpuError):
-    """A dependency (API server, kubelet, driver) is unreachable or failing; retry later."""
-
-
-class PermissionDenied(VgpuError):
-    """The caller's credentials are rejected or lack the needed permission."""
+class StateError(VgpuError):
+    """Cluster state was used wrongly (e.g. revert without fork)."""

@@ -1,0 +1,1 @@
+"""Kubelet stand-ins speaking the real kubelet protos over real unix sockets (test support)."""

@@ -1,0 +1,108 @@
+"""Wiring for one node: the cores and memory plugins over the node's GPUs, fed by a health pump.
+
+`NodeDevicePlugins` builds the two `ResourcePlugin`s (`<domain>/cores`, `<domain>/memory`) and
+republishes their device lists when the set of unhealthy GPUs changes. `HealthPump` is the
+loop that waits for XID events from a GPU backend, runs them through the pure
+`HealthTracker` and publishes the result; a failing backend marks every GPU unhealthy and the
+loop carries on, it never takes the daemon down.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Sequence
+
+from vgpu.adapters.kubelet import DeviceBoard, PluginOptions, ResourcePlugin
+from vgpu.adapters.kubelet_manager import DevicePluginManager
+from vgpu.node.allocation import AllocationPolicy
+from vgpu.node.devices import (
+    DEFAULT_MEMORY_UNIT_MIB,
+    DeviceEntry,
+    ResourceNames,
+    UnitKind,
+    device_list,
+)
+from vgpu.node.health import HealthTracker
+from vgpu.node.model import GpuInfo, XidEvent
+
+log = logging.getLogger(__name__)
+
+
+class NodeDevicePlugins:
+    def __init__(
+        self,
+        gpus: Sequence[GpuInfo],
+        policy: AllocationPolicy,
+        options: PluginOptions,
+        *,
+        names: ResourceNames | None = None,
+        memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB,
+    ) -> None:
+        self.names = names or ResourceNames()
+        self._gpus = tuple(gpus)
+        self._unit_mib = memory_unit_mib
+        self.boards = {kind: DeviceBoard(self._devices(kind, ())) for kind in UnitKind}
+        plugins = [
+            ResourcePlugin(self.names.cores, self.boards[UnitKind.CORES], policy, options),
+            ResourcePlugin(self.names.memory, self.boards[UnitKind.MEMORY], policy, options),
+        ]
+        self.manager = DevicePluginManager(plugins, options)
+
+    def _devices(self, kind: UnitKind, unhealthy: Iterable[str]) -> list[DeviceEntry]:
+        return device_list(self._gpus, kind, unhealthy=unhealthy, memory_unit_mib=self._unit_mib)
+
+    def set_unhealthy(self, uuids: Iterable[str]) -> bool:
+        """Publish new device lists; True when anything changed (streams were woken)."""
+        bad = frozenset(uuids)
+        changed = False
+        for kind, board in self.boards.items():
+            changed |= board.publish(self._devices(kind, bad))
+        return changed
+
+
+class HealthPump:
+    """Background loop: backend XID events → HealthTracker → `publish(unhealthy uuids)`."""
+
+    def __init__(
+        self,
+        wait_events: Callable[[float], Sequence[XidEvent]],
+        tracker: HealthTracker,
+        publish: Callable[[frozenset[str]], object],
+        *,
+        wait_s: float = 5.0,
+    ) -> None:
+        self._wait_events = wait_events
+        self._tracker = tracker
+        self._publish = publish
+        self._wait_s = wait_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last: frozenset[str] = frozenset()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="vgpu-health", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._wait_s + 5.0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.step()
+
+    def step(self) -> None:
+        """One wait for events plus publishing; also evaluates recovery of quiet GPUs."""
+        try:
+            self._tracker.observe(self._wait_events(self._wait_s))
+        except Exception as e:  # any backend failure: all GPUs unhealthy, keep running
+            log.error("GPU backend failed, marking all GPUs unhealthy: %s", e)
+            self._tracker.backend_failed(str(e))
+            self._stop.wait(min(self._wait_s, 1.0))
+        unhealthy = self._tracker.unhealthy()
+        if unhealthy != self._last:
+            log.warning("unhealthy GPUs now: %s", sorted(unhealthy) or "none")
+            self._last = unhealthy
+            self._publish(unhealthy)

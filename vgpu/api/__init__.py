@@ -1,0 +1,1 @@
+"""Wire contracts: generated kubelet gRPC code (_proto) and pure (de)serialisation."""

@@ -1,0 +1,166 @@
+"""Can this pod fit on this node, and on which GPUs? A `Verdict` value, never an exception.
+
+The fast path (`candidates`) is what placement and the simulator use; `check` adds human reasons
+("GPU 3: 20 cores free, 30 asked") and tells *resolvable* failures (the node could host the pod
+once something is released) from *unresolvable* ones (wrong GPU type, too few GPUs, GPU too small).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from vgpu.core.model import ContainerRequest, GpuSelector, PodRequest
+from vgpu.core.state import NodeState
+from vgpu.core.units import CORES_PER_GPU, memory_need_mmib
+
+
+class Code(Enum):
+    """Why a pod does or does not fit a node."""
+
+    FITS = "fits"
+    INSUFFICIENT_CPU = "insufficient-cpu"
+    INSUFFICIENT_MEMORY = "insufficient-memory"
+    NO_GPU = "no-gpu"
+    GPU_TYPE = "gpu-type"
+    GPU_UNHEALTHY = "gpu-unhealthy"
+    GPU_TOO_SMALL = "gpu-too-small"
+    GPU_BUSY = "gpu-busy"
+
+
+_UNRESOLVABLE = frozenset({Code.NO_GPU, Code.GPU_TYPE, Code.GPU_TOO_SMALL})
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to "does this pod fit this node", with reasons for people."""
+
+    code: Code
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the pod fits."""
+        return self.code is Code.FITS
+
+    @property
+    def resolvable(self) -> bool:
+        """Whether the node could host the pod once other pods release capacity."""
+        return self.code not in _UNRESOLVABLE
+
+    def __str__(self) -> str:
+        return "; ".join(self.reasons) if self.reasons else self.code.value
+
+
+FITS = Verdict(Code.FITS)
+
+
+def usable_positions(ns: NodeState, selector: GpuSelector) -> tuple[int, ...]:
+    """Positions of healthy GPUs the selector accepts (memoised until the node changes)."""
+    key = ("usable", selector)
+    hit = ns.cache.get(key)
+    if hit is None:
+        hit = tuple(
+            i
+            for i, g in enumerate(ns.gpus)
+            if g.healthy and (selector.is_any or selector.allows(g))
+        )
+        ns.cache[key] = hit
+    return hit  # type: ignore[return-value]
+
+
+def fractional_fits(ns: NodeState, pos: int, container: ContainerRequest) -> bool:
+    """Whether a fractional container fits the free cores and memory of one GPU."""
+    if ns.free_cores[pos] < container.cores:
+        return False
+    need = memory_need_mmib(container.cores, container.memory_mib, ns.gpus[pos].memory_mib)
+    return ns.free_mem[pos] >= need
+
+
+def idle_positions(ns: NodeState, positions: tuple[int, ...]) -> list[int]:
+    """Positions among `positions` whose GPU is entirely free."""
+    return [p for p in positions if ns.free_cores[p] == CORES_PER_GPU and ns.is_idle_gpu(p)]
+
+
+def candidates(ns: NodeState, container: ContainerRequest, selector: GpuSelector) -> list[int]:
+    """GPU positions that could take this container now (idle ones for whole-GPU asks)."""
+    positions = usable_positions(ns, selector)
+    if container.whole:
+        return idle_positions(ns, positions)
+    return [p for p in positions if fractional_fits(ns, p, container)]
+
+
+def host_fits(ns: NodeState, pod: PodRequest) -> bool:
+    """kube-scheduler's NodeResourcesFit for CPU and memory."""
+    return pod.cpu_milli <= ns.cpu_free and pod.memory_mib <= ns.mem_free
+
+
+def check(ns: NodeState, pod: PodRequest) -> Verdict:
+    """Does the pod fit on this node? Reasons name the first blocking resource."""
+    if pod.cpu_milli > ns.cpu_free:
+        return Verdict(
+            Code.INSUFFICIENT_CPU,
+            (f"CPU: {pod.cpu_milli}m asked, {ns.cpu_free}m free",),
+        )
+    if pod.memory_mib > ns.mem_free:
+        return Verdict(
+            Code.INSUFFICIENT_MEMORY,
+            (f"memory: {pod.memory_mib} MiB asked, {ns.mem_free} MiB free",),
+        )
+    if not pod.wants_gpu:
+        return FITS
+    from vgpu.core.placement import first_fit
+
+    if first_fit(ns, pod) is not None:
+        return FITS
+    return _explain_gpu(ns, pod)
+
+
+def _explain_gpu(ns: NodeState, pod: PodRequest) -> Verdict:
+    if not ns.gpus:
+        return Verdict(Code.NO_GPU, ("node has no GPUs",))
+    allowed = [i for i, g in enumerate(ns.gpus) if pod.selector.allows(g)]
+    if not allowed:
+        models = sorted({g.model for g in ns.gpus})
+        return Verdict(
+            Code.GPU_TYPE,
+            (f"no GPU of {pod.selector.describe()} (node has {', '.join(models)})",),
+        )
+    healthy = [i for i in allowed if ns.gpus[i].healthy]
+    want = sum(c.gpus for c in pod.gpu_containers)
+    if len(healthy) < len(allowed) and len(healthy) < want:
+        bad = ", ".join(str(ns.gpus[i].index) for i in allowed if not ns.gpus[i].healthy)
+        return Verdict(Code.GPU_UNHEALTHY, (f"GPU {bad} unhealthy; {want} GPU(s) asked",))
+    if len(allowed) < want:
+        return Verdict(Code.GPU_TOO_SMALL, (f"{want} GPUs asked, node has {len(allowed)}",))
+    return _explain_capacity(ns, pod, healthy)
+
+
+def _explain_capacity(ns: NodeState, pod: PodRequest, healthy: list[int]) -> Verdict:
+    reasons: list[str] = []
+    code = Code.GPU_BUSY
+    for c in pod.gpu_containers:
+        if c.whole:
+            idle = idle_positions(ns, tuple(healthy))
+            reasons.append(f"{c.gpus} whole GPU(s) asked, {len(idle)} idle")
+            continue
+        if all(not _could_ever_fit(ns, p, c) for p in healthy):
+            code = Code.GPU_TOO_SMALL
+        best = max(healthy, key=lambda p: (ns.free_cores[p], ns.free_mem[p]))
+        need = memory_need_mmib(c.cores, c.memory_mib, ns.gpus[best].memory_mib)
+        reasons.append(
+            f"no GPU with {c.cores} cores and {_fmt_mib(need)} free; best: GPU "
+            f"{ns.gpus[best].index} with {ns.free_cores[best]} cores and "
+            f"{_fmt_mib(ns.free_mem[best])}"
+        )
+    return Verdict(code, tuple(reasons))
+
+
+def _could_ever_fit(ns: NodeState, pos: int, c: ContainerRequest) -> bool:
+    need = memory_need_mmib(c.cores, c.memory_mib, ns.gpus[pos].memory_mib)
+    return ns.total_mem[pos] >= need
+
+
+def _fmt_mib(mmib: int) -> str:
+    mib = mmib / 1000
+    return f"{mib / 1024:.1f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"

@@ -1,0 +1,140 @@
+"""The scheduling façade used by the extender and the simulator alike.
+
+* `filter` answers "which of these nodes can host the pod, and why not the others" (verdicts).
+* `prioritize` scores the nodes that fit with the policy, scaled to the extender's 0..10.
+* `select` picks the best node (with the policy's tie-break) and the GPUs to take there.
+* `place` turns a node choice into a ledger `Assignment`, or a `Verdict` saying why it can't.
+
+Policy evaluations are memoised per node until that node changes (`NodeState.cache`), which is
+what makes a 10,000-pod replay over 1,200 nodes take seconds instead of minutes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from random import Random
+
+from vgpu.core.fit import Verdict, check
+from vgpu.core.ids import NodeName
+from vgpu.core.model import Assignment, PodRequest
+from vgpu.core.placement import Choice, assignment_for
+from vgpu.core.policies import Evaluation, Policy
+from vgpu.core.state import ClusterState, NodeState
+
+_MISSING = object()
+MAX_EXTENDER_SCORE = 10
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """The chosen node, its score and the GPU choice there."""
+
+    node: NodeName
+    score: float
+    choice: Choice
+
+
+class Scheduler:
+    """Filter, score and select over a `ClusterState` with one policy."""
+
+    def __init__(self, state: ClusterState, policy: Policy, *, rng: Random | None = None) -> None:
+        self.state = state
+        self.policy = policy
+        self.rng = rng if rng is not None else Random(0)
+        self._keys: dict[tuple[int, object], int] = {}
+
+    def _key(self, pol: Policy, pod: PodRequest) -> int:
+        """A small int standing for (policy, pod shape): cheap to hash in the hot loop."""
+        full = (id(pol), pod.shape)
+        key = self._keys.get(full)
+        if key is None:
+            key = self._keys[full] = len(self._keys)
+        return key
+
+    def evaluate(
+        self, ns: NodeState, pod: PodRequest, policy: Policy | None = None
+    ) -> Evaluation | None:
+        """The policy's evaluation of one node, memoised while the node is unchanged."""
+        pol = policy or self.policy
+        if not pol.cacheable:
+            return pol.evaluate(ns, pod, self.rng)
+        key = self._key(pol, pod)
+        hit = ns.cache.get(key, _MISSING)
+        if hit is _MISSING:
+            hit = ns.cache[key] = pol.evaluate(ns, pod, self.rng)
+        return hit  # type: ignore[return-value]
+
+    def _nodes(self, names: Iterable[NodeName] | None) -> Iterable[NodeState]:
+        if names is None:
+            return self.state.nodes()
+        return (self.state.node(n) for n in names if self.state.has_node(n))
+
+    def filter(self, pod: PodRequest, names: Iterable[NodeName]) -> dict[NodeName, Verdict]:
+        """A verdict per known node name (unknown names are the caller's to report)."""
+        return {ns.name: check(ns, pod) for ns in self._nodes(names)}
+
+    def select(
+        self, pod: PodRequest, names: Iterable[NodeName] | None = None, policy: Policy | None = None
+    ) -> Selection | None:
+        """The best node for the pod, or None if it fits nowhere."""
+        pol = policy or self.policy
+        best_score = float("-inf")
+        best: list[tuple[NodeState, Evaluation]] = []
+        cacheable, rng, evaluate = pol.cacheable, self.rng, pol.evaluate
+        key = self._key(pol, pod) if cacheable else -1
+        for ns in self._nodes(names):
+            # `self.evaluate`, inlined: this loop runs nodes × pods times in a replay.
+            if cacheable:
+                ev = ns.cache.get(key, _MISSING)
+                if ev is _MISSING:
+                    ev = ns.cache[key] = evaluate(ns, pod, rng)
+            else:
+                ev = evaluate(ns, pod, rng)
+            if ev is None:
+                continue
+            score = ev.score  # type: ignore[attr-defined]
+            if score > best_score:
+                best_score = score
+                best = [(ns, ev)]  # type: ignore[list-item]
+            elif score == best_score:
+                best.append((ns, ev))  # type: ignore[arg-type]
+        if not best:
+            return None
+        ns, ev = self.rng.choice(best) if pol.random_ties and len(best) > 1 else best[0]
+        return Selection(ns.name, ev.score, ev.choice)
+
+    def prioritize(
+        self, pod: PodRequest, names: Iterable[NodeName], policy: Policy | None = None
+    ) -> dict[NodeName, int]:
+        """Scores 0..10 for the nodes that fit (min-max scaled; nodes that don't fit get 0)."""
+        raw: dict[NodeName, float | None] = {}
+        for ns in self._nodes(names):
+            ev = self.evaluate(ns, pod, policy)
+            raw[ns.name] = None if ev is None else ev.score
+        scores = [s for s in raw.values() if s is not None]
+        if not scores:
+            return dict.fromkeys(raw, 0)
+        lo, hi = min(scores), max(scores)
+        span = hi - lo
+        return {
+            name: 0
+            if s is None
+            else (MAX_EXTENDER_SCORE if span == 0 else round(MAX_EXTENDER_SCORE * (s - lo) / span))
+            for name, s in raw.items()
+        }
+
+    def place(
+        self, pod: PodRequest, node: NodeName, policy: Policy | None = None
+    ) -> Assignment | Verdict:
+        """The assignment for the pod on `node` (GPUs chosen by the policy), or why it can't."""
+        ns = self.state.node(node)
+        ev = self.evaluate(ns, pod, policy)
+        if ev is None:
+            verdict = check(ns, pod)
+            return (
+                verdict
+                if not verdict.ok
+                else Verdict(verdict.code, ("policy found no GPU choice",))
+            )
+        return assignment_for(ns, pod, ev.choice)

@@ -1,0 +1,127 @@
+"""Kubelet device IDs for GPU shares, and the device lists the plugin advertises.
+
+Two extended resources split every GPU:
+- `<domain>/cores`: 100 devices per GPU, `<uuid>::c<k>` with k = 0..99 (one percent of the SMs);
+- `<domain>/memory`: one device per `memory_unit_mib` block, `<uuid>::m<k>` with
+  k = 0..memory_mib // memory_unit_mib - 1.
+
+Encoding the GPU in the ID means the IDs the kubelet hands to Allocate say where the share
+lives; no pod lookup is needed. IDs stay well under the kubelet's 63-character limit for NVML
+UUIDs (40 chars). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from vgpu.core.errors import VgpuError
+
+# Re-exported so node-side callers need one import.
+from vgpu.core.units import CORES_PER_GPU as CORES_PER_GPU
+from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB as DEFAULT_MEMORY_UNIT_MIB
+from vgpu.node.model import GpuInfo
+
+DEFAULT_DOMAIN = "vgpu.io"
+MAX_DEVICE_ID_LEN = 63
+
+_UNIT_ID = re.compile(r"^(?P<uuid>[^:\s]+)::(?P<kind>[cm])(?P<index>0|[1-9][0-9]*)$")
+
+
+class UnitKind(enum.Enum):
+    CORES = "c"
+    MEMORY = "m"
+
+
+class DeviceIdError(VgpuError, ValueError):
+    """A device ID is not of the form `<gpu-uuid>::c<k>` / `<gpu-uuid>::m<k>`."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class UnitId:
+    gpu_uuid: str
+    kind: UnitKind
+    index: int
+
+    def __str__(self) -> str:
+        return format_unit_id(self.gpu_uuid, self.kind, self.index)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceNames:
+    """The two extended resource names for a domain, e.g. vgpu.io/cores and vgpu.io/memory."""
+
+    domain: str = DEFAULT_DOMAIN
+
+    @property
+    def cores(self) -> str:
+        return f"{self.domain}/cores"
+
+    @property
+    def memory(self) -> str:
+        return f"{self.domain}/memory"
+
+    def kind_of(self, resource: str) -> UnitKind:
+        if resource == self.cores:
+            return UnitKind.CORES
+        if resource == self.memory:
+            return UnitKind.MEMORY
+        raise ValueError(f"resource: {resource!r} is neither {self.cores} nor {self.memory}")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEntry:
+    """One advertised kubelet device."""
+
+    id: str
+    healthy: bool
+    numa_node: int | None
+
+
+def format_unit_id(gpu_uuid: str, kind: UnitKind, index: int) -> str:
+    return f"{gpu_uuid}::{kind.value}{index}"
+
+
+def parse_unit_id(device_id: str) -> UnitId:
+    match = _UNIT_ID.match(device_id)
+    if match is None:
+        raise DeviceIdError(
+            f"device ID {device_id!r}: expected <gpu-uuid>::c<k> or <gpu-uuid>::m<k>"
+        )
+    return UnitId(match["uuid"], UnitKind(match["kind"]), int(match["index"]))
+
+
+def group_by_gpu(device_ids: Iterable[str]) -> dict[str, list[UnitId]]:
+    """Parse IDs and group them by GPU UUID (first-seen GPU order, units sorted by index)."""
+    groups: dict[str, list[UnitId]] = {}
+    for device_id in device_ids:
+        unit = parse_unit_id(device_id)
+        groups.setdefault(unit.gpu_uuid, []).append(unit)
+    return {uuid: sorted(units) for uuid, units in groups.items()}
+
+
+def units_per_gpu(gpu: GpuInfo, kind: UnitKind, memory_unit_mib: int) -> int:
+    """How many devices of `kind` one GPU contributes."""
+    if kind is UnitKind.CORES:
+        return CORES_PER_GPU
+    return gpu.memory_mib // memory_unit_mib
+
+
+def device_list(
+    gpus: Sequence[GpuInfo],
+    kind: UnitKind,
+    *,
+    unhealthy: Iterable[str] = (),
+    memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB,
+) -> list[DeviceEntry]:
+    """Every device of `kind` on these GPUs; all units of an unhealthy GPU are unhealthy."""
+    if memory_unit_mib <= 0:
+        raise ValueError(f"memory_unit_mib: must be > 0, got {memory_unit_mib}")
+    bad = frozenset(unhealthy)
+    return [
+        DeviceEntry(format_unit_id(gpu.uuid, kind, k), gpu.uuid not in bad, gpu.numa_node)
+        for gpu in gpus
+        for k in range(units_per_gpu(gpu, kind, memory_unit_mib))
+    ]
