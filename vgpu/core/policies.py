@@ -55,7 +55,12 @@ class Policy:
     name = "base"
     cacheable = True
     random_ties = False
+    generation = 0
+    """Bumped when the policy's scoring changes (e.g. a re-learned workload): stale memos."""
     pick: GpuPicker = staticmethod(best_fit_pick)
+
+    def observe(self, pod: PodRequest) -> None:
+        """Learn from a pod the scheduler is asked to place (once per pod key; default: no-op)."""
 
     def evaluate(self, ns: NodeState, pod: PodRequest, rng: Random) -> Evaluation | None:
         """Score the node for the pod, or None if the pod does not fit."""

@@ -46,7 +46,7 @@ class Scheduler:
 
     def _key(self, pol: Policy, pod: PodRequest) -> int:
         """A small int standing for (policy, pod shape): cheap to hash in the hot loop."""
-        full = (id(pol), pod.shape)
+        full = (id(pol), pol.generation, pod.shape)
         key = self._keys.get(full)
         if key is None:
             key = self._keys[full] = len(self._keys)
@@ -79,6 +79,7 @@ class Scheduler:
     ) -> Selection | None:
         """The best node for the pod, or None if it fits nowhere."""
         pol = policy or self.policy
+        pol.observe(pod)
         best_score = float("-inf")
         best: list[tuple[NodeState, Evaluation]] = []
         cacheable, rng, evaluate = pol.cacheable, self.rng, pol.evaluate
@@ -108,6 +109,7 @@ class Scheduler:
         self, pod: PodRequest, names: Iterable[NodeName], policy: Policy | None = None
     ) -> dict[NodeName, int]:
         """Scores 0..10 for the nodes that fit (min-max scaled; nodes that don't fit get 0)."""
+        (policy or self.policy).observe(pod)
         raw: dict[NodeName, float | None] = {}
         for ns in self._nodes(names):
             ev = self.evaluate(ns, pod, policy)
