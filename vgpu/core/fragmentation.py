@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import count
 
 from vgpu.core.model import Gpu
 from vgpu.core.state import NodeState
 from vgpu.core.units import CORES_PER_GPU, memory_need_mmib
 from vgpu.core.workload import Workload
+
+_METERS = count()
+"""Unique meter ids: `id()` may be reused once a meter is garbage collected, and node caches
+outlive meters when a policy re-learns its workload."""
 
 GpuKey = tuple[int, int, int]
 """(static GPU class id, free cores, free memory mMiB)."""
@@ -28,14 +33,18 @@ GpuKey = tuple[int, int, int]
 class FragmentMeter:
     """Computes (and memoises) expected fragmentation for one target workload."""
 
-    def __init__(self, workload: Workload) -> None:
+    def __init__(self, workload: Workload, *, residue_weight: float = 0.0) -> None:
         self.workload = workload
+        self.residue_weight = residue_weight
+        """Also count, with this weight, what is left on a GPU after packing it with as many
+        copies of a fractional shape as fit (0: the paper's measure)."""
         shapes = workload.shapes
         self._levels = sorted({s.cpu_milli for s in shapes})
         self._level_of = [bisect_right(self._levels, s.cpu_milli) for s in shapes]
         self._classes: dict[tuple[str, int, bool], int] = {}
         self._class_info: list[tuple[tuple[bool, ...], tuple[int, ...], int, bool]] = []
         self._memo: dict[tuple[int, tuple[GpuKey, ...]], float] = {}
+        self._cache_key = ("fgd-classes", next(_METERS))
 
     def gpu_class(self, gpu: Gpu) -> int:
         """Interned id of a GPU's static properties (type, memory, health)."""
@@ -61,7 +70,7 @@ class FragmentMeter:
 
     def classes_of(self, ns: NodeState) -> tuple[int, ...]:
         """The static class id of each GPU of a node (memoised on the node's static cache)."""
-        key = ("fgd-classes", id(self))
+        key = self._cache_key
         hit = ns.cache.get(key)
         if hit is None:
             hit = tuple(self.gpu_class(g) for g in ns.gpus)
@@ -97,8 +106,9 @@ class FragmentMeter:
             if shape.gpus == 0 or self._level_of[m] > level:
                 expected += p * total
                 continue
-            usable, frag = 0, 0
+            usable, frag, residue = 0, 0, 0
             whole = shape.cores >= CORES_PER_GPU
+            rw = self.residue_weight
             for cid, fc, fm in gpus:
                 allowed, needs, total_mem, healthy = info[cid]
                 if not allowed[m]:
@@ -112,9 +122,14 @@ class FragmentMeter:
                 )
                 if ok:
                     usable += 1
+                    if rw and not whole:
+                        copies = fc // shape.cores
+                        if needs[m]:
+                            copies = min(copies, fm // needs[m])
+                        residue += (fc - copies * shape.cores) * 10
                 else:
                     frag += fc * 10
-            expected += p * (frag if usable >= shape.gpus else total)
+            expected += p * (frag + rw * residue if usable >= shape.gpus else total)
         return expected
 
     def memo_size(self) -> int:

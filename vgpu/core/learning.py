@@ -27,8 +27,9 @@ class WorkloadLearner:
         *,
         prior_weight: float = 256.0,
         window: int = 4096,
-        refresh: int = 512,
+        refresh: int = 1024,
         coverage: float = 0.95,
+        tolerance: float = 0.05,
     ) -> None:
         if window < 1 or refresh < 1:
             raise ValueError("window and refresh must be positive")
@@ -37,18 +38,20 @@ class WorkloadLearner:
         self.window = window
         self.refresh = refresh
         self.coverage = coverage
+        self.tolerance = tolerance
         self.generation = 0
         self._recent: deque[TaskShape] = deque()
         self._counts: Counter[TaskShape] = Counter()
         self._seen: dict[PodKey, None] = {}
         self._since = 0
+        self._total = 0
         self._next = 16
         self.workload = self._build()
 
     @property
     def observed(self) -> int:
         """How many distinct pods have been observed (ever)."""
-        return len(self._seen) if len(self._seen) < self.window else self._total
+        return self._total
 
     def observe(self, pod: PodRequest) -> bool:
         """Count a pod's shape once per pod key; True if the workload was rebuilt."""
@@ -67,14 +70,17 @@ class WorkloadLearner:
             if not self._counts[old]:
                 del self._counts[old]
         self._since += 1
-        self._total = getattr(self, "_total", 0) + 1
-        if self._since >= self._next:
-            self._since = 0
-            self._next = min(2 * self._next, self.refresh)
-            self.workload = self._build()
-            self.generation += 1
-            return True
-        return False
+        self._total += 1
+        if self._since < self._next:
+            return False
+        self._since = 0
+        self._next = min(4 * self._next, self.refresh)
+        fresh = self._build()
+        if distance(fresh, self.workload) <= self.tolerance:
+            return False
+        self.workload = fresh
+        self.generation += 1
+        return True
 
     def _build(self) -> Workload:
         counts: Counter[TaskShape] = Counter()
@@ -82,3 +88,10 @@ class WorkloadLearner:
             counts[shape] += p * self.prior_weight  # type: ignore[assignment]
         counts.update(self._counts)
         return workload_from_counts(counts, coverage=self.coverage)
+
+
+def distance(a: Workload, b: Workload) -> float:
+    """Total-variation distance between two shape distributions (0 same, 1 disjoint)."""
+    pa = dict(zip(a.shapes, a.probs, strict=True))
+    pb = dict(zip(b.shapes, b.probs, strict=True))
+    return 0.5 * sum(abs(pa.get(s, 0.0) - pb.get(s, 0.0)) for s in pa.keys() | pb.keys())

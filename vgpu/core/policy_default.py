@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import count
 from random import Random
 
 from vgpu.core.fgd import sigmoid_score
@@ -19,6 +20,9 @@ from vgpu.core.policies import Evaluation, Policy
 from vgpu.core.state import NodeState
 from vgpu.core.units import CORES_PER_GPU
 from vgpu.core.workload import Workload
+
+_TOKENS = count()
+"""Unique keys for per-node memos (one per meter, so a re-learned workload never hits old ones)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +38,12 @@ class DefaultConfig:
     online: bool = True
     """Learn the workload from observed pods (the prior is only a prior)."""
     prior_weight: float = 256.0
+    cpu_weight: float = 0.0
+    """Weight of CPU stranding (free GPU the node's free CPU cannot feed) added to fragmentation."""
+    residue_weight: float = 0.0
+    """Weight of per-GPU residues after packing copies of each fractional shape (fragmentation)."""
+    cpu_tie: str = "packed"
+    """Secondary key for CPU-only pods: "packed" (as GPU pods) or "slack" (most spare CPU)."""
 
 
 class DefaultPolicy(Policy):
@@ -48,14 +58,20 @@ class DefaultPolicy(Policy):
         if self.config.online:
             self.learner = WorkloadLearner(workload, prior_weight=self.config.prior_weight)
             workload = self.learner.workload
-        self.meter = FragmentMeter(workload)
+        self.meter = FragmentMeter(workload, residue_weight=self.config.residue_weight)
         self.generation = 0
+        self._base_key = ("default-base", next(_TOKENS))
+        self.cpu_per_milli = cpu_per_gpu_milli(workload)
 
     def observe(self, pod: PodRequest) -> None:
         """Learn from a pod about to be placed (rebuilds the meter now and then)."""
         if self.learner is not None and self.learner.observe(pod):
-            self.meter = FragmentMeter(self.learner.workload)
+            self.meter = FragmentMeter(
+                self.learner.workload, residue_weight=self.config.residue_weight
+            )
+            self.cpu_per_milli = cpu_per_gpu_milli(self.learner.workload)
             self.generation += 1
+            self._base_key = ("default-base", next(_TOKENS))
 
     def _primary(self, reduction: float) -> float:
         band = self.config.band
@@ -63,45 +79,47 @@ class DefaultPolicy(Policy):
             return sigmoid_score(reduction)
         return float(math.floor(reduction / band + 1e-9))
 
+    def _stranded(self, cpu_free: int, free_cores: int) -> float:
+        """Weighted free GPU (milli) beyond what the free CPU can feed at the workload's ratio."""
+        r, w = self.cpu_per_milli, self.config.cpu_weight
+        if r <= 0 or not w:
+            return 0.0
+        return w * max(0.0, free_cores * 10 - cpu_free / r)
+
     def _secondary(self, ns: NodeState, pod: PodRequest, used_after: int) -> float:
+        if not pod.wants_gpu and self.config.cpu_tie == "slack":
+            r = self.cpu_per_milli
+            free_after = len(ns.gpus) * CORES_PER_GPU - used_after
+            slack = ns.cpu_free - pod.cpu_milli - free_after * 10 * r
+            return 0.999 / (1 + math.exp(-slack / 16000))
         if self.config.tie == "packed" and ns.gpus:
             return 0.999 * used_after / (len(ns.gpus) * CORES_PER_GPU)
         return 0.0
+
+    def _base(self, ns: NodeState) -> tuple[list[GpuKey], float, int]:
+        """The node's GPU keys, its fragmentation (with CPU stranding) and its used cores."""
+        meter = self.meter
+        gpus = list(zip(meter.classes_of(ns), ns.free_cores, ns.free_mem, strict=True))
+        key = self._base_key
+        hit = ns.cache.get(key)
+        if hit is None:
+            free = sum(ns.free_cores)
+            before = meter.of_key(meter.cpu_level(ns.cpu_free), tuple(sorted(gpus)))
+            before += self._stranded(ns.cpu_free, free)
+            hit = ns.cache[key] = (before, len(gpus) * CORES_PER_GPU - free)
+        return gpus, hit[0], hit[1]  # type: ignore[index]
 
     def evaluate(self, ns: NodeState, pod: PodRequest, rng: Random) -> Evaluation | None:
         if not host_fits(ns, pod):
             return None
         meter = self.meter
-        classes = meter.classes_of(ns)
-        gpus: list[GpuKey] = list(zip(classes, ns.free_cores, ns.free_mem, strict=True))
-        before = meter.of_key(meter.cpu_level(ns.cpu_free), tuple(sorted(gpus)))
-        level = meter.cpu_level(ns.cpu_free - pod.cpu_milli)
-        used = len(gpus) * CORES_PER_GPU - sum(ns.free_cores)
+        gpus, before, used = self._base(ns)
+        total = len(gpus) * CORES_PER_GPU
+        cpu_after = ns.cpu_free - pod.cpu_milli
+        level = meter.cpu_level(cpu_after)
         wanting = pod.gpu_containers
         if len(wanting) == 1 and not wanting[0].whole:
-            c = wanting[0]
-            cands = candidates(ns, c, pod.selector)
-            if not cands:
-                return None
-            best: tuple[float, float, int] | None = None
-            seen: set[GpuKey] = set()
-            for p in cands:
-                if gpus[p] in seen:
-                    continue
-                seen.add(gpus[p])
-                cores, mem = share_of(ns, p, c)
-                cid, fc, fm = gpus[p]
-                gpus[p] = (cid, fc - cores, fm - mem)
-                after = meter.of_key(level, tuple(sorted(gpus)))
-                gpus[p] = (cid, fc, fm)
-                prim = self._primary(before - after)
-                inner = -fc if self.config.gpu_tie == "fullest" else 0
-                key = (prim, inner, -p)
-                if best is None or key > best:
-                    best = key
-            assert best is not None
-            score = best[0] + self._secondary(ns, pod, used + c.cores)
-            return Evaluation(score, ((-best[2],),))
+            return self._fractional(ns, pod, gpus, before, used)
         choice: Choice = ()
         if wanting:
             found = choose(ns, pod)
@@ -114,5 +132,44 @@ class DefaultPolicy(Policy):
                     cid, fc, fm = gpus[p]
                     gpus[p] = (cid, fc - cores, fm - mem)
                     used += cores
-        after = meter.of_key(level, tuple(sorted(gpus)))
+        after = meter.of_key(level, tuple(sorted(gpus))) + self._stranded(cpu_after, total - used)
         return Evaluation(self._primary(before - after) + self._secondary(ns, pod, used), choice)
+
+    def _fractional(
+        self, ns: NodeState, pod: PodRequest, gpus: list[GpuKey], before: float, used: int
+    ) -> Evaluation | None:
+        """Try each distinct GPU that fits the share; keep the best (then fullest, then first)."""
+        c = pod.gpu_containers[0]
+        cands = candidates(ns, c, pod.selector)
+        if not cands:
+            return None
+        meter = self.meter
+        cpu_after = ns.cpu_free - pod.cpu_milli
+        level = meter.cpu_level(cpu_after)
+        stranded = self._stranded(cpu_after, len(gpus) * CORES_PER_GPU - used - c.cores)
+        fullest = self.config.gpu_tie == "fullest"
+        best_pos, best = -1, (-math.inf, 0)
+        seen: set[GpuKey] = set()
+        for p in cands:
+            cid, fc, fm = old = gpus[p]
+            if old in seen:
+                continue
+            seen.add(old)
+            cores, mem = share_of(ns, p, c)
+            gpus[p] = (cid, fc - cores, fm - mem)
+            after = meter.of_key(level, tuple(sorted(gpus))) + stranded
+            gpus[p] = old
+            key = (self._primary(before - after), -fc if fullest else 0)
+            if key > best:
+                best_pos, best = p, key
+        return Evaluation(best[0] + self._secondary(ns, pod, used + c.cores), ((best_pos,),))
+
+
+def cpu_per_gpu_milli(workload: Workload) -> float:
+    """Expected milli-CPU per milli-GPU over the workload's GPU shapes (0 if none)."""
+    cpu = gpu = 0.0
+    for shape, p in zip(workload.shapes, workload.probs, strict=True):
+        if shape.gpus:
+            cpu += p * shape.cpu_milli
+            gpu += p * shape.gpus * shape.cores * 10
+    return cpu / gpu if gpu else 0.0
