@@ -12,11 +12,13 @@ import sys
 from pathlib import Path
 
 from vgpu.core.errors import InvalidRequest, VgpuError
-from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES
+from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, is_policy_name, make_policy
+from vgpu.core.workload import Workload
 from vgpu.sim.engine import RunResult
 from vgpu.sim.report import plot, table
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary
 from vgpu.sim.trace import read_trace
+from vgpu.sim.variants import VARIANTS
 
 DEFAULT_POLICIES = ("default", *PAPER_POLICIES)
 
@@ -53,7 +55,28 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         action="append",
         metavar="NAME",
         help=f"policy to run (repeatable; default: {', '.join(DEFAULT_POLICIES)}); "
-        f"one of {', '.join(POLICY_NAMES)}",
+        f"one of {', '.join(POLICY_NAMES)}, or default:key=value,... (docs/policies.md)",
+    )
+    p.add_argument(
+        "--variant",
+        choices=VARIANTS,
+        default="none",
+        help="synthetic variant of the pods: two-axis (GPU memory drawn independently of the "
+        "compute share) or gangs (all-or-nothing groups of 2-16); seeded by --seeds",
+    )
+    p.add_argument(
+        "--prior",
+        choices=("auto", "none", "trace"),
+        default="auto",
+        help="what a policy that learns its workload online (default) knows in advance: "
+        "nothing (auto, none) or the whole trace (trace); FGD always gets the trace",
+    )
+    p.add_argument(
+        "--gang-mode",
+        choices=("auto", "plan", "independent"),
+        default="auto",
+        help="with --variant gangs: plan gangs all-or-nothing, or place members one by one "
+        "(auto: plan for default, independent for the others)",
     )
     p.add_argument("--seeds", default="42", help='seeds, e.g. "42" or "42-51" (default 42)')
     p.add_argument(
@@ -75,7 +98,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def run(args: argparse.Namespace) -> int:
     """Run the replays and print the results."""
     policies = args.policy or list(DEFAULT_POLICIES)
-    unknown = [p for p in policies if p not in POLICY_NAMES]
+    unknown = [p for p in policies if not is_policy_name(p)]
     if unknown:
         raise InvalidRequest(
             "--policy", f"unknown policy {unknown[0]!r}", "choose one of " + ", ".join(POLICY_NAMES)
@@ -84,7 +107,13 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidRequest("--tune", f"{args.tune} is out of range", "use a factor such as 1.3")
     seeds = parse_seeds(args.seeds)
     trace = read_trace(args.nodes, args.pods)
-    jobs = [Job(policy, seed, args.tune, args.ties) for policy in policies for seed in seeds]
+    for name in policies:
+        make_policy(name, Workload((), ()))  # a bad default:... spec fails here, clearly
+    jobs = [
+        Job(policy, seed, args.tune, args.ties, args.variant, args.prior, args.gang_mode)
+        for policy in policies
+        for seed in seeds
+    ]
     workers = args.jobs if args.jobs > 0 else default_workers()
     if not args.quiet:
         print(

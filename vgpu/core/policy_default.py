@@ -1,6 +1,22 @@
-"""vgpu's default placement policy: FGD's fragmentation measure, learned online, with packing ties.
+"""vgpu's default placement policy: FGD's measure, learned online, with CPU and packing terms.
 
-Experimental knobs for now; see docs/policies.md.
+The core is fragmentation-gradient descent (see `fgd`): place the pod where the node's expected
+fragmentation over the target workload grows least, trying every GPU of the node that fits a
+share. What this policy adds, each measured on the openb trace (docs/policies.md):
+
+* The workload is *learned online* from the pods the scheduler is asked to place (a
+  `WorkloadLearner`, optionally seeded with a prior), because a live extender has no trace.
+* Free GPU that the node's free CPU cannot feed at the workload's CPU:GPU ratio counts as
+  fragment too (*CPU stranding*): FGD only notices CPU when a whole shape stops fitting.
+* On a GPU that fits a share, what is left after packing it with copies of that share counts as
+  fragment too (*residue*), so a 470 that leaves 60 unusable is told from one that leaves 530.
+* Growths within one of FGD's integer score buckets are equal, and the tie goes to the *fullest*
+  node rather than to the first in node order.
+
+Scores are ``bucket + 0.999 × fullness`` (higher wins), so the extender's 0..10 scaling and the
+simulator's arg-max see the same order. Both GPU axes count: a GPU fits a shape only with the
+cores *and* the memory, residues count copies limited by either axis, and fullness is measured in
+cores (the KPI's unit).
 """
 
 from __future__ import annotations
@@ -10,6 +26,7 @@ from dataclasses import dataclass
 from itertools import count
 from random import Random
 
+from vgpu.core.errors import InvalidRequest
 from vgpu.core.fgd import sigmoid_score
 from vgpu.core.fit import candidates, host_fits
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
@@ -30,20 +47,52 @@ class DefaultConfig:
     """The policy's knobs (each one is an ablation row in docs/policies.md)."""
 
     band: float = 0.0
-    """Fragmentation growths within one band count as equal; 0: FGD's sigmoid buckets."""
+    """Growths within one band (milli-GPU) count as equal; 0: FGD's integer sigmoid buckets."""
     tie: str = "packed"
-    """Secondary key among equal bands: "order" (node order), "packed" (fullest node)."""
+    """Secondary key among equal buckets: "packed" (fullest node) or "order" (node order)."""
     gpu_tie: str = "index"
-    """Among equal GPUs inside a node: "index" (lowest) or "fullest"."""
+    """Among equally good GPUs inside a node: "index" (lowest) or "fullest"."""
     online: bool = True
-    """Learn the workload from observed pods (the prior is only a prior)."""
+    """Learn the workload from observed pods (the given workload is then only a prior)."""
     prior_weight: float = 256.0
-    cpu_weight: float = 0.0
-    """Weight of CPU stranding (free GPU the node's free CPU cannot feed) added to fragmentation."""
-    residue_weight: float = 0.0
-    """Weight of per-GPU residues after packing copies of each fractional shape (fragmentation)."""
-    cpu_tie: str = "packed"
-    """Secondary key for CPU-only pods: "packed" (as GPU pods) or "slack" (most spare CPU)."""
+    """How many observed pods the prior is worth."""
+    cpu_weight: float = 1.0
+    """Weight of CPU stranding in the fragmentation (0: FGD's measure)."""
+    residue_weight: float = 1.0
+    """Weight of per-GPU residues after packing copies of each share (0: FGD's measure)."""
+
+    @classmethod
+    def parse(cls, text: str) -> DefaultConfig:
+        """Knobs from ``"key=value,key=value"`` (as in ``--policy default:cpu_weight=0``)."""
+        values: dict[str, object] = {}
+        fields = cls.__dataclass_fields__
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, _, raw = part.partition("=")
+            if key not in fields or not raw:
+                raise InvalidRequest(
+                    "policy",
+                    f"bad default-policy option {part!r}",
+                    f"use key=value with keys {', '.join(fields)}",
+                )
+            kind = fields[key].type
+            try:
+                values[key] = (
+                    raw in ("1", "true", "yes")
+                    if kind == "bool"
+                    else float(raw)
+                    if kind == "float"
+                    else raw
+                )
+            except ValueError:
+                raise InvalidRequest(
+                    "policy", f"{key}={raw!r} is not a number", "use e.g. 0.5"
+                ) from None
+        config = cls(**values)  # type: ignore[arg-type]
+        if config.tie not in ("packed", "order") or config.gpu_tie not in ("index", "fullest"):
+            raise InvalidRequest(
+                "policy", f"bad tie option in {text!r}", "tie=packed|order, gpu_tie=index|fullest"
+            )
+        return config
 
 
 class DefaultPolicy(Policy):
@@ -51,9 +100,14 @@ class DefaultPolicy(Policy):
 
     name = "default"
     random_ties = False
+    learns_online = True
 
-    def __init__(self, workload: Workload, config: DefaultConfig | None = None) -> None:
+    def __init__(
+        self, workload: Workload, config: DefaultConfig | None = None, *, name: str = "default"
+    ) -> None:
         self.config = config or DefaultConfig()
+        self.name = name
+        self.learns_online = self.config.online
         self.learner: WorkloadLearner | None = None
         if self.config.online:
             self.learner = WorkloadLearner(workload, prior_weight=self.config.prior_weight)
@@ -87,11 +141,6 @@ class DefaultPolicy(Policy):
         return w * max(0.0, free_cores * 10 - cpu_free / r)
 
     def _secondary(self, ns: NodeState, pod: PodRequest, used_after: int) -> float:
-        if not pod.wants_gpu and self.config.cpu_tie == "slack":
-            r = self.cpu_per_milli
-            free_after = len(ns.gpus) * CORES_PER_GPU - used_after
-            slack = ns.cpu_free - pod.cpu_milli - free_after * 10 * r
-            return 0.999 / (1 + math.exp(-slack / 16000))
         if self.config.tie == "packed" and ns.gpus:
             return 0.999 * used_after / (len(ns.gpus) * CORES_PER_GPU)
         return 0.0

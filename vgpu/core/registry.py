@@ -1,7 +1,9 @@
 """Policies by name, built once at start-up.
 
 Names: random, dotprod, gpuclustering, gpupacking, bestfit, fgd (the paper's artifact), spread,
-binpack, shape, and `default`, the project's default policy.
+binpack, shape, and `default`, the project's default policy (`policy_default`). The default
+policy's knobs can be set for experiments as ``default:key=value,...`` (e.g.
+``default:cpu_weight=0``); such a spec is its own policy name in results.
 """
 
 from __future__ import annotations
@@ -22,14 +24,11 @@ from vgpu.core.policies import (
     ShapePolicy,
     SpreadPolicy,
 )
+from vgpu.core.policy_default import DefaultConfig, DefaultPolicy
 from vgpu.core.workload import Workload
 
 PAPER_POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
 POLICY_NAMES = (*PAPER_POLICIES, "spread", "binpack", "shape", "default")
-
-
-def _default(workload: Workload) -> Policy:
-    return FgdPolicy(FragmentMeter(workload), quantize=False, name="default")
 
 
 _BUILDERS: dict[str, Callable[[Workload], Policy]] = {
@@ -42,12 +41,27 @@ _BUILDERS: dict[str, Callable[[Workload], Policy]] = {
     "spread": lambda w: SpreadPolicy(),
     "binpack": lambda w: BinpackPolicy(),
     "shape": lambda w: ShapePolicy(),
-    "default": _default,
+    "default": lambda w: DefaultPolicy(w),
 }
+
+
+def is_policy_name(name: str) -> bool:
+    """Whether `make_policy` knows the name (or `default:...` spec)."""
+    return name in _BUILDERS or name.startswith("default:")
+
+
+def learns_online(name: str) -> bool:
+    """Whether the named policy learns its workload from observed pods (then the workload given
+    to `make_policy` is only a prior, and may be empty)."""
+    if name == "default":
+        return True
+    return name.startswith("default:") and DefaultConfig.parse(name[8:]).online
 
 
 def make_policy(name: str, workload: Workload) -> Policy:
     """Build a policy by name for a target workload (used by workload-aware policies)."""
+    if name.startswith("default:"):
+        return DefaultPolicy(workload, DefaultConfig.parse(name[8:]), name=name)
     try:
         return _BUILDERS[name](workload)
     except KeyError:

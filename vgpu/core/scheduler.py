@@ -42,7 +42,7 @@ class Scheduler:
         self.state = state
         self.policy = policy
         self.rng = rng if rng is not None else Random(0)
-        self._keys: dict[tuple[int, object], int] = {}
+        self._keys: dict[tuple[int, int, object], int] = {}
 
     def _key(self, pol: Policy, pod: PodRequest) -> int:
         """A small int standing for (policy, pod shape): cheap to hash in the hot loop."""

@@ -34,6 +34,8 @@ class RunResult:
     seconds: float
     curve: list[tuple[float, float]] = field(default_factory=list)
     """(arrived %, allocated %) after each pod whose arrival crossed the next 1 % step."""
+    extra: dict[str, float] = field(default_factory=dict)
+    """Variant-specific measures (e.g. gangs admitted), shown in `--json`."""
 
     def as_json(self) -> dict[str, object]:
         """The `--json` form of one run."""
@@ -44,6 +46,7 @@ class RunResult:
             "pods_placed": self.pods_placed,
             "pods_failed": self.pods_failed,
             "seconds": round(self.seconds, 3),
+            **self.extra,
         }
 
 

@@ -14,10 +14,13 @@ from dataclasses import dataclass
 from statistics import median
 from typing import TextIO
 
-from vgpu.core.registry import make_policy
-from vgpu.core.workload import workload_from
+from vgpu.core.model import PodRequest
+from vgpu.core.registry import learns_online, make_policy
+from vgpu.core.workload import Workload, workload_from
 from vgpu.sim.engine import RunResult, capacity_milli, replay
+from vgpu.sim.gangs import replay_units
 from vgpu.sim.trace import Trace
+from vgpu.sim.variants import gangs, two_axis
 from vgpu.sim.workload import arrivals
 
 
@@ -30,17 +33,36 @@ class Job:
     tune: float
     ties: str = "policy"
     """How equal top scores are broken: "policy" (its own rule), "random" or "first" (node order)."""
+    variant: str = "none"
+    """A synthetic trace variant (`variants.VARIANTS`)."""
+    prior: str = "auto"
+    """What a policy that learns online is told in advance: "auto"/"none" (nothing), "trace"."""
+    gang_mode: str = "auto"
+    """How gangs are placed: "plan", "independent", or "auto" (plan for default policies)."""
+
+
+def _workload(trace_pods: tuple[PodRequest, ...], job: Job) -> Workload:
+    # FGD's target workload comes from the trace as given (before inflation), as in the paper; a
+    # policy that learns online starts from nothing unless asked, as in a live cluster.
+    if learns_online(job.policy) and job.prior != "trace":
+        return Workload((), ())
+    return workload_from(trace_pods)
 
 
 def run_job(trace: Trace, job: Job) -> RunResult:
     """Build the arrival sequence and the policy for one job, and replay it."""
+    source = two_axis(trace.pods, job.seed) if job.variant == "two-axis" else trace.pods
     pods = arrivals(
-        trace.pods, capacity_milli=capacity_milli(trace.nodes), tune=job.tune, seed=job.seed
+        source, capacity_milli=capacity_milli(trace.nodes), tune=job.tune, seed=job.seed
     )
-    # FGD's target workload comes from the trace as given (before inflation), as in the paper.
-    policy = make_policy(job.policy, workload_from(trace.pods))
+    policy = make_policy(job.policy, _workload(source, job))
     if job.ties != "policy":
         policy.random_ties = job.ties == "random"
+    if job.variant == "gangs":
+        mode = job.gang_mode
+        if mode == "auto":
+            mode = "plan" if job.policy.split(":")[0] == "default" else "independent"
+        return replay_units(trace.nodes, gangs(pods, job.seed), policy, seed=job.seed, mode=mode)
     return replay(trace.nodes, pods, policy, seed=job.seed)
 
 
