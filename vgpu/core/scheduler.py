@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import count
 from random import Random
+from weakref import WeakKeyDictionary
 
 from vgpu.core.fit import Verdict, check
 from vgpu.core.ids import NodeName
@@ -23,6 +25,8 @@ from vgpu.core.policies import Evaluation, Policy
 from vgpu.core.state import ClusterState, NodeState
 
 _MISSING = object()
+_KEYS: WeakKeyDictionary[Policy, dict[tuple[int, object], int]] = WeakKeyDictionary()
+_SERIAL = count()
 MAX_EXTENDER_SCORE = 10
 
 
@@ -42,14 +46,17 @@ class Scheduler:
         self.state = state
         self.policy = policy
         self.rng = rng if rng is not None else Random(0)
-        self._keys: dict[tuple[int, int, object], int] = {}
 
     def _key(self, pol: Policy, pod: PodRequest) -> int:
-        """A small int standing for (policy, pod shape): cheap to hash in the hot loop."""
-        full = (id(pol), pol.generation, pod.shape)
-        key = self._keys.get(full)
+        """A small int standing for (policy, its generation, pod shape): cheap to hash in the hot
+        loop, and unique across schedulers and policies, since node caches are shared by all."""
+        keys = _KEYS.get(pol)
+        if keys is None:
+            keys = _KEYS[pol] = {}
+        full = (pol.generation, pod.shape)
+        key = keys.get(full)
         if key is None:
-            key = self._keys[full] = len(self._keys)
+            key = keys[full] = next(_SERIAL)
         return key
 
     def evaluate(

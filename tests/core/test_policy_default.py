@@ -1,0 +1,132 @@
+"""The default policy: each term it adds to FGD changes a decision FGD gets wrong (or ties)."""
+
+import pytest
+
+from tests.builders import make_node, make_pod
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.ids import NodeName
+from vgpu.core.learning import WorkloadLearner, distance
+from vgpu.core.ledger import Ledger
+from vgpu.core.model import PodRequest
+from vgpu.core.placement import assignment_for
+from vgpu.core.policy_default import DefaultConfig, DefaultPolicy
+from vgpu.core.registry import is_policy_name, learns_online, make_policy
+from vgpu.core.scheduler import Scheduler
+from vgpu.core.state import ClusterState
+from vgpu.core.workload import TaskShape, Workload
+
+ONE_GPU = Workload((TaskShape(10_000, 100, 1),), (1.0,))
+EIGHT_AND_ONE = Workload((TaskShape(1000, 100, 8), TaskShape(1000, 100, 1)), (0.5, 0.5))
+
+
+def _hold(state: ClusterState, node: str, pod: PodRequest, choice: tuple[tuple[int, ...], ...]):
+    Ledger(state).assume(assignment_for(state.node(NodeName(node)), pod, choice))
+
+
+def _pick(state: ClusterState, policy_name: str, workload: Workload, pod: PodRequest) -> str:
+    sel = Scheduler(state, make_policy(policy_name, workload)).select(pod)
+    assert sel is not None
+    return str(sel.node)
+
+
+def test_cpu_stranding_sends_cpu_only_pods_where_cpu_is_spare() -> None:
+    # Same GPUs; "tight" has just the CPU its 4 GPUs need at 10 vCPU each, "roomy" twice that.
+    # FGD sees no change in fragmentation on either node and takes the first: "tight".
+    state = ClusterState(
+        [make_node("tight", gpus=4, cpu=44_000), make_node("roomy", gpus=4, cpu=88_000)]
+    )
+    pod = make_pod("cpu-only", cpu=12_000)
+    assert _pick(state, "fgd", ONE_GPU, pod) == "tight"
+    assert _pick(state, "default:online=0", ONE_GPU, pod) == "roomy"
+    assert _pick(state, "default:online=0,cpu_weight=0", ONE_GPU, pod) == "tight"
+
+
+def test_equal_growth_goes_to_the_fullest_node() -> None:
+    # Neither 8-GPU node can take an 8-GPU task any more; taking one of their idle GPUs grows
+    # fragmentation equally. FGD takes node order ("b7", 7 idle); default packs "a6" (6 idle),
+    # keeping the emptier node closer to whole; the idle node "c8" is the worst for both.
+    nodes = [make_node(n, gpus=8, cpu=96_000) for n in ("b7", "a6", "c8")]
+    state = ClusterState(nodes)
+    _hold(state, "b7", make_pod("x", 100), ((0,),))
+    _hold(state, "a6", make_pod("y", 200), ((0, 1),))
+    pod = make_pod("one", 100)
+    assert _pick(state, "fgd", EIGHT_AND_ONE, pod) == "b7"
+    assert _pick(state, "default:online=0", EIGHT_AND_ONE, pod) == "a6"
+    assert _pick(state, "default:online=0,tie=order", EIGHT_AND_ONE, pod) == "b7"
+
+
+def test_residue_prefers_the_gpu_a_share_fills_exactly() -> None:
+    # Expected shares are 40 cores. A 30 on the idle GPU of "half" leaves 70 (one 40 and 30
+    # unusable); on the 70-free GPU of "light" it leaves exactly 40. FGD sees both fit a 40 (no
+    # growth) and takes node order; residue-aware default fills the 70.
+    state = ClusterState([make_node("half", gpus=2), make_node("light", gpus=2)])
+    _hold(state, "half", make_pod("x", 100), ((1,),))
+    _hold(state, "light", make_pod("y", 30), ((0,),))
+    shares = Workload((TaskShape(1000, 40, 1),), (1.0,))
+    pod = make_pod("p", 30)
+    assert _pick(state, "fgd", shares, pod) == "half"
+    sel = Scheduler(state, make_policy("default:online=0", shares)).select(pod)
+    assert sel is not None and sel.node == "light" and sel.choice == ((0,),)
+    assert _pick(state, "default:online=0,residue_weight=0", shares, pod) == "half"
+
+
+def test_an_empty_workload_still_places_and_learning_starts_from_observed_pods() -> None:
+    state = ClusterState([make_node(f"n{i}", gpus=4) for i in range(3)])
+    policy = make_policy("default", Workload((), ()))
+    assert isinstance(policy, DefaultPolicy) and policy.learner is not None
+    sched = Scheduler(state, policy)
+    ledger = Ledger(state)
+    for i in range(20):
+        pod = make_pod(f"p{i}", 50)
+        sel = sched.select(pod)
+        assert sel is not None
+        ledger.assume(assignment_for(state.node(sel.node), pod, sel.choice))
+    assert policy.generation == 1  # rebuilt once, after 16 observations
+    assert policy.meter.workload.shapes == (TaskShape(1000, 50, 1),)
+    assert sum(f for ns in state.nodes() for f in ns.free_cores) == 1200 - 20 * 50
+
+
+def test_learner_counts_each_pod_once_and_tracks_drift() -> None:
+    learner = WorkloadLearner(window=64, refresh=64)
+    for _ in range(3):
+        learner.observe(make_pod("same", 50))
+    assert learner.observed == 1
+    for i in range(200):
+        learner.observe(make_pod(f"a{i}", 50))
+    assert learner.workload.shapes == (TaskShape(1000, 50, 1),)
+    for i in range(200):
+        learner.observe(make_pod(f"b{i}", 100))
+    assert learner.workload.shapes == (TaskShape(1000, 100, 1),)  # the window forgot the 50s
+
+
+def test_a_prior_counts_until_observations_outweigh_it() -> None:
+    learner = WorkloadLearner(ONE_GPU, prior_weight=100)
+    assert learner.workload == ONE_GPU
+    for i in range(16):
+        learner.observe(make_pod(f"s{i}", 30))
+    assert set(learner.workload.shapes) == {TaskShape(10_000, 100, 1), TaskShape(1000, 30, 1)}
+    assert distance(learner.workload, ONE_GPU) == pytest.approx(16 / 116)
+
+
+def test_policy_specs_parse_and_bad_ones_are_clear_errors() -> None:
+    assert DefaultConfig.parse("cpu_weight=0.5,tie=order,online=0") == DefaultConfig(
+        cpu_weight=0.5, tie="order", online=False
+    )
+    assert is_policy_name("default:band=40") and not is_policy_name("fgd:x=1")
+    assert learns_online("default") and not learns_online("default:online=0")
+    assert not learns_online("fgd")
+    with pytest.raises(InvalidRequest, match="bad default-policy option"):
+        make_policy("default:speed=11", Workload((), ()))
+    with pytest.raises(InvalidRequest, match="not a number"):
+        make_policy("default:cpu_weight=lots", Workload((), ()))
+    with pytest.raises(InvalidRequest, match="tie"):
+        make_policy("default:tie=random", Workload((), ()))
+
+
+def test_schedulers_sharing_a_state_never_reuse_each_others_evaluations() -> None:
+    # Node caches live on the shared state; each scheduler and policy must key its own entries.
+    state = ClusterState([make_node("a", gpus=2), make_node("b", gpus=2)])
+    _hold(state, "a", make_pod("x", 60), ((0,),))
+    pod = make_pod("p", 30)
+    assert _pick(state, "binpack", Workload((), ()), pod) == "a"
+    assert _pick(state, "spread", Workload((), ()), pod) == "b"
