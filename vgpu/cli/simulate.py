@@ -137,4 +137,4 @@ def _output(args: argparse.Namespace, results: list[RunResult]) -> None:
     if args.json:
         print(json.dumps({"policies": summary(results)}, indent=2))
     else:
-        print(table(results, paper=args.pods is None and args.variant == "none"))
+        print(table(results, paper=args.variant == "none"))

@@ -55,7 +55,8 @@ def capacity_milli(nodes: tuple[Node, ...]) -> int:
     return sum(len(n.gpus) for n in nodes) * 1000
 
 
-def _at_100(window: list[float], fallback: list[float]) -> float:
+def mean_at_100(window: list[float], fallback: list[float]) -> float:
+    """The mean allocation over the 100 % window, or over 99..101 % if that window is empty."""
     values = window or fallback
     return round(sum(values) / len(values), 2) if values else 0.0
 
@@ -104,7 +105,7 @@ def replay(
     return RunResult(
         policy=policy.name,
         seed=seed,
-        alloc_pct_at_100=_at_100(window, near),
+        alloc_pct_at_100=mean_at_100(window, near),
         alloc_pct_final=round(100 * used / capacity, 2),
         pods_placed=placed,
         pods_failed=failed,

@@ -25,7 +25,7 @@ from vgpu.core.placement import assignment_for
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
-from vgpu.sim.engine import RunResult, capacity_milli
+from vgpu.sim.engine import RunResult, capacity_milli, mean_at_100
 
 GANG_MODES = ("plan", "independent")
 
@@ -70,6 +70,7 @@ def replay_units(
     arrived = useful = wasted = placed = failed = 0
     gangs = admitted = gang_gpu = 0
     window: list[float] = []
+    near: list[float] = []
     for unit in units:
         demand = sum(p.gpu_milli for p in unit)
         arrived += demand
@@ -91,12 +92,13 @@ def replay_units(
             placed += len(unit)
         else:
             failed += len(unit)
-        if round(100 * arrived / capacity) == 100:
-            window.append(round(100 * useful / capacity, 2))
+        bucket = round(100 * arrived / capacity)
+        if 99 <= bucket <= 101:
+            (window if bucket == 100 else near).append(round(100 * useful / capacity, 2))
     return RunResult(
         policy=policy.name,
         seed=seed,
-        alloc_pct_at_100=round(sum(window) / len(window), 2) if window else 0.0,
+        alloc_pct_at_100=mean_at_100(window, near),
         alloc_pct_final=round(100 * useful / capacity, 2),
         pods_placed=placed,
         pods_failed=failed,
