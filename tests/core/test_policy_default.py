@@ -130,3 +130,18 @@ def test_schedulers_sharing_a_state_never_reuse_each_others_evaluations() -> Non
     pod = make_pod("p", 30)
     assert _pick(state, "binpack", Workload((), ()), pod) == "a"
     assert _pick(state, "spread", Workload((), ()), pod) == "b"
+
+
+def test_nodes_in_the_same_state_share_an_evaluation_but_not_across_topologies() -> None:
+    plain = make_node("plain", gpus=4)
+    linked = make_node("linked", gpus=4, nvlink=((2, 3),))
+    twin = make_node("twin", gpus=4)
+    state = ClusterState([plain, linked, twin])
+    policy = make_policy("default:online=0", EIGHT_AND_ONE)
+    assert isinstance(policy, DefaultPolicy)
+    pod = make_pod("two", 200)
+    sched = Scheduler(state, policy)
+    got = {n: sched.evaluate(state.node(NodeName(n)), pod) for n in ("plain", "linked", "twin")}
+    assert got["plain"] is got["twin"]  # one evaluation served both identical nodes
+    assert got["plain"] is not None and got["plain"].choice == ((0, 1),)
+    assert got["linked"] is not None and got["linked"].choice == ((2, 3),)

@@ -38,6 +38,9 @@ from vgpu.core.state import NodeState
 from vgpu.core.units import CORES_PER_GPU
 from vgpu.core.workload import Workload
 
+_MISSING = object()
+MEMO_LIMIT = 200_000
+"""Evaluations kept for nodes-in-the-same-state reuse before the memo is cleared."""
 _TOKENS = count()
 """Unique keys for per-node memos (one per meter, so a re-learned workload never hits old ones)."""
 
@@ -116,6 +119,8 @@ class DefaultPolicy(Policy):
         self.generation = 0
         self._base_key = ("default-base", next(_TOKENS))
         self.cpu_per_milli = cpu_per_gpu_milli(workload)
+        self._sigs: dict[str, tuple[object, tuple[object, ...]]] = {}
+        self._same: dict[tuple[object, ...], Evaluation | None] = {}
 
     def observe(self, pod: PodRequest) -> None:
         """Learn from a pod about to be placed (rebuilds the meter now and then)."""
@@ -125,6 +130,7 @@ class DefaultPolicy(Policy):
             )
             self.cpu_per_milli = cpu_per_gpu_milli(self.learner.workload)
             self.generation += 1
+            self._same.clear()
             self._base_key = ("default-base", next(_TOKENS))
 
     def _primary(self, reduction: float) -> float:
@@ -158,7 +164,43 @@ class DefaultPolicy(Policy):
             hit = ns.cache[key] = (before, len(gpus) * CORES_PER_GPU - free)
         return gpus, hit[0], hit[1]  # type: ignore[index]
 
+    def _signature(self, ns: NodeState) -> tuple[object, ...]:
+        """What about a node's inventory placement depends on (not its name or GPU uuids)."""
+        hit = self._sigs.get(ns.name)
+        if hit is None or hit[0] is not ns.node:
+            where = ns.positions
+            sig = tuple(
+                (
+                    g.model,
+                    g.memory_mib,
+                    g.healthy,
+                    g.numa,
+                    tuple(sorted(where[u] for u in g.nvlink_peers if u in where)),
+                )
+                for g in ns.gpus
+            )
+            hit = self._sigs[ns.name] = (ns.node, sig)
+        return hit[1]
+
     def evaluate(self, ns: NodeState, pod: PodRequest, rng: Random) -> Evaluation | None:
+        # Nodes in the same state get the same answer: in a cluster of many identical machines
+        # that saves most evaluations, notably right after a re-learned workload.
+        key = (
+            self._signature(ns),
+            ns.cpu_free,
+            pod.memory_mib <= ns.mem_free,
+            tuple(ns.free_cores),
+            tuple(ns.free_mem),
+            pod.shape,
+        )
+        hit = self._same.get(key, _MISSING)
+        if hit is _MISSING:
+            if len(self._same) >= MEMO_LIMIT:
+                self._same.clear()
+            hit = self._same[key] = self._evaluate(ns, pod)
+        return hit  # type: ignore[return-value]
+
+    def _evaluate(self, ns: NodeState, pod: PodRequest) -> Evaluation | None:
         if not host_fits(ns, pod):
             return None
         meter = self.meter
