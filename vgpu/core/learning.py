@@ -4,9 +4,11 @@ FGD needs the distribution of task shapes it should keep room for. The paper com
 whole trace before scheduling; a live extender has no trace, only the pods it has seen. A
 `WorkloadLearner` keeps the shapes of the last `window` distinct pods it observed (so a workload
 that drifts is tracked), blended with an optional prior worth `prior_weight` pods, and hands out a
-`Workload` that is rebuilt only when enough has been learned since the last one: after 16, 32,
-64, ... observations and then every `refresh` pods. A rebuild bumps `generation`, which tells
-callers that memoised evaluations made with the old workload are stale.
+`Workload` that is rebuilt only when enough has been learned since the last one: after 16, 64,
+256, ... observations and then every `refresh` pods, and adopted only if it moved by more than
+`tolerance` (total variation). Adopting bumps `generation`, which tells callers that memoised
+evaluations made with the old workload are stale, so it must stay rare: a stationary workload
+settles after four or five adoptions.
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class WorkloadLearner:
     def _build(self) -> Workload:
         counts: Counter[TaskShape] = Counter()
         for shape, p in zip(self.prior.shapes, self.prior.probs, strict=True):
-            counts[shape] += p * self.prior_weight  # type: ignore[assignment]
+            counts[shape] += round(p * self.prior_weight)
         counts.update(self._counts)
         return workload_from_counts(counts, coverage=self.coverage)
 
