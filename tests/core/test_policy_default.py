@@ -41,7 +41,7 @@ def test_cpu_stranding_sends_cpu_only_pods_where_cpu_is_spare() -> None:
     assert _pick(state, "default:online=0,cpu_weight=0", ONE_GPU, pod) == "tight"
 
 
-def test_equal_growth_goes_to_the_fullest_node() -> None:
+def test_equal_growth_goes_to_the_first_node_or_with_tie_packed_the_fullest() -> None:
     # Neither 8-GPU node can take an 8-GPU task any more; taking one of their idle GPUs grows
     # fragmentation equally. FGD takes node order ("b7", 7 idle); default packs "a6" (6 idle),
     # keeping the emptier node closer to whole; the idle node "c8" is the worst for both.
@@ -51,8 +51,8 @@ def test_equal_growth_goes_to_the_fullest_node() -> None:
     _hold(state, "a6", make_pod("y", 200), ((0, 1),))
     pod = make_pod("one", 100)
     assert _pick(state, "fgd", EIGHT_AND_ONE, pod) == "b7"
-    assert _pick(state, "default:online=0", EIGHT_AND_ONE, pod) == "a6"
-    assert _pick(state, "default:online=0,tie=order", EIGHT_AND_ONE, pod) == "b7"
+    assert _pick(state, "default:online=0,tie=packed", EIGHT_AND_ONE, pod) == "a6"
+    assert _pick(state, "default:online=0", EIGHT_AND_ONE, pod) == "b7"  # the default: order
 
 
 def test_residue_prefers_the_gpu_a_share_fills_exactly() -> None:

@@ -51,8 +51,8 @@ class DefaultConfig:
 
     band: float = 0.0
     """Growths within one band (milli-GPU) count as equal; 0: FGD's integer sigmoid buckets."""
-    tie: str = "packed"
-    """Secondary key among equal buckets: "packed" (fullest node) or "order" (node order)."""
+    tie: str = "order"
+    """Secondary key among equal buckets: "order" (node order) or "packed" (fullest node)."""
     gpu_tie: str = "index"
     """Among equally good GPUs inside a node: "index" (lowest) or "fullest"."""
     online: bool = True
