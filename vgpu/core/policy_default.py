@@ -10,13 +10,13 @@ share. What this policy adds, each measured on the openb trace (docs/policies.md
   fragment too (*CPU stranding*): FGD only notices CPU when a whole shape stops fitting.
 * On a GPU that fits a share, what is left after packing it with copies of that share counts as
   fragment too (*residue*), so a 470 that leaves 60 unusable is told from one that leaves 530.
-* Growths within one of FGD's integer score buckets are equal, and the tie goes to the *fullest*
-  node rather than to the first in node order.
+* Growths within one of FGD's integer score buckets are equal, and the tie goes to the first node
+  in node order, as in the paper's artifact. (Ties to the *fullest* node, `tie=packed`, score
+  the same on openb default but lose 1.8 points on gpuspec10: fullness favours small nodes, whose
+  scarce GPU models the constrained pods then miss.)
 
-Scores are ``bucket + 0.999 × fullness`` (higher wins), so the extender's 0..10 scaling and the
-simulator's arg-max see the same order. Both GPU axes count: a GPU fits a shape only with the
-cores *and* the memory, residues count copies limited by either axis, and fullness is measured in
-cores (the KPI's unit).
+Both GPU axes count: a GPU fits a shape only with the cores *and* the memory, and residues count
+copies limited by either axis.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class DefaultConfig:
 
 
 class DefaultPolicy(Policy):
-    """Least growth of expected fragmentation (banded), then the fullest node."""
+    """Least growth of expected fragmentation (CPU- and residue-aware, bucketed), learned online."""
 
     name = "default"
     random_ties = False
