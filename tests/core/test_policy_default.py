@@ -104,8 +104,11 @@ def test_a_prior_counts_until_observations_outweigh_it() -> None:
     assert learner.workload == ONE_GPU
     for i in range(16):
         learner.observe(make_pod(f"s{i}", 30))
+    assert learner.workload == ONE_GPU  # 16 pods against a prior of 100: within sampling noise
+    for i in range(16, 144):
+        learner.observe(make_pod(f"s{i}", 30))
     assert set(learner.workload.shapes) == {TaskShape(10_000, 100, 1), TaskShape(1000, 30, 1)}
-    assert distance(learner.workload, ONE_GPU) == pytest.approx(16 / 116)
+    assert distance(learner.workload, ONE_GPU) == pytest.approx(144 / 244)
 
 
 def test_policy_specs_parse_and_bad_ones_are_clear_errors() -> None:

@@ -4,15 +4,16 @@ FGD needs the distribution of task shapes it should keep room for. The paper com
 whole trace before scheduling; a live extender has no trace, only the pods it has seen. A
 `WorkloadLearner` keeps the shapes of the last `window` distinct pods it observed (so a workload
 that drifts is tracked), blended with an optional prior worth `prior_weight` pods, and hands out a
-`Workload` that is rebuilt only when enough has been learned since the last one: after 16, 64,
-256, ... observations and then every `refresh` pods, and adopted only if it moved by more than
-`tolerance` (total variation). Adopting bumps `generation`, which tells callers that memoised
+`Workload` that is rebuilt only when enough has been learned since the last one: after 16, 128,
+1024, ... observations and then every `refresh` pods, and adopted only if it moved by more than
+`tolerance` plus the sampling noise expected for that many shapes (total variation). Adopting bumps `generation`, which tells callers that memoised
 evaluations made with the old workload are stale, so it must stay rare: a stationary workload
 settles after four or five adoptions.
 """
 
 from __future__ import annotations
 
+import math
 from collections import Counter, deque
 
 from vgpu.core.ids import PodKey
@@ -29,7 +30,7 @@ class WorkloadLearner:
         *,
         prior_weight: float = 256.0,
         window: int = 4096,
-        refresh: int = 1024,
+        refresh: int = 4096,
         coverage: float = 0.95,
         tolerance: float = 0.05,
     ) -> None:
@@ -76,9 +77,12 @@ class WorkloadLearner:
         if self._since < self._next:
             return False
         self._since = 0
-        self._next = min(4 * self._next, self.refresh)
+        self._next = min(8 * self._next, self.refresh)
         fresh = self._build()
-        if distance(fresh, self.workload) <= self.tolerance:
+        # Two samples of one distribution differ by about sqrt(k / 2πn) in total variation
+        # (k shapes, n pods): only a move beyond that noise is worth re-scoring every node.
+        noise = math.sqrt(len(fresh.shapes) / (2 * math.pi * max(1, len(self._recent))))
+        if distance(fresh, self.workload) <= self.tolerance + noise:
             return False
         self.workload = fresh
         self.generation += 1
