@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.inspect.builders import node, pod
 from tests.kubeapi import FakeApiServer
@@ -14,6 +16,7 @@ from vgpu.inspect.build import build_report
 from vgpu.inspect.reader import InspectError, connect, read_snapshot
 
 T4 = ("Tesla T4", 15360)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -65,3 +68,34 @@ def test_no_credentials(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "none"))
     with pytest.raises(InspectError, match="no cluster to inspect"):
         connect(None)
+
+
+def verb_of(method: str, path: str) -> tuple[str, str, str]:
+    """(apiGroup, resource, verb) of a request, enough for the paths the reader uses."""
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    group = "" if parts[0] == "api" else parts[1]
+    rest = parts[2:] if parts[0] == "api" else parts[3:]
+    if rest[0] == "namespaces" and len(rest) > 2:
+        rest = rest[2:]
+    verb = {"GET": "get" if len(rest) > 1 else "list"}[method]
+    return group, rest[0], verb
+
+
+def test_reader_needs_only_the_vgpu_inspect_cluster_role(
+    kube_server: FakeApiServer, kube: KubeApi
+) -> None:
+    kube_server.store.put(node("n1", [T4]))
+    kube_server.store.put(
+        pod("a/g0", phase="Pending", labels={"scheduling.x-k8s.io/pod-group": "pg"})
+    )
+    read_snapshot(kube)
+    used = {verb_of(r.method, r.path) for r in kube_server.requests}
+    role = yaml.safe_load((ROOT / "daemonset" / "rbac" / "inspect.yaml").read_text())
+    granted = {
+        (g, r, v)
+        for rule in role["rules"]
+        for g in rule["apiGroups"]
+        for r in rule["resources"]
+        for v in rule["verbs"]
+    }
+    assert used == granted
