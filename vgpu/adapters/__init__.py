@@ -1,1 +1,1 @@
-"""I/O edges: GPU backends (NVML, fake) and the kubelet device-plugin gRPC server."""
+"""I/O edges: GPU backends (NVML, fake), the kubelet device-plugin gRPC server, the Kubernetes API."""

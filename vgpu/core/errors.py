@@ -45,19 +45,3 @@ class Conflict(VgpuError):
 
 class StateError(VgpuError):
     """Cluster state was used wrongly (e.g. revert without fork)."""
-
-
-class ConfigError(VgpuError):
-    """Configuration is missing or invalid; the message names the setting and the fix."""
-
-
-class NotFound(VgpuError):
-    """The object the caller named does not exist."""
-
-
-class Unavailable(VgpuError):
-    """A dependency (API server, kubelet, driver) is unreachable or failing; retry later."""
-
-
-class PermissionDenied(VgpuError):
-    """The caller's credentials are rejected or lack the needed permission."""

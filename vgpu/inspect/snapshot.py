@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from vgpu.core.errors import ConfigError
+from vgpu.core.errors import VgpuError
 
 API_VERSION = "vgpu.io/v1alpha1"
 KIND = "ClusterSnapshot"
@@ -33,7 +33,7 @@ KIND = "ClusterSnapshot"
 Obj = dict[str, Any]
 
 
-class SnapshotError(ConfigError):
+class SnapshotError(VgpuError):
     """A snapshot file is unreadable or malformed; the message names the field."""
 
 
