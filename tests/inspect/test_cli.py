@@ -83,3 +83,10 @@ def test_live_cluster_forbidden(
     kube_server.inject("GET", r"/api/v1/nodes", status=403, times=None)
     assert main(["--kubeconfig", str(kubeconfig(tmp_path, kube_server.url))]) == 1
     assert "no permission" in capsys.readouterr().err
+
+
+def test_vgpu_inspect_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    from vgpu.cli.main import main as vgpu_main
+
+    assert vgpu_main(["inspect", "--fake-cluster", str(CLUSTER), "-d"]) == 0
+    assert capsys.readouterr().out == (HERE / "golden" / "details.txt").read_text()

@@ -51,7 +51,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=Path,
         help="also write the cluster as read to FILE (trimmed; .json for JSON, else YAML)",
     )
-    parser.set_defaults(func=run)
+    parser.set_defaults(run=run)
     return parser
 
 
