@@ -1,1 +1,2 @@
-"""I/O edges: GPU backends (NVML, fake) and the kubelet device-plugin gRPC server."""
+"""I/O edges: thin translators between third-party libraries (GPU backends, kubelet gRPC,
+Kubernetes API) and vgpu's own types and errors."""
