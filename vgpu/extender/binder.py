@@ -9,8 +9,8 @@
    see it. The Binding carries `vgpu.io/assignment` + signature, merged into the pod atomically.
 5. Idempotent: a retry reuses the assumed assignment, and a 409 because the pod is already bound
    with this very assignment is success. Any other failure releases the assumption, except when
-   the outcome is unknown (API server timeout): then the assumption stays until the watch shows
-   the truth or `assume_ttl` passes, so capacity is never handed out twice.
+   the outcome is unknown (5xx, timeout): then the assumption stays until the watch shows the
+   truth or `assume_ttl` passes, so capacity is never handed out twice.
 """
 
 from __future__ import annotations
@@ -194,11 +194,10 @@ class Binder:
     def _after_unknown(
         self, key: PodKey, assignment: Assignment, annotations: Mapping[str, str], err: Exception
     ) -> str:
-        bound = self._bound_as(key, assignment, annotations)
-        if bound:
+        if self._bound_as(key, assignment, annotations):
             return ""
-        if bound is False:
-            self._release(key)
+        # Not bound *yet* may still become bound (the request can be in flight at the server),
+        # so the assumption stays; a retry reuses it, `assume_ttl` or the watch settles it.
         return f"binding {key} failed (will retry): {err}"
 
     def _release(self, key: PodKey) -> None:

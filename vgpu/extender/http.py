@@ -79,6 +79,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     routes: Routes
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        log.debug("connection from %s failed", client_address, exc_info=True)
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"

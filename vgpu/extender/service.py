@@ -141,13 +141,9 @@ class Extender:
         if spec.gang is not None:
             return self.gangs.place_of(req, spec.gang, size, self.scheduler, self.clock())
         held = self.cache.ledger.holding(req.key)
-        if held is None:
-            return None
-        if held.phase is Phase.ASSUMED and req.key not in self.binding and not spec.node:
-            self.cache.ledger.release(req.key)  # a failed bind left it behind
-            self.assumed_at.pop(req.key, None)
-            return None
-        return held.assignment
+        # An assumption left by a bind whose outcome is unknown steers the retry to the same
+        # place (it is released when the watch shows otherwise or `assume_ttl` passes).
+        return None if held is None else held.assignment
 
     def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
         """A fresh assignment on `node` keeping invariant I."""
