@@ -114,6 +114,11 @@ def test_unknown_pod_and_stale_uid(harness: Harness) -> None:
     assert "does not fit" in wire.bind(harness.pod("p"), "missing-node")
 
 
+def _gpu(harness: Harness, pod: str) -> str:
+    text = harness.pod(pod)["metadata"]["annotations"][ASSIGNMENT]
+    return str(json.loads(text)["containers"]["main"][0]["uuid"])
+
+
 def test_invariant_i_equal_shares_go_to_the_pending_gpu(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=2))
     for name in ("a", "b", "c"):
@@ -123,10 +128,8 @@ def test_invariant_i_equal_shares_go_to_the_pending_gpu(harness: Harness) -> Non
     assert wire.bind(harness.pod("a"), "n1") == ""
     eventually(lambda: _holding_phase(daemon, "a") is Phase.BOUND)
     assert wire.bind(harness.pod("b"), "n1") == ""  # a not admitted yet: b must share its GPU
-    gpu = lambda p: json.loads(harness.pod(p)["metadata"]["annotations"][ASSIGNMENT])["containers"][
-        "main"
-    ][0]["uuid"]
-    assert gpu("a") == gpu("b")
+
+    assert _gpu(harness, "a") == _gpu(harness, "b")
     eventually(lambda: _holding_phase(daemon, "b") is Phase.BOUND)
     out = wire.filter(harness.pod("c"), ["n1"])  # the pending GPU is full: wait, resolvably
     assert "waiting for admission" in out["FailedNodes"]["n1"]
@@ -136,7 +139,7 @@ def test_invariant_i_equal_shares_go_to_the_pending_gpu(harness: Harness) -> Non
         harness.put(pod)
     eventually(lambda: wire.filter(harness.pod("c"), ["n1"])["NodeNames"] == ["n1"])
     assert wire.bind(harness.pod("c"), "n1") == ""
-    assert gpu("c") != gpu("a")
+    assert _gpu(harness, "c") != _gpu(harness, "a")
 
 
 def test_whole_gpu_pods_bind_one_after_another(harness: Harness) -> None:
