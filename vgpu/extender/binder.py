@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -140,9 +141,11 @@ class Binder:
         gang = spec.gang
         assert gang is not None
         ext = self.ext
-        deadline = ext.clock() + ext.config.bind_wait
+        # A real-time wait inside one HTTP call (kept under kube-scheduler's httpTimeout), so
+        # it uses the monotonic clock, not the injectable clock of reservations.
+        deadline = time.monotonic() + ext.config.bind_wait
         while not ext.gangs.ready(gang.key, size):
-            left = deadline - ext.clock()
+            left = deadline - time.monotonic()
             if left <= 0 or ext.cache.ledger.holding(spec.request.key) is None:
                 raise BindFailed(
                     f"gang {gang.key}: waiting until {size} members have their place "
