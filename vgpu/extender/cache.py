@@ -61,6 +61,8 @@ class ClusterCache:
         self.state = ClusterState()
         self.ledger = Ledger(self.state)
         self.nodes: dict[NodeName, Node] = {}
+        self.node_states: dict[str, NodeState] = {}
+        """Node states by name, for the per-node hot loops (kept in step with `state`)."""
         self.problems: dict[NodeName, str] = {}
         self.pods: dict[PodKey, PodSpec] = {}
         self.invalid: dict[PodKey, str] = {}
@@ -77,6 +79,7 @@ class ClusterCache:
             if kind == "DELETED":
                 self.state.remove_node(name)
                 self.nodes.pop(name, None)
+                self.node_states.pop(name, None)
                 self.problems.pop(name, None)
                 return
             if spec.problem:
@@ -87,13 +90,14 @@ class ClusterCache:
                 return  # status heartbeats: nothing the scheduler counts changed
             self.nodes[name] = spec.node
             self.state.add_node(spec.node)
+            self.node_states[name] = self.state.node(name)
             for assignment in list(self.unheld.values()):
                 if assignment.node == name:
                     self._hold_observed(assignment)
 
     def node_state(self, name: str) -> NodeState | None:
         """The node's state, or None when the extender does not know it."""
-        return self.state.node(NodeName(name)) if self.state.has_node(NodeName(name)) else None
+        return self.node_states.get(name)
 
     # -- pods ----------------------------------------------------------------------------------
     def parse(self, obj: Obj) -> PodSpec:

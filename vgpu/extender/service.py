@@ -21,9 +21,9 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase, PodRequest
-from vgpu.core.policies import Policy
+from vgpu.core.policies import Evaluation, Policy
 from vgpu.core.registry import make_policy
-from vgpu.core.scheduler import Scheduler
+from vgpu.core.scheduler import MAX_EXTENDER_SCORE, Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
@@ -101,6 +101,7 @@ class Extender:
         self.binding: set[PodKey] = set()
         self.assumed_at: dict[PodKey, float] = {}
         self._scheduler = Scheduler(cache.state, self.policies.default)
+        self._memo: dict[tuple[object, ...], int] = {}
         cache.on_pod_gone = self.gangs.member_gone
 
     @property
@@ -199,32 +200,40 @@ class Extender:
                 result.failed[name] = why
         return result
 
+    def _memo_key(self, kind: str, *parts: object) -> int:
+        """A small int standing for (kind, pod shape, ...): hashing it per node costs nothing."""
+        full = (kind, *parts)
+        key = self._memo.get(full)
+        if key is None:
+            key = self._memo[full] = -1 - len(self._memo)  # negative: never the core's keys
+        return key
+
     def _filter_gpu(self, spec: PodSpec, names: list[str], policy: Policy) -> FilterResult:
         req: PodRequest = spec.request
-        memo = ("vgpu-filter", req.shape)
+        memo = self._memo_key("filter", req.shape)
         result = FilterResult()
         passed, pending, problems = result.passed, self.cache.pending, self.cache.problems
-        has_node, node_of = self.cache.state.has_node, self.cache.state.node
+        states = self.cache.node_states
         rejected: Counter[str] = Counter()
+        fits = Code.FITS
         for name in names:
-            node = NodeName(name)
-            if not has_node(node):
+            ns = states.get(name)
+            if ns is None:
                 result.failed[name] = "node is not in the vgpu extender's cache yet"
                 rejected["unknown-node"] += 1
                 continue
-            ns = node_of(node)
             verdict = cast(Verdict | None, ns.cache.get(memo))
             if verdict is None:
                 verdict = check(ns, req)
                 ns.cache[memo] = verdict
-            if verdict.ok and node in pending:
+            if verdict.code is fits and name in pending:
                 placed = self.place(spec, name, policy)
                 if isinstance(placed, Verdict):
                     verdict = placed
-            if verdict.ok:
+            if verdict.code is fits:
                 passed.append(name)
                 continue
-            self._reject(result, name, verdict, problems.get(node))
+            self._reject(result, name, verdict, problems.get(NodeName(name)))
             rejected[verdict.code.value] += 1
         if rejected:
             self.on_rejections(rejected)
@@ -252,6 +261,42 @@ class Extender:
                 return {n: 10 if n == held.assignment.node else 0 for n in args.node_names}
             if not spec.request.wants_gpu:
                 return dict.fromkeys(args.node_names, 0)
-            known = [NodeName(n) for n in args.node_names if self.cache.state.has_node(NodeName(n))]
-            scores = self.scheduler.prioritize(spec.request, known, policy)
-        return {n: scores.get(NodeName(n), 0) for n in args.node_names}
+            raw = self._scores(spec.request, args.node_names, policy)
+        return _scale(raw)
+
+    def _scores(self, pod: PodRequest, names: list[str], policy: Policy) -> dict[str, float | None]:
+        """Raw policy scores per node (None: does not fit), memoised like the core's."""
+        states, rng = self.cache.node_states, self.scheduler.rng
+        evaluate, cacheable = policy.evaluate, policy.cacheable
+        memo = self._memo_key("score", id(policy), pod.shape)
+        raw: dict[str, float | None] = {}
+        for name in names:
+            ns = states.get(name)
+            if ns is None:
+                raw[name] = None
+                continue
+            ev = ns.cache.get(memo, _MISSING) if cacheable else _MISSING
+            if ev is _MISSING:
+                ev = evaluate(ns, pod, rng)
+                if cacheable:
+                    ns.cache[memo] = ev
+            raw[name] = None if ev is None else cast(Evaluation, ev).score
+        return raw
+
+
+_MISSING = object()
+
+
+def _scale(raw: dict[str, float | None]) -> dict[str, int]:
+    """Min-max scale to kube-scheduler's 0..10 (nodes that don't fit get 0), as the core does."""
+    scores = [s for s in raw.values() if s is not None]
+    if not scores:
+        return dict.fromkeys(raw, 0)
+    lo, hi = min(scores), max(scores)
+    span = hi - lo
+    return {
+        name: 0
+        if s is None
+        else (MAX_EXTENDER_SCORE if span == 0 else round(MAX_EXTENDER_SCORE * (s - lo) / span))
+        for name, s in raw.items()
+    }
