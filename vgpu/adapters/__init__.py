@@ -1,1 +1,2 @@
-"""I/O edges: GPU backends (NVML, fake), the kubelet device-plugin gRPC server, the Kubernetes API."""
+"""I/O edges: thin translators between third-party libraries (GPU backends, kubelet gRPC,
+Kubernetes API) and vgpu's own types and errors."""
