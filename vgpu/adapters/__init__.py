@@ -1,1 +1,1 @@
-"""I/O edges: GPU backends (NVML, fake) and the kubelet device-plugin gRPC server."""
+"""I/O edges: thin translators between third-party libraries (NVML, gRPC/kubelet, Kubernetes) and vgpu's own types and errors."""

@@ -1,0 +1,1 @@
+"""Test suite for vgpu (a package so helpers import as ``tests.<pkg>``)."""

@@ -1,0 +1,56 @@
+"""Finding Kubernetes credentials: explicit kubeconfig, in-cluster service account, or default.
+
+Order: an explicit `kubeconfig` path wins; else the pod's service account when running in a pod
+(`KUBERNETES_SERVICE_HOST` set); else `$KUBECONFIG` or `~/.kube/config`. Nothing usable raises
+`KubeConfigMissing` naming what was tried and how to fix it. `$KUBECONFIG` is read at call time
+(the client library reads it once at import).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes import config as kube_config
+
+from vgpu.adapters.kubeerrors import KubeConfigMissing
+
+# The config loaders carry no annotations; give them a type once here.
+_LOAD_KUBECONFIG = cast(Callable[..., None], kube_config.load_kube_config)
+_LOAD_INCLUSTER = cast(Callable[..., None], kube_config.load_incluster_config)
+
+
+def _kubeconfig_paths() -> str:
+    return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+
+
+def _load_kubeconfig(path: str, configuration: Any) -> None:
+    try:
+        _LOAD_KUBECONFIG(config_file=path, client_configuration=configuration)
+    except (kube_config.ConfigException, OSError, ValueError, TypeError) as e:
+        raise KubeConfigMissing(
+            f"cannot use kubeconfig {path!r}: {e}; pass --kubeconfig PATH or set KUBECONFIG"
+        ) from e
+
+
+def load_configuration(kubeconfig: str | None = None) -> Any:
+    """A `kubernetes.client.Configuration` from the first credentials source that exists."""
+    configuration = client.Configuration()
+    if kubeconfig:
+        _load_kubeconfig(kubeconfig, configuration)
+    elif os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            _LOAD_INCLUSTER(client_configuration=configuration)
+        except kube_config.ConfigException as e:
+            raise KubeConfigMissing(f"in-cluster configuration is unusable: {e}") from e
+    elif any(os.path.exists(p) for p in _kubeconfig_paths().split(os.pathsep)):
+        _load_kubeconfig(_kubeconfig_paths(), configuration)
+    else:
+        raise KubeConfigMissing(
+            "no Kubernetes credentials: not running in a pod (KUBERNETES_SERVICE_HOST is "
+            f"unset) and no kubeconfig at {_kubeconfig_paths()}; pass --kubeconfig PATH "
+            "or set KUBECONFIG"
+        )
+    return configuration
