@@ -149,10 +149,13 @@ class Handoff:
             entry.shares = {c.name: c.shares for c in assignment.containers} if assignment else {}
             return problem
 
-    def forget(self, key: PodKey) -> None:
+    def forget(self, key: PodKey, uid: str = "") -> None:
+        """Drop a deleted pod (only the incarnation with `uid`, when given)."""
         with self._lock:
-            self._pods.pop(key, None)
-            self._patched.pop(key, None)
+            entry = self._pods.get(key)
+            if entry is not None and (not uid or entry.info.uid == uid):
+                del self._pods[key]
+                self._patched.pop(key, None)
 
     def pods(self) -> list[PodKey]:
         with self._lock:

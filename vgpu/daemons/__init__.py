@@ -1,0 +1,1 @@
+"""Composition roots: wiring, lifecycle, signals and graceful stop of the vgpu daemons."""
