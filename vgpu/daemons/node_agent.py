@@ -110,6 +110,7 @@ class NodeAgent:
         self._warned: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
+        self._stopped = False
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -164,6 +165,10 @@ class NodeAgent:
         self._threads.append(thread)
 
     def stop(self) -> None:
+        """Stop every loop and the plugins; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
         log.info("%s: stopping", self.config.node_name)
         self._stop.set()
         self._wake.set()

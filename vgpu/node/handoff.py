@@ -50,6 +50,11 @@ class Candidate:
     container: ContainerAsk
     shares: tuple[GpuShare, ...]
     cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
+    in_progress: bool = False  # some of the pod's containers are admitted, not all
+
+    @property
+    def gpus(self) -> frozenset[str]:
+        return frozenset(s.uuid for s in self.shares)
 
     @property
     def signature(self) -> tuple[object, ...]:
@@ -168,19 +173,23 @@ class Handoff:
 
     # ----- matching ----------------------------------------------------------------------------
     def _pending(self, kind: UnitKind) -> Iterable[tuple[_Entry, ContainerAsk]]:
+        """Per assigned pod, the one container the kubelet can allocate `kind` for next: the
+        first in spec order (init containers first) still waiting for `kind`."""
         entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
         for entry in entries:
             if entry.assignment is None:
                 continue
             for container in entry.info.containers:
-                wants = entry.ask(container, kind) > 0 and entry.shares.get(container.name)
-                if wants and (container.name, kind) not in entry.admitted:
-                    yield entry, container
+                if entry.ask(container, kind) > 0 and (container.name, kind) not in entry.admitted:
+                    if entry.shares.get(container.name):
+                        yield entry, container
+                    break
 
     def candidates(
         self, kind: UnitKind, size: int, gpus: frozenset[str] | None = None
     ) -> list[Candidate]:
-        """Pending containers asking `size` devices of `kind` (on exactly `gpus`, if given)."""
+        """Next pending containers asking `size` devices of `kind` (on exactly `gpus`, if
+        given), at most one per pod, a pod the kubelet is in the middle of first."""
         with self._lock:
             out = []
             for entry, container in self._pending(kind):
@@ -190,8 +199,22 @@ class Handoff:
                 if gpus is not None and frozenset(s.uuid for s in shares) != gpus:
                     continue
                 limit = cores_limit(entry.info)
-                out.append(Candidate(entry.info.key, container, shares, limit))
+                out.append(Candidate(entry.info.key, container, shares, limit, entry.in_progress()))
             return out
+
+    def waiting_unassigned(self, kind: UnitKind, size: int) -> list[PodKey]:
+        """Unassigned pods not yet started that ask `size` devices of `kind` somewhere: an
+        Allocate of that size could be theirs, whatever IDs it carries."""
+        holders = {h.pod for h in self.unassigned_held}
+        with self._lock:
+            return [
+                key
+                for key, e in self._pods.items()
+                if e.assignment is None
+                and e.info.phase in ("", "Pending")
+                and key not in holders
+                and any(e.ask(c, kind) == size for c in e.info.containers)
+            ]
 
     def pending_on(self, gpus: Iterable[str]) -> list[str]:
         """What the ledger holds on these GPUs, for refusal messages."""

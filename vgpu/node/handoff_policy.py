@@ -43,6 +43,7 @@ from vgpu.node.handoff import Candidate, Handoff
 from vgpu.node.model import GpuInfo
 
 log = logging.getLogger(__name__)
+_NOUN = {UnitKind.CORES: "cores", UnitKind.MEMORY: "memory blocks"}
 
 
 class HandoffPolicy:
@@ -149,12 +150,10 @@ class HandoffPolicy:
         if not matches:
             return self._unmatched(kind, resource, ids, groups)
         chosen = matches[0]
-        rivals = {m.signature for m in matches if m.pod != chosen.pod}
-        if rivals and rivals != {chosen.signature}:
+        ambiguous = self._ambiguity(kind, len(ids), chosen)
+        if ambiguous is not None:
             return Refusal(
-                f"{resource}: {len(ids)} devices on {', '.join(sorted(gpus))} match pending "
-                f"containers of several pods with different grants "
-                f"({', '.join(sorted({m.pod for m in matches}))}); refusing rather than guessing"
+                f"{resource}: {len(ids)} devices on {', '.join(sorted(gpus))}: {ambiguous}"
             )
         grant = self._grant(kind, chosen, groups)
         if isinstance(grant, Refusal):
@@ -164,6 +163,29 @@ class HandoffPolicy:
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
         )
         return grant, (chosen.pod, chosen.container.name)
+
+    def _ambiguity(self, kind: UnitKind, size: int, chosen: Candidate) -> str | None:
+        """Why this Allocate might be for another pod than `chosen` (None: it cannot be).
+
+        A pod the kubelet is in the middle of is certain. Otherwise any other pod that waits
+        with the same ask but a different grant (another GPU: invariant I broken; or different
+        limits) or without a valid assignment makes the call ambiguous: refuse, never swap.
+        """
+        if chosen.in_progress:
+            return None
+        rivals = [
+            c.pod
+            for c in self._handoff.candidates(kind, size)
+            if c.pod != chosen.pod and c.signature != chosen.signature
+        ]
+        rivals += self._handoff.waiting_unassigned(kind, size)
+        if not rivals:
+            return None
+        return (
+            f"could be for {chosen.pod} or for {', '.join(sorted(set(rivals)))}, which wait with "
+            f"the same ask and a different or no assignment; refusing rather than risk a swap "
+            "(the pod will be recreated)"
+        )
 
     def _grant(
         self, kind: UnitKind, chosen: Candidate, groups: dict[str, list[UnitId]]
@@ -198,7 +220,7 @@ class HandoffPolicy:
         where = ", ".join(sorted(groups))
         holds = "; ".join(held) if held else "nothing assigned there"
         return Refusal(
-            f"{where}: no pending container asks {len(ids)} {kind.name.lower()} devices there "
+            f"{where}: no pending container asks {len(ids)} {_NOUN[kind]} there "
             f"(the ledger holds: {holds}); {reason}. The pod must be scheduled by the vgpu "
             "extender; it will be recreated by its controller"
         )

@@ -49,6 +49,7 @@ class PodInfo:
     containers: tuple[ContainerAsk, ...] = ()
     annotations: Mapping[str, str] = field(default_factory=dict)
     terminal: bool = False
+    phase: str = ""
     problems: tuple[str, ...] = ()
 
     def container(self, name: str) -> ContainerAsk | None:
@@ -105,7 +106,8 @@ def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodI
         node=str(spec.get("nodeName") or ""),
         containers=tuple(a for a in asks if a.asks),
         annotations=annotations,
-        terminal=status.get("phase") in _TERMINAL_PHASES,
+        terminal=status.get("phase") in _TERMINAL_PHASES or bool(meta.get("deletionTimestamp")),
+        phase=str(status.get("phase") or ""),
         problems=tuple(problems),
     )
 
