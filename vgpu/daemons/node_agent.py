@@ -173,7 +173,10 @@ class NodeAgent:
         self._stop.set()
         self._wake.set()
         for thread in self._threads:
-            thread.join(timeout=self.config.stop_grace_s + 1.0)
+            # The pod watch may sit in a blocking read until the server's next event or its
+            # timeout; it is a daemon thread and exits at its next event, so don't wait long.
+            patience = 0.2 if thread.name == "vgpu-pod-watch" else self.config.stop_grace_s + 1.0
+            thread.join(timeout=patience)
         if self._pump is not None:
             self._pump.stop()
         if self.plugins is not None:
