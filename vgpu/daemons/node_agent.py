@@ -301,6 +301,7 @@ class NodeAgent:
             held = self.pod_resources.held()
         except PodResourcesError as e:
             log.warning("reconciliation skipped: %s", e)
+            self._reconciled.set()  # tried once: readiness must not hang on an old kubelet
             return
         reports = self.handoff.reconcile(held)
         for pod, message in reports:

@@ -29,6 +29,7 @@ from vgpu.node.devices import (
     UnitId,
     UnitKind,
     group_by_gpu,
+    split_by_gpu,
     units_per_gpu,
 )
 from vgpu.node.grants import (
@@ -91,12 +92,13 @@ class HandoffPolicy:
         quotas = self._quotas(kind, candidate, size)
         picked = list(dict.fromkeys(must))
         taken = set(picked)
-        pool = group_by_gpu(i for i in available if i not in taken)
-        for uuid, units in group_by_gpu(picked).items():
+        prefixes = tuple(f"{uuid}::" for uuid in quotas)
+        pool = split_by_gpu(i for i in available if i.startswith(prefixes) and i not in taken)
+        for uuid, units in split_by_gpu(picked).items():
             if uuid in quotas:
                 quotas[uuid] -= len(units)
         for uuid, need in quotas.items():
-            free = [str(u) for u in pool.get(uuid, [])][: max(need, 0)]
+            free = pool.get(uuid, [])[: max(need, 0)]
             if len(free) < need:
                 return None
             picked += free
@@ -218,7 +220,9 @@ class HandoffPolicy:
             reason = "unassigned pods are not admitted (--allow-unassigned is off)"
         held = self._handoff.pending_on(groups)
         where = ", ".join(sorted(groups))
-        holds = "; ".join(held) if held else "nothing assigned there"
+        holds = "; ".join(held[:5]) if held else "nothing assigned there"
+        if len(held) > 5:
+            holds += f"; and {len(held) - 5} more"
         return Refusal(
             f"{where}: no pending container asks {len(ids)} {_NOUN[kind]} there "
             f"(the ledger holds: {holds}); {reason}. The pod must be scheduled by the vgpu "
