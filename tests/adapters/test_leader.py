@@ -10,8 +10,7 @@ import pytest
 
 from tests.kubeapi import FakeApiServer
 from vgpu.adapters.kube import KubeApi
-from vgpu.adapters.leader import LeaderConfig, LeaderElector
-from vgpu.core.errors import ConfigError
+from vgpu.adapters.leader import LeaderConfig, LeaderConfigError, LeaderElector
 
 NS = "kube-system"
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)  # microsecond == 0: exercises MicroTime formatting
@@ -195,5 +194,5 @@ def test_run_reports_leadership_and_releases_on_stop(
     ids=["no-identity", "deadline-past-duration", "retry-past-deadline", "zero-retry"],
 )
 def test_bad_config_is_rejected(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ConfigError, match="leader election"):
+    with pytest.raises(LeaderConfigError, match="leader election"):
         LeaderConfig(**{"namespace": NS, "name": "l", "identity": "a", **kwargs})

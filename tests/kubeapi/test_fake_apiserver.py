@@ -454,3 +454,22 @@ def test_requests_are_recorded(core: client.CoreV1Api, kube_server: FakeApiServe
         "n1",
     )
     assert (listing.method, listing.query) == ("GET", {"labelSelector": "a=b"})
+
+
+def test_watch_ends_at_timeout_seconds(core: client.CoreV1Api) -> None:
+    rv = core.list_node().metadata.resource_version
+    began = time.monotonic()
+    resp = core.list_node(
+        watch=True, resource_version=rv, timeout_seconds=1, _preload_content=False
+    )
+    assert resp.read() == b""
+    assert 0.9 <= time.monotonic() - began < 5
+
+
+def test_node_status_subresource(core: client.CoreV1Api) -> None:
+    core.create_node(make_node("n1"))
+    capacity = {"vgpu.io/core": "400", "vgpu.io/memory": "320"}
+    core.patch_node_status("n1", {"status": {"capacity": capacity, "allocatable": capacity}})
+    core.patch_node("n1", {"status": {"capacity": {"vgpu.io/core": None}}})  # ignored on main
+    node = core.read_node("n1")
+    assert node.status.capacity == capacity and node.status.allocatable == capacity

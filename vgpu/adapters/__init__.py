@@ -1,1 +1,1 @@
-"""I/O edges: thin translators between third-party libraries (NVML, gRPC/kubelet, Kubernetes) and vgpu's own types and errors."""
+"""I/O edges: GPU backends (NVML, fake), the kubelet device-plugin gRPC server, the Kubernetes API."""

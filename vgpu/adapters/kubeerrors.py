@@ -1,9 +1,8 @@
 """Kubernetes client errors translated into vgpu's own error hierarchy.
 
 The official client raises `ApiException` with an HTTP status and a `Status` JSON body; callers
-should not need to know that. Each status class maps to one `KubeError` subclass that also
-inherits the matching generic `vgpu.core.errors` class, so code far from Kubernetes can catch
-`Conflict` or `Unavailable` without importing this module.
+should not need to know that. Each status class maps to one `KubeError` subclass (all of them
+`VgpuError`s), so callers branch on meaning (conflict, missing, transient) instead of codes.
 """
 
 from __future__ import annotations
@@ -12,14 +11,7 @@ import json
 
 from kubernetes.client.exceptions import ApiException
 
-from vgpu.core.errors import (
-    ConfigError,
-    Conflict,
-    NotFound,
-    PermissionDenied,
-    Unavailable,
-    VgpuError,
-)
+from vgpu.core.errors import VgpuError
 
 
 class KubeError(VgpuError):
@@ -31,19 +23,19 @@ class KubeError(VgpuError):
         self.reason = reason
 
 
-class KubeNotFound(KubeError, NotFound):
+class KubeNotFound(KubeError):
     """404: the object does not exist."""
 
 
-class KubeConflict(KubeError, Conflict):
+class KubeConflict(KubeError):
     """409: stale resourceVersion, already exists, or pod already bound. Re-read and retry."""
 
 
-class KubeUnavailable(KubeError, Unavailable):
+class KubeUnavailable(KubeError):
     """5xx, 429, timeouts and connection errors: transient, retry with backoff."""
 
 
-class KubeForbidden(KubeError, PermissionDenied):
+class KubeForbidden(KubeError):
     """401/403: bad credentials or missing RBAC permission."""
 
 
@@ -55,7 +47,7 @@ class KubeInvalid(KubeError):
     """400/415/422: the server rejected the request as malformed (a bug on our side)."""
 
 
-class KubeConfigMissing(KubeError, ConfigError):
+class KubeConfigMissing(KubeError):
     """Neither in-cluster credentials nor a usable kubeconfig were found."""
 
 

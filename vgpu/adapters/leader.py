@@ -28,11 +28,15 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from vgpu.adapters.kube import KubeConflict, KubeError, KubeNotFound, microtime
-from vgpu.core.errors import ConfigError
+from vgpu.core.errors import VgpuError
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+
+class LeaderConfigError(VgpuError, ValueError):
+    """Leader-election settings that cannot work; the message names them and the rule."""
 
 
 class LeaseClient(Protocol):
@@ -54,9 +58,9 @@ class LeaderConfig:
 
     def __post_init__(self) -> None:
         if not self.identity:
-            raise ConfigError("leader election: identity must be set (use the pod name)")
+            raise LeaderConfigError("leader election: identity must be set (use the pod name)")
         if not 0 < self.retry_period < self.renew_deadline < self.lease_duration:
-            raise ConfigError(
+            raise LeaderConfigError(
                 "leader election: need 0 < retry_period < renew_deadline < lease_duration, got "
                 f"{self.retry_period} / {self.renew_deadline} / {self.lease_duration} seconds"
             )

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 
 from vgpu.api._proto.podresources.v1 import api_pb2, api_pb2_grpc
-from vgpu.core.errors import Unavailable
+from vgpu.core.errors import VgpuError
 from vgpu.core.ids import pod_key
 from vgpu.node.devices import ResourceNames
 from vgpu.node.handoff import HeldDevices
@@ -22,7 +22,7 @@ from vgpu.node.handoff import HeldDevices
 DEFAULT_POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 
 
-class PodResourcesError(Unavailable):
+class PodResourcesError(VgpuError):
     """The kubelet pod-resources API could not be read."""
 
 

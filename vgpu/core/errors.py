@@ -40,28 +40,8 @@ class UnknownPod(VgpuError):
 
 
 class Conflict(VgpuError):
-    """An operation contradicts what is already held.
-
-    A second, different ledger assumption, or a write that lost an optimistic-concurrency race or
-    hit an existing object (re-read, retry).
-    """
+    """An operation contradicts what the ledger already holds (e.g. a second, different assumption)."""
 
 
 class StateError(VgpuError):
     """Cluster state was used wrongly (e.g. revert without fork)."""
-
-
-class ConfigError(VgpuError):
-    """Configuration is missing or invalid; the message names the setting and the fix."""
-
-
-class NotFound(VgpuError):
-    """The object the caller named does not exist."""
-
-
-class Unavailable(VgpuError):
-    """A dependency (API server, kubelet, driver) is unreachable or failing; retry later."""
-
-
-class PermissionDenied(VgpuError):
-    """The caller's credentials are rejected or lack the needed permission."""

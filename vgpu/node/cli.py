@@ -15,12 +15,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vgpu.core.errors import ConfigError, VgpuError
+from vgpu.core.errors import VgpuError
 
 if TYPE_CHECKING:
     from vgpu.daemons.node_agent import NodeAgent
 
 log = logging.getLogger(__name__)
+
+
+class ConfigError(VgpuError):
+    """A node-agent flag is invalid; the message names the flag and the fix."""
+
 
 DEV_ASSIGNMENT_KEY = b"vgpu-dev-assignment-key-not-secret"
 
