@@ -4,8 +4,8 @@ Place the pod where the node's expected fragmentation (see `fragmentation`) grow
 the node, try every GPU that fits a fractional pod and keep the one with the smallest growth.
 
 `FgdPolicy(quantize=True)` mirrors the paper's artifact exactly: the score is
-``int(100 * sigmoid((F_before - F_after) / 1000))`` and equal top scores are broken at random, as
-kube-scheduler does. With ``quantize=False`` the raw growth is the score, so ties are rarer and
+``int(100 * sigmoid((F_before - F_after) / 1000))`` and equal top scores go to the first node in
+order (see `policies` for why). With ``quantize=False`` the raw growth is the score, so ties are rarer and
 mean real equality.
 """
 
@@ -34,7 +34,7 @@ class FgdPolicy(Policy):
     """Least growth of expected fragmentation wins."""
 
     name = "fgd"
-    random_ties = True
+    random_ties = False
 
     def __init__(self, meter: FragmentMeter, *, quantize: bool = True, name: str = "fgd") -> None:
         self.meter = meter

@@ -29,7 +29,9 @@ POLICY_NAMES = (*PAPER_POLICIES, "spread", "binpack", "shape", "default")
 
 
 def _default(workload: Workload) -> Policy:
-    return FgdPolicy(FragmentMeter(workload), quantize=False, name="default")
+    # FGD as the paper runs it, until a policy that beats it on every trace variant replaces it.
+    # (Unquantized FGD scores, tried first, place worse: 92.7 % against 95.0 % on openb.)
+    return FgdPolicy(FragmentMeter(workload), quantize=True, name="default")
 
 
 _BUILDERS: dict[str, Callable[[Workload], Policy]] = {

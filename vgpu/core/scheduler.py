@@ -102,7 +102,7 @@ class Scheduler:
         if not best:
             return None
         ns, ev = self.rng.choice(best) if pol.random_ties and len(best) > 1 else best[0]
-        return Selection(ns.name, ev.score, ev.choice)
+        return Selection(ns.name, ev.score, pol.finish(ns, pod, ev, self.rng))
 
     def prioritize(
         self, pod: PodRequest, names: Iterable[NodeName], policy: Policy | None = None

@@ -140,7 +140,9 @@ def _container(path: Path, line: int, num_gpu: int, milli: int) -> tuple[Contain
         )
     if num_gpu == 1:
         if not 0 < milli <= 1000:
-            raise TraceError(f"{path}:{line}: gpu_milli {milli} must be in 10..1000 when num_gpu is 1")
+            raise TraceError(
+                f"{path}:{line}: gpu_milli {milli} must be in 10..1000 when num_gpu is 1"
+            )
         return (ContainerRequest("main", milli // 10),)
     if milli != 1000:
         raise TraceError(

@@ -1,0 +1,76 @@
+"""`vgpu`: one console script, subcommands imported only when used.
+
+Subcommand modules expose ``add_parser(subparsers)`` (which sets ``run`` as a default) so that
+`vgpu simulate` never imports gRPC, NVML or the Kubernetes client. Errors the project raises on
+purpose become one line on stderr and exit status 2; nothing prints a traceback for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from vgpu import __version__
+from vgpu.core.errors import VgpuError
+
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "simulate": ("vgpu.cli.simulate", "replay a cluster trace through the scheduling core", ""),
+    "extender": ("vgpu.extender.cli", "run the kube-scheduler extender", "extender"),
+    "node-agent": ("vgpu.node.cli", "run the node agent (device plugin, labels, health)", "node"),
+    "inspect": ("vgpu.inspect.cli", "report GPU allocation per node and GPU", "cli"),
+}
+
+
+def _parser() -> tuple[
+    argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]
+]:
+    parser = argparse.ArgumentParser(
+        prog="vgpu", description="GPU sharing for Kubernetes: fractional GPUs, binpacking, gangs."
+    )
+    parser.add_argument("--version", action="version", version=f"vgpu {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+
+
+def _load(name: str, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    module_name, _, extra = COMMANDS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        hint = f" (install it with: pip install 'vgpu[{extra}]')" if extra else ""
+        raise VgpuError(f"`vgpu {name}` is unavailable: {err}{hint}") from err
+    module.add_parser(sub)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    parser, sub = _parser()
+    command = next((a for a in args_in if not a.startswith("-")), None)
+    try:
+        if command in COMMANDS:
+            _load(command, sub)
+        else:
+            for name, (_, help_text, _) in COMMANDS.items():
+                sub.add_parser(name, help=help_text, add_help=False)
+        args = parser.parse_args(args_in)
+        if args.command is None or not hasattr(args, "run"):
+            parser.print_help()
+            return 0 if args.command is None else 2
+        logging.basicConfig(
+            level=logging.DEBUG
+            if args.verbose > 1
+            else logging.INFO
+            if args.verbose
+            else logging.WARNING,
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+        return int(args.run(args) or 0)
+    except VgpuError as err:
+        print(f"vgpu: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

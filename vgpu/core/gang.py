@@ -1,0 +1,124 @@
+"""Gang planning: place every member of a pod group, or none.
+
+The whole gang is planned on a fork of the cluster state: members are placed one by one with the
+scheduler's policy (largest GPU asks first, CPU-only members last, so big members are not
+squeezed out by small ones), each seeing the capacity the earlier ones took. Either every member
+fits and the plan is returned, or the fork is reverted and the failure says which member found no
+room and why. Planning never changes the state; `reserve` then holds the plan's capacity with a
+deadline, and `release` gives a gang's reservations back (both idempotent).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from vgpu.core.ids import GangKey, NodeName, PodKey
+from vgpu.core.ledger import Ledger
+from vgpu.core.model import Assignment, Phase, PodRequest
+from vgpu.core.placement import assignment_for
+from vgpu.core.scheduler import Scheduler
+
+
+@dataclass(frozen=True, slots=True)
+class GangPlan:
+    """Where every member of a gang goes."""
+
+    gang: GangKey
+    assignments: tuple[Assignment, ...]
+
+    def for_pod(self, pod: PodKey) -> Assignment | None:
+        """The planned assignment of one member."""
+        return next((a for a in self.assignments if a.pod == pod), None)
+
+
+@dataclass(frozen=True, slots=True)
+class GangFailure:
+    """Why a gang cannot be placed as a whole; nothing was reserved."""
+
+    gang: GangKey
+    placed: int
+    total: int
+    blocked: PodKey
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"gang {self.gang}: only {self.placed} of {self.total} members fit; "
+            f"{self.blocked} fits nowhere after them ({self.reason})"
+        )
+
+
+def member_order(members: Sequence[PodRequest]) -> list[PodRequest]:
+    """Whole-GPU members first (most GPUs first), then shares (largest first), CPU-only last."""
+
+    def rank(p: PodRequest) -> tuple[int, int, int, str]:
+        whole = sum(c.gpus for c in p.gpu_containers if c.whole)
+        share = sum(c.cores for c in p.gpu_containers if not c.whole)
+        return (-whole, -share, -p.cpu_milli, p.key)
+
+    return sorted(members, key=rank)
+
+
+def _why_nowhere(scheduler: Scheduler, pod: PodRequest, names: list[NodeName] | None) -> str:
+    verdicts = scheduler.filter(pod, names if names is not None else scheduler.state.node_names())
+    codes = Counter(v.code.value for v in verdicts.values() if not v.ok)
+    if not codes:
+        return "no nodes"
+    return ", ".join(f"{n} node(s) {code}" for code, n in codes.most_common())
+
+
+def plan(
+    scheduler: Scheduler,
+    gang: GangKey,
+    members: Sequence[PodRequest],
+    names: Iterable[NodeName] | None = None,
+) -> GangPlan | GangFailure:
+    """Plan all members at once on a fork; the state is unchanged afterwards."""
+    state = scheduler.state
+    node_names = list(names) if names is not None else None
+    ordered = member_order(members)
+    placed: list[Assignment] = []
+    state.fork()
+    try:
+        for pod in ordered:
+            selection = scheduler.select(pod, node_names)
+            if selection is None:
+                return GangFailure(
+                    gang,
+                    len(placed),
+                    len(ordered),
+                    pod.key,
+                    _why_nowhere(scheduler, pod, node_names),
+                )
+            assignment = assignment_for(state.node(selection.node), pod, selection.choice)
+            state.charge(assignment)
+            placed.append(assignment)
+    finally:
+        state.revert()
+    by_key = {a.pod: a for a in placed}
+    return GangPlan(gang, tuple(by_key[p.key] for p in members))
+
+
+def reserve(ledger: Ledger, gang_plan: GangPlan, *, deadline: float) -> None:
+    """Hold every member's place until `deadline` (all or nothing: reverted on any conflict)."""
+    state = ledger.state
+    state.fork()
+    try:
+        for assignment in gang_plan.assignments:
+            ledger.reserve(assignment, deadline=deadline, gang=gang_plan.gang)
+    except BaseException:
+        state.revert()
+        raise
+    state.commit()
+
+
+def release(ledger: Ledger, gang: GangKey) -> list[PodKey]:
+    """Give back every *reservation* of a gang (bound members stay). Returns the released pods."""
+    pods = [
+        h.assignment.pod for h in ledger.holdings() if h.gang == gang and h.phase is Phase.RESERVED
+    ]
+    for pod in pods:
+        ledger.release(pod)
+    return pods
