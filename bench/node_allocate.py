@@ -4,7 +4,7 @@
    stand-in kubelet (real unix sockets). Background pods stay pending on every GPU; each round
    binds one more pod, then times GetPreferredAllocation (all free core IDs offered) and
    Allocate over the socket, as the kubelet calls them. Targets: p99 <= 5 ms each.
-2. Memory: `python -m vgpu.node.cli` as a separate process with 8 fake GPUs, a kubeconfig for
+2. Memory: `python -m vgpu.daemons.node_cli` as a separate process with 8 fake GPUs, a kubeconfig for
    the fake API server and the stand-in kubelet; its VmRSS once registered and synced, then
    SIGTERM (it must exit 0). Target: <= 60 MiB.
 
@@ -159,7 +159,7 @@ def memory(workdir: Path, arena: dict[str, str]) -> None:
     kubeconfig = workdir / "kubeconfig"
     _kubeconfig(kubeconfig, api.url)
     repo = Path(__file__).resolve().parents[1]
-    argv = [sys.executable, "-m", "vgpu.node.cli", "--fake-gpus", SPEC, "--node-name", NODE]
+    argv = [sys.executable, "-m", "vgpu.daemons.node_cli", "--fake-gpus", SPEC, "--node-name", NODE]
     argv += ["--device-plugin-dir", str(workdir), "--kubeconfig", str(kubeconfig)]
     argv += ["--pod-resources-socket", str(workdir / "none.sock"), "--metrics-port", "0"]
     env = {**os.environ, "PYTHONPATH": str(repo), **arena}

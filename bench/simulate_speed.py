@@ -24,14 +24,20 @@ from vgpu.sim.workload import arrivals
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--policy", action="append", help="policy (repeatable; default fgd, default)")
+    parser.add_argument(
+        "--policy", action="append", help="policy (repeatable; default fgd, default)"
+    )
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()
     started = time.perf_counter()
     trace = read_trace()
-    print(f"trace read in {time.perf_counter() - started:.2f} s: {len(trace.nodes)} nodes, {len(trace.pods)} pods")
-    pods = arrivals(trace.pods, capacity_milli=capacity_milli(trace.nodes), tune=1.3, seed=args.seed)
+    print(
+        f"trace read in {time.perf_counter() - started:.2f} s: {len(trace.nodes)} nodes, {len(trace.pods)} pods"
+    )
+    pods = arrivals(
+        trace.pods, capacity_milli=capacity_milli(trace.nodes), tune=1.3, seed=args.seed
+    )
     for name in args.policy or ["fgd", "default"]:
         times = []
         for _ in range(args.repeat):

@@ -1,7 +1,8 @@
 """`vgpu node-agent`: flags → `AgentConfig`, GPU backend and API client → `NodeAgent`.
 
-Registered by `vgpu.cli.main` through `add_parser(subparsers)`; `python -m vgpu.node.cli ARGS`
-runs it standalone (benchmarks do). Bad flags raise `ConfigError` naming the flag and the fix.
+Registered by `vgpu.cli.main` through `add_parser(subparsers)` (it lives here, not in the pure
+`vgpu.node`, because it wires adapters); `python -m vgpu.daemons.node_cli ARGS` runs it
+standalone (benchmarks do). Bad flags raise `ConfigError` naming the flag and the fix.
 """
 
 from __future__ import annotations
