@@ -1,1 +1,1 @@
-"""Composition roots: wiring, lifecycle and graceful stop for vgpu's long-running processes."""
+"""Composition roots: wiring adapters and the core into long-running daemons (extender, node agent)."""

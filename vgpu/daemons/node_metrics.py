@@ -1,0 +1,69 @@
+"""Prometheus metrics of the node agent, and a policy wrapper that counts Allocate outcomes.
+
+Own registry (never the global one), so several agents can live in one test process; the HTTP
+endpoint is optional (`--metrics-port 0` disables it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+
+from vgpu.node.allocation import AllocationPolicy
+from vgpu.node.grants import ContainerGrant, Refusal
+
+
+class NodeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.allocations = Counter(
+            "vgpu_node_allocations",
+            "Allocate calls answered, by resource and outcome (granted/refused)",
+            ["resource", "outcome"],
+            registry=self.registry,
+        )
+        self.mismatches = Counter(
+            "vgpu_node_assignment_mismatches",
+            "Containers found holding device IDs that differ from their assignment",
+            registry=self.registry,
+        )
+        self.pods = Gauge(
+            "vgpu_node_pods", "vGPU pods bound to this node", ["state"], registry=self.registry
+        )
+        self.unhealthy = Gauge(
+            "vgpu_node_unhealthy_gpus", "GPUs currently marked unhealthy", registry=self.registry
+        )
+        self._server: Any = None
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
+        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        self._server = server
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+class CountingPolicy:
+    """Wraps an `AllocationPolicy`, counting granted and refused Allocate calls."""
+
+    def __init__(self, inner: AllocationPolicy, metrics: NodeMetrics) -> None:
+        self.inner = inner
+        self._metrics = metrics
+
+    def preferred(
+        self, resource: str, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        return self.inner.preferred(resource, available, must_include, size)
+
+    def allocate(
+        self, resource: str, container_ids: Sequence[Sequence[str]]
+    ) -> list[ContainerGrant] | Refusal:
+        result = self.inner.allocate(resource, container_ids)
+        outcome = "refused" if isinstance(result, Refusal) else "granted"
+        self._metrics.allocations.labels(resource, outcome).inc()
+        return result
