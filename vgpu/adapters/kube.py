@@ -317,7 +317,12 @@ class KubeApi:
         }
         what = f"bind pod {namespace}/{name} to {node}"
         resp = self._raw(what, self._core.create_namespaced_pod_binding, name, namespace, body)
-        resp.release_conn()
+        try:
+            _ = resp.data  # drain the reply, or the pooled connection's next request fails
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise KubeUnavailable(f"{what}: reading the reply failed: {e}") from e
+        finally:
+            resp.release_conn()
 
     # ----- events, leases, pod groups ------------------------------------------------------------
     def create_event(

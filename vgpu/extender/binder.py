@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
+from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
 from vgpu.api.assignment import ASSIGNMENT, binding_annotations
-from vgpu.core.errors import Conflict, InvalidRequest, NotFound, VgpuError
+from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment, Phase
@@ -78,7 +79,7 @@ class Binder:
         try:
             obj = self.api.get_pod(args.pod_namespace, args.pod_name)
             spec, policy, size = self.ext.parse(obj)
-        except NotFound:
+        except KubeNotFound:
             return f"pod {key} not found"
         except VgpuError as err:
             return f"pod {key}: {err}"
@@ -162,9 +163,9 @@ class Binder:
             )
             log.info("bound %s to %s", key, assignment.node)
             return ""
-        except Conflict as err:
+        except KubeConflict as err:
             return self._after_conflict(key, assignment, annotations, err)
-        except (NotFound, InvalidRequest) as err:
+        except (KubeNotFound, KubeInvalid, InvalidRequest) as err:
             self._release(key)
             return f"binding {key} failed: {err}"
         except VgpuError as err:
@@ -177,7 +178,7 @@ class Binder:
         ns, name = key.split("/", 1)
         try:
             pod = self.api.get_pod(ns, name)
-        except NotFound:
+        except KubeNotFound:
             return False
         except VgpuError:
             return None
