@@ -142,6 +142,29 @@ def test_invariant_i_equal_shares_go_to_the_pending_gpu(harness: Harness) -> Non
     assert _gpu(harness, "c") != _gpu(harness, "a")
 
 
+def test_admission_on_a_node_still_pending_refreshes_the_filter(harness: Harness) -> None:
+    # The filter memoises the invariant-I answer per node; an admission changes the pending
+    # containers without changing the node's capacity, and must still be seen.
+    harness.put(make_node("n1", gpus=2))
+    for name, cores in (("a", 40), ("b", 40), ("d", 30), ("c", 40)):
+        harness.put(make_pod(name, cores=cores))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    for name in ("a", "b", "d"):
+        assert wire.bind(harness.pod(name), "n1") == ""
+        eventually(lambda n=name: _holding_phase(daemon, n) is Phase.BOUND)  # type: ignore[misc]
+    assert _gpu(harness, "a") == _gpu(harness, "b") != _gpu(harness, "d")
+    out = wire.filter(harness.pod("c"), ["n1"])  # a's GPU is full, the other one confusable
+    assert "waiting for admission" in out["FailedNodes"]["n1"]
+    for name in ("a", "b"):
+        pod = harness.pod(name)
+        pod["metadata"]["annotations"]["vgpu.io/admitted"] = "main"
+        harness.put(pod)
+    # d is still pending (30 cores: not confusable with c), so the node is still pending
+    eventually(lambda: wire.filter(harness.pod("c"), ["n1"])["NodeNames"] == ["n1"])
+    assert wire.bind(harness.pod("c"), "n1") == ""
+
+
 def test_whole_gpu_pods_bind_one_after_another(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=2))
     harness.put(make_pod("a", cores=100))

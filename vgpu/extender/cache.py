@@ -17,6 +17,7 @@ made before are simply gone.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -55,6 +56,7 @@ class ClusterCache:
         self._key = key
         self._unit = memory_unit_mib
         self.on_pod_gone: GoneHook = lambda pod, gang: None
+        self._epochs = itertools.count(1)
         self._reset()
 
     def _reset(self) -> None:
@@ -68,6 +70,8 @@ class ClusterCache:
         self.invalid: dict[PodKey, str] = {}
         self.unheld: dict[PodKey, Assignment] = {}
         self.pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
+        self.pending_epoch: dict[str, int] = {}
+        """Per node, a number that changes whenever its pending containers change (memo key)."""
         self.members: dict[GangKey, set[PodKey]] = {}
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -159,6 +163,7 @@ class ClusterCache:
             )
         self._hold_observed(assignment)
         node_pending = self.pending.setdefault(NodeName(spec.node), {})
+        self.pending_epoch[spec.node] = next(self._epochs)
         names = [c.name for c in assignment.containers]
         waiting = pending_of(assignment, spec.memory_blocks, admitted_of(annotations, names))
         if waiting:
@@ -191,6 +196,7 @@ class ClusterCache:
         held = self.ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
         if node and NodeName(node) in self.pending:
+            self.pending_epoch[node] = next(self._epochs)
             self.pending[NodeName(node)].pop(key, None)
             if not self.pending[NodeName(node)]:
                 del self.pending[NodeName(node)]

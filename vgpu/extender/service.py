@@ -15,15 +15,16 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import cast
+from typing import Any, cast
 
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase, PodRequest
-from vgpu.core.policies import Evaluation, Policy
+from vgpu.core.policies import Policy
 from vgpu.core.registry import make_policy
 from vgpu.core.scheduler import MAX_EXTENDER_SCORE, Scheduler
+from vgpu.core.state import NodeState
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
@@ -212,41 +213,57 @@ class Extender:
         req: PodRequest = spec.request
         memo = self._memo_key("filter", req.shape)
         result = FilterResult()
-        passed, pending, problems = result.passed, self.cache.pending, self.cache.problems
-        states = self.cache.node_states
-        rejected: Counter[str] = Counter()
-        fits = Code.FITS
+        passed, failed, unresolvable = result.passed, result.failed, result.unresolvable
+        pending, problems, states = self.cache.pending, self.cache.problems, self.cache.node_states
+        codes: list[str] = []
         for name in names:
             ns = states.get(name)
             if ns is None:
-                result.failed[name] = "node is not in the vgpu extender's cache yet"
-                rejected["unknown-node"] += 1
+                failed[name] = "node is not in the vgpu extender's cache yet"
+                codes.append("unknown-node")
                 continue
-            verdict = cast(Verdict | None, ns.cache.get(memo))
-            if verdict is None:
-                verdict = check(ns, req)
-                ns.cache[memo] = verdict
-            if verdict.code is fits and name in pending:
-                placed = self.place(spec, name, policy)
-                if isinstance(placed, Verdict):
-                    verdict = placed
-            if verdict.code is fits:
-                passed.append(name)
-                continue
-            self._reject(result, name, verdict, problems.get(NodeName(name)))
-            rejected[verdict.code.value] += 1
-        if rejected:
-            self.on_rejections(rejected)
+            outcome: Outcome | None = ns.cache.get(memo)  # type: ignore[assignment]
+            if outcome is None:
+                outcome = ns.cache[memo] = _outcome(check(ns, req))
+            if outcome is _FIT:
+                if name not in pending:
+                    passed.append(name)
+                    continue
+                outcome = self._pending_outcome(spec, name, ns, policy)
+                if outcome is _FIT:
+                    passed.append(name)
+                    continue
+            code, hard, reason = outcome
+            if not hard:
+                failed[name] = reason
+            else:
+                unresolvable[name] = (code == _NO_GPU and problems.get(NodeName(name))) or reason
+            codes.append(code)
+        if codes:
+            self.on_rejections(Counter(codes))
         return result
 
-    @staticmethod
-    def _reject(result: FilterResult, name: str, verdict: Verdict, problem: str | None) -> None:
-        if verdict.code is Code.NO_GPU and problem:
-            result.unresolvable[name] = problem
-        elif verdict.resolvable:
-            result.failed[name] = str(verdict)
-        else:
-            result.unresolvable[name] = str(verdict)
+    def _pending_outcome(self, spec: PodSpec, name: str, ns: NodeState, policy: Policy) -> Outcome:
+        """The outcome on a node with pending containers: the invariant-I placement, memoised
+        per node version, pending containers and pod shape (container names included, as
+        reasons name them)."""
+        req = spec.request
+        if not policy.cacheable or req.key in self.cache.pending[NodeName(name)]:
+            return _placed(self.place(spec, name, policy))
+        memo = self._memo_key(
+            "pending",
+            id(policy),
+            req.shape,
+            tuple(c.name for c in req.containers),
+            tuple(sorted(spec.memory_blocks.items())),
+        )
+        epoch = self.cache.pending_epoch.get(name)
+        hit = ns.cache.get(memo)
+        if isinstance(hit, tuple) and hit[0] == epoch:
+            return cast(Outcome, hit[1])
+        outcome = _placed(self.place(spec, name, policy))
+        ns.cache[memo] = (epoch, outcome)
+        return outcome
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> dict[str, int]:
@@ -265,26 +282,45 @@ class Extender:
         return _scale(raw)
 
     def _scores(self, pod: PodRequest, names: list[str], policy: Policy) -> dict[str, float | None]:
-        """Raw policy scores per node (None: does not fit), memoised like the core's."""
-        states, rng = self.cache.node_states, self.scheduler.rng
-        evaluate, cacheable = policy.evaluate, policy.cacheable
+        """Raw policy scores per node (None: does not fit), memoised per node and pod shape."""
+        states, rng, evaluate = self.cache.node_states, self.scheduler.rng, policy.evaluate
+        raw: dict[str, Any] = {}
+        if not policy.cacheable:
+            for name in names:
+                ns = states.get(name)
+                ev = None if ns is None else evaluate(ns, pod, rng)
+                raw[name] = None if ev is None else ev.score
+            return raw
         memo = self._memo_key("score", id(policy), pod.shape)
-        raw: dict[str, float | None] = {}
         for name in names:
             ns = states.get(name)
             if ns is None:
                 raw[name] = None
                 continue
-            ev = ns.cache.get(memo, _MISSING) if cacheable else _MISSING
-            if ev is _MISSING:
+            score = ns.cache.get(memo, _MISSING)
+            if score is _MISSING:
                 ev = evaluate(ns, pod, rng)
-                if cacheable:
-                    ns.cache[memo] = ev
-            raw[name] = None if ev is None else cast(Evaluation, ev).score
+                score = ns.cache[memo] = None if ev is None else ev.score
+            raw[name] = score
         return raw
 
 
 _MISSING = object()
+
+Outcome = tuple[str, bool, str]
+"""A node's filter answer for a pod shape: (code, unresolvable, reason); `_FIT` if it fits."""
+_FIT: Outcome = (Code.FITS.value, False, "")
+_NO_GPU = Code.NO_GPU.value
+
+
+def _outcome(verdict: Verdict) -> Outcome:
+    if verdict.code is Code.FITS:
+        return _FIT
+    return (verdict.code.value, not verdict.resolvable, str(verdict))
+
+
+def _placed(placed: Assignment | Verdict) -> Outcome:
+    return _outcome(placed) if isinstance(placed, Verdict) else _FIT
 
 
 def _scale(raw: dict[str, float | None]) -> dict[str, int]:
