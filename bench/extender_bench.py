@@ -108,12 +108,18 @@ def _latency(wire: Wire, names: list[str], requests: int) -> None:
 
 def _throughput(wire: Wire, names: list[str], pods: list[Obj]) -> None:
     start = time.perf_counter()
-    bound = sum(wire.schedule(pod, names)[0] is not None for pod in pods)
+    outcomes = [wire.schedule(pod, names) for pod in pods]
     elapsed = time.perf_counter() - start
+    bound = sum(node is not None for node, _ in outcomes)
     print(
         f"throughput, {len(names)} node names per cycle: {bound}/{len(pods)} pods bound through "
         f"filter+prioritize+bind: {bound / elapsed:.0f} pods/s"
     )
+    for node, result in outcomes:
+        if node is None:
+            print(
+                f"  not bound: {result.get('Error') or result.get('BindError') or 'no node fits'}"
+            )
 
 
 def _api_server(conn: Connection, nodes: int, pods: int) -> None:

@@ -33,6 +33,17 @@ def test_bind_writes_a_signed_assignment_and_counts_it(harness: Harness) -> None
     assert sorted(ns.free_cores) == [70, 100]
 
 
+def test_bind_of_a_watched_pod_reads_nothing_back(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=1))
+    harness.put(make_pod("p", cores=30))
+    daemon = harness.start()
+    eventually(lambda: PodKey("default/p") in daemon.cache.pods)
+    harness.server.clear_requests()
+    assert harness.wire(daemon).bind(harness.pod("p"), "n1") == ""
+    calls = [(r.method, r.path) for r in harness.server.requests if "watch" not in r.query]
+    assert calls == [("POST", "/api/v1/namespaces/default/pods/p/binding")]
+
+
 def test_retried_bind_never_allocates_twice(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=1))
     harness.put(make_pod("p", cores=60))

@@ -76,9 +76,13 @@ class Binder:
         if why_not:
             return why_not
         key = pod_key(args.pod_namespace, args.pod_name)
+        obj: Obj | None = None
         try:
-            obj = self.api.get_pod(args.pod_namespace, args.pod_name)
-            spec, policy, size = self.ext.parse(obj)
+            spec = self._watched(key, args.pod_uid)
+            if spec is None:
+                obj = self.api.get_pod(args.pod_namespace, args.pod_name)
+                spec = self.ext.cache.parse(obj)
+            spec, policy, size = self.ext.resolve(spec)
         except KubeNotFound:
             return f"pod {key} not found"
         except VgpuError as err:
@@ -86,7 +90,7 @@ class Binder:
         if args.pod_uid and spec.request.uid != args.pod_uid:
             return f"pod {key}: UID {args.pod_uid} is stale (the pod now has {spec.request.uid})"
         if spec.node:
-            return self._already_bound(obj, spec, args.node)
+            return self._already_bound(spec, args.node)
         try:
             assignment = self._claim(obj, spec, size, args.node, policy)
         except BindFailed as err:
@@ -97,18 +101,33 @@ class Binder:
             with self.ext.cache.lock:
                 self.ext.binding.discard(key)
 
-    def _already_bound(self, obj: Obj, spec: PodSpec, node: str) -> str:
+    def _watched(self, key: PodKey, uid: str) -> PodSpec | None:
+        """The pod as the cache has it (watched, or seen in a filter request), if its UID is the
+        one asked for: saves reading it back from the API server. A pod the cache does not know
+        (or knows under another UID) is read fresh. The Binding carries the UID as a
+        precondition and a 409 is checked against the server, so a lagging watch cannot bind
+        the wrong pod or bind twice."""
+        with self.ext.cache.lock:
+            spec = self.ext.cache.pods.get(key)
+        if spec is None or (uid and spec.request.uid != uid):
+            return None
+        return spec
+
+    def _already_bound(self, spec: PodSpec, node: str) -> str:
         if spec.node == node:
             return ""  # a retried bind whose first attempt succeeded
         return f"pod {spec.request.key} is already bound to {spec.node}"
 
-    def _claim(self, obj: Obj, spec: PodSpec, size: int, node: str, policy: Any) -> Assignment:
+    def _claim(
+        self, obj: Obj | None, spec: PodSpec, size: int, node: str, policy: Any
+    ) -> Assignment:
         """Decide and assume the assignment (under the cache lock)."""
         ext, key = self.ext, spec.request.key
         with ext.cache.lock:
             if key in ext.binding:
                 raise BindFailed(f"pod {key}: a bind is already in flight")
-            ext.cache.remember(obj, spec)
+            if obj is not None:
+                ext.cache.remember(obj, spec)
             target = ext.held_place(spec, size)
             if isinstance(target, GangWait):
                 raise BindFailed(target.reason)

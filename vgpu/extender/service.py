@@ -121,7 +121,10 @@ class Extender:
     # -- shared steps ----------------------------------------------------------------------------
     def parse(self, pod: dict[str, object]) -> tuple[PodSpec, Policy, int]:
         """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        spec = self.cache.parse(pod)
+        return self.resolve(self.cache.parse(pod))
+
+    def resolve(self, spec: PodSpec) -> tuple[PodSpec, Policy, int]:
+        """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""
         policy = (
             self.policies.get(spec.request.policy) if spec.request.policy else self.policies.default
         )
@@ -324,15 +327,19 @@ def _placed(placed: Assignment | Verdict) -> Outcome:
 
 
 def _scale(raw: dict[str, float | None]) -> dict[str, int]:
-    """Min-max scale to kube-scheduler's 0..10 (nodes that don't fit get 0), as the core does."""
-    scores = [s for s in raw.values() if s is not None]
-    if not scores:
+    """Min-max scale to kube-scheduler's 0..10 (nodes that don't fit get 0), as the core does.
+
+    Many nodes share a raw score, so each distinct score is scaled once."""
+    distinct = set(raw.values())
+    distinct.discard(None)
+    if not distinct:
         return dict.fromkeys(raw, 0)
+    scores = cast(set[float], distinct)
     lo, hi = min(scores), max(scores)
     span = hi - lo
-    return {
-        name: 0
-        if s is None
-        else (MAX_EXTENDER_SCORE if span == 0 else round(MAX_EXTENDER_SCORE * (s - lo) / span))
-        for name, s in raw.items()
+    table: dict[float | None, int] = {
+        s: MAX_EXTENDER_SCORE if span == 0 else round(MAX_EXTENDER_SCORE * (s - lo) / span)
+        for s in scores
     }
+    table[None] = 0
+    return {name: table[s] for name, s in raw.items()}

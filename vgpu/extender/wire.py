@@ -144,6 +144,8 @@ def encode_filter(result: FilterResult, nodes: list[Obj] | None = None) -> bytes
 
 def encode_priorities(scores: Mapping[str, int]) -> bytes:
     """`HostPriorityList` JSON: a bare list of {"Host", "Score"} (scores are ints)."""
+    if _fast_dumps is not None:
+        return _fast_dumps([{"Host": h, "Score": int(s)} for h, s in scores.items()])
     enc = encode_basestring_ascii
     items = [f'{{"Host":{enc(h)},"Score":{int(s)}}}' for h, s in scores.items()]
     return ("[" + ",".join(items) + "]").encode()
