@@ -219,6 +219,7 @@ class Extender:
         passed, failed, unresolvable = result.passed, result.failed, result.unresolvable
         pending, problems, states = self.cache.pending, self.cache.problems, self.cache.node_states
         codes: list[str] = []
+        pending_memo = self._pending_memo(spec, policy) if pending else None
         for name in names:
             ns = states.get(name)
             if ns is None:
@@ -232,7 +233,7 @@ class Extender:
                 if name not in pending:
                     passed.append(name)
                     continue
-                outcome = self._pending_outcome(spec, name, ns, policy)
+                outcome = self._pending_outcome(spec, name, ns, policy, pending_memo)
                 if outcome is _FIT:
                     passed.append(name)
                     continue
@@ -246,20 +247,23 @@ class Extender:
             self.on_rejections(Counter(codes))
         return result
 
-    def _pending_outcome(self, spec: PodSpec, name: str, ns: NodeState, policy: Policy) -> Outcome:
-        """The outcome on a node with pending containers: the invariant-I placement, memoised
-        per node version, pending containers and pod shape (container names included, as
-        reasons name them)."""
+    def _pending_memo(self, spec: PodSpec, policy: Policy) -> int | None:
+        """The memo key of invariant-I placements for this pod (None: not memoisable). Pod
+        shape, policy, memory blocks and container names (reasons name them) decide them."""
+        if not policy.cacheable:
+            return None
         req = spec.request
-        if not policy.cacheable or req.key in self.cache.pending[NodeName(name)]:
+        names = tuple(c.name for c in req.containers)
+        blocks = tuple(sorted(spec.memory_blocks.items()))
+        return self._memo_key("pending", id(policy), req.shape, names, blocks)
+
+    def _pending_outcome(
+        self, spec: PodSpec, name: str, ns: NodeState, policy: Policy, memo: int | None
+    ) -> Outcome:
+        """The outcome on a node with pending containers: the invariant-I placement, memoised
+        while neither the node nor its pending containers change."""
+        if memo is None or spec.request.key in self.cache.pending[NodeName(name)]:
             return _placed(self.place(spec, name, policy))
-        memo = self._memo_key(
-            "pending",
-            id(policy),
-            req.shape,
-            tuple(c.name for c in req.containers),
-            tuple(sorted(spec.memory_blocks.items())),
-        )
         epoch = self.cache.pending_epoch.get(name)
         hit = ns.cache.get(memo)
         if isinstance(hit, tuple) and hit[0] == epoch:
