@@ -86,6 +86,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Buffered writes: headers and a small body leave in one segment (the base class flushes
+    # after each request).
+    wbufsize = -1
     server: _Server
 
     def setup(self) -> None:
