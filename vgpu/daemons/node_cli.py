@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import VgpuError
+from vgpu.daemons.keys import load_assignment_key
 
 if TYPE_CHECKING:
     from vgpu.daemons.node_agent import NodeAgent
@@ -26,9 +27,6 @@ log = logging.getLogger(__name__)
 
 class ConfigError(VgpuError):
     """A node-agent flag is invalid; the message names the flag and the fix."""
-
-
-DEV_ASSIGNMENT_KEY = b"vgpu-dev-assignment-key-not-secret"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,22 +56,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
     p.add_argument("--reconcile-s", type=float, default=30.0)
     p.set_defaults(run=run)
-
-
-def _key(path: Path | None) -> bytes:
-    if path is None:
-        log.warning(
-            "!!! no --assignment-key-file: using the built-in development key; anyone can forge "
-            "assignments. Mount the Secret shared with the extender in production !!!"
-        )
-        return DEV_ASSIGNMENT_KEY
-    try:
-        key = path.read_bytes().strip()
-    except OSError as e:
-        raise ConfigError(f"--assignment-key-file: cannot read {path}: {e}") from e
-    if not key:
-        raise ConfigError(f"--assignment-key-file: {path} is empty; put the shared key in it")
-    return key
 
 
 def build(args: argparse.Namespace) -> NodeAgent:
@@ -111,7 +93,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         kube = None
     config = AgentConfig(
         node_name=args.node_name,
-        assignment_key=_key(args.assignment_key_file),
+        assignment_key=load_assignment_key(args.assignment_key_file),
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
         domain=args.resource_domain,
