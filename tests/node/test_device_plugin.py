@@ -89,7 +89,8 @@ def test_preferred_allocation_binpacks_and_allocate_grants_env(node: Node) -> No
     assert envs["NVIDIA_VISIBLE_DEVICES"] == gpu and envs["VGPU_CORES"] == "30"
     second, _ = node.kubelet.allocate(CORES, 50)
     assert all(i.startswith(gpu + "::") for i in second)  # binpacked onto the same GPU
-    assert has_devices(node, MEMORY, 128)  # the memory plugin's list may arrive later
+    # The memory plugin's device list may arrive after the cores plugin's.
+    assert node.kubelet.wait_for(lambda: len(node.kubelet.devices(MEMORY)) == 120, 15.0)
     _, memory = node.kubelet.allocate(MEMORY, 4)
     assert memory.container_responses[0].envs["VGPU_MEMORY_LIMIT_MIB"] == "4096"
 
