@@ -90,7 +90,7 @@ def test_preferred_allocation_binpacks_and_allocate_grants_env(node: Node) -> No
     second, _ = node.kubelet.allocate(CORES, 50)
     assert all(i.startswith(gpu + "::") for i in second)  # binpacked onto the same GPU
     # The memory plugin's device list may arrive after the cores plugin's.
-    assert node.kubelet.wait_for(lambda: len(node.kubelet.devices(MEMORY)) == 120, 15.0)
+    assert node.kubelet.wait_for(lambda: len(node.kubelet.devices(MEMORY)) == 30, 15.0)
     _, memory = node.kubelet.allocate(MEMORY, 4)
     assert memory.container_responses[0].envs["VGPU_MEMORY_LIMIT_MIB"] == "4096"
 
