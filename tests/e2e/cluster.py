@@ -19,6 +19,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +91,7 @@ class Cluster:
         self.extender = self._start_extender()
         for box in self.nodes.values():
             wait_until(
-                lambda box=box: self._extender_knows(box),  # type: ignore[misc]
+                partial(self._extender_knows, box),
                 what=f"the extender to learn {box.name}'s GPUs",
             )
         return self

@@ -18,6 +18,7 @@ import http.client
 import json
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import grpc
@@ -216,9 +217,7 @@ class Outcome:
     rounds: int = 0
 
 
-def run(
-    cluster: Cluster, driver: SchedulerDriver, names: list[str], *, rounds: int = 6
-) -> Outcome:
+def run(cluster: Cluster, driver: SchedulerDriver, names: list[str], *, rounds: int = 6) -> Outcome:
     """Schedule `names` round after round; after each round the kubelets admit the pods bound in
     it, in *reverse* bind order (the kubelet's order is not the scheduler's), and the next round
     starts once the extender has seen the admissions (invariant I is lifted for them)."""
@@ -232,7 +231,7 @@ def run(
             outcome.admissions[name] = admit(cluster, name)
         for name in bound:
             if not outcome.admissions[name].refusal and gpu_asks(cluster.pod(name)):
-                wait_until(lambda n=name: _admission_seen(cluster, n), what=f"{name} admitted")
+                wait_until(partial(_admission_seen, cluster, name), what=f"{name} admitted")
         queue = [n for n in queue if n not in bound]
     outcome.unplaced = {n: driver.last[n] for n in queue}
     return outcome
