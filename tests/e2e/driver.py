@@ -215,6 +215,7 @@ class Outcome:
     admissions: dict[str, Admission] = field(default_factory=dict)
     unplaced: dict[str, Attempt] = field(default_factory=dict)
     rounds: int = 0
+    bound_in: dict[str, int] = field(default_factory=dict)  # pod -> round it was bound in
 
 
 def run(cluster: Cluster, driver: SchedulerDriver, names: list[str], *, rounds: int = 6) -> Outcome:
@@ -227,6 +228,7 @@ def run(cluster: Cluster, driver: SchedulerDriver, names: list[str], *, rounds: 
         outcome.rounds += 1
         attempts = driver.round(queue)
         bound = [n for n, a in attempts.items() if a.node]
+        outcome.bound_in.update(dict.fromkeys(bound, outcome.rounds))
         for name in reversed(bound):
             outcome.admissions[name] = admit(cluster, name)
         for name in bound:

@@ -12,7 +12,7 @@ from collections import Counter
 
 from tests.e2e.cluster import MEMORY, Cluster, wait_until
 from tests.e2e.conftest import ClusterFactory
-from tests.e2e.driver import Admission, Outcome, admit, make_pod, run
+from tests.e2e.driver import Admission, Outcome, admit, gpu_asks, make_pod, run
 from vgpu.api.assignment import decode
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, Phase
@@ -81,6 +81,28 @@ def _check_container_sees_its_gpus(cluster: Cluster, adm: Admission) -> None:
                 assert envs["VGPU_MEMORY_GPUS"].split(",") == sorted(uuids, key=visible.index)
 
 
+def _check_invariant_i(cluster: Cluster, outcome: Outcome) -> None:
+    """Pods bound in one round were pending together: on one node, no two containers of
+    different pods with an equal ask may have been assigned different GPUs."""
+    asks: dict[tuple[str, int, str, int], list[tuple[str, frozenset[str]]]] = {}
+    for name, round_no in outcome.bound_in.items():
+        if cluster.assignment_text(name) is None:
+            continue
+        assignment = _assignment(cluster, name)
+        blocks = {c: size for c, r, size in gpu_asks(cluster.pod(name)) if r == MEMORY}
+        for c in assignment.containers:
+            gpus = frozenset(str(s.uuid) for s in c.shares)
+            cores = sum(s.cores for s in c.shares)
+            for kind, size in (("cores", cores), ("memory", blocks.get(c.name, 0))):
+                if size:
+                    key = (assignment.node, round_no, kind, size)
+                    asks.setdefault(key, []).append((name, gpus))
+    for where, entries in asks.items():
+        for pod, gpus in entries:
+            rivals = [p for p, g in entries if p != pod and g != gpus]
+            assert not rivals, f"{pod} confusable with {rivals} ({where})"
+
+
 def _check_ledger_matches_pods(cluster: Cluster, bound: list[str]) -> None:
     assert cluster.extender is not None
     with cluster.extender.cache.lock:
@@ -146,6 +168,7 @@ def test_mixed_workload_lands_on_exactly_the_assigned_gpus(make_cluster: Cluster
     gang_nodes = {outcome.admissions[f"tf-worker-{i}"].node for i in range(3)}
     assert gang_nodes <= set(NODES)
 
+    _check_invariant_i(cluster, outcome)
     _check_ledger_matches_pods(cluster, bound)
     _check_no_overcommit(cluster)
     assert cluster.extender is not None
