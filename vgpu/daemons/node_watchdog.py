@@ -56,6 +56,7 @@ class WatchdogRunner:
         self._throttle = throttle
         self._pod_event = pod_event
         self._node_event = node_event
+        self.steps = 0
 
     def step(self) -> Assessment | None:
         """One look at the GPUs; None when the backend failed (logged)."""
@@ -68,6 +69,7 @@ class WatchdogRunner:
             self._over(finding)
         for process in assessment.unknown:
             self._unknown(process)
+        self.steps += 1
         return assessment
 
     def _over(self, f: OverGrant) -> None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_UID = r"[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}"
+# API-server UIDs, with `_` for `-` in systemd slices; static pods use a 32-hex config hash.
+_UID = r"(?:[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12}|[0-9a-f]{32})"
 _POD = re.compile(rf"pod(?P<uid>{_UID})(?![0-9a-f])")
 _CONTAINER = re.compile(
     r"^(?:(?:cri-containerd|containerd|crio|docker|cri-dockerd)-)?(?P<id>[0-9a-f]{12,64})"
