@@ -386,7 +386,9 @@ class NodeAgent:
 
     # ----- usage watchdog -----------------------------------------------------------------------
     def _watchdog_loop(self) -> None:
-        self._synced.wait()  # without the pods, every process would look unknown
+        while not self._synced.wait(0.1):  # without the pods, every process looks unknown
+            if self._stop.is_set():
+                return
         while not self._stop.is_set():
             try:
                 self.watchdog.step()
