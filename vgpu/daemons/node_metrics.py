@@ -1,7 +1,8 @@
 """Prometheus metrics of the node agent, and a policy wrapper that counts Allocate outcomes.
 
 Own registry (never the global one), so several agents can live in one test process; the HTTP
-endpoint is optional (`--metrics-port 0` disables it).
+endpoint is optional (`--metrics-port 0` disables it). Counters live here; the gauges of GPUs
+and containers are read at scrape time by `vgpu.daemons.node_usage.GpuCollector`.
 """
 
 from __future__ import annotations
@@ -35,11 +36,34 @@ class NodeMetrics:
         self.unhealthy = Gauge(
             "vgpu_node_unhealthy_gpus", "GPUs currently marked unhealthy", registry=self.registry
         )
+        self.xids = Counter(
+            "vgpu_gpu_xid_events",
+            "Critical XID events by GPU (`unattributed`: no GPU named) and XID",
+            ["gpu", "xid"],
+            registry=self.registry,
+        )
+        self.findings = Counter(
+            "vgpu_watchdog_findings",
+            "Watchdog reports (rate-limited like their Events), by finding: over_grant, unknown",
+            ["finding"],
+            registry=self.registry,
+        )
+        self.kills = Counter(
+            "vgpu_watchdog_kills",
+            "Processes the watchdog stopped for using more GPU memory than granted",
+            ["namespace", "pod", "container"],
+            registry=self.registry,
+        )
         self._server: Any = None
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> None:
         server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         self._server = server
+
+    @property
+    def port(self) -> int | None:
+        """The port `/metrics` listens on (useful after `serve(0)`), None when not serving."""
+        return None if self._server is None else int(self._server.server_port)
 
     def close(self) -> None:
         if self._server is not None:
