@@ -193,7 +193,7 @@ class NodeAgent:
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
-            self.metrics.serve(cfg.metrics_port)
+            self.metrics.serve(cfg.metrics_port, ready=self.ready)
         self.plugins.manager.start()
         self._pump.start()
         if self._kube is not None:
@@ -227,13 +227,17 @@ class NodeAgent:
         self.metrics.close()
         self._backend.close()
 
-    def wait_ready(self, timeout: float = 10.0) -> bool:
+    def ready(self) -> bool:
         """Registered with the kubelet and (with a cluster) pod watch synced and reconciled once."""
+        registered = self.plugins is not None and self.plugins.manager.registered()
+        cluster = self._kube is None or (self._synced.is_set() and self._reconciled.is_set())
+        return registered and cluster
+
+    def wait_ready(self, timeout: float = 10.0) -> bool:
+        """Wait until `ready()`; False on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            registered = self.plugins is not None and self.plugins.manager.registered()
-            cluster = self._kube is None or (self._synced.is_set() and self._reconciled.is_set())
-            if registered and cluster:
+            if self.ready():
                 return True
             time.sleep(0.02)
         return False

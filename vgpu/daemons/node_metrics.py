@@ -7,10 +7,17 @@ and containers are read at scrape time by `vgpu.daemons.node_usage.GpuCollector`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    generate_latest,
+)
 
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.grants import ContainerGrant, Refusal
@@ -54,10 +61,15 @@ class NodeMetrics:
             ["namespace", "pod", "container"],
             registry=self.registry,
         )
-        self._server: Any = None
+        self._server: ThreadingHTTPServer | None = None
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+    def serve(
+        self, port: int, addr: str = "0.0.0.0", *, ready: Callable[[], bool] = lambda: True
+    ) -> None:
+        """Serve `/metrics`, `/healthz` (the process answers) and `/readyz` (`ready()` is true)."""
+        server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="vgpu-metrics", daemon=True).start()
         self._server = server
 
     @property
@@ -70,6 +82,35 @@ class NodeMetrics:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _handler(
+    registry: CollectorRegistry, ready: Callable[[], bool]
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                self._send(200, b"ok\n")
+            elif path == "/readyz":
+                ok = ready()
+                self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            else:
+                self._send(404, b"try /metrics, /healthz or /readyz\n")
+
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return  # scrapes and probes are not worth a log line each
+
+    return Handler
 
 
 class CountingPolicy:
