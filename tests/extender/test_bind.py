@@ -7,8 +7,9 @@ import json
 from tests.extender.builders import eventually, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
 from vgpu.api.assignment import ASSIGNMENT, verify
-from vgpu.core.ids import PodKey
-from vgpu.core.model import Phase
+from vgpu.core.fit import Verdict
+from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.model import Assignment, Phase
 
 
 def _holding_phase(daemon: object, pod: str) -> Phase | None:
@@ -218,3 +219,24 @@ def test_restart_counts_bound_pods_from_their_assignments(harness: Harness) -> N
     second = harness.start()
     assert second.cache.state.node("n1").free_cores == [30]  # type: ignore[arg-type]
     assert harness.wire(second).filter(make_pod("q", cores=40), ["n1"])["NodeNames"] == []
+
+
+def test_a_bind_in_flight_counts_as_pending_for_invariant_i(harness: Harness) -> None:
+    # kube-scheduler binds asynchronously: the next pod can be placed before the watch shows
+    # the previous one bound. Its assumption must already keep equal asks off other GPUs.
+    harness.put(make_node("n1", gpus=2))
+    harness.put(make_pod("a", cores=30))
+    daemon = harness.start()
+    ext = daemon.extender
+    with daemon.cache.lock:
+        spec_a, policy, _ = ext.parse(harness.pod("a"))
+        a = ext.place(spec_a, "n1", policy)
+        assert isinstance(a, Assignment)
+        daemon.cache.ledger.assume(a)  # the Binding is on its way, not yet watched
+        gpu_a = a.containers[0].shares[0].uuid
+        b = make_pod("b", cores=30, annotations={"vgpu.io/gpu-uuid-exclude": gpu_a})
+        spec_b, _, _ = ext.parse(harness.put(b))
+        pending = daemon.cache.pending_on(NodeName("n1"), besides=spec_b.request.key)
+        assert [p.pod for p in pending] == ["default/a"]
+        placed = ext.place(spec_b, "n1", policy)
+    assert isinstance(placed, Verdict) and "waiting for admission" in str(placed)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import replace
 
 from tests.extender.builders import Wire, eventually, make_node, make_pod
 from tests.extender.conftest import Harness
+from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import ExtenderDaemon
 
@@ -48,6 +50,19 @@ def _start(harness: Harness, gpus: int = 2, **kw: float) -> tuple[ExtenderDaemon
     return daemon, harness.wire(daemon)
 
 
+def _bind_admitted(
+    harness: Harness, wire: Wire, daemon: ExtenderDaemon, pod: str, node: str
+) -> None:
+    """Bind, then play the node agent: mark the pod admitted and wait until the extender saw it
+    (equal whole-GPU members on one node are bound one after another, invariant I)."""
+    assert wire.bind(harness.pod(pod), node) == ""
+    obj = harness.pod(pod)
+    obj["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
+    harness.put(obj)
+    key = PodKey(f"default/{pod}")
+    eventually(lambda: all(key not in pods for pods in daemon.cache.pending.values()))
+
+
 def _filter_all(harness: Harness, wire: Wire, pods: list[str]) -> dict[str, str]:
     chosen = {}
     for pod in pods:
@@ -65,7 +80,7 @@ def test_full_fit_reserves_every_member_then_binds(harness: Harness) -> None:
     assert set(_phases(daemon).values()) == {Phase.RESERVED}
     assert wire.prioritize(harness.pod(pods[0]), NODES)[chosen[pods[0]]] == 10
     for pod in pods:
-        assert wire.bind(harness.pod(pod), chosen[pod]) == ""
+        _bind_admitted(harness, wire, daemon, pod, chosen[pod])
     eventually(lambda: set(_phases(daemon).values()) == {Phase.BOUND})
     assert all(harness.pod(p)["spec"]["nodeName"] == chosen[p] for p in pods)
 
@@ -148,7 +163,7 @@ def test_restart_mid_gang_drops_reservations_keeps_bound_members(harness: Harnes
     first, wire = _start(harness)
     chosen = _filter_all(harness, wire, pods)
     for pod in pods[:2]:
-        assert wire.bind(harness.pod(pod), chosen[pod]) == ""
+        _bind_admitted(harness, wire, first, pod, chosen[pod])
     first.stop()
     second = harness.start()
     phases = _phases(second)
@@ -156,7 +171,7 @@ def test_restart_mid_gang_drops_reservations_keeps_bound_members(harness: Harnes
     wire2 = harness.wire(second)
     rest = _filter_all(harness, wire2, pods[2:])
     for pod in pods[2:]:
-        assert wire2.bind(harness.pod(pod), rest[pod]) == ""
+        _bind_admitted(harness, wire2, second, pod, rest[pod])
     eventually(lambda: _phases(second) == dict.fromkeys(pods, Phase.BOUND))
 
 
@@ -171,7 +186,7 @@ def test_tfjob_seed_cpu_only_ps_is_placed_with_the_workers(harness: Harness) -> 
     chosen = _filter_all(harness, wire, ["tfjob-ps-0", *workers])
     assert len(_phases(daemon)) == 5
     for pod, node in chosen.items():
-        assert wire.bind(harness.pod(pod), node) == ""
+        _bind_admitted(harness, wire, daemon, pod, node)
     eventually(lambda: all(harness.pod(p)["spec"].get("nodeName") for p in chosen))
 
 
@@ -207,3 +222,26 @@ def test_pod_group_crd_gives_min_member(harness: Harness) -> None:
     assert (
         "PodGroup default/missing not found" in wire.filter(harness.pod("orphan"), NODES)["Error"]
     )
+
+
+def test_equal_members_on_one_node_bind_one_after_another(harness: Harness) -> None:
+    # Two pending whole-GPU containers of different pods on one node would be confusable at
+    # Allocate (invariant I): the second member keeps its place but binds after the first is
+    # admitted.
+    pods = _gang(harness, "job", 2)
+    harness.put(make_node("n1", gpus=2))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    chosen = _filter_all(harness, wire, pods)
+    assert chosen == dict.fromkeys(pods, "n1")
+    assert wire.bind(harness.pod(pods[0]), "n1") == ""
+    error = wire.bind(harness.pod(pods[1]), "n1")
+    assert "keeps its place on node n1 but waits for admission" in error
+    assert "confusable with default/job-0/main" in error
+    assert "nodeName" not in harness.pod(pods[1])["spec"]
+    assert _phases(daemon)[pods[1]] is Phase.RESERVED
+    obj = harness.pod(pods[0])
+    obj["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
+    harness.put(obj)
+    eventually(lambda: wire.bind(harness.pod(pods[1]), "n1") == "")
+    assert harness.pod(pods[1])["spec"]["nodeName"] == "n1"

@@ -138,7 +138,7 @@ def test_gang_states(pods: list[tuple[str, str]], state: GangState) -> None:
 def test_gang_by_vgpu_annotation_and_podgroup_minimum() -> None:
     a = pod(
         "a/x",
-        annotations={"vgpu.io/gang-name": "v", "vgpu.io/gang-min-available": "3"},
+        annotations={"vgpu.io/gang-name": "v", "vgpu.io/gang-size": "3"},
         phase="Pending",
     )
     b = pod("a/y", labels={"scheduling.x-k8s.io/pod-group": "pg"}, phase="Pending")

@@ -19,6 +19,7 @@ from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.kubelet_standin.podresources import FakePodResources
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.procfs import CgroupReader, ProcessKiller
 from vgpu.api._proto.podresources.v1 import api_pb2 as pr
 from vgpu.api.assignment import ADMITTED, binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
@@ -61,7 +62,14 @@ class Box:
         return self.agents[-1]
 
     # ----- agent lifecycle -----------------------------------------------------------------------
-    def start_agent(self, **overrides: Any) -> NodeAgent:
+    def start_agent(
+        self,
+        *,
+        backend: FakeGpuBackend | None = None,
+        cgroups: CgroupReader | None = None,
+        killer: ProcessKiller | None = None,
+        **overrides: Any,
+    ) -> NodeAgent:
         settings: dict[str, Any] = {
             "node_name": NODE,
             "assignment_key": KEY,
@@ -75,10 +83,16 @@ class Box:
             "grants": GrantSettings(),
         }
         settings.update(overrides)
-        backend = FakeGpuBackend.from_spec("2xT4", seed=NODE)
+        backend = backend or FakeGpuBackend.from_spec("2xT4", seed=NODE)
         client = self.api.api_client()
         self.clients.append(client)
-        agent = NodeAgent(AgentConfig(**settings), backend, KubeApi(client, request_timeout=5))
+        agent = NodeAgent(
+            AgentConfig(**settings),
+            backend,
+            KubeApi(client, request_timeout=5),
+            cgroups=cgroups,
+            killer=killer,
+        )
         self.agents.append(agent)
         agent.start()
         assert agent.wait_ready(10), "agent did not become ready"

@@ -9,7 +9,14 @@ device plugins, starts the health pump and, with a `KubeApi`:
   answers Allocate from; admissions are written back as `vgpu.io/admitted` on the pod;
 - reconciles the admitted set with the kubelet's pod-resources API at start and every
   `reconcile_s`, logging and recording an Event for containers whose IDs differ from their
-  assignment.
+  assignment;
+- runs the usage watchdog every `watchdog_s` (`vgpu.daemons.node_watchdog`): containers over
+  their GPU memory grant and GPU processes outside any known pod are reported, and with
+  `watchdog_kill` over-grant processes are stopped.
+
+`/metrics` (on `metrics_port`; 0 picks a free port) exports per-GPU and per-container gauges
+read at scrape time (`vgpu.daemons.node_usage`) plus the agent's counters. The ports to host
+processes (`cgroups`, `killer`) are injectable, so tests never read /proc or signal anything.
 
 Without a `KubeApi` it still serves the kubelet with the default binpacking policy and says so.
 Every loop survives API and kubelet failures (logged, retried); `stop()` is graceful and is
@@ -37,10 +44,20 @@ from vgpu.adapters.podresources import (
     PodResourcesClient,
     PodResourcesError,
 )
+from vgpu.adapters.procfs import (
+    DEFAULT_PROC_ROOT,
+    CgroupReader,
+    ProcCgroupReader,
+    ProcessKiller,
+    SignalKiller,
+)
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
+from vgpu.daemons.node_usage import GpuCollector, UsageView
+from vgpu.daemons.node_watchdog import WatchdogRunner
 from vgpu.node.allocation import AllocationPolicy, DefaultAllocationPolicy
+from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.handoff import Handoff
@@ -48,8 +65,9 @@ from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.inventory import annotation_key, annotation_patch, build_inventory
 from vgpu.node.labels import label_patch, node_labels
-from vgpu.node.model import GpuInventory
+from vgpu.node.model import GpuInventory, XidEvent
 from vgpu.node.podspec import pod_info
+from vgpu.node.watchdog import Throttle, WatchdogPolicy
 
 log = logging.getLogger(__name__)
 COMPONENT = "vgpu-node-agent"
@@ -73,6 +91,10 @@ class AgentConfig:
     retry_s: float = 1.0
     stop_grace_s: float = 2.0
     register_timeout_s: float = 5.0
+    watchdog_s: float = 10.0  # <= 0 disables the watchdog loop
+    watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
+    watchdog_event_interval_s: float = 300.0
+    proc_root: Path = DEFAULT_PROC_ROOT
 
 
 class NodeAgent:
@@ -83,6 +105,8 @@ class NodeAgent:
         kube: KubeApi | None,
         *,
         clock: Callable[[], float] = time.monotonic,
+        cgroups: CgroupReader | None = None,
+        killer: ProcessKiller | None = None,
     ) -> None:
         self.config = config
         self._backend = backend
@@ -97,6 +121,23 @@ class NodeAgent:
             grace_s=config.admission_grace_s,
         )
         self.pod_resources = PodResourcesClient(config.pod_resources_socket, names=self.names)
+        self.containers = ContainerDirectory()
+        self.usage = UsageView(
+            backend, cgroups or ProcCgroupReader(config.proc_root), self.containers, self.handoff
+        )
+        self.metrics.registry.register(
+            GpuCollector(lambda: self.inventory, lambda: self._unhealthy, self.usage)
+        )
+        self.watchdog = WatchdogRunner(
+            self.usage,
+            config.watchdog,
+            killer or SignalKiller(),
+            self.metrics,
+            Throttle(config.watchdog_event_interval_s, clock),
+            pod_event=self._event,
+            node_event=self._node_event,
+        )
+        self._node_uid = ""
         self.inventory: GpuInventory | None = None
         self.plugins: NodeDevicePlugins | None = None
         self.node_patches = 0
@@ -150,14 +191,16 @@ class NodeAgent:
             memory_unit_mib=cfg.memory_unit_mib,
         )
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
-        self._pump = HealthPump(self._backend.wait_xid, tracker, self._on_health, wait_s=1.0)
+        self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
-            self.metrics.serve(cfg.metrics_port)
+            self.metrics.serve(cfg.metrics_port, ready=self.ready)
         self.plugins.manager.start()
         self._pump.start()
         if self._kube is not None:
             self._spawn("vgpu-pod-watch", self._watch_pods)
             self._spawn("vgpu-agent-loop", self._loop)
+            if cfg.watchdog_s > 0:
+                self._spawn("vgpu-watchdog", self._watchdog_loop)
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
@@ -184,13 +227,17 @@ class NodeAgent:
         self.metrics.close()
         self._backend.close()
 
-    def wait_ready(self, timeout: float = 10.0) -> bool:
+    def ready(self) -> bool:
         """Registered with the kubelet and (with a cluster) pod watch synced and reconciled once."""
+        registered = self.plugins is not None and self.plugins.manager.registered()
+        cluster = self._kube is None or (self._synced.is_set() and self._reconciled.is_set())
+        return registered and cluster
+
+    def wait_ready(self, timeout: float = 10.0) -> bool:
+        """Wait until `ready()`; False on timeout."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            registered = self.plugins is not None and self.plugins.manager.registered()
-            cluster = self._kube is None or (self._synced.is_set() and self._reconciled.is_set())
-            if registered and cluster:
+            if self.ready():
                 return True
             time.sleep(0.02)
         return False
@@ -220,6 +267,12 @@ class NodeAgent:
         self._node_dirty = True
         self._wake.set()
 
+    def _wait_xid(self, timeout_s: float) -> list[XidEvent]:
+        events = self._backend.wait_xid(timeout_s)
+        for event in events:
+            self.metrics.xids.labels(event.gpu_uuid or "unattributed", str(event.xid)).inc()
+        return events
+
     # ----- pod watch -----------------------------------------------------------------------------
     def _watch_pods(self) -> None:
         assert self._kube is not None
@@ -247,7 +300,9 @@ class NodeAgent:
         info = pod_info(pod, self.names)
         if kind == "DELETED":
             self.handoff.forget(info.key, info.uid)
+            self.containers.forget(pod)
         else:
+            self.containers.observe(pod)
             problem = self.handoff.observe(info)
             if problem is not None and info.uid not in self._warned:
                 self._warned.add(info.uid)
@@ -275,6 +330,7 @@ class NodeAgent:
         try:
             node = self._kube.get_node(name)
             meta = node.get("metadata") or {}
+            self._node_uid = str(meta.get("uid") or "")
             labels = label_patch(
                 meta.get("labels") or {},
                 node_labels(self.inventory, domain=cfg.domain),
@@ -331,6 +387,31 @@ class NodeAgent:
                 self.handoff.patched(pod, value)
             except KubeError as e:
                 log.warning("cannot patch %s on %s (will retry): %s", ADMITTED, pod, e)
+
+    # ----- usage watchdog -----------------------------------------------------------------------
+    def _watchdog_loop(self) -> None:
+        while not self._synced.wait(0.1):  # without the pods, every process looks unknown
+            if self._stop.is_set():
+                return
+        while not self._stop.is_set():
+            try:
+                self.watchdog.step()
+            except Exception as e:  # the watchdog must never take the agent down
+                log.error("watchdog step failed: %s", e)
+            self._stop.wait(self.config.watchdog_s)
+
+    def _node_event(self, reason: str, message: str) -> None:
+        assert self._kube is not None
+        name = self.config.node_name
+        involved = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}}
+        if self._node_uid:
+            involved["metadata"] = {"name": name, "uid": self._node_uid}
+        try:
+            self._kube.create_event(
+                involved, reason=reason, message=message, event_type="Warning", component=COMPONENT
+            )
+        except KubeError as e:
+            log.warning("cannot record event %s for node %s: %s", reason, name, e)
 
     def _event(self, pod: PodKey, uid: str, reason: str, message: str) -> None:
         assert self._kube is not None

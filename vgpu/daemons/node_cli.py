@@ -16,19 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vgpu.core.errors import VgpuError
+from vgpu.core.errors import ConfigError, VgpuError
+from vgpu.daemons.keys import load_assignment_key
 
 if TYPE_CHECKING:
     from vgpu.daemons.node_agent import NodeAgent
+    from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
-
-
-class ConfigError(VgpuError):
-    """A node-agent flag is invalid; the message names the flag and the fix."""
-
-
-DEV_ASSIGNMENT_KEY = b"vgpu-dev-assignment-key-not-secret"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -57,23 +52,46 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
     p.add_argument("--reconcile-s", type=float, default=30.0)
+    w = p.add_argument_group("usage watchdog")
+    w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
+    w.add_argument(
+        "--watchdog-kill",
+        action="store_true",
+        help="stop processes of containers over their GPU memory grant (needs hostPID)",
+    )
+    w.add_argument(
+        "--watchdog-tolerance-mib", type=int, default=0, help="memory over the grant tolerated"
+    )
+    w.add_argument(
+        "--watchdog-event-interval-s",
+        type=float,
+        default=300.0,
+        help="at most one Event per container/GPU or unknown process in this time",
+    )
+    w.add_argument(
+        "--proc-root",
+        type=Path,
+        default=Path("/proc"),
+        help="host procfs, to map GPU processes to containers (default /proc, with hostPID)",
+    )
     p.set_defaults(run=run)
 
 
-def _key(path: Path | None) -> bytes:
-    if path is None:
-        log.warning(
-            "!!! no --assignment-key-file: using the built-in development key; anyone can forge "
-            "assignments. Mount the Secret shared with the extender in production !!!"
+def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
+    from vgpu.node.watchdog import WatchdogPolicy
+
+    if args.watchdog_tolerance_mib < 0:
+        raise ConfigError("--watchdog-tolerance-mib: must be >= 0 MiB, e.g. 0 or 512")
+    if args.watchdog_event_interval_s < 0:
+        raise ConfigError("--watchdog-event-interval-s: must be >= 0 seconds, e.g. 300")
+    if args.watchdog_kill and args.proc_root != Path("/proc"):
+        raise ConfigError(
+            "--watchdog-kill: signals go to PIDs of the agent's own PID namespace, so it needs "
+            "hostPID and --proc-root /proc; drop --proc-root or --watchdog-kill"
         )
-        return DEV_ASSIGNMENT_KEY
-    try:
-        key = path.read_bytes().strip()
-    except OSError as e:
-        raise ConfigError(f"--assignment-key-file: cannot read {path}: {e}") from e
-    if not key:
-        raise ConfigError(f"--assignment-key-file: {path} is empty; put the shared key in it")
-    return key
+    return WatchdogPolicy(
+        kill=args.watchdog_kill, tolerance_bytes=args.watchdog_tolerance_mib * 1024 * 1024
+    )
 
 
 def build(args: argparse.Namespace) -> NodeAgent:
@@ -94,6 +112,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
     except ValueError as e:
         raise ConfigError(f"--xid-ignore: {e}") from e
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
+    watchdog = watchdog_policy(args)
     backend: GpuBackend
     if args.fake_gpus:
         backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
@@ -111,7 +130,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         kube = None
     config = AgentConfig(
         node_name=args.node_name,
-        assignment_key=_key(args.assignment_key_file),
+        assignment_key=load_assignment_key(args.assignment_key_file),
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
         domain=args.resource_domain,
@@ -121,6 +140,10 @@ def build(args: argparse.Namespace) -> NodeAgent:
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         reconcile_s=args.reconcile_s,
         metrics_port=args.metrics_port or None,
+        watchdog_s=args.watchdog_s,
+        watchdog=watchdog,
+        watchdog_event_interval_s=args.watchdog_event_interval_s,
+        proc_root=args.proc_root,
     )
     return NodeAgent(config, backend, kube)
 

@@ -1,15 +1,23 @@
 """Prometheus metrics of the node agent, and a policy wrapper that counts Allocate outcomes.
 
 Own registry (never the global one), so several agents can live in one test process; the HTTP
-endpoint is optional (`--metrics-port 0` disables it).
+endpoint is optional (`--metrics-port 0` disables it). Counters live here; the gauges of GPUs
+and containers are read at scrape time by `vgpu.daemons.node_usage.GpuCollector`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import threading
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    generate_latest,
+)
 
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.grants import ContainerGrant, Refusal
@@ -35,17 +43,74 @@ class NodeMetrics:
         self.unhealthy = Gauge(
             "vgpu_node_unhealthy_gpus", "GPUs currently marked unhealthy", registry=self.registry
         )
-        self._server: Any = None
+        self.xids = Counter(
+            "vgpu_gpu_xid_events",
+            "Critical XID events by GPU (`unattributed`: no GPU named) and XID",
+            ["gpu", "xid"],
+            registry=self.registry,
+        )
+        self.findings = Counter(
+            "vgpu_watchdog_findings",
+            "Watchdog reports (rate-limited like their Events), by finding: over_grant, unknown",
+            ["finding"],
+            registry=self.registry,
+        )
+        self.kills = Counter(
+            "vgpu_watchdog_kills",
+            "Processes the watchdog stopped for using more GPU memory than granted",
+            ["namespace", "pod", "container"],
+            registry=self.registry,
+        )
+        self._server: ThreadingHTTPServer | None = None
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> None:
-        server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+    def serve(
+        self, port: int, addr: str = "0.0.0.0", *, ready: Callable[[], bool] = lambda: True
+    ) -> None:
+        """Serve `/metrics`, `/healthz` (the process answers) and `/readyz` (`ready()` is true)."""
+        server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="vgpu-metrics", daemon=True).start()
         self._server = server
+
+    @property
+    def port(self) -> int | None:
+        """The port `/metrics` listens on (useful after `serve(0)`), None when not serving."""
+        return None if self._server is None else int(self._server.server_port)
 
     def close(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+
+
+def _handler(
+    registry: CollectorRegistry, ready: Callable[[], bool]
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                self._send(200, b"ok\n")
+            elif path == "/readyz":
+                ok = ready()
+                self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            else:
+                self._send(404, b"try /metrics, /healthz or /readyz\n")
+
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return  # scrapes and probes are not worth a log line each
+
+    return Handler
 
 
 class CountingPolicy:

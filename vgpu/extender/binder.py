@@ -2,7 +2,10 @@
 
 1. Only the leader binds, and only with a cache synced for its own leadership term.
 2. The place comes from the pod's holding (a gang reservation, or an earlier attempt's
-   assumption on the same node), else from a fresh invariant-I placement on the node.
+   assumption on the same node), else from a fresh invariant-I placement on the node. A held
+   place is bound only while no other pod's pending (or in-flight) container on the node is
+   confusable with it, so gang members with equal whole-GPU asks on one node are bound one
+   after another, each once the previous one is admitted (docs/handshake.md, invariant I).
 3. A gang member waits (up to `bind_wait`) until min-member members have their place confirmed;
    otherwise the bind fails resolvably and kube-scheduler retries the pod.
 4. The assignment is assumed in the ledger *before* the Binding is sent, so concurrent filters
@@ -26,6 +29,7 @@ from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment, Phase
+from vgpu.core.pending import conflicts, pending_of
 from vgpu.extender.cache import canonical
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
@@ -138,6 +142,8 @@ class Binder:
                 target = None
             if spec.gang is not None:
                 self._await_gang(spec, size)
+            if target is not None:
+                self._keep_invariant(spec, target)
             assignment = target if target is not None else self._fresh(spec, node, policy)
             assignment = canonical(assignment)
             held = ext.cache.ledger.holding(key)
@@ -150,6 +156,19 @@ class Binder:
             ext.binding.add(key)
             ext.assumed_at[key] = ext.clock()
             return assignment
+
+    def _keep_invariant(self, spec: PodSpec, target: Assignment) -> None:
+        """A held place (a gang reservation, an earlier assumption) was chosen without regard
+        to what is pending now: bind it only when no other pod's pending container on the node
+        is confusable with it (invariant I), else fail resolvably and keep the place."""
+        key = spec.request.key
+        pending = self.ext.cache.pending_on(target.node, besides=key)
+        problems = conflicts(pending_of(target, spec.memory_blocks), pending)
+        if problems:
+            raise BindFailed(
+                f"pod {key} keeps its place on node {target.node} but waits for admission: "
+                f"{problems[0]}"
+            )
 
     def _fresh(self, spec: PodSpec, node: str, policy: Any) -> Assignment:
         placed = self.ext.place(spec, node, policy)

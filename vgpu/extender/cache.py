@@ -207,8 +207,17 @@ class ClusterCache:
             self.on_pod_gone(key, gang)
 
     def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
-        """Pending containers on a node, of pods other than `besides`."""
-        return [c for pod, cs in self.pending.get(node, {}).items() if pod != besides for c in cs]
+        """Pending containers on a node, of pods other than `besides`: bound and not admitted
+        (from the watch), and assumed by a bind in flight whose pod the watch has not shown
+        bound yet (kube-scheduler binds asynchronously, so the next bind can come first)."""
+        seen = self.pending.get(node, {})
+        out = [c for pod, cs in seen.items() if pod != besides for c in cs]
+        for held in self.ledger.on_node(node):
+            key = held.assignment.pod
+            if held.phase is Phase.ASSUMED and key != besides and key not in seen:
+                spec = self.pods.get(key)
+                out += pending_of(held.assignment, spec.memory_blocks if spec else {})
+        return out
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:

@@ -15,17 +15,14 @@ import os
 import signal
 import socket
 import threading
-from pathlib import Path
 from typing import Any
 
 from vgpu.core.errors import ConfigError
 from vgpu.core.registry import POLICY_NAMES
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
+from vgpu.daemons.keys import KEY_ENV, load_assignment_key
 
 log = logging.getLogger(__name__)
-
-KEY_ENV = "VGPU_ASSIGNMENT_KEY"
-DEV_KEY = b"vgpu-development-key-do-not-use-in-production"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -61,26 +58,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def load_key(path: str | None) -> bytes:
-    """The assignment key from a file or the environment, else the development key (warned)."""
-    if path:
-        try:
-            key = Path(path).read_bytes().strip()
-        except OSError as err:
-            raise ConfigError(f"--assignment-key-file {path}: {err}") from err
-        if not key:
-            raise ConfigError(f"--assignment-key-file {path} is empty; put the shared key in it")
-        return key
-    if env := os.environ.get(KEY_ENV):
-        return env.encode()
-    log.warning(
-        "NO ASSIGNMENT KEY CONFIGURED: using the public development key; anyone can forge GPU "
-        "assignments. Set --assignment-key-file or $%s from a Secret shared with the agents.",
-        KEY_ENV,
-    )
-    return DEV_KEY
-
-
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     from vgpu.adapters.kube import KubeApi
@@ -96,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     config = DaemonConfig(
-        key=load_key(args.assignment_key_file),
+        key=load_assignment_key(args.assignment_key_file),
         extender=ExtenderConfig(
             policy=args.policy,
             gang_timeout=args.gang_timeout,

@@ -6,7 +6,7 @@ A pod joins a gang through any of the conventions vgpu's extender accepts:
   object's `spec.minMember`),
 * label `pod-group.scheduling.sigs.k8s.io/name: NAME` (or the older bare
   `pod-group.scheduling.sigs.k8s.io`) with `pod-group.scheduling.sigs.k8s.io/min-available`,
-* annotation `vgpu.io/gang-name: NAME` with `vgpu.io/gang-min-available`.
+* annotation `vgpu.io/gang-name: NAME` with `vgpu.io/gang-size`.
 
 Pure: works on pod dicts and PodGroup dicts.
 """
@@ -25,7 +25,7 @@ LIGHT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 LIGHT_OLD = "pod-group.scheduling.sigs.k8s.io"
 LIGHT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
 VGPU_NAME = "vgpu.io/gang-name"
-VGPU_MIN = "vgpu.io/gang-min-available"
+VGPU_MIN = "vgpu.io/gang-size"
 
 Obj = Mapping[str, Any]
 

@@ -43,6 +43,17 @@ class HeldDevices:
 
 
 @dataclass(frozen=True, slots=True)
+class GrantedContainer:
+    """A container of an assigned pod with its shares; `admitted` once it holds its devices."""
+
+    pod: PodKey
+    uid: str
+    container: str
+    shares: tuple[GpuShare, ...]
+    admitted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """A pending container that an Allocate call could be for."""
 
@@ -261,6 +272,17 @@ class Handoff:
             held = (h for h in self.unassigned_held if h.kind is kind)
             total += sum(sum(1 for i in h.ids if i.startswith(gpu + "::")) for h in held)
             return total
+
+    def granted(self) -> list[GrantedContainer]:
+        """Every container of an assigned pod (pending or admitted) with its shares."""
+        with self._lock:
+            out = []
+            for key, entry in self._pods.items():
+                for name, shares in entry.shares.items():
+                    container = entry.info.container(name)
+                    done = container is not None and entry.done(container)
+                    out.append(GrantedContainer(key, entry.info.uid, name, shares, done))
+            return out
 
     # ----- the admitted annotation ---------------------------------------------------------------
     def admitted_containers(self, key: PodKey) -> list[str]:
