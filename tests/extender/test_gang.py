@@ -60,7 +60,13 @@ def _bind_admitted(
     obj["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
     harness.put(obj)
     key = PodKey(f"default/{pod}")
-    eventually(lambda: all(key not in pods for pods in daemon.cache.pending.values()))
+
+    def admitted() -> bool:  # seen bound (not just assumed by the bind) and no longer pending
+        held = daemon.cache.ledger.holding(key)
+        seen = held is not None and held.phase is Phase.BOUND
+        return seen and all(key not in pods for pods in daemon.cache.pending.values())
+
+    eventually(admitted)
 
 
 def _filter_all(harness: Harness, wire: Wire, pods: list[str]) -> dict[str, str]:
