@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from vgpu.extender import wire
 
 
 def _setup(harness: Harness) -> tuple[object, list[str]]:
@@ -99,3 +102,29 @@ def test_health_ready_and_metrics(harness: Harness) -> None:
     assert 'vgpu_extender_request_seconds_count{verb="filter"} 2.0' in metrics
     assert 'vgpu_extender_filter_rejections_total{reason="gpu-too-small"} 3.0' in metrics
     assert "vgpu_extender_reservations 0.0" in metrics
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_encoders_agree_with_and_without_orjson(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not fast:
+        monkeypatch.setattr(wire, "_fast_dumps", None)
+        monkeypatch.setattr(wire, "_fast_loads", None)
+    elif wire._fast_dumps is None:
+        pytest.skip("orjson is not installed")
+    odd = ['n"1', "n\\2", "nœud-3", "n4"]
+    scores = dict(zip(odd, (0, 10, 7, 3), strict=True))
+    assert json.loads(wire.encode_priorities(scores)) == [
+        {"Host": h, "Score": s} for h, s in scores.items()
+    ]
+    result = wire.FilterResult(passed=odd[:2], failed={"n4": "GPU 0: 20 cores free, 30 asked"})
+    assert json.loads(wire.encode_filter(result)) == {
+        "Nodes": None,
+        "NodeNames": odd[:2],
+        "FailedNodes": {"n4": "GPU 0: 20 cores free, 30 asked"},
+        "FailedAndUnresolvableNodes": {},
+        "Error": "",
+    }
+    body = json.dumps({"pod": {"metadata": {"name": "p"}}, "nodeNames": odd, "x": 2**70})
+    assert wire.parse_extender_args(body.encode()).node_names == odd  # huge ints: stdlib path
