@@ -118,7 +118,8 @@ def test_concurrent_candidates_race_and_exactly_one_wins(
     clock.advance(16)
     kube_server.clear_requests()
     # Hold both reads so the candidates read the same resourceVersion, then both PUT.
-    kube_server.inject("GET", r"/leases/vgpu-extender", delay=0.3, times=2)
+    # (Long enough that both threads are reading even on a loaded 2-core machine.)
+    kube_server.inject("GET", r"/leases/vgpu-extender", delay=2.0, times=2)
     results: dict[str, bool] = {}
 
     def attempt(name: str, candidate: LeaderElector) -> None:
