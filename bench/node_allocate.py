@@ -6,7 +6,10 @@
    Allocate over the socket, as the kubelet calls them. Targets: p99 <= 5 ms each.
 2. Memory: `python -m vgpu.daemons.node_cli` as a separate process with 8 fake GPUs, a kubeconfig for
    the fake API server and the stand-in kubelet; its VmRSS once registered and synced, then
-   SIGTERM (it must exit 0). Target: <= 60 MiB.
+   SIGTERM (it must exit 0). Target: <= 60 MiB. Then the same agent with credentials as in a pod:
+   a `Configuration` filled directly, as the in-cluster loader does, so the kubeconfig loader
+   (requests-oauthlib, PyYAML, the generated ApiClient's imports) is never imported; the fake API
+   server speaks plain HTTP, which the real in-cluster loader does not allow.
 
     python bench/node_allocate.py [--rounds 300]
 """
@@ -151,7 +154,30 @@ def _rss_mib(pid: int) -> tuple[float, float]:
     return int(fields["VmRSS"].split()[0]) / 1024, int(fields["VmHWM"].split()[0]) / 1024
 
 
-def memory(workdir: Path, arena: dict[str, str]) -> None:
+# The agent as in a pod, for `memory(in_pod=True)`: argv = [url, plugin dir, pod-resources socket].
+POD_AGENT = f"""
+import logging, sys
+from pathlib import Path
+from vgpu.adapters.kube import KubeApi  # first: defers the kubernetes packages' __init__
+from kubernetes.client.api_client import ApiClient
+from kubernetes.client.configuration import Configuration
+from vgpu.adapters.fakegpu import FakeGpuBackend
+from vgpu.daemons.keys import load_assignment_key
+from vgpu.daemons.node_agent import AgentConfig, NodeAgent
+logging.basicConfig(level=logging.INFO)
+url, plugins, pod_resources = sys.argv[1:]
+config = AgentConfig(
+    node_name={NODE!r},
+    assignment_key=load_assignment_key(None),
+    plugin_dir=Path(plugins),
+    pod_resources_socket=Path(pod_resources),
+)
+backend = FakeGpuBackend.from_spec({SPEC!r}, seed={NODE!r})
+NodeAgent(config, backend, KubeApi(ApiClient(Configuration(host=url)))).run_until_signal()
+"""
+
+
+def memory(workdir: Path, arena: dict[str, str], *, in_pod: bool = False) -> None:
     api = FakeApiServer().start()
     api.store.put({"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE}})
     kubelet = FakeKubelet(workdir)
@@ -162,6 +188,8 @@ def memory(workdir: Path, arena: dict[str, str]) -> None:
     argv = [sys.executable, "-m", "vgpu.daemons.node_cli", "--fake-gpus", SPEC, "--node-name", NODE]
     argv += ["--device-plugin-dir", str(workdir), "--kubeconfig", str(kubeconfig)]
     argv += ["--pod-resources-socket", str(workdir / "none.sock"), "--metrics-port", "0"]
+    if in_pod:
+        argv = [sys.executable, "-c", POD_AGENT, api.url, str(workdir), str(workdir / "none.sock")]
     env = {**os.environ, "PYTHONPATH": str(repo), **arena}
     proc = subprocess.Popen(argv, cwd=repo, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -173,6 +201,7 @@ def memory(workdir: Path, arena: dict[str, str]) -> None:
         time.sleep(2.0)
         rss, peak = _rss_mib(proc.pid)
         how = " ".join(f"{k}={v}" for k, v in arena.items()) or "default malloc"
+        how += ", credentials as in a pod" if in_pod else ", kubeconfig"
         print(f"agent RSS with 8 fake GPUs ({how}): {rss:.1f} MiB (peak {peak:.1f} MiB)")
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(timeout=15)
@@ -192,6 +221,7 @@ def main() -> int:
     steps = [
         lambda d: latency(args.rounds, d),
         lambda d: memory(d, {}),
+        lambda d: memory(d, {}, in_pod=True),
     ]
     for step in steps:
         workdir = Path(tempfile.mkdtemp(prefix="vgb"))

@@ -61,12 +61,14 @@ def _bind_admitted(
     harness.put(obj)
     key = PodKey(f"default/{pod}")
 
-    def admitted() -> bool:  # seen bound (not just assumed by the bind) and no longer pending
+    def admitted_seen() -> bool:
+        # The watch must have shown the pod bound (ledger BOUND, no longer an assumed bind in
+        # flight) *and* admitted (not pending) before the next equal member may bind.
         held = daemon.cache.ledger.holding(key)
         seen = held is not None and held.phase is Phase.BOUND
         return seen and all(key not in pods for pods in daemon.cache.pending.values())
 
-    eventually(admitted)
+    eventually(admitted_seen)
 
 
 def _filter_all(harness: Harness, wire: Wire, pods: list[str]) -> dict[str, str]:

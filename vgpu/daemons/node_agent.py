@@ -53,6 +53,7 @@ from vgpu.adapters.procfs import (
 )
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
+from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
@@ -313,6 +314,7 @@ class NodeAgent:
     # ----- maintenance loop: node metadata, reconciliation, admitted annotations ----------------
     def _loop(self) -> None:
         next_reconcile = 0.0
+        settled = False
         while not self._stop.is_set():
             self._wake.clear()
             now = time.monotonic()
@@ -322,6 +324,9 @@ class NodeAgent:
                 self._reconcile()
                 next_reconcile = now + self.config.reconcile_s
             self._patch_admitted()
+            if not settled and self.ready():
+                settled = True
+                release_free_heap()  # once, the start-up garbage: see vgpu.daemons.heap
             self._wake.wait(max(0.0, min(next_reconcile - time.monotonic(), self.config.retry_s)))
 
     def _sync_node(self) -> None:
