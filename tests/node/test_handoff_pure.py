@@ -100,3 +100,30 @@ def test_hami_grant_and_cores_limit_below_ask() -> None:
     assert grant.envs["VGPU_MEMORY_LIMIT_BYTES"] == str(4096 * 1024 * 1024)
     refused = container_grant(gpus, GrantSettings(), cores_limit=20)
     assert isinstance(refused, Refusal) and "below the 30 cores" in refused.reason
+
+
+def test_allocate_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
+    """The kubelet may admit a bound pod before the agent's watch delivers it: the policy asks
+    for a refresh once, then matches; without one it would refuse."""
+    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.model import GpuInfo
+
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    late = pod_info(pod("late", "u9", [("c", 30)], **signed("late", "u9", {"c": ("G0", 30)})))
+    refreshes: list[int] = []
+
+    def refresh() -> None:
+        refreshes.append(1)
+        handoff.observe(late)
+
+    gpus = [GpuInfo("G0", 0, "Tesla T4", 16384)]
+    ids = [f"G0::c{k}" for k in range(30)]
+    blind = HandoffPolicy(
+        Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0), gpus, memory_unit_mib=256
+    )
+    assert isinstance(blind.allocate("vgpu.io/cores", [ids]), Refusal)
+    policy = HandoffPolicy(handoff, gpus, memory_unit_mib=256, refresh=refresh)
+    grants = policy.allocate("vgpu.io/cores", [ids])
+    assert not isinstance(grants, Refusal)
+    assert grants[0].envs["NVIDIA_VISIBLE_DEVICES"] == "G0"
+    assert refreshes == [1]

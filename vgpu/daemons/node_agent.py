@@ -52,6 +52,7 @@ from vgpu.adapters.procfs import (
     SignalKiller,
 )
 from vgpu.api.assignment import ADMITTED
+from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
 from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
@@ -178,6 +179,7 @@ class NodeAgent:
                 settings=cfg.grants,
                 allow_unassigned=cfg.allow_unassigned,
                 on_admit=lambda _pod: self._wake.set(),
+                refresh=self._refresh_pods,
             )
         options = PluginOptions(
             plugin_dir=cfg.plugin_dir,
@@ -292,6 +294,18 @@ class NodeAgent:
             except Exception as e:  # a broken watch must never take the agent down
                 log.error("pod watch failed, restarting in %.1fs: %s", self.config.retry_s, e)
                 self._stop.wait(self.config.retry_s)
+
+    def _refresh_pods(self) -> None:
+        """Read this node's pods from the API server now, for an Allocate our watch is behind on."""
+        if self._kube is None:
+            return
+        try:
+            listing = self._kube.list_pods(field_selector=f"spec.nodeName={self.config.node_name}")
+        except VgpuError as e:
+            log.warning("could not refresh this node's pods for an unmatched Allocate: %s", e)
+            return
+        for pod in listing.items:
+            self._on_pod_event("MODIFIED", pod)
 
     def _on_pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         if kind == "SYNCED":

@@ -58,6 +58,7 @@ class HandoffPolicy:
         settings: GrantSettings | None = None,
         allow_unassigned: bool = False,
         on_admit: Callable[[PodKey], None] = lambda _pod: None,
+        refresh: Callable[[], None] = lambda: None,
     ) -> None:
         self._handoff = handoff
         self._gpus = {g.uuid: g for g in sorted(gpus, key=lambda g: g.index)}
@@ -66,6 +67,7 @@ class HandoffPolicy:
         self._settings = settings or GrantSettings()
         self._allow_unassigned = allow_unassigned
         self._on_admit = on_admit
+        self._refresh = refresh
         self._default = DefaultAllocationPolicy(
             gpus, names=self._names, memory_unit_mib=memory_unit_mib
         )
@@ -149,6 +151,11 @@ class HandoffPolicy:
             return Refusal(f"{resource}: unknown GPU {unknown[0]} (not on this node)")
         gpus = frozenset(groups)
         matches = self._handoff.candidates(kind, len(ids), gpus)
+        if not matches:
+            # The kubelet learns of a bound pod through its own watch and may admit it before
+            # ours has shown it: catch up with the API server once before refusing.
+            self._refresh()
+            matches = self._handoff.candidates(kind, len(ids), gpus)
         if not matches:
             return self._unmatched(kind, resource, ids, groups)
         chosen = matches[0]
