@@ -127,3 +127,21 @@ def test_allocate_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
     assert not isinstance(grants, Refusal)
     assert grants[0].envs["NVIDIA_VISIBLE_DEVICES"] == "G0"
     assert refreshes == [1]
+
+
+def test_reconcile_moves_an_interchangeable_admission_to_the_real_holder() -> None:
+    """Two equal pods pending on one GPU are interchangeable at Allocate; when the kubelet's
+    record says the *other* pod holds the IDs, the snapshot wins within the grace period too,
+    so the first pod is pending again and its own Allocate still matches."""
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    for name, uid in (("a", "ua"), ("b", "ub")):
+        raw = pod(name, uid, [("main", 25)], **signed(name, uid, {"main": ("G0", 25)}))
+        assert handoff.observe(pod_info(raw)) is None
+    ids = tuple(f"G0::c{k}" for k in range(25))
+    chosen = handoff.candidates(UnitKind.CORES, 25)[0]
+    handoff.admit(chosen.pod, "main", UnitKind.CORES, ids)  # attributed to one of the two
+    other = PodKey("ns/b") if chosen.pod == PodKey("ns/a") else PodKey("ns/a")
+    handoff.reconcile([HeldDevices(other, "main", UnitKind.CORES, ids)])  # the kubelet knows better
+    assert handoff.admitted_containers(other) == ["main"]
+    assert handoff.admitted_containers(chosen.pod) == []
+    assert [c.pod for c in handoff.candidates(UnitKind.CORES, 25)] == [chosen.pod]

@@ -320,8 +320,20 @@ class Handoff:
         """
         now = self._clock()
         by_pod: dict[PodKey, list[HeldDevices]] = {}
+        owner: dict[str, tuple[PodKey, str]] = {}
         for h in held:
             by_pod.setdefault(h.pod, []).append(h)
+            owner.update(dict.fromkeys(h.ids, (h.pod, h.container)))
+
+        def fresh_and_unclaimed(
+            key: PodKey, container: str, ids: tuple[str, ...], at: float
+        ) -> bool:
+            # Interchangeable pending containers (same ask, GPU and grant) may be attributed to
+            # either pod at Allocate; when the kubelet's record names another holder for these
+            # IDs, it is the truth and this attribution is dropped (that container is pending).
+            claimed = {owner.get(i, (key, container)) for i in ids}
+            return now - at < self._grace_s and claimed <= {(key, container)}
+
         reports: list[tuple[PodKey, str]] = []
         unassigned: list[HeldDevices] = []
         with self._lock:
@@ -332,7 +344,11 @@ class Handoff:
                     if holdings:
                         reports.append((key, f"unassigned pod holds vGPU devices: {entry.problem}"))
                     continue
-                fresh = {k: v for k, v in entry.admitted.items() if now - v[1] < self._grace_s}
+                fresh = {
+                    k: v
+                    for k, v in entry.admitted.items()
+                    if fresh_and_unclaimed(key, k[0], tuple(v[0]), v[1])
+                }
                 entry.admitted = fresh
                 for h in holdings:
                     problem = self._mismatch(entry, h)
