@@ -57,6 +57,7 @@ def main() -> int:
         encode_inventory(build_inventory(inventory, memory_unit_mib=args.memory_unit_mib)),
     )
     print("process usage:", backend.process_usage())
+    print("gpu stats:", backend.gpu_stats())
 
     sockdir = Path(tempfile.mkdtemp(prefix="vgchk"))
     kubelet = FakeKubelet(sockdir)

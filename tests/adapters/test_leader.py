@@ -117,8 +117,9 @@ def test_concurrent_candidates_race_and_exactly_one_wins(
     assert not b.try_acquire_or_renew()
     clock.advance(16)
     kube_server.clear_requests()
-    # Hold both reads so the candidates read the same resourceVersion, then both PUT.
-    kube_server.inject("GET", r"/leases/vgpu-extender", delay=0.3, times=2)
+    # Hold both writes, so that each candidate has read the same resourceVersion before either
+    # write lands (2 s: long enough for both threads to read even on a loaded 2-core machine).
+    kube_server.inject("PUT", r"/leases/vgpu-extender", delay=2.0, times=2)
     results: dict[str, bool] = {}
 
     def attempt(name: str, candidate: LeaderElector) -> None:

@@ -60,6 +60,11 @@ def _check_capacity(state: ClusterState) -> None:
             acc = held.setdefault(s.uuid, [0, 0])
             acc[0] += s.cores
             acc[1] += s.memory_mmib
+    for node in {h.assignment.node for h in state.holdings.values()} | {
+        ns.name for ns in state.nodes()
+    }:  # the per-node index agrees with the holdings
+        scan = [h for h in state.holdings.values() if h.assignment.node == node]
+        assert sorted(state.holdings_on(node), key=str) == sorted(scan, key=str)
     for ns in state.nodes():
         assert ns.cpu_free >= 0 and ns.mem_free >= 0
         for pos, gpu in enumerate(ns.gpus):
@@ -126,6 +131,7 @@ def test_fork_revert_leaves_no_trace(first, second) -> None:  # type: ignore[no-
         ledger.release(key)
     state.revert()
     assert _snapshot(state) == before
+    _check_capacity(state)
 
 
 @settings(max_examples=60, deadline=None)

@@ -199,6 +199,10 @@ def _watch_event(change: Change, watch: WatchRequest) -> Obj | None:
 
 
 class _Handler(BaseHTTPRequestHandler):
+    # Answer small replies at once instead of waiting ~40 ms for Nagle's algorithm, as a real
+    # API server (Go's net/http) does.
+    disable_nagle_algorithm = True
+
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
 

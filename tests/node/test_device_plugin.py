@@ -15,11 +15,11 @@ from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.node.health import HealthPolicy, HealthTracker
 
 
-def registered(node: Node, count: int, timeout: float = 5.0) -> bool:
+def registered(node: Node, count: int, timeout: float = 15.0) -> bool:
     return node.kubelet.wait_for(lambda: len(node.kubelet.registrations) >= count, timeout)
 
 
-def has_devices(node: Node, resource: str, count: int, timeout: float = 5.0) -> bool:
+def has_devices(node: Node, resource: str, count: int, timeout: float = 15.0) -> bool:
     return node.kubelet.wait_for(lambda: len(node.kubelet.devices(resource)) == count, timeout)
 
 
@@ -89,6 +89,8 @@ def test_preferred_allocation_binpacks_and_allocate_grants_env(node: Node) -> No
     assert envs["NVIDIA_VISIBLE_DEVICES"] == gpu and envs["VGPU_CORES"] == "30"
     second, _ = node.kubelet.allocate(CORES, 50)
     assert all(i.startswith(gpu + "::") for i in second)  # binpacked onto the same GPU
+    # The memory plugin's device list may arrive after the cores plugin's.
+    assert node.kubelet.wait_for(lambda: len(node.kubelet.devices(MEMORY)) == 30, 15.0)
     _, memory = node.kubelet.allocate(MEMORY, 4)
     assert memory.container_responses[0].envs["VGPU_MEMORY_LIMIT_MIB"] == "4096"
 

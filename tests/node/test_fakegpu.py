@@ -9,7 +9,7 @@ import pytest
 
 from vgpu.adapters.fakegpu import FakeGpuBackend, FakeGpuSpecError, fake_uuid, parse_spec
 from vgpu.adapters.gpu import GpuBackendError
-from vgpu.node.model import ProcessUsage, XidEvent
+from vgpu.node.model import GpuStats, ProcessUsage, XidEvent
 
 
 def test_spec_with_counts_and_mixed_models() -> None:
@@ -116,3 +116,35 @@ def test_failure_and_usage_are_programmable() -> None:
         backend.wait_xid(1.0)
     backend.set_failure(None)
     assert backend.wait_xid(0.0) == []
+
+
+def test_processes_start_grow_and_end_and_gpu_stats_follow() -> None:
+    backend = FakeGpuBackend(parse_spec("2xT4"))
+    g0, g1 = (g.uuid for g in backend.inventory().gpus)
+    backend.set_process(g0, 10, 1 << 30)
+    backend.set_process(g0, 11, 1 << 29)
+    backend.set_process(g1, 10, None)  # the driver can't tell: counts as 0
+    backend.set_process(g0, 10, 3 << 30)  # grows
+    assert sorted(backend.process_usage(), key=lambda u: (u.gpu_uuid == g1, u.pid)) == [
+        ProcessUsage(g0, 10, 3 << 30),
+        ProcessUsage(g0, 11, 1 << 29),
+        ProcessUsage(g1, 10, None),
+    ]
+    backend.set_utilization(g0, 0.25)
+    assert backend.gpu_stats() == [
+        GpuStats(g0, (3 << 30) + (1 << 29), 0.25),
+        GpuStats(g1, 0, 0.0),
+    ]
+    backend.end_process(10)
+    backend.set_memory_used(g1, 123)
+    backend.set_utilization(g1, None)
+    assert backend.process_usage() == [ProcessUsage(g0, 11, 1 << 29)]
+    assert backend.gpu_stats() == [GpuStats(g0, 1 << 29, 0.25), GpuStats(g1, 123, None)]
+
+
+def test_usage_controls_name_bad_input() -> None:
+    backend = FakeGpuBackend(parse_spec("1xT4"))
+    with pytest.raises(FakeGpuSpecError, match="gpu_uuid: 'GPU-nope' is not one of"):
+        backend.set_process("GPU-nope", 1, 0)
+    with pytest.raises(FakeGpuSpecError, match=r"utilization: must be within 0\.\.1"):
+        backend.set_utilization(backend.inventory().gpus[0].uuid, 55.0)

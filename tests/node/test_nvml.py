@@ -46,3 +46,13 @@ def test_process_usage(nvml: NvmlBackend) -> None:
     uuids = {g.uuid for g in nvml.inventory().gpus}
     for usage in nvml.process_usage():
         assert usage.gpu_uuid in uuids and usage.pid > 0
+
+
+def test_gpu_stats(nvml: NvmlBackend) -> None:
+    gpus = nvml.inventory().by_uuid()
+    stats = nvml.gpu_stats()
+    assert [s.gpu_uuid for s in stats] == list(gpus)
+    for s in stats:
+        total = gpus[s.gpu_uuid].memory_mib * 1024 * 1024
+        assert s.memory_used_bytes is None or 0 <= s.memory_used_bytes <= total + (1 << 20)
+        assert s.utilization_ratio is None or 0.0 <= s.utilization_ratio <= 1.0

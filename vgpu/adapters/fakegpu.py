@@ -3,7 +3,9 @@
 GPUs come from a compact spec string (`4xA100-SXM4-80GB`, `2xT4,1xA10`, `1xMyGPU:20480`) or a
 YAML file (see `load_inventory_file`). UUIDs are derived from a seed and the GPU index, so the
 same spec on the same node gives the same device IDs across restarts. Tests inject XID events,
-per-process memory usage and backend failures.
+per-process memory usage (changed at any time: processes start, grow and end), per-GPU
+utilisation and backend failures. A GPU's memory in use is the sum of its processes' usage
+unless a test sets it explicitly (memory the driver holds outside any process).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 import yaml
 
 from vgpu.adapters.gpu import GpuBackendError
-from vgpu.node.model import GpuInfo, GpuInventory, ProcessUsage, XidEvent
+from vgpu.node.model import GpuInfo, GpuInventory, GpuStats, ProcessUsage, XidEvent
 
 DEFAULT_DRIVER_VERSION = "550.54.15"
 DEFAULT_CUDA_VERSION = "12.4"
@@ -243,6 +245,8 @@ class FakeGpuBackend:
         self._cond = threading.Condition()
         self._xids: list[XidEvent] = []
         self._usage: list[ProcessUsage] = []
+        self._utilization: dict[str, float | None] = {}
+        self._memory_used: dict[str, int | None] = {}
         self._failure: str | None = None
         self._closed = False
 
@@ -278,6 +282,18 @@ class FakeGpuBackend:
             self._check()
             return list(self._usage)
 
+    def gpu_stats(self) -> list[GpuStats]:
+        with self._cond:
+            self._check()
+            return [self._stats(gpu.uuid) for gpu in self._inventory.gpus]
+
+    def _stats(self, uuid: str) -> GpuStats:
+        if uuid in self._memory_used:
+            used = self._memory_used[uuid]
+        else:
+            used = sum(u.used_bytes or 0 for u in self._usage if u.gpu_uuid == uuid)
+        return GpuStats(uuid, used, self._utilization.get(uuid, 0.0))
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -292,8 +308,39 @@ class FakeGpuBackend:
             self._cond.notify_all()
 
     def set_process_usage(self, usage: Sequence[ProcessUsage]) -> None:
+        """Replace every process on every GPU."""
         with self._cond:
             self._usage = list(usage)
+
+    def set_process(self, gpu_uuid: str, pid: int, used_bytes: int | None) -> None:
+        """Start process `pid` on a GPU, or change its usage there."""
+        self._gpu(gpu_uuid)
+        with self._cond:
+            others = [u for u in self._usage if (u.gpu_uuid, u.pid) != (gpu_uuid, pid)]
+            self._usage = [*others, ProcessUsage(gpu_uuid, pid, used_bytes)]
+
+    def end_process(self, pid: int) -> None:
+        """Process `pid` exits: it leaves every GPU."""
+        with self._cond:
+            self._usage = [u for u in self._usage if u.pid != pid]
+
+    def set_utilization(self, gpu_uuid: str, ratio: float | None) -> None:
+        """Utilisation 0..1 that `gpu_stats` reports for a GPU (None: the driver can't tell)."""
+        self._gpu(gpu_uuid)
+        if ratio is not None and not 0.0 <= ratio <= 1.0:
+            raise FakeGpuSpecError(f"utilization: must be within 0..1, got {ratio}")
+        with self._cond:
+            self._utilization[gpu_uuid] = ratio
+
+    def set_memory_used(self, gpu_uuid: str, used_bytes: int | None) -> None:
+        """Override a GPU's memory in use (default: the sum of its processes' usage)."""
+        self._gpu(gpu_uuid)
+        with self._cond:
+            self._memory_used[gpu_uuid] = used_bytes
+
+    def _gpu(self, uuid: str) -> None:
+        if uuid not in self._inventory.by_uuid():
+            raise FakeGpuSpecError(f"gpu_uuid: {uuid!r} is not one of this fake node's GPUs")
 
     def set_failure(self, message: str | None) -> None:
         """Make every call raise `GpuBackendError(message)` until cleared with None."""

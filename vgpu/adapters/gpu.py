@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from vgpu.core.errors import VgpuError
-from vgpu.node.model import GpuInfo, GpuInventory, ProcessUsage, XidEvent
+from vgpu.node.model import GpuInfo, GpuInventory, GpuStats, ProcessUsage, XidEvent
 
 __all__ = [
     "GpuBackend",
@@ -23,6 +23,7 @@ __all__ = [
     "GpuBackendUnavailable",
     "GpuInfo",
     "GpuInventory",
+    "GpuStats",
     "NvmlBackend",
     "ProcessUsage",
     "XidEvent",
@@ -57,6 +58,10 @@ class GpuBackend(Protocol):
 
     def process_usage(self) -> list[ProcessUsage]:
         """GPU memory used per (GPU, host process) right now."""
+        ...
+
+    def gpu_stats(self) -> list[GpuStats]:
+        """Memory in use and utilisation of every GPU right now."""
         ...
 
     def close(self) -> None:
@@ -187,6 +192,18 @@ class NvmlBackend:
                 used = proc.usedGpuMemory
                 usage.append(ProcessUsage(uuid, int(proc.pid), None if used is None else int(used)))
         return usage
+
+    def gpu_stats(self) -> list[GpuStats]:
+        nv = self._nvml
+        stats: list[GpuStats] = []
+        for handle in self._handles():
+            uuid = str(self._call(nv.nvmlDeviceGetUUID, handle))
+            memory = self._optional(nv.nvmlDeviceGetMemoryInfo, handle)
+            rates = self._optional(nv.nvmlDeviceGetUtilizationRates, handle)
+            used = None if memory is None else int(memory.used)
+            ratio = None if rates is None else int(rates.gpu) / 100
+            stats.append(GpuStats(uuid, used, ratio))
+        return stats
 
     def close(self) -> None:
         if self._events is not None:

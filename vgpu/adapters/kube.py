@@ -1,9 +1,10 @@
 """Thin Kubernetes adapter over the official client, used by the agent, the extender and the CLI.
 
 Everything goes in and out as plain dicts in wire (camelCase) form, which is what the pure core
-consumes: calls use `_preload_content=False` and parse the JSON themselves, so no client model
-round-trips. That also dodges two client 37.x traps: typed bodies re-serialise MicroTime without
-the 6 fraction digits the server needs (so Leases go through the generic custom-objects path),
+consumes: requests go through the client's request layer (`vgpu.adapters.kuberequest`: the
+official `ApiClient`, unread replies) and the JSON is parsed here, so no client model round-trips
+and the generated API classes (~21 MiB of imports) are never loaded. That also dodges two client
+37.x traps: typed bodies re-serialise MicroTime without the 6 fraction digits the server needs,
 and `create_namespaced_pod_binding` fails to parse the Status a successful bind returns.
 
 Every client error is translated into a `KubeError` subclass (itself a `VgpuError`).
@@ -15,13 +16,13 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import urllib3
-from kubernetes import client
+from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from vgpu.adapters.kubeconfig import load_configuration
@@ -36,6 +37,7 @@ from vgpu.adapters.kubeerrors import (
     KubeUnavailable,
     translate,
 )
+from vgpu.adapters.kuberequest import Requester
 from vgpu.adapters.kubewatch import Listing, Reflector, WatchEvent
 
 __all__ = [
@@ -56,8 +58,19 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-LEASES = ("coordination.k8s.io", "v1", "leases")
-PODGROUPS = ("scheduling.x-k8s.io", "v1alpha1", "podgroups")
+Params = Mapping[str, str]  # path template fields
+Query = Mapping[str, object]  # wire-named query parameters; None values are left out
+LEASES = {"group": "coordination.k8s.io", "version": "v1", "plural": "leases"}
+PODGROUPS = {"group": "scheduling.x-k8s.io", "version": "v1alpha1", "plural": "podgroups"}
+# Path templates; `{...}` are filled (quoted) by the client from the request's params.
+NODES = "/api/v1/nodes"
+NODE = NODES + "/{name}"
+ALL_PODS = "/api/v1/pods"
+PODS = "/api/v1/namespaces/{namespace}/pods"
+POD = PODS + "/{name}"
+EVENTS = "/api/v1/namespaces/{namespace}/events"
+CUSTOM = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
+CUSTOM_OBJECT = CUSTOM + "/{name}"
 
 
 def microtime(moment: datetime) -> str:
@@ -76,8 +89,7 @@ class KubeApi:
         self.api_client = api_client
         self._timeout = request_timeout
         self._page_size = page_size
-        self._core = client.CoreV1Api(api_client)
-        self._custom = client.CustomObjectsApi(api_client)
+        self._requests = Requester(api_client)
 
     @classmethod
     def from_environment(
@@ -86,23 +98,23 @@ class KubeApi:
         """Connect using `kubeconfig` if given, else in-cluster credentials when running in a
         pod, else `$KUBECONFIG` / `~/.kube/config`; raise `KubeConfigMissing` if none works."""
         configuration = load_configuration(kubeconfig)
-        return cls(client.ApiClient(configuration), request_timeout=request_timeout)
+        return cls(ApiClient(configuration), request_timeout=request_timeout)
 
     def close(self) -> None:
         self.api_client.close()
 
     # ----- plumbing ------------------------------------------------------------------------------
-    def _raw(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("_request_timeout", self._timeout)
+    def _raw(self, what: str, method: str, path: str, params: Params, **kwargs: Any) -> Any:
+        kwargs.setdefault("timeout", self._timeout)
         try:
-            return fn(*args, _preload_content=False, **kwargs)
+            return self._requests.send(method, path, params=params, **kwargs)
         except ApiException as e:
             raise translate(what, e) from e
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise KubeUnavailable(f"{what}: {type(e).__name__}: {e}") from e
 
-    def _call(self, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Obj:
-        resp = self._raw(what, fn, *args, **kwargs)
+    def _call(self, what: str, method: str, path: str, params: Params, **kwargs: Any) -> Obj:
+        resp = self._raw(what, method, path, params, **kwargs)
         try:
             return cast(Obj, json.loads(resp.data))
         except (urllib3.exceptions.HTTPError, OSError) as e:
@@ -110,15 +122,14 @@ class KubeApi:
         finally:
             resp.release_conn()
 
-    def _list_all(
-        self, what: str, kind: str, fn: Callable[..., Any], *args: Any, **kwargs: Any
-    ) -> Listing:
+    def _list_all(self, what: str, kind: str, path: str, params: Params, query: Query) -> Listing:
         """Page through a list; items get `kind`/`apiVersion` like watch objects have."""
         items: list[Obj] = []
         token: str | None = None
         version = ""
         while True:
-            page = self._call(what, fn, *args, limit=self._page_size, _continue=token, **kwargs)
+            page_query = {**query, "limit": self._page_size, "continue": token}
+            page = self._call(what, "GET", path, params, query=page_query)
             version = version or str(page["metadata"].get("resourceVersion", ""))
             items += [{"kind": kind, "apiVersion": "v1", **item} for item in page["items"]]
             token = page["metadata"].get("continue")
@@ -128,22 +139,21 @@ class KubeApi:
     def _watch_stream(
         self,
         what: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
+        path: str,
+        params: Params,
+        query: Query,
         timeout: int,
         since: str,
-        **kwargs: Any,
     ) -> Generator[Obj, None, None]:
+        watch_query = {
+            **query,
+            "watch": True,
+            "resourceVersion": since,
+            "allowWatchBookmarks": True,
+            "timeoutSeconds": timeout,
+        }
         resp = self._raw(
-            what,
-            fn,
-            *args,
-            watch=True,
-            resource_version=since,
-            allow_watch_bookmarks=True,
-            timeout_seconds=timeout,
-            _request_timeout=(self._timeout, timeout + 30),
-            **kwargs,
+            what, "GET", path, params, query=watch_query, timeout=(self._timeout, timeout + 30)
         )
         buffer = b""
         try:
@@ -160,15 +170,15 @@ class KubeApi:
         self,
         what: str,
         kind: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        selectors: Mapping[str, str | None],
+        path: str,
+        params: Params,
+        selectors: Query,
         watch: _Watch,
     ) -> Iterator[WatchEvent]:
         sel = {k: v for k, v in selectors.items() if v}
         return Reflector(
-            lambda: self._list_all(what, kind, fn, *args, **sel),
-            lambda since: self._watch_stream(what, fn, args, watch.timeout, since, **sel),
+            lambda: self._list_all(what, kind, path, params, sel),
+            lambda since: self._watch_stream(what, path, params, sel, watch.timeout, since),
             expired=KubeExpired,
             transient=KubeUnavailable,
             start_version=watch.since,
@@ -178,19 +188,17 @@ class KubeApi:
 
     # ----- nodes and pods ----------------------------------------------------------------------
     def get_node(self, name: str) -> Obj:
-        return self._call(f"get node {name}", self._core.read_node, name)
+        return self._call(f"get node {name}", "GET", NODE, {"name": name})
 
     def list_nodes(
         self, *, label_selector: str | None = None, field_selector: str | None = None
     ) -> Listing:
-        return self._list_all(
-            "list nodes", "Node", self._core.list_node, **_selectors(label_selector, field_selector)
-        )
+        selectors = _selectors(label_selector, field_selector)
+        return self._list_all("list nodes", "Node", NODES, {}, selectors)
 
     def get_pod(self, namespace: str, name: str) -> Obj:
-        return self._call(
-            f"get pod {namespace}/{name}", self._core.read_namespaced_pod, name, namespace
-        )
+        params = {"namespace": namespace, "name": name}
+        return self._call(f"get pod {namespace}/{name}", "GET", POD, params)
 
     def list_pods(
         self,
@@ -199,10 +207,9 @@ class KubeApi:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> Listing:
-        fn, args = self._pods_fn(namespace)
-        return self._list_all(
-            "list pods", "Pod", fn, *args, **_selectors(label_selector, field_selector)
-        )
+        path, params = _pods(namespace)
+        selectors = _selectors(label_selector, field_selector)
+        return self._list_all("list pods", "Pod", path, params, selectors)
 
     def watch_nodes(
         self,
@@ -216,14 +223,8 @@ class KubeApi:
     ) -> Iterator[WatchEvent]:
         """Endless (type, node) stream; see `vgpu.adapters.kubewatch` for the semantics."""
         watch = _Watch(resource_version, stop, timeout_seconds, retry_delay)
-        return self._reflect(
-            "watch nodes",
-            "Node",
-            self._core.list_node,
-            (),
-            _selectors(label_selector, field_selector),
-            watch,
-        )
+        selectors = _selectors(label_selector, field_selector)
+        return self._reflect("watch nodes", "Node", NODES, {}, selectors, watch)
 
     def watch_pods(
         self,
@@ -237,16 +238,10 @@ class KubeApi:
         retry_delay: float = 1.0,
     ) -> Iterator[WatchEvent]:
         """Endless (type, pod) stream; see `vgpu.adapters.kubewatch` for the semantics."""
-        fn, args = self._pods_fn(namespace)
+        path, params = _pods(namespace)
         watch = _Watch(resource_version, stop, timeout_seconds, retry_delay)
-        return self._reflect(
-            "watch pods", "Pod", fn, args, _selectors(label_selector, field_selector), watch
-        )
-
-    def _pods_fn(self, namespace: str | None) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        if namespace is None:
-            return self._core.list_pod_for_all_namespaces, ()
-        return self._core.list_namespaced_pod, (namespace,)
+        selectors = _selectors(label_selector, field_selector)
+        return self._reflect("watch pods", "Pod", path, params, selectors, watch)
 
     def patch_node_metadata(
         self,
@@ -263,10 +258,11 @@ class KubeApi:
             meta["annotations"] = dict(annotations)
         return self._call(
             f"patch node {name}",
-            self._core.patch_node,
-            name,
-            {"metadata": meta},
-            _content_type=_MERGE_PATCH,
+            "PATCH",
+            NODE,
+            {"name": name},
+            body={"metadata": meta},
+            content_type=_MERGE_PATCH,
         )
 
     def patch_pod_annotations(
@@ -283,11 +279,11 @@ class KubeApi:
             meta["resourceVersion"] = resource_version
         return self._call(
             f"patch pod {namespace}/{name}",
-            self._core.patch_namespaced_pod,
-            name,
-            namespace,
-            {"metadata": meta},
-            _content_type=_MERGE_PATCH,
+            "PATCH",
+            POD,
+            {"namespace": namespace, "name": name},
+            body={"metadata": meta},
+            content_type=_MERGE_PATCH,
         )
 
     def bind_pod(
@@ -316,8 +312,14 @@ class KubeApi:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         what = f"bind pod {namespace}/{name} to {node}"
-        resp = self._raw(what, self._core.create_namespaced_pod_binding, name, namespace, body)
-        resp.release_conn()
+        params = {"namespace": namespace, "name": name}
+        resp = self._raw(what, "POST", POD + "/binding", params, body=body)
+        try:
+            _ = resp.data  # drain the reply, or the pooled connection's next request fails
+        except (urllib3.exceptions.HTTPError, OSError) as e:
+            raise KubeUnavailable(f"{what}: reading the reply failed: {e}") from e
+        finally:
+            resp.release_conn()
 
     # ----- events, leases, pod groups ------------------------------------------------------------
     def create_event(
@@ -358,54 +360,32 @@ class KubeApi:
         }
         return self._call(
             f"create event {reason} for {ref['name']}",
-            self._core.create_namespaced_event,
-            namespace,
-            body,
+            "POST",
+            EVENTS,
+            {"namespace": namespace},
+            body=body,
         )
 
     def get_lease(self, namespace: str, name: str) -> Obj:
-        return self._call(
-            f"get lease {namespace}/{name}",
-            self._custom.get_namespaced_custom_object,
-            *LEASES[:2],
-            namespace,
-            LEASES[2],
-            name,
-        )
+        params = {**LEASES, "namespace": namespace, "name": name}
+        return self._call(f"get lease {namespace}/{name}", "GET", CUSTOM_OBJECT, params)
 
     def create_lease(self, namespace: str, lease: Mapping[str, Any]) -> Obj:
         """Create a Lease; format its times with `microtime()`. Exists already → KubeConflict."""
-        return self._call(
-            f"create lease in {namespace}",
-            self._custom.create_namespaced_custom_object,
-            *LEASES[:2],
-            namespace,
-            LEASES[2],
-            dict(lease),
-        )
+        params = {**LEASES, "namespace": namespace}
+        return self._call(f"create lease in {namespace}", "POST", CUSTOM, params, body=dict(lease))
 
     def replace_lease(self, namespace: str, name: str, lease: Mapping[str, Any]) -> Obj:
         """PUT a Lease carrying the resourceVersion read; someone else wrote → KubeConflict."""
+        params = {**LEASES, "namespace": namespace, "name": name}
         return self._call(
-            f"replace lease {namespace}/{name}",
-            self._custom.replace_namespaced_custom_object,
-            *LEASES[:2],
-            namespace,
-            LEASES[2],
-            name,
-            dict(lease),
+            f"replace lease {namespace}/{name}", "PUT", CUSTOM_OBJECT, params, body=dict(lease)
         )
 
     def get_pod_group(self, namespace: str, name: str) -> Obj:
         """A scheduler-plugins `scheduling.x-k8s.io/v1alpha1` PodGroup."""
-        return self._call(
-            f"get podgroup {namespace}/{name}",
-            self._custom.get_namespaced_custom_object,
-            *PODGROUPS[:2],
-            namespace,
-            PODGROUPS[2],
-            name,
-        )
+        params = {**PODGROUPS, "namespace": namespace, "name": name}
+        return self._call(f"get podgroup {namespace}/{name}", "GET", CUSTOM_OBJECT, params)
 
 
 _MERGE_PATCH = "application/merge-patch+json"
@@ -419,5 +399,10 @@ class _Watch:
     retry_delay: float
 
 
-def _selectors(label_selector: str | None, field_selector: str | None) -> dict[str, str | None]:
-    return {"label_selector": label_selector, "field_selector": field_selector}
+def _selectors(label_selector: str | None, field_selector: str | None) -> Query:
+    return {"labelSelector": label_selector, "fieldSelector": field_selector}
+
+
+def _pods(namespace: str | None) -> tuple[str, Params]:
+    """The pod collection: all namespaces, or one."""
+    return (ALL_PODS, {}) if namespace is None else (PODS, {"namespace": namespace})

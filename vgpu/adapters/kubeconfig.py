@@ -4,6 +4,9 @@ Order: an explicit `kubeconfig` path wins; else the pod's service account when r
 (`KUBERNETES_SERVICE_HOST` set); else `$KUBECONFIG` or `~/.kube/config`. Nothing usable raises
 `KubeConfigMissing` naming what was tried and how to fix it. `$KUBECONFIG` is read at call time
 (the client library reads it once at import).
+
+The kubeconfig loader (`kubernetes.config.kube_config`: requests-oauthlib, PyYAML, ~5 MiB resident)
+is imported only when a kubeconfig is used; a daemon in a pod needs just the in-cluster loader.
 """
 
 from __future__ import annotations
@@ -12,14 +15,14 @@ import os
 from collections.abc import Callable
 from typing import Any, cast
 
-from kubernetes import client
-from kubernetes import config as kube_config
+from kubernetes.client.configuration import Configuration
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import load_incluster_config
 
 from vgpu.adapters.kubeerrors import KubeConfigMissing
 
 # The config loaders carry no annotations; give them a type once here.
-_LOAD_KUBECONFIG = cast(Callable[..., None], kube_config.load_kube_config)
-_LOAD_INCLUSTER = cast(Callable[..., None], kube_config.load_incluster_config)
+_LOAD_INCLUSTER = cast(Callable[..., None], load_incluster_config)
 
 
 def _kubeconfig_paths() -> str:
@@ -27,9 +30,13 @@ def _kubeconfig_paths() -> str:
 
 
 def _load_kubeconfig(path: str, configuration: Any) -> None:
+    from kubernetes.config.kube_config import load_kube_config  # heavy: see the module docstring
+
     try:
-        _LOAD_KUBECONFIG(config_file=path, client_configuration=configuration)
-    except (kube_config.ConfigException, OSError, ValueError, TypeError) as e:
+        cast(Callable[..., None], load_kube_config)(
+            config_file=path, client_configuration=configuration
+        )
+    except (ConfigException, OSError, ValueError, TypeError) as e:
         raise KubeConfigMissing(
             f"cannot use kubeconfig {path!r}: {e}; pass --kubeconfig PATH or set KUBECONFIG"
         ) from e
@@ -37,13 +44,13 @@ def _load_kubeconfig(path: str, configuration: Any) -> None:
 
 def load_configuration(kubeconfig: str | None = None) -> Any:
     """A `kubernetes.client.Configuration` from the first credentials source that exists."""
-    configuration = client.Configuration()
+    configuration = Configuration()
     if kubeconfig:
         _load_kubeconfig(kubeconfig, configuration)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
             _LOAD_INCLUSTER(client_configuration=configuration)
-        except kube_config.ConfigException as e:
+        except ConfigException as e:
             raise KubeConfigMissing(f"in-cluster configuration is unusable: {e}") from e
     elif any(os.path.exists(p) for p in _kubeconfig_paths().split(os.pathsep)):
         _load_kubeconfig(_kubeconfig_paths(), configuration)

@@ -164,7 +164,16 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
         return api_pb2.AllocateResponse(
             container_responses=[
                 api_pb2.ContainerAllocateResponse(
-                    envs=dict(g.envs), annotations=dict(g.annotations)
+                    envs=dict(g.envs),
+                    annotations=dict(g.annotations),
+                    mounts=[
+                        api_pb2.Mount(
+                            container_path=m.container_path,
+                            host_path=m.host_path,
+                            read_only=m.read_only,
+                        )
+                        for m in g.mounts
+                    ],
                 )
                 for g in result
             ]

@@ -19,7 +19,11 @@ from vgpu.core.errors import VgpuError
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("vgpu.cli.simulate", "replay a cluster trace through the scheduling core", ""),
     "extender": ("vgpu.extender.cli", "run the kube-scheduler extender", "extender"),
-    "node-agent": ("vgpu.node.cli", "run the node agent (device plugin, labels, health)", "node"),
+    "node-agent": (
+        "vgpu.daemons.node_cli",
+        "run the node agent (device plugin, labels, health)",
+        "node",
+    ),
     "inspect": ("vgpu.inspect.cli", "report GPU allocation per node and GPU", "cli"),
 }
 

@@ -40,8 +40,17 @@ class UnknownPod(VgpuError):
 
 
 class Conflict(VgpuError):
-    """An operation contradicts what the ledger already holds (e.g. a second, different assumption)."""
+    """An operation contradicts what is already held: a second, different assumption in the ledger,
+    or a write that lost an optimistic-concurrency race / hit an existing object (re-read, retry)."""
 
 
 class StateError(VgpuError):
     """Cluster state was used wrongly (e.g. revert without fork)."""
+
+
+class ConfigError(VgpuError):
+    """Configuration is missing or invalid; the message names the setting and the fix."""
+
+
+class NotFound(VgpuError):
+    """The object the caller named does not exist."""

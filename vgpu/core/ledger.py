@@ -47,7 +47,7 @@ class Ledger:
 
     def on_node(self, node: NodeName) -> list[Holding]:
         """The holdings on one node."""
-        return [h for h in self.state.holdings.values() if h.assignment.node == node]
+        return self.state.holdings_on(node)
 
     def _hold(self, assignment: Assignment, holding: Holding) -> bool:
         current = self.state.holdings.get(assignment.pod)

@@ -94,6 +94,8 @@ class ClusterState:
     def __init__(self, nodes: Iterable[Node] = ()) -> None:
         self._nodes: dict[NodeName, NodeState] = {}
         self.holdings: dict[PodKey, Holding] = {}
+        self._by_node: dict[NodeName, dict[PodKey, None]] = {}
+        """Pods held per node (an index of `holdings`, kept by the methods that change it)."""
         self._journal: list[Callable[[], None]] = []
         self._marks: list[int] = []
         for node in nodes:
@@ -103,7 +105,7 @@ class ClusterState:
     def add_node(self, node: Node) -> None:
         """Add a node, or replace its inventory keeping what its holdings charge."""
         old = self._nodes.get(node.name)
-        held = [h.assignment for h in self.holdings.values() if h.assignment.node == node.name]
+        held = [h.assignment for h in self.holdings_on(node.name)]
         self._nodes[node.name] = NodeState(node)
         if old is not None:
             self._record(lambda: self._nodes.__setitem__(node.name, old))
@@ -200,21 +202,36 @@ class ClusterState:
         """Set a holding, journaled."""
         key = holding.assignment.pod
         old = self.holdings.get(key)
-        self.holdings[key] = holding
+        self._set_holding(key, holding)
         self._record(lambda: self._restore_holding(key, old))
 
     def drop_holding(self, key: PodKey) -> Holding | None:
         """Remove a holding, journaled; returns what was there."""
-        old = self.holdings.pop(key, None)
+        old = self.holdings.get(key)
         if old is not None:
+            self._set_holding(key, None)
             self._record(lambda: self._restore_holding(key, old))
         return old
 
+    def holdings_on(self, node: NodeName) -> list[Holding]:
+        """The holdings on one node (indexed: no scan of every holding)."""
+        return [self.holdings[key] for key in self._by_node.get(node, ())]
+
     def _restore_holding(self, key: PodKey, holding: Holding | None) -> None:
+        self._set_holding(key, holding)
+
+    def _set_holding(self, key: PodKey, holding: Holding | None) -> None:
+        old = self.holdings.get(key)
+        if old is not None and (holding is None or old.assignment.node != holding.assignment.node):
+            pods = self._by_node[old.assignment.node]
+            del pods[key]
+            if not pods:
+                del self._by_node[old.assignment.node]
         if holding is None:
             self.holdings.pop(key, None)
         else:
             self.holdings[key] = holding
+            self._by_node.setdefault(holding.assignment.node, {})[key] = None
 
     # -- fork / commit / revert ----------------------------------------------------------------
     def _record(self, undo: Callable[[], None]) -> None:

@@ -25,6 +25,7 @@ from vgpu.node.devices import (
     UnitId,
     UnitKind,
     group_by_gpu,
+    split_by_gpu,
     units_per_gpu,
 )
 from vgpu.node.grants import ContainerGrant, Refusal, cores_grant, memory_grant
@@ -68,11 +69,11 @@ class DefaultAllocationPolicy:
         must = list(dict.fromkeys(must_include))
         taken = set(must)
         pool = {
-            uuid: [str(u) for u in units if str(u) not in taken]
-            for uuid, units in group_by_gpu(available).items()
+            uuid: [u for u in units if u not in taken]
+            for uuid, units in split_by_gpu(available).items()
             if uuid in self._gpus
         }
-        must_gpus = set(group_by_gpu(must))
+        must_gpus = set(split_by_gpu(must))
         rest = size - len(must)
         if rest <= 0:
             return must

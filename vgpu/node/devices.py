@@ -102,6 +102,32 @@ def group_by_gpu(device_ids: Iterable[str]) -> dict[str, list[UnitId]]:
     return {uuid: sorted(units) for uuid, units in groups.items()}
 
 
+def _unit_index(device_id: str) -> int:
+    return int(device_id[device_id.rindex("::") + 3 :])
+
+
+def split_by_gpu(device_ids: Iterable[str]) -> dict[str, list[str]]:
+    """Like `group_by_gpu` but keeps the ID strings: the fast path for the long lists the
+    kubelet offers GetPreferredAllocation (hundreds of IDs per call). Same validation."""
+    groups: dict[str, list[str]] = {}
+    for device_id in device_ids:
+        uuid, sep, unit = device_id.rpartition("::")
+        number = unit[1:]
+        if (
+            not sep
+            or not uuid
+            or ":" in uuid
+            or unit[:1] not in ("c", "m")
+            or not number.isdigit()
+            or (number[0] == "0" and number != "0")
+        ):
+            parse_unit_id(device_id)  # raises DeviceIdError with the standard message
+        groups.setdefault(uuid, []).append(device_id)
+    for ids in groups.values():
+        ids.sort(key=_unit_index)
+    return groups
+
+
 def units_per_gpu(gpu: GpuInfo, kind: UnitKind, memory_unit_mib: int) -> int:
     """How many devices of `kind` one GPU contributes."""
     if kind is UnitKind.CORES:

@@ -1,29 +1,61 @@
-"""What a container gets for its GPU shares: environment variables and container annotations.
+"""What a container gets for its GPU shares: environment variables, mounts and annotations.
 
 A `ContainerGrant` is plain data; the kubelet adapter turns it into a
-`ContainerAllocateResponse`. The kubelet calls Allocate once per resource, so the cores and
-memory grants of one container are built separately and must not set the same variables:
+`ContainerAllocateResponse`. The kubelet calls Allocate once per resource and merges the
+answers, keeping the first value of a variable set twice (in no fixed order), so the cores and
+memory grants of one container never set the same variable.
 
-| variable | set by | value |
-|---|---|---|
-| `NVIDIA_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES` | cores | GPU UUIDs, comma-separated, by index |
-| `VGPU_CORES` | cores | cores (percent of SMs) per visible GPU, same order |
-| `VGPU_MEMORY_GPUS` | memory | GPU UUIDs holding the memory share |
-| `VGPU_MEMORY_LIMIT_MIB` | memory | memory limit in MiB per GPU, same order as `VGPU_MEMORY_GPUS` |
+With the hand-off (`vgpu.node.handoff`) the **cores** grant carries the container's whole grant,
+read from its signed assignment (a container without a memory ask makes no memory Allocate):
 
-Pure: no I/O.
+| variable | value |
+|---|---|
+| `NVIDIA_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES` | GPU UUIDs, comma-separated, by GPU index |
+| `VGPU_CORES` | guaranteed cores (percent of SMs) per visible GPU, same order |
+| `VGPU_CORES_LIMIT` | elastic upper bound from the pod annotation `vgpu.io/cores-limit`, if set |
+| `VGPU_MEMORY_LIMIT_MIB`, `VGPU_MEMORY_LIMIT_BYTES` | memory limit per visible GPU, same order |
+| `VGPU_MODE` | `plain`, `mps` or `hami` |
+| mode `mps` | `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` (limit or cores), `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` (`0=4096M,1=…`, by visible index), `CUDA_MPS_PIPE_DIRECTORY` plus a mount of the node's MPS pipe directory |
+| mode `hami` | `CUDA_DEVICE_MEMORY_LIMIT_<i>=<n>m` per visible index, `CUDA_DEVICE_SM_LIMIT` (limit or cores), as HAMi-core reads them |
+
+The hand-off **memory** grant only confirms where the blocks are: `VGPU_MEMORY_GPUS` and
+`VGPU_MEMORY_BLOCKS`. Without the hand-off (no cluster credentials) the default policy grants
+`VGPU_CORES` with the visible devices on cores and `VGPU_MEMORY_GPUS` / `VGPU_MEMORY_LIMIT_MIB`
+on memory. Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+from vgpu.core.units import CORES_PER_GPU
+
+MIB = 1024 * 1024
+DEFAULT_MPS_PIPE_DIR = "/tmp/nvidia-mps"
+
+
+class GrantMode(enum.Enum):
+    """How the node enforces shares: plain variables only, NVIDIA MPS, or HAMi-core."""
+
+    PLAIN = "plain"
+    MPS = "mps"
+    HAMI = "hami"
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    container_path: str
+    host_path: str
+    read_only: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class ContainerGrant:
     envs: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
+    mounts: tuple[Mount, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +65,23 @@ class Refusal:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class GpuLimit:
+    """One visible GPU of a container: guaranteed cores and memory limit in MiB."""
+
+    uuid: str
+    cores: int
+    memory_mib: int
+
+
+@dataclass(frozen=True, slots=True)
+class GrantSettings:
+    mode: GrantMode = GrantMode.PLAIN
+    mps_pipe_dir: str = DEFAULT_MPS_PIPE_DIR  # on the host; mounted at the same path
+
+
 def cores_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:
-    """Grant for (gpu_uuid, cores) pairs, already in GPU index order."""
+    """Default-policy grant for (gpu_uuid, cores) pairs, already in GPU index order."""
     uuids = ",".join(uuid for uuid, _ in shares)
     return ContainerGrant(
         envs={
@@ -46,10 +93,63 @@ def cores_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:
 
 
 def memory_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:
-    """Grant for (gpu_uuid, memory MiB) pairs, already in GPU index order."""
+    """Default-policy grant for (gpu_uuid, memory MiB) pairs, already in GPU index order."""
     return ContainerGrant(
         envs={
             "VGPU_MEMORY_GPUS": ",".join(uuid for uuid, _ in shares),
             "VGPU_MEMORY_LIMIT_MIB": ",".join(str(mib) for _, mib in shares),
         }
     )
+
+
+def memory_ack_grant(blocks: Sequence[tuple[str, int]]) -> ContainerGrant:
+    """Hand-off memory grant: where the (gpu_uuid, blocks) are; limits come with the cores grant."""
+    return ContainerGrant(
+        envs={
+            "VGPU_MEMORY_GPUS": ",".join(uuid for uuid, _ in blocks),
+            "VGPU_MEMORY_BLOCKS": ",".join(str(n) for _, n in blocks),
+        }
+    )
+
+
+def _joined(values: Sequence[object]) -> str:
+    return ",".join(str(v) for v in values)
+
+
+def container_grant(
+    gpus: Sequence[GpuLimit], settings: GrantSettings, *, cores_limit: int | None = None
+) -> ContainerGrant | Refusal:
+    """The full grant of a container holding `gpus` (in GPU index order)."""
+    if not gpus:
+        return Refusal("no GPU in the assignment")
+    guaranteed = max(g.cores for g in gpus)
+    if cores_limit is not None and not guaranteed <= cores_limit <= CORES_PER_GPU:
+        return Refusal(
+            f"vgpu.io/cores-limit={cores_limit} is below the {guaranteed} cores the container "
+            f"asks; set it between {guaranteed} and {CORES_PER_GPU} or remove it"
+        )
+    uuids = _joined([g.uuid for g in gpus])
+    envs = {
+        "NVIDIA_VISIBLE_DEVICES": uuids,
+        "CUDA_VISIBLE_DEVICES": uuids,
+        "VGPU_CORES": _joined([g.cores for g in gpus]),
+        "VGPU_MEMORY_LIMIT_MIB": _joined([g.memory_mib for g in gpus]),
+        "VGPU_MEMORY_LIMIT_BYTES": _joined([g.memory_mib * MIB for g in gpus]),
+        "VGPU_MODE": settings.mode.value,
+    }
+    if cores_limit is not None:
+        envs["VGPU_CORES_LIMIT"] = str(cores_limit)
+    sm = cores_limit if cores_limit is not None else guaranteed
+    mounts: tuple[Mount, ...] = ()
+    if settings.mode is GrantMode.MPS:
+        envs["CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"] = str(sm)
+        envs["CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"] = _joined(
+            [f"{i}={g.memory_mib}M" for i, g in enumerate(gpus)]
+        )
+        envs["CUDA_MPS_PIPE_DIRECTORY"] = settings.mps_pipe_dir
+        mounts = (Mount(settings.mps_pipe_dir, settings.mps_pipe_dir),)
+    elif settings.mode is GrantMode.HAMI:
+        for i, g in enumerate(gpus):
+            envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{g.memory_mib}m"
+        envs["CUDA_DEVICE_SM_LIMIT"] = str(sm)
+    return ContainerGrant(envs=envs, mounts=mounts)

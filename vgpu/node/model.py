@@ -64,3 +64,13 @@ class ProcessUsage:
     gpu_uuid: str
     pid: int
     used_bytes: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class GpuStats:
+    """Live load of one GPU: memory in use (bytes) and utilisation (0..1, share of the last
+    sample period a kernel ran). Either is None when the driver can't tell."""
+
+    gpu_uuid: str
+    memory_used_bytes: int | None
+    utilization_ratio: float | None

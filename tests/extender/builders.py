@@ -1,0 +1,150 @@
+"""Builders for Kubernetes objects and a kube-scheduler stand-in speaking the extender wire."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+from vgpu.node.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
+
+Obj = dict[str, Any]
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def make_node(
+    name: str,
+    *,
+    gpus: int = 4,
+    model: str = A100,
+    memory_mib: int = 81920,
+    cpu: str = "64",
+    memory: str = "256Gi",
+    inventory: bool | str = True,
+) -> Obj:
+    annotations: dict[str, str] = {}
+    if inventory is True:
+        inv = NodeGpuInventory(
+            256,
+            tuple(
+                InventoryGpu(f"GPU-{name}-{i}", i, model, memory_mib, 100, True, 0, ())
+                for i in range(gpus)
+            ),
+        )
+        annotations["vgpu.io/gpu-inventory"] = encode_inventory(inv)
+    elif isinstance(inventory, str):
+        annotations["vgpu.io/gpu-inventory"] = inventory
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "annotations": annotations},
+        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
+    }
+
+
+def make_pod(
+    name: str,
+    *,
+    cores: int | str = 0,
+    memory: int | str | None = None,
+    cpu: str = "1",
+    namespace: str = "default",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> Obj:
+    limits: dict[str, Any] = {}
+    if cores:
+        limits["vgpu.io/cores"] = str(cores)
+    if memory is not None:
+        limits["vgpu.io/memory"] = str(memory)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": labels or {},
+            "annotations": annotations or {},
+        },
+        "spec": {
+            "schedulerName": "default-scheduler",
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits},
+                }
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+class Wire:
+    """kube-scheduler's side of the extender protocol, over one keep-alive HTTP connection."""
+
+    def __init__(self, port: int) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+
+    def raw(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
+        headers = {"Content-Type": "application/json"} if method == "POST" else {}
+        self.conn.request(method, path, body=body, headers=headers)
+        resp = self.conn.getresponse()
+        return resp.status, resp.read()
+
+    def post(self, verb: str, doc: Any) -> Any:
+        status, body = self.raw("POST", f"/scheduler/{verb}", json.dumps(doc).encode())
+        assert status == 200, body
+        return json.loads(body)
+
+    def filter(self, pod: Obj, nodes: list[str]) -> Obj:
+        return dict(self.post("filter", {"Pod": pod, "Nodes": None, "NodeNames": nodes}))
+
+    def prioritize(self, pod: Obj, nodes: list[str]) -> dict[str, int]:
+        out = self.post("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
+        return {h["Host"]: h["Score"] for h in out}
+
+    def bind(self, pod: Obj, node: str) -> str:
+        meta = pod["metadata"]
+        doc = {
+            "PodName": meta["name"],
+            "PodNamespace": meta["namespace"],
+            "PodUID": meta.get("uid", ""),
+            "Node": node,
+        }
+        return str(self.post("bind", doc)["Error"])
+
+    def schedule(self, pod: Obj, nodes: list[str]) -> tuple[str | None, Obj]:
+        """One scheduling cycle: filter, prioritize, pick the best, bind. (node, filter result)."""
+        result = self.filter(pod, nodes)
+        if result["Error"] or not result["NodeNames"]:
+            return None, result
+        feasible = result["NodeNames"]
+        scores = self.prioritize(pod, feasible) if len(feasible) > 1 else {feasible[0]: 0}
+        best = max(feasible, key=lambda n: scores[n])
+        error = self.bind(pod, best)
+        return (best if not error else None), {**result, "BindError": error}
+
+
+def eventually(check: Callable[[], Any], timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.01)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds

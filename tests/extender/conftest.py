@@ -1,0 +1,89 @@
+"""Fixtures: a fake API server, an in-process extender daemon on port 0, and a wire client."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from tests.extender.builders import FakeClock, Wire, eventually
+from tests.kubeapi.fixtures import kube_client, kube_server
+from tests.kubeapi.server import FakeApiServer
+from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.leader import LeaderConfig
+from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.extender.service import ExtenderConfig
+
+__all__ = ["kube_client", "kube_server"]
+
+KEY = b"test-key"
+
+
+class Harness:
+    """The fake API server plus started extender daemons."""
+
+    def __init__(self, server: FakeApiServer) -> None:
+        self.server = server
+        self.store = server.store
+        self.clock = FakeClock()
+        self.daemons: list[ExtenderDaemon] = []
+        self.clients: list[Any] = []
+
+    def start(
+        self,
+        *,
+        gang_timeout: float = 60.0,
+        bind_wait: float = 0.5,
+        leader: LeaderConfig | None = None,
+        request_timeout: float = 5.0,
+        wait: bool = True,
+    ) -> ExtenderDaemon:
+        api_client = self.server.api_client()
+        self.clients.append(api_client)
+        api = KubeApi(api_client, request_timeout=request_timeout)
+        config = DaemonConfig(
+            key=KEY,
+            extender=ExtenderConfig(gang_timeout=gang_timeout, bind_wait=bind_wait),
+            host="127.0.0.1",
+            port=0,
+            leader=leader,
+            watch_timeout=30,
+            sweep_interval=3600,
+            retry_delay=0.05,
+        )
+        daemon = ExtenderDaemon(api, config, clock=self.clock)
+        daemon.start()
+        self.daemons.append(daemon)
+        if wait:
+            assert daemon.wait_ready(10), daemon.why_not_ready()
+        return daemon
+
+    def wire(self, daemon: ExtenderDaemon) -> Wire:
+        return Wire(daemon.port)
+
+    def put(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.store.put(obj)
+
+    def pod(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        pod = self.store.get("Pod", namespace, name)
+        assert pod is not None, name
+        return pod
+
+    def seen(self, daemon: ExtenderDaemon, check: Callable[[], Any]) -> Any:
+        return eventually(check)
+
+    def close(self) -> None:
+        for daemon in self.daemons:
+            daemon.stop()
+        for client in self.clients:
+            client.close()
+
+
+@pytest.fixture
+def harness(kube_server: FakeApiServer) -> Iterator[Harness]:
+    h = Harness(kube_server)
+    try:
+        yield h
+    finally:
+        h.close()

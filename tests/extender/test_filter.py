@@ -1,0 +1,99 @@
+"""Filter and prioritize against the watch-fed cache."""
+
+from __future__ import annotations
+
+from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.conftest import Harness
+
+H100 = "NVIDIA H100 80GB HBM3"
+
+
+def test_failed_nodes_carry_reasons_and_resolvability(harness: Harness) -> None:
+    harness.put(make_node("a100", gpus=1))
+    harness.put(make_node("h100", gpus=1, model=H100))
+    harness.put(make_node("cpu-only", inventory=False))
+    harness.put(make_node("broken", inventory="{oops"))
+    harness.put(make_node("small", gpus=1, memory_mib=16384))
+    wire = harness.wire(harness.start())
+    names = ["a100", "h100", "cpu-only", "broken", "small", "unknown"]
+    pod = make_pod("p", cores=50, memory=100, annotations={"vgpu.io/gpu-type": "A100|A10"})
+    out = wire.filter(pod, names)
+    assert out["NodeNames"] == ["a100"]
+    unresolvable = out["FailedAndUnresolvableNodes"]
+    assert "no GPU of type A100|A10" in unresolvable["h100"]
+    assert "no vgpu.io/gpu-inventory annotation" in unresolvable["cpu-only"]
+    assert "invalid" in unresolvable["broken"]
+    assert "small" in unresolvable and "unknown" in out["FailedNodes"]
+
+
+def test_busy_gpus_fail_resolvably_and_never_one_node_forced(harness: Harness) -> None:
+    for name in ("n1", "n2", "n3"):
+        harness.put(make_node(name, gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    for i, node in enumerate(("n1", "n2")):
+        harness.put(make_pod(f"big{i}", cores=80))
+        assert wire.bind(harness.pod(f"big{i}"), node) == ""
+    eventually(lambda: len(daemon.cache.ledger.holdings()) == 2)
+    out = wire.filter(make_pod("p", cores=30), ["n1", "n2", "n3"])
+    assert out["NodeNames"] == ["n3"]  # the only node that fits, not a forced choice
+    assert "no GPU with 30 cores" in out["FailedNodes"]["n1"]
+    assert out["FailedAndUnresolvableNodes"] == {}
+
+
+def test_uuid_selection_and_exclusion(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=2))
+    harness.put(make_node("n2", gpus=2))
+    wire = harness.wire(harness.start())
+    only = make_pod("p", cores=10, annotations={"vgpu.io/gpu-uuid": "GPU-n2-1"})
+    assert wire.filter(only, ["n1", "n2"])["NodeNames"] == ["n2"]
+    harness.put(
+        make_pod("q", cores=10, annotations={"vgpu.io/gpu-uuid-exclude": "GPU-n1-0,GPU-n1-1"})
+    )
+    assert wire.filter(harness.pod("q"), ["n1", "n2"])["NodeNames"] == ["n2"]
+    assert wire.bind(harness.pod("q"), "n2") == ""
+    excluded = make_pod("r", cores=10, annotations={"vgpu.io/gpu-type-exclude": "A100"})
+    assert wire.filter(excluded, ["n1", "n2"])["NodeNames"] == []
+
+
+def test_invalid_resource_values_are_an_in_band_error(harness: Harness) -> None:
+    harness.put(make_node("n1"))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    for cores, memory, field in (
+        (150, None, "vgpu.io/cores"),
+        ("abc", None, "vgpu.io/cores"),
+        (0, 4, "vgpu.io/memory"),
+        (200, 4, "vgpu.io/memory"),
+    ):
+        out = wire.filter(make_pod("bad", cores=cores, memory=memory), ["n1"])
+        assert field in out["Error"], out
+        assert out["NodeNames"] is not None
+    assert daemon.cache.ledger.holdings() == []
+
+
+def test_pods_without_gpu_pass_every_node(harness: Harness) -> None:
+    harness.put(make_node("n1", inventory=False))
+    harness.put(make_node("n2"))
+    wire = harness.wire(harness.start())
+    pod = make_pod("web")
+    assert wire.filter(pod, ["n1", "n2"])["NodeNames"] == ["n1", "n2"]
+    assert wire.prioritize(pod, ["n1", "n2"]) == {"n1": 0, "n2": 0}
+
+
+def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=2))
+    harness.put(make_node("n2", gpus=2))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    harness.put(make_pod("first", cores=50))
+    assert wire.bind(harness.pod("first"), "n1") == ""
+    eventually(lambda: daemon.cache.ledger.holding("default/first"))  # type: ignore[arg-type]
+    packed = make_pod("p", cores=30, annotations={"vgpu.io/policy": "binpack"})
+    scores = wire.prioritize(packed, ["n1", "n2"])
+    assert scores["n1"] == 10 and scores["n2"] < 10
+    spread = make_pod("q", cores=30, annotations={"vgpu.io/policy": "spread"})
+    scores = wire.prioritize(spread, ["n1", "n2"])
+    assert scores["n2"] == 10 and scores["n1"] < 10
+    unknown = make_pod("r", cores=30, annotations={"vgpu.io/policy": "nope"})
+    assert "unknown policy" in wire.filter(unknown, ["n1"])["Error"]

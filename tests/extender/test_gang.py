@@ -1,0 +1,255 @@
+"""Gang scheduling: all or nothing, delayed binding, expiry, competing gangs, restarts."""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import replace
+
+from tests.extender.builders import Wire, eventually, make_node, make_pod
+from tests.extender.conftest import Harness
+from vgpu.core.ids import PodKey
+from vgpu.core.model import Phase
+from vgpu.daemons.extender import ExtenderDaemon
+
+NODES = ["n1", "n2"]
+
+
+def _gang(
+    harness: Harness, name: str, size: int, cores: int = 100, *, label: str = "gang"
+) -> list[str]:
+    pods = []
+    for i in range(size):
+        pod_name = f"{name}-{i}"
+        if label == "gang":
+            annotations = {"vgpu.io/gang-name": name, "vgpu.io/gang-size": str(size)}
+            harness.put(make_pod(pod_name, cores=cores, annotations=annotations))
+        else:
+            labels = {
+                "pod-group.scheduling.sigs.k8s.io/name": name,
+                "pod-group.scheduling.sigs.k8s.io/min-available": str(size),
+            }
+            harness.put(make_pod(pod_name, cores=cores, labels=labels))
+        pods.append(pod_name)
+    return pods
+
+
+def _phases(daemon: ExtenderDaemon) -> dict[str, Phase]:
+    with daemon.cache.lock:
+        return {
+            h.assignment.pod.split("/")[1]: h.phase
+            for h in daemon.cache.ledger.holdings()
+            if h.assignment.shares or h.gang
+        }
+
+
+def _start(harness: Harness, gpus: int = 2, **kw: float) -> tuple[ExtenderDaemon, Wire]:
+    for name in NODES:
+        harness.put(make_node(name, gpus=gpus))
+    daemon = harness.start(**kw)  # type: ignore[arg-type]
+    return daemon, harness.wire(daemon)
+
+
+def _bind_admitted(
+    harness: Harness, wire: Wire, daemon: ExtenderDaemon, pod: str, node: str
+) -> None:
+    """Bind, then play the node agent: mark the pod admitted and wait until the extender saw it
+    (equal whole-GPU members on one node are bound one after another, invariant I)."""
+    assert wire.bind(harness.pod(pod), node) == ""
+    obj = harness.pod(pod)
+    obj["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
+    harness.put(obj)
+    key = PodKey(f"default/{pod}")
+
+    def admitted_seen() -> bool:
+        # The watch must have shown the pod bound (ledger BOUND, no longer an assumed bind in
+        # flight) *and* admitted (not pending) before the next equal member may bind.
+        held = daemon.cache.ledger.holding(key)
+        seen = held is not None and held.phase is Phase.BOUND
+        return seen and all(key not in pods for pods in daemon.cache.pending.values())
+
+    eventually(admitted_seen)
+
+
+def _filter_all(harness: Harness, wire: Wire, pods: list[str]) -> dict[str, str]:
+    chosen = {}
+    for pod in pods:
+        out = wire.filter(harness.pod(pod), NODES)
+        assert len(out["NodeNames"]) == 1, out
+        chosen[pod] = out["NodeNames"][0]
+    return chosen
+
+
+def test_full_fit_reserves_every_member_then_binds(harness: Harness) -> None:
+    pods = _gang(harness, "job", 4)
+    daemon, wire = _start(harness)
+    chosen = _filter_all(harness, wire, pods)
+    assert sorted(chosen.values()) == ["n1", "n1", "n2", "n2"]
+    assert set(_phases(daemon).values()) == {Phase.RESERVED}
+    assert wire.prioritize(harness.pod(pods[0]), NODES)[chosen[pods[0]]] == 10
+    for pod in pods:
+        _bind_admitted(harness, wire, daemon, pod, chosen[pod])
+    eventually(lambda: set(_phases(daemon).values()) == {Phase.BOUND})
+    assert all(harness.pod(p)["spec"]["nodeName"] == chosen[p] for p in pods)
+
+
+def test_no_member_binds_before_all_have_their_place(harness: Harness) -> None:
+    pods = _gang(harness, "job", 4)
+    daemon, wire = _start(harness, bind_wait=2.0)
+    chosen = _filter_all(harness, wire, pods[:3])
+    harness.daemons[0].extender.config = replace(daemon.extender.config, bind_wait=0.1)
+    error = wire.bind(harness.pod(pods[0]), chosen[pods[0]])
+    assert "waiting until 4 members" in error
+    harness.daemons[0].extender.config = replace(daemon.extender.config, bind_wait=5.0)
+    assert "nodeName" not in harness.pod(pods[0])["spec"]
+    # kube-scheduler binds asynchronously: a waiting bind completes once the last member filters
+    results: list[str] = []
+    waiter = threading.Thread(
+        target=lambda: results.append(
+            harness.wire(daemon).bind(harness.pod(pods[0]), chosen[pods[0]])
+        )
+    )
+    waiter.start()
+    chosen.update(_filter_all(harness, wire, pods[3:]))
+    waiter.join()
+    assert results == [""]
+    assert harness.pod(pods[0])["spec"]["nodeName"] == chosen[pods[0]]
+
+
+def test_partial_fit_places_nothing_and_says_why(harness: Harness) -> None:
+    pods = _gang(harness, "job", 5)
+    daemon, wire = _start(harness)
+    out = wire.filter(harness.pod(pods[0]), NODES)
+    assert out["NodeNames"] == []
+    assert all("only 4 of 5 members fit" in r for r in out["FailedNodes"].values())
+    assert _phases(daemon) == {}
+    assert "only 4 of 5" in wire.bind(harness.pod(pods[0]), "n1")
+
+
+def test_two_competing_gangs_first_wins_whole_other_waits_whole(harness: Harness) -> None:
+    a = _gang(harness, "a", 4)
+    b = _gang(harness, "b", 4)
+    daemon, wire = _start(harness)
+    wire.filter(harness.pod(b[0]), NODES)  # b plans first here and wins
+    out = wire.filter(harness.pod(a[0]), NODES)
+    assert out["NodeNames"] == [] and "gang default/a" in next(iter(out["FailedNodes"].values()))
+    phases = _phases(daemon)
+    assert set(phases) == set(b) and not any(p in phases for p in a)
+    for pod in b:
+        harness.store.remove("Pod", "default", pod)
+    eventually(lambda: _phases(daemon) == {})
+    assert len(_filter_all(harness, wire, a)) == 4
+
+
+def test_member_deleted_while_waiting_releases_the_gang(harness: Harness) -> None:
+    pods = _gang(harness, "job", 3)
+    daemon, wire = _start(harness)
+    wire.filter(harness.pod(pods[0]), NODES)
+    assert len(_phases(daemon)) == 3
+    harness.store.remove("Pod", "default", pods[2])
+    eventually(lambda: _phases(daemon) == {})
+    out = wire.filter(harness.pod(pods[0]), NODES)
+    assert "2 of 3 exist" in next(iter(out["FailedNodes"].values()))
+
+
+def test_reservations_expire_in_full(harness: Harness) -> None:
+    pods = _gang(harness, "job", 3)
+    daemon, wire = _start(harness, gang_timeout=60)
+    wire.filter(harness.pod(pods[0]), NODES)
+    harness.clock.advance(59)
+    daemon.extender.sweep()
+    assert len(_phases(daemon)) == 3
+    harness.clock.advance(2)
+    daemon.extender.sweep()
+    assert _phases(daemon) == {}
+    wire.filter(harness.pod(pods[1]), NODES)  # planned again on the next attempt
+    assert len(_phases(daemon)) == 3
+
+
+def test_restart_mid_gang_drops_reservations_keeps_bound_members(harness: Harness) -> None:
+    pods = _gang(harness, "job", 4)
+    first, wire = _start(harness)
+    chosen = _filter_all(harness, wire, pods)
+    for pod in pods[:2]:
+        _bind_admitted(harness, wire, first, pod, chosen[pod])
+    first.stop()
+    second = harness.start()
+    phases = _phases(second)
+    assert phases == {pods[0]: Phase.BOUND, pods[1]: Phase.BOUND}  # no leaked reservations
+    wire2 = harness.wire(second)
+    rest = _filter_all(harness, wire2, pods[2:])
+    for pod in pods[2:]:
+        _bind_admitted(harness, wire2, second, pod, rest[pod])
+    eventually(lambda: _phases(second) == dict.fromkeys(pods, Phase.BOUND))
+
+
+def test_tfjob_seed_cpu_only_ps_is_placed_with_the_workers(harness: Harness) -> None:
+    labels = {
+        "pod-group.scheduling.sigs.k8s.io/name": "tfjob",
+        "pod-group.scheduling.sigs.k8s.io/min-available": "5",
+    }
+    harness.put(make_pod("tfjob-ps-0", cpu="2", labels=labels))
+    workers = _gang(harness, "tfjob", 4, label="legacy")
+    daemon, wire = _start(harness)
+    chosen = _filter_all(harness, wire, ["tfjob-ps-0", *workers])
+    assert len(_phases(daemon)) == 5
+    for pod, node in chosen.items():
+        _bind_admitted(harness, wire, daemon, pod, node)
+    eventually(lambda: all(harness.pod(p)["spec"].get("nodeName") for p in chosen))
+
+
+def test_tfjob_seed_does_not_fit_so_nothing_is_placed(harness: Harness) -> None:
+    labels = {
+        "pod-group.scheduling.sigs.k8s.io/name": "tfjob",
+        "pod-group.scheduling.sigs.k8s.io/min-available": "5",
+    }
+    harness.put(make_pod("tfjob-ps-0", cpu="2", labels=labels))
+    _gang(harness, "tfjob", 4, cores=100, label="legacy")
+    harness.put(make_node("n1", gpus=3))
+    daemon = harness.start()
+    out = harness.wire(daemon).filter(harness.pod("tfjob-ps-0"), ["n1"])
+    assert out["NodeNames"] == [] and "only" in out["FailedNodes"]["n1"]
+    assert _phases(daemon) == {}
+
+
+def test_pod_group_crd_gives_min_member(harness: Harness) -> None:
+    harness.put(
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "pg", "namespace": "default"},
+            "spec": {"minMember": 2},
+        }
+    )
+    for i in range(2):
+        harness.put(make_pod(f"m{i}", cores=50, labels={"scheduling.x-k8s.io/pod-group": "pg"}))
+    harness.put(make_pod("orphan", cores=50, labels={"scheduling.x-k8s.io/pod-group": "missing"}))
+    daemon, wire = _start(harness)
+    assert len(wire.filter(harness.pod("m0"), NODES)["NodeNames"]) == 1
+    assert len(_phases(daemon)) == 2
+    assert (
+        "PodGroup default/missing not found" in wire.filter(harness.pod("orphan"), NODES)["Error"]
+    )
+
+
+def test_equal_members_on_one_node_bind_one_after_another(harness: Harness) -> None:
+    # Two pending whole-GPU containers of different pods on one node would be confusable at
+    # Allocate (invariant I): the second member keeps its place but binds after the first is
+    # admitted.
+    pods = _gang(harness, "job", 2)
+    harness.put(make_node("n1", gpus=2))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    chosen = _filter_all(harness, wire, pods)
+    assert chosen == dict.fromkeys(pods, "n1")
+    assert wire.bind(harness.pod(pods[0]), "n1") == ""
+    error = wire.bind(harness.pod(pods[1]), "n1")
+    assert "keeps its place on node n1 but waits for admission" in error
+    assert "confusable with default/job-0/main" in error
+    assert "nodeName" not in harness.pod(pods[1])["spec"]
+    assert _phases(daemon)[pods[1]] is Phase.RESERVED
+    obj = harness.pod(pods[0])
+    obj["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
+    harness.put(obj)
+    eventually(lambda: wire.bind(harness.pod(pods[1]), "n1") == "")
+    assert harness.pod(pods[1])["spec"]["nodeName"] == "n1"

@@ -1,0 +1,95 @@
+"""The demo cluster behind the golden files and `data/cluster.yaml`.
+
+* gpu-a: 2x Tesla T4. default/infer-1 (30 cores, 4 GiB) runs on GPU0; default/infer-2 (50 cores,
+  proportional memory) is bound to GPU0 but not admitted yet (pending); default/rogue asks for
+  vgpu without an assignment (bound around the scheduler); default/done finished (holds nothing).
+* gpu-b: 4x A100-80GB, GPU3 unhealthy. ml/train (200 cores = GPU0+GPU1); ml/tf-worker-0 on GPU2.
+* gpu-c: mixed 2x A100-80GB + 1x L4, NotReady. ml/tf-worker-1..3, one per GPU.
+* cpu-1: no vgpu. ml/tf-ps-0 (CPU only) runs there.
+* Gangs: ml/tfjob (PS + 4 workers, min 5, Running) and ml/bert (3 unscheduled workers, min 3).
+"""
+
+from __future__ import annotations
+
+from tests.inspect.builders import node, pod
+from vgpu.inspect.snapshot import Snapshot
+
+T4 = ("Tesla T4", 15360)
+A100 = ("NVIDIA A100-SXM4-80GB", 81920)
+L4 = ("NVIDIA L4", 23034)
+
+TF = {
+    "pod-group.scheduling.sigs.k8s.io/name": "tfjob",
+    "pod-group.scheduling.sigs.k8s.io/min-available": "5",
+}
+BERT = {"scheduling.x-k8s.io/pod-group": "bert"}
+
+
+def demo_cluster() -> Snapshot:
+    nodes = (
+        node("gpu-a", [T4, T4], ip="10.0.0.11"),
+        node("gpu-b", [A100] * 4, unhealthy=(3,), ip="10.0.0.12"),
+        node("gpu-c", [A100, A100, L4], ip="10.0.0.13", ready=False),
+        node("cpu-1", None, ip="10.0.0.21"),
+    )
+    pods = (
+        pod(
+            "default/infer-1",
+            node="gpu-a",
+            asks={"main": (30, 16)},
+            shares={"main": [(0, 30, 4096)]},
+        ),
+        pod(
+            "default/infer-2",
+            node="gpu-a",
+            asks={"main": (50, 0)},
+            shares={"main": [(0, 50, 7680)]},
+            phase="Pending",
+        ),
+        pod("default/rogue", node="gpu-a", asks={"main": (20, 0)}, phase="Pending"),
+        pod(
+            "default/done",
+            node="gpu-a",
+            asks={"main": (100, 0)},
+            shares={"main": [(1, 100, 15360)]},
+            phase="Succeeded",
+        ),
+        pod(
+            "ml/train",
+            node="gpu-b",
+            asks={"trainer": (200, 0), "logger": (0, 0)},
+            shares={"trainer": [(0, 100, 81920), (1, 100, 81920)]},
+            admitted="trainer",
+        ),
+        pod("ml/tf-ps-0", node="cpu-1", labels=TF),
+        pod(
+            "ml/tf-worker-0",
+            node="gpu-b",
+            asks={"tf": (100, 0)},
+            shares={"tf": [(2, 100, 81920)]},
+            labels=TF,
+        ),
+        *(
+            pod(
+                f"ml/tf-worker-{i}",
+                node="gpu-c",
+                asks={"tf": (100, 0)},
+                shares={"tf": [(i - 1, 100, mib)]},
+                labels=TF,
+            )
+            for i, mib in ((1, 81920), (2, 81920), (3, 23034))
+        ),
+        *(
+            pod(f"ml/bert-{i}", asks={"main": (100, 0)}, phase="Pending", labels=BERT)
+            for i in range(3)
+        ),
+    )
+    groups = (
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "bert", "namespace": "ml"},
+            "spec": {"minMember": 3},
+        },
+    )
+    return Snapshot(nodes, pods, groups, "2025-01-01T12:00:00Z")

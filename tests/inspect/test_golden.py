@@ -1,0 +1,61 @@
+"""Golden files for every view of the demo cluster (tests/inspect/scenario.py).
+
+Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/inspect/test_golden.py`
+and review the diff.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.inspect.scenario import demo_cluster
+from vgpu.inspect.build import build_report
+from vgpu.inspect.cli import render
+from vgpu.inspect.snapshot import dumps, loads
+
+HERE = Path(__file__).parent
+GOLDEN = HERE / "golden"
+CLUSTER_FILE = HERE / "data" / "cluster.yaml"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def check(path: Path, actual: str) -> None:
+    if UPDATE:
+        path.write_text(actual, encoding="utf-8")
+    assert path.exists(), f"{path} missing; run with UPDATE_GOLDEN=1"
+    assert actual == path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("name", "nodes", "output", "details"),
+    [
+        ("table.txt", (), "table", False),
+        ("details.txt", (), "table", True),
+        ("report.json", (), "json", False),
+        ("report.yaml", (), "yaml", False),
+        ("table-gpu-a.txt", ("gpu-a",), "table", False),
+        ("details-gpu-c-missing.txt", ("gpu-c", "gpu-z"), "table", True),
+        ("table-cpu-only.txt", ("cpu-1",), "table", False),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_views_match_golden_files(
+    name: str, nodes: tuple[str, ...], output: str, details: bool
+) -> None:
+    report = build_report(demo_cluster(), nodes)
+    check(GOLDEN / name, render(report, output=output, details=details))
+
+
+def test_saved_cluster_file_is_the_demo_cluster() -> None:
+    """data/cluster.yaml (the --fake-cluster example in the docs) stays in step with scenario.py."""
+    check(CLUSTER_FILE, dumps(demo_cluster()))
+
+
+def test_saved_cluster_renders_like_the_live_objects() -> None:
+    loaded = loads(CLUSTER_FILE.read_text(encoding="utf-8"))
+    assert render(build_report(loaded), details=True) == render(
+        build_report(demo_cluster()), details=True
+    )

@@ -1,0 +1,147 @@
+"""Pure parts of the hand-off: reading pods, verifying assignments, matching order, grants."""
+
+from __future__ import annotations
+
+from vgpu.api.assignment import binding_annotations
+from vgpu.core.ids import GpuUUID, NodeName, PodKey
+from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
+from vgpu.node.devices import UnitKind
+from vgpu.node.grants import GpuLimit, GrantMode, GrantSettings, Refusal, container_grant
+from vgpu.node.handoff import Handoff, HeldDevices, check_assignment
+from vgpu.node.podspec import pod_info
+
+KEY = b"k"
+
+
+def pod(name: str, uid: str, containers: list[tuple[str, int]], **annotations: str) -> dict:  # type: ignore[type-arg]
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "annotations": annotations},
+        "spec": {
+            "nodeName": "n",
+            "containers": [
+                {"name": c, "resources": {"limits": {"vgpu.io/cores": str(k)}}}
+                for c, k in containers
+            ],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def signed(
+    name: str, uid: str, shares: dict[str, tuple[str, int]], node: str = "n"
+) -> dict[str, str]:
+    assignment = Assignment(
+        PodKey(f"ns/{name}"),
+        NodeName(node),
+        containers=tuple(
+            ContainerAssignment(c, (GpuShare(GpuUUID(g), k, k * 1000),))
+            for c, (g, k) in shares.items()
+        ),
+        uid=uid,
+    )
+    return binding_annotations(assignment, KEY)
+
+
+def test_pod_info_orders_init_first_and_reports_bad_quantities() -> None:
+    raw = pod("p", "u", [("main", 30)])
+    raw["spec"]["initContainers"] = [
+        {"name": "init", "resources": {"limits": {"vgpu.io/cores": "100", "vgpu.io/memory": "x"}}}
+    ]
+    info = pod_info(raw)
+    assert [(c.name, c.init) for c in info.containers] == [("init", True), ("main", False)]
+    assert info.problems and "not a whole number" in info.problems[0]
+
+
+def test_check_assignment_names_each_kind_of_bad_assignment() -> None:
+    good = pod_info(pod("a", "u1", [("c", 30)], **signed("a", "u1", {"c": ("G0", 30)})))
+    assignment, problem = check_assignment(good, "n", KEY)
+    assert assignment is not None and assignment.uid == "u1" and problem is None
+    cases = {
+        "no vgpu.io/assignment": pod("a", "u1", [("c", 30)]),
+        "forged": pod(
+            "a",
+            "u1",
+            [("c", 30)],
+            **signed("a", "u1", {"c": ("G0", 30)}) | {"vgpu.io/assignment-signature": "00"},
+        ),
+        "copied": pod("b", "u2", [("c", 30)], **signed("a", "u1", {"c": ("G0", 30)})),
+        "not ns/a on n": pod("a", "u1", [("c", 30)], **signed("a", "u1", {"c": ("G0", 30)}, "m")),
+        "asks 40 cores": pod("a", "u1", [("c", 40)], **signed("a", "u1", {"c": ("G0", 30)})),
+    }
+    for needle, raw in cases.items():
+        assignment, problem = check_assignment(pod_info(raw), "n", KEY)
+        assert assignment is None and problem is not None and needle in problem, needle
+
+
+def test_candidates_follow_spec_order_and_reconcile_rebuilds() -> None:
+    now = [0.0]
+    handoff = Handoff("n", KEY, clock=lambda: now[0], grace_s=5.0)
+    raw = pod(
+        "p", "u", [("c1", 30), ("c2", 30)], **signed("p", "u", {"c1": ("G0", 30), "c2": ("G1", 30)})
+    )
+    assert handoff.observe(pod_info(raw)) is None
+    (first,) = handoff.candidates(UnitKind.CORES, 30)
+    assert first.container.name == "c1" and first.gpus == {"G0"}
+    handoff.admit(first.pod, "c1", UnitKind.CORES, ["G0::c0"])
+    (second,) = handoff.candidates(UnitKind.CORES, 30)
+    assert second.container.name == "c2" and second.in_progress
+    now[0] = 10.0  # past the grace period: only what the kubelet reports survives
+    reports = handoff.reconcile([HeldDevices(first.pod, "c2", UnitKind.CORES, ("G0::c1",) * 30)])
+    assert handoff.admitted_containers(first.pod) == ["c2"]
+    assert reports and "G0" in reports[0][1] and "G1" in reports[0][1]
+
+
+def test_hami_grant_and_cores_limit_below_ask() -> None:
+    gpus = [GpuLimit("G0", 30, 4096)]
+    grant = container_grant(gpus, GrantSettings(GrantMode.HAMI), cores_limit=None)
+    assert not isinstance(grant, Refusal)
+    assert grant.envs["CUDA_DEVICE_MEMORY_LIMIT_0"] == "4096m"
+    assert grant.envs["CUDA_DEVICE_SM_LIMIT"] == "30"
+    assert grant.envs["VGPU_MEMORY_LIMIT_BYTES"] == str(4096 * 1024 * 1024)
+    refused = container_grant(gpus, GrantSettings(), cores_limit=20)
+    assert isinstance(refused, Refusal) and "below the 30 cores" in refused.reason
+
+
+def test_allocate_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
+    """The kubelet may admit a bound pod before the agent's watch delivers it: the policy asks
+    for a refresh once, then matches; without one it would refuse."""
+    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.model import GpuInfo
+
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    late = pod_info(pod("late", "u9", [("c", 30)], **signed("late", "u9", {"c": ("G0", 30)})))
+    refreshes: list[int] = []
+
+    def refresh() -> None:
+        refreshes.append(1)
+        handoff.observe(late)
+
+    gpus = [GpuInfo("G0", 0, "Tesla T4", 16384)]
+    ids = [f"G0::c{k}" for k in range(30)]
+    blind = HandoffPolicy(
+        Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0), gpus, memory_unit_mib=256
+    )
+    assert isinstance(blind.allocate("vgpu.io/cores", [ids]), Refusal)
+    policy = HandoffPolicy(handoff, gpus, memory_unit_mib=256, refresh=refresh)
+    grants = policy.allocate("vgpu.io/cores", [ids])
+    assert not isinstance(grants, Refusal)
+    assert grants[0].envs["NVIDIA_VISIBLE_DEVICES"] == "G0"
+    assert refreshes == [1]
+
+
+def test_reconcile_moves_an_interchangeable_admission_to_the_real_holder() -> None:
+    """Two equal pods pending on one GPU are interchangeable at Allocate; when the kubelet's
+    record says the *other* pod holds the IDs, the snapshot wins within the grace period too,
+    so the first pod is pending again and its own Allocate still matches."""
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    for name, uid in (("a", "ua"), ("b", "ub")):
+        raw = pod(name, uid, [("main", 25)], **signed(name, uid, {"main": ("G0", 25)}))
+        assert handoff.observe(pod_info(raw)) is None
+    ids = tuple(f"G0::c{k}" for k in range(25))
+    chosen = handoff.candidates(UnitKind.CORES, 25)[0]
+    handoff.admit(chosen.pod, "main", UnitKind.CORES, ids)  # attributed to one of the two
+    other = PodKey("ns/b") if chosen.pod == PodKey("ns/a") else PodKey("ns/a")
+    handoff.reconcile([HeldDevices(other, "main", UnitKind.CORES, ids)])  # the kubelet knows better
+    assert handoff.admitted_containers(other) == ["main"]
+    assert handoff.admitted_containers(chosen.pod) == []
+    assert [c.pod for c in handoff.candidates(UnitKind.CORES, 25)] == [chosen.pod]

@@ -1,0 +1,1 @@
+"""Composition roots: wiring adapters and the core into long-running daemons (extender, node agent)."""

@@ -1,0 +1,240 @@
+"""Composition root of `vgpu extender`: watches → cache → verbs → HTTP, plus leader election.
+
+* Node and pod watches (list, then watch; relist on 410) feed the `ClusterCache`. Pods are
+  watched once the first node listing is in, so bound pods are counted against known nodes.
+* With leader election, every replica keeps a warm cache and answers filter/prioritize, but
+  only the leader binds, and only after re-listing the cluster for its own term (a new leader
+  never acts on a cache from before it led). `/readyz` is 200 only on the leader once that
+  resync is done, so the Service routes kube-scheduler's calls to the leader.
+* A sweeper releases expired gang reservations and stale assumptions every `sweep_interval`.
+
+`start()` returns once serving (port 0 picks a free port); `stop()` ends everything. Usable
+in-process by tests and the end-to-end harness.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
+from vgpu.adapters.kubewatch import SYNCED
+from vgpu.adapters.leader import LeaderConfig, LeaderElector
+from vgpu.core.errors import InvalidRequest
+from vgpu.extender.binder import Binder
+from vgpu.extender.cache import ClusterCache
+from vgpu.extender.http import HttpServer, Routes
+from vgpu.extender.metrics import ExtenderMetrics
+from vgpu.extender.service import Extender, ExtenderConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class DaemonConfig:
+    """Everything `vgpu extender` is configured with."""
+
+    key: bytes
+    extender: ExtenderConfig = field(default_factory=ExtenderConfig)
+    host: str = "0.0.0.0"
+    port: int = 8888
+    leader: LeaderConfig | None = None
+    watch_timeout: int = 300
+    sweep_interval: float = 1.0
+    retry_delay: float = 1.0
+
+
+class PodGroupSizes:
+    """minMember of scheduling.x-k8s.io PodGroups, read on demand and kept for `ttl` seconds."""
+
+    def __init__(self, api: KubeApi, *, ttl: float = 30.0) -> None:
+        self._api, self._ttl = api, ttl
+        self._seen: dict[tuple[str, str], tuple[float, int | None]] = {}
+
+    def __call__(self, namespace: str, name: str) -> int | None:
+        now = time.monotonic()
+        hit = self._seen.get((namespace, name))
+        if hit is not None and hit[0] > now:
+            return hit[1]
+        try:
+            group = self._api.get_pod_group(namespace, name)
+            size: int | None = int((group.get("spec") or {}).get("minMember") or 1)
+        except KubeNotFound:
+            size = None
+        except KubeError as err:
+            raise InvalidRequest(
+                f"PodGroup {namespace}/{name}", f"cannot be read ({err})", "retry later"
+            ) from err
+        self._seen[(namespace, name)] = (now + self._ttl, size)
+        return size
+
+
+class ExtenderDaemon:
+    """The running extender."""
+
+    def __init__(
+        self, api: KubeApi, config: DaemonConfig, *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.api, self.config = api, config
+        self.metrics = ExtenderMetrics()
+        self.cache = ClusterCache(key=config.key, memory_unit_mib=config.extender.memory_unit_mib)
+        self.extender = Extender(
+            self.cache,
+            config=config.extender,
+            clock=clock,
+            group_size=PodGroupSizes(api),
+            on_rejections=self.metrics.count_rejections,
+        )
+        self.metrics.watch(self.extender)
+        self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
+        self.http = HttpServer(
+            Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
+            host=config.host,
+            port=config.port,
+        )
+        self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
+        self._stop = threading.Event()
+        self._nodes_synced = threading.Event()
+        self._pods_synced = threading.Event()
+        self._term_ready = 0
+        self._threads: list[threading.Thread] = []
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The HTTP port served."""
+        return self.http.port
+
+    def start(self) -> None:
+        """Start watches, the sweeper, leader election and the HTTP server."""
+        self._spawn(
+            "nodes", self._watch, self._node_events, self.cache.apply_node, self._nodes_synced
+        )
+        self._spawn("pods", self._watch_pods)
+        self._spawn("sweeper", self._sweep)
+        if self.elector is not None:
+            self._spawn(
+                "leader",
+                lambda: self.elector.run(  # type: ignore[union-attr]
+                    self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
+                ),
+            )
+        self.http.start()
+        log.info("vgpu extender serving on port %d", self.port)
+
+    def stop(self) -> None:
+        """Stop serving and end every thread."""
+        self._stop.set()
+        self.http.stop()
+        for thread in self._threads:
+            # Watch threads may sit in a blocking read until the server's next event; they are
+            # daemons and stop at that event, so they are not waited for.
+            thread.join(timeout=0.05 if thread.name.endswith(("nodes", "pods")) else 5)
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until ready (tests and the e2e harness)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.why_not_ready() is None:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _spawn(self, name: str, target: Callable[..., None], *args: Any) -> None:
+        thread = threading.Thread(
+            target=target, args=args, name=f"vgpu-extender-{name}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    # -- readiness -------------------------------------------------------------------------------
+    def why_not_ready(self) -> str | None:
+        """None when this replica should receive kube-scheduler's calls."""
+        if not (self._nodes_synced.is_set() and self._pods_synced.is_set()):
+            return "cache not synced yet"
+        return self.why_not_binding()
+
+    def why_not_binding(self) -> str | None:
+        """None when this replica may bind."""
+        if not (self._nodes_synced.is_set() and self._pods_synced.is_set()):
+            return "vgpu extender: cache not synced yet"
+        if self.elector is None:
+            return None
+        if not self.elector.is_leader:
+            return "vgpu extender: this replica is not the leader"
+        if self._term_ready != self.elector.term:
+            return "vgpu extender: new leader is resyncing its cache"
+        return None
+
+    # -- threads ---------------------------------------------------------------------------------
+    def _node_events(self) -> Iterator[WatchEvent]:
+        return self.api.watch_nodes(
+            stop=self._stop,
+            timeout_seconds=self.config.watch_timeout,
+            retry_delay=self.config.retry_delay,
+        )
+
+    def _pod_events(self) -> Iterator[WatchEvent]:
+        return self.api.watch_pods(
+            stop=self._stop,
+            timeout_seconds=self.config.watch_timeout,
+            retry_delay=self.config.retry_delay,
+        )
+
+    def _watch_pods(self) -> None:
+        while not self._nodes_synced.wait(0.1):
+            if self._stop.is_set():
+                return
+        self._watch(self._pod_events, self.cache.apply_pod, self._pods_synced)
+
+    def _watch(
+        self,
+        events: Callable[[], Iterator[WatchEvent]],
+        apply: Callable[[str, dict[str, Any]], None],
+        synced: threading.Event,
+    ) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in events():
+                    if event.type == SYNCED:
+                        synced.set()
+                    else:
+                        apply(event.type, event.object)
+            except Exception:
+                log.exception("watch failed; restarting")
+                self._stop.wait(self.config.retry_delay)
+
+    def _sweep(self) -> None:
+        while not self._stop.wait(self.config.sweep_interval):
+            try:
+                self.extender.sweep()
+            except Exception:
+                log.exception("sweep failed")
+
+    def _lead(self, term: int) -> None:
+        self._spawn(f"resync-{term}", self._resync, term)
+
+    def _resync(self, term: int) -> None:
+        """Re-list the cluster for a new leadership term, then allow binding."""
+        while not self._stop.is_set() and self.elector is not None and self.elector.term == term:
+            try:
+                nodes = self.api.list_nodes().items
+                pods = self.api.list_pods().items
+            except KubeError as err:
+                log.warning("resync for term %d failed, retrying: %s", term, err)
+                self._stop.wait(self.config.retry_delay)
+                continue
+            self.cache.replace_all(nodes, pods)
+            self.extender.rebuilt()
+            self._term_ready = term
+            log.info(
+                "leader term %d: cache resynced (%d nodes, %d pods)", term, len(nodes), len(pods)
+            )
+            return
+
+    def _follow(self) -> None:
+        log.info("no longer the leader; binds refused")

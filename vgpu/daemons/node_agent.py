@@ -1,0 +1,451 @@
+"""The node agent's composition root: wiring, threads, start/stop. Little logic lives here.
+
+`NodeAgent.start()` discovers GPUs through the injected backend, serves and registers the two
+device plugins, starts the health pump and, with a `KubeApi`:
+
+- keeps the node's labels and `vgpu.io/gpu-inventory` annotation current (patched only when
+  they differ: at start, on health changes and every `reconcile_s`);
+- watches the pods bound to this node into the `Handoff` ledger, which the `HandoffPolicy`
+  answers Allocate from; admissions are written back as `vgpu.io/admitted` on the pod;
+- reconciles the admitted set with the kubelet's pod-resources API at start and every
+  `reconcile_s`, logging and recording an Event for containers whose IDs differ from their
+  assignment;
+- runs the usage watchdog every `watchdog_s` (`vgpu.daemons.node_watchdog`): containers over
+  their GPU memory grant and GPU processes outside any known pod are reported, and with
+  `watchdog_kill` over-grant processes are stopped.
+
+`/metrics` (on `metrics_port`; 0 picks a free port) exports per-GPU and per-container gauges
+read at scrape time (`vgpu.daemons.node_usage`) plus the agent's counters. The ports to host
+processes (`cgroups`, `killer`) are injectable, so tests never read /proc or signal anything.
+
+Without a `KubeApi` it still serves the kubelet with the default binpacking policy and says so.
+Every loop survives API and kubelet failures (logged, retried); `stop()` is graceful and is
+what SIGTERM triggers. Tests build it in-process with their own backend, dirs and API client.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from vgpu.adapters.gpu import GpuBackend
+from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
+from vgpu.adapters.kubelet import DEFAULT_PLUGIN_DIR, PluginOptions
+from vgpu.adapters.kubelet_devices import HealthPump, NodeDevicePlugins
+from vgpu.adapters.podresources import (
+    DEFAULT_POD_RESOURCES_SOCKET,
+    PodResourcesClient,
+    PodResourcesError,
+)
+from vgpu.adapters.procfs import (
+    DEFAULT_PROC_ROOT,
+    CgroupReader,
+    ProcCgroupReader,
+    ProcessKiller,
+    SignalKiller,
+)
+from vgpu.api.assignment import ADMITTED
+from vgpu.core.errors import VgpuError
+from vgpu.core.ids import PodKey
+from vgpu.daemons.heap import release_free_heap
+from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
+from vgpu.daemons.node_usage import GpuCollector, UsageView
+from vgpu.daemons.node_watchdog import WatchdogRunner
+from vgpu.node.allocation import AllocationPolicy, DefaultAllocationPolicy
+from vgpu.node.containers import ContainerDirectory
+from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
+from vgpu.node.grants import GrantMode, GrantSettings
+from vgpu.node.handoff import Handoff
+from vgpu.node.handoff_policy import HandoffPolicy
+from vgpu.node.health import HealthPolicy, HealthTracker
+from vgpu.node.inventory import annotation_key, annotation_patch, build_inventory
+from vgpu.node.labels import label_patch, node_labels
+from vgpu.node.model import GpuInventory, XidEvent
+from vgpu.node.podspec import pod_info
+from vgpu.node.watchdog import Throttle, WatchdogPolicy
+
+log = logging.getLogger(__name__)
+COMPONENT = "vgpu-node-agent"
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    node_name: str
+    assignment_key: bytes
+    plugin_dir: Path = DEFAULT_PLUGIN_DIR
+    pod_resources_socket: Path = DEFAULT_POD_RESOURCES_SOCKET
+    domain: str = DEFAULT_DOMAIN
+    memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
+    grants: GrantSettings = field(default_factory=GrantSettings)
+    allow_unassigned: bool = False
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    reconcile_s: float = 30.0
+    admission_grace_s: float = 30.0
+    metrics_port: int | None = None
+    watch_timeout_s: int = 300
+    retry_s: float = 1.0
+    stop_grace_s: float = 2.0
+    register_timeout_s: float = 5.0
+    watchdog_s: float = 10.0  # <= 0 disables the watchdog loop
+    watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
+    watchdog_event_interval_s: float = 300.0
+    proc_root: Path = DEFAULT_PROC_ROOT
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        config: AgentConfig,
+        backend: GpuBackend,
+        kube: KubeApi | None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        cgroups: CgroupReader | None = None,
+        killer: ProcessKiller | None = None,
+    ) -> None:
+        self.config = config
+        self._backend = backend
+        self._kube = kube
+        self._clock = clock
+        self.names = ResourceNames(config.domain)
+        self.metrics = NodeMetrics()
+        self.handoff = Handoff(
+            config.node_name,
+            config.assignment_key,
+            clock=clock,
+            grace_s=config.admission_grace_s,
+        )
+        self.pod_resources = PodResourcesClient(config.pod_resources_socket, names=self.names)
+        self.containers = ContainerDirectory()
+        self.usage = UsageView(
+            backend, cgroups or ProcCgroupReader(config.proc_root), self.containers, self.handoff
+        )
+        self.metrics.registry.register(
+            GpuCollector(lambda: self.inventory, lambda: self._unhealthy, self.usage)
+        )
+        self.watchdog = WatchdogRunner(
+            self.usage,
+            config.watchdog,
+            killer or SignalKiller(),
+            self.metrics,
+            Throttle(config.watchdog_event_interval_s, clock),
+            pod_event=self._event,
+            node_event=self._node_event,
+        )
+        self._node_uid = ""
+        self.inventory: GpuInventory | None = None
+        self.plugins: NodeDevicePlugins | None = None
+        self.node_patches = 0
+        self.mismatches: list[tuple[PodKey, str]] = []
+        self._unhealthy: frozenset[str] = frozenset()
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._node_dirty = True
+        self._synced = threading.Event()
+        self._reconciled = threading.Event()
+        self._warned: set[str] = set()
+        self._threads: list[threading.Thread] = []
+        self._pump: HealthPump | None = None
+        self._stopped = False
+
+    # ----- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.config
+        self.inventory = inventory = self._backend.inventory()
+        gpus = inventory.gpus
+        log.info("%s: %d GPU(s): %s", cfg.node_name, len(gpus), [g.model for g in gpus])
+        policy: AllocationPolicy
+        if self._kube is None:
+            log.warning(
+                "no cluster credentials: node labels, the gpu-inventory annotation and the "
+                "hand-off are skipped; Allocate uses the default binpacking policy"
+            )
+            policy = DefaultAllocationPolicy(
+                gpus, names=self.names, memory_unit_mib=cfg.memory_unit_mib
+            )
+        else:
+            policy = HandoffPolicy(
+                self.handoff,
+                gpus,
+                names=self.names,
+                memory_unit_mib=cfg.memory_unit_mib,
+                settings=cfg.grants,
+                allow_unassigned=cfg.allow_unassigned,
+                on_admit=lambda _pod: self._wake.set(),
+                refresh=self._refresh_pods,
+            )
+        options = PluginOptions(
+            plugin_dir=cfg.plugin_dir,
+            stop_grace_s=cfg.stop_grace_s,
+            register_timeout_s=cfg.register_timeout_s,
+        )
+        self.plugins = NodeDevicePlugins(
+            gpus,
+            CountingPolicy(policy, self.metrics),
+            options,
+            names=self.names,
+            memory_unit_mib=cfg.memory_unit_mib,
+        )
+        tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
+        self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
+        if cfg.metrics_port is not None:
+            self.metrics.serve(cfg.metrics_port, ready=self.ready)
+        self.plugins.manager.start()
+        self._pump.start()
+        if self._kube is not None:
+            self._spawn("vgpu-pod-watch", self._watch_pods)
+            self._spawn("vgpu-agent-loop", self._loop)
+            if cfg.watchdog_s > 0:
+                self._spawn("vgpu-watchdog", self._watchdog_loop)
+
+    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop every loop and the plugins; idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        log.info("%s: stopping", self.config.node_name)
+        self._stop.set()
+        self._wake.set()
+        for thread in self._threads:
+            # The pod watch may sit in a blocking read until the server's next event or its
+            # timeout; it is a daemon thread and exits at its next event, so don't wait long.
+            patience = 0.2 if thread.name == "vgpu-pod-watch" else self.config.stop_grace_s + 1.0
+            thread.join(timeout=patience)
+        if self._pump is not None:
+            self._pump.stop()
+        if self.plugins is not None:
+            self.plugins.manager.stop(self.config.stop_grace_s)
+        self.metrics.close()
+        self._backend.close()
+
+    def ready(self) -> bool:
+        """Registered with the kubelet and (with a cluster) pod watch synced and reconciled once."""
+        registered = self.plugins is not None and self.plugins.manager.registered()
+        cluster = self._kube is None or (self._synced.is_set() and self._reconciled.is_set())
+        return registered and cluster
+
+    def wait_ready(self, timeout: float = 10.0) -> bool:
+        """Wait until `ready()`; False on timeout."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready():
+                return True
+            time.sleep(0.02)
+        return False
+
+    def run_until_signal(self) -> None:
+        """start(), serve until SIGTERM/SIGINT, then stop(). Main thread only."""
+
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            log.info("received %s", signal.Signals(signum).name)
+            self._stop.set()
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            self.start()
+            self._stop.wait()
+        finally:
+            self.stop()
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+    # ----- health --------------------------------------------------------------------------------
+    def _on_health(self, unhealthy: frozenset[str]) -> None:
+        self._unhealthy = unhealthy
+        self.metrics.unhealthy.set(len(unhealthy))
+        if self.plugins is not None:
+            self.plugins.set_unhealthy(unhealthy)
+        self._node_dirty = True
+        self._wake.set()
+
+    def _wait_xid(self, timeout_s: float) -> list[XidEvent]:
+        events = self._backend.wait_xid(timeout_s)
+        for event in events:
+            self.metrics.xids.labels(event.gpu_uuid or "unattributed", str(event.xid)).inc()
+        return events
+
+    # ----- pod watch -----------------------------------------------------------------------------
+    def _watch_pods(self) -> None:
+        assert self._kube is not None
+        selector = f"spec.nodeName={self.config.node_name}"
+        while not self._stop.is_set():
+            try:
+                for event in self._kube.watch_pods(
+                    field_selector=selector,
+                    stop=self._stop,
+                    timeout_seconds=self.config.watch_timeout_s,
+                    retry_delay=self.config.retry_s,
+                ):
+                    if self._stop.is_set():
+                        return
+                    self._on_pod_event(event.type, event.object)
+            except Exception as e:  # a broken watch must never take the agent down
+                log.error("pod watch failed, restarting in %.1fs: %s", self.config.retry_s, e)
+                self._stop.wait(self.config.retry_s)
+
+    def _refresh_pods(self) -> None:
+        """Read this node's pods from the API server now, for an Allocate our watch is behind on."""
+        if self._kube is None:
+            return
+        try:
+            listing = self._kube.list_pods(field_selector=f"spec.nodeName={self.config.node_name}")
+        except VgpuError as e:
+            log.warning("could not refresh this node's pods for an unmatched Allocate: %s", e)
+            return
+        for pod in listing.items:
+            self._on_pod_event("MODIFIED", pod)
+
+    def _on_pod_event(self, kind: str, pod: dict[str, Any]) -> None:
+        if kind == "SYNCED":
+            self._synced.set()
+            self._wake.set()
+            return
+        info = pod_info(pod, self.names)
+        if kind == "DELETED":
+            self.handoff.forget(info.key, info.uid)
+            self.containers.forget(pod)
+        else:
+            self.containers.observe(pod)
+            problem = self.handoff.observe(info)
+            if problem is not None and info.uid not in self._warned:
+                self._warned.add(info.uid)
+                log.warning("unassigned pod: %s", problem)
+                self._event(info.key, info.uid, "VgpuUnassigned", problem)
+        self._wake.set()
+
+    # ----- maintenance loop: node metadata, reconciliation, admitted annotations ----------------
+    def _loop(self) -> None:
+        next_reconcile = 0.0
+        settled = False
+        while not self._stop.is_set():
+            self._wake.clear()
+            now = time.monotonic()
+            if self._node_dirty or now >= next_reconcile:
+                self._sync_node()
+            if now >= next_reconcile and self._synced.is_set():
+                self._reconcile()
+                next_reconcile = now + self.config.reconcile_s
+            self._patch_admitted()
+            if not settled and self.ready():
+                settled = True
+                release_free_heap()  # once, the start-up garbage: see vgpu.daemons.heap
+            self._wake.wait(max(0.0, min(next_reconcile - time.monotonic(), self.config.retry_s)))
+
+    def _sync_node(self) -> None:
+        assert self._kube is not None and self.inventory is not None
+        cfg, name = self.config, self.config.node_name
+        try:
+            node = self._kube.get_node(name)
+            meta = node.get("metadata") or {}
+            self._node_uid = str(meta.get("uid") or "")
+            labels = label_patch(
+                meta.get("labels") or {},
+                node_labels(self.inventory, domain=cfg.domain),
+                domain=cfg.domain,
+            )
+            key = annotation_key(cfg.domain)
+            desired = build_inventory(
+                self.inventory, unhealthy=self._unhealthy, memory_unit_mib=cfg.memory_unit_mib
+            )
+            value = annotation_patch((meta.get("annotations") or {}).get(key), desired)
+            if labels or value is not None:
+                annotations = {key: value} if value is not None else None
+                self._kube.patch_node_metadata(name, labels=labels, annotations=annotations)
+                self.node_patches += 1
+                log.info(
+                    "node %s: patched %d label(s), inventory=%s", name, len(labels), bool(value)
+                )
+            self._node_dirty = False
+        except KubeError as e:
+            log.warning("node %s: cannot update labels/annotations (will retry): %s", name, e)
+
+    def _reconcile(self) -> None:
+        try:
+            held = self.pod_resources.held()
+        except PodResourcesError as e:
+            log.warning("reconciliation skipped: %s", e)
+            self._reconciled.set()  # tried once: readiness must not hang on an old kubelet
+            return
+        reports = self.handoff.reconcile(held)
+        for pod, message in reports:
+            if (pod, message) in self.mismatches:
+                continue
+            self.mismatches.append((pod, message))
+            self.metrics.mismatches.inc()
+            log.error("device IDs differ from the assignment of %s: %s", pod, message)
+            self._event(pod, "", "VgpuAssignmentMismatch", message)
+        self._update_gauges()
+        self._reconciled.set()
+
+    def _update_gauges(self) -> None:
+        pods = self.handoff.pods()
+        unassigned = sum(1 for p in pods if self.handoff.problem(p) is not None)
+        self.metrics.pods.labels("assigned").set(len(pods) - unassigned)
+        self.metrics.pods.labels("unassigned").set(unassigned)
+
+    def _patch_admitted(self) -> None:
+        assert self._kube is not None
+        for pod, value in self.handoff.annotation_updates():
+            namespace, name = pod.split("/", 1)
+            try:
+                self._kube.patch_pod_annotations(namespace, name, {ADMITTED: value})
+                self.handoff.patched(pod, value)
+            except KubeNotFound:
+                self.handoff.patched(pod, value)
+            except KubeError as e:
+                log.warning("cannot patch %s on %s (will retry): %s", ADMITTED, pod, e)
+
+    # ----- usage watchdog -----------------------------------------------------------------------
+    def _watchdog_loop(self) -> None:
+        while not self._synced.wait(0.1):  # without the pods, every process looks unknown
+            if self._stop.is_set():
+                return
+        while not self._stop.is_set():
+            try:
+                self.watchdog.step()
+            except Exception as e:  # the watchdog must never take the agent down
+                log.error("watchdog step failed: %s", e)
+            self._stop.wait(self.config.watchdog_s)
+
+    def _node_event(self, reason: str, message: str) -> None:
+        assert self._kube is not None
+        name = self.config.node_name
+        involved = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": name}}
+        if self._node_uid:
+            involved["metadata"] = {"name": name, "uid": self._node_uid}
+        try:
+            self._kube.create_event(
+                involved, reason=reason, message=message, event_type="Warning", component=COMPONENT
+            )
+        except KubeError as e:
+            log.warning("cannot record event %s for node %s: %s", reason, name, e)
+
+    def _event(self, pod: PodKey, uid: str, reason: str, message: str) -> None:
+        assert self._kube is not None
+        namespace, name = pod.split("/", 1)
+        involved = {
+            "kind": "Pod",
+            "apiVersion": "v1",
+            "metadata": {"namespace": namespace, "name": name, "uid": uid},
+        }
+        try:
+            self._kube.create_event(
+                involved, reason=reason, message=message, event_type="Warning", component=COMPONENT
+            )
+        except KubeError as e:
+            log.warning("cannot record event %s for %s: %s", reason, pod, e)
+
+
+__all__ = ["AgentConfig", "GrantMode", "GrantSettings", "NodeAgent"]

@@ -1,0 +1,172 @@
+"""`vgpu node-agent`: flags → `AgentConfig`, GPU backend and API client → `NodeAgent`.
+
+Registered by `vgpu.cli.main` through `add_parser(subparsers)` (it lives here, not in the pure
+`vgpu.node`, because it wires adapters); `python -m vgpu.daemons.node_cli ARGS` runs it
+standalone (benchmarks do). Bad flags raise `ConfigError` naming the flag and the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vgpu.core.errors import ConfigError, VgpuError
+from vgpu.daemons.keys import load_assignment_key
+
+if TYPE_CHECKING:
+    from vgpu.daemons.node_agent import NodeAgent
+    from vgpu.node.watchdog import WatchdogPolicy
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Register `vgpu node-agent`."""
+    p = sub.add_parser("node-agent", help="run the node agent (device plugin, labels, health)")
+    gpus = p.add_mutually_exclusive_group()
+    gpus.add_argument("--fake-gpus", metavar="SPEC", help="fake GPUs instead of NVML, e.g. 4xA100")
+    gpus.add_argument("--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from a file")
+    p.add_argument(
+        "--device-plugin-dir", type=Path, default=Path("/var/lib/kubelet/device-plugins")
+    )
+    p.add_argument(
+        "--pod-resources-socket",
+        type=Path,
+        default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+    )
+    p.add_argument("--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname())
+    p.add_argument("--resource-domain", default="vgpu.io")
+    p.add_argument("--memory-unit-mib", type=int, default=256)
+    p.add_argument("--metrics-port", type=int, default=9400, help="0 disables /metrics")
+    p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG / ~/.kube/config")
+    p.add_argument("--assignment-key-file", type=Path, help="HMAC key shared with the extender")
+    p.add_argument("--mode", choices=["plain", "mps", "hami"], default="plain")
+    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps")
+    p.add_argument("--allow-unassigned", action="store_true")
+    p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
+    p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
+    p.add_argument("--reconcile-s", type=float, default=30.0)
+    w = p.add_argument_group("usage watchdog")
+    w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
+    w.add_argument(
+        "--watchdog-kill",
+        action="store_true",
+        help="stop processes of containers over their GPU memory grant (needs hostPID)",
+    )
+    w.add_argument(
+        "--watchdog-tolerance-mib", type=int, default=0, help="memory over the grant tolerated"
+    )
+    w.add_argument(
+        "--watchdog-event-interval-s",
+        type=float,
+        default=300.0,
+        help="at most one Event per container/GPU or unknown process in this time",
+    )
+    w.add_argument(
+        "--proc-root",
+        type=Path,
+        default=Path("/proc"),
+        help="host procfs, to map GPU processes to containers (default /proc, with hostPID)",
+    )
+    p.set_defaults(run=run)
+
+
+def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
+    from vgpu.node.watchdog import WatchdogPolicy
+
+    if args.watchdog_tolerance_mib < 0:
+        raise ConfigError("--watchdog-tolerance-mib: must be >= 0 MiB, e.g. 0 or 512")
+    if args.watchdog_event_interval_s < 0:
+        raise ConfigError("--watchdog-event-interval-s: must be >= 0 seconds, e.g. 300")
+    if args.watchdog_kill and args.proc_root != Path("/proc"):
+        raise ConfigError(
+            "--watchdog-kill: signals go to PIDs of the agent's own PID namespace, so it needs "
+            "hostPID and --proc-root /proc; drop --proc-root or --watchdog-kill"
+        )
+    return WatchdogPolicy(
+        kill=args.watchdog_kill, tolerance_bytes=args.watchdog_tolerance_mib * 1024 * 1024
+    )
+
+
+def build(args: argparse.Namespace) -> NodeAgent:
+    """The `NodeAgent` the flags describe (not started)."""
+    from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
+    from vgpu.adapters.gpu import GpuBackend, NvmlBackend
+    from vgpu.adapters.kube import KubeApi, KubeConfigMissing
+    from vgpu.daemons.node_agent import AgentConfig, NodeAgent
+    from vgpu.node.grants import GrantMode, GrantSettings
+    from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
+
+    if args.memory_unit_mib <= 0:
+        raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
+    try:
+        ignored = (
+            DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
+        )
+    except ValueError as e:
+        raise ConfigError(f"--xid-ignore: {e}") from e
+    recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
+    watchdog = watchdog_policy(args)
+    backend: GpuBackend
+    if args.fake_gpus:
+        backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+    elif args.fake_gpus_file:
+        backend = FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
+    else:
+        backend = NvmlBackend()
+    kube: KubeApi | None
+    try:
+        kube = KubeApi.from_environment(args.kubeconfig)
+    except KubeConfigMissing as e:
+        if args.kubeconfig:
+            raise
+        log.warning("%s", e)
+        kube = None
+    config = AgentConfig(
+        node_name=args.node_name,
+        assignment_key=load_assignment_key(args.assignment_key_file),
+        plugin_dir=args.device_plugin_dir,
+        pod_resources_socket=args.pod_resources_socket,
+        domain=args.resource_domain,
+        memory_unit_mib=args.memory_unit_mib,
+        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir),
+        allow_unassigned=args.allow_unassigned,
+        health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
+        reconcile_s=args.reconcile_s,
+        metrics_port=args.metrics_port or None,
+        watchdog_s=args.watchdog_s,
+        watchdog=watchdog,
+        watchdog_event_interval_s=args.watchdog_event_interval_s,
+        proc_root=args.proc_root,
+    )
+    return NodeAgent(config, backend, kube)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the agent until SIGTERM/SIGINT."""
+    build(args).run_until_signal()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vgpu")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["node-agent", *(sys.argv[1:] if argv is None else argv)])
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return run(args)
+    except VgpuError as e:
+        print(f"vgpu: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""Prometheus metrics of the node agent, and a policy wrapper that counts Allocate outcomes.
+
+Own registry (never the global one), so several agents can live in one test process; the HTTP
+endpoint is optional (`--metrics-port 0` disables it). Counters live here; the gauges of GPUs
+and containers are read at scrape time by `vgpu.daemons.node_usage.GpuCollector`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    generate_latest,
+)
+
+from vgpu.node.allocation import AllocationPolicy
+from vgpu.node.grants import ContainerGrant, Refusal
+
+
+class NodeMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.allocations = Counter(
+            "vgpu_node_allocations",
+            "Allocate calls answered, by resource and outcome (granted/refused)",
+            ["resource", "outcome"],
+            registry=self.registry,
+        )
+        self.mismatches = Counter(
+            "vgpu_node_assignment_mismatches",
+            "Containers found holding device IDs that differ from their assignment",
+            registry=self.registry,
+        )
+        self.pods = Gauge(
+            "vgpu_node_pods", "vGPU pods bound to this node", ["state"], registry=self.registry
+        )
+        self.unhealthy = Gauge(
+            "vgpu_node_unhealthy_gpus", "GPUs currently marked unhealthy", registry=self.registry
+        )
+        self.xids = Counter(
+            "vgpu_gpu_xid_events",
+            "Critical XID events by GPU (`unattributed`: no GPU named) and XID",
+            ["gpu", "xid"],
+            registry=self.registry,
+        )
+        self.findings = Counter(
+            "vgpu_watchdog_findings",
+            "Watchdog reports (rate-limited like their Events), by finding: over_grant, unknown",
+            ["finding"],
+            registry=self.registry,
+        )
+        self.kills = Counter(
+            "vgpu_watchdog_kills",
+            "Processes the watchdog stopped for using more GPU memory than granted",
+            ["namespace", "pod", "container"],
+            registry=self.registry,
+        )
+        self._server: ThreadingHTTPServer | None = None
+
+    def serve(
+        self, port: int, addr: str = "0.0.0.0", *, ready: Callable[[], bool] = lambda: True
+    ) -> None:
+        """Serve `/metrics`, `/healthz` (the process answers) and `/readyz` (`ready()` is true)."""
+        server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready))
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, name="vgpu-metrics", daemon=True).start()
+        self._server = server
+
+    @property
+    def port(self) -> int | None:
+        """The port `/metrics` listens on (useful after `serve(0)`), None when not serving."""
+        return None if self._server is None else int(self._server.server_port)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+def _handler(
+    registry: CollectorRegistry, ready: Callable[[], bool]
+) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/metrics":
+                self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
+            elif path == "/healthz":
+                self._send(200, b"ok\n")
+            elif path == "/readyz":
+                ok = ready()
+                self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")
+            else:
+                self._send(404, b"try /metrics, /healthz or /readyz\n")
+
+        def _send(self, code: int, body: bytes, ctype: str = "text/plain; charset=utf-8") -> None:
+            self.send_response(code)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            return  # scrapes and probes are not worth a log line each
+
+    return Handler
+
+
+class CountingPolicy:
+    """Wraps an `AllocationPolicy`, counting granted and refused Allocate calls."""
+
+    def __init__(self, inner: AllocationPolicy, metrics: NodeMetrics) -> None:
+        self.inner = inner
+        self._metrics = metrics
+
+    def preferred(
+        self, resource: str, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        return self.inner.preferred(resource, available, must_include, size)
+
+    def allocate(
+        self, resource: str, container_ids: Sequence[Sequence[str]]
+    ) -> list[ContainerGrant] | Refusal:
+        result = self.inner.allocate(resource, container_ids)
+        outcome = "refused" if isinstance(result, Refusal) else "granted"
+        self._metrics.allocations.labels(resource, outcome).inc()
+        return result

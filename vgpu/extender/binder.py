@@ -1,0 +1,253 @@
+"""The bind verb: choose the GPUs, assume them, create the Binding with the signed assignment.
+
+1. Only the leader binds, and only with a cache synced for its own leadership term.
+2. The place comes from the pod's holding (a gang reservation, or an earlier attempt's
+   assumption on the same node), else from a fresh invariant-I placement on the node. A held
+   place is bound only while no other pod's pending (or in-flight) container on the node is
+   confusable with it, so gang members with equal whole-GPU asks on one node are bound one
+   after another, each once the previous one is admitted (docs/handshake.md, invariant I).
+3. A gang member waits (up to `bind_wait`) until min-member members have their place confirmed;
+   otherwise the bind fails resolvably and kube-scheduler retries the pod.
+4. The assignment is assumed in the ledger *before* the Binding is sent, so concurrent filters
+   see it. The Binding carries `vgpu.io/assignment` + signature, merged into the pod atomically.
+5. Idempotent: a retry reuses the assumed assignment, and a 409 because the pod is already bound
+   with this very assignment is success. Any other failure releases the assumption, except when
+   the outcome is unknown (5xx, timeout): then the assumption stays until the watch shows the
+   truth or `assume_ttl` passes, so capacity is never handed out twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
+from vgpu.api.assignment import ASSIGNMENT, binding_annotations
+from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
+from vgpu.core.fit import Verdict
+from vgpu.core.ids import PodKey, pod_key
+from vgpu.core.model import Assignment, Phase
+from vgpu.core.pending import conflicts, pending_of
+from vgpu.extender.cache import canonical
+from vgpu.extender.gangs import GangWait
+from vgpu.extender.podspec import PodSpec
+from vgpu.extender.service import Extender
+from vgpu.extender.wire import BindingArgs
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+class BindApi(Protocol):
+    """The two API calls bind needs (`vgpu.adapters.kube.KubeApi` provides them)."""
+
+    def get_pod(self, namespace: str, name: str) -> Obj: ...
+
+    def bind_pod(
+        self,
+        namespace: str,
+        name: str,
+        node: str,
+        *,
+        annotations: Mapping[str, str] | None = None,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> None: ...
+
+
+class BindFailed(VgpuError):
+    """The pod was not bound; the message is returned in-band (kube-scheduler retries)."""
+
+
+class Binder:
+    """Binds pods for an `Extender`."""
+
+    def __init__(
+        self, extender: Extender, api: BindApi, *, key: bytes, may_bind: Callable[[], str | None]
+    ) -> None:
+        self.ext = extender
+        self.api = api
+        self.key = key
+        self.may_bind = may_bind
+        """None when this replica may bind now, else why not."""
+
+    def bind(self, args: BindingArgs) -> str:
+        """The bind verb: "" on success, else the error for kube-scheduler."""
+        why_not = self.may_bind()
+        if why_not:
+            return why_not
+        key = pod_key(args.pod_namespace, args.pod_name)
+        obj: Obj | None = None
+        try:
+            spec = self._watched(key, args.pod_uid)
+            if spec is None:
+                obj = self.api.get_pod(args.pod_namespace, args.pod_name)
+                spec = self.ext.cache.parse(obj)
+            spec, policy, size = self.ext.resolve(spec)
+        except KubeNotFound:
+            return f"pod {key} not found"
+        except VgpuError as err:
+            return f"pod {key}: {err}"
+        if args.pod_uid and spec.request.uid != args.pod_uid:
+            return f"pod {key}: UID {args.pod_uid} is stale (the pod now has {spec.request.uid})"
+        if spec.node:
+            return self._already_bound(spec, args.node)
+        try:
+            assignment = self._claim(obj, spec, size, args.node, policy)
+        except BindFailed as err:
+            return str(err)
+        try:
+            return self._send(key, spec, assignment)
+        finally:
+            with self.ext.cache.lock:
+                self.ext.binding.discard(key)
+
+    def _watched(self, key: PodKey, uid: str) -> PodSpec | None:
+        """The pod as the cache has it (watched, or seen in a filter request), if its UID is the
+        one asked for: saves reading it back from the API server. A pod the cache does not know
+        (or knows under another UID) is read fresh. The Binding carries the UID as a
+        precondition and a 409 is checked against the server, so a lagging watch cannot bind
+        the wrong pod or bind twice."""
+        with self.ext.cache.lock:
+            spec = self.ext.cache.pods.get(key)
+        if spec is None or (uid and spec.request.uid != uid):
+            return None
+        return spec
+
+    def _already_bound(self, spec: PodSpec, node: str) -> str:
+        if spec.node == node:
+            return ""  # a retried bind whose first attempt succeeded
+        return f"pod {spec.request.key} is already bound to {spec.node}"
+
+    def _claim(
+        self, obj: Obj | None, spec: PodSpec, size: int, node: str, policy: Any
+    ) -> Assignment:
+        """Decide and assume the assignment (under the cache lock)."""
+        ext, key = self.ext, spec.request.key
+        with ext.cache.lock:
+            if key in ext.binding:
+                raise BindFailed(f"pod {key}: a bind is already in flight")
+            if obj is not None:
+                ext.cache.remember(obj, spec)
+            target = ext.held_place(spec, size)
+            if isinstance(target, GangWait):
+                raise BindFailed(target.reason)
+            if target is not None and target.node != node:
+                if spec.gang is not None:
+                    raise BindFailed(f"pod {key} is reserved on node {target.node}, not {node}")
+                ext.cache.ledger.release(key)
+                target = None
+            if spec.gang is not None:
+                self._await_gang(spec, size)
+            if target is not None:
+                self._keep_invariant(spec, target)
+            assignment = target if target is not None else self._fresh(spec, node, policy)
+            assignment = canonical(assignment)
+            held = ext.cache.ledger.holding(key)
+            if held is not None and canonical(held.assignment) == assignment:
+                assignment = held.assignment
+            try:
+                ext.cache.ledger.assume(assignment)
+            except Conflict as err:
+                raise BindFailed(f"pod {key}: {err}") from err
+            ext.binding.add(key)
+            ext.assumed_at[key] = ext.clock()
+            return assignment
+
+    def _keep_invariant(self, spec: PodSpec, target: Assignment) -> None:
+        """A held place (a gang reservation, an earlier assumption) was chosen without regard
+        to what is pending now: bind it only when no other pod's pending container on the node
+        is confusable with it (invariant I), else fail resolvably and keep the place."""
+        key = spec.request.key
+        pending = self.ext.cache.pending_on(target.node, besides=key)
+        problems = conflicts(pending_of(target, spec.memory_blocks), pending)
+        if problems:
+            raise BindFailed(
+                f"pod {key} keeps its place on node {target.node} but waits for admission: "
+                f"{problems[0]}"
+            )
+
+    def _fresh(self, spec: PodSpec, node: str, policy: Any) -> Assignment:
+        placed = self.ext.place(spec, node, policy)
+        if isinstance(placed, Verdict):
+            raise BindFailed(f"pod {spec.request.key} does not fit node {node}: {placed}")
+        return placed
+
+    def _await_gang(self, spec: PodSpec, size: int) -> None:
+        gang = spec.gang
+        assert gang is not None
+        ext = self.ext
+        # A real-time wait inside one HTTP call (kept under kube-scheduler's httpTimeout), so
+        # it uses the monotonic clock, not the injectable clock of reservations.
+        deadline = time.monotonic() + ext.config.bind_wait
+        while not ext.gangs.ready(gang.key, size):
+            left = deadline - time.monotonic()
+            if left <= 0 or ext.cache.ledger.holding(spec.request.key) is None:
+                raise BindFailed(
+                    f"gang {gang.key}: waiting until {size} members have their place "
+                    f"(member {spec.request.key} keeps its reservation)"
+                )
+            ext.cache.changed.wait(min(left, 0.2))
+
+    def _send(self, key: PodKey, spec: PodSpec, assignment: Assignment) -> str:
+        ns, name = key.split("/", 1)
+        annotations = binding_annotations(assignment, self.key) if assignment.shares else {}
+        try:
+            self.api.bind_pod(
+                ns, name, assignment.node, annotations=annotations, uid=spec.request.uid or None
+            )
+            log.info("bound %s to %s", key, assignment.node)
+            return ""
+        except KubeConflict as err:
+            return self._after_conflict(key, assignment, annotations, err)
+        except (KubeNotFound, KubeInvalid, InvalidRequest) as err:
+            self._release(key)
+            return f"binding {key} failed: {err}"
+        except VgpuError as err:
+            return self._after_unknown(key, assignment, annotations, err)
+
+    def _bound_as(
+        self, key: PodKey, assignment: Assignment, annotations: Mapping[str, str]
+    ) -> bool | None:
+        """Whether the pod is bound with exactly this assignment (None: cannot tell)."""
+        ns, name = key.split("/", 1)
+        try:
+            pod = self.api.get_pod(ns, name)
+        except KubeNotFound:
+            return False
+        except VgpuError:
+            return None
+        spec, meta = pod.get("spec") or {}, pod.get("metadata") or {}
+        same_text = (meta.get("annotations") or {}).get(ASSIGNMENT) == annotations.get(ASSIGNMENT)
+        return spec.get("nodeName") == assignment.node and same_text
+
+    def _after_conflict(
+        self, key: PodKey, assignment: Assignment, annotations: Mapping[str, str], err: Exception
+    ) -> str:
+        if self._bound_as(key, assignment, annotations):
+            log.info("bind %s: already bound with this assignment (retry)", key)
+            return ""
+        self._release(key)
+        return f"binding {key} failed: {err}"
+
+    def _after_unknown(
+        self, key: PodKey, assignment: Assignment, annotations: Mapping[str, str], err: Exception
+    ) -> str:
+        if self._bound_as(key, assignment, annotations):
+            return ""
+        # Not bound *yet* may still become bound (the request can be in flight at the server),
+        # so the assumption stays; a retry reuses it, `assume_ttl` or the watch settles it.
+        return f"binding {key} failed (will retry): {err}"
+
+    def _release(self, key: PodKey) -> None:
+        """The bind definitely failed: give the assumption back (a gang is planned anew)."""
+        with self.ext.cache.lock:
+            held = self.ext.cache.ledger.holding(key)
+            if held is not None and held.phase is Phase.ASSUMED:
+                self.ext.cache.ledger.release(key)
+                if held.gang is not None:
+                    self.ext.gangs.abandon(held.gang, f"binding member {key} failed")
+            self.ext.assumed_at.pop(key, None)

@@ -1,0 +1,230 @@
+"""The extender's view of the cluster, fed by node and pod watches.
+
+One `ClusterState` + `Ledger` holds every node's free capacity and every pod's holding:
+
+* bound pods are *confirmed* with their signed assignment (`vgpu.io/assignment`), or with their
+  CPU and memory alone when they have none (a pod without a valid assignment gets no GPU from the
+  node agent, so it holds none);
+* the bind flow *assumes* pods it is binding, the gang coordinator *reserves* gang members;
+* a deleted or finished pod releases its holding at once.
+
+It also indexes what the verbs need: pods by key (parsed once per version), pending containers
+per node (invariant I of docs/handshake.md) and gang members. Everything is guarded by `lock`;
+`changed` is notified on every pod event (bind waits on it). After a restart or a new leadership
+term, `replace_all` rebuilds it from a fresh listing: bound pods are counted again, reservations
+made before are simply gone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from vgpu.api.assignment import verify
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.ids import GangKey, NodeName, PodKey
+from vgpu.core.ledger import Ledger
+from vgpu.core.model import Assignment, Node, Phase
+from vgpu.core.pending import PendingContainer, pending_of
+from vgpu.core.state import ClusterState, NodeState
+from vgpu.extender.nodespec import node_spec
+from vgpu.extender.podspec import PodSpec, admitted_of, key_of, pod_spec
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+GoneHook = Callable[[PodKey, GangKey | None], None]
+
+
+def canonical(assignment: Assignment) -> Assignment:
+    """The assignment with containers in name order, as decoding the annotation yields them."""
+    return replace(
+        assignment, containers=tuple(sorted(assignment.containers, key=lambda c: c.name))
+    )
+
+
+class ClusterCache:
+    """Watch-fed cluster state and ledger; all access under `lock`."""
+
+    def __init__(self, *, key: bytes, memory_unit_mib: int) -> None:
+        self.lock = threading.RLock()
+        self.changed = threading.Condition(self.lock)
+        self._key = key
+        self._unit = memory_unit_mib
+        self.on_pod_gone: GoneHook = lambda pod, gang: None
+        self._epochs = itertools.count(1)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.state = ClusterState()
+        self.ledger = Ledger(self.state)
+        self.nodes: dict[NodeName, Node] = {}
+        self.node_states: dict[str, NodeState] = {}
+        """Node states by name, for the per-node hot loops (kept in step with `state`)."""
+        self.problems: dict[NodeName, str] = {}
+        self.pods: dict[PodKey, PodSpec] = {}
+        self.invalid: dict[PodKey, str] = {}
+        self.unheld: dict[PodKey, Assignment] = {}
+        self.pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
+        self.pending_epoch: dict[str, int] = {}
+        """Per node, a number that changes whenever its pending containers change (memo key)."""
+        self.members: dict[GangKey, set[PodKey]] = {}
+
+    # -- nodes ---------------------------------------------------------------------------------
+    def apply_node(self, kind: str, obj: Obj) -> None:
+        """Apply one node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
+        spec = node_spec(obj)
+        name = spec.node.name
+        with self.lock:
+            if kind == "DELETED":
+                self.state.remove_node(name)
+                self.nodes.pop(name, None)
+                self.node_states.pop(name, None)
+                self.problems.pop(name, None)
+                return
+            if spec.problem:
+                self.problems[name] = spec.problem
+            else:
+                self.problems.pop(name, None)
+            if self.nodes.get(name) == spec.node:
+                return  # status heartbeats: nothing the scheduler counts changed
+            self.nodes[name] = spec.node
+            self.state.add_node(spec.node)
+            self.node_states[name] = self.state.node(name)
+            for assignment in list(self.unheld.values()):
+                if assignment.node == name:
+                    self._hold_observed(assignment)
+
+    def node_state(self, name: str) -> NodeState | None:
+        """The node's state, or None when the extender does not know it."""
+        return self.node_states.get(name)
+
+    # -- pods ----------------------------------------------------------------------------------
+    def parse(self, obj: Obj) -> PodSpec:
+        """Parse a pod with this cache's memory unit (raises `InvalidRequest`)."""
+        return pod_spec(obj, memory_unit_mib=self._unit)
+
+    def apply_pod(self, kind: str, obj: Obj) -> None:
+        """Apply one pod watch event."""
+        key = key_of(obj)
+        try:
+            spec: PodSpec | None = self.parse(obj)
+            problem = None
+        except InvalidRequest as err:
+            spec, problem = None, str(err)
+        with self.lock:
+            if kind == "DELETED" or spec is None or spec.terminal:
+                self._forget(key)
+                if spec is None and kind != "DELETED" and problem:
+                    self.invalid[key] = problem
+            else:
+                self.invalid.pop(key, None)
+                self._upsert(key, spec, obj)
+            self.changed.notify_all()
+
+    def remember(self, obj: Obj, spec: PodSpec) -> None:
+        """Add a pod seen in a request before its watch event (never overrides the watch)."""
+        with self.lock:
+            if spec.request.key not in self.pods:
+                self._upsert(spec.request.key, spec, obj)
+
+    def _upsert(self, key: PodKey, spec: PodSpec, obj: Obj) -> None:
+        old = self.pods.get(key)
+        if (
+            old is not None
+            and old.gang is not None
+            and (spec.gang is None or old.gang.key != spec.gang.key)
+        ):
+            self.members.get(old.gang.key, set()).discard(key)
+        self.pods[key] = spec
+        if spec.gang is not None:
+            self.members.setdefault(spec.gang.key, set()).add(key)
+        if spec.node:
+            self._observe_bound(key, spec, obj)
+
+    def _observe_bound(self, key: PodKey, spec: PodSpec, obj: Obj) -> None:
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        req = spec.request
+        signed = verify(annotations, self._key)
+        if (
+            signed is not None
+            and signed.node == spec.node
+            and signed.pod == key
+            and (not req.uid or signed.uid == req.uid)
+        ):
+            assignment = signed
+        else:
+            assignment = Assignment(
+                key, NodeName(spec.node), req.cpu_milli, req.memory_mib, (), req.uid
+            )
+        self._hold_observed(assignment)
+        node_pending = self.pending.setdefault(NodeName(spec.node), {})
+        self.pending_epoch[spec.node] = next(self._epochs)
+        names = [c.name for c in assignment.containers]
+        waiting = pending_of(assignment, spec.memory_blocks, admitted_of(annotations, names))
+        if waiting:
+            node_pending[key] = waiting
+        else:
+            node_pending.pop(key, None)
+            if not node_pending:
+                del self.pending[NodeName(spec.node)]
+
+    def _hold_observed(self, assignment: Assignment) -> None:
+        current = self.ledger.holding(assignment.pod)
+        if current is not None and current.assignment == assignment:
+            if current.phase is not Phase.BOUND:
+                self.ledger.confirm(assignment)
+            return
+        if current is not None:
+            self.ledger.release(assignment.pod)
+        problem = self.state.can_charge(assignment)
+        if problem is not None:
+            self.unheld[assignment.pod] = assignment
+            log.warning("cannot count bound pod %s yet: %s", assignment.pod, problem)
+            return
+        self.unheld.pop(assignment.pod, None)
+        self.ledger.confirm(assignment)
+
+    def _forget(self, key: PodKey) -> None:
+        spec = self.pods.pop(key, None)
+        self.invalid.pop(key, None)
+        self.unheld.pop(key, None)
+        held = self.ledger.release(key)
+        node = spec.node if spec is not None and spec.node else (held.node if held else "")
+        if node and NodeName(node) in self.pending:
+            self.pending_epoch[node] = next(self._epochs)
+            self.pending[NodeName(node)].pop(key, None)
+            if not self.pending[NodeName(node)]:
+                del self.pending[NodeName(node)]
+        gang = spec.gang.key if spec is not None and spec.gang is not None else None
+        if gang is not None:
+            self.members.get(gang, set()).discard(key)
+        if spec is not None:
+            self.on_pod_gone(key, gang)
+
+    def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
+        """Pending containers on a node, of pods other than `besides`: bound and not admitted
+        (from the watch), and assumed by a bind in flight whose pod the watch has not shown
+        bound yet (kube-scheduler binds asynchronously, so the next bind can come first)."""
+        seen = self.pending.get(node, {})
+        out = [c for pod, cs in seen.items() if pod != besides for c in cs]
+        for held in self.ledger.on_node(node):
+            key = held.assignment.pod
+            if held.phase is Phase.ASSUMED and key != besides and key not in seen:
+                spec = self.pods.get(key)
+                out += pending_of(held.assignment, spec.memory_blocks if spec else {})
+        return out
+
+    # -- rebuild -------------------------------------------------------------------------------
+    def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
+        """Rebuild everything from a fresh listing (start-up, new leadership term)."""
+        with self.lock:
+            self._reset()
+            for node in nodes:
+                self.apply_node("ADDED", node)
+            for pod in pods:
+                self.apply_pod("ADDED", pod)

@@ -1,0 +1,95 @@
+"""`vgpu extender`: the kube-scheduler extender as a command.
+
+    vgpu extender [--port P] [--kubeconfig FILE] [--policy NAME] [--gang-timeout S] ...
+
+The assignment-signing key (shared with the node agents, from a Secret) is read from
+`--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either a fixed development key is
+used with a loud warning (anyone could forge assignments). Runs until SIGTERM/SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import socket
+import threading
+from typing import Any
+
+from vgpu.core.errors import ConfigError
+from vgpu.core.registry import POLICY_NAMES
+from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
+from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+
+log = logging.getLogger(__name__)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `extender` on an argparse subparsers object."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "extender", help="run the kube-scheduler extender (filter, prioritize, bind)"
+    )
+    p.add_argument("--port", type=int, default=8888, help="HTTP port (default 8888)")
+    p.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
+    p.add_argument(
+        "--gang-timeout", type=float, default=60.0, help="seconds a gang reservation is held"
+    )
+    p.add_argument(
+        "--memory-unit-mib",
+        type=int,
+        default=DEFAULT_MEMORY_UNIT_MIB,
+        help="MiB per vgpu.io/memory block (as the node agents advertise)",
+    )
+    p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV})")
+    p.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="elect one binding leader among replicas with a Lease (default on)",
+    )
+    p.add_argument("--lease-namespace", default="kube-system")
+    p.add_argument("--lease-name", default="vgpu-extender")
+    p.add_argument("--identity", default=os.environ.get("POD_NAME") or socket.gethostname())
+    p.add_argument("--bind-wait", type=float, default=3.0, help="seconds a gang bind may wait")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run until SIGTERM/SIGINT; returns the exit code."""
+    from vgpu.adapters.kube import KubeApi
+    from vgpu.adapters.leader import LeaderConfig
+    from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+    from vgpu.extender.service import ExtenderConfig
+
+    if args.gang_timeout <= 0 or args.memory_unit_mib <= 0 or args.bind_wait < 0:
+        raise ConfigError("--gang-timeout and --memory-unit-mib must be positive")
+    leader = (
+        LeaderConfig(args.lease_namespace, args.lease_name, args.identity)
+        if args.leader_elect
+        else None
+    )
+    config = DaemonConfig(
+        key=load_assignment_key(args.assignment_key_file),
+        extender=ExtenderConfig(
+            policy=args.policy,
+            gang_timeout=args.gang_timeout,
+            memory_unit_mib=args.memory_unit_mib,
+            bind_wait=args.bind_wait,
+        ),
+        host=args.host,
+        port=args.port,
+        leader=leader,
+    )
+    daemon = ExtenderDaemon(KubeApi.from_environment(args.kubeconfig), config)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    daemon.start()
+    stop.wait()
+    log.info("stopping")
+    daemon.stop()
+    return 0

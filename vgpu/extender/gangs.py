@@ -1,0 +1,174 @@
+"""Gang coordination: all members of a pod group get a place, or none does.
+
+When the first member of a gang reaches filter and at least min-member members exist (from the
+pod watch), every member without a place is planned at once on a fork (`vgpu.core.gang.plan`).
+If the cluster cannot hold them all, nothing is reserved and every member says why. If it can,
+every member's place is *reserved* in the ledger with one deadline. The first gang to plan wins
+its capacity whole; a competing gang is planned against what is left, fails whole and is retried
+on its next filter, so two gangs never hold parts of each other's room (no deadlock).
+
+Binding is delayed: a member's bind waits until min-member members have either been through
+filter on their reserved node or are already bound or being bound. Reservations expire after the
+gang timeout and are released in full; deleting a member abandons the gang's reservations.
+Callers hold the cache lock for every call.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from vgpu.core import gang as gang_planning
+from vgpu.core.ids import GangKey, PodKey
+from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
+from vgpu.core.scheduler import Scheduler
+from vgpu.extender.cache import ClusterCache
+from vgpu.extender.podspec import GangLabel
+
+log = logging.getLogger(__name__)
+
+Planner = Callable[
+    [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"
+]
+
+
+def core_planner(
+    scheduler: Scheduler, gang: GangKey, members: list[PodRequest]
+) -> gang_planning.GangPlan | gang_planning.GangFailure:
+    """The core's all-or-nothing planner (swappable for tests or a better planner)."""
+    return gang_planning.plan(scheduler, gang, members)
+
+
+@dataclass(frozen=True, slots=True)
+class GangWait:
+    """The member cannot have a place now; `reason` says why (always resolvable)."""
+
+    reason: str
+
+
+@dataclass(slots=True)
+class _Gang:
+    deadline: float
+    filtered: set[PodKey] = field(default_factory=set)
+
+
+class GangCoordinator:
+    """Plans, reserves, gates binds and expires gangs over a `ClusterCache`."""
+
+    def __init__(
+        self, cache: ClusterCache, *, timeout: float, planner: Planner = core_planner
+    ) -> None:
+        self.cache = cache
+        self.timeout = timeout
+        self.planner = planner
+        self.gangs: dict[GangKey, _Gang] = {}
+        self.failures: dict[GangKey, str] = {}
+
+    def reset(self) -> None:
+        """Forget every gang (the cache was rebuilt; its reservations are gone)."""
+        self.gangs.clear()
+        self.failures.clear()
+
+    def place_of(
+        self, pod: PodRequest, label: GangLabel, size: int, scheduler: Scheduler, now: float
+    ) -> Assignment | GangWait:
+        """The member's reserved (or assumed, or bound) place, planning the gang if needed."""
+        ledger = self.cache.ledger
+        held = ledger.holding(pod.key)
+        if held is not None:
+            return held.assignment
+        members = self._members(label.key)
+        if pod.key not in {m.key for m in members} and pod.key not in self.cache.members.get(
+            label.key, set()
+        ):
+            members.append(pod)
+        placed = sum(
+            1 for k in self.cache.members.get(label.key, set()) if ledger.holding(k) is not None
+        )
+        if placed + len(members) < size:
+            reason = (
+                f"gang {label.key}: waiting for members, {placed + len(members)} of {size} exist"
+            )
+            return GangWait(reason)
+        if problem := self._invalid_member(label.key):
+            return GangWait(f"gang {label.key}: {problem}")
+        ref = GangRef(label.key, size)
+        result = self.planner(scheduler, label.key, [_with_gang(m, ref) for m in members])
+        if isinstance(result, gang_planning.GangFailure):
+            self.failures[label.key] = str(result)
+            return GangWait(str(result))
+        self.failures.pop(label.key, None)
+        gang_planning.reserve(ledger, result, deadline=now + self.timeout)
+        self.gangs[label.key] = _Gang(now + self.timeout)
+        log.info("gang %s: reserved %d member(s)", label.key, len(result.assignments))
+        mine = result.for_pod(pod.key)
+        assert mine is not None
+        return mine
+
+    def _members(self, gang: GangKey) -> list[PodRequest]:
+        """Members that exist, are unbound and hold nothing yet."""
+        out = []
+        for key in sorted(self.cache.members.get(gang, set())):
+            spec = self.cache.pods.get(key)
+            if spec is not None and not spec.node and self.cache.ledger.holding(key) is None:
+                out.append(spec.request)
+        return out
+
+    def _invalid_member(self, gang: GangKey) -> str | None:
+        for key, problem in self.cache.invalid.items():
+            if key.split("/", 1)[0] == gang.split("/", 1)[0] and key in self.cache.members.get(
+                gang, set()
+            ):
+                return f"member {key} is invalid: {problem}"
+        return None
+
+    def filtered(self, gang: GangKey, pod: PodKey) -> None:
+        """A member passed filter on its reserved node."""
+        entry = self.gangs.get(gang)
+        if entry is not None:
+            entry.filtered.add(pod)
+
+    def ready(self, gang: GangKey, size: int) -> bool:
+        """Whether min-member members have their place confirmed (filtered, bound or binding)."""
+        entry = self.gangs.get(gang)
+        ledger = self.cache.ledger
+        ready = 0
+        for key in self.cache.members.get(gang, set()):
+            held = ledger.holding(key)
+            if held is None:
+                continue
+            if held.phase is not Phase.RESERVED or (entry is not None and key in entry.filtered):
+                ready += 1
+        return ready >= size
+
+    def abandon(self, gang: GangKey, why: str) -> list[PodKey]:
+        """Release every reservation of the gang."""
+        released = gang_planning.release(self.cache.ledger, gang)
+        self.gangs.pop(gang, None)
+        if released:
+            log.info("gang %s: released %d reservation(s): %s", gang, len(released), why)
+        return released
+
+    def expire(self, now: float) -> list[GangKey]:
+        """Release gangs whose reservations passed their deadline; returns them."""
+        due = {h.gang for h in self.cache.ledger.expired(now) if h.gang is not None}
+        due |= {k for k, g in self.gangs.items() if g.deadline <= now}
+        for gang in due:
+            self.abandon(gang, "reservation expired")
+        return sorted(due)
+
+    def member_gone(self, pod: PodKey, gang: GangKey | None) -> None:
+        """A member was deleted: a gang still waiting to bind gives its reservations back."""
+        if gang is not None and gang in self.gangs:
+            self.abandon(gang, f"member {pod} was deleted")
+
+    def counts(self) -> dict[str, int]:
+        """Gangs by state, for metrics."""
+        return {"reserved": len(self.gangs), "unplaceable": len(self.failures)}
+
+
+def _with_gang(pod: PodRequest, ref: GangRef) -> PodRequest:
+    from dataclasses import replace
+
+    return replace(pod, gang=ref)

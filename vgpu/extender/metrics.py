@@ -1,0 +1,92 @@
+"""Prometheus metrics of the extender, on a registry of its own (several instances may share a
+process in tests).
+
+* `vgpu_extender_request_seconds{verb}`: latency histogram per verb;
+* `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
+* `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
+* `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`: read from
+  the ledger at scrape time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from vgpu.core.model import Phase
+from vgpu.extender.service import Extender
+
+_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+
+
+class _StateCollector(Collector):
+    def __init__(self, extender: Extender) -> None:
+        self._ext = extender
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        ext = self._ext
+        with ext.cache.lock:
+            counts = ext.gangs.counts()
+            phases = Counter(h.phase for h in ext.cache.ledger.holdings())
+        gangs = GaugeMetricFamily("vgpu_extender_gangs", "Gangs by state", labels=["state"])
+        for state, n in sorted(counts.items()):
+            gangs.add_metric([state], n)
+        yield gangs
+        yield GaugeMetricFamily(
+            "vgpu_extender_reservations",
+            "Gang member reservations held",
+            value=phases.get(Phase.RESERVED, 0),
+        )
+        yield GaugeMetricFamily(
+            "vgpu_extender_assumed",
+            "Pods assumed while binding",
+            value=phases.get(Phase.ASSUMED, 0),
+        )
+        yield GaugeMetricFamily(
+            "vgpu_extender_bound", "Bound pods counted", value=phases.get(Phase.BOUND, 0)
+        )
+
+
+class ExtenderMetrics:
+    """The extender's metrics and their registry."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.latency = Histogram(
+            "vgpu_extender_request_seconds",
+            "Extender request latency by verb",
+            ["verb"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
+        self.rejections = PromCounter(
+            "vgpu_extender_filter_rejections_total",
+            "Nodes rejected by filter, by reason",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.binds = PromCounter(
+            "vgpu_extender_binds_total", "Bind results", ["outcome"], registry=self.registry
+        )
+
+    def watch(self, extender: Extender) -> None:
+        """Report the extender's ledger and gangs at scrape time."""
+        self.registry.register(_StateCollector(extender))
+
+    def count_rejections(self, reasons: Counter[str]) -> None:
+        """Add one filter call's rejections."""
+        for reason, n in reasons.items():
+            self.rejections.labels(reason).inc(n)
+
+    def observer(self, verb: str) -> Callable[[float], None]:
+        """A function recording one latency sample for `verb`."""
+        return self.latency.labels(verb).observe
+
+    def exposition(self) -> bytes:
+        """The text format for /metrics."""
+        return bytes(generate_latest(self.registry))

@@ -1,0 +1,212 @@
+"""Translating a Kubernetes Pod (a plain dict) into the core's `PodRequest` and gang label.
+
+* GPU asks: `vgpu.io/cores` and `vgpu.io/memory` (blocks of `memory_unit_mib`) in a container's
+  limits or requests (limits win; extended resources must have them equal anyway). Init
+  containers count too, conservatively.
+* CPU and memory: what kube-scheduler counts, max(sum of app containers, largest init
+  container) plus the pod overhead.
+* GPU selection: annotations `vgpu.io/gpu-type`, `vgpu.io/gpu-type-exclude` ("A100|H100"),
+  `vgpu.io/gpu-uuid`, `vgpu.io/gpu-uuid-exclude` (lists separated by `|` or `,`).
+* Gangs: label `scheduling.x-k8s.io/pod-group` (minMember from the PodGroup object), labels
+  `pod-group.scheduling.sigs.k8s.io/name` + `/min-available`, or annotations
+  `vgpu.io/gang-name` + `vgpu.io/gang-size`.
+
+Bad values raise `InvalidRequest` naming the field, before anything is changed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.ids import GangKey, GpuUUID, PodKey, gang_key, pod_key
+from vgpu.core.model import ANY_GPU, ContainerRequest, GpuSelector, PodRequest
+from vgpu.core.units import validate_cores, validate_memory
+from vgpu.extender.quantity import mib_ceil, milli_ceil, whole_count
+
+Obj = dict[str, Any]
+
+CORES = "vgpu.io/cores"
+MEMORY = "vgpu.io/memory"
+GPU_TYPE = "vgpu.io/gpu-type"
+GPU_TYPE_EXCLUDE = "vgpu.io/gpu-type-exclude"
+GPU_UUID = "vgpu.io/gpu-uuid"
+GPU_UUID_EXCLUDE = "vgpu.io/gpu-uuid-exclude"
+POLICY = "vgpu.io/policy"
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+LEGACY_GROUP_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+LEGACY_GROUP_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+GANG_NAME = "vgpu.io/gang-name"
+GANG_SIZE = "vgpu.io/gang-size"
+
+
+@dataclass(frozen=True, slots=True)
+class GangLabel:
+    """A pod's gang: its key and min-member, or None when it must be read from a PodGroup."""
+
+    key: GangKey
+    namespace: str
+    name: str
+    min_member: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    """What the extender needs to know about a pod, parsed once per pod version."""
+
+    request: PodRequest
+    gang: GangLabel | None
+    memory_blocks: dict[str, int]
+    node: str
+    terminal: bool
+
+
+def key_of(pod: Obj) -> PodKey:
+    """The `ns/name` key of a pod dict."""
+    meta = pod.get("metadata") or {}
+    return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+
+
+def _split(value: object) -> tuple[str, ...]:
+    if not isinstance(value, str):
+        return ()
+    return tuple(p.strip() for p in re.split(r"[|,]", value) if p.strip())
+
+
+def selector_of(annotations: Obj) -> GpuSelector:
+    """The GPU selector the pod's annotations ask for."""
+    include, exclude = _split(annotations.get(GPU_TYPE)), _split(annotations.get(GPU_TYPE_EXCLUDE))
+    uuids = frozenset(GpuUUID(u) for u in _split(annotations.get(GPU_UUID)))
+    no_uuids = frozenset(GpuUUID(u) for u in _split(annotations.get(GPU_UUID_EXCLUDE)))
+    if not (include or exclude or uuids or no_uuids):
+        return ANY_GPU
+    return GpuSelector(include, exclude, uuids, no_uuids)
+
+
+def _resource(resources: Obj, name: str) -> object:
+    for section in ("limits", "requests"):
+        value = (resources.get(section) or {}).get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def _container(c: Obj, where: str, unit_mib: int) -> tuple[ContainerRequest, int]:
+    name = str(c.get("name") or "")
+    resources = c.get("resources") or {}
+    raw_cores = _resource(resources, CORES)
+    cores = 0
+    if raw_cores is not None:
+        cores = validate_cores(whole_count(raw_cores, f"{where}[{CORES}]"), f"{where}[{CORES}]")
+    raw_blocks = _resource(resources, MEMORY)
+    blocks = 0 if raw_blocks is None else whole_count(raw_blocks, f"{where}[{MEMORY}]")
+    memory = validate_memory(blocks * unit_mib, cores, field=f"{where}[{MEMORY}]")
+    return ContainerRequest(name, cores, memory), blocks
+
+
+def _host_requests(spec: Obj) -> tuple[int, int]:
+    def total(containers: list[Obj], kind: str) -> list[tuple[int, int]]:
+        out = []
+        for i, c in enumerate(containers):
+            req = (c.get("resources") or {}).get("requests") or {}
+            where = f"spec.{kind}[{i}].resources.requests"
+            cpu = milli_ceil(req["cpu"], f"{where}.cpu") if "cpu" in req else 0
+            mem = mib_ceil(req["memory"], f"{where}.memory") if "memory" in req else 0
+            out.append((cpu, mem))
+        return out
+
+    app = total(spec.get("containers") or [], "containers")
+    init = total(spec.get("initContainers") or [], "initContainers")
+    cpu = max(sum(c for c, _ in app), max((c for c, _ in init), default=0))
+    mem = max(sum(m for _, m in app), max((m for _, m in init), default=0))
+    overhead = spec.get("overhead") or {}
+    if "cpu" in overhead:
+        cpu += milli_ceil(overhead["cpu"], "spec.overhead.cpu")
+    if "memory" in overhead:
+        mem += mib_ceil(overhead["memory"], "spec.overhead.memory")
+    return cpu, mem
+
+
+def gang_of(pod: Obj) -> GangLabel | None:
+    """The gang a pod belongs to, if any (min-member None: read the PodGroup)."""
+    meta = pod.get("metadata") or {}
+    ns = str(meta.get("namespace") or "default")
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    if name := labels.get(POD_GROUP_LABEL):
+        return GangLabel(gang_key(ns, name), ns, name, None)
+    if name := labels.get(LEGACY_GROUP_NAME):
+        size = _size(labels.get(LEGACY_GROUP_MIN), f"metadata.labels[{LEGACY_GROUP_MIN}]")
+        return GangLabel(gang_key(ns, name), ns, name, size)
+    if name := annotations.get(GANG_NAME):
+        size = _size(annotations.get(GANG_SIZE), f"metadata.annotations[{GANG_SIZE}]")
+        return GangLabel(gang_key(ns, name), ns, name, size)
+    return None
+
+
+def _size(value: object, field: str) -> int:
+    try:
+        size = int(str(value).strip())
+    except ValueError:
+        raise InvalidRequest(
+            field, f"{value!r} is not a number", "set the gang size, e.g. 5"
+        ) from None
+    if size < 1:
+        raise InvalidRequest(field, f"{size} is below 1", "set the gang size, e.g. 5")
+    return size
+
+
+def pod_spec(pod: Obj, *, memory_unit_mib: int) -> PodSpec:
+    """Parse a pod dict; raises `InvalidRequest` naming the bad field."""
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    if not meta.get("name"):
+        raise InvalidRequest("Pod.metadata.name", "missing", "send the whole pod")
+    annotations = meta.get("annotations") or {}
+    containers: list[ContainerRequest] = []
+    blocks: dict[str, int] = {}
+    for kind in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(kind) or []):
+            container, n = _container(c, f"spec.{kind}[{i}].resources", memory_unit_mib)
+            if container.wants_gpu:
+                containers.append(container)
+                blocks[container.name] = n
+    cpu, mem = _host_requests(spec)
+    policy = annotations.get(POLICY)
+    request = PodRequest(
+        key=key_of(pod),
+        cpu_milli=cpu,
+        memory_mib=mem,
+        containers=tuple(containers),
+        selector=selector_of(annotations),
+        uid=str(meta.get("uid") or ""),
+        policy=str(policy) if policy else None,
+    )
+    phase = (pod.get("status") or {}).get("phase")
+    return PodSpec(
+        request=request,
+        gang=gang_of(pod),
+        memory_blocks=blocks,
+        node=str(spec.get("nodeName") or ""),
+        terminal=phase in ("Succeeded", "Failed"),
+    )
+
+
+def admitted_of(annotations: Obj, containers: list[str]) -> frozenset[str]:
+    """Containers listed in `vgpu.io/admitted` (a JSON list, comma list, or "true"/"*": all)."""
+    value = annotations.get("vgpu.io/admitted")
+    if not isinstance(value, str) or not value.strip():
+        return frozenset()
+    text = value.strip()
+    if text.lower() in ("true", "*", "all"):
+        return frozenset(containers)
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError:
+        return frozenset(p.strip() for p in text.split(",") if p.strip())
+    if isinstance(doc, list):
+        return frozenset(str(x) for x in doc)
+    if isinstance(doc, dict):
+        return frozenset(str(k) for k, v in doc.items() if v)
+    return frozenset()

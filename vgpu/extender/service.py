@@ -1,0 +1,349 @@
+"""The filter and prioritize verbs over the watch-fed cache (bind lives in `binder`).
+
+Filter answers per node from the core's fit check, memoised per node and pod shape until the
+node changes, so a request naming 5,000 nodes costs a dictionary lookup per node in the steady
+state. Nodes with containers pending admission get the full invariant-I placement. Gang members
+and pods with a holding are sent to the node they hold. Failed nodes carry the core's reasons;
+GPU type, GPU count and missing inventory are unresolvable, the rest resolvable. The filter never
+narrows a pod to one node unless the pod already holds a place there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.fit import Code, Verdict, check
+from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.model import Assignment, Phase, PodRequest
+from vgpu.core.policies import Policy
+from vgpu.core.registry import make_policy
+from vgpu.core.scheduler import MAX_EXTENDER_SCORE, Scheduler
+from vgpu.core.state import NodeState
+from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
+from vgpu.core.workload import TaskShape, Workload
+from vgpu.extender.cache import ClusterCache
+from vgpu.extender.gangs import GangCoordinator, GangWait
+from vgpu.extender.placing import place
+from vgpu.extender.podspec import PodSpec, key_of
+from vgpu.extender.wire import ExtenderArgs, FilterResult
+
+log = logging.getLogger(__name__)
+
+GroupSize = Callable[[str, str], int | None]
+"""(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
+
+DEFAULT_WORKLOAD = Workload(
+    tuple(
+        TaskShape(4000, c, g)
+        for c, g in ((10, 1), (25, 1), (50, 1), (100, 1), (100, 2), (100, 4), (100, 8))
+    ),
+    (0.2, 0.2, 0.2, 0.2, 0.1, 0.05, 0.05),
+)
+"""Target task shapes for workload-aware policies (FGD) until the operator configures one."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderConfig:
+    """Settings of the verbs (the CLI fills them)."""
+
+    policy: str = "default"
+    gang_timeout: float = 60.0
+    memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
+    assume_ttl: float = 30.0
+    bind_wait: float = 3.0
+
+
+class PolicyBook:
+    """Policies by name, built once each."""
+
+    def __init__(self, default: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
+        self._workload = workload
+        self._built: dict[str, Policy] = {}
+        self.default = self.get(default)
+
+    def get(self, name: str) -> Policy:
+        """The policy called `name`; raises `InvalidRequest` for unknown names."""
+        policy = self._built.get(name)
+        if policy is None:
+            policy = self._built[name] = make_policy(name, self._workload)
+        return policy
+
+
+def no_pod_groups(namespace: str, name: str) -> int | None:
+    """A `GroupSize` for setups without the PodGroup CRD."""
+    return None
+
+
+class Extender:
+    """Filter and prioritize; shared state for `Binder`."""
+
+    def __init__(
+        self,
+        cache: ClusterCache,
+        *,
+        config: ExtenderConfig = ExtenderConfig(),
+        clock: Callable[[], float] = time.monotonic,
+        group_size: GroupSize = no_pod_groups,
+        on_rejections: Callable[[Counter[str]], None] = lambda c: None,
+    ) -> None:
+        self.cache = cache
+        self.config = config
+        self.clock = clock
+        self.group_size = group_size
+        self.on_rejections = on_rejections
+        self.policies = PolicyBook(config.policy)
+        self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
+        self.binding: set[PodKey] = set()
+        self.assumed_at: dict[PodKey, float] = {}
+        self._scheduler = Scheduler(cache.state, self.policies.default)
+        self._memo: dict[tuple[object, ...], int] = {}
+        cache.on_pod_gone = self.gangs.member_gone
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The scheduler over the cache's current state (rebuilt with it)."""
+        if self._scheduler.state is not self.cache.state:
+            self._scheduler = Scheduler(self.cache.state, self.policies.default)
+        return self._scheduler
+
+    def rebuilt(self) -> None:
+        """The cache was rebuilt: forget gangs and assumptions (their holdings are gone)."""
+        with self.cache.lock:
+            self.gangs.reset()
+            self.assumed_at.clear()
+
+    # -- shared steps ----------------------------------------------------------------------------
+    def parse(self, pod: dict[str, object]) -> tuple[PodSpec, Policy, int]:
+        """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
+        return self.resolve(self.cache.parse(pod))
+
+    def resolve(self, spec: PodSpec) -> tuple[PodSpec, Policy, int]:
+        """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""
+        policy = (
+            self.policies.get(spec.request.policy) if spec.request.policy else self.policies.default
+        )
+        size = 0
+        if spec.gang is not None:
+            found = spec.gang.min_member or self.group_size(spec.gang.namespace, spec.gang.name)
+            if found is None:
+                raise InvalidRequest(
+                    "metadata.labels[scheduling.x-k8s.io/pod-group]",
+                    f"PodGroup {spec.gang.key} not found",
+                    "create the PodGroup (scheduling.x-k8s.io/v1alpha1) or fix the label",
+                )
+            size = found
+        return spec, policy, size
+
+    def held_place(self, spec: PodSpec, size: int) -> Assignment | GangWait | None:
+        """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
+        req = spec.request
+        if spec.gang is not None:
+            return self.gangs.place_of(req, spec.gang, size, self.scheduler, self.clock())
+        held = self.cache.ledger.holding(req.key)
+        # An assumption left by a bind whose outcome is unknown steers the retry to the same
+        # place (it is released when the watch shows otherwise or `assume_ttl` passes).
+        return None if held is None else held.assignment
+
+    def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
+        """A fresh assignment on `node` keeping invariant I."""
+        name = NodeName(node)
+        if self.cache.node_state(node) is None:
+            return Verdict(Code.NO_GPU, (self.cache.problems.get(name, f"node {node} is unknown"),))
+        pending = self.cache.pending_on(name, besides=spec.request.key)
+        return place(self.scheduler, spec.request, name, pending, spec.memory_blocks, policy)
+
+    def sweep(self) -> None:
+        """Release expired gang reservations and assumptions whose bind never completed."""
+        now = self.clock()
+        with self.cache.lock:
+            self.gangs.expire(now)
+            for key, since in list(self.assumed_at.items()):
+                if since + self.config.assume_ttl > now or key in self.binding:
+                    continue
+                del self.assumed_at[key]
+                held = self.cache.ledger.holding(key)
+                if held is not None and held.phase is Phase.ASSUMED:
+                    self.cache.ledger.release(key)
+
+    # -- filter ----------------------------------------------------------------------------------
+    def filter(self, args: ExtenderArgs) -> FilterResult:
+        """The filter verb."""
+        try:
+            spec, policy, size = self.parse(args.pod)
+        except InvalidRequest as err:
+            return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
+        with self.cache.lock:
+            self.cache.remember(args.pod, spec)
+            target = self.held_place(spec, size)
+            if isinstance(target, GangWait):
+                result = FilterResult(failed=dict.fromkeys(args.node_names, target.reason))
+            elif target is not None:
+                result = self._only(target, args.node_names)
+                if spec.gang is not None and target.node in args.node_names:
+                    self.gangs.filtered(spec.gang.key, spec.request.key)
+                    self.cache.changed.notify_all()
+            elif not spec.request.wants_gpu:
+                result = FilterResult(passed=list(args.node_names))
+            else:
+                result = self._filter_gpu(spec, args.node_names, policy)
+        return result
+
+    def _only(self, target: Assignment, names: list[str]) -> FilterResult:
+        why = f"{target.pod} holds a place on node {target.node}"
+        result = FilterResult()
+        for name in names:
+            if name == target.node:
+                result.passed.append(name)
+            else:
+                result.failed[name] = why
+        return result
+
+    def _memo_key(self, kind: str, *parts: object) -> int:
+        """A small int standing for (kind, pod shape, ...): hashing it per node costs nothing."""
+        full = (kind, *parts)
+        key = self._memo.get(full)
+        if key is None:
+            key = self._memo[full] = -1 - len(self._memo)  # negative: never the core's keys
+        return key
+
+    def _filter_gpu(self, spec: PodSpec, names: list[str], policy: Policy) -> FilterResult:
+        req: PodRequest = spec.request
+        memo = self._memo_key("filter", req.shape)
+        result = FilterResult()
+        passed, failed, unresolvable = result.passed, result.failed, result.unresolvable
+        pending, problems, states = self.cache.pending, self.cache.problems, self.cache.node_states
+        codes: list[str] = []
+        pending_memo = self._pending_memo(spec, policy) if pending else None
+        for name in names:
+            ns = states.get(name)
+            if ns is None:
+                failed[name] = "node is not in the vgpu extender's cache yet"
+                codes.append("unknown-node")
+                continue
+            outcome: Outcome | None = ns.cache.get(memo)  # type: ignore[assignment]
+            if outcome is None:
+                outcome = ns.cache[memo] = _outcome(check(ns, req))
+            if outcome is _FIT:
+                if name not in pending:
+                    passed.append(name)
+                    continue
+                outcome = self._pending_outcome(spec, name, ns, policy, pending_memo)
+                if outcome is _FIT:
+                    passed.append(name)
+                    continue
+            code, hard, reason = outcome
+            if not hard:
+                failed[name] = reason
+            else:
+                unresolvable[name] = (code == _NO_GPU and problems.get(NodeName(name))) or reason
+            codes.append(code)
+        if codes:
+            self.on_rejections(Counter(codes))
+        return result
+
+    def _pending_memo(self, spec: PodSpec, policy: Policy) -> int | None:
+        """The memo key of invariant-I placements for this pod (None: not memoisable). Pod
+        shape, policy, memory blocks and container names (reasons name them) decide them."""
+        if not policy.cacheable:
+            return None
+        req = spec.request
+        names = tuple(c.name for c in req.containers)
+        blocks = tuple(sorted(spec.memory_blocks.items()))
+        return self._memo_key("pending", id(policy), req.shape, names, blocks)
+
+    def _pending_outcome(
+        self, spec: PodSpec, name: str, ns: NodeState, policy: Policy, memo: int | None
+    ) -> Outcome:
+        """The outcome on a node with pending containers: the invariant-I placement, memoised
+        while neither the node nor its pending containers change."""
+        if memo is None or spec.request.key in self.cache.pending[NodeName(name)]:
+            return _placed(self.place(spec, name, policy))
+        epoch = self.cache.pending_epoch.get(name)
+        hit = ns.cache.get(memo)
+        if isinstance(hit, tuple) and hit[0] == epoch:
+            return cast(Outcome, hit[1])
+        outcome = _placed(self.place(spec, name, policy))
+        ns.cache[memo] = (epoch, outcome)
+        return outcome
+
+    # -- prioritize ------------------------------------------------------------------------------
+    def prioritize(self, args: ExtenderArgs) -> dict[str, int]:
+        """The prioritize verb: 0..10 per node (0 for nodes the pod cannot use)."""
+        try:
+            spec, policy, _ = self.parse(args.pod)
+        except InvalidRequest:
+            return dict.fromkeys(args.node_names, 0)
+        with self.cache.lock:
+            held = self.cache.ledger.holding(spec.request.key)
+            if held is not None:
+                return {n: 10 if n == held.assignment.node else 0 for n in args.node_names}
+            if not spec.request.wants_gpu:
+                return dict.fromkeys(args.node_names, 0)
+            raw = self._scores(spec.request, args.node_names, policy)
+        return _scale(raw)
+
+    def _scores(self, pod: PodRequest, names: list[str], policy: Policy) -> dict[str, float | None]:
+        """Raw policy scores per node (None: does not fit), memoised per node and pod shape."""
+        states, rng, evaluate = self.cache.node_states, self.scheduler.rng, policy.evaluate
+        raw: dict[str, Any] = {}
+        if not policy.cacheable:
+            for name in names:
+                ns = states.get(name)
+                ev = None if ns is None else evaluate(ns, pod, rng)
+                raw[name] = None if ev is None else ev.score
+            return raw
+        memo = self._memo_key("score", id(policy), pod.shape)
+        for name in names:
+            ns = states.get(name)
+            if ns is None:
+                raw[name] = None
+                continue
+            score = ns.cache.get(memo, _MISSING)
+            if score is _MISSING:
+                ev = evaluate(ns, pod, rng)
+                score = ns.cache[memo] = None if ev is None else ev.score
+            raw[name] = score
+        return raw
+
+
+_MISSING = object()
+
+Outcome = tuple[str, bool, str]
+"""A node's filter answer for a pod shape: (code, unresolvable, reason); `_FIT` if it fits."""
+_FIT: Outcome = (Code.FITS.value, False, "")
+_NO_GPU = Code.NO_GPU.value
+
+
+def _outcome(verdict: Verdict) -> Outcome:
+    if verdict.code is Code.FITS:
+        return _FIT
+    return (verdict.code.value, not verdict.resolvable, str(verdict))
+
+
+def _placed(placed: Assignment | Verdict) -> Outcome:
+    return _outcome(placed) if isinstance(placed, Verdict) else _FIT
+
+
+def _scale(raw: dict[str, float | None]) -> dict[str, int]:
+    """Min-max scale to kube-scheduler's 0..10 (nodes that don't fit get 0), as the core does.
+
+    Many nodes share a raw score, so each distinct score is scaled once."""
+    distinct = set(raw.values())
+    distinct.discard(None)
+    if not distinct:
+        return dict.fromkeys(raw, 0)
+    scores = cast(set[float], distinct)
+    lo, hi = min(scores), max(scores)
+    span = hi - lo
+    table: dict[float | None, int] = {
+        s: MAX_EXTENDER_SCORE if span == 0 else round(MAX_EXTENDER_SCORE * (s - lo) / span)
+        for s in scores
+    }
+    table[None] = 0
+    return {name: table[s] for name, s in raw.items()}

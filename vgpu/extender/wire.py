@@ -1,0 +1,156 @@
+"""The extender's JSON wire types (k8s.io/kube-scheduler/extender/v1), with PascalCase names.
+
+Go encodes these structs without JSON tags, so the scheduler sends `Pod`, `NodeNames`, `PodUID`
+... and reads back `NodeNames`, `FailedNodes`, `FailedAndUnresolvableNodes`, `Error`, and bare
+`[{"Host", "Score"}]` lists. Go decodes case-insensitively, so requests are matched that way too.
+A filter result always carries an explicit node list: with both `Nodes` and `NodeNames` null the
+scheduler would drop every node.
+
+Malformed requests raise `BadRequest` (answered with HTTP 400); nothing else is validated here.
+
+Requests name up to every node of the cluster (5,000 names), so decoding and encoding are on the
+hot path: `orjson` is used when installed (the `extender` extra), the standard library otherwise,
+with the same results; priorities are written without building a dict per host.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
+from typing import Any
+
+from vgpu.core.errors import VgpuError
+
+Obj = dict[str, Any]
+
+_fast_loads: Callable[[bytes], Any] | None
+_fast_dumps: Callable[[Any], bytes] | None
+try:
+    import orjson
+
+    _fast_loads, _fast_dumps = orjson.loads, orjson.dumps
+except ImportError:  # pragma: no cover - orjson is optional
+    _fast_loads = _fast_dumps = None
+
+
+def _loads(body: bytes) -> Any:
+    if _fast_loads is not None:
+        try:
+            return _fast_loads(body)
+        except ValueError:
+            pass  # what orjson refuses (NaN, huge ints) the standard library may accept
+    return json.loads(body)
+
+
+def _dumps(doc: Any) -> bytes:
+    if _fast_dumps is not None:
+        return _fast_dumps(doc)
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+class BadRequest(VgpuError):
+    """The request body is not what kube-scheduler sends; the message says what is wrong."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExtenderArgs:
+    """Filter and prioritize input: the pod and node names (or full nodes, without node cache)."""
+
+    pod: Obj
+    node_names: list[str]
+    nodes: list[Obj] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BindingArgs:
+    """Bind input."""
+
+    pod_name: str
+    pod_namespace: str
+    pod_uid: str
+    node: str
+
+
+@dataclass(slots=True)
+class FilterResult:
+    """Filter output; `passed` keeps input order."""
+
+    passed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    unresolvable: dict[str, str] = field(default_factory=dict)
+    error: str = ""
+
+
+def _load(body: bytes) -> Obj:
+    try:
+        doc = _loads(body)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise BadRequest(f"request body is not JSON: {err}") from err
+    if not isinstance(doc, dict):
+        raise BadRequest("request body must be a JSON object")
+    return {k.lower(): v for k, v in doc.items()}
+
+
+def parse_extender_args(body: bytes) -> ExtenderArgs:
+    """Parse `ExtenderArgs`; NodeNames (nodeCacheCapable) or Nodes.items names are required."""
+    doc = _load(body)
+    pod = doc.get("pod")
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
+        raise BadRequest("Pod: expected a v1.Pod object with metadata")
+    names = doc.get("nodenames")
+    nodes = doc.get("nodes")
+    if names is not None:
+        if not isinstance(names, list) or not set(map(type, names)) <= {str}:
+            raise BadRequest("NodeNames: expected a list of node names")
+        return ExtenderArgs(pod, names)
+    if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
+        items = [n for n in nodes["items"] if isinstance(n, dict)]
+        return ExtenderArgs(pod, [str((n.get("metadata") or {}).get("name")) for n in items], items)
+    raise BadRequest("NodeNames or Nodes: one of them must be given")
+
+
+def parse_binding_args(body: bytes) -> BindingArgs:
+    """Parse `ExtenderBindingArgs`."""
+    doc = _load(body)
+    values = {}
+    for key in ("PodName", "PodNamespace", "PodUID", "Node"):
+        value = doc.get(key.lower())
+        if not isinstance(value, str) or (key != "PodUID" and not value):
+            raise BadRequest(f"{key}: expected a non-empty string")
+        values[key] = value
+    return BindingArgs(values["PodName"], values["PodNamespace"], values["PodUID"], values["Node"])
+
+
+def encode_filter(result: FilterResult, nodes: list[Obj] | None = None) -> bytes:
+    """`ExtenderFilterResult` JSON (NodeNames, or Nodes when the request carried full nodes)."""
+    doc: Obj = {
+        "Nodes": None,
+        "NodeNames": result.passed,
+        "FailedNodes": result.failed,
+        "FailedAndUnresolvableNodes": result.unresolvable,
+        "Error": result.error,
+    }
+    if nodes is not None:
+        keep = set(result.passed)
+        doc["NodeNames"] = None
+        doc["Nodes"] = {
+            "metadata": {},
+            "items": [n for n in nodes if (n.get("metadata") or {}).get("name") in keep],
+        }
+    return _dumps(doc)
+
+
+def encode_priorities(scores: Mapping[str, int]) -> bytes:
+    """`HostPriorityList` JSON: a bare list of {"Host", "Score"} (scores are ints)."""
+    if _fast_dumps is not None:
+        return _fast_dumps([{"Host": h, "Score": int(s)} for h, s in scores.items()])
+    enc = encode_basestring_ascii
+    items = [f'{{"Host":{enc(h)},"Score":{int(s)}}}' for h, s in scores.items()]
+    return ("[" + ",".join(items) + "]").encode()
+
+
+def encode_binding_result(error: str) -> bytes:
+    """`ExtenderBindingResult` JSON."""
+    return json.dumps({"Error": error}).encode()

@@ -1,0 +1,200 @@
+"""Snapshot -> Report: who holds which share of which GPU, what is pending, what is wrong.
+
+Pure. A GPU's cell counts every container whose assignment names it on a live pod bound to that
+node (admitted or not: the share is taken either way); the PENDING part is what the kubelet has
+not admitted yet. Pods that finished (Succeeded/Failed) hold nothing. Nodes without the
+`vgpu.io/gpu-inventory` annotation are listed by name only; a malformed inventory, an assignment
+that cannot be read, names another node or a GPU the node does not have, and a pod that asks for
+vgpu resources on a vgpu node without any assignment are all reported as problems.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpu.inspect.gangs import GangMembership, gang_views, membership, pod_group_minimums
+from vgpu.inspect.model import GpuView, Holder, NodeView, Problem, Report, Unscheduled, Usage
+from vgpu.inspect.pods import PodFacts, pod_facts
+from vgpu.inspect.snapshot import Snapshot
+from vgpu.node.inventory import InventoryError, NodeGpuInventory, annotation_key, parse_inventory
+
+Obj = Mapping[str, Any]
+
+
+@dataclass
+class _Collect:
+    problems: list[Problem] = field(default_factory=list)
+    holders: dict[str, dict[str, list[Holder]]] = field(default_factory=dict)
+    """node -> GPU uuid -> holders."""
+    pending_pods: dict[str, set[str]] = field(default_factory=dict)
+
+
+def build_report(snapshot: Snapshot, only: Sequence[str] = ()) -> Report:
+    """The report for the nodes named in `only` (all nodes when empty). Restricted to some
+    nodes, it keeps the gangs with a member there and leaves out unscheduled pods."""
+    collect = _Collect()
+    inventories = _inventories(snapshot.nodes, collect)
+    minimums = pod_group_minimums(snapshot.pod_groups)
+    facts = [(pod_facts(p), membership(p, minimums)) for p in snapshot.pods]
+    for pod, _ in facts:
+        if not pod.terminal:
+            _place(pod, inventories, collect)
+    wanted = set(only) or {_name(n) for n in snapshot.nodes}
+    for missing in sorted(set(only) - {_name(n) for n in snapshot.nodes}):
+        collect.problems.append(Problem(missing, "no such node", missing))
+    views = tuple(
+        _node_view(n, inventories[_name(n)], collect)
+        for n in sorted(snapshot.nodes, key=_name)
+        if _name(n) in wanted and _name(n) in inventories
+    )
+    totals = Usage()
+    for view in views:
+        totals = totals.plus(view.usage)
+    return Report(
+        nodes=views,
+        without_vgpu=tuple(sorted(n for n in wanted - set(inventories) if _exists(n, snapshot))),
+        totals=totals,
+        gangs=tuple(g for g in gang_views(_members(facts)) if not only or wanted & set(g.nodes)),
+        unscheduled=() if only else _unscheduled(facts),
+        problems=tuple(p for p in collect.problems if _concerns(p, wanted, only)),
+        taken_at=snapshot.taken_at,
+    )
+
+
+def _name(node: Obj) -> str:
+    return str((node.get("metadata") or {}).get("name") or "")
+
+
+def _exists(name: str, snapshot: Snapshot) -> bool:
+    return any(_name(n) == name for n in snapshot.nodes)
+
+
+def _concerns(problem: Problem, wanted: set[str], only: Sequence[str]) -> bool:
+    return not only or problem.node in wanted or problem.subject in only
+
+
+def _inventories(nodes: Iterable[Obj], collect: _Collect) -> dict[str, NodeGpuInventory]:
+    out = {}
+    for node in nodes:
+        text = ((node.get("metadata") or {}).get("annotations") or {}).get(annotation_key())
+        if text is None:
+            continue
+        try:
+            out[_name(node)] = parse_inventory(text)
+        except InventoryError as e:
+            collect.problems.append(
+                Problem(_name(node), f"unreadable GPU inventory: {e}", _name(node))
+            )
+    return out
+
+
+def _place(pod: PodFacts, inventories: Mapping[str, NodeGpuInventory], collect: _Collect) -> None:
+    if pod.assignment_error:
+        collect.problems.append(_problem(pod, f"unreadable assignment: {pod.assignment_error}"))
+        return
+    inventory = inventories.get(pod.node)
+    if pod.assignment is None:
+        if pod.node and inventory is not None and pod.asks_vgpu:
+            collect.problems.append(
+                _problem(
+                    pod,
+                    f"asks for vgpu on {pod.node} but has no assignment "
+                    "(bound without vgpu-scheduler?); the node agent will refuse it",
+                )
+            )
+        return
+    if pod.assignment.node != pod.node:
+        where = f"bound to {pod.node}" if pod.node else "not bound"
+        collect.problems.append(
+            _problem(pod, f"assignment names node {pod.assignment.node} but the pod is {where}")
+        )
+        return
+    if pod.assignment.uid and pod.uid and pod.assignment.uid != pod.uid:
+        collect.problems.append(_problem(pod, "assignment was made for another pod (uid differs)"))
+        return
+    if inventory is None:
+        return
+    _hold(pod, inventory, collect)
+
+
+def _hold(pod: PodFacts, inventory: NodeGpuInventory, collect: _Collect) -> None:
+    assert pod.assignment is not None
+    known = {g.uuid for g in inventory.gpus}
+    node_holders = collect.holders.setdefault(pod.node, {})
+    for container in pod.assignment.containers:
+        admitted = pod.is_admitted(container.name)
+        for share in container.shares:
+            if share.uuid not in known:
+                collect.problems.append(
+                    _problem(pod, f"assignment names GPU {share.uuid}, not on {pod.node}")
+                )
+                continue
+            holder = Holder(pod.key, container.name, share.cores, share.memory_mmib, admitted)
+            node_holders.setdefault(share.uuid, []).append(holder)
+            if not admitted:
+                collect.pending_pods.setdefault(pod.node, set()).add(pod.key)
+
+
+def _node_view(node: Obj, inventory: NodeGpuInventory, collect: _Collect) -> NodeView:
+    holders = collect.holders.get(_name(node), {})
+    gpus = tuple(
+        GpuView(
+            g.index,
+            g.uuid,
+            g.model,
+            g.healthy,
+            g.cores,
+            g.memory_mib,
+            tuple(sorted(holders.get(g.uuid, []), key=lambda h: (h.pod, h.container))),
+        )
+        for g in sorted(inventory.gpus, key=lambda g: g.index)
+    )
+    pending = [h for g in gpus for h in g.holders if not h.admitted]
+    usage = Usage(
+        gpus=len(gpus),
+        unhealthy=sum(1 for g in gpus if not g.healthy),
+        cores_used=sum(g.cores_used for g in gpus),
+        cores_total=sum(g.cores_total for g in gpus),
+        memory_used_mmib=sum(g.memory_used_mmib for g in gpus),
+        memory_total_mib=sum(g.memory_mib for g in gpus),
+        pending_pods=len(collect.pending_pods.get(_name(node), ())),
+        pending_cores=sum(h.cores for h in pending),
+        pending_memory_mmib=sum(h.memory_mmib for h in pending),
+    )
+    return NodeView(_name(node), _address(node), _ready(node), gpus, usage)
+
+
+def _address(node: Obj) -> str:
+    addresses = (node.get("status") or {}).get("addresses") or []
+    for kind in ("InternalIP", "ExternalIP", "Hostname"):
+        for a in addresses:
+            if a.get("type") == kind:
+                return str(a.get("address") or "")
+    return ""
+
+
+def _ready(node: Obj) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _members(
+    facts: Iterable[tuple[PodFacts, GangMembership | None]],
+) -> list[tuple[GangMembership, PodFacts]]:
+    return [(gang, pod) for pod, gang in facts if gang is not None]
+
+
+def _unscheduled(
+    facts: Iterable[tuple[PodFacts, GangMembership | None]],
+) -> tuple[Unscheduled, ...]:
+    return tuple(
+        Unscheduled(pod.key, pod.asks_cores, pod.asks_memory_blocks, gang.name if gang else "")
+        for pod, gang in sorted(facts, key=lambda f: f[0].key)
+        if not pod.node and not pod.terminal and pod.asks_vgpu
+    )
+
+
+def _problem(pod: PodFacts, message: str) -> Problem:
+    return Problem(pod.key, message, pod.node)

@@ -1,0 +1,75 @@
+"""Reading a `Snapshot` from a live cluster through `KubeApi` (never through the extender).
+
+Needs only read access: list nodes, list pods in all namespaces and, when pods name
+scheduler-plugins PodGroups, get those (a missing CRD or permission just leaves their minimum
+unknown). Kubernetes errors become `InspectError`s whose message says what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from vgpu.adapters.kube import (
+    KubeApi,
+    KubeConfigMissing,
+    KubeError,
+    KubeForbidden,
+    KubeNotFound,
+    KubeUnavailable,
+)
+from vgpu.core.errors import VgpuError
+from vgpu.inspect.gangs import PODGROUP_LABEL
+from vgpu.inspect.snapshot import Snapshot
+
+LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+RBAC_HINT = (
+    "ask an admin to bind the read-only ClusterRole vgpu-inspect, e.g. "
+    "kubectl create clusterrolebinding vgpu-inspect-$USER --clusterrole=vgpu-inspect --user=$USER"
+)
+
+
+class InspectError(VgpuError):
+    """The report cannot be made; the message is for the person at the terminal."""
+
+
+def connect(kubeconfig: str | None) -> KubeApi:
+    try:
+        return KubeApi.from_environment(kubeconfig)
+    except KubeConfigMissing as e:
+        raise InspectError(f"no cluster to inspect: {e}") from e
+
+
+def read_snapshot(api: KubeApi, *, now: datetime | None = None) -> Snapshot:
+    """Nodes, live pods and the PodGroups they name, as one consistent-enough snapshot."""
+    taken = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        nodes = api.list_nodes().items
+        pods = api.list_pods(field_selector=LIVE_PODS).items
+    except KubeForbidden as e:
+        raise InspectError(f"no permission to read nodes and pods ({e}); {RBAC_HINT}") from e
+    except KubeUnavailable as e:
+        raise InspectError(f"cannot reach the Kubernetes API server: {e}") from e
+    except KubeError as e:
+        raise InspectError(f"the Kubernetes API server refused the request: {e}") from e
+    return Snapshot(tuple(nodes), tuple(pods), _pod_groups(api, pods), taken)
+
+
+def _pod_groups(api: KubeApi, pods: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    names = sorted(
+        {
+            (str(p["metadata"].get("namespace") or "default"), labels[PODGROUP_LABEL])
+            for p in pods
+            if PODGROUP_LABEL in (labels := p["metadata"].get("labels") or {})
+        }
+    )
+    groups = []
+    for namespace, name in names:
+        try:
+            groups.append(api.get_pod_group(namespace, name))
+        except (KubeNotFound, KubeForbidden):
+            continue  # no CRD, no such group, or no permission: the minimum stays unknown
+        except KubeError as e:
+            raise InspectError(f"reading PodGroup {namespace}/{name} failed: {e}") from e
+    return tuple(groups)

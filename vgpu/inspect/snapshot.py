@@ -1,0 +1,152 @@
+"""The saved-cluster file: what `--save-snapshot` writes and `--fake-cluster` reads.
+
+Format (YAML or JSON; YAML shown)::
+
+    apiVersion: vgpu.io/v1alpha1
+    kind: ClusterSnapshot
+    takenAt: "2025-01-01T12:00:00Z"     # optional, shown in the report header
+    nodes: [<Node objects>]              # as the API server returns them
+    pods: [<Pod objects>]
+    podGroups: [<scheduling.x-k8s.io PodGroup objects>]   # optional
+
+A `kind: List` of Nodes, Pods and PodGroups (the output of
+`kubectl get nodes,pods -A -o yaml`) is accepted too. Saved snapshots are trimmed to what the
+report reads (names, labels, vgpu and gang annotations, resources, node name, phase, container
+states, node addresses and conditions): no environment variables, commands or images, so a
+snapshot can be attached to a bug report.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from vgpu.core.errors import VgpuError
+
+API_VERSION = "vgpu.io/v1alpha1"
+KIND = "ClusterSnapshot"
+
+Obj = dict[str, Any]
+
+
+class SnapshotError(VgpuError):
+    """A snapshot file is unreadable or malformed; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: tuple[Obj, ...]
+    pods: tuple[Obj, ...]
+    pod_groups: tuple[Obj, ...] = ()
+    taken_at: str = ""
+
+
+def loads(text: str, *, source: str = "snapshot") -> Snapshot:
+    """Parse a snapshot document (YAML or JSON)."""
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SnapshotError(f"{source}: not valid YAML or JSON ({e})") from e
+    if not isinstance(doc, dict):
+        raise SnapshotError(f"{source}: expected a mapping with kind {KIND} or List")
+    kind = doc.get("kind")
+    if kind == "List":
+        return _from_list(doc, source)
+    if kind != KIND:
+        raise SnapshotError(f"{source}.kind: expected {KIND!r} or 'List', got {kind!r}")
+    return Snapshot(
+        nodes=_objects(doc, "nodes", source),
+        pods=_objects(doc, "pods", source),
+        pod_groups=_objects(doc, "podGroups", source),
+        taken_at=str(doc.get("takenAt") or ""),
+    )
+
+
+def _from_list(doc: Mapping[str, Any], source: str) -> Snapshot:
+    items = _objects(doc, "items", source)
+    by_kind: dict[str, list[Obj]] = {"Node": [], "Pod": [], "PodGroup": []}
+    for item in items:
+        by_kind.setdefault(str(item.get("kind")), []).append(item)
+    return Snapshot(tuple(by_kind["Node"]), tuple(by_kind["Pod"]), tuple(by_kind["PodGroup"]))
+
+
+def _objects(doc: Mapping[str, Any], field: str, source: str) -> tuple[Obj, ...]:
+    value = doc.get(field) or []
+    if not isinstance(value, list):
+        raise SnapshotError(f"{source}.{field}: expected a list of objects")
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict):
+            raise SnapshotError(f"{source}.{field}[{i}]: expected an object with metadata")
+    return tuple(value)
+
+
+def dumps(snapshot: Snapshot, *, as_json: bool = False) -> str:
+    """Serialise a snapshot, trimmed (see the module docstring)."""
+    doc = {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "takenAt": snapshot.taken_at,
+        "nodes": [trim_node(n) for n in snapshot.nodes],
+        "pods": [trim_pod(p) for p in snapshot.pods],
+        "podGroups": [_trim_meta(g) | {"spec": g.get("spec", {})} for g in snapshot.pod_groups],
+    }
+    if as_json:
+        return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return str(yaml.safe_dump(doc, sort_keys=True, default_flow_style=False))
+
+
+_KEEP_ANNOTATION_PREFIXES = ("vgpu.io/", "scheduling.k8s.io/", "pod-group.scheduling")
+
+
+def _trim_meta(obj: Mapping[str, Any]) -> Obj:
+    meta = obj.get("metadata") or {}
+    annotations = {
+        k: v
+        for k, v in (meta.get("annotations") or {}).items()
+        if k.startswith(_KEEP_ANNOTATION_PREFIXES)
+    }
+    kept = {k: meta[k] for k in ("name", "namespace", "uid", "labels") if meta.get(k)}
+    if meta.get("deletionTimestamp"):
+        kept["deletionTimestamp"] = meta["deletionTimestamp"]
+    if annotations:
+        kept["annotations"] = annotations
+    return {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj.get("kind", ""),
+        "metadata": kept,
+    }
+
+
+def trim_node(node: Mapping[str, Any]) -> Obj:
+    status = node.get("status") or {}
+    kept = {k: status[k] for k in ("addresses", "conditions", "capacity") if k in status}
+    return _trim_meta({"kind": "Node", **node}) | {"status": kept}
+
+
+def trim_pod(pod: Mapping[str, Any]) -> Obj:
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+
+    def containers(key: str) -> list[Obj]:
+        return [
+            {"name": c.get("name"), "resources": c.get("resources") or {}}
+            for c in spec.get(key) or []
+        ]
+
+    kept_spec: Obj = {"containers": containers("containers")}
+    if spec.get("initContainers"):
+        kept_spec["initContainers"] = containers("initContainers")
+    for key in ("nodeName", "schedulerName"):
+        if spec.get(key):
+            kept_spec[key] = spec[key]
+    kept_status: Obj = {"phase": status.get("phase", "Pending")}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if status.get(key):
+            kept_status[key] = [
+                {"name": s.get("name"), "state": s.get("state") or {}} for s in status[key]
+            ]
+    return _trim_meta({"kind": "Pod", **pod}) | {"spec": kept_spec, "status": kept_status}

@@ -1,0 +1,377 @@
+"""The node's side of the hand-off (docs/handshake.md): which containers are pending and admitted.
+
+`Handoff` is the agent's ledger of the pods bound to its node, fed by the pod watch
+(`observe` / `forget`), by Allocate (`admit`) and by the kubelet's pod-resources API
+(`reconcile`). For every pod it verifies the signed `vgpu.io/assignment` (HMAC, pod UID, pod
+key, node, per-container cores): a pod without a valid one is *unassigned*. A container is
+*pending* for a resource (cores or memory blocks) while it asks devices of that resource and
+has not been allocated them; it is *admitted* once every resource it asks is allocated.
+
+Matching is the heart of it: `candidates(kind, size, gpus)` lists the pending containers whose
+ask for `kind` equals `size` and whose assignment names exactly `gpus`, ordered as the kubelet
+admits them: a pod the kubelet is in the middle of first, then pods in the order they were
+seen, and within a pod in spec order (init containers first). Invariant I guarantees that
+containers of different pods left in that list would get the same grant. Pure, apart from a lock:
+the adapters call it from several threads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from vgpu.api.assignment import ADMITTED, ASSIGNMENT, verify
+from vgpu.core.ids import PodKey
+from vgpu.core.model import Assignment, GpuShare
+from vgpu.core.units import MMIB_PER_MIB
+from vgpu.node.devices import UnitKind
+from vgpu.node.podspec import ContainerAsk, PodInfo, cores_limit
+
+KINDS = (UnitKind.CORES, UnitKind.MEMORY)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldDevices:
+    """Device IDs of one resource that a running container holds, per the kubelet."""
+
+    pod: PodKey
+    container: str
+    kind: UnitKind
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GrantedContainer:
+    """A container of an assigned pod with its shares; `admitted` once it holds its devices."""
+
+    pod: PodKey
+    uid: str
+    container: str
+    shares: tuple[GpuShare, ...]
+    admitted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A pending container that an Allocate call could be for."""
+
+    pod: PodKey
+    container: ContainerAsk
+    shares: tuple[GpuShare, ...]
+    cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
+    in_progress: bool = False  # some of the pod's containers are admitted, not all
+
+    @property
+    def gpus(self) -> frozenset[str]:
+        return frozenset(s.uuid for s in self.shares)
+
+    @property
+    def signature(self) -> tuple[object, ...]:
+        """Everything the container's grant depends on."""
+        return (self.shares, self.container.memory_blocks, self.cores_limit)
+
+
+@dataclass(slots=True)
+class _Entry:
+    info: PodInfo
+    assignment: Assignment | None
+    problem: str | None
+    seq: int
+    shares: dict[str, tuple[GpuShare, ...]] = field(default_factory=dict)
+    admitted: dict[tuple[str, UnitKind], tuple[tuple[str, ...], float]] = field(
+        default_factory=dict
+    )
+
+    def ask(self, container: ContainerAsk, kind: UnitKind) -> int:
+        return container.cores if kind is UnitKind.CORES else container.memory_blocks
+
+    def done(self, container: ContainerAsk) -> bool:
+        return all(
+            (container.name, k) in self.admitted for k in KINDS if self.ask(container, k) > 0
+        )
+
+    def in_progress(self) -> bool:
+        started = any(self.admitted)
+        return started and not all(self.done(c) for c in self.info.containers)
+
+
+def check_assignment(info: PodInfo, node: str, key: bytes) -> tuple[Assignment | None, str | None]:
+    """The pod's verified assignment, or None and why the pod is unassigned."""
+    if ASSIGNMENT not in info.annotations:
+        return None, f"{info.key} has no {ASSIGNMENT} (bound without the vgpu scheduler?)"
+    assignment = verify(info.annotations, key)
+    if assignment is None:
+        return None, f"{info.key}: {ASSIGNMENT} is forged or signed with another key"
+    if assignment.uid != info.uid:
+        return None, (
+            f"{info.key}: {ASSIGNMENT} belongs to pod UID {assignment.uid}, not {info.uid} "
+            "(copied from another pod)"
+        )
+    if assignment.pod != info.key or assignment.node != node:
+        return None, (
+            f"{info.key}: {ASSIGNMENT} is for {assignment.pod} on {assignment.node}, "
+            f"not {info.key} on {node}"
+        )
+    for ask in info.containers:
+        held = next((c for c in assignment.containers if c.name == ask.name), None)
+        cores = sum(s.cores for s in held.shares) if held else 0
+        if cores != ask.cores:
+            return None, (
+                f"{info.key}: container {ask.name} asks {ask.cores} cores but its assignment "
+                f"gives {cores}"
+            )
+    return assignment, None
+
+
+class Handoff:
+    """Pending and admitted containers of the pods bound to one node. Thread-safe."""
+
+    def __init__(
+        self,
+        node: str,
+        key: bytes,
+        *,
+        clock: Callable[[], float],
+        grace_s: float = 30.0,
+    ) -> None:
+        self.node = node
+        self._key = key
+        self._clock = clock
+        self._grace_s = grace_s
+        self._pods: dict[PodKey, _Entry] = {}
+        self._seq = 0
+        self._patched: dict[PodKey, str] = {}
+        self._lock = threading.RLock()
+        self.unassigned_held: tuple[HeldDevices, ...] = ()
+
+    # ----- the pod watch -----------------------------------------------------------------------
+    def observe(self, info: PodInfo) -> str | None:
+        """Record a pod bound to this node; returns why it is unassigned (None if assigned)."""
+        with self._lock:
+            old = self._pods.get(info.key)
+            if info.terminal or info.node != self.node or not info.asks:
+                self._pods.pop(info.key, None)
+                return None
+            assignment, problem = check_assignment(info, self.node, self._key)
+            if old is not None and old.info.uid == info.uid:
+                entry = old
+                entry.info, entry.assignment, entry.problem = info, assignment, problem
+            else:
+                self._seq += 1
+                entry = _Entry(info, assignment, problem, self._seq)
+                self._pods[info.key] = entry
+            entry.shares = {c.name: c.shares for c in assignment.containers} if assignment else {}
+            return problem
+
+    def forget(self, key: PodKey, uid: str = "") -> None:
+        """Drop a deleted pod (only the incarnation with `uid`, when given)."""
+        with self._lock:
+            entry = self._pods.get(key)
+            if entry is not None and (not uid or entry.info.uid == uid):
+                del self._pods[key]
+                self._patched.pop(key, None)
+
+    def pods(self) -> list[PodKey]:
+        with self._lock:
+            return list(self._pods)
+
+    def problem(self, key: PodKey) -> str | None:
+        with self._lock:
+            entry = self._pods.get(key)
+            return entry.problem if entry else None
+
+    # ----- matching ----------------------------------------------------------------------------
+    def _pending(self, kind: UnitKind) -> Iterable[tuple[_Entry, ContainerAsk]]:
+        """Per assigned pod, the one container the kubelet can allocate `kind` for next: the
+        first in spec order (init containers first) still waiting for `kind`."""
+        entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
+        for entry in entries:
+            if entry.assignment is None:
+                continue
+            for container in entry.info.containers:
+                if entry.ask(container, kind) > 0 and (container.name, kind) not in entry.admitted:
+                    if entry.shares.get(container.name):
+                        yield entry, container
+                    break
+
+    def candidates(
+        self, kind: UnitKind, size: int, gpus: frozenset[str] | None = None
+    ) -> list[Candidate]:
+        """Next pending containers asking `size` devices of `kind` (on exactly `gpus`, if
+        given), at most one per pod, a pod the kubelet is in the middle of first."""
+        with self._lock:
+            out = []
+            for entry, container in self._pending(kind):
+                shares = entry.shares[container.name]
+                if entry.ask(container, kind) != size:
+                    continue
+                if gpus is not None and frozenset(s.uuid for s in shares) != gpus:
+                    continue
+                limit = cores_limit(entry.info)
+                out.append(Candidate(entry.info.key, container, shares, limit, entry.in_progress()))
+            return out
+
+    def waiting_unassigned(self, kind: UnitKind, size: int) -> list[PodKey]:
+        """Unassigned pods not yet started that ask `size` devices of `kind` somewhere: an
+        Allocate of that size could be theirs, whatever IDs it carries."""
+        holders = {h.pod for h in self.unassigned_held}
+        with self._lock:
+            return [
+                key
+                for key, e in self._pods.items()
+                if e.assignment is None
+                and e.info.phase in ("", "Pending")
+                and key not in holders
+                and any(e.ask(c, kind) == size for c in e.info.containers)
+            ]
+
+    def pending_on(self, gpus: Iterable[str]) -> list[str]:
+        """What the ledger holds on these GPUs, for refusal messages."""
+        wanted = set(gpus)
+        with self._lock:
+            out = []
+            for entry in sorted(self._pods.values(), key=lambda e: e.seq):
+                for name, shares in entry.shares.items():
+                    if not wanted & {s.uuid for s in shares}:
+                        continue
+                    container = entry.info.container(name)
+                    state = "admitted" if container and entry.done(container) else "pending"
+                    asks = ", ".join(f"{s.cores} cores" for s in shares if s.uuid in wanted)
+                    blocks = container.memory_blocks if container else 0
+                    more = f" + {blocks} memory blocks" if blocks else ""
+                    out.append(f"{entry.info.key}/{name} ({state}, {asks}{more})")
+            return out
+
+    def admit(self, pod: PodKey, container: str, kind: UnitKind, ids: Sequence[str]) -> None:
+        with self._lock:
+            entry = self._pods.get(pod)
+            if entry is not None:
+                entry.admitted[(container, kind)] = (tuple(ids), self._clock())
+
+    def unadmit(self, pod: PodKey, container: str, kind: UnitKind) -> None:
+        with self._lock:
+            entry = self._pods.get(pod)
+            if entry is not None:
+                entry.admitted.pop((container, kind), None)
+
+    def reserved(self, gpu: str, kind: UnitKind, memory_unit_mib: int) -> int:
+        """Units of `kind` on `gpu` that assigned pods (pending or admitted) or unassigned
+        holders take, in devices (memory rounded up to blocks)."""
+        with self._lock:
+            total = 0
+            for entry in self._pods.values():
+                for share in (s for shares in entry.shares.values() for s in shares):
+                    if share.uuid != gpu:
+                        continue
+                    if kind is UnitKind.CORES:
+                        total += share.cores
+                    else:
+                        total += -(-share.memory_mmib // (memory_unit_mib * MMIB_PER_MIB))
+            held = (h for h in self.unassigned_held if h.kind is kind)
+            total += sum(sum(1 for i in h.ids if i.startswith(gpu + "::")) for h in held)
+            return total
+
+    def granted(self) -> list[GrantedContainer]:
+        """Every container of an assigned pod (pending or admitted) with its shares."""
+        with self._lock:
+            out = []
+            for key, entry in self._pods.items():
+                for name, shares in entry.shares.items():
+                    container = entry.info.container(name)
+                    done = container is not None and entry.done(container)
+                    out.append(GrantedContainer(key, entry.info.uid, name, shares, done))
+            return out
+
+    # ----- the admitted annotation ---------------------------------------------------------------
+    def admitted_containers(self, key: PodKey) -> list[str]:
+        with self._lock:
+            entry = self._pods.get(key)
+            if entry is None or entry.assignment is None:
+                return []
+            return sorted(c.name for c in entry.info.containers if entry.done(c))
+
+    def annotation_updates(self) -> list[tuple[PodKey, str]]:
+        """(pod, new `vgpu.io/admitted` value) for pods whose annotation is out of date."""
+        with self._lock:
+            out = []
+            for key, entry in self._pods.items():
+                if entry.assignment is None:
+                    continue
+                names = self.admitted_containers(key)
+                value = json.dumps(names, separators=(",", ":"))
+                current = entry.info.annotations.get(ADMITTED, "[]")
+                if value != current and self._patched.get(key) != value:
+                    out.append((key, value))
+            return out
+
+    def patched(self, key: PodKey, value: str) -> None:
+        with self._lock:
+            self._patched[key] = value
+
+    # ----- reconciliation ------------------------------------------------------------------------
+    def reconcile(self, held: Iterable[HeldDevices]) -> list[tuple[PodKey, str]]:
+        """Rebuild the admitted set from what the kubelet says running containers hold.
+
+        Returns (pod, message) for containers holding IDs that differ from their assignment and
+        for unassigned pods holding devices. Admissions younger than the grace period survive a
+        snapshot that does not show them yet (Allocate has returned, the kubelet not yet recorded).
+        """
+        now = self._clock()
+        by_pod: dict[PodKey, list[HeldDevices]] = {}
+        owner: dict[str, tuple[PodKey, str]] = {}
+        for h in held:
+            by_pod.setdefault(h.pod, []).append(h)
+            owner.update(dict.fromkeys(h.ids, (h.pod, h.container)))
+
+        def fresh_and_unclaimed(
+            key: PodKey, container: str, ids: tuple[str, ...], at: float
+        ) -> bool:
+            # Interchangeable pending containers (same ask, GPU and grant) may be attributed to
+            # either pod at Allocate; when the kubelet's record names another holder for these
+            # IDs, it is the truth and this attribution is dropped (that container is pending).
+            claimed = {owner.get(i, (key, container)) for i in ids}
+            return now - at < self._grace_s and claimed <= {(key, container)}
+
+        reports: list[tuple[PodKey, str]] = []
+        unassigned: list[HeldDevices] = []
+        with self._lock:
+            for key, entry in self._pods.items():
+                holdings = by_pod.pop(key, [])
+                if entry.assignment is None:
+                    unassigned += holdings
+                    if holdings:
+                        reports.append((key, f"unassigned pod holds vGPU devices: {entry.problem}"))
+                    continue
+                fresh = {
+                    k: v
+                    for k, v in entry.admitted.items()
+                    if fresh_and_unclaimed(key, k[0], tuple(v[0]), v[1])
+                }
+                entry.admitted = fresh
+                for h in holdings:
+                    problem = self._mismatch(entry, h)
+                    if problem:
+                        reports.append((key, problem))
+                    old = fresh.get((h.container, h.kind))
+                    entry.admitted[(h.container, h.kind)] = (h.ids, old[1] if old else now)
+            for rest in by_pod.values():
+                unassigned += rest
+            self.unassigned_held = tuple(unassigned)
+        return reports
+
+    @staticmethod
+    def _mismatch(entry: _Entry, h: HeldDevices) -> str | None:
+        shares = entry.shares.get(h.container, ())
+        container = entry.info.container(h.container)
+        want = {s.uuid for s in shares}
+        have = {i.split("::", 1)[0] for i in h.ids}
+        size = entry.ask(container, h.kind) if container else 0
+        if have == want and len(h.ids) == size:
+            return None
+        return (
+            f"container {h.container} holds {len(h.ids)} {h.kind.name.lower()} devices on "
+            f"{', '.join(sorted(have)) or 'no GPU'}; its assignment says {size} on "
+            f"{', '.join(sorted(want)) or 'no GPU'}"
+        )

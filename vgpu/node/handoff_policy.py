@@ -1,0 +1,245 @@
+"""`HandoffPolicy`: the `AllocationPolicy` that admits exactly what the extender assigned.
+
+- GetPreferredAllocation: the first pending container (see `Handoff.candidates`) asking `size`
+  devices of this resource names the GPU(s); the answer is `size` available IDs there,
+  must-include IDs first. With no pending match, or too few IDs available there, it falls back
+  to the default binpacked choice.
+- Allocate: the GPUs are read from the IDs. The one pending container asking `len(ids)` devices
+  on exactly those GPUs is admitted and its grant returned (cores: the full grant from the
+  assignment; memory: an acknowledgement, the limits came with cores). Otherwise the call is
+  refused with what the ledger holds there. When pending containers of *different* pods would
+  get *different* grants for the same IDs (invariant I was broken somewhere), the call is refused
+  rather than guessed. With `allow_unassigned`, IDs matching no pending container are admitted
+  when their GPU has capacity that no assigned pod (pending or admitted) holds.
+
+Every admission calls `on_admit(pod)` so the agent can patch `vgpu.io/admitted`. Pure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from vgpu.core.ids import PodKey
+from vgpu.core.units import MMIB_PER_MIB
+from vgpu.node.allocation import DefaultAllocationPolicy
+from vgpu.node.devices import (
+    DeviceIdError,
+    ResourceNames,
+    UnitId,
+    UnitKind,
+    group_by_gpu,
+    split_by_gpu,
+    units_per_gpu,
+)
+from vgpu.node.grants import (
+    ContainerGrant,
+    GpuLimit,
+    GrantSettings,
+    Refusal,
+    container_grant,
+    memory_ack_grant,
+)
+from vgpu.node.handoff import Candidate, Handoff
+from vgpu.node.model import GpuInfo
+
+log = logging.getLogger(__name__)
+_NOUN = {UnitKind.CORES: "cores", UnitKind.MEMORY: "memory blocks"}
+
+
+class HandoffPolicy:
+    def __init__(
+        self,
+        handoff: Handoff,
+        gpus: Sequence[GpuInfo],
+        *,
+        names: ResourceNames | None = None,
+        memory_unit_mib: int,
+        settings: GrantSettings | None = None,
+        allow_unassigned: bool = False,
+        on_admit: Callable[[PodKey], None] = lambda _pod: None,
+        refresh: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._handoff = handoff
+        self._gpus = {g.uuid: g for g in sorted(gpus, key=lambda g: g.index)}
+        self._names = names or ResourceNames()
+        self._unit_mib = memory_unit_mib
+        self._settings = settings or GrantSettings()
+        self._allow_unassigned = allow_unassigned
+        self._on_admit = on_admit
+        self._refresh = refresh
+        self._default = DefaultAllocationPolicy(
+            gpus, names=self._names, memory_unit_mib=memory_unit_mib
+        )
+
+    # ----- GetPreferredAllocation ----------------------------------------------------------------
+    def preferred(
+        self, resource: str, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        kind = self._names.kind_of(resource)
+        for candidate in self._handoff.candidates(kind, size):
+            ids = self._steer(kind, candidate, available, must_include, size)
+            if ids is not None:
+                return ids
+        return self._default.preferred(resource, available, must_include, size)
+
+    def _steer(
+        self,
+        kind: UnitKind,
+        candidate: Candidate,
+        available: Sequence[str],
+        must: Sequence[str],
+        size: int,
+    ) -> list[str] | None:
+        quotas = self._quotas(kind, candidate, size)
+        picked = list(dict.fromkeys(must))
+        taken = set(picked)
+        prefixes = tuple(f"{uuid}::" for uuid in quotas)
+        pool = split_by_gpu(i for i in available if i.startswith(prefixes) and i not in taken)
+        for uuid, units in split_by_gpu(picked).items():
+            if uuid in quotas:
+                quotas[uuid] -= len(units)
+        for uuid, need in quotas.items():
+            free = pool.get(uuid, [])[: max(need, 0)]
+            if len(free) < need:
+                return None
+            picked += free
+        return picked if len(picked) == size else None
+
+    def _quotas(self, kind: UnitKind, candidate: Candidate, size: int) -> dict[str, int]:
+        shares = candidate.shares
+        if kind is UnitKind.CORES:
+            return {s.uuid: s.cores for s in shares}
+        per, extra = divmod(size, len(shares))
+        return {s.uuid: per + (1 if n < extra else 0) for n, s in enumerate(shares)}
+
+    # ----- Allocate ------------------------------------------------------------------------------
+    def allocate(
+        self, resource: str, container_ids: Sequence[Sequence[str]]
+    ) -> list[ContainerGrant] | Refusal:
+        try:
+            kind = self._names.kind_of(resource)
+        except ValueError as e:
+            return Refusal(str(e))
+        grants: list[ContainerGrant] = []
+        done: list[tuple[PodKey, str]] = []
+        for ids in container_ids:
+            result = self._one(kind, resource, ids)
+            if isinstance(result, Refusal):
+                for pod, container in done:
+                    self._handoff.unadmit(pod, container, kind)
+                return result
+            grant, admitted = result
+            grants.append(grant)
+            if admitted is not None:
+                done.append(admitted)
+        for pod in dict.fromkeys(p for p, _ in done):
+            self._on_admit(pod)
+        return grants
+
+    def _one(
+        self, kind: UnitKind, resource: str, ids: Sequence[str]
+    ) -> tuple[ContainerGrant, tuple[PodKey, str] | None] | Refusal:
+        if not ids or len(set(ids)) != len(ids):
+            return Refusal(f"{resource}: empty or duplicate device IDs")
+        try:
+            groups = group_by_gpu(ids)
+        except DeviceIdError as e:
+            return Refusal(str(e))
+        unknown = [u for u in groups if u not in self._gpus]
+        if unknown:
+            return Refusal(f"{resource}: unknown GPU {unknown[0]} (not on this node)")
+        gpus = frozenset(groups)
+        matches = self._handoff.candidates(kind, len(ids), gpus)
+        if not matches:
+            # The kubelet learns of a bound pod through its own watch and may admit it before
+            # ours has shown it: catch up with the API server once before refusing.
+            self._refresh()
+            matches = self._handoff.candidates(kind, len(ids), gpus)
+        if not matches:
+            return self._unmatched(kind, resource, ids, groups)
+        chosen = matches[0]
+        ambiguous = self._ambiguity(kind, len(ids), chosen)
+        if ambiguous is not None:
+            return Refusal(
+                f"{resource}: {len(ids)} devices on {', '.join(sorted(gpus))}: {ambiguous}"
+            )
+        grant = self._grant(kind, chosen, groups)
+        if isinstance(grant, Refusal):
+            return grant
+        self._handoff.admit(chosen.pod, chosen.container.name, kind, ids)
+        log.info(
+            "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
+        )
+        return grant, (chosen.pod, chosen.container.name)
+
+    def _ambiguity(self, kind: UnitKind, size: int, chosen: Candidate) -> str | None:
+        """Why this Allocate might be for another pod than `chosen` (None: it cannot be).
+
+        A pod the kubelet is in the middle of is certain. Otherwise any other pod that waits
+        with the same ask but a different grant (another GPU: invariant I broken; or different
+        limits) or without a valid assignment makes the call ambiguous: refuse, never swap.
+        """
+        if chosen.in_progress:
+            return None
+        rivals = [
+            c.pod
+            for c in self._handoff.candidates(kind, size)
+            if c.pod != chosen.pod and c.signature != chosen.signature
+        ]
+        rivals += self._handoff.waiting_unassigned(kind, size)
+        if not rivals:
+            return None
+        return (
+            f"could be for {chosen.pod} or for {', '.join(sorted(set(rivals)))}, which wait with "
+            f"the same ask and a different or no assignment; refusing rather than risk a swap "
+            "(the pod will be recreated)"
+        )
+
+    def _grant(
+        self, kind: UnitKind, chosen: Candidate, groups: dict[str, list[UnitId]]
+    ) -> ContainerGrant | Refusal:
+        order = [u for u in self._gpus if u in groups]
+        if kind is UnitKind.MEMORY:
+            return memory_ack_grant([(u, len(groups[u])) for u in order])
+        by_uuid = {str(s.uuid): s for s in chosen.shares}
+        limits = [
+            GpuLimit(u, by_uuid[u].cores, -(-by_uuid[u].memory_mmib // MMIB_PER_MIB)) for u in order
+        ]
+        limit, problem = chosen.cores_limit
+        if problem is not None:
+            return Refusal(problem)
+        return container_grant(limits, self._settings, cores_limit=limit)
+
+    def _unmatched(
+        self, kind: UnitKind, resource: str, ids: Sequence[str], groups: dict[str, list[UnitId]]
+    ) -> tuple[ContainerGrant, None] | Refusal:
+        if self._allow_unassigned:
+            short = self._short_of(kind, groups)
+            if short is None:
+                result = self._default.allocate(resource, [ids])
+                if isinstance(result, Refusal):
+                    return result
+                log.warning("%s: admitted unassigned container on %s", resource, sorted(groups))
+                return result[0], None
+            reason = short
+        else:
+            reason = "unassigned pods are not admitted (--allow-unassigned is off)"
+        held = self._handoff.pending_on(groups)
+        where = ", ".join(sorted(groups))
+        holds = "; ".join(held[:5]) if held else "nothing assigned there"
+        if len(held) > 5:
+            holds += f"; and {len(held) - 5} more"
+        return Refusal(
+            f"{where}: no pending container asks {len(ids)} {_NOUN[kind]} there "
+            f"(the ledger holds: {holds}); {reason}. The pod must be scheduled by the vgpu "
+            "extender; it will be recreated by its controller"
+        )
+
+    def _short_of(self, kind: UnitKind, groups: dict[str, list[UnitId]]) -> str | None:
+        for uuid, units in groups.items():
+            cap = units_per_gpu(self._gpus[uuid], kind, self._unit_mib)
+            free = cap - self._handoff.reserved(uuid, kind, self._unit_mib)
+            if len(units) > free:
+                return f"only {max(free, 0)} unreserved {kind.name.lower()} devices on {uuid}"
+        return None

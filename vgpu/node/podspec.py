@@ -1,0 +1,123 @@
+"""What the hand-off needs to know about a pod, read from the pod object (a plain dict).
+
+The node agent watches the pods bound to its node. For each it needs the key, UID, node, the
+vGPU asks of every container in the order the kubelet admits them (init containers first, then
+app containers, each in spec order), its annotations and whether it is finished. Extended
+resources are integers and live in `limits` (a request, if given, must equal the limit); a
+malformed quantity makes the container ask nothing here and is reported in `problems`, so the
+pod is refused at Allocate with a message instead of crashing the agent.
+
+Pure: dict in, frozen value out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from vgpu.core.ids import PodKey, pod_key
+from vgpu.node.devices import ResourceNames
+
+CORES_LIMIT = "vgpu.io/cores-limit"
+"""Pod annotation: elastic upper bound on cores (percent of SMs) for modes that support it."""
+
+_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerAsk:
+    """The vGPU devices one container asks of the kubelet: cores and memory blocks."""
+
+    name: str
+    cores: int = 0
+    memory_blocks: int = 0
+    init: bool = False
+
+    @property
+    def asks(self) -> bool:
+        return bool(self.cores or self.memory_blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class PodInfo:
+    """A pod as the hand-off sees it. `containers` holds only containers that ask vGPU devices."""
+
+    key: PodKey
+    uid: str
+    node: str
+    containers: tuple[ContainerAsk, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    terminal: bool = False
+    phase: str = ""
+    problems: tuple[str, ...] = ()
+
+    def container(self, name: str) -> ContainerAsk | None:
+        return next((c for c in self.containers if c.name == name), None)
+
+    @property
+    def asks(self) -> bool:
+        return bool(self.containers)
+
+
+def _quantity(value: Any, where: str, problems: list[str]) -> int:
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text)
+    problems.append(f"{where}: {value!r} is not a whole number of devices")
+    return 0
+
+
+def _ask(
+    raw: Mapping[str, Any], names: ResourceNames, init: bool, problems: list[str]
+) -> ContainerAsk:
+    name = str(raw.get("name", ""))
+    resources = raw.get("resources") or {}
+    limits = resources.get("limits") or {}
+    requests = resources.get("requests") or {}
+    counts = []
+    for resource in (names.cores, names.memory):
+        where = f"container {name!r} {resource}"
+        value = limits.get(resource, requests.get(resource))
+        count = 0 if value is None else _quantity(value, where, problems)
+        if (
+            resource in requests
+            and resource in limits
+            and str(requests[resource]) != str(limits[resource])
+        ):
+            problems.append(f"{where}: request {requests[resource]} differs from limit")
+        counts.append(count)
+    return ContainerAsk(name, counts[0], counts[1], init)
+
+
+def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodInfo:
+    """Read a pod object (wire form, as from the API server) into a `PodInfo`."""
+    names = names or ResourceNames()
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    problems: list[str] = []
+    asks = [_ask(c, names, True, problems) for c in spec.get("initContainers") or ()]
+    asks += [_ask(c, names, False, problems) for c in spec.get("containers") or ()]
+    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    return PodInfo(
+        key=pod_key(str(meta.get("namespace", "")), str(meta.get("name", ""))),
+        uid=str(meta.get("uid", "")),
+        node=str(spec.get("nodeName") or ""),
+        containers=tuple(a for a in asks if a.asks),
+        annotations=annotations,
+        terminal=status.get("phase") in _TERMINAL_PHASES or bool(meta.get("deletionTimestamp")),
+        phase=str(status.get("phase") or ""),
+        problems=tuple(problems),
+    )
+
+
+def cores_limit(info: PodInfo) -> tuple[int | None, str | None]:
+    """The pod's elastic cores limit: (value, None), (None, None) if unset, or (None, problem)."""
+    raw = info.annotations.get(CORES_LIMIT)
+    if raw is None or not raw.strip():
+        return None, None
+    text = raw.strip()
+    if not text.isdigit() or not 1 <= int(text) <= 100:
+        return None, f"{CORES_LIMIT}={raw!r}: expected a whole percentage 1..100"
+    return int(text), None
