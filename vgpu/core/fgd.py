@@ -30,6 +30,27 @@ def sigmoid_score(reduction: float) -> float:
     return float(int(100 / (1 + math.exp(-x))))
 
 
+def take_choice(ns: NodeState, pod: PodRequest, gpus: list[GpuKey]) -> tuple[Choice, int] | None:
+    """Choose GPUs for a pod (whole-GPU or several containers) and subtract its shares from the
+    per-GPU keys `gpus` in place: (choice, cores taken), or None if it does not fit.
+
+    A pod without GPU containers takes nothing: ((), 0).
+    """
+    if not pod.gpu_containers:
+        return (), 0
+    choice = choose(ns, pod)
+    if choice is None:
+        return None
+    taken = 0
+    for c, positions in zip(pod.gpu_containers, choice, strict=True):
+        for p in positions:
+            cores, mem = share_of(ns, p, c)
+            cid, fc, fm = gpus[p]
+            gpus[p] = (cid, fc - cores, fm - mem)
+            taken += cores
+    return choice, taken
+
+
 class FgdPolicy(Policy):
     """Least growth of expected fragmentation wins."""
 
@@ -58,17 +79,10 @@ class FgdPolicy(Policy):
         wanting = pod.gpu_containers
         if len(wanting) == 1 and not wanting[0].whole:
             return self._fractional(ns, pod, wanting[0], gpus, before, level)
-        choice: Choice = ()
-        if wanting:
-            found = choose(ns, pod)
-            if found is None:
-                return None
-            choice = found
-            for c, positions in zip(wanting, choice, strict=True):
-                for p in positions:
-                    cores, mem = share_of(ns, p, c)
-                    cid, fc, fm = gpus[p]
-                    gpus[p] = (cid, fc - cores, fm - mem)
+        taken = take_choice(ns, pod, gpus)
+        if taken is None:
+            return None
+        choice, _ = taken
         after = meter.of_key(level, tuple(sorted(gpus)))
         return Evaluation(self._score(before, after), choice)
 

@@ -27,12 +27,12 @@ from itertools import count
 from random import Random
 
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.fgd import sigmoid_score
+from vgpu.core.fgd import sigmoid_score, take_choice
 from vgpu.core.fit import candidates, host_fits
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.learning import WorkloadLearner
 from vgpu.core.model import PodRequest
-from vgpu.core.placement import Choice, choose, share_of
+from vgpu.core.placement import share_of
 from vgpu.core.policies import Evaluation, Policy
 from vgpu.core.state import NodeState
 from vgpu.core.units import CORES_PER_GPU
@@ -211,18 +211,11 @@ class DefaultPolicy(Policy):
         wanting = pod.gpu_containers
         if len(wanting) == 1 and not wanting[0].whole:
             return self._fractional(ns, pod, gpus, before, used)
-        choice: Choice = ()
-        if wanting:
-            found = choose(ns, pod)
-            if found is None:
-                return None
-            choice = found
-            for c, positions in zip(wanting, choice, strict=True):
-                for p in positions:
-                    cores, mem = share_of(ns, p, c)
-                    cid, fc, fm = gpus[p]
-                    gpus[p] = (cid, fc - cores, fm - mem)
-                    used += cores
+        taken = take_choice(ns, pod, gpus)
+        if taken is None:
+            return None
+        choice, cores = taken
+        used += cores
         after = meter.of_key(level, tuple(sorted(gpus))) + self._stranded(cpu_after, total - used)
         return Evaluation(self._primary(before - after) + self._secondary(ns, pod, used), choice)
 
