@@ -21,6 +21,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.gang import (
+    GANG_NAME,
+    GANG_SIZE,
+    LEGACY_GROUP_MIN,
+    LEGACY_GROUP_NAME,
+    POD_GROUP_LABEL,
+)
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, GpuUUID, PodKey, gang_key, pod_key
 from vgpu.core.model import ANY_GPU, ContainerRequest, GpuSelector, PodRequest
@@ -36,11 +43,6 @@ GPU_TYPE_EXCLUDE = "vgpu.io/gpu-type-exclude"
 GPU_UUID = "vgpu.io/gpu-uuid"
 GPU_UUID_EXCLUDE = "vgpu.io/gpu-uuid-exclude"
 POLICY = "vgpu.io/policy"
-POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-LEGACY_GROUP_NAME = "pod-group.scheduling.sigs.k8s.io/name"
-LEGACY_GROUP_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-GANG_NAME = "vgpu.io/gang-name"
-GANG_SIZE = "vgpu.io/gang-size"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,14 +18,15 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from vgpu.api.gang import (
+    GANG_NAME,
+    GANG_SIZE,
+    LEGACY_GROUP_MIN,
+    LEGACY_GROUP_NAME,
+    LEGACY_GROUP_OLD,
+    POD_GROUP_LABEL,
+)
 from vgpu.inspect.pods import PodFacts
-
-PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
-LIGHT_NAME = "pod-group.scheduling.sigs.k8s.io/name"
-LIGHT_OLD = "pod-group.scheduling.sigs.k8s.io"
-LIGHT_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
-VGPU_NAME = "vgpu.io/gang-name"
-VGPU_MIN = "vgpu.io/gang-size"
 
 Obj = Mapping[str, Any]
 
@@ -66,12 +67,12 @@ def membership(pod: Obj, pod_groups: Mapping[str, int]) -> GangMembership | None
     labels = meta.get("labels") or {}
     annotations = meta.get("annotations") or {}
     namespace = str(meta.get("namespace") or "default")
-    if name := labels.get(PODGROUP_LABEL):
+    if name := labels.get(POD_GROUP_LABEL):
         return GangMembership(name, pod_groups.get(f"{namespace}/{name}"))
-    if name := labels.get(LIGHT_NAME) or labels.get(LIGHT_OLD):
-        return GangMembership(name, _count(labels.get(LIGHT_MIN)))
-    if name := annotations.get(VGPU_NAME):
-        return GangMembership(name, _count(annotations.get(VGPU_MIN)))
+    if name := labels.get(LEGACY_GROUP_NAME) or labels.get(LEGACY_GROUP_OLD):
+        return GangMembership(name, _count(labels.get(LEGACY_GROUP_MIN)))
+    if name := annotations.get(GANG_NAME):
+        return GangMembership(name, _count(annotations.get(GANG_SIZE)))
     return None
 
 

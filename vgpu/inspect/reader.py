@@ -19,8 +19,8 @@ from vgpu.adapters.kube import (
     KubeNotFound,
     KubeUnavailable,
 )
+from vgpu.api.gang import POD_GROUP_LABEL
 from vgpu.core.errors import VgpuError
-from vgpu.inspect.gangs import PODGROUP_LABEL
 from vgpu.inspect.snapshot import Snapshot
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -59,9 +59,9 @@ def read_snapshot(api: KubeApi, *, now: datetime | None = None) -> Snapshot:
 def _pod_groups(api: KubeApi, pods: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     names = sorted(
         {
-            (str(p["metadata"].get("namespace") or "default"), labels[PODGROUP_LABEL])
+            (str(p["metadata"].get("namespace") or "default"), labels[POD_GROUP_LABEL])
             for p in pods
-            if PODGROUP_LABEL in (labels := p["metadata"].get("labels") or {})
+            if POD_GROUP_LABEL in (labels := p["metadata"].get("labels") or {})
         }
     )
     groups = []
