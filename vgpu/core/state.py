@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
+from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import Conflict, StateError, UnknownNode
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, Gpu, Holding, Node
@@ -37,6 +38,7 @@ class NodeState:
     __slots__ = (
         "cache",
         "cpu_free",
+        "feed",
         "free_cores",
         "free_mem",
         "kinds",
@@ -60,6 +62,8 @@ class NodeState:
         self.version = 0
         self.cache: dict[object, object] = {}
         """Per-node memo for policies, keyed by whatever they like; cleared on every change."""
+        self.feed: ChangeFeed | None = None
+        """Where changes are announced to derived views (set by a `ClusterState` that has one)."""
 
     @property
     def name(self) -> NodeName:
@@ -86,12 +90,16 @@ class NodeState:
         self.version += 1
         if self.cache:
             self.cache = {}
+        if self.feed is not None:
+            self.feed.mark(self.node.name)
 
 
 class ClusterState:
     """All nodes' free capacity plus the ledger's holdings, with fork/commit/revert."""
 
-    def __init__(self, nodes: Iterable[Node] = ()) -> None:
+    def __init__(self, nodes: Iterable[Node] = (), *, feed: ChangeFeed | None = None) -> None:
+        self.feed = feed
+        """Announces every node whose state changes (None: nobody derives views)."""
         self._nodes: dict[NodeName, NodeState] = {}
         self.holdings: dict[PodKey, Holding] = {}
         self._by_node: dict[NodeName, dict[PodKey, None]] = {}
@@ -106,22 +114,32 @@ class ClusterState:
         """Add a node, or replace its inventory keeping what its holdings charge."""
         old = self._nodes.get(node.name)
         held = [h.assignment for h in self.holdings_on(node.name)]
-        self._nodes[node.name] = NodeState(node)
+        fresh = NodeState(node)
+        fresh.feed = self.feed
+        self._put(node.name, fresh)
         if old is not None:
-            self._record(lambda: self._nodes.__setitem__(node.name, old))
+            self._record(lambda: self._put(node.name, old))
         else:
             self._record(lambda: self._forget(node.name))
         for assignment in held:
             self._charge_unchecked(assignment, -1)
 
+    def _put(self, name: NodeName, ns: NodeState) -> None:
+        self._nodes[name] = ns
+        if self.feed is not None:
+            self.feed.mark(name)
+
     def _forget(self, name: NodeName) -> None:
         self._nodes.pop(name, None)
+        if self.feed is not None:
+            self.feed.mark(name)
 
     def remove_node(self, name: NodeName) -> None:
         """Forget a node (its holdings stay in the ledger until released)."""
-        old = self._nodes.pop(name, None)
+        old = self._nodes.get(name)
         if old is not None:
-            self._record(lambda: self._nodes.__setitem__(name, old))
+            self._forget(name)
+            self._record(lambda: self._put(name, old))
 
     def node(self, name: NodeName) -> NodeState:
         """The state of a node; raises `UnknownNode`."""

@@ -17,7 +17,6 @@ made before are simply gone.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -25,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from vgpu.api.assignment import verify
+from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
@@ -56,11 +56,13 @@ class ClusterCache:
         self._key = key
         self._unit = memory_unit_mib
         self.on_pod_gone: GoneHook = lambda pod, gang: None
-        self._epochs = itertools.count(1)
         self._reset()
 
     def _reset(self) -> None:
-        self.state = ClusterState()
+        self.feed = ChangeFeed()
+        """Names every node whose answers may have changed: its state, its pending containers,
+        its problem (read by the verbs' views, `vgpu.extender.views`)."""
+        self.state = ClusterState(feed=self.feed)
         self.ledger = Ledger(self.state)
         self.nodes: dict[NodeName, Node] = {}
         self.node_states: dict[str, NodeState] = {}
@@ -70,8 +72,6 @@ class ClusterCache:
         self.invalid: dict[PodKey, str] = {}
         self.unheld: dict[PodKey, Assignment] = {}
         self.pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
-        self.pending_epoch: dict[str, int] = {}
-        """Per node, a number that changes whenever its pending containers change (memo key)."""
         self.members: dict[GangKey, set[PodKey]] = {}
 
     # -- nodes ---------------------------------------------------------------------------------
@@ -81,11 +81,14 @@ class ClusterCache:
         name = spec.node.name
         with self.lock:
             if kind == "DELETED":
+                self.feed.mark(name)
                 self.state.remove_node(name)
                 self.nodes.pop(name, None)
                 self.node_states.pop(name, None)
                 self.problems.pop(name, None)
                 return
+            if self.problems.get(name) != (spec.problem or None):
+                self.feed.mark(name)
             if spec.problem:
                 self.problems[name] = spec.problem
             else:
@@ -163,7 +166,7 @@ class ClusterCache:
             )
         self._hold_observed(assignment)
         node_pending = self.pending.setdefault(NodeName(spec.node), {})
-        self.pending_epoch[spec.node] = next(self._epochs)
+        self.feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
         waiting = pending_of(assignment, spec.memory_blocks, admitted_of(annotations, names))
         if waiting:
@@ -196,7 +199,7 @@ class ClusterCache:
         held = self.ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
         if node and NodeName(node) in self.pending:
-            self.pending_epoch[node] = next(self._epochs)
+            self.feed.mark(node)
             self.pending[NodeName(node)].pop(key, None)
             if not self.pending[NodeName(node)]:
                 del self.pending[NodeName(node)]

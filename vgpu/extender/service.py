@@ -15,23 +15,25 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
+from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase, PodRequest
 from vgpu.core.policies import Policy
 from vgpu.core.registry import make_policy
-from vgpu.core.scheduler import MAX_EXTENDER_SCORE, Scheduler
-from vgpu.core.state import NodeState
+from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangCoordinator, GangWait
 from vgpu.extender.placing import place
 from vgpu.extender.podspec import PodSpec, key_of
-from vgpu.extender.wire import ExtenderArgs, FilterResult
+from vgpu.extender.replies import FilterView, priorities
+from vgpu.extender.views import NodeView, ViewBook
+from vgpu.extender.wire import ExtenderArgs, FilterResult, Priorities
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +104,7 @@ class Extender:
         self.binding: set[PodKey] = set()
         self.assumed_at: dict[PodKey, float] = {}
         self._scheduler = Scheduler(cache.state, self.policies.default)
-        self._memo: dict[tuple[object, ...], int] = {}
+        self.views = ViewBook()
         cache.on_pod_gone = self.gangs.member_gone
 
     @property
@@ -191,6 +193,7 @@ class Extender:
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
+                policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
         return result
 
@@ -204,119 +207,100 @@ class Extender:
                 result.failed[name] = why
         return result
 
-    def _memo_key(self, kind: str, *parts: object) -> int:
-        """A small int standing for (kind, pod shape, ...): hashing it per node costs nothing."""
-        full = (kind, *parts)
-        key = self._memo.get(full)
-        if key is None:
-            key = self._memo[full] = -1 - len(self._memo)  # negative: never the core's keys
-        return key
-
     def _filter_gpu(self, spec: PodSpec, names: list[str], policy: Policy) -> FilterResult:
-        req: PodRequest = spec.request
-        memo = self._memo_key("filter", req.shape)
-        result = FilterResult()
-        passed, failed, unresolvable = result.passed, result.failed, result.unresolvable
-        pending, problems, states = self.cache.pending, self.cache.problems, self.cache.node_states
-        codes: list[str] = []
-        pending_memo = self._pending_memo(spec, policy) if pending else None
-        for name in names:
-            ns = states.get(name)
-            if ns is None:
-                failed[name] = "node is not in the vgpu extender's cache yet"
-                codes.append("unknown-node")
-                continue
-            outcome: Outcome | None = ns.cache.get(memo)  # type: ignore[assignment]
-            if outcome is None:
-                outcome = ns.cache[memo] = _outcome(check(ns, req))
-            if outcome is _FIT:
-                if name not in pending:
-                    passed.append(name)
-                    continue
-                outcome = self._pending_outcome(spec, name, ns, policy, pending_memo)
-                if outcome is _FIT:
-                    passed.append(name)
-                    continue
-            code, hard, reason = outcome
-            if not hard:
-                failed[name] = reason
-            else:
-                unresolvable[name] = (code == _NO_GPU and problems.get(NodeName(name))) or reason
-            codes.append(code)
-        if codes:
-            self.on_rejections(Counter(codes))
+        """Per node outcomes from the pod shape's view; only failures are looked at one by one.
+
+        A node's outcome depends on its state, its pending containers (invariant I: the
+        placement, hence the policy, its generation, the container names the reasons quote
+        and the memory blocks) and its problem; the feed names the node when any changes."""
+        req = spec.request
+        if spec.node:  # pending on its own node: placements would exclude itself, not memoised
+            return self._filter_slow(spec, names, policy)
+        blocks = tuple(sorted(spec.memory_blocks.items()))
+        key = ("filter", req.shape, tuple(c.name for c in req.containers), blocks)
+        view = (
+            self.views.get(self.cache.feed, (*key, id(policy), policy.generation), _filter_view)
+            if policy.cacheable
+            else _filter_view(self.cache.feed)
+        )
+        passed, rest = view.split(names, lambda name: self._outcome(spec, name, policy))
+        result = FilterResult(passed=passed)
+        if not rest:
+            return result
+        failed, unresolvable, answers = result.failed, result.unresolvable, view.answers
+        codes: Counter[str] = Counter()
+        for name in rest:
+            code, hard, reason = cast(Outcome, answers[name])
+            (unresolvable if hard else failed)[name] = reason
+            codes[code] += 1
+        self.on_rejections(codes)
         return result
 
-    def _pending_memo(self, spec: PodSpec, policy: Policy) -> int | None:
-        """The memo key of invariant-I placements for this pod (None: not memoisable). Pod
-        shape, policy, memory blocks and container names (reasons name them) decide them."""
-        if not policy.cacheable:
-            return None
-        req = spec.request
-        names = tuple(c.name for c in req.containers)
-        blocks = tuple(sorted(spec.memory_blocks.items()))
-        return self._memo_key("pending", id(policy), req.shape, names, blocks)
+    def _filter_slow(self, spec: PodSpec, names: list[str], policy: Policy) -> FilterResult:
+        """Node by node, nothing kept (a pod already bound somewhere, filtered again)."""
+        result = FilterResult()
+        for name in names:
+            outcome = self._outcome(spec, name, policy)
+            if outcome is _FIT:
+                result.passed.append(name)
+            else:
+                (result.unresolvable if outcome[1] else result.failed)[name] = outcome[2]
+        return result
 
-    def _pending_outcome(
-        self, spec: PodSpec, name: str, ns: NodeState, policy: Policy, memo: int | None
-    ) -> Outcome:
-        """The outcome on a node with pending containers: the invariant-I placement, memoised
-        while neither the node nor its pending containers change."""
-        if memo is None or spec.request.key in self.cache.pending[NodeName(name)]:
-            return _placed(self.place(spec, name, policy))
-        epoch = self.cache.pending_epoch.get(name)
-        hit = ns.cache.get(memo)
-        if isinstance(hit, tuple) and hit[0] == epoch:
-            return cast(Outcome, hit[1])
-        outcome = _placed(self.place(spec, name, policy))
-        ns.cache[memo] = (epoch, outcome)
-        return outcome
+    def _outcome(self, spec: PodSpec, name: str, policy: Policy) -> Outcome:
+        """The pod's outcome on one node, pending containers (invariant I) included."""
+        ns = self.cache.node_states.get(name)
+        if ns is None:
+            return _UNKNOWN
+        outcome = _outcome(check(ns, spec.request))
+        if outcome is not _FIT or NodeName(name) not in self.cache.pending:
+            if outcome[0] == _NO_GPU:
+                problem = self.cache.problems.get(NodeName(name))
+                return (outcome[0], outcome[1], problem) if problem else outcome
+            return outcome
+        return _placed(self.place(spec, name, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
-    def prioritize(self, args: ExtenderArgs) -> dict[str, int]:
+    def prioritize(self, args: ExtenderArgs) -> Priorities:
         """The prioritize verb: 0..10 per node (0 for nodes the pod cannot use)."""
+        names = args.node_names
         try:
             spec, policy, _ = self.parse(args.pod)
         except InvalidRequest:
-            return dict.fromkeys(args.node_names, 0)
+            return Priorities(names, [0] * len(names))
         with self.cache.lock:
             held = self.cache.ledger.holding(spec.request.key)
             if held is not None:
-                return {n: 10 if n == held.assignment.node else 0 for n in args.node_names}
+                there = held.assignment.node
+                return Priorities(names, [10 if n == there else 0 for n in names])
             if not spec.request.wants_gpu:
-                return dict.fromkeys(args.node_names, 0)
-            raw = self._scores(spec.request, args.node_names, policy)
-        return _scale(raw)
+                return Priorities(names, [0] * len(names))
+            policy.observe(spec.request)
+            return self._priorities(spec.request, names, policy)
 
-    def _scores(self, pod: PodRequest, names: list[str], policy: Policy) -> dict[str, float | None]:
-        """Raw policy scores per node (None: does not fit), memoised per node and pod shape."""
+    def _priorities(self, pod: PodRequest, names: list[str], policy: Policy) -> Priorities:
+        """Scaled policy scores from the pod shape's view (raw scores: None = does not fit)."""
+        key = ("score", pod.shape, id(policy), policy.generation)
+        view: NodeView[float | None] = (
+            self.views.get(self.cache.feed, key, NodeView)
+            if policy.cacheable
+            else NodeView(self.cache.feed)
+        )
+        view.sync()
         states, rng, evaluate = self.cache.node_states, self.scheduler.rng, policy.evaluate
-        raw: dict[str, Any] = {}
-        if not policy.cacheable:
-            for name in names:
-                ns = states.get(name)
-                ev = None if ns is None else evaluate(ns, pod, rng)
-                raw[name] = None if ev is None else ev.score
-            return raw
-        memo = self._memo_key("score", id(policy), pod.shape)
-        for name in names:
+
+        def score(name: str) -> float | None:
             ns = states.get(name)
-            if ns is None:
-                raw[name] = None
-                continue
-            score = ns.cache.get(memo, _MISSING)
-            if score is _MISSING:
-                ev = evaluate(ns, pod, rng)
-                score = ns.cache[memo] = None if ev is None else ev.score
-            raw[name] = score
-        return raw
+            ev = None if ns is None else evaluate(ns, pod, rng)
+            return None if ev is None else ev.score
 
+        return priorities(view.values(names, score), names)
 
-_MISSING = object()
 
 Outcome = tuple[str, bool, str]
 """A node's filter answer for a pod shape: (code, unresolvable, reason); `_FIT` if it fits."""
 _FIT: Outcome = (Code.FITS.value, False, "")
+_UNKNOWN: Outcome = ("unknown-node", False, "node is not in the vgpu extender's cache yet")
 _NO_GPU = Code.NO_GPU.value
 
 
@@ -330,20 +314,5 @@ def _placed(placed: Assignment | Verdict) -> Outcome:
     return _outcome(placed) if isinstance(placed, Verdict) else _FIT
 
 
-def _scale(raw: dict[str, float | None]) -> dict[str, int]:
-    """Min-max scale to kube-scheduler's 0..10 (nodes that don't fit get 0), as the core does.
-
-    Many nodes share a raw score, so each distinct score is scaled once."""
-    distinct = set(raw.values())
-    distinct.discard(None)
-    if not distinct:
-        return dict.fromkeys(raw, 0)
-    scores = cast(set[float], distinct)
-    lo, hi = min(scores), max(scores)
-    span = hi - lo
-    table: dict[float | None, int] = {
-        s: MAX_EXTENDER_SCORE if span == 0 else round(MAX_EXTENDER_SCORE * (s - lo) / span)
-        for s in scores
-    }
-    table[None] = 0
-    return {name: table[s] for name, s in raw.items()}
+def _filter_view(feed: ChangeFeed) -> FilterView:
+    return FilterView(feed, _FIT)

@@ -1,0 +1,121 @@
+"""Answers per node for one question, kept current from the cluster's change feed.
+
+A question is "how does a pod of this shape fare on each node" (the filter) or "what does this
+policy score each node for this shape" (prioritize). kube-scheduler asks it with up to every
+node's name, for pod after pod, while each bind changes one node. A `NodeView` keeps the answer
+for every node it has been asked about and, before each use, forgets only the nodes the feed
+names since it last looked (`vgpu.core.changes`), so a request costs a few passes of C-level
+set and dict operations over the names, plus real work only for nodes that changed.
+
+`ViewBook` keeps the views of the questions asked recently (least recently used go first) and
+drops them all when the cache is rebuilt around a new state.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable
+from itertools import filterfalse
+from typing import Any, Generic, TypeVar, cast
+
+from vgpu.core.changes import ChangeFeed
+
+T = TypeVar("T")
+
+MAX_VIEWS = 32
+"""Views kept at once: each holds a few entries per node (about 1 MiB at 5,000 nodes)."""
+
+
+class NodeView(Generic[T]):
+    """One answer per node name; `good` holds the names whose answer is `ok`."""
+
+    __slots__ = ("answers", "feed", "good", "ok", "seq")
+
+    def __init__(self, feed: ChangeFeed, ok: object = None) -> None:
+        self.feed = feed
+        self.seq = feed.seq
+        self.ok = ok
+        self.answers: dict[str, T] = {}
+        self.good: set[str] = set()
+
+    def sync(self) -> tuple[set[str] | None, set[str]]:
+        """Forget the answers of nodes changed since the last sync. Returns the changed names
+        (None: every node, the feed no longer reaches back) and those of them that were good."""
+        changed = self.feed.since(self.seq)
+        self.seq = self.feed.seq
+        if changed is None:
+            self.answers.clear()
+            self.good.clear()
+            return None, set()
+        was_good = changed & self.good
+        if changed:
+            answers = self.answers
+            for name in changed:
+                answers.pop(name, None)
+            self.good -= was_good
+        return changed, was_good
+
+    def fill(self, names: Iterable[str], evaluate: Callable[[str], T]) -> bool:
+        """Answer every name not answered yet (call `sync` first); True if any got `ok`.
+        (Should `evaluate` change a node, the feed names it and the next sync forgets it.)"""
+        answers, good, ok = self.answers, self.good, self.ok
+        found = False
+        for name in list(filterfalse(answers.__contains__, names)):
+            answer = answers[name] = evaluate(name)
+            if answer is ok:
+                good.add(name)
+                found = True
+        return found
+
+    def passing(
+        self, names: list[str], evaluate: Callable[[str], T]
+    ) -> tuple[list[str], list[str]]:
+        """The names whose answer is `ok` (in request order) and the others (call `sync`
+        first). In the steady state every name passes: one C-level pass over the names."""
+        good = self.good
+        passed = list(filter(good.__contains__, names))
+        if len(passed) == len(names):
+            return passed, []
+        rest = list(filterfalse(good.__contains__, names))
+        if self.fill(rest, evaluate):
+            passed = list(filter(good.__contains__, names))
+            rest = list(filterfalse(good.__contains__, rest))
+        return passed, rest
+
+    def values(self, names: list[str], evaluate: Callable[[str], T]) -> list[T]:
+        """The answers for `names`, in order (call `sync` first)."""
+        try:
+            return list(map(self.answers.__getitem__, names))
+        except KeyError:
+            self.fill(names, evaluate)
+            return list(map(self.answers.__getitem__, names))
+
+
+V = TypeVar("V", bound=NodeView[Any])
+
+
+class ViewBook:
+    """Views by question key, bounded, tied to one change feed."""
+
+    def __init__(self, limit: int = MAX_VIEWS) -> None:
+        self._limit = limit
+        self._feed: ChangeFeed | None = None
+        self._views: OrderedDict[Hashable, NodeView[Any]] = OrderedDict()
+
+    def get(self, feed: ChangeFeed, key: Hashable, make: Callable[[ChangeFeed], V]) -> V:
+        """The view for `key` over `feed`, made by `make` if new (a new feed, i.e. a rebuilt
+        cache, drops them all). One key must always be made by the same `make`."""
+        if feed is not self._feed:
+            self._views.clear()
+            self._feed = feed
+        view = self._views.get(key)
+        if view is None:
+            view = self._views[key] = make(feed)
+            if len(self._views) > self._limit:
+                self._views.popitem(last=False)
+        else:
+            self._views.move_to_end(key)
+        return cast(V, view)
+
+    def __len__(self) -> int:
+        return len(self._views)
