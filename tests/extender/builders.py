@@ -104,7 +104,8 @@ class Wire:
 
     def prioritize(self, pod: Obj, nodes: list[str]) -> dict[str, int]:
         out = self.post("prioritize", {"Pod": pod, "Nodes": None, "NodeNames": nodes})
-        return {h["Host"]: h["Score"] for h in out}
+        # A host the reply leaves out scores 0 (kube-scheduler adds nothing for it).
+        return dict.fromkeys(nodes, 0) | {h["Host"]: h["Score"] for h in out}
 
     def bind(self, pod: Obj, node: str) -> str:
         meta = pod["metadata"]

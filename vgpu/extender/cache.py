@@ -37,6 +37,8 @@ from vgpu.extender.podspec import PodSpec, admitted_of, key_of, pod_spec
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+PARSED_KEPT = 4096
+"""Parsed pod versions kept (a burst of pending pods is parsed once per verb otherwise)."""
 GoneHook = Callable[[PodKey, GangKey | None], None]
 
 
@@ -55,6 +57,7 @@ class ClusterCache:
         self.changed = threading.Condition(self.lock)
         self._key = key
         self._unit = memory_unit_mib
+        self._parsed: dict[tuple[object, object], PodSpec] = {}
         self.on_pod_gone: GoneHook = lambda pod, gang: None
         self._reset()
 
@@ -108,8 +111,22 @@ class ClusterCache:
 
     # -- pods ----------------------------------------------------------------------------------
     def parse(self, obj: Obj) -> PodSpec:
-        """Parse a pod with this cache's memory unit (raises `InvalidRequest`)."""
-        return pod_spec(obj, memory_unit_mib=self._unit)
+        """Parse a pod with this cache's memory unit (raises `InvalidRequest`).
+
+        kube-scheduler sends the same pod version to filter and prioritize, so parses are kept
+        per (uid, resourceVersion): one version of one object never changes in Kubernetes."""
+        meta = obj.get("metadata") or {}
+        uid, version = meta.get("uid"), meta.get("resourceVersion")
+        if not uid or not version:
+            return pod_spec(obj, memory_unit_mib=self._unit)
+        memo = (uid, version)
+        spec = self._parsed.get(memo)
+        if spec is None:
+            spec = pod_spec(obj, memory_unit_mib=self._unit)
+            if len(self._parsed) >= PARSED_KEPT:
+                self._parsed.clear()
+            self._parsed[memo] = spec
+        return spec
 
     def apply_pod(self, kind: str, obj: Obj) -> None:
         """Apply one pod watch event."""

@@ -286,7 +286,7 @@ class Extender:
             if policy.cacheable
             else NodeView(self.cache.feed)
         )
-        view.sync()
+        changed, _ = view.sync()
         states, rng, evaluate = self.cache.node_states, self.scheduler.rng, policy.evaluate
 
         def score(name: str) -> float | None:
@@ -294,6 +294,8 @@ class Extender:
             ev = None if ns is None else evaluate(ns, pod, rng)
             return None if ev is None else ev.score
 
+        if changed:
+            view.refresh(changed, score)
         return priorities(view.values(names, score), names)
 
 

@@ -67,6 +67,15 @@ class NodeView(Generic[T]):
                 found = True
         return found
 
+    def refresh(self, names: Iterable[str], evaluate: Callable[[str], T]) -> None:
+        """Answer `names` now, whether asked or not: the nodes that just changed are the ones
+        the next request is likely to name, and answering them here spares a pass over it."""
+        answers, good, ok = self.answers, self.good, self.ok
+        for name in names:
+            answer = answers[name] = evaluate(name)
+            if answer is ok:
+                good.add(name)
+
     def passing(
         self, names: list[str], evaluate: Callable[[str], T]
     ) -> tuple[list[str], list[str]]:
