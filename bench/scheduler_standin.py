@@ -2,7 +2,8 @@
 
 In a cluster kube-scheduler is a separate (Go) process: its JSON work does not compete with the
 extender's for the GIL, so the stand-in runs in a process of its own and stays lean (orjson, the
-node names encoded once, C-level max). It times each verb's round trip.
+node names encoded once). Like kube-scheduler it breaks ties between the best-scoring nodes at
+random (a host the prioritize reply leaves out scores 0). It times each verb's round trip.
 
 Two binding modes:
 
@@ -15,6 +16,7 @@ Two binding modes:
 from __future__ import annotations
 
 import http.client
+import random
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -54,6 +56,7 @@ class StandIn:
         self.times: dict[str, list[float]] = {"filter": [], "prioritize": [], "bind": []}
         self._local = threading.local()
         self._lock = threading.Lock()
+        self.rng = random.Random(42)
 
     def _record(self, verb: str, elapsed: float) -> None:
         with self._lock:
@@ -72,7 +75,8 @@ class StandIn:
             names = self.names_json if feasible == self.names else orjson.dumps(feasible)
             took, scores = self.wire.post("prioritize", head + names + b"}")
             self._record("prioritize", took)
-            best = max(scores, key=itemgetter("Score"))["Host"]
+            top = max(map(itemgetter("Score"), scores), default=0)
+            best = self.rng.choice([h["Host"] for h in scores if h["Score"] == top] or feasible)
         meta = pod["metadata"]
         return {
             "PodName": meta["name"],

@@ -10,7 +10,6 @@ an already-bound pod with 409, and answers with a Success `Status`, not a Bindin
 from __future__ import annotations
 
 import base64
-import copy
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 from tests.kubeapi.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.kubeapi.resources import PODS, ApiError, Resource, conflict, success_status
 from tests.kubeapi.selectors import Predicate, field_selector, label_selector
-from tests.kubeapi.store import Obj, Store
+from tests.kubeapi.store import Obj, Store, clone
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,7 +157,7 @@ class Api:
                 "value: 0x0: must be specified for an update",
             )
         return self.store.update(
-            r.res, ns, name, lambda _cur: copy.deepcopy(body), subresource=r.subresource
+            r.res, ns, name, lambda _cur: clone(body), subresource=r.subresource
         )
 
     def _delete(self, res: Resource, ns: str, name: str, body: Any) -> Reply:

@@ -82,11 +82,26 @@ def _validate(res: Resource, obj: Obj) -> None:
                 )
 
 
-def _comparable(obj: Obj) -> Obj:
-    clone = copy.deepcopy(obj)
-    for field in _VOLATILE_META:
-        clone.get("metadata", {}).pop(field, None)
-    return clone
+def clone(obj: Any) -> Any:
+    """A deep copy of JSON-shaped data. Every read and write of the store copies objects, and
+    `copy.deepcopy`'s generality (memo, reductions) made it most of the fake's CPU time."""
+    kind = type(obj)
+    if kind is dict:
+        return {k: clone(v) for k, v in obj.items()}
+    if kind is list:
+        return [clone(v) for v in obj]
+    if kind in (str, int, float, bool) or obj is None:
+        return obj
+    return copy.deepcopy(obj)
+
+
+def _same_but_volatile(a: Obj, b: Obj) -> bool:
+    """Whether two versions differ only in server-managed metadata (then a write is a no-op)."""
+    if a.keys() != b.keys() or any(a[k] != b[k] for k in a if k != "metadata"):
+        return False
+    ma, mb = a.get("metadata") or {}, b.get("metadata") or {}
+    keep_a = {k: v for k, v in ma.items() if k not in _VOLATILE_META}
+    return keep_a == {k: v for k, v in mb.items() if k not in _VOLATILE_META}
 
 
 class Store:
@@ -135,7 +150,7 @@ class Store:
     def put(self, obj: Obj) -> Obj:
         """Create or overwrite an object as-is (no validation, no preconditions)."""
         res = self.resource_for_kind(obj["kind"])
-        body = copy.deepcopy(obj)
+        body = clone(obj)
         meta = body.setdefault("metadata", {})
         if res.namespaced:
             meta.setdefault("namespace", "default")
@@ -151,12 +166,12 @@ class Store:
         res = self.resource_for_kind(kind)
         with self._cond:
             obj = self._objects[res].get(((namespace or "") if res.namespaced else "", name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return clone(obj) if obj is not None else None
 
     def objects(self, kind: str) -> list[Obj]:
         res = self.resource_for_kind(kind)
         with self._cond:
-            return [copy.deepcopy(o) for _, o in sorted(self._objects[res].items())]
+            return [clone(o) for _, o in sorted(self._objects[res].items())]
 
     def remove(self, kind: str, namespace: str | None, name: str) -> Obj:
         res = self.resource_for_kind(kind)
@@ -181,7 +196,7 @@ class Store:
 
     # ----- API operations (raise ApiError) -----------------------------------------------------
     def create(self, res: Resource, namespace: str, body: Obj) -> Obj:
-        obj = copy.deepcopy(body)
+        obj = clone(body)
         meta = obj.setdefault("metadata", {})
         if res.namespaced:
             if meta.get("namespace", namespace) != namespace:
@@ -208,13 +223,13 @@ class Store:
             obj = self._objects[res].get((namespace, name))
             if obj is None:
                 raise not_found(res, name)
-            return copy.deepcopy(obj)
+            return clone(obj)
 
     def snapshot(self, res: Resource, namespace: str | None) -> tuple[list[Obj], int]:
         """All objects of a kind (optionally one namespace), sorted by key, with the list RV."""
         with self._cond:
             items = [
-                copy.deepcopy(o)
+                clone(o)
                 for k, o in sorted(self._objects[res].items())
                 if namespace is None or k[0] == namespace
             ]
@@ -234,14 +249,14 @@ class Store:
             cur = self._objects[res].get((namespace, name))
             if cur is None:
                 raise not_found(res, name)
-            new = mutate(copy.deepcopy(cur))
+            new = mutate(clone(cur))
             sent_rv = (new.get("metadata") or {}).get("resourceVersion")
             if sent_rv and sent_rv != cur["metadata"]["resourceVersion"]:
                 raise conflict(res, name, STALE)
             new = self._reconcile(res, cur, new, subresource)
             _validate(res, new)
-            if _comparable(new) == _comparable(cur):
-                return copy.deepcopy(cur)
+            if _same_but_volatile(new, cur):
+                return clone(cur)
             return self._commit(res, "MODIFIED", new, cur)
 
     def delete(
@@ -262,7 +277,7 @@ class Store:
                         f"{want}, {field} in object meta: {meta[field]}",
                     )
             del self._objects[res][(namespace, name)]
-            return self._commit(res, "DELETED", copy.deepcopy(cur), cur, store=False)
+            return self._commit(res, "DELETED", clone(cur), cur, store=False)
 
     def changes_after(self, after: int, timeout: float, epoch: int) -> tuple[list[Change], int]:
         """Block until there are changes newer than `after` (or timeout); return them and the RV."""
@@ -305,11 +320,11 @@ class Store:
 
     def _reconcile(self, res: Resource, cur: Obj, new: Obj, subresource: str | None) -> Obj:
         if res.has_status and subresource == "status":
-            result = copy.deepcopy(cur)
+            result = clone(cur)
             result["status"] = new.get("status", {})
             return result
         if res.has_status and subresource is None:  # main-resource writes keep the status
-            new["status"] = copy.deepcopy(cur.get("status", {}))
+            new["status"] = clone(cur.get("status", {}))
         meta = new.setdefault("metadata", {})
         for field in ("name", "namespace", "uid", "creationTimestamp", "generation"):
             if field in cur["metadata"]:
@@ -333,9 +348,9 @@ class Store:
                 self._rv,
                 kind,
                 res,
-                copy.deepcopy(obj),
-                copy.deepcopy(old) if old is not None else None,
+                clone(obj),
+                clone(old) if old is not None else None,
             )
         )
         self._cond.notify_all()
-        return copy.deepcopy(obj)
+        return clone(obj)

@@ -16,7 +16,7 @@ another request may already be patching the view.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from operator import getitem
 from typing import cast
 
@@ -31,14 +31,25 @@ Score = float | None
 class FilterView(NodeView[object]):
     """Filter outcomes per node, plus the last (passed, failing) reply."""
 
-    __slots__ = ("_members", "_names", "_passed", "_rest")
+    __slots__ = ("_members", "_names", "_passed", "_rest", "generation")
 
     def __init__(self, feed: ChangeFeed, ok: object) -> None:
         super().__init__(feed, ok)
+        self.generation = 0
+        """The policy generation its placements were made with (see `forget`)."""
         self._names: list[str] | None = None
         self._members: set[str] | None = None
         self._passed: list[str] = []
         self._rest: list[str] = []
+
+    def forget(self, names: Iterable[str]) -> None:
+        """Drop these nodes' outcomes (and the kept reply): on nodes with pending containers the
+        outcome is a placement, which a re-learned policy may make differently; elsewhere it
+        is the policy-free fit check, still valid."""
+        for name in names:
+            self.answers.pop(name, None)
+            self.good.discard(name)
+        self._names = None
 
     def split(
         self, names: list[str], evaluate: Callable[[str], object]

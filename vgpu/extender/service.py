@@ -212,17 +212,21 @@ class Extender:
 
         A node's outcome depends on its state, its pending containers (invariant I: the
         placement, hence the policy, its generation, the container names the reasons quote
-        and the memory blocks) and its problem; the feed names the node when any changes."""
+        and the memory blocks) and its problem; the feed names the node when any changes, and
+        a new policy generation drops the outcomes of nodes with pending containers."""
         req = spec.request
         if spec.node:  # pending on its own node: placements would exclude itself, not memoised
             return self._filter_slow(spec, names, policy)
         blocks = tuple(sorted(spec.memory_blocks.items()))
         key = ("filter", req.shape, tuple(c.name for c in req.containers), blocks)
         view = (
-            self.views.get(self.cache.feed, (*key, id(policy), policy.generation), _filter_view)
+            self.views.get(self.cache.feed, (*key, id(policy)), _filter_view)
             if policy.cacheable
             else _filter_view(self.cache.feed)
         )
+        if view.generation != policy.generation:
+            view.forget(self.cache.pending)
+            view.generation = policy.generation
         passed, rest = view.split(names, lambda name: self._outcome(spec, name, policy))
         result = FilterResult(passed=passed)
         if not rest:
