@@ -32,6 +32,7 @@ from vgpu.extender.wire import (
 log = logging.getLogger(__name__)
 
 MAX_BODY = 64 * 1024 * 1024
+MAX_HEADERS = 100
 JSON = "application/json"
 
 
@@ -90,12 +91,52 @@ class _Handler(BaseHTTPRequestHandler):
     # after each request).
     wbufsize = -1
     server: _Server
+    fields: dict[str, str]
+    raw_requestline: bytes
 
     def setup(self) -> None:
         super().setup()
         # Headers and body go out in separate writes; without NODELAY, Nagle + delayed ACK
         # add up to 40 ms per reply on a keep-alive connection.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def parse_request(self) -> bool:
+        """The request line and headers, without the `email` parser the base class uses (a
+        tenth of a millisecond per request, three requests per pod scheduled). Sets `fields`
+        (lower-case names) and `close_connection`; answers 400/431/505 itself."""
+        words = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n").split()
+        self.requestline = " ".join(words)
+        self.command, self.request_version = "", "HTTP/1.1"
+        if len(words) != 3:
+            self.send_error(400, "bad request line")
+            return False
+        self.command, self.path, version = words
+        if version not in ("HTTP/1.1", "HTTP/1.0"):
+            self.send_error(505, f"HTTP version {version!r} is not supported")
+            return False
+        self.request_version = version
+        fields: dict[str, str] = {}
+        for _ in range(MAX_HEADERS):
+            line = self.rfile.readline(65537)
+            if line in (b"\r\n", b"\n", b""):
+                break
+            name, colon, value = str(line, "iso-8859-1").partition(":")
+            if not colon or not name.strip():
+                self.send_error(400, "bad header line")
+                return False
+            fields[name.strip().lower()] = value.strip()
+        else:
+            self.send_error(431, "too many header fields")
+            return False
+        self.fields = fields
+        token = fields.get("connection", "").lower()
+        self.close_connection = token == "close" or (
+            version == "HTTP/1.0" and token != "keep-alive"
+        )
+        if fields.get("expect", "").lower() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+            self.wfile.flush()
+        return True
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
@@ -115,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            length = int(self.fields.get("content-length") or 0)
         except ValueError:
             length = -1
         if length < 0 or length > MAX_BODY:

@@ -1,0 +1,121 @@
+"""The extender's HTTP/1.1 handling over real sockets: request line and header parsing,
+keep-alive and close, 100-continue, and the errors for what kube-scheduler never sends."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from vgpu.extender.http import HttpServer
+
+
+class _Routes:
+    """Answers every verb with the body it got, so the tests see what the server read."""
+
+    def __init__(self) -> None:
+        self.metrics = self
+        self.seen: list[tuple[str, bytes]] = []
+
+    def post(self, verb: str, body: bytes) -> tuple[int, bytes]:
+        self.seen.append((verb, body))
+        return 200, b'{"echo":' + str(len(body)).encode() + b"}"
+
+    def ready(self) -> str | None:
+        return None
+
+    def exposition(self) -> bytes:
+        return b"# metrics\n"
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[HttpServer, _Routes]]:
+    routes = _Routes()
+    http = HttpServer(routes, host="127.0.0.1", port=0)  # type: ignore[arg-type]
+    http.start()
+    yield http, routes
+    http.stop()
+
+
+def _exchange(port: int, data: bytes, *, replies: int = 1) -> list[bytes]:
+    """Send raw bytes, read `replies` HTTP responses (status line + headers + body)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(data)
+        stream = sock.makefile("rb")
+        out = []
+        for _ in range(replies):
+            status = stream.readline()
+            length = 0
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            out.append(status + stream.read(length))
+        return out
+
+
+def _post(body: bytes, *extra: str, version: str = "HTTP/1.1") -> bytes:
+    head = [f"POST /scheduler/filter {version}", f"Content-Length: {len(body)}", *extra]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + body
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(server: Any) -> None:
+    http, routes = server
+    replies = _exchange(http.port, _post(b"{}") + _post(b"[1,2]"), replies=2)
+    assert [r.split(b"\r\n")[0] for r in replies] == [b"HTTP/1.1 200 OK"] * 2
+    assert replies[1].endswith(b'{"echo":5}')
+    assert routes.seen == [("filter", b"{}"), ("filter", b"[1,2]")]
+
+
+def test_header_names_are_case_insensitive(server: Any) -> None:
+    http, routes = server
+    raw = b"POST /filter HTTP/1.1\r\ncOnTeNt-LeNgTh: 4\r\nHost: x\r\n\r\nabcd"
+    assert _exchange(http.port, raw)[0].endswith(b'{"echo":4}')
+    assert routes.seen == [("filter", b"abcd")]
+
+
+def test_connection_close_and_http_1_0_end_the_connection(server: Any) -> None:
+    http, _ = server
+    for request in (_post(b"{}", "Connection: close"), _post(b"{}", version="HTTP/1.0")):
+        with socket.create_connection(("127.0.0.1", http.port), timeout=5) as sock:
+            sock.sendall(request)
+            data = b""
+            while chunk := sock.recv(65536):  # the server closes: recv returns b""
+                data += chunk
+            assert data.startswith(b"HTTP/1.") and data.endswith(b'{"echo":2}')
+
+
+def test_expect_100_continue_is_answered_before_the_body(server: Any) -> None:
+    http, _ = server
+    with socket.create_connection(("127.0.0.1", http.port), timeout=5) as sock:
+        sock.sendall(_post(b"", "Expect: 100-continue").replace(b"Length: 0", b"Length: 2"))
+        assert sock.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(b"{}")
+        assert b'{"echo":2}' in sock.recv(4096)
+
+
+@pytest.mark.parametrize(
+    ("raw", "status"),
+    [
+        (b"POST /filter\r\n\r\n", b"400"),
+        (b"POST /filter HTTP/2.0\r\nContent-Length: 0\r\n\r\n", b"505"),
+        (b"POST /filter HTTP/1.1\r\nno colon here\r\n\r\n", b"400"),
+        (b"POST /filter HTTP/1.1\r\n" + b"X-A: b\r\n" * 101 + b"\r\n", b"431"),
+        (b"POST /filter HTTP/1.1\r\nContent-Length: -3\r\n\r\n", b"400"),
+        (b"POST /filter HTTP/1.1\r\nContent-Length: many\r\n\r\n", b"400"),
+    ],
+)
+def test_malformed_requests_get_an_error_status(server: Any, raw: bytes, status: bytes) -> None:
+    http, routes = server
+    assert _exchange(http.port, raw)[0].split(b" ")[1] == status
+    assert routes.seen == []
+    assert _exchange(http.port, _post(b"{}"))[0].endswith(b'{"echo":2}')  # still serving
+
+
+def test_get_endpoints(server: Any) -> None:
+    http, _ = server
+    for path, body in (("/healthz", b"ok\n"), ("/readyz", b"ok\n"), ("/metrics", b"# metrics\n")):
+        reply = _exchange(http.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())[0]
+        assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(body)
