@@ -239,6 +239,14 @@ class ClusterCache:
                 out += pending_of(held.assignment, spec.memory_blocks if spec else {})
         return out
 
+    def busy_nodes(self) -> set[str]:
+        """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
+        busy: set[str] = set(self.pending)
+        for held in self.ledger.holdings():
+            if held.phase is Phase.ASSUMED:
+                busy.add(held.assignment.node)
+        return busy
+
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
         """Rebuild everything from a fresh listing (start-up, new leadership term)."""

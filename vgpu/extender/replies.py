@@ -62,7 +62,8 @@ class FilterView(NodeView[object]):
             if self._patch(changed & self._members, was_good, evaluate):
                 return list(self._passed), list(self._rest)
         passed, rest = self.passing(names, evaluate)
-        self._names, self._members, self._passed, self._rest = names, None, passed, rest
+        # A copy: a caller reusing its list for another request must not match this one.
+        self._names, self._members, self._passed, self._rest = list(names), None, passed, rest
         return list(passed), list(rest)
 
     def _patch(

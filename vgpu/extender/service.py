@@ -225,7 +225,7 @@ class Extender:
             else _filter_view(self.cache.feed)
         )
         if view.generation != policy.generation:
-            view.forget(self.cache.pending)
+            view.forget(self.cache.busy_nodes())
             view.generation = policy.generation
         passed, rest = view.split(names, lambda name: self._outcome(spec, name, policy))
         result = FilterResult(passed=passed)
@@ -256,13 +256,17 @@ class Extender:
         ns = self.cache.node_states.get(name)
         if ns is None:
             return _UNKNOWN
+        node = NodeName(name)
         outcome = _outcome(check(ns, spec.request))
-        if outcome is not _FIT or NodeName(name) not in self.cache.pending:
-            if outcome[0] == _NO_GPU:
-                problem = self.cache.problems.get(NodeName(name))
-                return (outcome[0], outcome[1], problem) if problem else outcome
+        if outcome is not _FIT:
+            problem = self.cache.problems.get(node) if outcome[0] == _NO_GPU else None
+            return (outcome[0], outcome[1], problem) if problem else outcome
+        # Bound but not admitted (watched), or assumed by a bind in flight: both count.
+        pending = self.cache.pending_on(node, besides=spec.request.key)
+        if not pending:
             return outcome
-        return _placed(self.place(spec, name, policy))
+        req, blocks = spec.request, spec.memory_blocks
+        return _placed(place(self.scheduler, req, node, pending, blocks, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Priorities:
