@@ -245,7 +245,7 @@ def check_requests(world: World, probe: int, names: list[str]) -> None:
         assert scores.hosts == asked
         expected = reference_scores(fresh, pod, list(asked))
         assert scores.scores == expected
-        reply = [{"Host": h, "Score": s} for h, s in zip(asked, expected, strict=True)]
+        reply = [{"Host": h, "Score": s} for h, s in zip(asked, expected, strict=True) if s]
         assert json.loads(encode_priorities(scores)) == reply
 
 
