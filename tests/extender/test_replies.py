@@ -1,5 +1,5 @@
-"""Units of the incremental replies: prioritize's scaling and encoding, the filter view's patched
-reply, and the view book (`vgpu.extender.replies`, `vgpu.extender.views`)."""
+"""Units of the incremental replies: prioritize's score view, scaling and encoding, the filter
+view's patched reply, and the view book (`vgpu.extender.scores`, `.replies`, `.views`)."""
 
 from __future__ import annotations
 
@@ -8,55 +8,88 @@ import json
 import pytest
 
 from vgpu.core.changes import ChangeFeed
-from vgpu.extender.replies import FilterView, priorities
+from vgpu.extender.replies import FilterView
+from vgpu.extender.scores import ScoreView
 from vgpu.extender.views import NodeView, ViewBook
-from vgpu.extender.wire import Priorities, encode_priorities
+from vgpu.extender.wire import Grouped, Priorities, encode_priorities
 
 OK = "fits"
 
 
+Raw = dict[str, float | None]
+
+
+def scored(raw: Raw, names: list[str] | None = None) -> dict[str, int]:
+    """A fresh score view's reply for `names` (default: all of `raw`), as a dict."""
+    return ScoreView(ChangeFeed()).reply(list(raw if names is None else names), raw.get).as_dict()
+
+
+def decoded(reply: Grouped) -> dict[str, int]:
+    """The reply as kube-scheduler reads it (hosts left out score 0)."""
+    entries = json.loads(encode_priorities(reply))
+    assert len({e["Host"] for e in entries}) == len(entries)
+    return dict.fromkeys(reply.names, 0) | {e["Host"]: e["Score"] for e in entries}
+
+
 def test_equal_raw_scores_all_get_the_top_score() -> None:
-    got = priorities([3.5, 3.5, 3.5], ["a", "b", "c"])
-    assert got.hosts == ["a", "b", "c"] and got.scores == [10, 10, 10]
+    assert scored({"a": 3.5, "b": 3.5, "c": 3.5}) == {"a": 10, "b": 10, "c": 10}
 
 
 def test_nodes_that_do_not_fit_get_zero_and_do_not_count_for_the_range() -> None:
-    got = priorities([None, 2.0, None, 2.0], ["a", "b", "c", "d"])
-    assert got.scores == [0, 10, 0, 10]
-    assert priorities([None, None], ["a", "b"]).scores == [0, 0]
+    assert scored({"a": None, "b": 2.0, "c": None, "d": 2.0}) == {"a": 0, "b": 10, "c": 0, "d": 10}
+    assert scored({"a": None, "b": None}) == {"a": 0, "b": 0}
 
 
-def test_scores_are_min_max_scaled_and_rounded() -> None:
-    got = priorities([1.0, 4.0, 2.0, None, -2.0, 0.0], ["a", "b", "c", "d", "e", "f"])
+def test_scores_are_min_max_scaled_over_the_request_and_rounded() -> None:
+    raw: Raw = {"a": 1.0, "b": 4.0, "c": 2.0, "d": None, "e": -2.0, "f": 0.0}
     # range -2..4: (s + 2) / 6 * 10, rounded half to even as the core rounds
-    assert got.scores == [5, 10, 7, 0, 0, 3]
+    assert scored(raw) == {"a": 5, "b": 10, "c": 7, "d": 0, "e": 0, "f": 3}
+    assert scored(raw, ["a", "c", "f"]) == {"a": 5, "c": 10, "f": 0}  # range 0..2 here
 
 
 def test_a_request_naming_no_node_gets_an_empty_list() -> None:
-    got = priorities([], [])
-    assert got.scores == [] and encode_priorities(got) == b"[]"
+    reply = ScoreView(ChangeFeed()).reply([], {}.get)
+    assert reply.as_dict() == {} and encode_priorities(reply) == b"[]"
 
 
-HOSTS = ["n0", 'quote"d', "back\\slash", "ünïcode", "n0"]
+def test_names_that_need_escaping_are_encoded_apart() -> None:
+    raw: Raw = {"n0": 0.25, 'quote"d': 1.0, "back\\slash": None, "ünïcode": 0.5, "n1": 0.25}
+    reply = ScoreView(ChangeFeed()).reply(list(raw), raw.get)
+    assert {h for h, _ in reply.odd} == {'quote"d', "back\\slash", "ünïcode"}
+    expected = {"n0": 0, 'quote"d': 10, "back\\slash": 0, "ünïcode": 3, "n1": 0}
+    assert reply.as_dict() == expected and decoded(reply) == expected
+    assert b"\\u00fc" in encode_priorities(reply)  # ASCII-escaped like the rest of the wire
 
 
-def test_pre_encoded_texts_give_the_same_json_as_plain_scores() -> None:
-    got = priorities([0.25, 1.0, None, 0.5, 0.25], HOSTS)
-    assert got.texts is not None
-    plain = Priorities(got.hosts, got.scores)
-    assert plain.texts is None
-    assert encode_priorities(got) == encode_priorities(plain)
-    expected = [{"Host": h, "Score": s} for h, s in zip(HOSTS, got.scores, strict=True) if s]
-    assert json.loads(encode_priorities(got)) == expected
-    assert got.scores == [0, 10, 0, 3, 0]
+def test_changed_nodes_are_rescored_and_new_names_scored() -> None:
+    feed = ChangeFeed()
+    raw: Raw = {"a": 1.0, "b": 2.0}
+    calls: list[str] = []
+
+    def evaluate(name: str) -> float | None:
+        calls.append(name)
+        return raw.get(name)
+
+    view = ScoreView(feed)
+    assert decoded(view.reply(["a", "b"], evaluate)) == {"a": 0, "b": 10}
+    raw["a"] = 3.0
+    assert decoded(view.reply(["a", "b"], evaluate)) == {"a": 0, "b": 10}  # not marked: kept
+    feed.mark("a")
+    calls.clear()
+    assert decoded(view.reply(["a", "b"], evaluate)) == {"a": 10, "b": 0}
+    assert calls == ["a"]
+    raw["c"] = 2.5
+    assert decoded(view.reply(["c", "b", "a"], evaluate)) == {"a": 10, "b": 0, "c": 5}
+    assert calls == ["a", "c"]
 
 
-def test_texts_follow_the_scores_of_each_reply() -> None:
-    first = priorities([1.0, 2.0], ["a", "b"])
-    second = priorities([2.0, 1.0], ["a", "b"])
-    # 0s are left out (kube-scheduler adds nothing for a host the list does not name)
-    assert json.loads(encode_priorities(first)) == [{"Host": "b", "Score": 10}]
-    assert json.loads(encode_priorities(second)) == [{"Host": "a", "Score": 10}]
+def test_plain_scores_and_mappings_encode_the_same() -> None:
+    scores = {"n0": 0, "n1": 10, "n2": 3}
+    expected = [{"Host": "n1", "Score": 10}, {"Host": "n2", "Score": 3}]
+    assert json.loads(encode_priorities(scores)) == expected
+    assert (
+        json.loads(encode_priorities(Priorities(list(scores), list(scores.values())))) == expected
+    )
 
 
 class Nodes:

@@ -120,9 +120,8 @@ def test_encoders_agree_with_and_without_orjson(
         for h, s in scores.items()
         if s  # 0: left out
     ]
-    texts = [wire.host_fragments(h)[s] for h, s in scores.items()]
-    pre = wire.Priorities(list(scores), list(scores.values()), texts)
-    assert wire.encode_priorities(pre) == wire.encode_priorities(scores)
+    plain = wire.Priorities(list(scores), list(scores.values()))
+    assert wire.encode_priorities(plain) == wire.encode_priorities(scores)
     result = wire.FilterResult(passed=odd[:2], failed={"n4": "GPU 0: 20 cores free, 30 asked"})
     assert json.loads(wire.encode_filter(result)) == {
         "Nodes": None,

@@ -1,4 +1,4 @@
-"""The filter's view that keeps its last reply, and prioritize's scaling, both C-level per node.
+"""The filter's view that keeps its last reply, patched when the next request repeats it.
 
 kube-scheduler's filter requests repeat: with every node feasible it sends the same node names
 pod after pod. `FilterView` remembers the reply it built for those names (and the feed position
@@ -7,9 +7,6 @@ last pod went to: comparing the names with the last request's is one C-level pas
 in proportion to what changed. A node that fits again falls back to a full (still C-level)
 split, because its place in the passing list must be found.
 
-Prioritize requests name the filter's survivors, which change as nodes fill, so `priorities`
-rebuilds its reply each time, with maps over the names and no Python-level loop.
-
 Replies are handed out as copies: they are encoded after the cache lock is released, while
 another request may already be patching the view.
 """
@@ -17,13 +14,9 @@ another request may already be patching the view.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from operator import getitem
-from typing import cast
 
 from vgpu.core.changes import ChangeFeed
-from vgpu.core.scheduler import MAX_EXTENDER_SCORE
 from vgpu.extender.views import NodeView
-from vgpu.extender.wire import Priorities, fragments_of
 
 Score = float | None
 
@@ -83,27 +76,5 @@ class FilterView(NodeView[object]):
         return True
 
 
-def priorities(raw: list[Score], names: list[str]) -> Priorities:
-    """Scores 0..10 for `names` from their raw scores: min-max scaled over the request, 0 where
-    the pod does not fit, as the core's `prioritize` does. All per-node steps are C-level maps
-    (raw scores repeat across nodes, so each distinct one is scaled once)."""
-    found = set(raw)
-    found.discard(None)
-    distinct = cast(set[float], found)
-    bounds = (min(distinct), max(distinct)) if distinct else None
-    table: dict[Score, int] = {s: _scale(s, bounds) for s in distinct}
-    table[None] = 0
-    scaled = list(map(table.__getitem__, raw))
-    return Priorities(names, scaled, list(map(getitem, fragments_of(names), scaled)))
-
-
 def _same(last: list[str] | None, names: list[str]) -> bool:
     return last is not None and (last is names or last == names)
-
-
-def _scale(score: Score, bounds: tuple[float, float] | None) -> int:
-    """Min-max scaling to kube-scheduler's 0..10, as the core does (no fit: 0)."""
-    if score is None or bounds is None:
-        return 0
-    lo, hi = bounds
-    return MAX_EXTENDER_SCORE if hi == lo else round(MAX_EXTENDER_SCORE * (score - lo) / (hi - lo))

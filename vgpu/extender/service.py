@@ -31,9 +31,10 @@ from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangCoordinator, GangWait
 from vgpu.extender.placing import place
 from vgpu.extender.podspec import PodSpec, key_of
-from vgpu.extender.replies import FilterView, priorities
-from vgpu.extender.views import NodeView, ViewBook
-from vgpu.extender.wire import ExtenderArgs, FilterResult, Priorities
+from vgpu.extender.replies import FilterView
+from vgpu.extender.scores import ScoreView
+from vgpu.extender.views import ViewBook
+from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +270,7 @@ class Extender:
         return _placed(place(self.scheduler, req, node, pending, blocks, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
-    def prioritize(self, args: ExtenderArgs) -> Priorities:
+    def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
         """The prioritize verb: 0..10 per node (0 for nodes the pod cannot use)."""
         names = args.node_names
         try:
@@ -286,15 +287,14 @@ class Extender:
             policy.observe(spec.request)
             return self._priorities(spec.request, names, policy)
 
-    def _priorities(self, pod: PodRequest, names: list[str], policy: Policy) -> Priorities:
+    def _priorities(self, pod: PodRequest, names: list[str], policy: Policy) -> Grouped:
         """Scaled policy scores from the pod shape's view (raw scores: None = does not fit)."""
         key = ("score", pod.shape, id(policy), policy.generation)
-        view: NodeView[float | None] = (
-            self.views.get(self.cache.feed, key, NodeView)
+        view = (
+            self.views.get(self.cache.feed, key, ScoreView)
             if policy.cacheable
-            else NodeView(self.cache.feed)
+            else ScoreView(self.cache.feed)
         )
-        changed, _ = view.sync()
         states, rng, evaluate = self.cache.node_states, self.scheduler.rng, policy.evaluate
 
         def score(name: str) -> float | None:
@@ -302,9 +302,7 @@ class Extender:
             ev = None if ns is None else evaluate(ns, pod, rng)
             return None if ev is None else ev.score
 
-        if changed:
-            view.refresh(changed, score)
-        return priorities(view.values(names, score), names)
+        return view.reply(names, score)
 
 
 Outcome = tuple[str, bool, str]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from itertools import filterfalse
-from typing import Any, Generic, TypeVar, cast
+from typing import Generic, TypeVar, cast
 
 from vgpu.core.changes import ChangeFeed
 
@@ -100,7 +100,7 @@ class NodeView(Generic[T]):
             return list(map(self.answers.__getitem__, names))
 
 
-V = TypeVar("V", bound=NodeView[Any])
+V = TypeVar("V")
 
 
 class ViewBook:
@@ -109,7 +109,7 @@ class ViewBook:
     def __init__(self, limit: int = MAX_VIEWS) -> None:
         self._limit = limit
         self._feed: ChangeFeed | None = None
-        self._views: OrderedDict[Hashable, NodeView[Any]] = OrderedDict()
+        self._views: OrderedDict[Hashable, object] = OrderedDict()
 
     def get(self, feed: ChangeFeed, key: Hashable, make: Callable[[ChangeFeed], V]) -> V:
         """The view for `key` over `feed`, made by `make` if new (a new feed, i.e. a rebuilt

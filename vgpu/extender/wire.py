@@ -10,7 +10,7 @@ Malformed requests raise `BadRequest` (answered with HTTP 400); nothing else is 
 
 Requests name up to every node of the cluster (5,000 names), so decoding and encoding are on the
 hot path: `orjson` is used when installed (the `extender` extra), the standard library otherwise,
-with the same results; priorities are written from per-host text, without a dict per host.
+with the same results; priorities are written per group of equal scores (`Grouped`).
 """
 
 from __future__ import annotations
@@ -18,9 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from itertools import compress
 from json.encoder import encode_basestring_ascii
-from operator import getitem
 from typing import Any
 
 from vgpu.core.errors import VgpuError
@@ -156,66 +154,59 @@ def encode_filter(result: FilterResult, nodes: list[Obj] | None = None) -> bytes
 @dataclass(frozen=True, slots=True)
 class Priorities:
     """Prioritize output: `scores[i]` is the score of `hosts[i]`, in request order; scores are
-    ints in 0..10 (the extender's range), which the encoder relies on. `texts`, when given,
-    holds each entry already encoded (`host_fragments(hosts[i])[scores[i]]`)."""
+    ints in 0..10 (the extender's range), which the encoder relies on."""
 
     hosts: list[str]
     scores: list[int]
-    texts: list[str] | None = None
 
     def as_dict(self) -> dict[str, int]:
         """Scores by host."""
         return dict(zip(self.hosts, self.scores, strict=True))
 
 
-_FRAGMENTS: dict[str, tuple[str, ...]] = {}
-_MAX_FRAGMENTS = 200_000
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """Prioritize output by score: `groups` holds (score 1..10, hosts), hosts being names that
+    JSON needs no escaping for; `odd` holds (host, score) for any other name. Hosts of `names`
+    in neither score 0, and the reply leaves them out (see `encode_priorities`)."""
+
+    names: list[str]
+    groups: list[tuple[int, set[str]]]
+    odd: list[tuple[str, int]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, int]:
+        """Scores by host, 0s included, in request order."""
+        scores = dict.fromkeys(self.names, 0)
+        for score, hosts in self.groups:
+            scores.update(dict.fromkeys(hosts, score))
+        scores.update(self.odd)
+        return scores
+
+    def encode(self) -> bytes:
+        """The HostPriorityList: one join per group (names written as they are)."""
+        parts = [
+            '{"Host":"' + f'","Score":{s}}},{{"Host":"'.join(hosts) + f'","Score":{s}}}'
+            for s, hosts in self.groups
+        ]
+        parts += [f'{{"Host":{encode_basestring_ascii(h)},"Score":{s}}}' for h, s in self.odd if s]
+        return ("[" + ",".join(parts) + "]").encode()
 
 
-def host_fragments(host: str) -> tuple[str, ...]:
-    """The host's `{"Host":…,"Score":s}` text for each score 0..10 (built once per host)."""
-    found = _FRAGMENTS.get(host)
-    if found is None:
-        if len(_FRAGMENTS) > _MAX_FRAGMENTS:
-            _FRAGMENTS.clear()
-        quoted = encode_basestring_ascii(host)
-        found = _FRAGMENTS[host] = tuple(f'{{"Host":{quoted},"Score":{s}}}' for s in range(11))
-    return found
-
-
-def fragments_of(hosts: list[str]) -> list[tuple[str, ...]]:
-    """`host_fragments` of each host, looked up at C level once every host has been seen."""
-    try:
-        return list(map(_FRAGMENTS.__getitem__, hosts))
-    except KeyError:
-        return list(map(host_fragments, hosts))
-
-
-def encode_priorities(result: Priorities | Mapping[str, int]) -> bytes:
+def encode_priorities(result: Grouped | Priorities | Mapping[str, int]) -> bytes:
     """`HostPriorityList` JSON: a bare list of {"Host", "Score"} (scores are ints).
 
     Hosts scoring 0 are left out: kube-scheduler adds `Score × weight` for each host the list
     names and nothing for the others, so the outcome is the same, and the reply is often half as
-    long (min-max scaling gives the least suitable nodes 0). Each host's entries are kept as text
-    per score, so a reply naming 5,000 hosts is one C-level join, not 5,000 dictionaries."""
+    long (min-max scaling gives the least suitable nodes 0)."""
+    if isinstance(result, Grouped):
+        return result.encode()
     if isinstance(result, Priorities):
-        hosts, scores = result.hosts, result.scores
-        if result.texts is not None:
-            return ("[" + ",".join(compress(result.texts, scores)) + "]").encode()
+        pairs = zip(result.hosts, result.scores, strict=True)
     else:
-        hosts, scores = list(result), [int(s) for s in result.values()]
-        if not set(scores) <= _SCORES:
-            items = [
-                f'{{"Host":{encode_basestring_ascii(h)},"Score":{s}}}'
-                for h, s in zip(hosts, scores, strict=True)
-                if s
-            ]
-            return ("[" + ",".join(items) + "]").encode()
-    texts = compress(map(getitem, fragments_of(hosts), scores), scores)
-    return ("[" + ",".join(texts) + "]").encode()
-
-
-_SCORES = frozenset(range(11))
+        pairs = zip(result.keys(), result.values(), strict=True)
+    enc = encode_basestring_ascii
+    items = [f'{{"Host":{enc(h)},"Score":{int(s)}}}' for h, s in pairs if s]
+    return ("[" + ",".join(items) + "]").encode()
 
 
 def encode_binding_result(error: str) -> bytes:

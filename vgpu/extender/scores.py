@@ -1,0 +1,98 @@
+"""Prioritize's view: raw scores per node, grouped by value, replies built one group at a time.
+
+A pod shape's raw scores take few distinct values across a cluster (nodes in the same state
+score the same), while prioritize requests name up to every node, a different set each time
+(the filter's survivors). So the view keeps, besides each node's raw score, the set of nodes
+per score. A request intersects each group with the requested names (C-level set operations,
+about one membership test per node in all), scales the few distinct scores min-max over the
+request as the core does, and writes each group's entries with one string join: no per-node
+Python work at all. A node the feed names is re-scored before the next request.
+
+Node names are DNS subdomains, so they are written into JSON as they are; a name that would
+need escaping (none should) is kept apart and encoded on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from json.encoder import encode_basestring_ascii
+
+from vgpu.core.changes import ChangeFeed
+from vgpu.core.scheduler import MAX_EXTENDER_SCORE
+from vgpu.extender.wire import Grouped
+
+Score = float | None
+
+
+class ScoreView:
+    """Raw scores of one pod shape under one policy, per node and per value."""
+
+    __slots__ = ("feed", "groups", "odd", "score_of", "seq")
+
+    def __init__(self, feed: ChangeFeed) -> None:
+        self.feed, self.seq = feed, feed.seq
+        self.score_of: dict[str, Score] = {}
+        self.groups: dict[Score, set[str]] = {}
+        """Plain node names by raw score (None: does not fit)."""
+        self.odd: set[str] = set()
+        """Scored names that need JSON escaping: in `score_of`, never in `groups`."""
+
+    def _set(self, name: str, score: Score) -> None:
+        if name in self.odd:
+            self.score_of[name] = score
+            return
+        if name in self.score_of:
+            old = self.groups[self.score_of[name]]
+            old.discard(name)
+            if not old:
+                del self.groups[self.score_of[name]]
+        elif encode_basestring_ascii(name) != f'"{name}"':
+            self.odd.add(name)
+            self.score_of[name] = score
+            return
+        self.score_of[name] = score
+        self.groups.setdefault(score, set()).add(name)
+
+    def _sync(self, evaluate: Callable[[str], Score]) -> None:
+        """Re-score the known nodes changed since the last request (they are likely asked)."""
+        changed = self.feed.since(self.seq)
+        self.seq = self.feed.seq
+        if changed is None:
+            self.score_of.clear()
+            self.groups.clear()
+            self.odd.clear()
+            return
+        for name in changed:
+            if name in self.score_of:
+                self._set(name, evaluate(name))
+
+    def _hits(self, asked: set[str]) -> tuple[list[tuple[Score, set[str]]], set[str]]:
+        hits = [(score, group & asked) for score, group in self.groups.items()]
+        return [(s, h) for s, h in hits if h], self.odd & asked
+
+    def reply(self, names: list[str], evaluate: Callable[[str], Score]) -> Grouped:
+        """Scores 0..10 for `names`: min-max over the request, 0 where the pod does not fit."""
+        self._sync(evaluate)
+        asked = set(names)
+        hits, odd = self._hits(asked)
+        if sum(len(h) for _, h in hits) + len(odd) < len(asked):
+            for name in asked - self.score_of.keys():
+                self._set(name, evaluate(name))
+            hits, odd = self._hits(asked)
+        found = [s for s, _ in hits if s is not None]
+        found += [s for s in (self.score_of[n] for n in odd) if s is not None]
+        bounds = (min(found), max(found)) if found else None
+        groups = [(_scale(s, bounds), h) for s, h in hits]
+        return Grouped(
+            names,
+            [(s, h) for s, h in groups if s],
+            [(n, _scale(self.score_of[n], bounds)) for n in sorted(odd)],
+        )
+
+
+def _scale(score: Score, bounds: tuple[float, float] | None) -> int:
+    """Min-max scaling to kube-scheduler's 0..10, as the core does (no fit: 0)."""
+    if score is None or bounds is None:
+        return 0
+    lo, hi = bounds
+    return MAX_EXTENDER_SCORE if hi == lo else round(MAX_EXTENDER_SCORE * (score - lo) / (hi - lo))
