@@ -75,6 +75,18 @@ def test_the_filter_counts_assumed_pods_for_invariant_i_as_bind_does() -> None:
     assert got.passed == [] and "waiting for admission" in got.failed["n1"]
 
 
+def test_prioritize_gives_no_score_where_the_pod_would_wait_for_admission() -> None:
+    """kube-scheduler may have filtered before the other pod's bind arrived: prioritize then
+    gives the node 0, not the top score binpacking would give a fuller node."""
+    world, probe, names = _two_gpu_world()
+    before = world.ext.prioritize(ExtenderArgs(probe, list(names))).as_dict()
+    assert before["n1"] > 0
+    pending = world.new_pod(0)
+    world.assume(pending, "n1")
+    _fill_gpu0(world, pending)
+    assert world.ext.prioritize(ExtenderArgs(probe, list(names))).as_dict()["n1"] == 0
+
+
 def test_deleting_an_uncounted_pending_pod_refreshes_a_repeated_filter_reply() -> None:
     """A pod bound by someone else whose signed assignment does not fit what this extender
     holds is not counted, but its pending containers still constrain the node."""

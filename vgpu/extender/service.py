@@ -21,7 +21,7 @@ from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.ids import NodeName, PodKey
-from vgpu.core.model import Assignment, Phase, PodRequest
+from vgpu.core.model import Assignment, Phase
 from vgpu.core.policies import Policy
 from vgpu.core.registry import make_policy
 from vgpu.core.scheduler import Scheduler
@@ -285,13 +285,19 @@ class Extender:
             if not spec.request.wants_gpu:
                 return Priorities(names, [0] * len(names))
             policy.observe(spec.request)
-            return self._priorities(spec.request, names, policy)
+            return self._priorities(spec, names, policy)
 
-    def _priorities(self, pod: PodRequest, names: list[str], policy: Policy) -> Grouped:
-        """Scaled policy scores from the pod shape's view (raw scores: None = does not fit)."""
-        key = ("score", pod.shape, id(policy), policy.generation)
+    def _priorities(self, spec: PodSpec, names: list[str], policy: Policy) -> Grouped:
+        """Scaled policy scores from the pod's view (raw scores: None = cannot go there now).
+
+        A node where the pod would have to wait for another pod's admission (invariant I)
+        scores None like one it does not fit: its filter may have run before that other pod's
+        bind arrived, and steering the pod there would only get its bind refused."""
+        pod = spec.request
+        blocks = tuple(sorted(spec.memory_blocks.items()))
+        key = ("score", pod.shape, tuple(c.name for c in pod.containers), blocks)
         view = (
-            self.views.get(self.cache.feed, key, ScoreView)
+            self.views.get(self.cache.feed, (*key, id(policy), policy.generation), ScoreView)
             if policy.cacheable
             else ScoreView(self.cache.feed)
         )
@@ -300,7 +306,15 @@ class Extender:
         def score(name: str) -> float | None:
             ns = states.get(name)
             ev = None if ns is None else evaluate(ns, pod, rng)
-            return None if ev is None else ev.score
+            if ev is None:
+                return None
+            node = NodeName(name)
+            pending = self.cache.pending_on(node, besides=pod.key)
+            if pending and isinstance(
+                place(self.scheduler, pod, node, pending, spec.memory_blocks, policy), Verdict
+            ):
+                return None
+            return ev.score
 
         return view.reply(names, score)
 
