@@ -2,8 +2,9 @@
 
 In a cluster kube-scheduler is a separate (Go) process: its JSON work does not compete with the
 extender's for the GIL, so the stand-in runs in a process of its own and stays lean (orjson, the
-node names encoded once, HTTP written and read by hand). Like kube-scheduler it breaks ties between the best-scoring nodes at
-random (a host the prioritize reply leaves out scores 0). It times each verb's round trip.
+node names encoded once, HTTP written and read by hand). Like kube-scheduler it breaks ties
+between the best-scoring nodes at random (a host the prioritize reply leaves out scores 0). It
+times each verb's round trip.
 
 Two binding modes:
 
