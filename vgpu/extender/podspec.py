@@ -21,13 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu.api.gang import (
-    GANG_NAME,
-    GANG_SIZE,
-    LEGACY_GROUP_MIN,
-    LEGACY_GROUP_NAME,
-    POD_GROUP_LABEL,
-)
+from vgpu.api.gang import gang_ref
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, GpuUUID, PodKey, gang_key, pod_key
 from vgpu.core.model import ANY_GPU, ContainerRequest, GpuSelector, PodRequest
@@ -135,17 +129,12 @@ def _host_requests(spec: Obj) -> tuple[int, int]:
 def gang_of(pod: Obj) -> GangLabel | None:
     """The gang a pod belongs to, if any (min-member None: read the PodGroup)."""
     meta = pod.get("metadata") or {}
+    ref = gang_ref(meta)
+    if ref is None:
+        return None
     ns = str(meta.get("namespace") or "default")
-    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
-    if name := labels.get(POD_GROUP_LABEL):
-        return GangLabel(gang_key(ns, name), ns, name, None)
-    if name := labels.get(LEGACY_GROUP_NAME):
-        size = _size(labels.get(LEGACY_GROUP_MIN), f"metadata.labels[{LEGACY_GROUP_MIN}]")
-        return GangLabel(gang_key(ns, name), ns, name, size)
-    if name := annotations.get(GANG_NAME):
-        size = _size(annotations.get(GANG_SIZE), f"metadata.annotations[{GANG_SIZE}]")
-        return GangLabel(gang_key(ns, name), ns, name, size)
-    return None
+    size = None if ref.from_pod_group else _size(ref.size, ref.field)
+    return GangLabel(gang_key(ns, ref.name), ns, ref.name, size)
 
 
 def _size(value: object, field: str) -> int:

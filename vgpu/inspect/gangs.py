@@ -18,14 +18,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from vgpu.api.gang import (
-    GANG_NAME,
-    GANG_SIZE,
-    LEGACY_GROUP_MIN,
-    LEGACY_GROUP_NAME,
-    LEGACY_GROUP_OLD,
-    POD_GROUP_LABEL,
-)
+from vgpu.api.gang import gang_ref
 from vgpu.inspect.pods import PodFacts
 
 Obj = Mapping[str, Any]
@@ -64,16 +57,13 @@ class GangView:
 def membership(pod: Obj, pod_groups: Mapping[str, int]) -> GangMembership | None:
     """The gang a pod belongs to; `pod_groups` maps `ns/name` to a PodGroup's minMember."""
     meta = pod.get("metadata") or {}
-    labels = meta.get("labels") or {}
-    annotations = meta.get("annotations") or {}
-    namespace = str(meta.get("namespace") or "default")
-    if name := labels.get(POD_GROUP_LABEL):
-        return GangMembership(name, pod_groups.get(f"{namespace}/{name}"))
-    if name := labels.get(LEGACY_GROUP_NAME) or labels.get(LEGACY_GROUP_OLD):
-        return GangMembership(name, _count(labels.get(LEGACY_GROUP_MIN)))
-    if name := annotations.get(GANG_NAME):
-        return GangMembership(name, _count(annotations.get(GANG_SIZE)))
-    return None
+    ref = gang_ref(meta)
+    if ref is None:
+        return None
+    if ref.from_pod_group:
+        namespace = str(meta.get("namespace") or "default")
+        return GangMembership(ref.name, pod_groups.get(f"{namespace}/{ref.name}"))
+    return GangMembership(ref.name, _count(ref.size))
 
 
 def pod_group_minimums(pod_groups: Iterable[Obj]) -> dict[str, int]:

@@ -1,0 +1,69 @@
+"""The extender (which plans gangs) and the report (which shows them) read gang membership the
+same way, through `vgpu.api.gang.gang_ref`: same gang name and minimum for every convention."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vgpu.core.errors import InvalidRequest
+from vgpu.extender.podspec import gang_of
+from vgpu.inspect.gangs import membership
+
+Obj = dict[str, Any]
+
+
+def _pod(labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None) -> Obj:
+    meta: Obj = {"name": "w0", "namespace": "ml", "labels": labels or {}}
+    meta["annotations"] = annotations or {}
+    return {"metadata": meta}
+
+
+CASES = [
+    (_pod({"scheduling.x-k8s.io/pod-group": "tf"}), "tf", None),
+    (
+        _pod(
+            {
+                "pod-group.scheduling.sigs.k8s.io/name": "tf",
+                "pod-group.scheduling.sigs.k8s.io/min-available": "5",
+            }
+        ),
+        "tf",
+        5,
+    ),
+    (  # the older bare form of the lightweight label
+        _pod(
+            {
+                "pod-group.scheduling.sigs.k8s.io": "tf",
+                "pod-group.scheduling.sigs.k8s.io/min-available": "3",
+            }
+        ),
+        "tf",
+        3,
+    ),
+    (_pod(annotations={"vgpu.io/gang-name": "tf", "vgpu.io/gang-size": "4"}), "tf", 4),
+    (_pod(), None, None),
+]
+
+
+@pytest.mark.parametrize(("pod", "name", "size"), CASES)
+def test_extender_and_report_agree_on_membership(pod: Obj, name: str | None, size: int) -> None:
+    planned = gang_of(pod)
+    shown = membership(pod, {"ml/tf": 7})
+    if name is None:
+        assert planned is None and shown is None
+        return
+    assert planned is not None and shown is not None
+    assert (planned.name, planned.namespace, str(planned.key)) == (name, "ml", f"ml/{name}")
+    assert shown.name == name
+    assert planned.min_member == size
+    assert shown.min_member == (7 if size is None else size)  # a PodGroup's minMember
+
+
+def test_a_bad_size_is_an_error_for_the_extender_and_unknown_in_the_report() -> None:
+    pod = _pod(annotations={"vgpu.io/gang-name": "tf", "vgpu.io/gang-size": "lots"})
+    with pytest.raises(InvalidRequest, match=r"metadata.annotations\[vgpu.io/gang-size\]"):
+        gang_of(pod)
+    shown = membership(pod, {})
+    assert shown is not None and shown.name == "tf" and shown.min_member is None
