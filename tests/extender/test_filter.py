@@ -97,3 +97,34 @@ def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> No
     assert scores["n2"] == 10 and scores["n1"] < 10
     unknown = make_pod("r", cores=30, annotations={"vgpu.io/policy": "nope"})
     assert "unknown policy" in wire.filter(unknown, ["n1"])["Error"]
+
+
+def test_the_default_policy_learns_the_workload_from_filtered_pods(harness: Harness) -> None:
+    """The extender has no trace: the pods it is asked to place are what the default policy
+    learns its target workload from (its generation moves once the shapes differ enough from
+    the prior)."""
+    harness.put(make_node("n1", gpus=8))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    policy = daemon.extender.policies.default
+    before = policy.generation
+    for i in range(150):  # rebuilt after 16 and 16 + 128 pods, adopted once far from the prior
+        wire.filter(make_pod(f"p{i}", cores=35, memory=7), ["n1"])
+    assert policy.generation > before
+    again = policy.generation
+    for _ in range(20):  # the same pod again and again (retries) teaches nothing new
+        wire.filter(make_pod("p0", cores=35, memory=7), ["n1"])
+    assert policy.generation == again
+
+
+def test_a_pod_version_is_parsed_once_and_a_new_version_again(harness: Harness) -> None:
+    daemon = harness.start()
+    pod = make_pod("p", cores=30)
+    pod["metadata"] |= {"uid": "u1", "resourceVersion": "7"}
+    first = daemon.cache.parse(pod)
+    assert daemon.cache.parse(pod) is first
+    pod["metadata"]["resourceVersion"] = "8"
+    pod["spec"]["containers"][0]["resources"]["limits"]["vgpu.io/cores"] = "40"
+    assert daemon.cache.parse(pod).request.containers[0].cores == 40
+    unversioned = make_pod("q", cores=30)
+    assert daemon.cache.parse(unversioned) is not daemon.cache.parse(unversioned)
