@@ -132,3 +132,40 @@ def test_encoders_agree_with_and_without_orjson(
     }
     body = json.dumps({"pod": {"metadata": {"name": "p"}}, "nodeNames": odd, "x": 2**70})
     assert wire.parse_extender_args(body.encode()).node_names == odd  # huge ints: stdlib path
+
+
+def _args_body(pod: dict[str, object], names: list[str], *, names_first: bool = False) -> bytes:
+    """ExtenderArgs as Go writes them: compact, fields in struct order (Pod, Nodes, NodeNames)."""
+    doc: dict[str, object] = {"Pod": pod, "Nodes": None, "NodeNames": names}
+    if names_first:
+        doc = {"NodeNames": names, "Pod": pod, "Nodes": None}
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def test_repeated_node_names_are_reused_not_parsed_again() -> None:
+    memo = wire.NamesMemo()
+    names = [f"node-{i}" for i in range(50)]
+    first = wire.parse_extender_args(_args_body(make_pod("a", cores=10), names), memo)
+    second = wire.parse_extender_args(_args_body(make_pod("b", cores=20), names), memo)
+    assert second.node_names is first.node_names and second.node_names == names
+    assert second.pod["metadata"]["name"] == "b"
+    other = wire.parse_extender_args(_args_body(make_pod("c"), names[:-1]), memo)
+    assert other.node_names == names[:-1] and other.node_names is not first.node_names
+
+
+def test_names_memo_never_takes_a_body_it_does_not_fit() -> None:
+    memo = wire.NamesMemo()
+    names = ["n1", "n2"]
+    wire.parse_extender_args(_args_body(make_pod("a"), names), memo)
+    # names first (another encoder): no reuse, parsed as a whole
+    moved = wire.parse_extender_args(_args_body(make_pod("b"), ["n3"], names_first=True), memo)
+    assert moved.node_names == ["n3"] and moved.pod["metadata"]["name"] == "b"
+    # a pod whose own annotation is called NodeNames, ending like the remembered member
+    tricky = make_pod("c", annotations={"NodeNames": "x"})
+    got = wire.parse_extender_args(_args_body(tricky, names), memo)
+    assert got.node_names == names and got.pod["metadata"]["annotations"]["NodeNames"] == "x"
+    # a body that is not JSON before the names is refused, not half-parsed
+    with pytest.raises(wire.BadRequest):
+        wire.parse_extender_args(
+            b'{"Pod":{"metadata":' + _args_body(make_pod("d"), names)[-40:], memo
+        )

@@ -22,6 +22,7 @@ from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import (
     BadRequest,
+    NamesMemo,
     encode_binding_result,
     encode_filter,
     encode_priorities,
@@ -53,13 +54,15 @@ class Routes:
         self.ready = ready
         """None when ready to serve, else why not."""
         self._observe = {v: metrics.observer(v) for v in ("filter", "prioritize", "bind")}
+        self._filter_names = NamesMemo()
+        """Filter requests repeat their node names; prioritize ones (the survivors) do not."""
 
     def post(self, verb: str, body: bytes) -> tuple[int, bytes]:
         """Serve one verb; (status, JSON body)."""
         start = time.perf_counter()
         try:
             if verb == "filter":
-                args = parse_extender_args(body)
+                args = parse_extender_args(body, self._filter_names)
                 return 200, encode_filter(self.extender.filter(args), args.nodes)
             if verb == "prioritize":
                 return 200, encode_priorities(self.extender.prioritize(parse_extender_args(body)))

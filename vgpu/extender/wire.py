@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
@@ -102,22 +103,71 @@ def _all_strings(items: list[Any]) -> bool:
     return True
 
 
-def parse_extender_args(body: bytes) -> ExtenderArgs:
+class NamesMemo:
+    """The NodeNames member of the last request of one verb, as sent and as parsed.
+
+    kube-scheduler writes the pod first and the node names last (Go encodes struct fields in
+    order), and with every node feasible it sends the same names pod after pod. A body ending
+    with the remembered member is parsed without it (the pod only), and the remembered list is
+    used as the request's names: 5,000 names are neither decoded nor compared again. The list
+    is shared between requests, so nothing may modify `ExtenderArgs.node_names`."""
+
+    def __init__(self) -> None:
+        self._last: tuple[bytes, list[str]] = (b"", [])
+
+    def repeated(self, body: bytes) -> tuple[bytes, list[str]] | None:
+        """(the body without the names, the names) when the body ends with the last names."""
+        tail, names = self._last
+        if tail and len(body) > len(tail) and body.endswith(tail):
+            return body[: len(body) - len(tail)] + b"}", names
+        return None
+
+    def remember(self, body: bytes, names: list[str]) -> None:
+        """Keep the body's NodeNames member if it is the last member and holds `names`."""
+        start = body.rfind(_NAMES_MEMBER)
+        if start < 0:
+            return
+        tail = body[start:]
+        try:
+            member = _loads(b"{" + tail[1:])
+        except (ValueError, UnicodeDecodeError):
+            return
+        if member == {"NodeNames": names}:
+            self._last = (tail, names)
+
+
+_NAMES_MEMBER = b',"NodeNames":['
+
+
+def parse_extender_args(body: bytes, memo: NamesMemo | None = None) -> ExtenderArgs:
     """Parse `ExtenderArgs`; NodeNames (nodeCacheCapable) or Nodes.items names are required."""
+    repeated = memo.repeated(body) if memo is not None else None
+    if repeated is not None:
+        with suppress(BadRequest):  # not an object without the names: parse it all below
+            rest = _load(repeated[0])
+            if "nodenames" not in rest:
+                return ExtenderArgs(_pod_of(rest), repeated[1])
     doc = _load(body)
-    pod = doc.get("pod")
-    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
-        raise BadRequest("Pod: expected a v1.Pod object with metadata")
+    pod = _pod_of(doc)
     names = doc.get("nodenames")
     nodes = doc.get("nodes")
     if names is not None:
         if not isinstance(names, list) or not _all_strings(names):
             raise BadRequest("NodeNames: expected a list of node names")
+        if memo is not None:
+            memo.remember(body, names)
         return ExtenderArgs(pod, names)
     if isinstance(nodes, dict) and isinstance(nodes.get("items"), list):
         items = [n for n in nodes["items"] if isinstance(n, dict)]
         return ExtenderArgs(pod, [str((n.get("metadata") or {}).get("name")) for n in items], items)
     raise BadRequest("NodeNames or Nodes: one of them must be given")
+
+
+def _pod_of(doc: Obj) -> Obj:
+    pod = doc.get("pod")
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
+        raise BadRequest("Pod: expected a v1.Pod object with metadata")
+    return pod
 
 
 def parse_binding_args(body: bytes) -> BindingArgs:
