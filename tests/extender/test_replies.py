@@ -199,23 +199,24 @@ def test_a_trimmed_feed_makes_the_view_start_over() -> None:
     assert sorted(nodes.evaluated) == NAMES
 
 
-def test_node_view_values_are_kept_until_the_node_changes() -> None:
+def test_node_view_keeps_answers_until_the_node_changes_and_ok_ones_as_a_set() -> None:
     feed = ChangeFeed()
-    scores = {"a": 1.0, "b": None, "c": 3.0}
+    outcome = {"a": OK, "b": "busy", "c": OK}
     calls: list[str] = []
 
-    def score(name: str) -> float | None:
+    def evaluate(name: str) -> str:
         calls.append(name)
-        return scores[name]
+        return outcome[name]
 
-    view: NodeView[float | None] = NodeView(feed)
+    view: NodeView[str] = NodeView(feed, OK)
     view.sync()
-    assert view.values(["a", "b", "c"], score) == [1.0, None, 3.0]
-    scores["c"] = 0.5
+    assert view.passing(["a", "b", "c"], evaluate) == (["a", "c"], ["b"])
+    assert view.good == {"a", "c"} and view.answers == {"b": "busy"}  # ok ones: a set entry
+    outcome["c"], outcome["b"] = "busy", OK
     feed.mark("c")
-    view.sync()
+    assert view.sync() == ({"c"}, {"c"})
     calls.clear()
-    assert view.values(["c", "a"], score) == [0.5, 1.0]
+    assert view.passing(["c", "a", "b"], evaluate) == (["a"], ["c", "b"])  # b was not marked
     assert calls == ["c"]
 
 

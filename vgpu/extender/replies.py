@@ -24,14 +24,13 @@ Score = float | None
 class FilterView(NodeView[object]):
     """Filter outcomes per node, plus the last (passed, failing) reply."""
 
-    __slots__ = ("_members", "_names", "_passed", "_rest", "generation")
+    __slots__ = ("_names", "_passed", "_rest", "generation")
 
     def __init__(self, feed: ChangeFeed, ok: object) -> None:
         super().__init__(feed, ok)
         self.generation = 0
         """The policy generation its placements were made with (see `forget`)."""
         self._names: list[str] | None = None
-        self._members: set[str] | None = None
         self._passed: list[str] = []
         self._rest: list[str] = []
 
@@ -49,29 +48,29 @@ class FilterView(NodeView[object]):
     ) -> tuple[list[str], list[str]]:
         """(names whose outcome is `ok`, in request order; the other names, in no order)."""
         changed, was_good = self.sync()
-        if changed is not None and _same(self._names, names):
-            if self._members is None:
-                self._members = set(names)
-            if self._patch(changed & self._members, was_good, evaluate):
-                return list(self._passed), list(self._rest)
+        repeated = changed is not None and _same(self._names, names)
+        if repeated and self._patch(changed or set(), was_good, evaluate):
+            return list(self._passed), list(self._rest)
         passed, rest = self.passing(names, evaluate)
         # A copy: a caller reusing its list for another request must not match this one.
-        self._names, self._members, self._passed, self._rest = list(names), None, passed, rest
+        self._names, self._passed, self._rest = list(names), passed, rest
         return list(passed), list(rest)
 
     def _patch(
-        self, touched: set[str], was_good: set[str], evaluate: Callable[[str], object]
+        self, changed: set[str], was_good: set[str], evaluate: Callable[[str], object]
     ) -> bool:
-        answers, good, ok = self.answers, self.good, self.ok
-        for name in touched:
-            answer = answers[name] = evaluate(name)
-            now, before = answer is ok, name in was_good
-            if now:
-                good.add(name)
-                if not before:
-                    return False  # fits again: its place in the passing list must be found
-            elif before:
-                self._passed.remove(name)
+        """Re-evaluate the changed nodes and move them between the kept lists. A changed node
+        the request does not name is evaluated too (it is rare); one that fits again, named or
+        not, sends the caller to a full split."""
+        for name in changed:
+            now, before = self.store(name, evaluate(name)), name in was_good
+            if now and not before:
+                return False  # fits again: its place in the passing list must be found
+            if before and not now:
+                try:
+                    self._passed.remove(name)
+                except ValueError:
+                    continue  # not named by the request
                 self._rest.append(name)
         return True
 

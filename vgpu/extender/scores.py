@@ -25,50 +25,50 @@ Score = float | None
 
 
 class ScoreView:
-    """Raw scores of one pod shape under one policy, per node and per value."""
+    """Raw scores of one pod shape under one policy, as groups of nodes per value."""
 
-    __slots__ = ("feed", "groups", "odd", "score_of", "seq")
+    __slots__ = ("feed", "groups", "odd", "seq")
 
     def __init__(self, feed: ChangeFeed) -> None:
         self.feed, self.seq = feed, feed.seq
-        self.score_of: dict[str, Score] = {}
         self.groups: dict[Score, set[str]] = {}
-        """Plain node names by raw score (None: does not fit)."""
-        self.odd: set[str] = set()
-        """Scored names that need JSON escaping: in `score_of`, never in `groups`."""
+        """Plain node names by raw score (None: does not fit); each node in one group."""
+        self.odd: dict[str, Score] = {}
+        """Scores of names that need JSON escaping (never in `groups`)."""
+
+    def _drop(self, name: str) -> bool:
+        """Forget a node's score; whether it had one."""
+        if self.odd.pop(name, _ABSENT) is not _ABSENT:
+            return True
+        for score, group in self.groups.items():
+            if name in group:
+                group.discard(name)
+                if not group:
+                    del self.groups[score]
+                return True
+        return False
 
     def _set(self, name: str, score: Score) -> None:
-        if name in self.odd:
-            self.score_of[name] = score
-            return
-        if name in self.score_of:
-            old = self.groups[self.score_of[name]]
-            old.discard(name)
-            if not old:
-                del self.groups[self.score_of[name]]
-        elif encode_basestring_ascii(name) != f'"{name}"':
-            self.odd.add(name)
-            self.score_of[name] = score
-            return
-        self.score_of[name] = score
-        self.groups.setdefault(score, set()).add(name)
+        if name in self.odd or encode_basestring_ascii(name) != f'"{name}"':
+            self.odd[name] = score
+        else:
+            self.groups.setdefault(score, set()).add(name)
 
     def _sync(self, evaluate: Callable[[str], Score]) -> None:
         """Re-score the known nodes changed since the last request (they are likely asked)."""
         changed = self.feed.since(self.seq)
         self.seq = self.feed.seq
         if changed is None:
-            self.score_of.clear()
             self.groups.clear()
             self.odd.clear()
             return
         for name in changed:
-            if name in self.score_of:
+            if self._drop(name):
                 self._set(name, evaluate(name))
 
-    def _hits(self, asked: set[str]) -> tuple[list[tuple[Score, set[str]]], set[str]]:
+    def _hits(self, asked: set[str]) -> tuple[list[tuple[Score, set[str]]], list[str]]:
         hits = [(score, group & asked) for score, group in self.groups.items()]
-        return [(s, h) for s, h in hits if h], self.odd & asked
+        return [(s, h) for s, h in hits if h], [n for n in self.odd if n in asked]
 
     def reply(self, names: list[str], evaluate: Callable[[str], Score]) -> Grouped:
         """Scores 0..10 for `names`: min-max over the request, 0 where the pod does not fit."""
@@ -76,18 +76,22 @@ class ScoreView:
         asked = set(names)
         hits, odd = self._hits(asked)
         if sum(len(h) for _, h in hits) + len(odd) < len(asked):
-            for name in asked - self.score_of.keys():
+            known = set().union(*self.groups.values(), self.odd)
+            for name in asked - known:
                 self._set(name, evaluate(name))
             hits, odd = self._hits(asked)
         found = [s for s, _ in hits if s is not None]
-        found += [s for s in (self.score_of[n] for n in odd) if s is not None]
+        found += [s for s in map(self.odd.__getitem__, odd) if s is not None]
         bounds = (min(found), max(found)) if found else None
         groups = [(_scale(s, bounds), h) for s, h in hits]
         return Grouped(
             names,
             [(s, h) for s, h in groups if s],
-            [(n, _scale(self.score_of[n], bounds)) for n in sorted(odd)],
+            [(n, _scale(self.odd[n], bounds)) for n in sorted(odd)],
         )
+
+
+_ABSENT = object()
 
 
 def _scale(score: Score, bounds: tuple[float, float] | None) -> int:
