@@ -24,7 +24,7 @@ T = TypeVar("T")
 
 MAX_VIEWS = 128
 """Views kept at once (pod shapes being scheduled, times two verbs). A view holds about one set
-entry per node, some 0.3 MiB at 5,000 nodes; a shape whose view was dropped pays a cold build
+entry per node, under 1 MiB at 5,000 nodes; a shape whose view was dropped pays a cold build
 (every node evaluated, tens of milliseconds at 5,000 nodes) on its next request."""
 
 
