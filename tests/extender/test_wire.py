@@ -169,3 +169,15 @@ def test_names_memo_never_takes_a_body_it_does_not_fit() -> None:
         wire.parse_extender_args(
             b'{"Pod":{"metadata":' + _args_body(make_pod("d"), names)[-40:], memo
         )
+
+
+def test_prioritize_memo_expects_the_filter_survivors_and_learns_nothing_else() -> None:
+    memo = wire.NamesMemo(learn=False)
+    survivors = ["n1", "n3"]
+    memo.expect(survivors)
+    got = wire.parse_extender_args(_args_body(make_pod("a"), ["n1", "n3"]), memo)
+    assert got.node_names is survivors and got.pod["metadata"]["name"] == "a"
+    other = wire.parse_extender_args(_args_body(make_pod("b"), ["n2"]), memo)
+    assert other.node_names == ["n2"]
+    again = wire.parse_extender_args(_args_body(make_pod("c"), ["n2"]), memo)
+    assert again.node_names is not other.node_names  # not learned from the request

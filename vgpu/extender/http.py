@@ -55,7 +55,9 @@ class Routes:
         """None when ready to serve, else why not."""
         self._observe = {v: metrics.observer(v) for v in ("filter", "prioritize", "bind")}
         self._filter_names = NamesMemo()
-        """Filter requests repeat their node names; prioritize ones (the survivors) do not."""
+        """Filter requests repeat their node names from one pod to the next."""
+        self._prioritize_names = NamesMemo(learn=False)
+        """Prioritize requests name the last filter reply's survivors."""
 
     def post(self, verb: str, body: bytes) -> tuple[int, bytes]:
         """Serve one verb; (status, JSON body)."""
@@ -63,9 +65,13 @@ class Routes:
         try:
             if verb == "filter":
                 args = parse_extender_args(body, self._filter_names)
-                return 200, encode_filter(self.extender.filter(args), args.nodes)
+                result = self.extender.filter(args)
+                if args.nodes is None:
+                    self._prioritize_names.expect(result.passed)
+                return 200, encode_filter(result, args.nodes)
             if verb == "prioritize":
-                return 200, encode_priorities(self.extender.prioritize(parse_extender_args(body)))
+                args = parse_extender_args(body, self._prioritize_names)
+                return 200, encode_priorities(self.extender.prioritize(args))
             if verb == "bind":
                 error = self.binder.bind(parse_binding_args(body))
                 self.metrics.binds.labels("error" if error else "ok").inc()

@@ -112,8 +112,15 @@ class NamesMemo:
     used as the request's names: 5,000 names are neither decoded nor compared again. The list
     is shared between requests, so nothing may modify `ExtenderArgs.node_names`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, learn: bool = True) -> None:
         self._last: tuple[bytes, list[str]] = (b"", [])
+        self._learn = learn
+        """Whether parsed requests are remembered (else only what `expect` is told)."""
+
+    def expect(self, names: list[str]) -> None:
+        """The next request will likely name exactly these (prioritize after filter: the
+        filter's survivors, encoded as the filter's reply encoded them)."""
+        self._last = (_NAMES_MEMBER[:-1] + _dumps(names) + b"}", names)
 
     def repeated(self, body: bytes) -> tuple[bytes, list[str]] | None:
         """(the body without the names, the names) when the body ends with the last names."""
@@ -125,7 +132,7 @@ class NamesMemo:
     def remember(self, body: bytes, names: list[str]) -> None:
         """Keep the body's NodeNames member if it is the last member and holds `names`."""
         start = body.rfind(_NAMES_MEMBER)
-        if start < 0:
+        if start < 0 or not self._learn:
             return
         tail = body[start:]
         try:
