@@ -81,7 +81,9 @@ def test_malformed_requests_get_400_with_a_message(harness: Harness) -> None:
         status, text = wire.raw("POST", f"/scheduler/{verb}", body)
         assert status == 400, (verb, body)
         assert text.decode().startswith(verb)
-    status, _ = wire.raw("POST", "/scheduler/preempt", b"{}")
+    status, text = wire.raw("POST", "/scheduler/preempt", b"{}")
+    assert status == 400 and b"Pod" in text
+    status, _ = wire.raw("POST", "/scheduler/reserve", b"{}")
     assert status == 404
     # still serving after all that
     assert wire.filter(harness.pod("p"), ["n0"])["NodeNames"] == ["n0"]

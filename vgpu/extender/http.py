@@ -1,4 +1,5 @@
-"""The extender's HTTP server: POST filter / prioritize / bind, GET /healthz /readyz /metrics.
+"""The extender's HTTP server: POST filter / prioritize / bind / preempt, GET /healthz /readyz
+/metrics.
 
 A stdlib `ThreadingHTTPServer` speaking HTTP/1.1 with keep-alive (kube-scheduler reuses
 connections). The verbs are matched on the last path segment, so any `urlPrefix` works
@@ -17,8 +18,11 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder
 from vgpu.extender.metrics import ExtenderMetrics
+from vgpu.extender.podspec import key_of
+from vgpu.extender.preemption import Preemptor, encode_preemption, parse_preemption_args
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import (
     BadRequest,
@@ -53,7 +57,10 @@ class Routes:
         self.metrics = metrics
         self.ready = ready
         """None when ready to serve, else why not."""
-        self._observe = {v: metrics.observer(v) for v in ("filter", "prioritize", "bind")}
+        self.preemptor = Preemptor(extender)
+        self._observe = {
+            v: metrics.observer(v) for v in ("filter", "prioritize", "bind", "preempt")
+        }
         self._filter_names = NamesMemo()
         """Filter requests repeat their node names from one pod to the next."""
         self._prioritize_names = NamesMemo(learn=False)
@@ -72,14 +79,24 @@ class Routes:
             if verb == "prioritize":
                 args = parse_extender_args(body, self._prioritize_names)
                 return 200, encode_priorities(self.extender.prioritize(args))
+            if verb == "preempt":
+                return self._preempt(body)
             if verb == "bind":
                 error = self.binder.bind(parse_binding_args(body))
                 self.metrics.binds.labels("error" if error else "ok").inc()
                 return 200, encode_binding_result(error)
-            return 404, _message(f"unknown verb {verb!r}; use filter, prioritize or bind")
+            return 404, _message(f"unknown verb {verb!r}; use filter, prioritize, bind or preempt")
         finally:
             if verb in self._observe:
                 self._observe[verb](time.perf_counter() - start)
+
+    def _preempt(self, body: bytes) -> tuple[int, bytes]:
+        """The preempt verb; an invalid pod is a 400 (kube-scheduler then drops the attempt)."""
+        args = parse_preemption_args(body)
+        try:
+            return 200, encode_preemption(self.preemptor.preempt(args))
+        except InvalidRequest as err:
+            return 400, _message(f"preempt: pod {key_of(args.pod)}: {err}")
 
 
 def _message(text: str) -> bytes:

@@ -84,7 +84,9 @@ class FilterResult:
     error: str = ""
 
 
-def _load(body: bytes) -> Obj:
+def load_request(body: bytes) -> Obj:
+    """A request body as a JSON object with lower-cased keys (Go decodes case-insensitively);
+    raises `BadRequest`."""
     try:
         doc = _loads(body)
     except (ValueError, UnicodeDecodeError) as err:
@@ -151,10 +153,10 @@ def parse_extender_args(body: bytes, memo: NamesMemo | None = None) -> ExtenderA
     repeated = memo.repeated(body) if memo is not None else None
     if repeated is not None:
         with suppress(BadRequest):  # not an object without the names: parse it all below
-            rest = _load(repeated[0])
+            rest = load_request(repeated[0])
             if "nodenames" not in rest:
                 return ExtenderArgs(_pod_of(rest), repeated[1])
-    doc = _load(body)
+    doc = load_request(body)
     pod = _pod_of(doc)
     names = doc.get("nodenames")
     nodes = doc.get("nodes")
@@ -179,7 +181,7 @@ def _pod_of(doc: Obj) -> Obj:
 
 def parse_binding_args(body: bytes) -> BindingArgs:
     """Parse `ExtenderBindingArgs`."""
-    doc = _load(body)
+    doc = load_request(body)
     values = {}
     for key in ("PodName", "PodNamespace", "PodUID", "Node"):
         value = doc.get(key.lower())

@@ -1,0 +1,90 @@
+"""The preempt verb over real HTTP: only candidates where evicting the victims frees a GPU the
+pod fits on are kept; victims come back as they were sent."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.extender.builders import Wire, eventually, make_node, make_pod
+from tests.extender.conftest import Harness
+
+Obj = dict[str, Any]
+
+
+def _cluster(harness: Harness) -> tuple[Wire, dict[str, str]]:
+    """n1: 2 GPUs, 60 cores taken on one by pod a and 50 on the other by pod b (sizes differ so
+    neither waits for the other's admission), plus a CPU-only pod c; n2: 1 idle GPU. Returns
+    the wire and the UIDs by pod name."""
+    harness.put(make_node("n1", gpus=2))
+    harness.put(make_node("n2", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    for name, cores in (("a", 60), ("b", 50), ("c", 0)):
+        harness.put(make_pod(name, cores=cores))
+        assert wire.bind(harness.pod(name), "n1") == ""
+    eventually(lambda: len(daemon.cache.ledger.on_node("n1")) == 3)  # type: ignore[arg-type]
+    return wire, {n: harness.pod(n)["metadata"]["uid"] for n in ("a", "b", "c")}
+
+
+def _meta(victims: dict[str, list[str]]) -> Obj:
+    return {
+        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 1}
+        for node, uids in victims.items()
+    }
+
+
+def _preempt(wire: Wire, pod: Obj, victims: dict[str, list[str]]) -> dict[str, list[str]]:
+    reply = wire.post("preempt", {"Pod": pod, "NodeNameToMetaVictims": _meta(victims)})
+    nodes = reply["NodeNameToMetaVictims"]
+    assert all(v["NumPDBViolations"] == 1 for v in nodes.values())  # passed through
+    return {node: [p["UID"] for p in v["Pods"]] for node, v in nodes.items()}
+
+
+def test_only_nodes_where_the_victims_free_a_whole_gpu_share_are_kept(harness: Harness) -> None:
+    wire, uid = _cluster(harness)
+    pod = make_pod("p", cores=80)
+    asked = {"n1": [uid["a"]], "n2": []}
+    assert _preempt(wire, pod, asked) == asked  # a's GPU is free once a is gone; n2 fits as is
+    # 40 and 50 cores free: no single GPU can hold 80 without evicting a or b
+    assert _preempt(wire, pod, {"n1": []}) == {}
+    assert _preempt(wire, pod, {"n1": [uid["c"]]}) == {}  # evicting a CPU-only pod frees no GPU
+    both = {"n1": [uid["c"], uid["b"]]}
+    assert _preempt(wire, pod, both) == both  # victims are never spared
+
+
+def test_the_full_pod_form_is_understood(harness: Harness) -> None:
+    wire, _ = _cluster(harness)
+    victims = {"n1": {"Pods": [harness.pod("b")], "NumPDBViolations": 0}}
+    reply = wire.post("preempt", {"Pod": make_pod("p", cores=80), "NodeNameToVictims": victims})
+    assert reply == {
+        "NodeNameToMetaVictims": {
+            "n1": {"Pods": [{"UID": harness.pod("b")["metadata"]["uid"]}], "NumPDBViolations": 0}
+        }
+    }
+
+
+def test_pods_without_vgpu_and_gang_members_get_the_candidates_back(harness: Harness) -> None:
+    wire, uid = _cluster(harness)
+    asked = {"n1": [uid["c"]]}
+    assert _preempt(wire, make_pod("cpu", cores=0), asked) == asked
+    member = make_pod(
+        "w0", cores=100, annotations={"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    )
+    assert _preempt(wire, member, asked) == asked
+
+
+def test_bad_preemption_requests_get_400(harness: Harness) -> None:
+    wire, uid = _cluster(harness)
+    pod = make_pod("p", cores=80)
+    bodies = [
+        {"Pod": pod},
+        {"Pod": pod, "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": ""}]}}},
+        {"Pod": pod, "NodeNameToMetaVictims": {"n1": {"Pods": "a"}}},
+        {"Pod": make_pod("bad", cores="lots"), "NodeNameToMetaVictims": _meta({"n1": []})},
+    ]
+    for body in bodies:
+        status, text = wire.raw("POST", "/scheduler/preempt", json.dumps(body).encode())
+        assert status == 400, (body, text)
+        assert text.startswith(b"preempt") or b"NodeNameTo" in text
+    assert _preempt(wire, pod, {"n1": [uid["a"]]}) == {"n1": [uid["a"]]}  # still serving

@@ -1,0 +1,130 @@
+"""The preempt verb: keep only the candidate nodes where evicting the victims lets the pod fit.
+
+kube-scheduler picks preemption victims from its own accounting, which sees `vgpu.io/cores` as
+one number per node. Evicting 80 cores' worth of pods spread over two GPUs does not make room for
+an 80-core container on one GPU, so without this verb pods would be evicted for nothing. For each
+candidate node the extender removes the victims' holdings in a what-if fork and runs the same
+check as the filter (fit, then invariant I against the pending containers of the pods that
+stay). Nodes where the pod still does not fit are dropped, and kube-scheduler tries the others;
+the victims of a kept node are returned as they came (kube-scheduler chose them against filters
+the extender does not run, so sparing one could leave the pod unschedulable after all).
+
+Pods that ask for no vGPU and gang members get the candidates back unchanged: the first need
+nothing from the extender's accounting, the second are re-planned as a gang once victims leave.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from vgpu.core.fit import Code, Verdict, check
+from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.policies import Policy
+from vgpu.extender.placing import place
+from vgpu.extender.podspec import PodSpec
+from vgpu.extender.service import Extender
+from vgpu.extender.wire import BadRequest, Obj, load_request
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """One candidate node's victims: pod UIDs and the PDB violations kube-scheduler counted."""
+
+    uids: tuple[str, ...]
+    pdb_violations: int
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionArgs:
+    """Preempt input (`ExtenderPreemptionArgs`), reduced to UIDs whichever form was sent."""
+
+    pod: Obj
+    candidates: dict[str, Victims]
+
+
+def parse_preemption_args(body: bytes) -> PreemptionArgs:
+    """Parse `ExtenderPreemptionArgs`: `NodeNameToMetaVictims` (nodeCacheCapable) or
+    `NodeNameToVictims` (full pods); raises `BadRequest` naming the field."""
+    doc = load_request(body)
+    pod = doc.get("pod")
+    if not isinstance(pod, dict) or not isinstance(pod.get("metadata"), dict):
+        raise BadRequest("Pod: expected a v1.Pod object with metadata")
+    field, nodes = "NodeNameToMetaVictims", doc.get("nodenametometavictims")
+    if nodes is None:
+        field, nodes = "NodeNameToVictims", doc.get("nodenametovictims")
+    if not isinstance(nodes, dict):
+        raise BadRequest("NodeNameToMetaVictims or NodeNameToVictims: expected a map of nodes")
+    return PreemptionArgs(pod, {str(n): _victims(v, f"{field}[{n}]") for n, v in nodes.items()})
+
+
+def _victims(value: Any, field: str) -> Victims:
+    pods = value.get("Pods") if isinstance(value, dict) else None
+    if not isinstance(pods, list) or not all(isinstance(p, dict) for p in pods):
+        raise BadRequest(f"{field}.Pods: expected a list of pods")
+    uids = [str(p.get("UID") or (p.get("metadata") or {}).get("uid") or "") for p in pods]
+    if not all(uids):
+        raise BadRequest(f"{field}.Pods: every victim needs a UID")
+    violations = value.get("NumPDBViolations") or 0
+    if not isinstance(violations, int):
+        raise BadRequest(f"{field}.NumPDBViolations: expected an integer")
+    return Victims(tuple(uids), violations)
+
+
+def encode_preemption(result: dict[str, Victims]) -> bytes:
+    """`ExtenderPreemptionResult` JSON (always the Meta form, which the scheduler reads)."""
+    nodes = {
+        node: {"Pods": [{"UID": uid} for uid in v.uids], "NumPDBViolations": v.pdb_violations}
+        for node, v in result.items()
+    }
+    return json.dumps({"NodeNameToMetaVictims": nodes}).encode()
+
+
+class Preemptor:
+    """Judges preemption candidates for an `Extender`, on its cache."""
+
+    def __init__(self, extender: Extender) -> None:
+        self.ext = extender
+
+    def preempt(self, args: PreemptionArgs) -> dict[str, Victims]:
+        """The candidates where the pod fits once their victims are gone."""
+        spec, policy, size = self.ext.parse(args.pod)  # InvalidRequest: the caller's error
+        if not spec.request.wants_gpu or size:
+            return dict(args.candidates)
+        kept: dict[str, Victims] = {}
+        with self.ext.cache.lock:
+            for node, victims in args.candidates.items():
+                needed = self._needed(spec, policy, NodeName(node), victims.uids)
+                if needed is not None:
+                    kept[node] = Victims(needed, victims.pdb_violations)
+        return kept
+
+    def _needed(
+        self, spec: PodSpec, policy: Policy, node: NodeName, uids: tuple[str, ...]
+    ) -> tuple[str, ...] | None:
+        """The victims, unchanged, if their eviction lets the pod fit; else None.
+
+        Victims are never spared: kube-scheduler chose them against every filter it runs
+        (ports, volumes, affinity...), of which the extender sees only the resources."""
+        by_uid = {h.assignment.uid: h.assignment.pod for h in self.ext.cache.ledger.on_node(node)}
+        gone = {by_uid[u] for u in uids if u in by_uid}
+        return uids if self._fits_without(spec, policy, node, gone) else None
+
+    def _fits_without(
+        self, spec: PodSpec, policy: Policy, node: NodeName, gone: set[PodKey]
+    ) -> bool:
+        cache = self.ext.cache
+        ns = cache.node_state(node)
+        if ns is None:
+            return False
+        with cache.state.what_if():
+            for key in gone:
+                cache.ledger.release(key)
+            if check(ns, spec.request).code is not Code.FITS:
+                return False
+            pending = cache.pending_on(node, besides=spec.request.key)
+            staying = [c for c in pending if c.pod not in gone]
+            req, blocks = spec.request, spec.memory_blocks
+            placed = place(self.ext.scheduler, req, node, staying, blocks, policy)
+            return not isinstance(placed, Verdict)
