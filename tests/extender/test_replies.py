@@ -170,12 +170,13 @@ def test_several_changes_between_requests_are_all_applied() -> None:
 def test_another_node_list_is_answered_in_its_own_order() -> None:
     nodes = Nodes(dict.fromkeys(NAMES, OK) | {"b": "busy"})
     view = FilterView(nodes.feed, OK)
-    nodes.split(view, NAMES)
-    nodes.split(view, ["e", "b", "a"])
+    assert nodes.split(view, NAMES) == (["a", "c", "d", "e"], ["b"])
+    assert nodes.split(view, ["e", "b", "a"]) == (["e", "a"], ["b"])
     nodes.set("a", "busy")
-    nodes.split(view, ["e", "b", "a"])
-    nodes.split(view, NAMES)
-    nodes.split(view, ["x", *NAMES])
+    assert nodes.split(view, ["e", "b", "a"])[0] == ["e"]
+    assert nodes.split(view, NAMES)[0] == ["c", "d", "e"]
+    passed, rest = nodes.split(view, ["x", *NAMES])
+    assert passed == ["c", "d", "e"] and sorted(rest) == ["a", "b", "x"]
 
 
 def test_replies_are_copies_the_caller_may_change() -> None:
@@ -184,7 +185,7 @@ def test_replies_are_copies_the_caller_may_change() -> None:
     passed, rest = nodes.split(view, NAMES)
     passed.clear()
     rest.append("bogus")
-    nodes.split(view, NAMES)
+    assert nodes.split(view, NAMES) == (["a", "b", "d", "e"], ["c"])  # the kept reply unharmed
 
 
 def test_a_trimmed_feed_makes_the_view_start_over() -> None:
