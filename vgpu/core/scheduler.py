@@ -30,6 +30,15 @@ _SERIAL = count()
 MAX_EXTENDER_SCORE = 10
 
 
+def scale_score(score: float | None, bounds: tuple[float, float] | None) -> int:
+    """A raw score min-max scaled to kube-scheduler's 0..10 over `bounds` (lowest, highest raw
+    score among the nodes asked about); 0 for a node that does not fit (None)."""
+    if score is None or bounds is None:
+        return 0
+    lo, hi = bounds
+    return MAX_EXTENDER_SCORE if hi == lo else round(MAX_EXTENDER_SCORE * (score - lo) / (hi - lo))
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """The chosen node, its score and the GPU choice there."""
@@ -122,16 +131,8 @@ class Scheduler:
             ev = self.evaluate(ns, pod, policy)
             raw[ns.name] = None if ev is None else ev.score
         scores = [s for s in raw.values() if s is not None]
-        if not scores:
-            return dict.fromkeys(raw, 0)
-        lo, hi = min(scores), max(scores)
-        span = hi - lo
-        return {
-            name: 0
-            if s is None
-            else (MAX_EXTENDER_SCORE if span == 0 else round(MAX_EXTENDER_SCORE * (s - lo) / span))
-            for name, s in raw.items()
-        }
+        bounds = (min(scores), max(scores)) if scores else None
+        return {name: scale_score(s, bounds) for name, s in raw.items()}
 
     def place(
         self, pod: PodRequest, node: NodeName, policy: Policy | None = None

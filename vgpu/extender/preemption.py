@@ -19,10 +19,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu.core.fit import Code, Verdict, check
+from vgpu.core.fit import Code
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.policies import Policy
-from vgpu.extender.placing import place
 from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BadRequest, Obj, load_request
@@ -114,17 +113,9 @@ class Preemptor:
     def _fits_without(
         self, spec: PodSpec, policy: Policy, node: NodeName, gone: set[PodKey]
     ) -> bool:
-        cache = self.ext.cache
-        ns = cache.node_state(node)
-        if ns is None:
-            return False
-        with cache.state.what_if():
+        """Whether the filter would pass the node with the `gone` pods' holdings released."""
+        with self.ext.cache.state.what_if():
             for key in gone:
-                cache.ledger.release(key)
-            if check(ns, spec.request).code is not Code.FITS:
-                return False
-            pending = cache.pending_on(node, besides=spec.request.key)
-            staying = [c for c in pending if c.pod not in gone]
-            req, blocks = spec.request, spec.memory_blocks
-            placed = place(self.ext.scheduler, req, node, staying, blocks, policy)
-            return not isinstance(placed, Verdict)
+                self.ext.cache.ledger.release(key)
+            outcome = self.ext.outcome(spec, node, policy, gone=frozenset(gone))
+        return outcome[0] == Code.FITS.value

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from json.encoder import encode_basestring_ascii
 
 from vgpu.core.changes import ChangeFeed
-from vgpu.core.scheduler import MAX_EXTENDER_SCORE
+from vgpu.core.scheduler import scale_score
 from vgpu.extender.wire import Grouped
 
 Score = float | None
@@ -83,20 +83,12 @@ class ScoreView:
         found = [s for s, _ in hits if s is not None]
         found += [s for s in map(self.odd.__getitem__, odd) if s is not None]
         bounds = (min(found), max(found)) if found else None
-        groups = [(_scale(s, bounds), h) for s, h in hits]
+        groups = [(scale_score(s, bounds), h) for s, h in hits]
         return Grouped(
             names,
             [(s, h) for s, h in groups if s],
-            [(n, _scale(self.odd[n], bounds)) for n in sorted(odd)],
+            [(n, scale_score(self.odd[n], bounds)) for n in sorted(odd)],
         )
 
 
 _ABSENT = object()
-
-
-def _scale(score: Score, bounds: tuple[float, float] | None) -> int:
-    """Min-max scaling to kube-scheduler's 0..10, as the core does (no fit: 0)."""
-    if score is None or bounds is None:
-        return 0
-    lo, hi = bounds
-    return MAX_EXTENDER_SCORE if hi == lo else round(MAX_EXTENDER_SCORE * (score - lo) / (hi - lo))

@@ -215,20 +215,17 @@ class Extender:
         placement, hence the policy, its generation, the container names the reasons quote
         and the memory blocks) and its problem; the feed names the node when any changes, and
         a new policy generation drops the outcomes of nodes with pending containers."""
-        req = spec.request
         if spec.node:  # pending on its own node: placements would exclude itself, not memoised
             return self._filter_slow(spec, names, policy)
-        blocks = tuple(sorted(spec.memory_blocks.items()))
-        key = ("filter", req.shape, tuple(c.name for c in req.containers), blocks)
         view = (
-            self.views.get(self.cache.feed, (*key, id(policy)), _filter_view)
+            self.views.get(self.cache.feed, ("filter", *_view_key(spec), id(policy)), _filter_view)
             if policy.cacheable
             else _filter_view(self.cache.feed)
         )
         if view.generation != policy.generation:
             view.forget(self.cache.busy_nodes())
             view.generation = policy.generation
-        passed, rest = view.split(names, lambda name: self._outcome(spec, name, policy))
+        passed, rest = view.split(names, lambda name: self.outcome(spec, name, policy))
         result = FilterResult(passed=passed)
         if not rest:
             return result
@@ -245,15 +242,18 @@ class Extender:
         """Node by node, nothing kept (a pod already bound somewhere, filtered again)."""
         result = FilterResult()
         for name in names:
-            outcome = self._outcome(spec, name, policy)
+            outcome = self.outcome(spec, name, policy)
             if outcome is _FIT:
                 result.passed.append(name)
             else:
                 (result.unresolvable if outcome[1] else result.failed)[name] = outcome[2]
         return result
 
-    def _outcome(self, spec: PodSpec, name: str, policy: Policy) -> Outcome:
-        """The pod's outcome on one node, pending containers (invariant I) included."""
+    def outcome(
+        self, spec: PodSpec, name: str, policy: Policy, *, gone: frozenset[PodKey] = frozenset()
+    ) -> Outcome:
+        """The pod's outcome on one node, pending containers (invariant I) included; the
+        pending containers of pods in `gone` (preemption victims) do not count."""
         ns = self.cache.node_states.get(name)
         if ns is None:
             return _UNKNOWN
@@ -264,6 +264,8 @@ class Extender:
             return (outcome[0], outcome[1], problem) if problem else outcome
         # Bound but not admitted (watched), or assumed by a bind in flight: both count.
         pending = self.cache.pending_on(node, besides=spec.request.key)
+        if gone:
+            pending = [c for c in pending if c.pod not in gone]
         if not pending:
             return outcome
         req, blocks = spec.request, spec.memory_blocks
@@ -294,10 +296,9 @@ class Extender:
         scores None like one it does not fit: its filter may have run before that other pod's
         bind arrived, and steering the pod there would only get its bind refused."""
         pod = spec.request
-        blocks = tuple(sorted(spec.memory_blocks.items()))
-        key = ("score", pod.shape, tuple(c.name for c in pod.containers), blocks)
+        key = ("score", *_view_key(spec), id(policy), policy.generation)
         view = (
-            self.views.get(self.cache.feed, (*key, id(policy), policy.generation), ScoreView)
+            self.views.get(self.cache.feed, key, ScoreView)
             if policy.cacheable
             else ScoreView(self.cache.feed)
         )
@@ -306,13 +307,7 @@ class Extender:
         def score(name: str) -> float | None:
             ns = states.get(name)
             ev = None if ns is None else evaluate(ns, pod, rng)
-            if ev is None:
-                return None
-            node = NodeName(name)
-            pending = self.cache.pending_on(node, besides=pod.key)
-            if pending and isinstance(
-                place(self.scheduler, pod, node, pending, spec.memory_blocks, policy), Verdict
-            ):
+            if ev is None or self.outcome(spec, name, policy) is not _FIT:
                 return None
             return ev.score
 
@@ -338,3 +333,11 @@ def _placed(placed: Assignment | Verdict) -> Outcome:
 
 def _filter_view(feed: ChangeFeed) -> FilterView:
     return FilterView(feed, _FIT)
+
+
+def _view_key(spec: PodSpec) -> tuple[object, ...]:
+    """What a pod's answers depend on besides the node: its shape, and for invariant-I
+    placements its container names (reasons quote them) and memory blocks."""
+    req = spec.request
+    blocks = tuple(sorted(spec.memory_blocks.items()))
+    return (req.shape, tuple(c.name for c in req.containers), blocks)
