@@ -18,8 +18,6 @@ from collections.abc import Callable, Iterable
 from vgpu.core.changes import ChangeFeed
 from vgpu.extender.views import NodeView
 
-Score = float | None
-
 
 class FilterView(NodeView[object]):
     """Filter outcomes per node, plus the last (passed, failing) reply."""
@@ -38,9 +36,7 @@ class FilterView(NodeView[object]):
         """Drop these nodes' outcomes (and the kept reply): on nodes with pending containers the
         outcome is a placement, which a re-learned policy may make differently; elsewhere it
         is the policy-free fit check, still valid."""
-        for name in names:
-            self.answers.pop(name, None)
-            self.good.discard(name)
+        self.drop(names)
         self._names = None
 
     def split(

@@ -1,8 +1,9 @@
 """Answers per node for one question, kept current from the cluster's change feed.
 
-A question is "how does a pod of this shape fare on each node" (the filter) or "what does this
-policy score each node for this shape" (prioritize). kube-scheduler asks it with up to every
-node's name, for pod after pod, while each bind changes one node. A `NodeView` keeps the answer
+A question is "how does a pod of this shape fare on each node" (the filter's `FilterView`, in
+`replies.py`; prioritize's `ScoreView`, in `scores.py`, reads the same feed but keeps its
+scores grouped). kube-scheduler asks it with up to every node's name, for pod after pod, while
+each bind changes one node. A `NodeView` keeps the answer
 for every node it has been asked about and, before each use, forgets only the nodes the feed
 names since it last looked (`vgpu.core.changes`), so a request costs a few passes of C-level
 set and dict operations over the names, plus real work only for nodes that changed.
@@ -51,12 +52,15 @@ class NodeView(Generic[T]):
             self.good.clear()
             return None, set()
         was_good = changed & self.good
-        if changed:
-            answers = self.answers
-            for name in changed:
-                answers.pop(name, None)
-            self.good -= was_good
+        self.drop(changed)
         return changed, was_good
+
+    def drop(self, names: Iterable[str]) -> None:
+        """Forget these nodes' answers (they are evaluated again when next asked)."""
+        answers, good = self.answers, self.good
+        for name in names:
+            answers.pop(name, None)
+            good.discard(name)
 
     def store(self, name: str, answer: T) -> bool:
         """Keep a node's answer; True if it is `ok`."""

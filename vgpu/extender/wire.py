@@ -212,8 +212,8 @@ def encode_filter(result: FilterResult, nodes: list[Obj] | None = None) -> bytes
 
 @dataclass(frozen=True, slots=True)
 class Priorities:
-    """Prioritize output: `scores[i]` is the score of `hosts[i]`, in request order; scores are
-    ints in 0..10 (the extender's range), which the encoder relies on."""
+    """Prioritize output as plain lists: `scores[i]` (0..10) is the score of `hosts[i]`, in
+    request order (the few-host replies: a held pod, a pod without vGPU)."""
 
     hosts: list[str]
     scores: list[int]
