@@ -52,7 +52,7 @@ func (r *recordingRuntime) CreateContainer(
 	rec.Container = cfg.GetMetadata().GetName()
 	rec.Attempt = cfg.GetMetadata().GetAttempt()
 	for _, kv := range cfg.GetEnvs() {
-		rec.Envs[kv.Key] = kv.Value
+		rec.Envs[kv.Key] = string(kv.Value)
 	}
 	rec.Devices, rec.Mounts, rec.Annotations = cfg.GetDevices(), cfg.GetMounts(), cfg.GetAnnotations()
 	name := fmt.Sprintf("%s_%s_%s_%d.json", rec.Namespace, rec.Pod, rec.Container, rec.Attempt)
@@ -88,6 +88,8 @@ func runFakeCRI(args []string) int {
 		return 1
 	}
 	rt := &recordingRuntime{RemoteRuntime: fake.NewFakeRemoteRuntime(), dir: *dir}
+	// Any image "pulls" instantly; a size of zero would make the kubelet reject it.
+	rt.ImageService.SetFakeImageSize(1 << 20)
 	rt.RuntimeService.FakeStatus = &kubeapi.RuntimeStatus{Conditions: []*kubeapi.RuntimeCondition{
 		{Type: kubeapi.RuntimeReady, Status: true},
 		{Type: kubeapi.NetworkReady, Status: true},

@@ -15,11 +15,13 @@ kube-scheduler as the vgpu-scheduler service account; kubelets as system:node:NA
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +47,11 @@ class NodeSpec:
 class RealCluster:
     """`up()` starts everything and waits until each node's vGPUs are schedulable."""
 
-    def __init__(self, root: Path, binary: Path, nodes: list[NodeSpec]) -> None:
+    def __init__(
+        self, root: Path, binary: Path, nodes: list[NodeSpec], *, admission_policy: bool = True
+    ) -> None:
         self.root, self.binary, self.nodes = root, binary, {n.name: n for n in nodes}
+        self.admission_policy = admission_policy
         self.pki = root / "pki"
         self.procs = Processes(root)
         self.ports = {
@@ -110,6 +115,10 @@ class RealCluster:
             "logs": str(self.procs.logs),
         }
 
+    def _watching(self, component: str) -> tuple[Path, Callable[[], bool]]:
+        """A component's log and liveness, for `wait_until`."""
+        return self.procs.log(component), functools.partial(self.procs.alive, component)
+
     def _run(self, argv: list[str]) -> None:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         if done.returncode != 0:
@@ -132,7 +141,7 @@ class RealCluster:
             lambda: "etcd ready" in self.procs.log("etcd").read_text(),
             60,
             "etcd",
-            self.procs.log("etcd"),
+            self._watching("etcd"),
         )
 
     def start_apiserver(self) -> None:
@@ -143,19 +152,21 @@ class RealCluster:
             lambda: self.admin.request("GET", "/readyz") is not None,
             180,
             "kube-apiserver /readyz",
-            self.procs.log("kube-apiserver"),
+            self._watching("kube-apiserver"),
         )
 
     def _bootstrap(self) -> None:
         """vgpu's namespace, RBAC and admission policy as shipped; tokens for its accounts."""
-        for name in (
+        shipped = [
             "namespace.yaml",
             "rbac/extender.yaml",
             "rbac/node-agent.yaml",
             "rbac/scheduler.yaml",
             "rbac/inspect.yaml",
-            "admission-policy.yaml",
-        ):
+        ]
+        if self.admission_policy:  # benchmarks fill nodes with bound pods as admin: no policy
+            shipped.append("admission-policy.yaml")
+        for name in shipped:
             manifests.apply_file(self.admin, DAEMONSET / name)
         # A user of `kubectl inspect vgpu`: the shipped role, granted as its comment says.
         manifests.create(
@@ -167,6 +178,8 @@ class RealCluster:
             },
         )
         manifests.create(self.admin, _binding("vgpu-inspect-user", "vgpu-inspect"))
+        # scheduler-plugins' PodGroup, as a gang's PodGroup is read by the extender.
+        manifests.create(self.admin, POD_GROUP_CRD)
         # No kube-controller-manager runs: the default service account it would create.
         manifests.create(
             self.admin,
@@ -193,13 +206,19 @@ class RealCluster:
             Identity("admin", str(self.pki / "admin.crt"), str(self.pki / "admin.key")),
         )
 
-    def start_scheduler(self, shipped: str = "kube-scheduler-config.yaml") -> None:
+    def start_scheduler(
+        self, shipped: str = "kube-scheduler-config.yaml", edit: Callable[[Obj], None] | None = None
+    ) -> None:
+        """The vgpu-scheduler with a shipped configuration; `edit` changes it (benchmarks only)."""
         config = configs.scheduler_config(
             DAEMONSET / "scheduler" / shipped,
             self.kubeconfig("vgpu-scheduler"),
             f"http://127.0.0.1:{self.ports['extender']}/scheduler",
             None,
         )
+        if edit is not None:
+            edit(config)
+        before = self._lease_holder(SYSTEM, "vgpu-scheduler")
         path = self.root / "scheduler-config.yaml"
         path.write_text(yaml.safe_dump(config))
         kc = self.kubeconfig("vgpu-scheduler")
@@ -213,13 +232,14 @@ class RealCluster:
                 "--bind-address=127.0.0.1",
                 f"--authentication-kubeconfig={kc}",
                 f"--authorization-kubeconfig={kc}",
+                "--v=2",  # one line per scheduling attempt and binding
             ],
         )
         wait_until(
-            lambda: self._lease_holder(SYSTEM, "vgpu-scheduler"),
+            lambda: self._lease_holder(SYSTEM, "vgpu-scheduler") not in (None, before),
             90,
             "kube-scheduler to lead",
-            self.procs.log("kube-scheduler"),
+            self._watching("kube-scheduler"),
         )
 
     def _lease_holder(self, namespace: str, name: str) -> str | None:
@@ -238,7 +258,14 @@ class RealCluster:
 
     def start_node(self, name: str) -> None:
         node = self.node_dir(name)
-        for sub in ("kubelet/device-plugins", "kubelet/pod-resources", "containers", "pod-logs"):
+        subdirs = (
+            "kubelet/device-plugins",
+            "kubelet/pod-resources",
+            "containers",
+            "pod-logs",
+            "container-logs",
+        )
+        for sub in subdirs:
             (node / sub).mkdir(parents=True, exist_ok=True)
         self.procs.start(
             f"cri-{name}",
@@ -279,8 +306,15 @@ class RealCluster:
             "--node-labels=vgpu.io/enabled=true",
         ]
         # Own mount namespace: the node directory becomes this kubelet's /var/lib/kubelet.
-        script = f'mount --bind "{node / "kubelet"}" /var/lib/kubelet && exec "$@"'
-        Path("/var/lib/kubelet").mkdir(parents=True, exist_ok=True)
+        # (/var/log/containers, the kubelet's log-link directory, is a constant too.)
+        binds = {
+            node / "kubelet": "/var/lib/kubelet",
+            node / "container-logs": "/var/log/containers",
+        }
+        script = " && ".join(f'mount --bind "{src}" {dst}' for src, dst in binds.items())
+        script += ' && exec "$@"'
+        for target in binds.values():
+            Path(target).mkdir(parents=True, exist_ok=True)
         self.procs.start(
             f"kubelet-{name}",
             [
@@ -299,8 +333,18 @@ class RealCluster:
             lambda: self._node_ready(name),
             120,
             f"node {name} Ready",
-            self.procs.log(f"kubelet-{name}"),
+            self._watching(f"kubelet-{name}"),
         )
+        self._untaint(name)
+
+    def _untaint(self, name: str) -> None:
+        """Do the node lifecycle controller's part (no kube-controller-manager runs): the kubelet
+        registers with the not-ready taint, removed once the node is Ready."""
+        path = f"/api/v1/nodes/{name}"
+        taints = self.admin.get(path)["spec"].get("taints", [])
+        kept = [t for t in taints if t["key"] != "node.kubernetes.io/not-ready"]
+        if kept != taints:
+            self.admin.merge_patch(path, {"spec": {"taints": kept or None}})
 
     def _node_ready(self, name: str) -> bool:
         try:
@@ -345,7 +389,7 @@ class RealCluster:
             ready,
             timeout,
             f"{name} to advertise {want} vgpu.io/cores",
-            self.procs.log(f"agent-{name}"),
+            self._watching(f"agent-{name}"),
         )
         return time.monotonic() - started
 
@@ -371,7 +415,7 @@ class RealCluster:
             lambda: self._lease_holder(SYSTEM, "vgpu-extender"),
             60,
             "an extender to lead",
-            self.procs.log(identity),
+            self._watching(identity),
         )
 
     # -- what the kubelet asked of the runtime ---------------------------------------------------
@@ -390,6 +434,49 @@ class RealCluster:
                 ):
                     return record
         return None
+
+
+# A minimal stand-in for scheduler-plugins' PodGroup CRD: the group, version, kind and the
+# fields vgpu reads (spec.minMember); the rest of the schema is left open.
+POD_GROUP_CRD: Obj = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.x-k8s.io"},
+    "spec": {
+        "group": "scheduling.x-k8s.io",
+        "scope": "Namespaced",
+        "names": {
+            "plural": "podgroups",
+            "singular": "podgroup",
+            "kind": "PodGroup",
+            "shortNames": ["pg"],
+        },
+        "versions": [
+            {
+                "name": "v1alpha1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "properties": {
+                            "spec": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                                "properties": {"minMember": {"type": "integer"}},
+                            },
+                            "status": {
+                                "type": "object",
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        },
+                    }
+                },
+            }
+        ],
+    },
+}
 
 
 def _binding(account: str, role: str) -> Obj:

@@ -61,6 +61,7 @@ def apiserver_args(pki: Path, etcd_url: str, port: int) -> list[str]:
         "--enable-admission-plugins=NodeRestriction",
         "--allow-privileged=true",
         "--profiling=false",
+        "--endpoint-reconciler-type=none",  # no kubernetes Service endpoint for 127.0.0.1
         f"--cert-dir={pki / 'generated'}",
     ]
 

@@ -13,6 +13,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -20,6 +21,14 @@ from tests.realk8s.binary import Unavailable, build
 from tests.realk8s.cluster import NodeSpec, RealCluster
 
 NODES = [NodeSpec("node-a"), NodeSpec("node-b")]
+# The first test of the tier also starts the cluster (and builds the binary if needed).
+TIER_TIMEOUT_S = 1800
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("realk8s"):
+            item.add_marker(pytest.mark.timeout(TIER_TIMEOUT_S))
 
 
 def _wanted(config: pytest.Config) -> bool:
@@ -38,7 +47,7 @@ def _unusable() -> str | None:
     return None
 
 
-def _not_available(reason: str) -> None:
+def _not_available(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(f"realk8s tier cannot run in CI: {reason}", pytrace=False)
     pytest.skip(f"realk8s tier: {reason}")

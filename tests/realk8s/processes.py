@@ -25,12 +25,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str, log: Path | None = None) -> Any:
-    """Poll `check` until truthy (exceptions count as not yet); fail naming `what` and the
-    end of the component's log after `timeout` seconds."""
+def wait_until(
+    check: Callable[[], Any],
+    timeout: float,
+    what: str,
+    watch: tuple[Path, Callable[[], bool]] | None = None,
+) -> Any:
+    """Poll `check` until truthy (exceptions count as not yet); fail naming `what` after
+    `timeout` seconds. `watch` is a component's (log, alive): the failure then shows the end of
+    its log, and comes at once if the process ends."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
+    why = f"timed out after {timeout:.0f}s"
     while time.monotonic() < deadline:
+        if watch is not None and not watch[1]():
+            why = "its process ended"
+            break
         try:
             value = check()
             if value:
@@ -39,9 +49,10 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, log: Path | 
             last = err
         time.sleep(0.2)
     tail = ""
-    if log is not None and log.exists():
-        tail = "\n--- end of " + log.name + " ---\n" + "\n".join(log.read_text().splitlines()[-40:])
-    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what} (last: {last}){tail}")
+    if watch is not None and watch[0].exists():
+        lines = watch[0].read_text(errors="replace").splitlines()[-40:]
+        tail = f"\n--- end of {watch[0].name} ---\n" + "\n".join(lines)
+    raise TimeoutError(f"{why} waiting for {what} (last: {last}){tail}")
 
 
 class Processes:
