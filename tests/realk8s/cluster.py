@@ -34,6 +34,7 @@ from tests.realk8s.rest import ApiError, Identity, Obj, Rest
 REPO = Path(__file__).resolve().parents[2]
 DAEMONSET = REPO / "daemonset"
 SYSTEM = "vgpu-system"
+PODGROUPS = "namespaces/default/podgroups"
 ACCOUNTS = ("vgpu-extender", "vgpu-node-agent", "vgpu-scheduler", "vgpu-inspect-user")
 
 
@@ -79,7 +80,8 @@ class RealCluster:
         return self.root / "kubeconfigs" / f"{who}.yaml"
 
     # -- lifecycle -------------------------------------------------------------------------------
-    def up(self) -> RealCluster:
+    def up(self, *, api_only: bool = False) -> RealCluster:
+        """Start the cluster; with `api_only`, etcd and the API server (set up) alone."""
         started = time.monotonic()
         self._run(
             [str(self.binary), "certs", f"--dir={self.pki}", f"--nodes={','.join(self.nodes)}"]
@@ -88,6 +90,8 @@ class RealCluster:
         self.start_etcd()
         self.start_apiserver()
         self._bootstrap()
+        if api_only:
+            return self
         self.start_scheduler()
         for name in self.nodes:
             self.start_node(name)
@@ -180,6 +184,11 @@ class RealCluster:
         manifests.create(self.admin, _binding("vgpu-inspect-user", "vgpu-inspect"))
         # scheduler-plugins' PodGroup, as a gang's PodGroup is read by the extender.
         manifests.create(self.admin, POD_GROUP_CRD)
+        wait_until(
+            lambda: self.admin.get(f"/apis/scheduling.x-k8s.io/v1alpha1/{PODGROUPS}"),
+            60,
+            "the PodGroup CRD to be served",
+        )
         # No kube-controller-manager runs: the default service account it would create.
         manifests.create(
             self.admin,

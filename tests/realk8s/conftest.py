@@ -54,7 +54,8 @@ def _not_available(reason: str) -> NoReturn:
 
 
 @pytest.fixture(scope="session")
-def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
+def realk8s_binary(request: pytest.FixtureRequest) -> Path:
+    """The built hack/testcluster binary, or the tier's skip (locally) or failure (CI)."""
     if not _wanted(request.config):
         pytest.skip("realk8s tier runs with `pytest -m realk8s`, VGPU_REALK8S=1 or CI=true")
     reason = _unusable()
@@ -65,12 +66,28 @@ def real_cluster(request: pytest.FixtureRequest) -> Iterator[RealCluster]:
     except Unavailable as err:
         _not_available(str(err))
     print(f"\nrealk8s: hack/testcluster built in {seconds:.1f}s", file=sys.stderr)
+    return binary
+
+
+def _session_cluster(binary: Path, nodes: list[NodeSpec], api_only: bool) -> Iterator[RealCluster]:
     root = Path(tempfile.mkdtemp(prefix="vk8s-"))
-    cluster = RealCluster(root, binary, NODES)
+    cluster = RealCluster(root, binary, nodes)
     try:
-        cluster.up()
+        cluster.up(api_only=api_only)
         yield cluster
     finally:
         cluster.down()
         if os.environ.get("VGPU_REALK8S_KEEP") != "1":
             shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(realk8s_binary: Path) -> Iterator[RealCluster]:
+    """The whole cluster: API server, vgpu-scheduler, two kubelets with node agents, extender."""
+    yield from _session_cluster(realk8s_binary, NODES, api_only=False)
+
+
+@pytest.fixture(scope="session")
+def real_apiserver(realk8s_binary: Path) -> Iterator[RealCluster]:
+    """etcd and kube-apiserver alone (no nodes, no scheduler), for the fake's contract tests."""
+    yield from _session_cluster(realk8s_binary, [], api_only=True)

@@ -73,16 +73,17 @@ def events_for(rest: Rest, name: str) -> list[Obj]:
     return items
 
 
-def delete_all(rest: Rest, timeout: float = 60) -> None:
+def delete_all(rest: Rest, namespace: str = NS, timeout: float = 60) -> None:
     """Delete every pod in the namespace and wait until they are gone (grace period 0)."""
-    for item in rest.get(PODS).get("items", []):
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    for item in rest.get(path).get("items", []):
         try:
             rest.request(
                 "DELETE",
-                f"{PODS}/{item['metadata']['name']}",
+                f"{path}/{item['metadata']['name']}",
                 {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0},
             )
         except ApiError as err:
             if err.status != 404:
                 raise
-    wait_until(lambda: not rest.get(PODS).get("items"), timeout, "all test pods to be deleted")
+    wait_until(lambda: not rest.get(path).get("items"), timeout, "all test pods to be deleted")

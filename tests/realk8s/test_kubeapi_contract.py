@@ -33,7 +33,19 @@ globals().update(TESTS)  # collected here as this module's tests, with the fixtu
 def _clean(cluster: RealCluster) -> None:
     """Leave the default namespace and the node list as the contract tests expect them."""
     admin = cluster.admin
+    manifests.create(
+        admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}
+    )  # the fake creates namespaces on first use; the real server needs them to exist
+    manifests.create(
+        admin,
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": "other"},
+        },
+    )  # what kube-controller-manager would create
     pods.delete_all(admin)
+    pods.delete_all(admin, "other")
     for node in admin.get("/api/v1/nodes")["items"]:
         if node["metadata"]["name"] not in cluster.nodes:
             admin.delete(f"/api/v1/nodes/{node['metadata']['name']}")
@@ -50,7 +62,8 @@ def _clean(cluster: RealCluster) -> None:
 
 
 @pytest.fixture
-def kube_client(real_cluster: RealCluster) -> Iterator[Any]:
+def kube_client(real_apiserver: RealCluster) -> Iterator[Any]:
+    real_cluster = real_apiserver
     _clean(real_cluster)
     config = client.Configuration()
     config.host = real_cluster.server
