@@ -8,7 +8,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"syscall"
+	"time"
 
 	"google.golang.org/grpc"
 	kubeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
@@ -16,12 +19,20 @@ import (
 	"k8s.io/cri-client/pkg/util"
 )
 
+// exitEnv, set in a container's environment, makes the fake runtime report the container as
+// exited with that code as soon as it starts (containers never run here; init containers must
+// finish for a pod's app containers to be created).
+const exitEnv = "FAKE_CRI_EXIT_CODE"
+
 // recordingRuntime is Kubernetes' in-memory CRI runtime (k8s.io/cri-client/pkg/fake, the one
-// kubemark's hollow node uses) with one addition: every CreateContainer request is written to a
-// JSON file, so tests can read the environment, devices and mounts the kubelet asked for.
+// kubemark's hollow node uses) with two additions: every CreateContainer request is written to a
+// JSON file, so tests can read the environment, devices and mounts the kubelet asked for; and
+// containers with FAKE_CRI_EXIT_CODE in their environment exit once started.
 type recordingRuntime struct {
 	*fake.RemoteRuntime
-	dir string
+	dir   string
+	mu    sync.Mutex
+	exits map[string]int32 // container ID -> exit code
 }
 
 // containerRecord is what a test reads back for one container.
@@ -55,9 +66,41 @@ func (r *recordingRuntime) CreateContainer(
 		rec.Envs[kv.Key] = string(kv.Value)
 	}
 	rec.Devices, rec.Mounts, rec.Annotations = cfg.GetDevices(), cfg.GetMounts(), cfg.GetAnnotations()
+	if code, ok := rec.Envs[exitEnv]; ok {
+		n, perr := strconv.Atoi(code)
+		if perr == nil {
+			r.mu.Lock()
+			r.exits[resp.ContainerId] = int32(n)
+			r.mu.Unlock()
+		}
+	}
 	name := fmt.Sprintf("%s_%s_%s_%d.json", rec.Namespace, rec.Pod, rec.Container, rec.Attempt)
 	if werr := writeJSON(filepath.Join(r.dir, name), rec); werr != nil {
 		fmt.Fprintln(os.Stderr, "fake-cri: record:", werr)
+	}
+	return resp, nil
+}
+
+func (r *recordingRuntime) StartContainer(
+	ctx context.Context, req *kubeapi.StartContainerRequest,
+) (*kubeapi.StartContainerResponse, error) {
+	resp, err := r.RemoteRuntime.StartContainer(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	r.mu.Lock()
+	code, ok := r.exits[req.ContainerId]
+	r.mu.Unlock()
+	if ok {
+		svc := r.RuntimeService
+		svc.Lock()
+		if c, found := svc.Containers[req.ContainerId]; found {
+			c.State = kubeapi.ContainerState_CONTAINER_EXITED
+			c.FinishedAt = time.Now().UnixNano()
+			c.ExitCode = code
+			c.Reason = "Completed"
+		}
+		svc.Unlock()
 	}
 	return resp, nil
 }
@@ -87,7 +130,9 @@ func runFakeCRI(args []string) int {
 		fmt.Fprintln(os.Stderr, "fake-cri:", err)
 		return 1
 	}
-	rt := &recordingRuntime{RemoteRuntime: fake.NewFakeRemoteRuntime(), dir: *dir}
+	rt := &recordingRuntime{
+		RemoteRuntime: fake.NewFakeRemoteRuntime(), dir: *dir, exits: map[string]int32{},
+	}
 	// Any image "pulls" instantly; a size of zero would make the kubelet reject it.
 	rt.ImageService.SetFakeImageSize(1 << 20)
 	rt.RuntimeService.FakeStatus = &kubeapi.RuntimeStatus{Conditions: []*kubeapi.RuntimeCondition{

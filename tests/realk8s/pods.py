@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Obj, Rest
 
@@ -58,12 +60,40 @@ def node_of(rest: Rest, name: str) -> str:
     return str(get(rest, name)["spec"].get("nodeName") or "")
 
 
+class PodFailed(AssertionError):
+    """The kubelet refused or failed the pod: its status reason and message."""
+
+    def __init__(self, name: str, status: Obj) -> None:
+        self.reason = str(status.get("reason", ""))
+        self.message = str(status.get("message", ""))
+        super().__init__(f"pod {name} failed: {self.reason}: {self.message}")
+
+
+# The agent refuses an Allocate for a pod whose binding its own pod watch has not delivered yet:
+# the kubelet saw the bind first (issue 10, avoidable refusals). A race, so not every run.
+AGENT_RACE = "no pending container asks"
+
+
 def wait_running(rest: Rest, name: str, timeout: float = 60) -> Obj:
+    """Wait until the pod runs; a pod that failed stops the wait at once (`PodFailed`). When the
+    failure is the agent's known race (issue 10), the test is marked xfail with what happened."""
+
     def running() -> Obj | None:
         current = get(rest, name)
-        return current if current.get("status", {}).get("phase") == "Running" else None
+        status = current.get("status", {})
+        if status.get("phase") == "Failed":
+            raise PodFailed(name, status)
+        return current if status.get("phase") == "Running" else None
 
-    result: Obj = wait_until(running, timeout, f"pod {name} Running")
+    try:
+        result: Obj = wait_until(running, timeout, f"pod {name} Running", reraise=PodFailed)
+    except PodFailed as err:
+        if AGENT_RACE in err.message:
+            pytest.xfail(
+                f"issue 10: the node agent refused {name}'s Allocate before its pod "
+                f"watch delivered the binding: {err.message[:200]}"
+            )
+        raise
     return result
 
 

@@ -30,10 +30,12 @@ def wait_until(
     timeout: float,
     what: str,
     watch: tuple[Path, Callable[[], bool]] | None = None,
+    reraise: type[Exception] | None = None,
 ) -> Any:
     """Poll `check` until truthy (exceptions count as not yet); fail naming `what` after
     `timeout` seconds. `watch` is a component's (log, alive): the failure then shows the end of
-    its log, and comes at once if the process ends."""
+    its log, and comes at once if the process ends. A `reraise` exception from `check` ends the
+    wait at once."""
     deadline = time.monotonic() + timeout
     last: Exception | None = None
     why = f"timed out after {timeout:.0f}s"
@@ -45,7 +47,9 @@ def wait_until(
             value = check()
             if value:
                 return value
-        except Exception as err:  # any failure means "not yet"
+        except Exception as err:  # any other failure means "not yet"
+            if reraise is not None and isinstance(err, reraise):
+                raise
             last = err
         time.sleep(0.2)
     tail = ""

@@ -104,3 +104,18 @@ def test_gang_that_cannot_fit_binds_nothing(real_cluster: RealCluster, api: Rest
     messages = " ".join(e.get("message", "") for e in pods.events_for(api, "toobig-worker-0"))
     assert "FailedScheduling" in reasons, reasons
     assert "gang" in messages.lower() or "toobig" in messages, messages
+
+
+def test_init_container_and_app_container_get_their_grants(
+    real_cluster: RealCluster, api: Rest
+) -> None:
+    """The kubelet allocates for the init container first and lets the app container reuse its
+    devices (devicemanager's per-pod reuse pool); each gets what its assignment names."""
+    prep = pods.container("prep", 30, 8)
+    prep["env"] = [{"name": "FAKE_CRI_EXIT_CODE", "value": "0"}]  # the init container completes
+    api.post(pods.PODS, pods.pod("with-init", pods.container("main", 30, 8), init=[prep]))
+    bound = pods.wait_running(api, "with-init", timeout=90)
+    want = granted(bound)
+    assert set(want) == {"prep", "main"}, want
+    assert given(real_cluster, "with-init", "prep") == want["prep"]
+    assert given(real_cluster, "with-init", "main") == want["main"]
