@@ -81,7 +81,11 @@ class ExtenderDaemon:
     ) -> None:
         self.api, self.config = api, config
         self.metrics = ExtenderMetrics()
-        self.cache = ClusterCache(key=config.key, memory_unit_mib=config.extender.memory_unit_mib)
+        self.cache = ClusterCache(
+            key=config.key,
+            memory_unit_mib=config.extender.memory_unit_mib,
+            names=config.extender.names,
+        )
         self.extender = Extender(
             self.cache,
             config=config.extender,

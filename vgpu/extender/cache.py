@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from vgpu.api.assignment import verify
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, NodeName, PodKey
@@ -52,11 +53,14 @@ def canonical(assignment: Assignment) -> Assignment:
 class ClusterCache:
     """Watch-fed cluster state and ledger; all access under `lock`."""
 
-    def __init__(self, *, key: bytes, memory_unit_mib: int) -> None:
+    def __init__(
+        self, *, key: bytes, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES
+    ) -> None:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
         self._key = key
         self._unit = memory_unit_mib
+        self._names = names
         self._parsed: dict[tuple[object, object], PodSpec] = {}
         self.on_pod_gone: GoneHook = lambda pod, gang: None
         self._reset()
@@ -80,7 +84,7 @@ class ClusterCache:
     # -- nodes ---------------------------------------------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
         """Apply one node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
-        spec = node_spec(obj)
+        spec = node_spec(obj, self._names)
         name = spec.node.name
         with self.lock:
             if kind == "DELETED":
@@ -118,11 +122,11 @@ class ClusterCache:
         meta = obj.get("metadata") or {}
         uid, version = meta.get("uid"), meta.get("resourceVersion")
         if not uid or not version:
-            return pod_spec(obj, memory_unit_mib=self._unit)
+            return pod_spec(obj, memory_unit_mib=self._unit, names=self._names)
         memo = (uid, version)
         spec = self._parsed.get(memo)
         if spec is None:
-            spec = pod_spec(obj, memory_unit_mib=self._unit)
+            spec = pod_spec(obj, memory_unit_mib=self._unit, names=self._names)
             if len(self._parsed) >= PARSED_KEPT:
                 self._parsed.clear()
             self._parsed[memo] = spec

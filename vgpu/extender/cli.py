@@ -17,6 +17,7 @@ import socket
 import threading
 from typing import Any
 
+from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import ConfigError
 from vgpu.core.registry import POLICY_NAMES
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
@@ -42,6 +43,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_MEMORY_UNIT_MIB,
         help="MiB per vgpu.io/memory block (as the node agents advertise)",
+    )
+    p.add_argument(
+        "--resource-domain",
+        default=DEFAULT_DOMAIN,
+        help="domain of the extended resources and the node inventory annotation; the same "
+        "value as the node agents' --resource-domain (default vgpu.io)",
     )
     p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV})")
     p.add_argument(
@@ -78,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
             policy=args.policy,
             gang_timeout=args.gang_timeout,
             memory_unit_mib=args.memory_unit_mib,
+            names=resource_names(args.resource_domain),
             bind_wait=args.bind_wait,
         ),
         host=args.host,

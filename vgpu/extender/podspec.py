@@ -1,6 +1,6 @@
 """Translating a Kubernetes Pod (a plain dict) into the core's `PodRequest` and gang label.
 
-* GPU asks: `vgpu.io/cores` and `vgpu.io/memory` (blocks of `memory_unit_mib`) in a container's
+* GPU asks: `<domain>/cores` and `<domain>/memory` (blocks of `memory_unit_mib`) in a container's
   limits or requests (limits win; extended resources must have them equal anyway). Init
   containers count too, conservatively.
 * CPU and memory: what kube-scheduler counts, max(sum of app containers, largest init
@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.api.gang import gang_ref
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, GpuUUID, PodKey, gang_key, pod_key
 from vgpu.core.model import ANY_GPU, ContainerRequest, GpuSelector, PodRequest
@@ -30,8 +31,6 @@ from vgpu.extender.quantity import mib_ceil, milli_ceil, whole_count
 
 Obj = dict[str, Any]
 
-CORES = "vgpu.io/cores"
-MEMORY = "vgpu.io/memory"
 GPU_TYPE = "vgpu.io/gpu-type"
 GPU_TYPE_EXCLUDE = "vgpu.io/gpu-type-exclude"
 GPU_UUID = "vgpu.io/gpu-uuid"
@@ -90,16 +89,19 @@ def _resource(resources: Obj, name: str) -> object:
     return None
 
 
-def _container(c: Obj, where: str, unit_mib: int) -> tuple[ContainerRequest, int]:
+def _container(
+    c: Obj, where: str, unit_mib: int, names: ResourceNames
+) -> tuple[ContainerRequest, int]:
     name = str(c.get("name") or "")
     resources = c.get("resources") or {}
-    raw_cores = _resource(resources, CORES)
+    at_cores, at_memory = f"{where}[{names.cores}]", f"{where}[{names.memory}]"
+    raw_cores = _resource(resources, names.cores)
     cores = 0
     if raw_cores is not None:
-        cores = validate_cores(whole_count(raw_cores, f"{where}[{CORES}]"), f"{where}[{CORES}]")
-    raw_blocks = _resource(resources, MEMORY)
-    blocks = 0 if raw_blocks is None else whole_count(raw_blocks, f"{where}[{MEMORY}]")
-    memory = validate_memory(blocks * unit_mib, cores, field=f"{where}[{MEMORY}]")
+        cores = validate_cores(whole_count(raw_cores, at_cores), at_cores)
+    raw_blocks = _resource(resources, names.memory)
+    blocks = 0 if raw_blocks is None else whole_count(raw_blocks, at_memory)
+    memory = validate_memory(blocks * unit_mib, cores, field=at_memory)
     return ContainerRequest(name, cores, memory), blocks
 
 
@@ -149,7 +151,7 @@ def _size(value: object, field: str) -> int:
     return size
 
 
-def pod_spec(pod: Obj, *, memory_unit_mib: int) -> PodSpec:
+def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES) -> PodSpec:
     """Parse a pod dict; raises `InvalidRequest` naming the bad field."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if not meta.get("name"):
@@ -159,7 +161,8 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int) -> PodSpec:
     blocks: dict[str, int] = {}
     for kind in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(kind) or []):
-            container, n = _container(c, f"spec.{kind}[{i}].resources", memory_unit_mib)
+            where = f"spec.{kind}[{i}].resources"
+            container, n = _container(c, where, memory_unit_mib, names)
             if container.wants_gpu:
                 containers.append(container)
                 blocks[container.name] = n

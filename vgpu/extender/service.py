@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import cast
 
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
@@ -58,6 +59,7 @@ class ExtenderConfig:
     policy: str = "default"
     gang_timeout: float = 60.0
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
+    names: ResourceNames = DEFAULT_NAMES
     assume_ttl: float = 30.0
     bind_wait: float = 3.0
 

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT, decode
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.model import Assignment
 
-CORES = "vgpu.io/cores"
-MEMORY = "vgpu.io/memory"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 Obj = Mapping[str, Any]
@@ -56,7 +55,7 @@ class PodFacts:
         return self.all_admitted or container in self.admitted
 
 
-def pod_facts(pod: Obj) -> PodFacts:
+def pod_facts(pod: Obj, names: ResourceNames = DEFAULT_NAMES) -> PodFacts:
     """Extract `PodFacts`; a malformed assignment is kept as `assignment_error`, never raised."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
@@ -71,8 +70,8 @@ def pod_facts(pod: Obj) -> PodFacts:
         uid=str(meta.get("uid") or ""),
         node=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or "Pending"),
-        asks_cores=sum(_quantity(c, CORES) for c in containers),
-        asks_memory_blocks=sum(_quantity(c, MEMORY) for c in containers),
+        asks_cores=sum(_quantity(c, names.cores) for c in containers),
+        asks_memory_blocks=sum(_quantity(c, names.memory) for c in containers),
         assignment=assignment,
         assignment_error=error,
         admitted=named | _started(status),
