@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
+from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import verify
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
@@ -33,7 +34,7 @@ from vgpu.core.model import Assignment, Node, Phase
 from vgpu.core.pending import PendingContainer, pending_of
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.nodespec import node_spec
-from vgpu.extender.podspec import PodSpec, admitted_of, key_of, pod_spec
+from vgpu.extender.podspec import PodSpec, key_of, pod_spec
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +190,8 @@ class ClusterCache:
         node_pending = self.pending.setdefault(NodeName(spec.node), {})
         self.feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
-        waiting = pending_of(assignment, spec.memory_blocks, admitted_of(annotations, names))
+        admitted = read_admitted(annotations.get(ADMITTED)).among(names)
+        waiting = pending_of(assignment, spec.memory_blocks, admitted)
         if waiting:
             node_pending[key] = waiting
         else:

@@ -16,7 +16,6 @@ Bad values raise `InvalidRequest` naming the field, before anything is changed.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -185,22 +184,3 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         node=str(spec.get("nodeName") or ""),
         terminal=phase in ("Succeeded", "Failed"),
     )
-
-
-def admitted_of(annotations: Obj, containers: list[str]) -> frozenset[str]:
-    """Containers listed in `vgpu.io/admitted` (a JSON list, comma list, or "true"/"*": all)."""
-    value = annotations.get("vgpu.io/admitted")
-    if not isinstance(value, str) or not value.strip():
-        return frozenset()
-    text = value.strip()
-    if text.lower() in ("true", "*", "all"):
-        return frozenset(containers)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        return frozenset(p.strip() for p in text.split(",") if p.strip())
-    if isinstance(doc, list):
-        return frozenset(str(x) for x in doc)
-    if isinstance(doc, dict):
-        return frozenset(str(k) for k, v in doc.items() if v)
-    return frozenset()
