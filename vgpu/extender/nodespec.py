@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.quantity import mib_floor, milli_floor
 from vgpu.core.errors import InvalidInventory, InvalidRequest
 from vgpu.core.ids import GpuUUID, NodeName
 from vgpu.core.model import Gpu, Node
-from vgpu.extender.quantity import mib_floor, milli_floor
 from vgpu.node.inventory import annotation_key, parse_inventory
 
 Obj = dict[str, Any]

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT, decode
+from vgpu.api.quantity import whole_count
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.model import Assignment
 
@@ -125,7 +126,7 @@ def _quantity(container: Obj, resource: str) -> int:
         value = (resources.get(section) or {}).get(resource)
         if value is not None:
             try:
-                return int(str(value))
-            except ValueError:
+                return whole_count(value, resource)
+            except InvalidRequest:
                 return 0
     return 0
