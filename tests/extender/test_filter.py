@@ -109,11 +109,14 @@ def test_the_default_policy_learns_the_workload_from_filtered_pods(harness: Harn
     policy = daemon.extender.policies.default
     before = policy.generation
     for i in range(150):  # rebuilt after 16 and 16 + 128 pods, adopted once far from the prior
-        wire.filter(make_pod(f"p{i}", cores=35, memory=7), ["n1"])
+        harness.put(make_pod(f"p{i}", cores=35, memory=7))
+    eventually(lambda: len(daemon.cache.pods) == 150)
+    for i in range(150):  # only pods the watch shows teach it (a request may be forged)
+        wire.filter(harness.pod(f"p{i}"), ["n1"])
     assert policy.generation > before
     again = policy.generation
     for _ in range(20):  # the same pod again and again (retries) teaches nothing new
-        wire.filter(make_pod("p0", cores=35, memory=7), ["n1"])
+        wire.filter(harness.pod("p0"), ["n1"])
     assert policy.generation == again
 
 
@@ -128,3 +131,14 @@ def test_a_pod_version_is_parsed_once_and_a_new_version_again(harness: Harness) 
     assert daemon.cache.parse(pod).request.containers[0].cores == 40
     unversioned = make_pod("q", cores=30)
     assert daemon.cache.parse(unversioned) is not daemon.cache.parse(unversioned)
+
+
+def test_forged_requests_teach_the_policy_nothing(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=8))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    policy = daemon.extender.policies.default
+    before = policy.generation
+    for i in range(150):
+        wire.filter(make_pod(f"p{i}", cores=35, memory=7), ["n1"])
+    assert policy.generation == before

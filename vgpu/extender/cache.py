@@ -174,8 +174,15 @@ class ClusterCache:
             return f"metadata.annotations: unreadable ({type(err).__name__}: {err})"
         return None
 
+    def watched(self, spec: PodSpec) -> bool:
+        """Whether the watch shows this pod (same key and UID): a request's pod may be forged or
+        stale, and only watched pods take part in what is written."""
+        cached = self.pods.get(spec.request.key)
+        return cached is not None and cached.request.uid == spec.request.uid
+
     def remember(self, obj: Obj, spec: PodSpec) -> None:
-        """Add a pod seen in a request before its watch event (never overrides the watch)."""
+        """Add a pod the API server has just returned (bind reads a pod the watch has not shown
+        yet) before its watch event; never overrides the watch. Never fed from a request body."""
         with self.lock:
             if spec.request.key not in self.pods:
                 self._upsert(spec.request.key, spec, obj)

@@ -6,6 +6,11 @@ state. Nodes with containers pending admission get the full invariant-I placemen
 and pods with a holding are sent to the node they hold. Failed nodes carry the core's reasons;
 GPU type, GPU count and missing inventory are unresolvable, the rest resolvable. The filter never
 narrows a pod to one node unless the pod already holds a place there.
+
+What a request says about a pod is a hypothesis: the ledger changes only from the watches and
+the extender's own binds. Filter and prioritize answer for any pod without writing anything;
+only a pod the watch shows (same UID) feeds the policy's learner or takes part in a gang plan
+(whose reservations are writes), so a forged request can neither charge capacity nor reserve it.
 """
 
 from __future__ import annotations
@@ -182,7 +187,9 @@ class Extender:
         except InvalidRequest as err:
             return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
         with self.cache.lock:
-            self.cache.remember(args.pod, spec)
+            watched = self.cache.watched(spec)
+            if spec.gang is not None and not watched:
+                return FilterResult(failed=dict.fromkeys(args.node_names, _UNWATCHED))
             target = self.held_place(spec, size)
             if isinstance(target, GangWait):
                 result = FilterResult(failed=dict.fromkeys(args.node_names, target.reason))
@@ -194,7 +201,8 @@ class Extender:
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
-                policy.observe(spec.request)
+                if watched:
+                    policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
         return result
 
@@ -286,7 +294,8 @@ class Extender:
                 return Priorities(names, [10 if n == there else 0 for n in names])
             if not spec.request.wants_gpu:
                 return Priorities(names, [0] * len(names))
-            policy.observe(spec.request)
+            if self.cache.watched(spec):
+                policy.observe(spec.request)
             return self._priorities(spec, names, policy)
 
     def _priorities(self, spec: PodSpec, names: list[str], policy: Policy) -> Grouped:
@@ -319,6 +328,7 @@ Outcome = tuple[str, bool, str]
 _FIT: Outcome = (Code.FITS.value, False, "")
 _UNKNOWN: Outcome = ("unknown-node", False, "node is not in the vgpu extender's cache yet")
 _NO_GPU = Code.NO_GPU.value
+_UNWATCHED = "the vgpu extender's pod watch has not shown this gang member yet"
 
 
 def _outcome(verdict: Verdict) -> Outcome:
