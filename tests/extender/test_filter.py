@@ -84,7 +84,7 @@ def test_pods_without_gpu_pass_every_node(harness: Harness) -> None:
 def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=2))
     harness.put(make_node("n2", gpus=2))
-    daemon = harness.start()
+    daemon = harness.start(pod_policies=("binpack", "spread"))
     wire = harness.wire(daemon)
     harness.put(make_pod("first", cores=50))
     assert wire.bind(harness.pod("first"), "n1") == ""
@@ -96,7 +96,7 @@ def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> No
     scores = wire.prioritize(spread, ["n1", "n2"])
     assert scores["n2"] == 10 and scores["n1"] < 10
     unknown = make_pod("r", cores=30, annotations={"vgpu.io/policy": "nope"})
-    assert "unknown policy" in wire.filter(unknown, ["n1"])["Error"]
+    assert "not allowed for pods" in wire.filter(unknown, ["n1"])["Error"]
 
 
 def test_the_default_policy_learns_the_workload_from_filtered_pods(harness: Harness) -> None:
@@ -142,3 +142,17 @@ def test_forged_requests_teach_the_policy_nothing(harness: Harness) -> None:
     for i in range(150):
         wire.filter(make_pod(f"p{i}", cores=35, memory=7), ["n1"])
     assert policy.generation == before
+
+
+def test_pods_choose_only_allowed_policies_and_memory_stays_bounded(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=2))
+    daemon = harness.start(pod_policies=("binpack",))
+    wire = harness.wire(daemon)
+    book = daemon.extender.policies
+    for i in range(300):  # a flood of distinct specs, each a policy object before
+        spec = f"default:cpu_weight={i}"
+        out = wire.filter(make_pod(f"p{i}", cores=30, annotations={"vgpu.io/policy": spec}), ["n1"])
+        assert "is not allowed for pods" in out["Error"] and "binpack" in out["Error"], out
+    assert book.names == ["default", "binpack"]
+    allowed = make_pod("ok", cores=30, annotations={"vgpu.io/policy": "binpack"})
+    assert wire.filter(allowed, ["n1"])["NodeNames"] == ["n1"]

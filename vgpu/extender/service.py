@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -35,7 +35,7 @@ from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangCoordinator, GangWait
 from vgpu.extender.placing import place
-from vgpu.extender.podspec import PodSpec, key_of
+from vgpu.extender.podspec import POLICY, PodSpec, key_of
 from vgpu.extender.replies import FilterView
 from vgpu.extender.scores import ScoreView
 from vgpu.extender.views import ViewBook
@@ -65,21 +65,41 @@ class ExtenderConfig:
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
     assume_ttl: float = 30.0
     bind_wait: float = 3.0
+    pod_policies: tuple[str, ...] = ()
+    """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
 
 
 class PolicyBook:
-    """Policies by name, built once each."""
+    """The default policy and the policies pods may ask for by name (`vgpu.io/policy`), each
+    built once at start-up. Pods choose only among what the operator allowed
+    (`--allow-pod-policy`), so no pod can make the extender build (and keep) a policy of its
+    own: memory stays bounded by the operator's list."""
 
-    def __init__(self, default: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
-        self._workload = workload
-        self._built: dict[str, Policy] = {}
-        self.default = self.get(default)
+    def __init__(
+        self, default: str, allowed: Iterable[str] = (), workload: Workload = DEFAULT_WORKLOAD
+    ) -> None:
+        self.default = make_policy(default, workload)
+        self._allowed: dict[str, Policy] = {default: self.default}
+        for name in allowed:
+            if name not in self._allowed:
+                self._allowed[name] = make_policy(name, workload)
+
+    @property
+    def names(self) -> list[str]:
+        """The policies pods may name."""
+        return list(self._allowed)
 
     def get(self, name: str) -> Policy:
-        """The policy called `name`; raises `InvalidRequest` for unknown names."""
-        policy = self._built.get(name)
+        """The policy a pod names; raises `InvalidRequest` for one the operator did not allow."""
+        policy = self._allowed.get(name)
         if policy is None:
-            policy = self._built[name] = make_policy(name, self._workload)
+            shown = name if len(name) <= 64 else name[:61] + "..."
+            raise InvalidRequest(
+                f"metadata.annotations[{POLICY}]",
+                f"policy {shown!r} is not allowed for pods",
+                "use one of " + ", ".join(self._allowed) + " or drop the annotation "
+                "(the operator allows more with --allow-pod-policy)",
+            )
         return policy
 
 
@@ -105,7 +125,7 @@ class Extender:
         self.clock = clock
         self.group_size = group_size
         self.on_rejections = on_rejections
-        self.policies = PolicyBook(config.policy)
+        self.policies = PolicyBook(config.policy, config.pod_policies)
         self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
         self.binding: set[PodKey] = set()
         self.assumed_at: dict[PodKey, float] = {}
