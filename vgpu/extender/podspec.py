@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.api.gang import gang_ref
+from vgpu.api.quantity import mib_ceil, milli_ceil, whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, GpuUUID, PodKey, gang_key, pod_key
 from vgpu.core.model import ANY_GPU, ContainerRequest, GpuSelector, PodRequest
 from vgpu.core.units import validate_cores, validate_memory
-from vgpu.extender.quantity import mib_ceil, milli_ceil, whole_count
 
 Obj = dict[str, Any]
 
@@ -60,7 +60,9 @@ class PodSpec:
 
 def key_of(pod: Obj) -> PodKey:
     """The `ns/name` key of a pod dict."""
-    meta = pod.get("metadata") or {}
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
 
 
