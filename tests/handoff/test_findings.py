@@ -17,7 +17,6 @@ from vgpu.node.podspec import pod_info
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 1: not fixed yet")
 def test_finding1_a_pod_part_way_through_admission_never_absorbs_another_pods_allocate() -> None:
     """A's memory is allocated first (Go map order), its cores Allocate then carries IDs on
     another GPU and is refused, so the kubelet fails A. B (same cores ask, same GPU, other
@@ -35,7 +34,6 @@ def test_finding1_a_pod_part_way_through_admission_never_absorbs_another_pods_al
         assert "ns/b" in admitted and handoff.admitted_containers("ns/a") == []  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 2: not fixed yet")
 def test_finding2_the_extender_never_binds_what_the_agent_would_refuse(harness: Harness) -> None:
     """30 cores + 10 blocks pending on the only GPU: a pod asking 30 cores + 2 blocks would be
     confusable (same cores ask, different grant), so the node must fail resolvably."""
@@ -51,7 +49,6 @@ def test_finding2_the_extender_never_binds_what_the_agent_would_refuse(harness: 
     assert "waiting for admission" in out["FailedNodes"]["n1"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 3: not fixed yet")
 def test_finding3_init_and_app_containers_share_the_devices_the_kubelet_reuses(
     harness: Harness,
 ) -> None:
