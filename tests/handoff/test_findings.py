@@ -5,8 +5,6 @@ Findings 6 and 7 (the agent's daemon behaviour) are in `test_findings_agent.py`.
 
 from __future__ import annotations
 
-import pytest
-
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.handoff.pods import agent, ids, pod
@@ -72,7 +70,6 @@ def test_finding3_init_and_app_containers_share_the_devices_the_kubelet_reuses(
     assert used == 30, f"init and app charged {used} cores; the kubelet holds 30"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 5: not fixed yet")
 def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Harness) -> None:
     annotations = {"vgpu.io/gang-name": "job", "vgpu.io/gang-size": "2"}
     for i in range(2):
@@ -87,3 +84,9 @@ def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Ha
     daemon.extender.sweep()
     held = daemon.cache.ledger.holding("default/job-1")  # type: ignore[arg-type]
     assert held is not None and held.phase is Phase.RESERVED, "gang split: 1 of 2 bound"
+    (event,) = daemon.extender.gangs.events
+    assert event[0] == "default/job-1" and event[1] == "VgpuGangIncomplete"
+    assert "stays reserved until it binds" in event[2]
+    daemon._gang_events()  # what the sweeper thread does after each sweep
+    posted = [r for r in harness.server.requests if r.method == "POST" and "/events" in r.path]
+    assert posted and "VgpuGangIncomplete" in str(posted[0].body)

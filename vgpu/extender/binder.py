@@ -248,6 +248,6 @@ class Binder:
             held = self.ext.cache.ledger.holding(key)
             if held is not None and held.phase is Phase.ASSUMED:
                 self.ext.cache.ledger.release(key)
-                if held.gang is not None:
+                if held.gang is not None and not self.ext.gangs.started(held.gang):
                     self.ext.gangs.abandon(held.gang, f"binding member {key} failed")
             self.ext.assumed_at.pop(key, None)
