@@ -254,8 +254,27 @@ class ExtenderDaemon:
         while not self._stop.wait(self.config.sweep_interval):
             try:
                 self.extender.sweep()
+                self._gang_events()
             except Exception:
                 log.exception("sweep failed")
+
+    def _gang_events(self) -> None:
+        """Record the gang coordinator's Events (outside the cache lock: they are API calls)."""
+        with self.cache.lock:
+            events, self.extender.gangs.events = self.extender.gangs.events, []
+        for pod, reason, message in events:
+            namespace, name = pod.split("/", 1)
+            involved = {"kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
+            try:
+                self.api.create_event(
+                    involved,
+                    reason=reason,
+                    message=message,
+                    event_type="Warning",
+                    component="vgpu-extender",
+                )
+            except KubeError as e:
+                log.warning("cannot record event %s for %s: %s", reason, pod, e)
 
     def _lead(self, term: int) -> None:
         self._spawn(f"resync-{term}", self._resync, term)
