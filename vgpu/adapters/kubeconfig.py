@@ -30,16 +30,26 @@ def _kubeconfig_paths() -> str:
 
 
 def _load_kubeconfig(path: str, configuration: Any) -> None:
+    import yaml
     from kubernetes.config.kube_config import load_kube_config  # heavy: see the module docstring
 
     try:
         cast(Callable[..., None], load_kube_config)(
             config_file=path, client_configuration=configuration
         )
+    except yaml.YAMLError as e:  # the loader parses with PyYAML and lets its errors through
+        raise KubeConfigMissing(
+            f"kubeconfig {path!r} is not valid YAML ({_first_line(e)}); fix the file or pass "
+            "--kubeconfig PATH"
+        ) from e
     except (ConfigException, OSError, ValueError, TypeError) as e:
         raise KubeConfigMissing(
             f"cannot use kubeconfig {path!r}: {e}; pass --kubeconfig PATH or set KUBECONFIG"
         ) from e
+
+
+def _first_line(error: Exception) -> str:
+    return " ".join(str(error).split())
 
 
 def load_configuration(kubeconfig: str | None = None) -> Any:

@@ -217,7 +217,12 @@ class ResourcePlugin:
         path = self._options.plugin_dir / f"{self._stem}-{secrets.token_hex(3)}.sock"
         if len(str(path)) > MAX_UNIX_PATH:
             raise KubeletError(f"plugin socket path {path} is longer than {MAX_UNIX_PATH} bytes")
-        self._options.plugin_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._options.plugin_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KubeletError(
+                f"cannot use device-plugin directory {self._options.plugin_dir}: {e.strerror or e}"
+            ) from e
         path.unlink(missing_ok=True)
         self._stopping = threading.Event()
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._options.max_workers))

@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from vgpu.cli.options import HelpFormatter
 from vgpu.core.errors import InvalidRequest, VgpuError
 from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, is_policy_name, make_policy
 from vgpu.core.workload import Workload
@@ -47,7 +48,11 @@ def parse_seeds(text: str) -> list[int]:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `vgpu simulate`."""
-    p = sub.add_parser("simulate", help="replay a cluster trace through the scheduling core")
+    p = sub.add_parser(
+        "simulate",
+        help="replay a cluster trace through the scheduling core",
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("--nodes", type=Path, help="node CSV (default: embedded openb GPU nodes)")
     p.add_argument("--pods", type=Path, help="pod CSV (default: embedded openb default trace)")
     p.add_argument(

@@ -41,7 +41,7 @@ class DaemonConfig:
     key: bytes
     extender: ExtenderConfig = field(default_factory=ExtenderConfig)
     host: str = "0.0.0.0"
-    port: int = 8888
+    port: int = 8080
     leader: LeaderConfig | None = None
     watch_timeout: int = 300
     sweep_interval: float = 1.0

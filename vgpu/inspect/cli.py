@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vgpu.cli.options import HelpFormatter
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
@@ -58,7 +59,10 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `inspect` on the `vgpu` command's subparsers."""
     parser = subparsers.add_parser(
-        "inspect", help="show GPU sharing per node and GPU", description=DESCRIPTION
+        "inspect",
+        help="show GPU sharing per node and GPU",
+        description=DESCRIPTION,
+        formatter_class=HelpFormatter,
     )
     return configure(parser)
 
@@ -77,6 +81,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     except OSError as e:
         print(f"error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as e:  # a plain install: the extra's packages are missing
+        print(
+            f"error: this needs the Python package {e.name!r}, not installed: "
+            "pip install 'vgpu[cli]'",
+            file=sys.stderr,
+        )
         return 1
     sys.stdout.write(render(report, output=args.output, details=args.details))
     return 0
@@ -107,7 +118,9 @@ def _snapshot(args: argparse.Namespace) -> tuple[Snapshot, bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     """The `kubectl-inspect-vgpu` console script."""
     parser = configure(
-        argparse.ArgumentParser(prog="kubectl inspect vgpu", description=DESCRIPTION)
+        argparse.ArgumentParser(
+            prog="kubectl inspect vgpu", description=DESCRIPTION, formatter_class=HelpFormatter
+        )
     )
     args = parser.parse_args(argv)
     return run(args)
