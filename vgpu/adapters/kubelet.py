@@ -232,7 +232,7 @@ class ResourcePlugin:
             raise KubeletError(f"{self.resource}: cannot listen on {path}")
         server.start()
         self._server, self._socket = server, path
-        log.info("%s: serving on %s", self.resource, path)
+        log.debug("%s: serving on %s", self.resource, path)
         return path
 
     def register(self) -> None:
@@ -255,7 +255,7 @@ class ResourcePlugin:
         except (grpc.RpcError, grpc.FutureTimeoutError) as e:
             detail = e.details() if isinstance(e, grpc.RpcError) else "kubelet not reachable"
             raise KubeletError(f"{self.resource}: registration failed: {detail}") from e
-        log.info("%s: registered endpoint %s", self.resource, self._socket.name)
+        log.debug("%s: registered endpoint %s", self.resource, self._socket.name)
 
     def stop(self, grace_s: float | None = None) -> None:
         """Stop serving: end the ListAndWatch streams, stop the server, remove the socket."""

@@ -201,12 +201,20 @@ class ExtenderDaemon:
             try:
                 for event in events():
                     if event.type == SYNCED:
+                        if not synced.is_set():  # the first listing; later relists are quiet
+                            log.info("%s", self._synced_line(synced))
                         synced.set()
                     else:
                         apply(event.type, event.object)
             except Exception:
                 log.exception("watch failed; restarting")
                 self._stop.wait(self.config.retry_delay)
+
+    def _synced_line(self, synced: threading.Event) -> str:
+        state = self.cache.state
+        if synced is self._nodes_synced:
+            return f"node watch synced: {len(state.node_names())} node(s) with vgpu GPUs"
+        return "pod watch synced: serving filter, prioritize and bind"
 
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
