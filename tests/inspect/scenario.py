@@ -93,3 +93,38 @@ def demo_cluster() -> Snapshot:
         },
     )
     return Snapshot(nodes, pods, groups, "2025-01-01T12:00:00Z")
+
+
+def wide_cluster() -> Snapshot:
+    """Three 8-GPU nodes (the layout that overflows a terminal): a100-0 half shared, half
+    whole-GPU training, GPU7 unhealthy; a100-1 one pending 4-GPU pod; h-2 idle, NotReady."""
+    nodes = (
+        node("a100-0", [A100] * 8, unhealthy=(7,), ip="10.0.1.10"),
+        node("a100-1", [A100] * 8, ip="10.0.1.11"),
+        node("l4-2", [L4] * 8, ip="10.0.1.12", ready=False),
+    )
+    pods = (
+        *(
+            pod(
+                f"serve/infer-{g}",
+                node="a100-0",
+                asks={"m": (25, 0)},
+                shares={"m": [(g, 25, 20480)]},
+            )
+            for g in range(4)
+        ),
+        pod(
+            "ml/train",
+            node="a100-0",
+            asks={"m": (300, 0)},
+            shares={"m": [(g, 100, 81920) for g in (4, 5, 6)]},
+        ),
+        pod(
+            "ml/big",
+            node="a100-1",
+            asks={"m": (400, 0)},
+            shares={"m": [(g, 100, 81920) for g in range(4)]},
+            phase="Pending",
+        ),
+    )
+    return Snapshot(nodes, pods, (), "2025-01-01T12:00:00Z")
