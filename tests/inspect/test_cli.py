@@ -13,7 +13,7 @@ from vgpu.inspect.cli import main
 from vgpu.inspect.snapshot import loads
 
 HERE = Path(__file__).parent
-CLUSTER = HERE / "data" / "cluster.yaml"
+CLUSTER = HERE.parents[1] / "examples" / "cluster-snapshot.yaml"
 
 
 def test_fake_cluster_default_view(capsys: pytest.CaptureFixture[str]) -> None:

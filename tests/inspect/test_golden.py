@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.inspect.scenario import demo_cluster, wide_cluster
+from tests.inspect.scenario import SNAPSHOT_HEADER, demo_cluster, wide_cluster
 from vgpu.inspect.build import build_report
 from vgpu.inspect.cli import render
 from vgpu.inspect.snapshot import Snapshot, dumps, loads
 
 HERE = Path(__file__).parent
 GOLDEN = HERE / "golden"
-CLUSTER_FILE = HERE / "data" / "cluster.yaml"
+CLUSTER_FILE = HERE.parents[1] / "examples" / "cluster-snapshot.yaml"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
@@ -69,8 +69,9 @@ def test_wide_nodes_overflow_without_condensing() -> None:
 
 
 def test_saved_cluster_file_is_the_demo_cluster() -> None:
-    """data/cluster.yaml (the --fake-cluster example in the docs) stays in step with scenario.py."""
-    check(CLUSTER_FILE, dumps(demo_cluster()))
+    """examples/cluster-snapshot.yaml (the README's --fake-cluster example) stays in step with
+    scenario.py."""
+    check(CLUSTER_FILE, SNAPSHOT_HEADER + dumps(demo_cluster()))
 
 
 def test_saved_cluster_renders_like_the_live_objects() -> None:
