@@ -41,7 +41,7 @@ class DaemonConfig:
     key: bytes
     extender: ExtenderConfig = field(default_factory=ExtenderConfig)
     host: str = "0.0.0.0"
-    port: int = 8888
+    port: int = 8080
     leader: LeaderConfig | None = None
     watch_timeout: int = 300
     sweep_interval: float = 1.0
@@ -240,6 +240,8 @@ class ExtenderDaemon:
             try:
                 for event in events():
                     if event.type == SYNCED:
+                        if not synced.is_set():  # the first listing; later relists are quiet
+                            log.info("%s", self._synced_line(synced))
                         synced.set()
                         continue
                     try:
@@ -249,6 +251,12 @@ class ExtenderDaemon:
             except Exception:
                 log.exception("watch failed; restarting")
                 self._stop.wait(self.config.retry_delay)
+
+    def _synced_line(self, synced: threading.Event) -> str:
+        state = self.cache.state
+        if synced is self._nodes_synced:
+            return f"node watch synced: {len(state.node_names())} node(s) with vgpu GPUs"
+        return "pod watch synced: serving filter, prioritize and bind"
 
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
