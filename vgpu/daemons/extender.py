@@ -97,6 +97,10 @@ class ExtenderDaemon:
             port=config.port,
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
+        self.metrics.watch_leadership(
+            lambda: self.elector is None or self.elector.is_leader,
+            lambda: self.why_not_binding() is None,
+        )
         self._stop = threading.Event()
         self._nodes_synced = threading.Event()
         self._pods_synced = threading.Event()
