@@ -46,7 +46,9 @@ def exported() -> dict[str, str]:
                 for call in ast.walk(fn):
                     if isinstance(call, ast.Call) and _call_name(call) in METRIC_CALLS:
                         arg = call.args[0] if call.args else None
-                        if isinstance(arg, ast.JoinedStr) and isinstance(arg.values[0], ast.Constant):
+                        if isinstance(arg, ast.JoinedStr) and isinstance(
+                            arg.values[0], ast.Constant
+                        ):
                             helpers[fn.name] = (str(arg.values[0].value), _call_name(call))
                         elif isinstance(arg, ast.Name) and fn.args.args[:1]:
                             helpers[fn.name] = ("", _call_name(call))
