@@ -21,6 +21,7 @@ from vgpu.daemons.keys import load_assignment_key
 
 if TYPE_CHECKING:
     from vgpu.daemons.node_agent import NodeAgent
+    from vgpu.node.hami import HamiCore
     from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--assignment-key-file", type=Path, help="HMAC key shared with the extender")
     p.add_argument("--mode", choices=["plain", "mps", "hami"], default="plain")
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps")
+    p.add_argument(
+        "--hami-core-library",
+        metavar="PATH",
+        help="mode hami: HAMi-core's libvgpu.so on the node, mounted and preloaded in containers "
+        "(default: none, the mode then only passes limits; docs/isolation.md)",
+    )
+    p.add_argument(
+        "--hami-preload-file",
+        metavar="PATH",
+        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as /etc/ld.so.preload",
+    )
     p.add_argument("--allow-unassigned", action="store_true")
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
@@ -94,6 +106,21 @@ def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
     )
 
 
+def hami_core(args: argparse.Namespace) -> HamiCore | None:
+    """HAMi-core's location from the flags (mode hami only)."""
+    from vgpu.node.hami import HamiCore
+
+    if args.hami_core_library is None:
+        if args.hami_preload_file is not None:
+            raise ConfigError(
+                "--hami-preload-file needs --hami-core-library (the library it names)"
+            )
+        return None
+    if args.mode != "hami":
+        raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
+    return HamiCore(args.hami_core_library, args.hami_preload_file)
+
+
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
     from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
@@ -135,7 +162,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         pod_resources_socket=args.pod_resources_socket,
         domain=args.resource_domain,
         memory_unit_mib=args.memory_unit_mib,
-        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir),
+        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
         allow_unassigned=args.allow_unassigned,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         reconcile_s=args.reconcile_s,
