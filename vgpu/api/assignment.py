@@ -17,6 +17,7 @@ import hmac
 import json
 from collections.abc import Mapping
 
+from vgpu.api.admitted import ADMITTED as ADMITTED  # re-exported: one definition
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
@@ -24,7 +25,6 @@ from vgpu.core.units import MMIB_PER_MIB
 
 ASSIGNMENT = "vgpu.io/assignment"
 SIGNATURE = "vgpu.io/assignment-signature"
-ADMITTED = "vgpu.io/admitted"
 VERSION = 1
 
 

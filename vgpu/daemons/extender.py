@@ -73,6 +73,40 @@ class PodGroupSizes:
         return size
 
 
+class InvalidPods:
+    """Reports watched pods the cache skipped: a counter, a log line and a Warning Event on the
+    pod, once per pod version (a bounded memory of what was reported)."""
+
+    KEPT = 4096
+
+    def __init__(self, api: KubeApi, metrics: ExtenderMetrics) -> None:
+        self._api, self._metrics = api, metrics
+        self._told: dict[tuple[str, str], None] = {}
+
+    def __call__(self, pod: dict[str, Any], problem: str) -> None:
+        meta = pod.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
+        version = (str(meta.get("uid")), str(meta.get("resourceVersion")))
+        if version in self._told:
+            return
+        if len(self._told) >= self.KEPT:
+            self._told.pop(next(iter(self._told)))
+        self._told[version] = None
+        self._metrics.invalid_pods.inc()
+        log.warning("skipping pod %s/%s: %s", meta.get("namespace"), meta.get("name"), problem)
+        try:
+            self._api.create_event(
+                {"kind": "Pod", "apiVersion": "v1", "metadata": meta},
+                reason="InvalidPod",
+                message=f"vgpu extender cannot schedule this pod: {problem}"[:1024],
+                event_type="Warning",
+                component="vgpu-extender",
+            )
+        except KubeError as err:
+            log.warning("cannot record an event for pod %s: %s", meta.get("name"), err)
+
+
 class ExtenderDaemon:
     """The running extender."""
 
@@ -81,7 +115,11 @@ class ExtenderDaemon:
     ) -> None:
         self.api, self.config = api, config
         self.metrics = ExtenderMetrics()
-        self.cache = ClusterCache(key=config.key, memory_unit_mib=config.extender.memory_unit_mib)
+        self.cache = ClusterCache(
+            key=config.key,
+            memory_unit_mib=config.extender.memory_unit_mib,
+            names=config.extender.names,
+        )
         self.extender = Extender(
             self.cache,
             config=config.extender,
@@ -90,6 +128,7 @@ class ExtenderDaemon:
             on_rejections=self.metrics.count_rejections,
         )
         self.metrics.watch(self.extender)
+        self.cache.on_invalid = InvalidPods(api, self.metrics)
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
@@ -206,8 +245,11 @@ class ExtenderDaemon:
                 for event in events():
                     if event.type == SYNCED:
                         synced.set()
-                    else:
+                        continue
+                    try:
                         apply(event.type, event.object)
+                    except Exception:  # a bug, not the object: skip the event, keep the watch
+                        log.exception("applying a %s event failed; skipped", event.type)
             except Exception:
                 log.exception("watch failed; restarting")
                 self._stop.wait(self.config.retry_delay)

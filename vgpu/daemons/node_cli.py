@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vgpu.api.resources import resource_names
 from vgpu.core.errors import ConfigError, VgpuError
 from vgpu.daemons.keys import load_assignment_key
 
@@ -132,6 +133,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
 
     if args.memory_unit_mib <= 0:
         raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
+    names = resource_names(args.resource_domain)
     try:
         ignored = (
             DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
@@ -160,7 +162,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         assignment_key=load_assignment_key(args.assignment_key_file),
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
-        domain=args.resource_domain,
+        domain=names.domain,
         memory_unit_mib=args.memory_unit_mib,
         grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
         allow_unassigned=args.allow_unassigned,

@@ -106,9 +106,9 @@ class Binder:
                 self.ext.binding.discard(key)
 
     def _watched(self, key: PodKey, uid: str) -> PodSpec | None:
-        """The pod as the cache has it (watched, or seen in a filter request), if its UID is the
-        one asked for: saves reading it back from the API server. A pod the cache does not know
-        (or knows under another UID) is read fresh. The Binding carries the UID as a
+        """The pod as the watch shows it, if its UID is the one asked for: saves reading it back
+        from the API server. A pod the watch has not shown (or shows under another UID) is read
+        fresh: bind acts only on pods the API server confirms, never on a request's word. The Binding carries the UID as a
         precondition and a 409 is checked against the server, so a lagging watch cannot bind
         the wrong pod or bind twice."""
         with self.ext.cache.lock:

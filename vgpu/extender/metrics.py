@@ -4,6 +4,7 @@ process in tests).
 * `vgpu_extender_request_seconds{verb}`: latency histogram per verb;
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
 * `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
+* `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
 * `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`: read from
   the ledger at scrape time;
 * `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
@@ -91,6 +92,11 @@ class ExtenderMetrics:
         )
         self.binds = PromCounter(
             "vgpu_extender_binds_total", "Bind results", ["outcome"], registry=self.registry
+        )
+        self.invalid_pods = PromCounter(
+            "vgpu_extender_invalid_pods",
+            "Watched pod versions skipped because they cannot be read",
+            registry=self.registry,
         )
 
     def watch(self, extender: Extender) -> None:

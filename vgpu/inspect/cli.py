@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
@@ -40,6 +41,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     parser.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster or KUBECONFIG)")
     parser.add_argument(
+        "--resource-domain",
+        default=DEFAULT_DOMAIN,
+        help="domain of the vgpu resources and inventory annotation, as the node agents' "
+        "--resource-domain (default vgpu.io)",
+    )
+    parser.add_argument(
         "--fake-cluster",
         metavar="FILE",
         type=Path,
@@ -65,13 +72,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     try:
+        names = resource_names(args.resource_domain)
         snapshot, live = _snapshot(args)
         if args.save_snapshot:
             as_json = args.save_snapshot.suffix.lower() == ".json"
-            args.save_snapshot.write_text(dumps(snapshot, as_json=as_json), encoding="utf-8")
+            text = dumps(snapshot, as_json=as_json, names=names)
+            args.save_snapshot.write_text(text, encoding="utf-8")
         if live:  # the "snapshot taken at" header is for saved files only
             snapshot = dataclasses.replace(snapshot, taken_at="")
-        report = build_report(snapshot, args.nodes)
+        report = build_report(snapshot, args.nodes, names)
     except VgpuError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

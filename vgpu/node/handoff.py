@@ -17,11 +17,11 @@ the adapters call it from several threads.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from vgpu.api.admitted import encode_admitted
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT, verify
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, GpuShare
@@ -300,7 +300,7 @@ class Handoff:
                 if entry.assignment is None:
                     continue
                 names = self.admitted_containers(key)
-                value = json.dumps(names, separators=(",", ":"))
+                value = encode_admitted(names)
                 current = entry.info.annotations.get(ADMITTED, "[]")
                 if value != current and self._patched.get(key) != value:
                     out.append((key, value))

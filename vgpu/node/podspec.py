@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.quantity import whole_count
+from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.node.devices import ResourceNames
 
@@ -61,11 +63,11 @@ class PodInfo:
 
 
 def _quantity(value: Any, where: str, problems: list[str]) -> int:
-    text = str(value).strip()
-    if text.isdigit():
-        return int(text)
-    problems.append(f"{where}: {value!r} is not a whole number of devices")
-    return 0
+    try:
+        return whole_count(value, where)
+    except InvalidRequest as err:
+        problems.append(str(err))
+        return 0
 
 
 def _ask(
