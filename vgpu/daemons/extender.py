@@ -136,6 +136,10 @@ class ExtenderDaemon:
             port=config.port,
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
+        self.metrics.watch_leadership(
+            lambda: self.elector is None or self.elector.is_leader,
+            lambda: self.why_not_binding() is None,
+        )
         self._stop = threading.Event()
         self._nodes_synced = threading.Event()
         self._pods_synced = threading.Event()
@@ -149,7 +153,9 @@ class ExtenderDaemon:
         return self.http.port
 
     def start(self) -> None:
-        """Start watches, the sweeper, leader election and the HTTP server."""
+        """Bind the HTTP port first (an `OSError` if it is taken, before any thread starts),
+        then start watches, the sweeper and leader election."""
+        self.http.start()
         self._spawn(
             "nodes", self._watch, self._node_events, self.cache.apply_node, self._nodes_synced
         )
@@ -162,7 +168,6 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
-        self.http.start()
         log.info("vgpu extender serving on port %d", self.port)
 
     def stop(self) -> None:

@@ -131,8 +131,9 @@ def run(args: argparse.Namespace) -> int:
         leader=leader,
     )
     api = KubeApi.from_environment(args.kubeconfig)
+    daemon = ExtenderDaemon(api, config)
     try:
-        daemon = ExtenderDaemon(api, config)  # binds the port
+        daemon.start()  # binds the port before anything else starts
     except OSError as e:
         raise ConfigError(
             f"--port: cannot listen on {args.host}:{args.port}: {e.strerror or e}; pick a free port"
@@ -140,7 +141,6 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    daemon.start()
     stop.wait()
     log.info("stopping")
     daemon.stop()
