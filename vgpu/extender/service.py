@@ -30,7 +30,6 @@ from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangCoordinator, GangWait
-from vgpu.extender.placing import place
 from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.replies import FilterView
 from vgpu.extender.scores import ScoreView
@@ -161,7 +160,9 @@ class Extender:
         if self.cache.node_state(node) is None:
             return Verdict(Code.NO_GPU, (self.cache.problems.get(name, f"node {node} is unknown"),))
         pending = self.cache.pending_on(name, besides=spec.request.key)
-        return place(self.scheduler, spec.request, name, pending, spec.memory_blocks, policy)
+        return self.scheduler.place(
+            spec.request, name, policy, pending=pending, memory_blocks=spec.memory_blocks
+        )
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
@@ -270,8 +271,10 @@ class Extender:
             pending = [c for c in pending if c.pod not in gone]
         if not pending:
             return outcome
-        req, blocks = spec.request, spec.memory_blocks
-        return _placed(place(self.scheduler, req, node, pending, blocks, policy))
+        placed = self.scheduler.place(
+            spec.request, node, policy, pending=pending, memory_blocks=spec.memory_blocks
+        )
+        return _placed(placed)
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
