@@ -7,7 +7,7 @@ import pytest
 
 from tests.core.test_one_path import LastDraw
 from tests.extender.builders import make_node, make_pod
-from vgpu.core.registry import POLICY_NAMES
+from vgpu.core.registry import POLICY_NAMES, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.service import Extender, ExtenderConfig
@@ -20,7 +20,7 @@ def test_bind_takes_the_gpus_the_simulator_takes(name: str) -> None:
     cache = ClusterCache(key=b"k", memory_unit_mib=256)
     for i, gpus in enumerate((2, 4, 1)):
         cache.apply_node("ADDED", make_node(f"n{i}", gpus=gpus, memory_mib=24576))
-    ext = Extender(cache, config=ExtenderConfig(policy=name))
+    ext = Extender(cache, config=ExtenderConfig(policy=parse_policy(name)))
     ext.scheduler.rng = LastDraw()
     policy = ext.policies.default
     simulator = Scheduler(cache.state, policy, rng=LastDraw())

@@ -122,7 +122,8 @@ def test_cli_table_and_plot(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--policy", "tetris"], "unknown policy 'tetris'"),
+        (["--policy", "tetris"], "--policy: unknown policy 'tetris'"),
+        (["--policy", "default:speed=11"], "--policy: bad default-policy option 'speed=11'"),
         (["--seeds", "9-1"], "--seeds"),
         (["--pods", "/nonexistent/pods.csv"], "cannot open"),
         (["--tune", "0"], "--tune"),

@@ -19,7 +19,7 @@ from typing import Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import ConfigError
-from vgpu.core.registry import POLICY_NAMES
+from vgpu.core.registry import POLICY_NAMES, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
 
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     config = DaemonConfig(
         key=load_assignment_key(args.assignment_key_file),
         extender=ExtenderConfig(
-            policy=args.policy,
+            policy=parse_policy(args.policy, "--policy"),
             gang_timeout=args.gang_timeout,
             memory_unit_mib=args.memory_unit_mib,
             names=resource_names(args.resource_domain),

@@ -24,12 +24,13 @@ from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase
 from vgpu.core.policies import Policy
-from vgpu.core.registry import make_policy
+from vgpu.core.registry import PolicySpec, make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangCoordinator, GangWait
+from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
 from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.replies import FilterView
 from vgpu.extender.scores import ScoreView
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 GroupSize = Callable[[str, str], int | None]
 """(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
 
+DEFAULT_POLICY = parse_policy("default")
 DEFAULT_WORKLOAD = Workload(
     tuple(
         TaskShape(4000, c, g)
@@ -55,7 +57,7 @@ DEFAULT_WORKLOAD = Workload(
 class ExtenderConfig:
     """Settings of the verbs (the CLI fills them)."""
 
-    policy: str = "default"
+    policy: PolicySpec = DEFAULT_POLICY
     gang_timeout: float = 60.0
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
     names: ResourceNames = DEFAULT_NAMES
@@ -64,18 +66,19 @@ class ExtenderConfig:
 
 
 class PolicyBook:
-    """Policies by name, built once each."""
+    """Policies by name, each parsed and built once."""
 
-    def __init__(self, default: str, workload: Workload = DEFAULT_WORKLOAD) -> None:
+    def __init__(self, default: PolicySpec, workload: Workload = DEFAULT_WORKLOAD) -> None:
         self._workload = workload
-        self._built: dict[str, Policy] = {}
-        self.default = self.get(default)
+        self.default = make_policy(default, workload)
+        self._built: dict[str, Policy] = {default.name: self.default}
 
     def get(self, name: str) -> Policy:
-        """The policy called `name`; raises `InvalidRequest` for unknown names."""
+        """The policy a pod's annotation names; raises `InvalidRequest` for unknown names."""
         policy = self._built.get(name)
         if policy is None:
-            policy = self._built[name] = make_policy(name, self._workload)
+            spec = parse_policy(name, f"metadata.annotations[{POLICY_ANNOTATION}]")
+            policy = self._built[name] = make_policy(spec, self._workload)
         return policy
 
 
