@@ -11,9 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from vgpu.cli.options import HelpFormatter
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, parse_policy
+from vgpu.flags import HelpFormatter
 from vgpu.sim.engine import RunResult, capacity_milli
 from vgpu.sim.report import check_plot_path, plot, table
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary

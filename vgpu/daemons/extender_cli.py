@@ -18,11 +18,11 @@ import threading
 from typing import Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
-from vgpu.cli.options import HelpFormatter, port_number
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.registry import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.flags import HelpFormatter, port_number
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8080  # as daemonset/extender.yaml and the scheduler configs call it
