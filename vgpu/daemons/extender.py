@@ -27,9 +27,10 @@ from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.http import HttpServer, Routes
+from vgpu.extender.http import HttpLimits, HttpServer, Routes
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.tls import TlsFiles, server_context
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,9 @@ class DaemonConfig:
     host: str = "0.0.0.0"
     port: int = 8888
     leader: LeaderConfig | None = None
+    tls: TlsFiles | None = None
+    """HTTPS with client certificates; None serves plain HTTP (`--insecure-http`)."""
+    http: HttpLimits = field(default_factory=HttpLimits)
     watch_timeout: int = 300
     sweep_interval: float = 1.0
     retry_delay: float = 1.0
@@ -130,6 +134,8 @@ class ExtenderDaemon:
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
             host=config.host,
             port=config.port,
+            tls=server_context(config.tls) if config.tls is not None else None,
+            limits=config.http,
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self._stop = threading.Event()
@@ -159,7 +165,8 @@ class ExtenderDaemon:
                 ),
             )
         self.http.start()
-        log.info("vgpu extender serving on port %d", self.port)
+        scheme = "HTTPS, client certificates required" if self.config.tls else "plain HTTP"
+        log.info("vgpu extender serving on port %d (%s)", self.port, scheme)
 
     def stop(self) -> None:
         """Stop serving and end every thread."""

@@ -1,6 +1,7 @@
 """`vgpu extender`: the kube-scheduler extender as a command.
 
-    vgpu extender [--port P] [--kubeconfig FILE] [--policy NAME] [--gang-timeout S] ...
+    vgpu extender --tls-cert FILE --tls-key FILE --client-ca FILE [--port P] [--policy NAME] ...
+    vgpu extender --insecure-http ...        (plain HTTP, local use only)
 
 The assignment-signing key (shared with the node agents, from a Secret) is read from
 `--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either a fixed development key is
@@ -15,12 +16,15 @@ import os
 import signal
 import socket
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.registry import POLICY_NAMES
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+
+if TYPE_CHECKING:
+    from vgpu.extender.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +34,20 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p: argparse.ArgumentParser = subparsers.add_parser(
         "extender", help="run the kube-scheduler extender (filter, prioritize, bind)"
     )
-    p.add_argument("--port", type=int, default=8888, help="HTTP port (default 8888)")
+    p.add_argument("--port", type=int, default=8888, help="HTTPS port (default 8888)")
+    p.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM)")
+    p.add_argument("--tls-key", metavar="FILE", help="serving certificate's private key (PEM)")
+    p.add_argument(
+        "--client-ca",
+        metavar="FILE",
+        help="CA whose client certificates may call the verbs (kube-scheduler's tlsConfig)",
+    )
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP without client authentication (local use only: anyone who "
+        "reaches the port can bind pods)",
+    )
     p.add_argument("--host", default="0.0.0.0", help="address to listen on")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
@@ -84,6 +101,28 @@ def _pod_policy(text: str) -> str:
     return text
 
 
+def _tls(args: argparse.Namespace) -> TlsFiles | None:
+    """The TLS files, or None with --insecure-http (logged loudly)."""
+    from vgpu.extender.tls import TlsFiles
+
+    given = [args.tls_cert, args.tls_key, args.client_ca]
+    if args.insecure_http:
+        if any(given):
+            raise ConfigError("--insecure-http: drop --tls-cert, --tls-key and --client-ca")
+        log.warning(
+            "serving plain HTTP (--insecure-http): anyone who reaches port %d can call the "
+            "verbs, bind pods and feed requests; use only on a private host",
+            args.port,
+        )
+        return None
+    if not all(given):
+        raise ConfigError(
+            "the extender serves HTTPS: give --tls-cert, --tls-key and --client-ca "
+            "(make them with hack/make-extender-certs.sh), or --insecure-http for local use"
+        )
+    return TlsFiles(args.tls_cert, args.tls_key, args.client_ca)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     from vgpu.adapters.kube import KubeApi
@@ -99,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     config = DaemonConfig(
+        tls=_tls(args),
         key=load_assignment_key(args.assignment_key_file),
         extender=ExtenderConfig(
             policy=args.policy,
