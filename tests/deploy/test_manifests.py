@@ -54,12 +54,12 @@ def expand(spec: dict[tuple[str, str], str]) -> set[tuple[str, str, str]]:
 EXPECTED_RULES = {
     ("ClusterRole", "vgpu-node-agent"): {
         ("", "nodes"): "get patch",
-        ("", "pods"): "list watch get patch",
+        ("", "pods"): "list watch patch",
         ("", "events"): "create",
     },
     ("ClusterRole", "vgpu-extender"): {
         ("", "nodes"): "list watch",
-        ("", "pods"): "list watch patch",
+        ("", "pods"): "get list watch",
         ("", "pods/binding"): "create",
         ("scheduling.x-k8s.io", "podgroups"): "get",
         ("", "events"): "create",
