@@ -28,6 +28,7 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.http import HttpLimits, HttpServer, Routes
+from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender, ExtenderConfig
 from vgpu.extender.tls import TlsFiles, server_context
@@ -77,40 +78,6 @@ class PodGroupSizes:
         return size
 
 
-class InvalidPods:
-    """Reports watched pods the cache skipped: a counter, a log line and a Warning Event on the
-    pod, once per pod version (a bounded memory of what was reported)."""
-
-    KEPT = 4096
-
-    def __init__(self, api: KubeApi, metrics: ExtenderMetrics) -> None:
-        self._api, self._metrics = api, metrics
-        self._told: dict[tuple[str, str], None] = {}
-
-    def __call__(self, pod: dict[str, Any], problem: str) -> None:
-        meta = pod.get("metadata")
-        if not isinstance(meta, dict):
-            meta = {}
-        version = (str(meta.get("uid")), str(meta.get("resourceVersion")))
-        if version in self._told:
-            return
-        if len(self._told) >= self.KEPT:
-            self._told.pop(next(iter(self._told)))
-        self._told[version] = None
-        self._metrics.invalid_pods.inc()
-        log.warning("skipping pod %s/%s: %s", meta.get("namespace"), meta.get("name"), problem)
-        try:
-            self._api.create_event(
-                {"kind": "Pod", "apiVersion": "v1", "metadata": meta},
-                reason="InvalidPod",
-                message=f"vgpu extender cannot schedule this pod: {problem}"[:1024],
-                event_type="Warning",
-                component="vgpu-extender",
-            )
-        except KubeError as err:
-            log.warning("cannot record an event for pod %s: %s", meta.get("name"), err)
-
-
 class ExtenderDaemon:
     """The running extender."""
 
@@ -128,7 +95,8 @@ class ExtenderDaemon:
             on_rejections=self.metrics.count_rejections,
         )
         self.metrics.watch(self.extender)
-        self.cache.on_invalid = InvalidPods(api, self.metrics)
+        self.invalid_pods = InvalidPods(api, self.metrics)
+        self.cache.on_invalid = self.invalid_pods
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
@@ -172,6 +140,7 @@ class ExtenderDaemon:
         """Stop serving and end every thread."""
         self._stop.set()
         self.http.stop()
+        self.invalid_pods.close()
         for thread in self._threads:
             # Watch threads may sit in a blocking read until the server's next event; they are
             # daemons and stop at that event, so they are not waited for.
