@@ -131,3 +131,37 @@ def test_the_command_needs_certificates_or_an_explicit_insecure_flag(
         "binpack",
         "spread",
     ]
+
+
+def test_over_https_ghosts_poison_and_slow_clients_change_nothing(
+    harness: Harness, certs: tuple[Path, Path]
+) -> None:
+    import socket
+
+    cluster, _ = certs
+    harness.put(make_node("n1", cpu="32"))
+    daemon = harness.start(tls=_files(cluster))
+    stalled = [socket.create_connection(("127.0.0.1", daemon.port)) for _ in range(200)]
+    half = []
+    for _ in range(20):  # handshake done, then half a request
+        conn = _client(daemon.port, cluster, cluster)
+        conn.connect()
+        assert conn.sock is not None
+        conn.sock.sendall(b"POST /scheduler/filter HTTP/1.1\r\nContent-Length: 999\r\n\r\n{")
+        half.append(conn)
+    try:
+        conn = _client(daemon.port, cluster, cluster)
+        ghost = make_pod("ghost", cpu="32")
+        ghost["metadata"].update(uid="g", resourceVersion="1")
+        ghost["spec"]["nodeName"] = "n1"
+        assert _post(conn, "filter", _filter(ghost))[0] == 200
+        status, body = _post(conn, "filter", _filter(make_pod("poison", cpu="1e10000000")))
+        assert status == 200 and b"requests.cpu" in body
+        assert daemon.cache.ledger.holdings() == []
+        status, body = _post(conn, "filter", _filter(make_pod("real", cpu="32")))
+        assert json.loads(body)["NodeNames"] == ["n1"]
+    finally:
+        for sock in stalled:
+            sock.close()
+        for half_open in half:
+            half_open.close()
