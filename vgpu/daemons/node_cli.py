@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
+MIN_RECONCILE_S = 1.0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -48,10 +49,26 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--assignment-key-file", type=Path, help="HMAC key shared with the extender")
     p.add_argument("--mode", choices=["plain", "mps", "hami"], default="plain")
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps")
-    p.add_argument("--allow-unassigned", action="store_true")
+    p.add_argument(
+        "--allow-unassigned",
+        action="store_true",
+        help="admit pods without a verified assignment on capacity no assigned pod holds (and, "
+        "without cluster credentials, any devices); off: such Allocates are refused",
+    )
+    p.add_argument(
+        "--report-numa",
+        action="store_true",
+        help="report each GPU's NUMA node to the kubelet; only safe with the kubelet's "
+        "topologyManagerPolicy none (docs/handshake.md, topology manager)",
+    )
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
-    p.add_argument("--reconcile-s", type=float, default=30.0)
+    p.add_argument(
+        "--reconcile-s",
+        type=float,
+        default=30.0,
+        help=f"node metadata and pod-resources reconciliation interval (>= {MIN_RECONCILE_S:g})",
+    )
     w = p.add_argument_group("usage watchdog")
     w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
     w.add_argument(
@@ -105,6 +122,11 @@ def build(args: argparse.Namespace) -> NodeAgent:
 
     if args.memory_unit_mib <= 0:
         raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
+    if not args.reconcile_s >= MIN_RECONCILE_S:
+        raise ConfigError(
+            f"--reconcile-s: {args.reconcile_s:g} is below the minimum of {MIN_RECONCILE_S:g} s "
+            "(each round reads the node from the API server); use e.g. 30"
+        )
     try:
         ignored = (
             DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
@@ -137,6 +159,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         memory_unit_mib=args.memory_unit_mib,
         grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir),
         allow_unassigned=args.allow_unassigned,
+        report_numa=args.report_numa,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         reconcile_s=args.reconcile_s,
         metrics_port=args.metrics_port or None,
