@@ -26,6 +26,7 @@ class SoakConfig:
     agent_restart_p: float = 0.005
     gang_p: float = 0.03
     mean_life: float = 40.0  # steps an admitted pod lives
+    admit_p: float = 0.5  # per node and step, the kubelet admits one of the pods bound to it
 
 
 def soak(cfg: SoakConfig) -> tuple[World, int]:
@@ -63,10 +64,9 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
                 world.delete(key)
                 unschedulable += 1
         for node in world.nodes.values():
-            while node.queue and rng.random() < 0.8:
-                result = world.admit_next(node)
-                if result is not None and result.admitted:
-                    pass
+            # Slower than binding, so that several pods wait on a node at once (invariant I).
+            if rng.random() < cfg.admit_p:
+                world.admit_next(node)
             if rng.random() < cfg.agent_restart_p:
                 world.restart_agent(node)
         for key in list(world.pods):

@@ -65,8 +65,10 @@ class World:
         report_numa: bool = False,
         ignore_preferred: float = 0.0,
         restart_p: float = 0.0,
+        reconcile_p: float = 0.2,
     ) -> None:
         self.rng = random.Random(seed)
+        self.reconcile_p = reconcile_p  # per admission, the agent reconciles (every reconcile_s)
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT_MIB)
         self.ext = Extender(self.cache)
         self.pods: dict[PodKey, Obj] = {}
@@ -188,10 +190,7 @@ class World:
         if result.admitted:
             self.tally["admitted"] += 1
             self._check_grants(key, result)
-            for pod_key, value in node.handoff.annotation_updates():
-                self.pods[pod_key]["metadata"]["annotations"][ADMITTED] = value
-                node.handoff.patched(pod_key, value)
-                self._apply(pod_key)
+            self._patch_admitted(node)
         else:
             unavoidable = result.preference_ignored or result.narrowed or result.topology_rejected
             self.tally["refused-unavoidably" if unavoidable else "refused-avoidably"] += 1
@@ -204,6 +203,8 @@ class World:
             self._apply(key)
             node.handoff.observe(pod_info(pod))
             self._forget(key)
+        if self.rng.random() < self.reconcile_p:
+            self.reconcile(node)
         return result
 
     def delete(self, key: PodKey) -> None:
@@ -228,11 +229,18 @@ class World:
     def restart_agent(self, node: Node) -> None:
         """A new agent process: pods from the watch, admissions from pod-resources."""
         node.handoff, node.policy = self._agent(node.name, node.gpus)
-        by_uid = {}
-        for key, pod in self.pods.items():
+        for pod in self.pods.values():
             if pod["spec"].get("nodeName") == node.name:
                 node.handoff.observe(pod_info(pod))
-                by_uid[pod["metadata"]["uid"]] = key
+        self.reconcile(node)
+
+    def reconcile(self, node: Node) -> None:
+        """The agent's periodic reconciliation with the kubelet's pod-resources API."""
+        by_uid = {
+            pod["metadata"]["uid"]: key
+            for key, pod in self.pods.items()
+            if pod["spec"].get("nodeName") == node.name
+        }
         kinds = {CORES: UnitKind.CORES, MEMORY: UnitKind.MEMORY}
         held = [
             HeldDevices(by_uid[uid], name, kinds[res], ids)
@@ -240,6 +248,14 @@ class World:
             if uid in by_uid
         ]
         node.handoff.reconcile(held)
+        self._patch_admitted(node)
+
+    def _patch_admitted(self, node: Node) -> None:
+        for pod_key, value in node.handoff.annotation_updates():
+            if pod_key in self.pods:
+                self.pods[pod_key]["metadata"]["annotations"][ADMITTED] = value
+                self._apply(pod_key)
+            node.handoff.patched(pod_key, value)
 
     # ----- checks --------------------------------------------------------------------------------
     def _check_grants(self, key: PodKey, result: Admission) -> None:
