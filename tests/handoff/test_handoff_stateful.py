@@ -127,7 +127,7 @@ SETTINGS = {
 TestHandoff = HandoffMachine.TestCase
 TestHandoff.settings = settings(max_examples=30, stateful_step_count=50, **SETTINGS)  # type: ignore[arg-type]
 
-SOAK_EXAMPLES = 2000
+SOAK_EXAMPLES = 500
 
 
 @pytest.mark.soak
