@@ -117,9 +117,13 @@ def conflicts(
     candidate: Iterable[PendingContainer], pending: Iterable[PendingContainer]
 ) -> list[str]:
     """Why `candidate` containers would be confusable with `pending` ones (empty: they are not)."""
-    others = list(pending)
+    by_key: dict[AskKey, list[PendingContainer]] = {}
+    for p in pending:
+        for ask in p.asks:
+            by_key.setdefault(ask, []).append(p)
     problems = []
     for c in candidate:
+        others = dict.fromkeys(o for ask in c.asks for o in by_key.get(ask, ()))
         for other in others:
             key = confusable(c, other)
             if key is not None:
