@@ -131,6 +131,7 @@ SOAK_EXAMPLES = 500
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)
 def test_handoff_soak() -> None:
     """The long run: SOAK_EXAMPLES random lives of up to 80 steps."""
     from hypothesis.stateful import run_state_machine_as_test
