@@ -147,8 +147,8 @@ def check_plugin_dir(path: Path) -> None:
 
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
-    from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
-    from vgpu.adapters.gpu import GpuBackend, NvmlBackend
+    from vgpu.adapters.fakegpu import FakeGpuBackend, FakeGpuSpecError, load_inventory_file
+    from vgpu.adapters.gpu import GpuBackend, GpuBackendUnavailable, NvmlBackend
     from vgpu.adapters.kube import KubeApi, KubeConfigMissing
     from vgpu.daemons.node_agent import AgentConfig, NodeAgent
     from vgpu.node.grants import GrantMode, GrantSettings
@@ -166,17 +166,27 @@ def build(args: argparse.Namespace) -> NodeAgent:
     watchdog = watchdog_policy(args)
     backend: GpuBackend
     check_plugin_dir(args.device_plugin_dir)
+    key = load_assignment_key(args.assignment_key_file)  # a bad key file fails before NVML
     if args.fake_gpus is not None:
         if not args.fake_gpus.strip():
             raise ConfigError(
                 f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
                 "use the node's real GPUs through NVML"
             )
-        backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+        try:
+            backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+        except FakeGpuSpecError as e:
+            raise ConfigError(f"--fake-gpus: {e}") from e
     elif args.fake_gpus_file:
         backend = FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
     else:
-        backend = NvmlBackend()
+        try:
+            backend = NvmlBackend()
+        except GpuBackendUnavailable as e:
+            raise ConfigError(
+                f"cannot read this node's GPUs: {e}; on a machine without an NVIDIA driver, "
+                f"run with fake GPUs, e.g. --fake-gpus {FAKE_GPUS_EXAMPLE.split()[0]}"
+            ) from e
     kube: KubeApi | None
     try:
         kube = KubeApi.from_environment(args.kubeconfig)
@@ -187,7 +197,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         kube = None
     config = AgentConfig(
         node_name=args.node_name,
-        assignment_key=load_assignment_key(args.assignment_key_file),
+        assignment_key=key,
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
         domain=args.resource_domain,
