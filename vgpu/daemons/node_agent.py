@@ -58,6 +58,7 @@ from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
+from vgpu.daemons.streak import Streak
 from vgpu.node.allocation import AllocationPolicy, DefaultAllocationPolicy
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
@@ -154,6 +155,10 @@ class NodeAgent:
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
         self._stopped = False
+        self._node_streak = Streak(
+            log, f"node {config.node_name}: cannot update labels/annotations"
+        )
+        self._podres_streak = Streak(log, "reconciliation with the kubelet's pod-resources API")
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -374,16 +379,18 @@ class NodeAgent:
                     "node %s: patched %d label(s), inventory=%s", name, len(labels), bool(value)
                 )
             self._node_dirty = False
+            self._node_streak.succeeded()
         except KubeError as e:
-            log.warning("node %s: cannot update labels/annotations (will retry): %s", name, e)
+            self._node_streak.failed(e)
 
     def _reconcile(self) -> None:
         try:
             held = self.pod_resources.held()
         except PodResourcesError as e:
-            log.warning("reconciliation skipped: %s", e)
+            self._podres_streak.failed(e)
             self._reconciled.set()  # tried once: readiness must not hang on an old kubelet
             return
+        self._podres_streak.succeeded()
         reports = self.handoff.reconcile(held)
         for pod, message in reports:
             if (pod, message) in self.mismatches:
