@@ -51,6 +51,7 @@ from vgpu.adapters.procfs import (
     ProcessKiller,
     SignalKiller,
 )
+from vgpu.adapters.streak import Streak
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
@@ -58,7 +59,6 @@ from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
-from vgpu.daemons.streak import Streak
 from vgpu.node.allocation import AllocationPolicy, DefaultAllocationPolicy
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
