@@ -19,11 +19,12 @@ def box() -> Iterator[Box]:
 
 def test_start_up_says_each_event_once(box: Box, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="vgpu")
-    box.start_agent()
+    agent = box.start_agent(metrics_port=0)
     time.sleep(1.0)  # five reconcile periods, many manager polls
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert f"{NODE}: 2 GPU(s): ['Tesla T4', 'Tesla T4']" in said
     assert f"{NODE}: pod watch synced, 0 vgpu pod(s) bound here" in said
+    assert f"{NODE}: /metrics, /healthz, /readyz on port {agent.metrics.port}" in said
     registered = [m for m in said if m.startswith("registered with the kubelet")]
     assert registered == [
         f"registered with the kubelet ({box.dir / 'kubelet.sock'}): vgpu.io/cores, vgpu.io/memory"

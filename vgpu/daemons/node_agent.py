@@ -202,6 +202,7 @@ class NodeAgent:
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
             self.metrics.serve(cfg.metrics_port, ready=self.ready)
+            log.info("%s: /metrics, /healthz, /readyz on port %s", cfg.node_name, self.metrics.port)
         self.plugins.manager.start()
         self._pump.start()
         if self._kube is not None:
