@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from vgpu.node.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
+from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 
 Obj = dict[str, Any]
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -38,13 +38,16 @@ class Harness:
         leader: LeaderConfig | None = None,
         request_timeout: float = 5.0,
         wait: bool = True,
+        pod_policies: tuple[str, ...] = (),
     ) -> ExtenderDaemon:
         api_client = self.server.api_client()
         self.clients.append(api_client)
         api = KubeApi(api_client, request_timeout=request_timeout)
         config = DaemonConfig(
             key=KEY,
-            extender=ExtenderConfig(gang_timeout=gang_timeout, bind_wait=bind_wait),
+            extender=ExtenderConfig(
+                gang_timeout=gang_timeout, bind_wait=bind_wait, pod_policies=pod_policies
+            ),
             host="127.0.0.1",
             port=0,
             leader=leader,

@@ -73,6 +73,40 @@ class PodGroupSizes:
         return size
 
 
+class InvalidPods:
+    """Reports watched pods the cache skipped: a counter, a log line and a Warning Event on the
+    pod, once per pod version (a bounded memory of what was reported)."""
+
+    KEPT = 4096
+
+    def __init__(self, api: KubeApi, metrics: ExtenderMetrics) -> None:
+        self._api, self._metrics = api, metrics
+        self._told: dict[tuple[str, str], None] = {}
+
+    def __call__(self, pod: dict[str, Any], problem: str) -> None:
+        meta = pod.get("metadata")
+        if not isinstance(meta, dict):
+            meta = {}
+        version = (str(meta.get("uid")), str(meta.get("resourceVersion")))
+        if version in self._told:
+            return
+        if len(self._told) >= self.KEPT:
+            self._told.pop(next(iter(self._told)))
+        self._told[version] = None
+        self._metrics.invalid_pods.inc()
+        log.warning("skipping pod %s/%s: %s", meta.get("namespace"), meta.get("name"), problem)
+        try:
+            self._api.create_event(
+                {"kind": "Pod", "apiVersion": "v1", "metadata": meta},
+                reason="InvalidPod",
+                message=f"vgpu extender cannot schedule this pod: {problem}"[:1024],
+                event_type="Warning",
+                component="vgpu-extender",
+            )
+        except KubeError as err:
+            log.warning("cannot record an event for pod %s: %s", meta.get("name"), err)
+
+
 class ExtenderDaemon:
     """The running extender."""
 
@@ -81,7 +115,11 @@ class ExtenderDaemon:
     ) -> None:
         self.api, self.config = api, config
         self.metrics = ExtenderMetrics()
-        self.cache = ClusterCache(key=config.key, memory_unit_mib=config.extender.memory_unit_mib)
+        self.cache = ClusterCache(
+            key=config.key,
+            memory_unit_mib=config.extender.memory_unit_mib,
+            names=config.extender.names,
+        )
         self.extender = Extender(
             self.cache,
             config=config.extender,
@@ -90,6 +128,7 @@ class ExtenderDaemon:
             on_rejections=self.metrics.count_rejections,
         )
         self.metrics.watch(self.extender)
+        self.cache.on_invalid = InvalidPods(api, self.metrics)
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
@@ -97,6 +136,10 @@ class ExtenderDaemon:
             port=config.port,
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
+        self.metrics.watch_leadership(
+            lambda: self.elector is None or self.elector.is_leader,
+            lambda: self.why_not_binding() is None,
+        )
         self._stop = threading.Event()
         self._nodes_synced = threading.Event()
         self._pods_synced = threading.Event()
@@ -110,7 +153,9 @@ class ExtenderDaemon:
         return self.http.port
 
     def start(self) -> None:
-        """Start watches, the sweeper, leader election and the HTTP server."""
+        """Bind the HTTP port first (an `OSError` if it is taken, before any thread starts),
+        then start watches, the sweeper and leader election."""
+        self.http.start()
         self._spawn(
             "nodes", self._watch, self._node_events, self.cache.apply_node, self._nodes_synced
         )
@@ -123,7 +168,6 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
-        self.http.start()
         log.info("vgpu extender serving on port %d", self.port)
 
     def stop(self) -> None:
@@ -204,8 +248,11 @@ class ExtenderDaemon:
                         if not synced.is_set():  # the first listing; later relists are quiet
                             log.info("%s", self._synced_line(synced))
                         synced.set()
-                    else:
+                        continue
+                    try:
                         apply(event.type, event.object)
+                    except Exception:  # a bug, not the object: skip the event, keep the watch
+                        log.exception("applying a %s event failed; skipped", event.type)
             except Exception:
                 log.exception("watch failed; restarting")
                 self._stop.wait(self.config.retry_delay)
@@ -220,8 +267,27 @@ class ExtenderDaemon:
         while not self._stop.wait(self.config.sweep_interval):
             try:
                 self.extender.sweep()
+                self._gang_events()
             except Exception:
                 log.exception("sweep failed")
+
+    def _gang_events(self) -> None:
+        """Record the gang coordinator's Events (outside the cache lock: they are API calls)."""
+        with self.cache.lock:
+            events, self.extender.gangs.events = self.extender.gangs.events, []
+        for pod, reason, message in events:
+            namespace, name = pod.split("/", 1)
+            involved = {"kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
+            try:
+                self.api.create_event(
+                    involved,
+                    reason=reason,
+                    message=message,
+                    event_type="Warning",
+                    component="vgpu-extender",
+                )
+            except KubeError as e:
+                log.warning("cannot record event %s for %s: %s", reason, pod, e)
 
     def _lead(self, term: int) -> None:
         self._spawn(f"resync-{term}", self._resync, term)

@@ -66,7 +66,7 @@ from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.handoff import Handoff
 from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.health import HealthPolicy, HealthTracker
-from vgpu.node.inventory import annotation_key, annotation_patch, build_inventory
+from vgpu.node.inventory import annotation_patch, build_inventory
 from vgpu.node.labels import label_patch, node_labels
 from vgpu.node.model import GpuInventory, XidEvent
 from vgpu.node.podspec import pod_info
@@ -367,7 +367,7 @@ class NodeAgent:
                 node_labels(self.inventory, domain=cfg.domain),
                 domain=cfg.domain,
             )
-            key = annotation_key(cfg.domain)
+            key = self.names.inventory
             desired = build_inventory(
                 self.inventory, unhealthy=self._unhealthy, memory_unit_mib=cfg.memory_unit_mib
             )

@@ -16,12 +16,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vgpu.api.resources import resource_names
 from vgpu.cli.options import HelpFormatter, port_number
 from vgpu.core.errors import ConfigError, VgpuError
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
 
 if TYPE_CHECKING:
     from vgpu.daemons.node_agent import NodeAgent
+    from vgpu.node.hami import HamiCore
     from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
@@ -80,6 +82,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="how a container's GPU share is passed to it",
     )
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
+    p.add_argument(
+        "--hami-core-library",
+        metavar="PATH",
+        help="mode hami: HAMi-core's libvgpu.so on the node, mounted and preloaded in containers "
+        "(default: none, the mode then only passes limits; docs/isolation.md)",
+    )
+    p.add_argument(
+        "--hami-preload-file",
+        metavar="PATH",
+        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as /etc/ld.so.preload",
+    )
     p.add_argument(
         "--allow-unassigned",
         action="store_true",
@@ -145,6 +158,21 @@ def check_plugin_dir(path: Path) -> None:
             )
 
 
+def hami_core(args: argparse.Namespace) -> HamiCore | None:
+    """HAMi-core's location from the flags (mode hami only)."""
+    from vgpu.node.hami import HamiCore
+
+    if args.hami_core_library is None:
+        if args.hami_preload_file is not None:
+            raise ConfigError(
+                "--hami-preload-file needs --hami-core-library (the library it names)"
+            )
+        return None
+    if args.mode != "hami":
+        raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
+    return HamiCore(args.hami_core_library, args.hami_preload_file)
+
+
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
     from vgpu.adapters.fakegpu import FakeGpuBackend, FakeGpuSpecError, load_inventory_file
@@ -156,6 +184,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
 
     if args.memory_unit_mib <= 0:
         raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
+    names = resource_names(args.resource_domain)
     try:
         ignored = (
             DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
@@ -200,9 +229,9 @@ def build(args: argparse.Namespace) -> NodeAgent:
         assignment_key=key,
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
-        domain=args.resource_domain,
+        domain=names.domain,
         memory_unit_mib=args.memory_unit_mib,
-        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir),
+        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
         allow_unassigned=args.allow_unassigned,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         reconcile_s=args.reconcile_s,

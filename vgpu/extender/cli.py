@@ -17,8 +17,9 @@ import socket
 import threading
 from typing import Any
 
+from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.cli.options import HelpFormatter, port_number
-from vgpu.core.errors import ConfigError
+from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.registry import POLICY_NAMES
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
@@ -40,6 +41,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
     p.add_argument(
+        "--allow-pod-policy",
+        action="append",
+        default=[],
+        type=_pod_policy,
+        metavar="NAME",
+        help="a policy pods may ask for with the vgpu.io/policy annotation (repeatable; "
+        "default: none besides --policy)",
+    )
+    p.add_argument(
         "--gang-timeout", type=float, default=60.0, help="seconds a gang reservation is held"
     )
     p.add_argument(
@@ -47,6 +57,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_MEMORY_UNIT_MIB,
         help="MiB per vgpu.io/memory block (as the node agents advertise)",
+    )
+    p.add_argument(
+        "--resource-domain",
+        default=DEFAULT_DOMAIN,
+        help="domain of the extended resources and the node inventory annotation; the same "
+        "value as the node agents' --resource-domain (default vgpu.io)",
     )
     p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV})")
     p.add_argument(
@@ -69,6 +85,23 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _pod_policy(text: str) -> str:
+    """A policy name (or `default:key=value,...` spec) checked once, at start-up."""
+    from vgpu.core.policy_default import DefaultConfig
+    from vgpu.core.registry import is_policy_name
+
+    if not is_policy_name(text):
+        raise argparse.ArgumentTypeError(
+            f"unknown policy {text!r}; choose one of {', '.join(POLICY_NAMES)}"
+        )
+    if text.startswith("default:"):
+        try:
+            DefaultConfig.parse(text[len("default:") :])
+        except InvalidRequest as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     from vgpu.adapters.kube import KubeApi
@@ -89,15 +122,18 @@ def run(args: argparse.Namespace) -> int:
             policy=args.policy,
             gang_timeout=args.gang_timeout,
             memory_unit_mib=args.memory_unit_mib,
+            names=resource_names(args.resource_domain),
             bind_wait=args.bind_wait,
+            pod_policies=tuple(args.allow_pod_policy),
         ),
         host=args.host,
         port=args.port,
         leader=leader,
     )
     api = KubeApi.from_environment(args.kubeconfig)
+    daemon = ExtenderDaemon(api, config)
     try:
-        daemon = ExtenderDaemon(api, config)  # binds the port
+        daemon.start()  # binds the port before anything else starts
     except OSError as e:
         raise ConfigError(
             f"--port: cannot listen on {args.host}:{args.port}: {e.strerror or e}; pick a free port"
@@ -105,7 +141,6 @@ def run(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    daemon.start()
     stop.wait()
     log.info("stopping")
     daemon.stop()

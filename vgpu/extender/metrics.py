@@ -4,8 +4,11 @@ process in tests).
 * `vgpu_extender_request_seconds{verb}`: latency histogram per verb;
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
 * `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
+* `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
 * `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`: read from
-  the ledger at scrape time.
+  the ledger at scrape time;
+* `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
+  bind: cache resynced for its term), so alerts can tell "no leader" from "a leader that is stuck".
 """
 
 from __future__ import annotations
@@ -52,6 +55,23 @@ class _StateCollector(Collector):
         )
 
 
+class _LeadershipCollector(Collector):
+    def __init__(self, leads: Callable[[], bool], may_bind: Callable[[], bool]) -> None:
+        self._leads, self._may_bind = leads, may_bind
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "vgpu_extender_leader",
+            "1 while this replica holds the extender Lease",
+            value=int(self._leads()),
+        )
+        yield GaugeMetricFamily(
+            "vgpu_extender_binding_ready",
+            "1 while this replica may bind (leader with a cache resynced for its term)",
+            value=int(self._may_bind()),
+        )
+
+
 class ExtenderMetrics:
     """The extender's metrics and their registry."""
 
@@ -73,10 +93,19 @@ class ExtenderMetrics:
         self.binds = PromCounter(
             "vgpu_extender_binds_total", "Bind results", ["outcome"], registry=self.registry
         )
+        self.invalid_pods = PromCounter(
+            "vgpu_extender_invalid_pods",
+            "Watched pod versions skipped because they cannot be read",
+            registry=self.registry,
+        )
 
     def watch(self, extender: Extender) -> None:
         """Report the extender's ledger and gangs at scrape time."""
         self.registry.register(_StateCollector(extender))
+
+    def watch_leadership(self, leads: Callable[[], bool], may_bind: Callable[[], bool]) -> None:
+        """Report leadership at scrape time (`leads` is always true without leader election)."""
+        self.registry.register(_LeadershipCollector(leads, may_bind))
 
     def count_rejections(self, reasons: Counter[str]) -> None:
         """Add one filter call's rejections."""

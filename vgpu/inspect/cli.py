@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.cli.options import HelpFormatter
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.build import build_report
@@ -60,6 +61,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="condense the table to fit (default: the terminal's width, $COLUMNS; 0: never)",
     )
     parser.add_argument(
+        "--resource-domain",
+        default=DEFAULT_DOMAIN,
+        help="domain of the vgpu resources and inventory annotation, as the node agents' "
+        "--resource-domain (default vgpu.io)",
+    )
+    parser.add_argument(
         "--fake-cluster",
         metavar="FILE",
         type=Path,
@@ -89,6 +96,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Print the report; 1 when it cannot be made or a NODE named does not exist."""
     try:
+        names = resource_names(args.resource_domain)
         matches = parse_selector(args.selector) if args.selector else None
         if args.save_snapshot and not args.save_snapshot.parent.is_dir():  # before the reading
             raise InspectUsageError(
@@ -98,14 +106,15 @@ def run(args: argparse.Namespace) -> int:
             snapshot, live = _snapshot(args)
             if args.save_snapshot:
                 as_json = args.save_snapshot.suffix.lower() == ".json"
-                args.save_snapshot.write_text(dumps(snapshot, as_json=as_json), encoding="utf-8")
+                text = dumps(snapshot, as_json=as_json, names=names)
+                args.save_snapshot.write_text(text, encoding="utf-8")
             if live:  # the "snapshot taken at" header is for saved files only
                 snapshot = dataclasses.replace(snapshot, taken_at="")
             wanted = _wanted(snapshot, args.nodes, matches)
             if not wanted and matches is not None:
                 print(f"No node matches the selector {args.selector!r}.", file=sys.stderr)
                 return 0
-            report = build_report(snapshot, wanted)
+            report = build_report(snapshot, wanted, names)
             text = render(report, output=args.output, details=args.details, width=_width(args))
     except VgpuError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import VgpuError
 
 API_VERSION = "vgpu.io/v1alpha1"
@@ -95,13 +96,16 @@ def _objects(doc: Mapping[str, Any], field: str, source: str) -> tuple[Obj, ...]
     return tuple(value)
 
 
-def dumps(snapshot: Snapshot, *, as_json: bool = False) -> str:
-    """Serialise a snapshot, trimmed (see the module docstring)."""
+def dumps(
+    snapshot: Snapshot, *, as_json: bool = False, names: ResourceNames = DEFAULT_NAMES
+) -> str:
+    """Serialise a snapshot, trimmed (see the module docstring); `names` says which node
+    annotation holds the inventory."""
     doc = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "takenAt": snapshot.taken_at,
-        "nodes": [trim_node(n) for n in snapshot.nodes],
+        "nodes": [trim_node(n, names) for n in snapshot.nodes],
         "pods": [trim_pod(p) for p in snapshot.pods],
         "podGroups": [_trim_meta(g) | {"spec": g.get("spec", {})} for g in snapshot.pod_groups],
     }
@@ -115,12 +119,12 @@ def dumps(snapshot: Snapshot, *, as_json: bool = False) -> str:
 _KEEP_ANNOTATION_PREFIXES = ("vgpu.io/", "scheduling.k8s.io/", "pod-group.scheduling")
 
 
-def _trim_meta(obj: Mapping[str, Any]) -> Obj:
+def _trim_meta(obj: Mapping[str, Any], also: str = "") -> Obj:
     meta = obj.get("metadata") or {}
     annotations = {
         k: v
         for k, v in (meta.get("annotations") or {}).items()
-        if k.startswith(_KEEP_ANNOTATION_PREFIXES)
+        if k.startswith(_KEEP_ANNOTATION_PREFIXES) or k == also
     }
     kept = {k: meta[k] for k in ("name", "namespace", "uid", "labels") if meta.get(k)}
     if meta.get("deletionTimestamp"):
@@ -134,10 +138,10 @@ def _trim_meta(obj: Mapping[str, Any]) -> Obj:
     }
 
 
-def trim_node(node: Mapping[str, Any]) -> Obj:
+def trim_node(node: Mapping[str, Any], names: ResourceNames = DEFAULT_NAMES) -> Obj:
     status = node.get("status") or {}
     kept = {k: status[k] for k in ("addresses", "conditions", "capacity") if k in status}
-    return _trim_meta({"kind": "Node", **node}) | {"status": kept}
+    return _trim_meta({"kind": "Node", **node}, names.inventory) | {"status": kept}
 
 
 def trim_pod(pod: Mapping[str, Any]) -> Obj:
