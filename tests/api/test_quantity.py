@@ -154,3 +154,14 @@ def test_the_node_agent_and_the_report_read_asks_with_the_same_parser() -> None:
     assert [c.cores for c in poisoned.containers] == [0]
     assert "vgpu.io/cores" in poisoned.problems[0]
     assert pod_facts(_pod("1e10000000")).asks_cores == 0
+
+
+@given(st.text(alphabet="0123456789", min_size=1, max_size=12))
+def test_plain_digit_counts_read_as_the_grammar_reads_them(text: str) -> None:
+    """whole_count's fast path for plain digits (what pods write) agrees with the grammar."""
+    amount = parse_quantity(text, "f")
+    if amount > 10**7:
+        with pytest.raises(InvalidRequest, match="f: "):
+            whole_count(text, "f")
+    else:
+        assert whole_count(text, "f") == amount
