@@ -168,6 +168,8 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
+        else:
+            log.info("leader election off: this replica binds (run only one)")
         log.info("vgpu extender serving on port %d", self.port)
 
     def stop(self) -> None:
