@@ -107,3 +107,13 @@ def test_plot_draws_the_100_percent_arrival_line(
     monkeypatch.setattr(plt.Axes, "axvline", spy)
     plot([result("fgd", 95.0)], str(tmp_path / "p.png"), trace="openb default")
     assert drawn["x"] == 100
+
+
+def test_json_and_progress_say_none_not_zero() -> None:
+    import io
+
+    runs = [result("bestfit", None)]
+    assert runner.summary(runs)["bestfit"]["median_alloc_pct_at_100"] is None
+    out = io.StringIO()
+    runner.progress_printer(out)(runs[0], 1, 1)
+    assert "n/a allocated at 100 % arrival" in out.getvalue()

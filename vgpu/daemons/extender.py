@@ -142,6 +142,8 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
+        else:
+            log.info("leader election off: this replica binds (run only one)")
         scheme = "HTTPS, client certificates required" if self.config.tls else "plain HTTP"
         log.info("vgpu extender serving on port %d (%s)", self.port, scheme)
 

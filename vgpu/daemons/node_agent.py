@@ -53,6 +53,7 @@ from vgpu.adapters.procfs import (
     ProcessKiller,
     SignalKiller,
 )
+from vgpu.adapters.streak import Streak
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
@@ -159,6 +160,10 @@ class NodeAgent:
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
         self._stopped = False
+        self._node_streak = Streak(
+            log, f"node {config.node_name}: cannot update labels/annotations"
+        )
+        self._podres_streak = Streak(log, "reconciliation with the kubelet's pod-resources API")
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -221,6 +226,7 @@ class NodeAgent:
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
             self.metrics.serve(cfg.metrics_port, ready=self.ready)
+            log.info("%s: /metrics, /healthz, /readyz on port %s", cfg.node_name, self.metrics.port)
         self.plugins.manager.start()
         self._pump.start()
         if self._kube is not None:
@@ -422,18 +428,20 @@ class NodeAgent:
                     "node %s: patched %d label(s), inventory=%s", name, len(labels), bool(value)
                 )
             self._node_dirty = False
+            self._node_streak.succeeded()
             return True
         except KubeError as e:
-            log.warning("node %s: cannot update labels/annotations (will retry): %s", name, e)
+            self._node_streak.failed(e)
             return False
 
     def _reconcile(self) -> None:
         try:
             held = self.pod_resources.held()
         except PodResourcesError as e:
-            log.warning("reconciliation skipped: %s", e)
+            self._podres_streak.failed(e)
             self._reconciled.set()  # tried once: readiness must not hang on an old kubelet
             return
+        self._podres_streak.succeeded()
         reports = self.handoff.reconcile(held)
         for pod, message in reports:
             if (pod, message) in self.mismatches:

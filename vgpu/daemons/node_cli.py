@@ -22,6 +22,7 @@ from vgpu.daemons.keys import KEY_ENV, load_assignment_key
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
+    from vgpu.adapters.gpu import GpuBackend
     from vgpu.daemons.node_agent import NodeAgent
     from vgpu.node.hami import HamiCore
     from vgpu.node.watchdog import WatchdogPolicy
@@ -181,10 +182,34 @@ def hami_core(args: argparse.Namespace) -> HamiCore | None:
     return HamiCore(args.hami_core_library, args.hami_preload_file)
 
 
+def gpu_backend(args: argparse.Namespace) -> GpuBackend:
+    """Fake GPUs from --fake-gpus or --fake-gpus-file, else the node's own through NVML."""
+    from vgpu.adapters.fakegpu import FakeGpuBackend, FakeGpuSpecError, load_inventory_file
+    from vgpu.adapters.gpu import GpuBackendUnavailable, NvmlBackend
+
+    if args.fake_gpus is not None:
+        if not args.fake_gpus.strip():
+            raise ConfigError(
+                f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
+                "use the node's real GPUs through NVML"
+            )
+        try:
+            return FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+        except FakeGpuSpecError as e:
+            raise ConfigError(f"--fake-gpus: {e}") from e
+    if args.fake_gpus_file:
+        return FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
+    try:
+        return NvmlBackend()
+    except GpuBackendUnavailable as e:
+        raise ConfigError(
+            f"cannot read this node's GPUs: {e}; on a machine without an NVIDIA driver, "
+            f"run with fake GPUs, e.g. --fake-gpus {FAKE_GPUS_EXAMPLE.split()[0]}"
+        ) from e
+
+
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
-    from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
-    from vgpu.adapters.gpu import GpuBackend, NvmlBackend
     from vgpu.adapters.kube import KubeApi, KubeConfigMissing
     from vgpu.daemons.node_agent import AgentConfig, NodeAgent
     from vgpu.node.grants import GrantMode, GrantSettings
@@ -206,19 +231,9 @@ def build(args: argparse.Namespace) -> NodeAgent:
         raise ConfigError(f"--xid-ignore: {e}") from e
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
     watchdog = watchdog_policy(args)
-    backend: GpuBackend
     check_plugin_dir(args.device_plugin_dir)
-    if args.fake_gpus is not None:
-        if not args.fake_gpus.strip():
-            raise ConfigError(
-                f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
-                "use the node's real GPUs through NVML"
-            )
-        backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
-    elif args.fake_gpus_file:
-        backend = FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
-    else:
-        backend = NvmlBackend()
+    key = load_assignment_key(args.assignment_key_file)  # a bad key file fails before NVML
+    backend = gpu_backend(args)
     kube: KubeApi | None
     try:
         kube = KubeApi.from_environment(args.kubeconfig)
@@ -229,7 +244,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         kube = None
     config = AgentConfig(
         node_name=args.node_name,
-        assignment_key=load_assignment_key(args.assignment_key_file),
+        assignment_key=key,
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
         domain=names.domain,
