@@ -132,11 +132,17 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
     (extender,) = config["extenders"]
     assert extender["enableHTTPS"] is True
     assert extender["urlPrefix"] == "https://vgpu-extender.gpu-sharing.svc:443/scheduler"
-    assert extender["tlsConfig"]["serverName"] == "vgpu-extender.gpu-sharing.svc"
+    assert extender["tlsConfig"]["caFile"] == "/etc/vgpu-extender-client/ca.crt"
     assert config["percentageOfNodesToScore"] == 50
     server = find(objs, "Secret", "vgpu-extender-tls")
-    client = find(objs, "Secret", "vgpu-scheduler-client-tls")
-    assert server["data"]["ca.crt"] == client["data"]["ca.crt"]
+    client = find(objs, "Secret", "vgpu-scheduler-extender-client")
+    assert server["data"]["client-ca.crt"] == client["data"]["ca.crt"]  # one generated CA
+    spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    args = spec["containers"][0]["args"]
+    assert {"--port=8443", "--client-ca=/etc/vgpu/tls/client-ca.crt"} <= set(args)
+    assert {"secretName": "vgpu-extender-tls", "defaultMode": 0o440} in [
+        v.get("secret") for v in spec["volumes"]
+    ]
 
 
 @pytest.mark.parametrize(
@@ -150,3 +156,48 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
 def test_bad_values_fail_with_the_field_named(key: str, value: str, message: str) -> None:
     with pytest.raises(chart.ChartError, match=message):
         render(**{key.replace(".", "__"): value})
+
+
+def test_generated_certificates_complete_a_mutual_tls_handshake(tmp_path: Path) -> None:
+    """What kube-scheduler does with the chart's certificates: verify the extender's name and
+    present its client certificate, which the extender's CA accepts."""
+    import base64
+    import socket
+    import ssl
+    import threading
+
+    objs = render("everything")
+    files: dict[str, Path] = {}
+    for secret in ("vgpu-extender-tls", "vgpu-scheduler-extender-client"):
+        for key, value in find(objs, "Secret", secret)["data"].items():
+            files[f"{secret}/{key}"] = tmp_path / f"{secret}-{key}"
+            files[f"{secret}/{key}"].write_bytes(base64.b64decode(value))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(files["vgpu-extender-tls/tls.crt"], files["vgpu-extender-tls/tls.key"])
+    server.load_verify_locations(files["vgpu-extender-tls/client-ca.crt"])
+    server.verify_mode = ssl.CERT_REQUIRED
+    client = ssl.create_default_context(cafile=files["vgpu-scheduler-extender-client/ca.crt"])
+    client.load_cert_chain(
+        files["vgpu-scheduler-extender-client/tls.crt"],
+        files["vgpu-scheduler-extender-client/tls.key"],
+    )
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[object] = []
+
+    def serve() -> None:
+        conn, _ = listener.accept()
+        with server.wrap_socket(conn, server_side=True) as tls:
+            seen.append(tls.getpeercert())
+            tls.sendall(b"ok")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    with (
+        socket.create_connection(listener.getsockname(), timeout=10) as raw,
+        client.wrap_socket(raw, server_hostname="vgpu-extender.gpu-sharing.svc") as tls,
+    ):
+        assert tls.recv(2) == b"ok"
+    thread.join(10)
+    listener.close()
+    subject = dict(pair[0] for pair in seen[0]["subject"])  # type: ignore[index]
+    assert subject["commonName"] == "vgpu-scheduler"
