@@ -2,7 +2,7 @@
 operator relies on (key Secret kept, namespace everywhere, scheduler image = cluster version)
 holds in the rendered objects.
 
-Needs helm (hack/build-helm.sh builds .bin/helm from its Go module). Without it these tests
+Needs helm (hack/build-tools.sh builds .bin/helm from its Go module). Without it these tests
 skip, except under CI=true, where a missing helm is a failure: CI must have checked the chart.
 """
 
