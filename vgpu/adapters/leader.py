@@ -89,6 +89,7 @@ class LeaderElector:
         self._observed_version = ""
         self._observed_at = 0.0
         self._renewed_at = 0.0
+        self._followed = ""  # the other holder last announced, so that is said once
 
     @property
     def is_leader(self) -> bool:
@@ -125,6 +126,7 @@ class LeaderElector:
         holder = self.holder
         if holder and holder != cfg.identity and not self._expired(now):
             self._lose(f"lease is held by {holder}")
+            self._follow(holder)
             return False
         return self._write(record, holder, now)
 
@@ -231,7 +233,7 @@ class LeaderElector:
         self._observe(record, now)
         self._renewed_at = now
         if not self._leader:
-            self._leader, self._term = True, self._term + 1
+            self._leader, self._term, self._followed = True, self._term + 1, ""
             log.info(
                 "leader election: %s leads %s/%s (term %d)",
                 self._config.identity,
@@ -240,6 +242,18 @@ class LeaderElector:
                 self._term,
             )
         return True
+
+    def _follow(self, holder: str) -> None:
+        if holder != self._followed:
+            self._followed = holder
+            cfg = self._config
+            log.info(
+                "leader election: %s leads %s/%s; %s follows",
+                holder,
+                cfg.namespace,
+                cfg.name,
+                cfg.identity,
+            )
 
     def _check_deadline(self, now: float) -> bool:
         if self._leader and now - self._renewed_at >= self._config.renew_deadline:

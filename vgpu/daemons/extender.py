@@ -41,7 +41,7 @@ class DaemonConfig:
     key: bytes
     extender: ExtenderConfig = field(default_factory=ExtenderConfig)
     host: str = "0.0.0.0"
-    port: int = 8888
+    port: int = 8080
     leader: LeaderConfig | None = None
     watch_timeout: int = 300
     sweep_interval: float = 1.0
@@ -153,7 +153,9 @@ class ExtenderDaemon:
         return self.http.port
 
     def start(self) -> None:
-        """Start watches, the sweeper, leader election and the HTTP server."""
+        """Bind the HTTP port first (an `OSError` if it is taken, before any thread starts),
+        then start watches, the sweeper and leader election."""
+        self.http.start()
         self._spawn(
             "nodes", self._watch, self._node_events, self.cache.apply_node, self._nodes_synced
         )
@@ -166,7 +168,6 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
-        self.http.start()
         log.info("vgpu extender serving on port %d", self.port)
 
     def stop(self) -> None:
@@ -244,6 +245,8 @@ class ExtenderDaemon:
             try:
                 for event in events():
                     if event.type == SYNCED:
+                        if not synced.is_set():  # the first listing; later relists are quiet
+                            log.info("%s", self._synced_line(synced))
                         synced.set()
                         continue
                     try:
@@ -254,12 +257,37 @@ class ExtenderDaemon:
                 log.exception("watch failed; restarting")
                 self._stop.wait(self.config.retry_delay)
 
+    def _synced_line(self, synced: threading.Event) -> str:
+        state = self.cache.state
+        if synced is self._nodes_synced:
+            return f"node watch synced: {len(state.node_names())} node(s) with vgpu GPUs"
+        return "pod watch synced: serving filter, prioritize and bind"
+
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
             try:
                 self.extender.sweep()
+                self._gang_events()
             except Exception:
                 log.exception("sweep failed")
+
+    def _gang_events(self) -> None:
+        """Record the gang coordinator's Events (outside the cache lock: they are API calls)."""
+        with self.cache.lock:
+            events, self.extender.gangs.events = self.extender.gangs.events, []
+        for pod, reason, message in events:
+            namespace, name = pod.split("/", 1)
+            involved = {"kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
+            try:
+                self.api.create_event(
+                    involved,
+                    reason=reason,
+                    message=message,
+                    event_type="Warning",
+                    component="vgpu-extender",
+                )
+            except KubeError as e:
+                log.warning("cannot record event %s for %s: %s", reason, pod, e)
 
     def _lead(self, term: int) -> None:
         self._spawn(f"resync-{term}", self._resync, term)

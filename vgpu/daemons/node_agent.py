@@ -309,6 +309,12 @@ class NodeAgent:
 
     def _on_pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         if kind == "SYNCED":
+            if not self._synced.is_set():  # the first listing; relists after a 410 are quiet
+                log.info(
+                    "%s: pod watch synced, %d vgpu pod(s) bound here",
+                    self.config.node_name,
+                    len(self.handoff.pods()),
+                )
             self._synced.set()
             self._wake.set()
             return

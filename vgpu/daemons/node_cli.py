@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.api.resources import resource_names
+from vgpu.cli.options import HelpFormatter, port_number
 from vgpu.core.errors import ConfigError, VgpuError
-from vgpu.daemons.keys import load_assignment_key
+from vgpu.daemons.keys import KEY_ENV, load_assignment_key
 
 if TYPE_CHECKING:
     from vgpu.daemons.node_agent import NodeAgent
@@ -26,30 +27,61 @@ if TYPE_CHECKING:
     from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
+FAKE_GPUS_EXAMPLE = "4xA100-SXM4-80GB or 2xT4,1xL4"
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `vgpu node-agent`."""
-    p = sub.add_parser("node-agent", help="run the node agent (device plugin, labels, health)")
+    p = sub.add_parser(
+        "node-agent",
+        help="run the node agent (device plugin, labels, health)",
+        formatter_class=HelpFormatter,
+    )
     gpus = p.add_mutually_exclusive_group()
-    gpus.add_argument("--fake-gpus", metavar="SPEC", help="fake GPUs instead of NVML, e.g. 4xA100")
-    gpus.add_argument("--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from a file")
+    gpus.add_argument(
+        "--fake-gpus",
+        metavar="SPEC",
+        help=f"fake GPUs instead of NVML, e.g. {FAKE_GPUS_EXAMPLE} (COUNTxMODEL,...; "
+        "MODEL:MEMORY_MIB for a model not built in)",
+    )
+    gpus.add_argument(
+        "--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from an inventory file"
+    )
     p.add_argument(
-        "--device-plugin-dir", type=Path, default=Path("/var/lib/kubelet/device-plugins")
+        "--device-plugin-dir",
+        type=Path,
+        default=Path("/var/lib/kubelet/device-plugins"),
+        help="the kubelet's device-plugin directory (holds kubelet.sock)",
     )
     p.add_argument(
         "--pod-resources-socket",
         type=Path,
         default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        help="the kubelet's pod-resources API, to reconcile admitted containers",
     )
-    p.add_argument("--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname())
-    p.add_argument("--resource-domain", default="vgpu.io")
-    p.add_argument("--memory-unit-mib", type=int, default=256)
-    p.add_argument("--metrics-port", type=int, default=9400, help="0 disables /metrics")
+    p.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME") or socket.gethostname(),
+        help="this node's name in the cluster ($NODE_NAME, else the host name)",
+    )
+    p.add_argument("--resource-domain", default="vgpu.io", help="prefix of the extended resources")
+    p.add_argument(
+        "--memory-unit-mib", type=int, default=256, help="MiB per GPU memory resource unit"
+    )
+    p.add_argument("--metrics-port", type=port_number, default=9400, help="0 disables /metrics")
     p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG / ~/.kube/config")
-    p.add_argument("--assignment-key-file", type=Path, help="HMAC key shared with the extender")
-    p.add_argument("--mode", choices=["plain", "mps", "hami"], default="plain")
-    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps")
+    p.add_argument(
+        "--assignment-key-file",
+        type=Path,
+        help=f"HMAC key shared with the extender (else ${KEY_ENV}, else a development key)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["plain", "mps", "hami"],
+        default="plain",
+        help="how a container's GPU share is passed to it",
+    )
+    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
     p.add_argument(
         "--hami-core-library",
         metavar="PATH",
@@ -61,10 +93,19 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="PATH",
         help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as /etc/ld.so.preload",
     )
-    p.add_argument("--allow-unassigned", action="store_true")
+    p.add_argument(
+        "--allow-unassigned",
+        action="store_true",
+        help="admit pods bound without an extender assignment",
+    )
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
-    p.add_argument("--reconcile-s", type=float, default=30.0)
+    p.add_argument(
+        "--reconcile-s",
+        type=float,
+        default=30.0,
+        help="seconds between reconciliations with the kubelet and the node object",
+    )
     w = p.add_argument_group("usage watchdog")
     w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
     w.add_argument(
@@ -107,6 +148,16 @@ def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
     )
 
 
+def check_plugin_dir(path: Path) -> None:
+    """Refuse a plugin directory that cannot be one: it, or a folder above it, is a file."""
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            raise ConfigError(
+                f"--device-plugin-dir: {part} is a file, not a directory; give the kubelet's "
+                "device-plugin directory (default /var/lib/kubelet/device-plugins)"
+            )
+
+
 def hami_core(args: argparse.Namespace) -> HamiCore | None:
     """HAMi-core's location from the flags (mode hami only)."""
     from vgpu.node.hami import HamiCore
@@ -143,7 +194,13 @@ def build(args: argparse.Namespace) -> NodeAgent:
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
     watchdog = watchdog_policy(args)
     backend: GpuBackend
-    if args.fake_gpus:
+    check_plugin_dir(args.device_plugin_dir)
+    if args.fake_gpus is not None:
+        if not args.fake_gpus.strip():
+            raise ConfigError(
+                f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
+                "use the node's real GPUs through NVML"
+            )
         backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
     elif args.fake_gpus_file:
         backend = FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))

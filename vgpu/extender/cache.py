@@ -28,10 +28,10 @@ from vgpu.api.assignment import verify
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
+from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
-from vgpu.core.pending import PendingContainer, pending_of
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
@@ -226,7 +226,7 @@ class ClusterCache:
         self.feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
         admitted = read_admitted(annotations.get(ADMITTED)).among(names)
-        waiting = pending_of(assignment, spec.memory_blocks, admitted)
+        waiting = spec.pending(assignment, admitted)
         if waiting:
             node_pending[key] = waiting
         else:
@@ -277,7 +277,7 @@ class ClusterCache:
             key = held.assignment.pod
             if held.phase is Phase.ASSUMED and key != besides and key not in seen:
                 spec = self.pods.get(key)
-                out += pending_of(held.assignment, spec.memory_blocks if spec else {})
+                out += spec.pending(held.assignment) if spec else pending_of(held.assignment, {})
         return out
 
     def busy_nodes(self) -> set[str]:

@@ -18,20 +18,25 @@ import threading
 from typing import Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
+from vgpu.cli.options import HelpFormatter, port_number
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.registry import POLICY_NAMES
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
 
 log = logging.getLogger(__name__)
+DEFAULT_PORT = 8080  # as daemonset/extender.yaml and the scheduler configs call it
+DEFAULT_LEASE_NAMESPACE = "vgpu-system"  # where the manifests install the extender
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `extender` on an argparse subparsers object."""
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "extender", help="run the kube-scheduler extender (filter, prioritize, bind)"
+        "extender",
+        help="run the kube-scheduler extender (filter, prioritize, bind)",
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--port", type=int, default=8888, help="HTTP port (default 8888)")
+    p.add_argument("--port", type=port_number, default=DEFAULT_PORT, help="HTTP port")
     p.add_argument("--host", default="0.0.0.0", help="address to listen on")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
@@ -66,9 +71,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=True,
         help="elect one binding leader among replicas with a Lease (default on)",
     )
-    p.add_argument("--lease-namespace", default="kube-system")
-    p.add_argument("--lease-name", default="vgpu-extender")
-    p.add_argument("--identity", default=os.environ.get("POD_NAME") or socket.gethostname())
+    p.add_argument(
+        "--lease-namespace", default=DEFAULT_LEASE_NAMESPACE, help="namespace of the leader Lease"
+    )
+    p.add_argument("--lease-name", default="vgpu-extender", help="name of the leader Lease")
+    p.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or socket.gethostname(),
+        help="this replica's name in the Lease ($POD_NAME, else the host name)",
+    )
     p.add_argument("--bind-wait", type=float, default=3.0, help="seconds a gang bind may wait")
     p.set_defaults(run=run)
     return p
@@ -119,11 +130,17 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         leader=leader,
     )
-    daemon = ExtenderDaemon(KubeApi.from_environment(args.kubeconfig), config)
+    api = KubeApi.from_environment(args.kubeconfig)
+    daemon = ExtenderDaemon(api, config)
+    try:
+        daemon.start()  # binds the port before anything else starts
+    except OSError as e:
+        raise ConfigError(
+            f"--port: cannot listen on {args.host}:{args.port}: {e.strerror or e}; pick a free port"
+        ) from e
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    daemon.start()
     stop.wait()
     log.info("stopping")
     daemon.stop()

@@ -12,40 +12,48 @@ from __future__ import annotations
 from dataclasses import replace
 
 from vgpu.core.fit import Code, Verdict
+from vgpu.core.handoff_rule import PendingContainer, conflicts, preferred_gpus
 from vgpu.core.ids import GpuUUID, NodeName
+from vgpu.core.kubelet_reuse import place_reusing, reuses
 from vgpu.core.model import Assignment, PodRequest
-from vgpu.core.pending import PendingContainer, conflicts, pending_of, preferred_gpus
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
+from vgpu.extender.podspec import PodSpec
 
 
 def place(
     scheduler: Scheduler,
-    pod: PodRequest,
+    spec: PodSpec,
     node: NodeName,
     pending: list[PendingContainer],
-    memory_blocks: dict[str, int],
     policy: Policy | None = None,
+    pod: PodRequest | None = None,
 ) -> Assignment | Verdict:
-    """An assignment on `node` keeping invariant I, or a verdict saying why there is none."""
-    first = scheduler.place(pod, node, policy)
+    """An assignment on `node` keeping invariant I, or a verdict saying why there is none.
+    `pod` overrides `spec.request` (a narrowed copy)."""
+    pod = pod or spec.request
+
+    def attempt(request: PodRequest) -> Assignment | Verdict:
+        if reuses(request, spec.roles):
+            return place_reusing(scheduler, request, node, spec.roles, policy)
+        return scheduler.place(request, node, policy)
+
+    first = attempt(pod)
     if isinstance(first, Verdict) or not pending:
         return first
-    problems = conflicts(pending_of(first, memory_blocks), pending)
+    problems = conflicts(spec.pending(first), pending)
     if not problems:
         return first
     targets: set[GpuUUID] = set()
-    for container in pending_of(first, memory_blocks):
+    for container in spec.pending(first):
         for ask in container.asks:
             gpus = preferred_gpus(ask, pending)
             if gpus:
                 targets |= gpus
     narrowed = _narrow(pod, frozenset(targets))
     if narrowed is not None:
-        second = scheduler.place(narrowed, node, policy)
-        if not isinstance(second, Verdict) and not conflicts(
-            pending_of(second, memory_blocks), pending
-        ):
+        second = attempt(narrowed)
+        if not isinstance(second, Verdict) and not conflicts(spec.pending(second), pending):
             return second
     return Verdict(Code.GPU_BUSY, (f"waiting for admission: {problems[0]}",))
 

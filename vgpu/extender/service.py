@@ -27,6 +27,7 @@ from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment, Phase
 from vgpu.core.policies import Policy
 from vgpu.core.registry import make_policy
@@ -186,7 +187,7 @@ class Extender:
         if self.cache.node_state(node) is None:
             return Verdict(Code.NO_GPU, (self.cache.problems.get(name, f"node {node} is unknown"),))
         pending = self.cache.pending_on(name, besides=spec.request.key)
-        return place(self.scheduler, spec.request, name, pending, spec.memory_blocks, policy)
+        return place(self.scheduler, spec, name, pending, policy)
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
@@ -288,6 +289,10 @@ class Extender:
         if ns is None:
             return _UNKNOWN
         node = NodeName(name)
+        if reuses(spec.request, spec.roles):  # charged as the kubelet reuses, on one GPU
+            pending = self.cache.pending_on(node, besides=spec.request.key)
+            pending = [c for c in pending if c.pod not in gone]
+            return _placed(place(self.scheduler, spec, node, pending, policy))
         outcome = _outcome(check(ns, spec.request))
         if outcome is not _FIT:
             problem = self.cache.problems.get(node) if outcome[0] == _NO_GPU else None
@@ -298,8 +303,7 @@ class Extender:
             pending = [c for c in pending if c.pod not in gone]
         if not pending:
             return outcome
-        req, blocks = spec.request, spec.memory_blocks
-        return _placed(place(self.scheduler, req, node, pending, blocks, policy))
+        return _placed(place(self.scheduler, spec, node, pending, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
@@ -372,4 +376,5 @@ def _view_key(spec: PodSpec) -> tuple[object, ...]:
     placements its container names (reasons quote them) and memory blocks."""
     req = spec.request
     blocks = tuple(sorted(spec.memory_blocks.items()))
-    return (req.shape, tuple(c.name for c in req.containers), blocks)
+    roles = tuple(sorted((name, role.value) for name, role in spec.roles.items()))
+    return (req.shape, tuple(c.name for c in req.containers), blocks, roles, spec.cores_limit)

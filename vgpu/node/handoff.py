@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from vgpu.api.admitted import encode_admitted
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT, verify
+from vgpu.core.handoff_rule import PendingContainer, asks_of
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, GpuShare
 from vgpu.core.units import MMIB_PER_MIB
@@ -68,9 +69,11 @@ class Candidate:
         return frozenset(s.uuid for s in self.shares)
 
     @property
-    def signature(self) -> tuple[object, ...]:
-        """Everything the container's grant depends on."""
-        return (self.shares, self.container.memory_blocks, self.cores_limit)
+    def pending(self) -> PendingContainer:
+        """The container as the hand-off rule (`vgpu.core.handoff_rule`) sees it."""
+        c = self.container
+        asks = asks_of(c.cores, c.memory_blocks)
+        return PendingContainer(self.pod, c.name, asks, self.shares, self.cores_limit[0])
 
 
 @dataclass(slots=True)
@@ -83,6 +86,7 @@ class _Entry:
     admitted: dict[tuple[str, UnitKind], tuple[tuple[str, ...], float]] = field(
         default_factory=dict
     )
+    failed: bool = False  # the kubelet gave up admitting it (an Allocate of it was refused)
 
     def ask(self, container: ContainerAsk, kind: UnitKind) -> int:
         return container.cores if kind is UnitKind.CORES else container.memory_blocks
@@ -188,7 +192,7 @@ class Handoff:
         first in spec order (init containers first) still waiting for `kind`."""
         entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
         for entry in entries:
-            if entry.assignment is None:
+            if entry.assignment is None or entry.failed:
                 continue
             for container in entry.info.containers:
                 if entry.ask(container, kind) > 0 and (container.name, kind) not in entry.admitted:
@@ -250,6 +254,18 @@ class Handoff:
             if entry is not None:
                 entry.admitted[(container, kind)] = (tuple(ids), self._clock())
 
+    def abort_admissions(self) -> list[PodKey]:
+        """An Allocate was refused: the kubelet fails the pod it was admitting and moves on
+        (pkg/kubelet/cm/devicemanager/manager.go: the first error fails the pod, which is not
+        admitted again on this node). The kubelet admits one pod at a time, so a pod part-way
+        through admission is that pod, or one whose admission already failed elsewhere: it can
+        never be allocated again and must not absorb another pod's Allocate."""
+        with self._lock:
+            aborted = [k for k, e in self._pods.items() if e.in_progress() and not e.failed]
+            for key in aborted:
+                self._pods[key].failed = True
+            return aborted
+
     def unadmit(self, pod: PodKey, container: str, kind: UnitKind) -> None:
         with self._lock:
             entry = self._pods.get(pod)
@@ -262,7 +278,8 @@ class Handoff:
         with self._lock:
             total = 0
             for entry in self._pods.values():
-                for share in (s for shares in entry.shares.values() for s in shares):
+                charged = entry.assignment.charged if entry.assignment else ()
+                for share in charged:
                     if share.uuid != gpu:
                         continue
                     if kind is UnitKind.CORES:

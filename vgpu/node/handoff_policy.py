@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from vgpu.core.handoff_rule import confusable
 from vgpu.core.ids import PodKey
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.allocation import DefaultAllocationPolicy
@@ -128,6 +129,8 @@ class HandoffPolicy:
             if isinstance(result, Refusal):
                 for pod, container in done:
                     self._handoff.unadmit(pod, container, kind)
+                for pod in self._handoff.abort_admissions():
+                    log.warning("%s: the kubelet fails the admission of %s", resource, pod)
                 return result
             grant, admitted = result
             grants.append(grant)
@@ -176,16 +179,16 @@ class HandoffPolicy:
     def _ambiguity(self, kind: UnitKind, size: int, chosen: Candidate) -> str | None:
         """Why this Allocate might be for another pod than `chosen` (None: it cannot be).
 
-        A pod the kubelet is in the middle of is certain. Otherwise any other pod that waits
-        with the same ask but a different grant (another GPU: invariant I broken; or different
-        limits) or without a valid assignment makes the call ambiguous: refuse, never swap.
+        Any other pod waiting with a container confusable with `chosen` (the hand-off rule,
+        `vgpu.core.handoff_rule`: same ask, another GPU or another grant) or without a valid
+        assignment makes the call ambiguous: refuse, never swap. Being part-way through its
+        admission does not make `chosen` certain: its admission may have failed elsewhere.
         """
-        if chosen.in_progress:
-            return None
+        mine = chosen.pending
         rivals = [
             c.pod
             for c in self._handoff.candidates(kind, size)
-            if c.pod != chosen.pod and c.signature != chosen.signature
+            if confusable(mine, c.pending) is not None
         ]
         rivals += self._handoff.waiting_unassigned(kind, size)
         if not rivals:

@@ -16,13 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.podread import cores_limit as read_cores_limit
 from vgpu.api.quantity import whole_count
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.node.devices import ResourceNames
-
-CORES_LIMIT = "vgpu.io/cores-limit"
-"""Pod annotation: elastic upper bound on cores (percent of SMs) for modes that support it."""
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -116,10 +114,4 @@ def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodI
 
 def cores_limit(info: PodInfo) -> tuple[int | None, str | None]:
     """The pod's elastic cores limit: (value, None), (None, None) if unset, or (None, problem)."""
-    raw = info.annotations.get(CORES_LIMIT)
-    if raw is None or not raw.strip():
-        return None, None
-    text = raw.strip()
-    if not text.isdigit() or not 1 <= int(text) <= 100:
-        return None, f"{CORES_LIMIT}={raw!r}: expected a whole percentage 1..100"
-    return int(text), None
+    return read_cores_limit(info.annotations)
