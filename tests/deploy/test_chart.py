@@ -113,6 +113,8 @@ def test_scheduler_image_follows_the_cluster_unless_pinned() -> None:
         return str(spec["containers"][0]["image"])
 
     assert image(render(kube_version="v1.33.1")) == "registry.k8s.io/kube-scheduler:v1.33.1"
+    for vendor in ("v1.32.5-eks-1a2b3c", "v1.32.5-gke.1200", "v1.32.5+k3s1"):
+        assert image(render(kube_version=vendor)).endswith(":v1.32.5"), vendor
     assert image(render(scheduler__image__tag="v1.30.9")).endswith(":v1.30.9")
 
 
