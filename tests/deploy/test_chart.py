@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,56 +151,24 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("nodeAgent.mode", "strict", "nodeAgent.mode"),
-        ("extender.policy", "fastest", "extender.policy"),
-        ("scheduler.profile", "some", "scheduler.profile"),
+        ("nodeAgent.mode", "strict", "/nodeAgent/mode': value must be one of 'plain', 'hami'"),
+        ("extender.policy", "fastest", "/extender/policy': value must be one of"),
+        ("scheduler.profile", "some", "/scheduler/profile'"),
+        ("extender.replicas", "zero", "/extender/replicas': got string, want integer"),
+        ("nodeAgnet.mode", "hami", "additional properties 'nodeAgnet' not allowed"),
+        ("nodeAgent.hami.coreLibrary", "libvgpu.so", "/nodeAgent/hami/coreLibrary'"),
     ],
 )
 def test_bad_values_fail_with_the_field_named(key: str, value: str, message: str) -> None:
-    with pytest.raises(chart.ChartError, match=message):
+    """values.schema.json: a typo or a wrong type names the value, before anything renders."""
+    with pytest.raises(chart.ChartError, match=re.escape(message)):
         render(**{key.replace(".", "__"): value})
 
 
-def test_generated_certificates_complete_a_mutual_tls_handshake(tmp_path: Path) -> None:
-    """What kube-scheduler does with the chart's certificates: verify the extender's name and
-    present its client certificate, which the extender's CA accepts."""
-    import base64
-    import socket
-    import ssl
-    import threading
-
-    objs = render("everything")
-    files: dict[str, Path] = {}
-    for secret in ("vgpu-extender-tls", "vgpu-scheduler-extender-client"):
-        for key, value in find(objs, "Secret", secret)["data"].items():
-            files[f"{secret}/{key}"] = tmp_path / f"{secret}-{key}"
-            files[f"{secret}/{key}"].write_bytes(base64.b64decode(value))
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(files["vgpu-extender-tls/tls.crt"], files["vgpu-extender-tls/tls.key"])
-    server.load_verify_locations(files["vgpu-extender-tls/client-ca.crt"])
-    server.verify_mode = ssl.CERT_REQUIRED
-    client = ssl.create_default_context(cafile=files["vgpu-scheduler-extender-client/ca.crt"])
-    client.load_cert_chain(
-        files["vgpu-scheduler-extender-client/tls.crt"],
-        files["vgpu-scheduler-extender-client/tls.key"],
-    )
-    listener = socket.create_server(("127.0.0.1", 0))
-    seen: list[object] = []
-
-    def serve() -> None:
-        conn, _ = listener.accept()
-        with server.wrap_socket(conn, server_side=True) as tls:
-            seen.append(tls.getpeercert())
-            tls.sendall(b"ok")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    with (
-        socket.create_connection(listener.getsockname(), timeout=10) as raw,
-        client.wrap_socket(raw, server_hostname="vgpu-extender.gpu-sharing.svc") as tls,
-    ):
-        assert tls.recv(2) == b"ok"
-    thread.join(10)
-    listener.close()
-    subject = dict(pair[0] for pair in seen[0]["subject"])  # type: ignore[index]
-    assert subject["commonName"] == "vgpu-scheduler"
+def test_template_checks_still_name_the_field_without_the_schema() -> None:
+    """`--skip-schema-validation` still meets the templates' own checks."""
+    with pytest.raises(chart.ChartError, match=re.escape('nodeAgent.mode: "strict"')):
+        chart.run_helm(
+            "template", "v", str(chart.CHART), "--kube-version", "v1.31.4",
+            "--skip-schema-validation", "--set", "nodeAgent.mode=strict",
+        )  # fmt: skip
