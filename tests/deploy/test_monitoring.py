@@ -142,6 +142,7 @@ def test_dashboard_shows_grants_use_latency_refusals_and_gangs() -> None:
         "vgpu_gpu_memory_allocated_bytes",
         "vgpu_gpu_memory_used_bytes",
         "vgpu_extender_assumed",
+        "vgpu_extender_pending_containers",
         "vgpu_extender_request_seconds_bucket",
         "vgpu_node_allocations_total",
         "vgpu_extender_gangs",
