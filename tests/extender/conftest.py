@@ -12,6 +12,7 @@ from tests.kubeapi.fixtures import kube_client, kube_server
 from tests.kubeapi.server import FakeApiServer
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.leader import LeaderConfig
+from vgpu.core.registry import parse_policy
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.extender.service import ExtenderConfig
 
@@ -46,7 +47,9 @@ class Harness:
         config = DaemonConfig(
             key=KEY,
             extender=ExtenderConfig(
-                gang_timeout=gang_timeout, bind_wait=bind_wait, pod_policies=pod_policies
+                gang_timeout=gang_timeout,
+                bind_wait=bind_wait,
+                pod_policies=tuple(parse_policy(p) for p in pod_policies),
             ),
             host="127.0.0.1",
             port=0,

@@ -15,7 +15,6 @@ from random import Random
 
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node, PodRequest
-from vgpu.core.placement import assignment_for
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
@@ -88,8 +87,7 @@ def replay(
         if selection is None:
             failed += 1
         else:
-            ns = state.node(selection.node)
-            ledger.confirm(assignment_for(ns, pod, selection.choice))
+            ledger.confirm(selection.assignment)
             used += pod.gpu_milli
             placed += 1
         arrived_pct = 100 * arrived / capacity

@@ -18,11 +18,11 @@ import threading
 from typing import Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
-from vgpu.cli.options import HelpFormatter, port_number
 from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.core.registry import POLICY_NAMES
+from vgpu.core.registry import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.flags import HelpFormatter, port_number
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8080  # as daemonset/extender.yaml and the scheduler configs call it
@@ -85,21 +85,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _pod_policy(text: str) -> str:
-    """A policy name (or `default:key=value,...` spec) checked once, at start-up."""
-    from vgpu.core.policy_default import DefaultConfig
-    from vgpu.core.registry import is_policy_name
-
-    if not is_policy_name(text):
-        raise argparse.ArgumentTypeError(
-            f"unknown policy {text!r}; choose one of {', '.join(POLICY_NAMES)}"
-        )
-    if text.startswith("default:"):
-        try:
-            DefaultConfig.parse(text[len("default:") :])
-        except InvalidRequest as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return text
+def _pod_policy(text: str) -> PolicySpec:
+    """A policy name (or `default:key=value,...` spec), parsed once, at start-up."""
+    try:
+        return parse_policy(text, "--allow-pod-policy")
+    except InvalidRequest as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -119,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     config = DaemonConfig(
         key=load_assignment_key(args.assignment_key_file),
         extender=ExtenderConfig(
-            policy=args.policy,
+            policy=parse_policy(args.policy, "--policy"),
             gang_timeout=args.gang_timeout,
             memory_unit_mib=args.memory_unit_mib,
             names=resource_names(args.resource_domain),
