@@ -119,12 +119,27 @@ def test_scheduler_image_follows_the_cluster_unless_pinned() -> None:
     assert image(render(scheduler__image__tag="v1.30.9")).endswith(":v1.30.9")
 
 
-def test_memory_unit_is_one_value_for_both_daemons() -> None:
-    objs = render(memoryUnitMiB="512")
+def test_memory_unit_and_resource_domain_are_one_value_for_both_daemons() -> None:
+    objs = render(
+        memoryUnitMiB="512", resourceDomain="gpu.example.com", scheduler__profile="gpu-only"
+    )
     agent = find(objs, "DaemonSet", "vgpu-node-agent")["spec"]["template"]["spec"]
     extender = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
     for spec in (agent, extender):
-        assert "--memory-unit-mib=512" in spec["containers"][0]["args"]
+        args = spec["containers"][0]["args"]
+        assert {"--memory-unit-mib=512", "--resource-domain=gpu.example.com"} <= set(args)
+    config = find(objs, "ConfigMap", "vgpu-scheduler-config")["data"]
+    (ext,) = yaml.safe_load(config["scheduler-config-gpu-only.yaml"])["extenders"]
+    assert [r["name"] for r in ext["managedResources"]] == [
+        "gpu.example.com/cores",
+        "gpu.example.com/memory",
+    ]
+
+
+def test_policy_takes_a_name_or_default_with_knobs() -> None:
+    objs = render(extender__policy="default:k=2")
+    spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    assert "--policy=default:k=2" in spec["containers"][0]["args"]
 
 
 def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
@@ -152,7 +167,7 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
     ("key", "value", "message"),
     [
         ("nodeAgent.mode", "strict", "/nodeAgent/mode': value must be one of 'plain', 'hami'"),
-        ("extender.policy", "fastest", "/extender/policy': value must be one of"),
+        ("extender.policy", "fastest", "/extender/policy': 'fastest' does not match pattern"),
         ("scheduler.profile", "some", "/scheduler/profile'"),
         ("extender.replicas", "zero", "/extender/replicas': got string, want integer"),
         ("nodeAgnet.mode", "hami", "additional properties 'nodeAgnet' not allowed"),

@@ -65,9 +65,9 @@ extenders:
     managedResources: []
     {{- else }}
     managedResources:
-      - name: vgpu.io/cores
+      - name: {{ .root.Values.resourceDomain }}/cores
         ignoredByScheduler: false
-      - name: vgpu.io/memory
+      - name: {{ .root.Values.resourceDomain }}/memory
         ignoredByScheduler: false
     {{- end }}
 {{- end -}}
