@@ -154,7 +154,8 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
     assert config["percentageOfNodesToScore"] == 50
     server = find(objs, "Secret", "vgpu-extender-tls")
     client = find(objs, "Secret", "vgpu-scheduler-extender-client")
-    assert server["data"]["client-ca.crt"] == client["data"]["ca.crt"]  # one generated CA
+    # two CAs, as hack/make-extender-certs.sh makes them: neither side can stand in for the other
+    assert server["data"]["client-ca.crt"] != client["data"]["ca.crt"]
     spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
     args = spec["containers"][0]["args"]
     assert {"--port=8443", "--client-ca=/etc/vgpu/tls/client-ca.crt"} <= set(args)
@@ -187,3 +188,15 @@ def test_template_checks_still_name_the_field_without_the_schema() -> None:
             "template", "v", str(chart.CHART), "--kube-version", "v1.31.4",
             "--skip-schema-validation", "--set", "nodeAgent.mode=strict",
         )  # fmt: skip
+
+
+def test_plain_http_only_when_tls_is_off_and_then_said_so() -> None:
+    objs = render("minimal")
+    spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert "--insecure-http" in container["args"]
+    assert not [a for a in container["args"] if a.startswith(("--tls-", "--client-ca"))]
+    assert container["readinessProbe"]["httpGet"].get("scheme", "HTTP") == "HTTP"
+    assert [p["port"] for p in find(objs, "Service", "vgpu-extender")["spec"]["ports"]] == [80]
+    default = find(render(), "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    assert "--insecure-http" not in default["containers"][0]["args"]

@@ -15,6 +15,7 @@ from vgpu.adapters.leader import LeaderConfig
 from vgpu.core.registry import parse_policy
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.extender.service import ExtenderConfig
+from vgpu.extender.tls import TlsFiles
 
 __all__ = ["kube_client", "kube_server"]
 
@@ -40,6 +41,7 @@ class Harness:
         request_timeout: float = 5.0,
         wait: bool = True,
         pod_policies: tuple[str, ...] = (),
+        tls: TlsFiles | None = None,
     ) -> ExtenderDaemon:
         api_client = self.server.api_client()
         self.clients.append(api_client)
@@ -54,6 +56,7 @@ class Harness:
             host="127.0.0.1",
             port=0,
             leader=leader,
+            tls=tls,
             watch_timeout=30,
             sweep_interval=3600,
             retry_delay=0.05,

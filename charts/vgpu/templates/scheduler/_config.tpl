@@ -54,7 +54,7 @@ extenders:
     nodeCacheCapable: true
     enableHTTPS: {{ $tls.enabled }}
     {{- if $tls.enabled }}
-    tlsConfig:  # the Secret {{ $tls.clientSecretName }}
+    tlsConfig:  # the Secret {{ $tls.clientSecretName }} (the chart or hack/make-extender-certs.sh)
       certFile: /etc/vgpu-extender-client/tls.crt
       keyFile: /etc/vgpu-extender-client/tls.key
       caFile: /etc/vgpu-extender-client/ca.crt
