@@ -136,10 +136,15 @@ def test_memory_unit_and_resource_domain_are_one_value_for_both_daemons() -> Non
     ]
 
 
-def test_policy_takes_a_name_or_default_with_knobs() -> None:
-    objs = render(extender__policy="default:k=2")
+def test_pods_may_choose_only_the_policies_allowed() -> None:
+    objs = render(**{"extender__allowPodPolicies": "{binpack,default:k=2}"})
     spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
-    assert "--policy=default:k=2" in spec["containers"][0]["args"]
+    args = spec["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--allow-pod-policy")] == [
+        "--allow-pod-policy=binpack",
+        "--allow-pod-policy=default:k=2",
+    ]
+    assert "--policy=default" in args
 
 
 def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
@@ -168,7 +173,7 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
     ("key", "value", "message"),
     [
         ("nodeAgent.mode", "strict", "/nodeAgent/mode': value must be one of 'plain', 'hami'"),
-        ("extender.policy", "fastest", "/extender/policy': 'fastest' does not match pattern"),
+        ("extender.policy", "fastest", "/extender/policy': value must be one of"),
         ("scheduler.profile", "some", "/scheduler/profile'"),
         ("extender.replicas", "zero", "/extender/replicas': got string, want integer"),
         ("nodeAgnet.mode", "hami", "additional properties 'nodeAgnet' not allowed"),
