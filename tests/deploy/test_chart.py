@@ -137,12 +137,12 @@ def test_memory_unit_and_resource_domain_are_one_value_for_both_daemons() -> Non
 
 
 def test_pods_may_choose_only_the_policies_allowed() -> None:
-    objs = render(**{"extender__allowPodPolicies": "{binpack,default:k=2}"})
+    objs = render(**{"extender__allowPodPolicies": "{binpack,default:online=false}"})
     spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
     args = spec["containers"][0]["args"]
     assert [a for a in args if a.startswith("--allow-pod-policy")] == [
         "--allow-pod-policy=binpack",
-        "--allow-pod-policy=default:k=2",
+        "--allow-pod-policy=default:online=false",
     ]
     assert "--policy=default" in args
 
@@ -205,3 +205,25 @@ def test_plain_http_only_when_tls_is_off_and_then_said_so() -> None:
     assert [p["port"] for p in find(objs, "Service", "vgpu-extender")["spec"]["ports"]] == [80]
     default = find(render(), "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
     assert "--insecure-http" not in default["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("values", ["default", "everything", "minimal"])
+def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> None:
+    """The rendered args go through `vgpu`'s own parsers and flag checks (nothing runs)."""
+    from vgpu.cli.main import _load, _parser
+    from vgpu.daemons import extender_cli, node_cli
+
+    objs = render(values)
+    checks = {
+        "node-agent": lambda a: (node_cli.hami_core(a), node_cli.watchdog_policy(a)),
+        "extender": lambda a: extender_cli._tls(a),
+    }
+    for kind, name in [("DaemonSet", "vgpu-node-agent"), ("Deployment", "vgpu-extender")]:
+        (container,) = find(objs, kind, name)["spec"]["template"]["spec"]["containers"]
+        parser, sub = _parser()
+        _load(container["args"][0], sub)
+        try:
+            args = parser.parse_args(container["args"])
+        except SystemExit:
+            pytest.fail(f"{values}: `vgpu {' '.join(container['args'])}` is refused")
+        checks[args.command](args)
