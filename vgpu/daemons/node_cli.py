@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FAKE_GPUS_EXAMPLE = "4xA100-SXM4-80GB or 2xT4,1xL4"
+MIN_RECONCILE_S = 1.0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -97,7 +98,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--allow-unassigned",
         action="store_true",
-        help="admit pods bound without an extender assignment",
+        help="admit pods without a verified assignment on capacity no assigned pod holds (and, "
+        "without cluster credentials, any devices); off: such Allocates are refused",
+    )
+    p.add_argument(
+        "--report-numa",
+        action="store_true",
+        help="report each GPU's NUMA node to the kubelet; only safe with the kubelet's "
+        "topologyManagerPolicy none (docs/handshake.md, topology manager)",
     )
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
@@ -105,7 +113,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--reconcile-s",
         type=float,
         default=30.0,
-        help="seconds between reconciliations with the kubelet and the node object",
+        help=f"node metadata and pod-resources reconciliation interval (>= {MIN_RECONCILE_S:g})",
     )
     w = p.add_argument_group("usage watchdog")
     w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
@@ -186,6 +194,11 @@ def build(args: argparse.Namespace) -> NodeAgent:
     if args.memory_unit_mib <= 0:
         raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
     names = resource_names(args.resource_domain)
+    if not args.reconcile_s >= MIN_RECONCILE_S:
+        raise ConfigError(
+            f"--reconcile-s: {args.reconcile_s:g} is below the minimum of {MIN_RECONCILE_S:g} s "
+            "(each round reads the node from the API server); use e.g. 30"
+        )
     try:
         ignored = (
             DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
@@ -224,6 +237,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         memory_unit_mib=args.memory_unit_mib,
         grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
         allow_unassigned=args.allow_unassigned,
+        report_numa=args.report_numa,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         reconcile_s=args.reconcile_s,
         metrics_port=args.metrics_port or None,
