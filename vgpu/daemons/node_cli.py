@@ -81,7 +81,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--mode",
         choices=["plain", "mps", "hami"],
         default="plain",
-        help="how a container's GPU share is passed to it",
+        help="how a container's GPU share is passed to it; what each enforces: docs/isolation.md",
     )
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
     p.add_argument(
@@ -93,7 +93,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--hami-preload-file",
         metavar="PATH",
-        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as /etc/ld.so.preload",
+        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as "
+        "/etc/ld.so.preload (default: none, LD_PRELOAD only)",
     )
     p.add_argument(
         "--allow-unassigned",
