@@ -30,9 +30,10 @@ from vgpu.adapters.gpu import GpuBackend, NvmlBackend
 from vgpu.adapters.kubelet import PluginOptions
 from vgpu.adapters.kubelet_devices import HealthPump, NodeDevicePlugins
 from vgpu.adapters.kubelet_manager import serve_until_signal
+from vgpu.api.inventory import encode_inventory
 from vgpu.node.allocation import DefaultAllocationPolicy
 from vgpu.node.health import HealthPolicy, HealthTracker
-from vgpu.node.inventory import build_inventory, encode_inventory
+from vgpu.node.inventory import build_inventory
 from vgpu.node.labels import node_labels
 
 

@@ -29,6 +29,7 @@ from tests.kubelet_standin.podresources import FakePodResources
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT
+from vgpu.api.resources import ResourceNames
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.daemons.node_agent import AgentConfig, NodeAgent
 from vgpu.extender.service import ExtenderConfig
@@ -74,9 +75,12 @@ class NodeBox:
 class Cluster:
     """The fake API server, node boxes and the extender; `start()` then `stop()`."""
 
-    def __init__(self, nodes: dict[str, str], *, bind_wait: float = 3.0) -> None:
+    def __init__(
+        self, nodes: dict[str, str], *, bind_wait: float = 3.0, names: ResourceNames | None = None
+    ) -> None:
         self.specs = nodes
         self.bind_wait = bind_wait
+        self.names = names or ResourceNames()
         self.api = FakeApiServer()
         self.nodes: dict[str, NodeBox] = {}
         self.extender: ExtenderDaemon | None = None
@@ -127,6 +131,7 @@ class Cluster:
             watch_timeout_s=5,
             retry_s=0.1,
             stop_grace_s=0.2,
+            domain=self.names.domain,
         )
         client = self.api.api_client()
         agent = NodeAgent(config, backend, KubeApi(client, request_timeout=5))
@@ -134,13 +139,13 @@ class Cluster:
         agent.start()
         assert agent.wait_ready(10), f"agent on {name} did not become ready"
         want = 100 * len(gpus)
-        assert kubelet.wait_for(lambda: len(kubelet.devices(CORES)) == want, timeout=10)
+        assert kubelet.wait_for(lambda: len(kubelet.devices(self.names.cores)) == want, timeout=10)
         return box
 
     def _start_extender(self) -> ExtenderDaemon:
         config = DaemonConfig(
             key=KEY,
-            extender=ExtenderConfig(bind_wait=self.bind_wait),
+            extender=ExtenderConfig(bind_wait=self.bind_wait, names=self.names),
             host="127.0.0.1",
             port=0,
             watch_timeout=30,

@@ -8,8 +8,9 @@ import pytest
 
 from tests.e2e.cluster import Cluster
 from tests.e2e.driver import SchedulerDriver
+from vgpu.api.resources import ResourceNames
 
-ClusterFactory = Callable[[dict[str, str]], tuple[Cluster, SchedulerDriver]]
+ClusterFactory = Callable[..., tuple[Cluster, SchedulerDriver]]
 
 
 @pytest.fixture
@@ -17,8 +18,10 @@ def make_cluster() -> Iterator[ClusterFactory]:
     """Start a cluster of {node name: fake GPU spec} with its scheduler driver."""
     started: list[tuple[Cluster, SchedulerDriver]] = []
 
-    def make(nodes: dict[str, str]) -> tuple[Cluster, SchedulerDriver]:
-        cluster = Cluster(nodes)
+    def make(
+        nodes: dict[str, str], names: ResourceNames | None = None
+    ) -> tuple[Cluster, SchedulerDriver]:
+        cluster = Cluster(nodes, names=names)
         try:
             cluster.start()
         except BaseException:

@@ -23,8 +23,11 @@ from typing import Any
 
 import grpc
 
-from tests.e2e.cluster import CORES, MEMORY, Cluster, NodeBox, Obj, wait_until
+from tests.e2e.cluster import Cluster, NodeBox, Obj, wait_until
 from vgpu.api._proto.podresources.v1 import api_pb2 as pr
+from vgpu.api.resources import ResourceNames
+
+DEFAULT_NAMES = ResourceNames()
 
 
 def make_pod(
@@ -35,15 +38,16 @@ def make_pod(
     cpu: str = "1",
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    names: ResourceNames = DEFAULT_NAMES,
 ) -> Obj:
     """A pending pod; containers are (name, vgpu cores, vgpu memory blocks), 0 = not asked."""
 
     def container(spec: tuple[str, int, int]) -> Obj:
         limits = {}
         if spec[1]:
-            limits[CORES] = str(spec[1])
+            limits[names.cores] = str(spec[1])
         if spec[2]:
-            limits[MEMORY] = str(spec[2])
+            limits[names.memory] = str(spec[2])
         resources = {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits}
         return {"name": spec[0], "image": "busybox", "resources": resources}
 
@@ -162,13 +166,13 @@ class Admission:
     refusal: str = ""
 
 
-def gpu_asks(pod: Obj) -> list[tuple[str, str, int]]:
+def gpu_asks(pod: Obj, names: ResourceNames = DEFAULT_NAMES) -> list[tuple[str, str, int]]:
     """(container, resource, size) in the kubelet's admission order."""
     spec = pod["spec"]
     out = []
     for c in list(spec.get("initContainers") or []) + list(spec["containers"]):
         limits = (c.get("resources") or {}).get("limits") or {}
-        for resource in (CORES, MEMORY):
+        for resource in (names.cores, names.memory):
             if int(limits.get(resource, 0)):
                 out.append((c["name"], resource, int(limits[resource])))
     return out
@@ -182,7 +186,7 @@ def admit(
     node = pod["spec"]["nodeName"]
     box = cluster.nodes[node]
     result = Admission(name, node)
-    for container, resource, size in gpu_asks(pod):
+    for container, resource, size in gpu_asks(pod, cluster.names):
         try:
             ids, response = box.kubelet.allocate(resource, size, use_preferred=use_preferred)
         except grpc.RpcError as err:
@@ -232,7 +236,7 @@ def run(cluster: Cluster, driver: SchedulerDriver, names: list[str], *, rounds: 
         for name in reversed(bound):
             outcome.admissions[name] = admit(cluster, name)
         for name in bound:
-            if not outcome.admissions[name].refusal and gpu_asks(cluster.pod(name)):
+            if not outcome.admissions[name].refusal and gpu_asks(cluster.pod(name), cluster.names):
                 wait_until(partial(_admission_seen, cluster, name), what=f"{name} admitted")
         queue = [n for n in queue if n not in bound]
     outcome.unplaced = {n: driver.last[n] for n in queue}
@@ -241,7 +245,7 @@ def run(cluster: Cluster, driver: SchedulerDriver, names: list[str], *, rounds: 
 
 def _admission_seen(cluster: Cluster, name: str) -> bool:
     """The agent patched `vgpu.io/admitted` and the extender no longer counts the pod pending."""
-    wanted = sorted({c for c, _, _ in gpu_asks(cluster.pod(name))})
+    wanted = sorted({c for c, _, _ in gpu_asks(cluster.pod(name), cluster.names)})
     if cluster.admitted(name) != wanted:
         return False
     assert cluster.extender is not None

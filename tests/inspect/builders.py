@@ -10,9 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from vgpu.api.assignment import ADMITTED, binding_annotations
+from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
+from vgpu.api.resources import ResourceNames
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.node.inventory import InventoryGpu, NodeGpuInventory, annotation_key, encode_inventory
 
 KEY = b"test-key"
 Obj = dict[str, Any]
@@ -40,7 +41,7 @@ def node(
                 for i, (m, mib) in enumerate(gpus)
             ),
         )
-        meta["annotations"] = {annotation_key(): encode_inventory(inventory)}
+        meta["annotations"] = {ResourceNames().inventory: encode_inventory(inventory)}
     status: Obj = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}
     if ip:
         status["addresses"] = [

@@ -41,7 +41,15 @@ def test_finished_pods_hold_nothing() -> None:
 
 @pytest.mark.parametrize(
     ("value", "admitted"),
-    [("true", True), ("m", True), ('["m"]', True), ("other,x", False), ("", False)],
+    [
+        ("true", True),
+        ("m", True),
+        ('["m"]', True),
+        ("other,x", False),
+        ("", False),
+        ('{"m": true}', True),
+        ('{"m": false}', False),  # the report used to count every key as admitted
+    ],
 )
 def test_admitted_annotation_forms(value: str, admitted: bool) -> None:
     p = pod("a/x", node="n1", shares={"m": [(0, 10, 100)]}, phase="Pending", admitted=value)

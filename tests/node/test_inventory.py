@@ -7,14 +7,9 @@ import json
 import pytest
 
 from vgpu.adapters.fakegpu import parse_spec
-from vgpu.node.inventory import (
-    InventoryError,
-    annotation_key,
-    annotation_patch,
-    build_inventory,
-    encode_inventory,
-    parse_inventory,
-)
+from vgpu.api.inventory import InventoryError, encode_inventory, parse_inventory
+from vgpu.api.resources import ResourceNames
+from vgpu.node.inventory import annotation_patch, build_inventory
 
 
 def test_round_trip_and_shape() -> None:
@@ -35,7 +30,7 @@ def test_round_trip_and_shape() -> None:
     }
     assert parse_inventory(text) == inv
     assert inv.memory_units(inv.gpus[0]) == 80
-    assert annotation_key() == "vgpu.io/gpu-inventory"
+    assert ResourceNames().inventory == "vgpu.io/gpu-inventory"
 
 
 GOOD_GPU = {

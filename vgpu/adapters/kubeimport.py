@@ -38,11 +38,15 @@ _LOCK = threading.RLock()
 
 def defer_package_init(name: str) -> bool:
     """Register package `name` with its `__init__` body deferred. False, changing nothing, if it
-    is already imported or is not a package. Defer a parent package before its children."""
+    is already imported, is not a package or is not installed (nor its parent: `vgpu.adapters`
+    imports without the Kubernetes client). Defer a parent package before its children."""
     with _LOCK:
         if name in sys.modules:
             return False
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # a parent package is not installed: nothing to defer
+            return False
         if spec is None or spec.loader is None or spec.submodule_search_locations is None:
             return False
         module = importlib.util.module_from_spec(spec)
@@ -84,5 +88,8 @@ def defer_kubernetes_init() -> None:
     """Defer the client packages whose `__init__` imports what vgpu never uses: the top level,
     `config` (kubeconfig loader: requests-oauthlib, PyYAML; a pod only needs the in-cluster one)
     and `utils` (create-from-YAML; the REST layer needs only its retry helpers)."""
-    for name in ("kubernetes", "kubernetes.config", "kubernetes.utils"):
-        defer_package_init(name)
+    try:
+        for name in ("kubernetes", "kubernetes.config", "kubernetes.utils"):
+            defer_package_init(name)
+    except ImportError:
+        return  # no client installed (a plain `pip install vgpu`): nothing to defer

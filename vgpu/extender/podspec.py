@@ -1,8 +1,9 @@
 """Translating a Kubernetes Pod (a plain dict) into the core's `PodRequest` and gang label.
 
-* GPU asks: `vgpu.io/cores` and `vgpu.io/memory` (blocks of `memory_unit_mib`) in a container's
+* GPU asks: `<domain>/cores` and `<domain>/memory` (blocks of `memory_unit_mib`) in a container's
   limits or requests (limits win; extended resources must have them equal anyway). Init
-  containers count too, conservatively.
+  containers count as the kubelet allocates them: `roles` says which reuse rule applies
+  (`vgpu.core.kubelet_reuse`).
 * CPU and memory: what kube-scheduler counts, max(sum of app containers, largest init
   container) plus the pod overhead.
 * GPU selection: annotations `vgpu.io/gpu-type`, `vgpu.io/gpu-type-exclude` ("A100|H100"),
@@ -16,22 +17,24 @@ Bad values raise `InvalidRequest` naming the field, before anything is changed.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.api.gang import gang_ref
+from vgpu.api.podread import cores_limit, role_of
+from vgpu.api.quantity import mib_ceil, milli_ceil, whole_count
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
+from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, GpuUUID, PodKey, gang_key, pod_key
-from vgpu.core.model import ANY_GPU, ContainerRequest, GpuSelector, PodRequest
+from vgpu.core.kubelet_reuse import Role
+from vgpu.core.model import ANY_GPU, Assignment, ContainerRequest, GpuSelector, PodRequest
 from vgpu.core.units import validate_cores, validate_memory
-from vgpu.extender.quantity import mib_ceil, milli_ceil, whole_count
 
 Obj = dict[str, Any]
 
-CORES = "vgpu.io/cores"
-MEMORY = "vgpu.io/memory"
 GPU_TYPE = "vgpu.io/gpu-type"
 GPU_TYPE_EXCLUDE = "vgpu.io/gpu-type-exclude"
 GPU_UUID = "vgpu.io/gpu-uuid"
@@ -58,11 +61,22 @@ class PodSpec:
     memory_blocks: dict[str, int]
     node: str
     terminal: bool
+    roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
+    cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
+
+    def pending(
+        self, assignment: Assignment, admitted: Iterable[str] = ()
+    ) -> list[PendingContainer]:
+        """The pod's containers still waiting for admission, as the hand-off rule sees them."""
+        order = [c.name for c in self.request.containers]  # init containers first, spec order
+        return pending_of(assignment, self.memory_blocks, admitted, self.cores_limit, order)
 
 
 def key_of(pod: Obj) -> PodKey:
     """The `ns/name` key of a pod dict."""
-    meta = pod.get("metadata") or {}
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
 
 
@@ -90,16 +104,19 @@ def _resource(resources: Obj, name: str) -> object:
     return None
 
 
-def _container(c: Obj, where: str, unit_mib: int) -> tuple[ContainerRequest, int]:
+def _container(
+    c: Obj, where: str, unit_mib: int, names: ResourceNames
+) -> tuple[ContainerRequest, int]:
     name = str(c.get("name") or "")
     resources = c.get("resources") or {}
-    raw_cores = _resource(resources, CORES)
+    at_cores, at_memory = f"{where}[{names.cores}]", f"{where}[{names.memory}]"
+    raw_cores = _resource(resources, names.cores)
     cores = 0
     if raw_cores is not None:
-        cores = validate_cores(whole_count(raw_cores, f"{where}[{CORES}]"), f"{where}[{CORES}]")
-    raw_blocks = _resource(resources, MEMORY)
-    blocks = 0 if raw_blocks is None else whole_count(raw_blocks, f"{where}[{MEMORY}]")
-    memory = validate_memory(blocks * unit_mib, cores, field=f"{where}[{MEMORY}]")
+        cores = validate_cores(whole_count(raw_cores, at_cores), at_cores)
+    raw_blocks = _resource(resources, names.memory)
+    blocks = 0 if raw_blocks is None else whole_count(raw_blocks, at_memory)
+    memory = validate_memory(blocks * unit_mib, cores, field=at_memory)
     return ContainerRequest(name, cores, memory), blocks
 
 
@@ -137,19 +154,22 @@ def gang_of(pod: Obj) -> GangLabel | None:
     return GangLabel(gang_key(ns, ref.name), ns, ref.name, size)
 
 
+MAX_GANG = 100_000
+"""Members of one gang: beyond any cluster."""
+
+
 def _size(value: object, field: str) -> int:
-    try:
-        size = int(str(value).strip())
-    except ValueError:
-        raise InvalidRequest(
-            field, f"{value!r} is not a number", "set the gang size, e.g. 5"
-        ) from None
-    if size < 1:
-        raise InvalidRequest(field, f"{size} is below 1", "set the gang size, e.g. 5")
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):
+        shown = text if len(text) <= 20 else text[:17] + "..."
+        raise InvalidRequest(field, f"{shown!r} is not a gang size", "set it, e.g. 5")
+    size = int(text)
+    if not 1 <= size <= MAX_GANG:
+        raise InvalidRequest(field, f"{size} is not in 1..{MAX_GANG}", "set the gang size, e.g. 5")
     return size
 
 
-def pod_spec(pod: Obj, *, memory_unit_mib: int) -> PodSpec:
+def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES) -> PodSpec:
     """Parse a pod dict; raises `InvalidRequest` naming the bad field."""
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if not meta.get("name"):
@@ -157,12 +177,15 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int) -> PodSpec:
     annotations = meta.get("annotations") or {}
     containers: list[ContainerRequest] = []
     blocks: dict[str, int] = {}
+    roles: dict[str, Role] = {}
     for kind in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(kind) or []):
-            container, n = _container(c, f"spec.{kind}[{i}].resources", memory_unit_mib)
+            where = f"spec.{kind}[{i}].resources"
+            container, n = _container(c, where, memory_unit_mib, names)
             if container.wants_gpu:
                 containers.append(container)
                 blocks[container.name] = n
+                roles[container.name] = role_of(c, kind == "initContainers")
     cpu, mem = _host_requests(spec)
     policy = annotations.get(POLICY)
     request = PodRequest(
@@ -181,23 +204,6 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int) -> PodSpec:
         memory_blocks=blocks,
         node=str(spec.get("nodeName") or ""),
         terminal=phase in ("Succeeded", "Failed"),
+        roles=roles,
+        cores_limit=cores_limit(annotations)[0],
     )
-
-
-def admitted_of(annotations: Obj, containers: list[str]) -> frozenset[str]:
-    """Containers listed in `vgpu.io/admitted` (a JSON list, comma list, or "true"/"*": all)."""
-    value = annotations.get("vgpu.io/admitted")
-    if not isinstance(value, str) or not value.strip():
-        return frozenset()
-    text = value.strip()
-    if text.lower() in ("true", "*", "all"):
-        return frozenset(containers)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        return frozenset(p.strip() for p in text.split(",") if p.strip())
-    if isinstance(doc, list):
-        return frozenset(str(x) for x in doc)
-    if isinstance(doc, dict):
-        return frozenset(str(k) for k, v in doc.items() if v)
-    return frozenset()

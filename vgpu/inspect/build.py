@@ -3,7 +3,7 @@
 Pure. A GPU's cell counts every container whose assignment names it on a live pod bound to that
 node (admitted or not: the share is taken either way); the PENDING part is what the kubelet has
 not admitted yet. Pods that finished (Succeeded/Failed) hold nothing. Nodes without the
-`vgpu.io/gpu-inventory` annotation are listed by name only; a malformed inventory, an assignment
+`<domain>/gpu-inventory` annotation are listed by name only; a malformed inventory, an assignment
 that cannot be read, names another node or a GPU the node does not have, and a pod that asks for
 vgpu resources on a vgpu node without any assignment are all reported as problems.
 """
@@ -14,11 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.inventory import InventoryError, NodeGpuInventory, parse_inventory
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.inspect.gangs import GangMembership, gang_views, membership, pod_group_minimums
 from vgpu.inspect.model import GpuView, Holder, NodeView, Problem, Report, Unscheduled, Usage
 from vgpu.inspect.pods import PodFacts, pod_facts
 from vgpu.inspect.snapshot import Snapshot
-from vgpu.node.inventory import InventoryError, NodeGpuInventory, annotation_key, parse_inventory
 
 Obj = Mapping[str, Any]
 
@@ -31,13 +32,15 @@ class _Collect:
     pending_pods: dict[str, set[str]] = field(default_factory=dict)
 
 
-def build_report(snapshot: Snapshot, only: Sequence[str] = ()) -> Report:
+def build_report(
+    snapshot: Snapshot, only: Sequence[str] = (), names: ResourceNames = DEFAULT_NAMES
+) -> Report:
     """The report for the nodes named in `only` (all nodes when empty). Restricted to some
     nodes, it keeps the gangs with a member there and leaves out unscheduled pods."""
     collect = _Collect()
-    inventories = _inventories(snapshot.nodes, collect)
+    inventories = _inventories(snapshot.nodes, names.inventory, collect)
     minimums = pod_group_minimums(snapshot.pod_groups)
-    facts = [(pod_facts(p), membership(p, minimums)) for p in snapshot.pods]
+    facts = [(pod_facts(p, names), membership(p, minimums)) for p in snapshot.pods]
     for pod, _ in facts:
         if not pod.terminal:
             _place(pod, inventories, collect)
@@ -75,10 +78,10 @@ def _concerns(problem: Problem, wanted: set[str], only: Sequence[str]) -> bool:
     return not only or problem.node in wanted or problem.subject in only
 
 
-def _inventories(nodes: Iterable[Obj], collect: _Collect) -> dict[str, NodeGpuInventory]:
+def _inventories(nodes: Iterable[Obj], key: str, collect: _Collect) -> dict[str, NodeGpuInventory]:
     out = {}
     for node in nodes:
-        text = ((node.get("metadata") or {}).get("annotations") or {}).get(annotation_key())
+        text = ((node.get("metadata") or {}).get("annotations") or {}).get(key)
         if text is None:
             continue
         try:

@@ -1,24 +1,24 @@
 """What one Pod object says about vgpu: its asks, its assignment and which containers are admitted.
 
-Pure functions over the pod dict as the API server returns it. The `vgpu.io/admitted` annotation
-is written by the node agent after Allocate; it may name the admitted containers (a JSON list or
-a comma-separated list) or say `true`/`*` for all of them. A container the kubelet has started
-(its status is running or terminated) was admitted too, whatever the annotation says yet.
+Pure functions over the pod dict as the API server returns it. The `vgpu.io/admitted` annotation,
+written by the node agent after Allocate, is read by `vgpu.api.admitted` as the extender reads
+it. A container the kubelet has started (its status is running or terminated) was admitted too,
+whatever the annotation says yet.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu.api.assignment import ADMITTED, ASSIGNMENT, decode
+from vgpu.api.admitted import ADMITTED, Admitted, read_admitted
+from vgpu.api.assignment import ASSIGNMENT, decode
+from vgpu.api.quantity import whole_count
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.model import Assignment
 
-CORES = "vgpu.io/cores"
-MEMORY = "vgpu.io/memory"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 Obj = Mapping[str, Any]
@@ -37,8 +37,8 @@ class PodFacts:
     asks_memory_blocks: int
     assignment: Assignment | None
     assignment_error: str
-    admitted: frozenset[str]
-    all_admitted: bool
+    admitted: Admitted
+    """The annotation, plus the containers the kubelet has started (they were admitted too)."""
 
     @property
     def key(self) -> str:
@@ -53,17 +53,17 @@ class PodFacts:
         return self.phase in TERMINAL_PHASES
 
     def is_admitted(self, container: str) -> bool:
-        return self.all_admitted or container in self.admitted
+        return self.admitted.includes(container)
 
 
-def pod_facts(pod: Obj) -> PodFacts:
+def pod_facts(pod: Obj, names: ResourceNames = DEFAULT_NAMES) -> PodFacts:
     """Extract `PodFacts`; a malformed assignment is kept as `assignment_error`, never raised."""
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     annotations = meta.get("annotations") or {}
     assignment, error = _assignment(annotations.get(ASSIGNMENT))
-    named, everything = _admitted_annotation(annotations.get(ADMITTED))
+    admitted = read_admitted(annotations.get(ADMITTED))
     containers = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
     return PodFacts(
         namespace=str(meta.get("namespace") or "default"),
@@ -71,12 +71,11 @@ def pod_facts(pod: Obj) -> PodFacts:
         uid=str(meta.get("uid") or ""),
         node=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or "Pending"),
-        asks_cores=sum(_quantity(c, CORES) for c in containers),
-        asks_memory_blocks=sum(_quantity(c, MEMORY) for c in containers),
+        asks_cores=sum(_quantity(c, names.cores) for c in containers),
+        asks_memory_blocks=sum(_quantity(c, names.memory) for c in containers),
         assignment=assignment,
         assignment_error=error,
-        admitted=named | _started(status),
-        all_admitted=everything,
+        admitted=Admitted(admitted.names | _started(status), admitted.everyone),
     )
 
 
@@ -87,23 +86,6 @@ def _assignment(text: object) -> tuple[Assignment | None, str]:
         return decode(text), ""
     except InvalidRequest as e:
         return None, str(e)
-
-
-def _admitted_annotation(value: object) -> tuple[frozenset[str], bool]:
-    if not isinstance(value, str) or not value.strip():
-        return frozenset(), False
-    text = value.strip()
-    if text.lower() in {"true", "*", "all"}:
-        return frozenset(), True
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        doc = None
-    if isinstance(doc, list):
-        return frozenset(str(x) for x in doc), False
-    if isinstance(doc, dict):
-        return frozenset(str(k) for k in doc), False
-    return frozenset(p.strip() for p in text.split(",") if p.strip()), False
 
 
 def _started(status: Obj) -> frozenset[str]:
@@ -125,7 +107,7 @@ def _quantity(container: Obj, resource: str) -> int:
         value = (resources.get(section) or {}).get(resource)
         if value is not None:
             try:
-                return int(str(value))
-            except ValueError:
+                return whole_count(value, resource)
+            except InvalidRequest:
                 return 0
     return 0

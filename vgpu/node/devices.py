@@ -12,27 +12,22 @@ UUIDs (40 chars). Pure: no I/O.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+# Re-exported so node-side callers need one import; the names live in the cluster contract.
+from vgpu.api.resources import DEFAULT_DOMAIN as DEFAULT_DOMAIN
+from vgpu.api.resources import ResourceNames as ResourceNames
+from vgpu.api.resources import UnitKind as UnitKind
 from vgpu.core.errors import VgpuError
-
-# Re-exported so node-side callers need one import.
 from vgpu.core.units import CORES_PER_GPU as CORES_PER_GPU
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB as DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.model import GpuInfo
 
-DEFAULT_DOMAIN = "vgpu.io"
 MAX_DEVICE_ID_LEN = 63
 
 _UNIT_ID = re.compile(r"^(?P<uuid>[^:\s]+)::(?P<kind>[cm])(?P<index>0|[1-9][0-9]*)$")
-
-
-class UnitKind(enum.Enum):
-    CORES = "c"
-    MEMORY = "m"
 
 
 class DeviceIdError(VgpuError, ValueError):
@@ -47,28 +42,6 @@ class UnitId:
 
     def __str__(self) -> str:
         return format_unit_id(self.gpu_uuid, self.kind, self.index)
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceNames:
-    """The two extended resource names for a domain, e.g. vgpu.io/cores and vgpu.io/memory."""
-
-    domain: str = DEFAULT_DOMAIN
-
-    @property
-    def cores(self) -> str:
-        return f"{self.domain}/cores"
-
-    @property
-    def memory(self) -> str:
-        return f"{self.domain}/memory"
-
-    def kind_of(self, resource: str) -> UnitKind:
-        if resource == self.cores:
-            return UnitKind.CORES
-        if resource == self.memory:
-            return UnitKind.MEMORY
-        raise ValueError(f"resource: {resource!r} is neither {self.cores} nor {self.memory}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,58 +1,23 @@
-"""The per-GPU inventory annotation `<domain>/gpu-inventory` on the Node object.
+"""Building the node's GPU inventory annotation and deciding when to patch it.
 
-The node agent writes it; the scheduler extender parses it to learn each GPU's size, health,
-NUMA node and NVLink peers. Versioned JSON, compact and with a stable key order:
-
-    {"version": 1, "memoryUnitMiB": 256, "gpus": [{"uuid": "GPU-...", "index": 0,
-     "model": "Tesla T4", "memoryMiB": 15360, "cores": 100, "healthy": true, "numa": 0,
-     "nvlinkPeers": []}]}
-
-`numa` is null when unknown. `parse_inventory` validates strictly and names the bad field, so
-a broken annotation is reported, never half-used. Pure: no I/O.
+The wire format (`NodeGpuInventory`, `encode_inventory`, `parse_inventory`) is part of the
+cluster contract in `vgpu.api.inventory`; this module builds the value from what the node agent
+discovered. Pure: no I/O.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
-from vgpu.core.errors import InvalidInventory
-from vgpu.node.devices import CORES_PER_GPU, DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB
+from vgpu.api.inventory import (
+    InventoryError,
+    InventoryGpu,
+    NodeGpuInventory,
+    encode_inventory,
+    parse_inventory,
+)
+from vgpu.node.devices import CORES_PER_GPU, DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.model import GpuInventory
-
-INVENTORY_VERSION = 1
-
-
-def annotation_key(domain: str = DEFAULT_DOMAIN) -> str:
-    return f"{domain}/gpu-inventory"
-
-
-class InventoryError(InvalidInventory, ValueError):
-    """The inventory annotation is malformed; the message names the field."""
-
-
-@dataclass(frozen=True, slots=True)
-class InventoryGpu:
-    uuid: str
-    index: int
-    model: str
-    memory_mib: int
-    cores: int
-    healthy: bool
-    numa: int | None
-    nvlink_peers: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeGpuInventory:
-    memory_unit_mib: int
-    gpus: tuple[InventoryGpu, ...]
-
-    def memory_units(self, gpu: InventoryGpu) -> int:
-        """How many `<domain>/memory` devices the GPU advertises."""
-        return gpu.memory_mib // self.memory_unit_mib
 
 
 def build_inventory(
@@ -76,88 +41,6 @@ def build_inventory(
         for g in sorted(inventory.gpus, key=lambda g: g.index)
     )
     return NodeGpuInventory(memory_unit_mib, gpus)
-
-
-def encode_inventory(inventory: NodeGpuInventory) -> str:
-    doc = {
-        "version": INVENTORY_VERSION,
-        "memoryUnitMiB": inventory.memory_unit_mib,
-        "gpus": [
-            {
-                "uuid": g.uuid,
-                "index": g.index,
-                "model": g.model,
-                "memoryMiB": g.memory_mib,
-                "cores": g.cores,
-                "healthy": g.healthy,
-                "numa": g.numa,
-                "nvlinkPeers": list(g.nvlink_peers),
-            }
-            for g in inventory.gpus
-        ],
-    }
-    return json.dumps(doc, separators=(",", ":"))
-
-
-def parse_inventory(text: str) -> NodeGpuInventory:
-    """Parse and validate an annotation value; raises InventoryError naming the bad field."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InventoryError(f"gpu-inventory: not valid JSON ({e})") from e
-    if not isinstance(doc, dict):
-        raise InventoryError("gpu-inventory: expected a JSON object")
-    version = doc.get("version")
-    if version != INVENTORY_VERSION:
-        raise InventoryError(
-            f"gpu-inventory.version: unsupported {version!r}, expected {INVENTORY_VERSION}"
-        )
-    unit = _int(doc, "memoryUnitMiB", "gpu-inventory", minimum=1)
-    raw_gpus = doc.get("gpus")
-    if not isinstance(raw_gpus, list):
-        raise InventoryError("gpu-inventory.gpus: expected a list")
-    gpus = tuple(_gpu(g, f"gpu-inventory.gpus[{i}]") for i, g in enumerate(raw_gpus))
-    if len({g.uuid for g in gpus}) != len(gpus):
-        raise InventoryError("gpu-inventory.gpus: duplicate uuid")
-    return NodeGpuInventory(unit, gpus)
-
-
-def _gpu(raw: Any, where: str) -> InventoryGpu:
-    if not isinstance(raw, dict):
-        raise InventoryError(f"{where}: expected an object")
-    numa = raw.get("numa")
-    if numa is not None:
-        numa = _int(raw, "numa", where, minimum=0)
-    peers = raw.get("nvlinkPeers", [])
-    if not isinstance(peers, list) or not all(isinstance(p, str) for p in peers):
-        raise InventoryError(f"{where}.nvlinkPeers: expected a list of GPU UUIDs")
-    healthy = raw.get("healthy")
-    if not isinstance(healthy, bool):
-        raise InventoryError(f"{where}.healthy: expected true or false, got {healthy!r}")
-    return InventoryGpu(
-        uuid=_str(raw, "uuid", where),
-        index=_int(raw, "index", where, minimum=0),
-        model=_str(raw, "model", where),
-        memory_mib=_int(raw, "memoryMiB", where, minimum=0),
-        cores=_int(raw, "cores", where, minimum=1),
-        healthy=healthy,
-        numa=numa,
-        nvlink_peers=tuple(peers),
-    )
-
-
-def _int(doc: dict[str, Any], key: str, where: str, *, minimum: int) -> int:
-    value = doc.get(key)
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InventoryError(f"{where}.{key}: expected an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def _str(doc: dict[str, Any], key: str, where: str) -> str:
-    value = doc.get(key)
-    if not isinstance(value, str) or not value:
-        raise InventoryError(f"{where}.{key}: expected a non-empty string, got {value!r}")
-    return value
 
 
 def annotation_patch(current: str | None, desired: NodeGpuInventory) -> str | None:

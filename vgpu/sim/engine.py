@@ -15,7 +15,6 @@ from random import Random
 
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node, PodRequest
-from vgpu.core.placement import assignment_for
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
@@ -27,7 +26,8 @@ class RunResult:
 
     policy: str
     seed: int
-    alloc_pct_at_100: float
+    alloc_pct_at_100: float | None
+    """None when the arrivals never reach 100 % of capacity (`--tune` below 1)."""
     alloc_pct_final: float
     pods_placed: int
     pods_failed: int
@@ -55,10 +55,11 @@ def capacity_milli(nodes: tuple[Node, ...]) -> int:
     return sum(len(n.gpus) for n in nodes) * 1000
 
 
-def mean_at_100(window: list[float], fallback: list[float]) -> float:
-    """The mean allocation over the 100 % window, or over 99..101 % if that window is empty."""
+def mean_at_100(window: list[float], fallback: list[float]) -> float | None:
+    """The mean allocation over the 100 % window, or over 99..101 % if that window is empty;
+    None when arrivals never came near 100 % (there is no such figure, not a zero)."""
     values = window or fallback
-    return round(sum(values) / len(values), 2) if values else 0.0
+    return round(sum(values) / len(values), 2) if values else None
 
 
 def replay(
@@ -86,8 +87,7 @@ def replay(
         if selection is None:
             failed += 1
         else:
-            ns = state.node(selection.node)
-            ledger.confirm(assignment_for(ns, pod, selection.choice))
+            ledger.confirm(selection.assignment)
             used += pod.gpu_milli
             placed += 1
         arrived_pct = 100 * arrived / capacity

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from statistics import median
 from typing import TextIO
 
 from vgpu.core.model import PodRequest
-from vgpu.core.registry import learns_online, make_policy
+from vgpu.core.registry import PolicySpec, make_policy
 from vgpu.core.workload import Workload, workload_from
 from vgpu.sim.engine import RunResult, capacity_milli, replay
 from vgpu.sim.gangs import replay_units
@@ -28,7 +28,7 @@ from vgpu.sim.workload import arrivals
 class Job:
     """One replay to run."""
 
-    policy: str
+    policy: PolicySpec
     seed: int
     tune: float
     ties: str = "policy"
@@ -44,7 +44,7 @@ class Job:
 def _workload(trace_pods: tuple[PodRequest, ...], job: Job) -> Workload:
     # FGD's target workload comes from the trace as given (before inflation), as in the paper; a
     # policy that learns online starts from nothing unless asked, as in a live cluster.
-    if learns_online(job.policy) and job.prior != "trace":
+    if job.policy.learns_online and job.prior != "trace":
         return Workload((), ())
     return workload_from(trace_pods)
 
@@ -61,7 +61,7 @@ def run_job(trace: Trace, job: Job) -> RunResult:
     if job.variant == "gangs":
         mode = job.gang_mode
         if mode == "auto":
-            mode = "plan" if job.policy.split(":")[0] == "default" else "independent"
+            mode = "plan" if job.policy.plans_gangs else "independent"
         return replay_units(trace.nodes, gangs(pods, job.seed), policy, seed=job.seed, mode=mode)
     return replay(trace.nodes, pods, policy, seed=job.seed)
 
@@ -125,9 +125,24 @@ def summary(results: Sequence[RunResult]) -> dict[str, dict[str, object]]:
         assert isinstance(runs, list)
         runs.append(r.as_json())
     for name, entry in out.items():
-        values = [r.alloc_pct_at_100 for r in results if r.policy == name]
-        entry["median_alloc_pct_at_100"] = round(median(values), 2)
+        entry["median_alloc_pct_at_100"] = median_at_100(r for r in results if r.policy == name)
     return out
+
+
+def median_at_100(results: Iterable[RunResult]) -> float | None:
+    """The median allocation at 100 % arrival over runs that reached it (None if none did)."""
+    values = [r.alloc_pct_at_100 for r in results if r.alloc_pct_at_100 is not None]
+    return round(median(values), 2) if values else None
+
+
+def figure(value: float | None) -> str:
+    """A percentage with two decimals, or "n/a" where the figure does not exist."""
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def percent_or_na(value: float | None) -> str:
+    """`95.23 %`, or `n/a` where the figure does not exist."""
+    return "n/a" if value is None else f"{value:.2f} %"
 
 
 def progress_printer(stream: TextIO | None = None) -> Callable[[RunResult, int, int], None]:
@@ -136,7 +151,7 @@ def progress_printer(stream: TextIO | None = None) -> Callable[[RunResult, int, 
     def report(result: RunResult, done: int, total: int) -> None:
         print(
             f"[{done}/{total}] {result.policy} seed {result.seed}: "
-            f"{result.alloc_pct_at_100:.2f} % allocated at 100 % arrival "
+            f"{percent_or_na(result.alloc_pct_at_100)} allocated at 100 % arrival "
             f"({result.seconds:.1f} s)",
             file=stream or sys.stderr,
             flush=True,
