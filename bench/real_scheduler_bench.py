@@ -101,6 +101,9 @@ def _populate(admin: Rest, count: int, key: bytes) -> None:
         node, status = _node(name)
         admin.post("/api/v1/nodes", node)
         admin.merge_patch(f"/api/v1/nodes/{name}/status", status)
+        # The API server's TaintNodesByCondition adds not-ready at creation; no node lifecycle
+        # controller runs to lift it.
+        admin.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
         admin.post(pods.PODS, _fill_pod(i, name, key))
 
     with ThreadPoolExecutor(8) as pool:

@@ -61,6 +61,8 @@ func writeCerts(dir, nodes string) error {
 		{"admin", "testcluster-admin", "system:masters"},
 		{"scheduler", "system:kube-scheduler", ""},
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"},
+		{"extender", "vgpu-extender", ""},
+		{"extender-client", "vgpu-scheduler-extender-client", ""},
 	}
 	for _, n := range strings.Split(nodes, ",") {
 		if n != "" {

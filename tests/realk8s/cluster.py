@@ -114,7 +114,7 @@ class RealCluster:
             "kubeconfigs": {
                 p.stem: str(p) for p in sorted((self.root / "kubeconfigs").glob("*.yaml"))
             },
-            "extender": f"http://127.0.0.1:{self.ports['extender']}",
+            "extender": f"https://127.0.0.1:{self.ports['extender']}",
             "nodes": list(self.nodes),
             "logs": str(self.procs.logs),
         }
@@ -222,8 +222,8 @@ class RealCluster:
         config = configs.scheduler_config(
             DAEMONSET / "scheduler" / shipped,
             self.kubeconfig("vgpu-scheduler"),
-            f"http://127.0.0.1:{self.ports['extender']}/scheduler",
-            None,
+            f"127.0.0.1:{self.ports['extender']}/scheduler",
+            self.pki,
         )
         if edit is not None:
             edit(config)
@@ -414,6 +414,9 @@ class RealCluster:
                 "--host=127.0.0.1",
                 f"--port={port}",
                 f"--kubeconfig={self.kubeconfig('vgpu-extender')}",
+                f"--tls-cert={self.pki / 'extender.crt'}",
+                f"--tls-key={self.pki / 'extender.key'}",
+                f"--client-ca={self.pki / 'ca.crt'}",
                 f"--assignment-key-file={self.key_file}",
                 f"--lease-namespace={SYSTEM}",
                 "--lease-name=vgpu-extender",

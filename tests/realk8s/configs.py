@@ -111,12 +111,18 @@ def kubelet_config(
     }
 
 
-def scheduler_config(shipped: Path, kubeconfig: Path, extender_url: str, ca: Path | None) -> Obj:
-    """The shipped KubeSchedulerConfiguration with only the client and extender locations changed."""
+def scheduler_config(shipped: Path, kubeconfig: Path, extender_url: str, pki: Path) -> Obj:
+    """The shipped KubeSchedulerConfiguration with only the client kubeconfig, the extender's
+    address and the extender TLS files (client certificate, CA) changed."""
     config: Obj = yaml.safe_load(shipped.read_text())
     config["clientConnection"] = {"kubeconfig": str(kubeconfig)}
     for extender in config.get("extenders", []):
-        extender["urlPrefix"] = extender_url
-        if extender.get("enableHTTPS") and ca is not None:
-            extender.setdefault("tlsConfig", {})["caFile"] = str(ca)
+        scheme = "https" if extender.get("enableHTTPS") else "http"
+        extender["urlPrefix"] = f"{scheme}://{extender_url}"
+        if "tlsConfig" in extender:
+            extender["tlsConfig"] = {
+                "certFile": str(pki / "extender-client.crt"),
+                "keyFile": str(pki / "extender-client.key"),
+                "caFile": str(pki / "ca.crt"),
+            }
     return config

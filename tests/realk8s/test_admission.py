@@ -113,19 +113,7 @@ def test_faked_admitted_is_refused(tenant: Rest) -> None:
     _refused(err)
 
 
-ISSUE_11 = (
-    "issue 11: the admission policy matches pods and pods/binding only, not the legacy "
-    "bindings resource nor pods/status"
-)
-
-
-@pytest.mark.parametrize(
-    "resource",
-    [
-        "pods/binding",
-        pytest.param("bindings", marks=pytest.mark.xfail(strict=True, reason=ISSUE_11)),
-    ],
-)
+@pytest.mark.parametrize("resource", ["pods/binding", "bindings"])
 def test_binding_with_assignment_is_refused(tenant: Rest, resource: str) -> None:
     tenant.post(pods.PODS, unscheduled("bindme"))
     body = _binding("bindme", "node-a", {ASSIGNMENT: '{"v":1}', SIGNATURE: "00" * 32})
@@ -139,7 +127,6 @@ def test_binding_with_assignment_is_refused(tenant: Rest, resource: str) -> None
     _refused(err)
 
 
-@pytest.mark.xfail(strict=True, reason=ISSUE_11)
 def test_assignment_through_pod_status_is_refused(tenant: Rest) -> None:
     tenant.post(pods.PODS, unscheduled("statusme"))
     patch = {"metadata": {"annotations": {ASSIGNMENT: '{"v":1}', SIGNATURE: "00" * 32}}}

@@ -26,7 +26,10 @@ def test_shipped_scheduler_config_passes_kube_scheduler_validation(
     """kube-scheduler --write-config-to loads, defaults and validates the configuration, builds
     the profiles and extenders, writes the result and exits (cmd/kube-scheduler/app/server.go)."""
     config = configs.scheduler_config(
-        shipped, real_cluster.kubeconfig("vgpu-scheduler"), "http://127.0.0.1:1/scheduler", None
+        shipped,
+        real_cluster.kubeconfig("vgpu-scheduler"),
+        "127.0.0.1:1/scheduler",
+        real_cluster.pki,
     )
     path, out = tmp_path / "config.yaml", tmp_path / "effective.yaml"
     path.write_text(yaml.safe_dump(config))
