@@ -37,9 +37,9 @@ from tests.realk8s.binary import build
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.rest import Rest
 from vgpu.api.assignment import ADMITTED, binding_annotations
+from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.node.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 
 Obj = dict[str, Any]
 Edit = Callable[[Obj], None]
@@ -86,21 +86,34 @@ def _fill_pod(index: int, name: str, key: bytes) -> Obj:
     if index % 2 == 0:
         shares = tuple(GpuShare(GpuUUID(f"GPU-{name}-{g}"), 100, GPU_MIB * 1000) for g in range(4))
         specs = [pods.container("main", 400)]
-        assigned = (ContainerAssignment("main", shares),)
+        assigned: tuple[ContainerAssignment, ...] = (ContainerAssignment("main", shares),)
     else:
         specs = [pods.container(f"c{g}", 50) for g in range(GPUS)]
         assigned = tuple(
             ContainerAssignment(f"c{g}", (GpuShare(GpuUUID(f"GPU-{name}-{g}"), 50, 0),))
             for g in range(GPUS)
         )
-    pod = pods.pod(f"fill-{index:05d}", *specs)
+    pod = pods.pod(f"fill-{name}", *specs)
     pod["spec"]["nodeName"] = name
-    assignment = Assignment(PodKey(f"default/fill-{index:05d}"), NodeName(name), 0, 0, assigned)
+    assignment = Assignment(PodKey(f"default/fill-{name}"), NodeName(name), 0, 0, assigned)
     pod["metadata"]["annotations"] = {**binding_annotations(assignment, key), ADMITTED: "true"}
     return pod
 
 
-def _populate(admin: Rest, count: int, key: bytes) -> None:
+Fill = Callable[[int, str, bytes], Obj | None]
+
+
+def _fragmented_fill(count: int) -> Fill:
+    """Every GPU of every node half used, except one node left empty: a whole-GPU pod fits on
+    that node alone, while kube-scheduler's own filters pass every node (400 cores free each)."""
+
+    def fill(index: int, name: str, key: bytes) -> Obj | None:
+        return None if index == count * 7 // 10 else _fill_pod(2 * index + 1, name, key)
+
+    return fill
+
+
+def _populate(admin: Rest, count: int, key: bytes, fill: Fill = _fill_pod) -> None:
     def one(i: int) -> None:
         name = f"node-{i:05d}"
         node, status = _node(name)
@@ -109,7 +122,9 @@ def _populate(admin: Rest, count: int, key: bytes) -> None:
         # The API server's TaintNodesByCondition adds not-ready at creation; no node lifecycle
         # controller runs to lift it.
         admin.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
-        admin.post(pods.PODS, _fill_pod(i, name, key))
+        pod = fill(i, name, key)
+        if pod is not None:
+            admin.post(pods.PODS, pod)
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(count)))
@@ -171,6 +186,35 @@ def _run(cluster: RealCluster, label: str, count: int, timeout: float, edit: Edi
         )
 
 
+def _sample_run(cluster: RealCluster, label: str, timeout: float, edit: Edit) -> None:
+    """Eight whole-GPU pods that only the one empty node can take: how long until all are bound
+    and how many scheduling attempts failed on the way (kube-scheduler's sample missed it)."""
+    admin = cluster.admin
+    prefix = f"sample-{label}-"
+    cluster.procs.stop("kube-scheduler")
+    batch = [pods.pod(f"{prefix}{i}", pods.container("main", 100)) for i in range(GPUS)]
+    for pod in batch:
+        admin.post(pods.PODS, pod)
+    started = time.monotonic()
+    cluster.start_scheduler(edit=edit)
+    done = 0
+    while time.monotonic() - started < timeout and done < len(batch):
+        done = _bound(admin, prefix)
+        time.sleep(0.5)
+    log = cluster.procs.log("kube-scheduler").read_text(errors="replace")
+    failed = sum(
+        1 for line in log.splitlines() if "Unable to schedule pod" in line and prefix in line
+    )
+    print(
+        f"  {label:<24} {done}/{len(batch)} bound {time.monotonic() - started:5.1f}s after "
+        f"kube-scheduler started; {failed} failed attempts",
+        flush=True,
+    )
+    now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    for pod in batch:
+        admin.request("DELETE", f"{pods.PODS}/{pod['metadata']['name']}", now)
+
+
 def _as_shipped(config: Obj) -> None:
     pass
 
@@ -218,6 +262,12 @@ def main() -> None:
         default=0,
         help="kube-scheduler's clientConnection qps (burst twice that); 0 keeps the default 50",
     )
+    parser.add_argument(
+        "--scenario",
+        choices=["throughput", "sample"],
+        default="throughput",
+        help="sample: all nodes fragmented but one; does kube-scheduler's sample find it?",
+    )
     args = parser.parse_args()
     binary, seconds = build()
     print(f"hack/testcluster built in {seconds:.1f}s")
@@ -227,13 +277,19 @@ def main() -> None:
         try:
             cluster.up()
             began = time.monotonic()
-            _populate(cluster.admin, count, cluster.key_file.read_text().encode())
+            sample = args.scenario == "sample"
+            fill = _fragmented_fill(count) if sample else _fill_pod
+            _populate(cluster.admin, count, cluster.key_file.read_text().encode(), fill)
+            shape = "every GPU half used but one node's" if sample else "half full"
             print(
-                f"{count} nodes x {GPUS} GPUs, half full (set up in {time.monotonic() - began:.0f}s)"
+                f"{count} nodes x {GPUS} GPUs, {shape} (set up in {time.monotonic() - began:.0f}s)"
             )
             time.sleep(5)  # the extender's watch catches up with the fill
             for label, edit in VARIANTS.items():
-                _run(cluster, label, args.pods, args.timeout, _with_qps(edit, args.qps))
+                if sample and label.startswith("extender"):
+                    _sample_run(cluster, label, args.timeout, _with_qps(edit, args.qps))
+                elif not sample:
+                    _run(cluster, label, args.pods, args.timeout, _with_qps(edit, args.qps))
         finally:
             cluster.down()
             shutil.rmtree(root, ignore_errors=True)
