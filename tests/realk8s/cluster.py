@@ -208,13 +208,17 @@ class RealCluster(NodeControl):
         )
 
     def start_scheduler(
-        self, shipped: str = "kube-scheduler-config.yaml", edit: Callable[[Obj], None] | None = None
+        self,
+        shipped: str = "kube-scheduler-config.yaml",
+        edit: Callable[[Obj], None] | None = None,
+        extender_port: int | None = None,
     ) -> None:
-        """The vgpu-scheduler with a shipped configuration; `edit` changes it (benchmarks only)."""
+        """The vgpu-scheduler with a shipped configuration, calling the extender at
+        `extender_port` (default: the first extender's); `edit` changes it (benchmarks only)."""
         config = configs.scheduler_config(
             DAEMONSET / "scheduler" / shipped,
             self.kubeconfig("vgpu-scheduler"),
-            f"127.0.0.1:{self.ports['extender']}/scheduler",
+            f"127.0.0.1:{extender_port or self.ports['extender']}/scheduler",
             self.pki,
         )
         if edit is not None:
@@ -242,6 +246,10 @@ class RealCluster(NodeControl):
             "kube-scheduler to lead",
             self._watching("kube-scheduler"),
         )
+
+    def extender_leader(self) -> str | None:
+        """The identity of the extender replica holding the lease."""
+        return self._lease_holder(SYSTEM, "vgpu-extender")
 
     def _lease_holder(self, namespace: str, name: str) -> str | None:
         try:
