@@ -119,8 +119,8 @@ def _populate(admin: Rest, count: int, key: bytes, fill: Fill = _fill_pod) -> No
         node, status = _node(name)
         admin.post("/api/v1/nodes", node)
         admin.merge_patch(f"/api/v1/nodes/{name}/status", status)
-        # The API server's TaintNodesByCondition adds not-ready at creation; no node lifecycle
-        # controller runs to lift it.
+        # The API server's TaintNodesByCondition adds not-ready at creation
+        # (plugin/pkg/admission/nodetaint/admission.go); no node lifecycle controller lifts it.
         admin.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
         filled = fill(i, name)
         if filled is None:

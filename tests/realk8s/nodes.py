@@ -137,8 +137,9 @@ class NodeControl:
         self._untaint(name)
 
     def _untaint(self, name: str) -> None:
-        """Do the node lifecycle controller's part (no kube-controller-manager runs): the kubelet
-        registers with the not-ready taint, removed once the node is Ready."""
+        """Do the node lifecycle controller's part (no kube-controller-manager runs): a new Node
+        gets the not-ready taint from the API server's TaintNodesByCondition admission
+        (plugin/pkg/admission/nodetaint/admission.go), lifted once the node is Ready."""
         path = f"/api/v1/nodes/{name}"
         taints = self.admin.get(path)["spec"].get("taints", [])
         kept = [t for t in taints if t["key"] != "node.kubernetes.io/not-ready"]
