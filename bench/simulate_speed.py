@@ -18,6 +18,7 @@ import time
 from vgpu.core.registry import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
+from vgpu.sim.runner import figure
 from vgpu.sim.trace import read_trace
 from vgpu.sim.workload import arrivals
 
@@ -48,7 +49,7 @@ def main() -> None:
         print(
             f"{name:>14}: {statistics.median(times):6.2f} s/run (best {best:.2f} s), "
             f"{len(pods) / best:7.0f} pods/s, {len(pods)} pods, "
-            f"alloc@100% {result.alloc_pct_at_100:.2f}"
+            f"alloc@100% {figure(result.alloc_pct_at_100)}"
         )
 
 

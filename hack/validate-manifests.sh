@@ -3,7 +3,10 @@
 #   * Kubernetes objects against the API's JSON schemas, strictly (unknown fields are errors),
 #     with PyPI `kubernetes-validate` (schemas ship inside the package; no network), for each
 #     version in $K8S_VERSIONS (default: 1.30.0, the oldest vgpu supports, and 1.37.0);
-#   * KubeSchedulerConfiguration files (no published schema) for their required structure;
+#   * KubeSchedulerConfiguration files (no published schema) for their required structure, also
+#     when they are a ConfigMap's data (the Helm chart's render);
+#   * Prometheus Operator objects (ServiceMonitor, PodMonitor, PrometheusRule; CRDs, no schema in
+#     kubernetes-validate) for the fields they need and no unknown spec fields;
 #   * kustomization.yaml files: every resource / generator file they name exists, and every
 #     manifest in their directory tree is named by some kustomization.
 # Options: --allow-missing PREFIX  tolerate missing kustomization references under PREFIX
@@ -24,6 +27,7 @@ from pathlib import Path
 
 import kubernetes_validate
 import yaml
+from kubernetes_validate.utils import VersionNotSupportedError
 
 ROOT = Path("daemonset")
 VERSIONS = os.environ.get("K8S_VERSIONS", "1.30.0 1.37.0").split()
@@ -66,6 +70,37 @@ def check_scheduler_config(path, doc):
             errors.append(f"{path}: extenders[{i}].urlPrefix is required")
 
 
+MONITORING = {
+    "ServiceMonitor": ({"selector", "endpoints"}, {"selector", "endpoints", "namespaceSelector", "jobLabel"}),
+    "PodMonitor": ({"selector", "podMetricsEndpoints"}, {"selector", "podMetricsEndpoints", "namespaceSelector", "jobLabel"}),
+    "PrometheusRule": ({"groups"}, {"groups"}),
+}
+
+
+def check_monitoring(path, doc):
+    kind, name = doc["kind"], doc["metadata"]["name"]
+    need, allowed = MONITORING.get(kind, (set(), None))
+    spec = doc.get("spec") or {}
+    if allowed is None or doc["apiVersion"] != "monitoring.coreos.com/v1":
+        errors.append(f"{path}: {kind}/{name}: unknown monitoring.coreos.com kind or version")
+        return
+    if need - set(spec) or set(spec) - allowed:
+        errors.append(f"{path}: {kind}/{name}: spec needs {sorted(need)}, allows {sorted(allowed)}")
+    for ep in spec.get("endpoints", []) + spec.get("podMetricsEndpoints", []):
+        if not ep.get("port"):
+            errors.append(f"{path}: {kind}/{name}: every endpoint needs a named port")
+    for group in spec.get("groups", []):
+        for rule in group.get("rules") or [None]:
+            if not isinstance(rule, dict) or not rule.get("expr") or not (rule.get("alert") or rule.get("record")):
+                errors.append(f"{path}: {kind}/{name}: group {group.get('name')}: a rule needs expr and alert/record")
+
+
+def check_config_map(path, doc):
+    for key, value in (doc.get("data") or {}).items():
+        if key.endswith((".yaml", ".yml")) and "KubeSchedulerConfiguration" in value:
+            check_scheduler_config(f"{path} ({doc['metadata']['name']}: {key})", yaml.safe_load(value))
+
+
 checked = 0
 kustomized = []
 for path in files:
@@ -87,6 +122,11 @@ for path in files:
         if doc["apiVersion"].startswith("kubescheduler.config.k8s.io/"):
             check_scheduler_config(path, doc)
             continue
+        if doc["apiVersion"].startswith("monitoring.coreos.com/"):
+            check_monitoring(path, doc)
+            continue
+        if kind == "ConfigMap":
+            check_config_map(path, doc)
         name = (doc.get("metadata") or {}).get("name", "?")
         for version in VERSIONS:
             try:
@@ -94,7 +134,7 @@ for path in files:
             except kubernetes_validate.ValidationError as e:
                 where = "/".join(str(p) for p in e.path) or "(top)"
                 errors.append(f"{path}: {kind}/{name} invalid for {version} at {where}: {e.message}")
-            except (kubernetes_validate.SchemaNotFoundError, kubernetes_validate.VersionNotSupportedError) as e:
+            except (kubernetes_validate.SchemaNotFoundError, VersionNotSupportedError) as e:
                 errors.append(f"{path}: {kind}/{name}: {e}")
 
 for path in files:

@@ -197,3 +197,47 @@ def test_run_reports_leadership_and_releases_on_stop(
 def test_bad_config_is_rejected(kwargs: dict[str, Any]) -> None:
     with pytest.raises(LeaderConfigError, match="leader election"):
         LeaderConfig(**{"namespace": NS, "name": "l", "identity": "a", **kwargs})
+
+
+def test_leadership_changes_are_logged_once_each(
+    kube: KubeApi, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At INFO: who leads, who follows, who stops leading; one line per change, not per tick."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger="vgpu.adapters.leader")
+    a, b = elector(kube, clock, "a"), elector(kube, clock, "b")
+    for _ in range(3):
+        assert a.try_acquire_or_renew() and not b.try_acquire_or_renew()
+        clock.advance(2)
+    a.step_down()
+    clock.advance(2)
+    assert b.try_acquire_or_renew()
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert said == [
+        f"leader election: a leads {NS}/vgpu-extender (term 1)",
+        f"leader election: a leads {NS}/vgpu-extender; b follows",
+        "leader election: a stops leading: stepped down",
+        f"leader election: b leads {NS}/vgpu-extender (term 1)",
+    ]
+
+
+def test_an_unreachable_lease_is_warned_once_per_outage(
+    kube: KubeApi, clock: FakeClock, kube_server: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    a = elector(kube, clock, "a")
+    a.try_acquire_or_renew()
+    caplog.set_level(logging.INFO, logger="vgpu.adapters.leader")
+    kube_server.inject(None, r"/leases/", status=500, times=None)
+    for _ in range(4):
+        clock.advance(2)
+        a.try_acquire_or_renew()
+    kube_server.clear_faults()
+    clock.advance(2)
+    assert a.try_acquire_or_renew()
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+    assert [level for level, _ in said] == [logging.WARNING, logging.INFO], said
+    assert said[0][1].startswith(f"leader election: lease {NS}/vgpu-extender (will retry): reading")
+    assert said[1][1].endswith("works again after 4 failure(s)")

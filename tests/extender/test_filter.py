@@ -84,7 +84,7 @@ def test_pods_without_gpu_pass_every_node(harness: Harness) -> None:
 def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=2))
     harness.put(make_node("n2", gpus=2))
-    daemon = harness.start()
+    daemon = harness.start(pod_policies=("binpack", "spread"))
     wire = harness.wire(daemon)
     harness.put(make_pod("first", cores=50))
     assert wire.bind(harness.pod("first"), "n1") == ""
@@ -96,7 +96,7 @@ def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> No
     scores = wire.prioritize(spread, ["n1", "n2"])
     assert scores["n2"] == 10 and scores["n1"] < 10
     unknown = make_pod("r", cores=30, annotations={"vgpu.io/policy": "nope"})
-    assert "unknown policy" in wire.filter(unknown, ["n1"])["Error"]
+    assert "not allowed for pods" in wire.filter(unknown, ["n1"])["Error"]
 
 
 def test_the_default_policy_learns_the_workload_from_filtered_pods(harness: Harness) -> None:
@@ -109,11 +109,14 @@ def test_the_default_policy_learns_the_workload_from_filtered_pods(harness: Harn
     policy = daemon.extender.policies.default
     before = policy.generation
     for i in range(150):  # rebuilt after 16 and 16 + 128 pods, adopted once far from the prior
-        wire.filter(make_pod(f"p{i}", cores=35, memory=7), ["n1"])
+        harness.put(make_pod(f"p{i}", cores=35, memory=7))
+    eventually(lambda: len(daemon.cache.pods) == 150)
+    for i in range(150):  # only pods the watch shows teach it (a request may be forged)
+        wire.filter(harness.pod(f"p{i}"), ["n1"])
     assert policy.generation > before
     again = policy.generation
     for _ in range(20):  # the same pod again and again (retries) teaches nothing new
-        wire.filter(make_pod("p0", cores=35, memory=7), ["n1"])
+        wire.filter(harness.pod("p0"), ["n1"])
     assert policy.generation == again
 
 
@@ -128,3 +131,28 @@ def test_a_pod_version_is_parsed_once_and_a_new_version_again(harness: Harness) 
     assert daemon.cache.parse(pod).request.containers[0].cores == 40
     unversioned = make_pod("q", cores=30)
     assert daemon.cache.parse(unversioned) is not daemon.cache.parse(unversioned)
+
+
+def test_forged_requests_teach_the_policy_nothing(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=8))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    policy = daemon.extender.policies.default
+    before = policy.generation
+    for i in range(150):
+        wire.filter(make_pod(f"p{i}", cores=35, memory=7), ["n1"])
+    assert policy.generation == before
+
+
+def test_pods_choose_only_allowed_policies_and_memory_stays_bounded(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=2))
+    daemon = harness.start(pod_policies=("binpack",))
+    wire = harness.wire(daemon)
+    book = daemon.extender.policies
+    for i in range(300):  # a flood of distinct specs, each a policy object before
+        spec = f"default:cpu_weight={i}"
+        out = wire.filter(make_pod(f"p{i}", cores=30, annotations={"vgpu.io/policy": spec}), ["n1"])
+        assert "is not allowed for pods" in out["Error"] and "binpack" in out["Error"], out
+    assert book.names == ["default", "binpack"]
+    allowed = make_pod("ok", cores=30, annotations={"vgpu.io/policy": "binpack"})
+    assert wire.filter(allowed, ["n1"])["NodeNames"] == ["n1"]

@@ -4,12 +4,14 @@ keep-alive and close, 100-continue, and the errors for what kube-scheduler never
 from __future__ import annotations
 
 import socket
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from vgpu.extender.http import HttpServer
+from vgpu.extender.http import HttpLimits, HttpServer
 
 
 class _Routes:
@@ -30,10 +32,13 @@ class _Routes:
         return b"# metrics\n"
 
 
+LIMITS = HttpLimits(read_timeout=0.5, idle_timeout=1.0, workers=4)
+
+
 @pytest.fixture
 def server() -> Iterator[tuple[HttpServer, _Routes]]:
     routes = _Routes()
-    http = HttpServer(routes, host="127.0.0.1", port=0)  # type: ignore[arg-type]
+    http = HttpServer(routes, host="127.0.0.1", port=0, limits=LIMITS)  # type: ignore[arg-type]
     http.start()
     yield http, routes
     http.stop()
@@ -105,6 +110,15 @@ def test_expect_100_continue_is_answered_before_the_body(server: Any) -> None:
         (b"POST /filter HTTP/1.1\r\n" + b"X-A: b\r\n" * 101 + b"\r\n", b"431"),
         (b"POST /filter HTTP/1.1\r\nContent-Length: -3\r\n\r\n", b"400"),
         (b"POST /filter HTTP/1.1\r\nContent-Length: many\r\n\r\n", b"400"),
+        (b"POST /filter HTTP/1.1\r\n\r\n", b"411"),
+        (b"POST /filter HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", b"411"),
+        (b"POST /f HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n", b"400"),
+        (b"POST /f HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}", b"400"),
+        (b"POST /f HTTP/1.1\r\nContent-Length: 99999999999\r\n\r\n", b"413"),
+        (b"POST /f HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", b"400"),
+        (b"POST /f HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
+        (b"PUT /filter HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
+        (b"POST /" + b"f" * 70000 + b" HTTP/1.1\r\n\r\n", b"414"),
     ],
 )
 def test_malformed_requests_get_an_error_status(server: Any, raw: bytes, status: bytes) -> None:
@@ -119,3 +133,49 @@ def test_get_endpoints(server: Any) -> None:
     for path, body in (("/healthz", b"ok\n"), ("/readyz", b"ok\n"), ("/metrics", b"# metrics\n")):
         reply = _exchange(http.port, f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())[0]
         assert reply.startswith(b"HTTP/1.1 200") and reply.endswith(body)
+
+
+def test_chunked_bodies_are_read_whole(server: Any) -> None:
+    http, routes = server
+    raw = (
+        b"POST /scheduler/filter HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"3;ext=1\r\n[1,\r\nA\r\n2,3,4,5,6]\r\n0\r\nTrailer: x\r\n\r\n"
+    )
+    replies = _exchange(http.port, raw + _post(b"{}"), replies=2)
+    assert replies[0].endswith(b'{"echo":13}') and replies[1].endswith(b'{"echo":2}')
+    assert routes.seen == [("filter", b"[1,2,3,4,5,6]"), ("filter", b"{}")]
+
+
+def test_a_request_that_stalls_is_cut_off_after_the_read_timeout(server: Any) -> None:
+    http, routes = server
+    with socket.create_connection(("127.0.0.1", http.port), timeout=5) as sock:
+        sock.sendall(b"POST /filter HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")
+        assert sock.recv(4096).startswith(b"HTTP/1.1 408")
+        assert sock.recv(4096) == b""  # closed
+    assert routes.seen == []
+
+
+def test_an_idle_kept_alive_connection_is_closed_after_the_idle_timeout(server: Any) -> None:
+    http, _ = server
+    with socket.create_connection(("127.0.0.1", http.port), timeout=5) as sock:
+        sock.sendall(_post(b"{}"))
+        assert sock.recv(4096).endswith(b'{"echo":2}')
+        started = time.monotonic()
+        assert sock.recv(4096) == b""
+        assert time.monotonic() - started >= LIMITS.idle_timeout * 0.9
+
+
+def test_two_hundred_slow_clients_neither_stop_a_request_nor_hold_threads(server: Any) -> None:
+    http, _ = server
+    threads = threading.active_count()
+    slow = []
+    try:
+        for _ in range(200):
+            sock = socket.create_connection(("127.0.0.1", http.port), timeout=5)
+            sock.sendall(b"POST /filter HTTP/1.1\r\nContent-Length: 1000\r\n\r\n{")
+            slow.append(sock)
+        assert _exchange(http.port, _post(b"{}"))[0].endswith(b'{"echo":2}')
+        assert threading.active_count() <= threads + LIMITS.workers
+    finally:
+        for sock in slow:
+            sock.close()

@@ -36,3 +36,21 @@ def test_only_the_leader_is_ready_and_binds_then_a_follower_takes_over(harness: 
     assert b.cache.state.node("n1").free_cores == [50]  # type: ignore[arg-type]
     assert wb.bind(harness.pod("q"), "n1") == ""
     assert harness.pod("q")["spec"]["nodeName"] == "n1"
+
+
+def _gauge(text: str, name: str) -> float:
+    (line,) = [x for x in text.splitlines() if x.startswith(name + " ")]
+    return float(line.split()[1])
+
+
+def test_leadership_gauges_follow_the_lease(harness: Harness) -> None:
+    """vgpu_extender_leader / _binding_ready feed the stale-leader alerts of the Helm chart."""
+    harness.put(make_node("n1", gpus=1))
+    a = harness.start(leader=_lease("a"), wait=False)
+    assert a.wait_ready(5)
+    b = harness.start(leader=_lease("b"), wait=False)
+    eventually(lambda: b.why_not_ready() == "vgpu extender: this replica is not the leader")
+    ma = harness.wire(a).raw("GET", "/metrics")[1].decode()
+    mb = harness.wire(b).raw("GET", "/metrics")[1].decode()
+    assert (_gauge(ma, "vgpu_extender_leader"), _gauge(ma, "vgpu_extender_binding_ready")) == (1, 1)
+    assert (_gauge(mb, "vgpu_extender_leader"), _gauge(mb, "vgpu_extender_binding_ready")) == (0, 0)

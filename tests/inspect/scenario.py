@@ -1,4 +1,4 @@
-"""The demo cluster behind the golden files and `data/cluster.yaml`.
+"""The demo cluster behind the golden files and `examples/cluster-snapshot.yaml`.
 
 * gpu-a: 2x Tesla T4. default/infer-1 (30 cores, 4 GiB) runs on GPU0; default/infer-2 (50 cores,
   proportional memory) is bound to GPU0 but not admitted yet (pending); default/rogue asks for
@@ -23,6 +23,23 @@ TF = {
     "pod-group.scheduling.sigs.k8s.io/min-available": "5",
 }
 BERT = {"scheduling.x-k8s.io/pod-group": "bert"}
+
+
+SNAPSHOT_HEADER = """\
+# A saved cluster for `kubectl inspect vgpu --fake-cluster examples/cluster-snapshot.yaml`
+# (the format `--save-snapshot FILE` writes; vgpu/inspect/snapshot.py describes it). Try:
+#   kubectl-inspect-vgpu --fake-cluster examples/cluster-snapshot.yaml        # the table
+#   kubectl-inspect-vgpu --fake-cluster examples/cluster-snapshot.yaml -d     # pods, gangs
+#   kubectl-inspect-vgpu --fake-cluster examples/cluster-snapshot.yaml -l kubernetes.io/hostname=gpu-b
+# What is in it:
+#   gpu-a  2x T4: infer-1 runs on GPU0 (30 cores, 4 GiB); infer-2 is bound there but not yet
+#          admitted (PENDING); rogue asks for vgpu without an assignment (a Problem).
+#   gpu-b  4x A100-80GB, GPU3 unhealthy (!): ml/train holds GPU0+GPU1, tf-worker-0 GPU2.
+#   gpu-c  2x A100-80GB + L4, NotReady: tf-worker-1..3, one GPU each.
+#   cpu-1  no vgpu GPUs (listed under "Nodes without vgpu").
+#   Gangs: ml/tfjob (5 members, Running) and ml/bert (3 workers waiting: Unscheduled).
+# Generated from tests/inspect/scenario.py; tests/inspect/test_golden.py keeps it in step.
+"""
 
 
 def demo_cluster() -> Snapshot:
@@ -93,3 +110,38 @@ def demo_cluster() -> Snapshot:
         },
     )
     return Snapshot(nodes, pods, groups, "2025-01-01T12:00:00Z")
+
+
+def wide_cluster() -> Snapshot:
+    """Three 8-GPU nodes (the layout that overflows a terminal): a100-0 half shared, half
+    whole-GPU training, GPU7 unhealthy; a100-1 one pending 4-GPU pod; h-2 idle, NotReady."""
+    nodes = (
+        node("a100-0", [A100] * 8, unhealthy=(7,), ip="10.0.1.10"),
+        node("a100-1", [A100] * 8, ip="10.0.1.11"),
+        node("l4-2", [L4] * 8, ip="10.0.1.12", ready=False),
+    )
+    pods = (
+        *(
+            pod(
+                f"serve/infer-{g}",
+                node="a100-0",
+                asks={"m": (25, 0)},
+                shares={"m": [(g, 25, 20480)]},
+            )
+            for g in range(4)
+        ),
+        pod(
+            "ml/train",
+            node="a100-0",
+            asks={"m": (300, 0)},
+            shares={"m": [(g, 100, 81920) for g in (4, 5, 6)]},
+        ),
+        pod(
+            "ml/big",
+            node="a100-1",
+            asks={"m": (400, 0)},
+            shares={"m": [(g, 100, 81920) for g in range(4)]},
+            phase="Pending",
+        ),
+    )
+    return Snapshot(nodes, pods, (), "2025-01-01T12:00:00Z")

@@ -13,7 +13,7 @@ from vgpu.inspect.cli import main
 from vgpu.inspect.snapshot import loads
 
 HERE = Path(__file__).parent
-CLUSTER = HERE / "data" / "cluster.yaml"
+CLUSTER = HERE.parents[1] / "examples" / "cluster-snapshot.yaml"
 
 
 def test_fake_cluster_default_view(capsys: pytest.CaptureFixture[str]) -> None:
@@ -90,3 +90,73 @@ def test_vgpu_inspect_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
 
     assert vgpu_main(["inspect", "--fake-cluster", str(CLUSTER), "-d"]) == 0
     assert capsys.readouterr().out == (HERE / "golden" / "details.txt").read_text()
+
+
+def test_missing_node_exits_1_after_showing_the_others(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--fake-cluster", str(CLUSTER), "gpu-a", "nosuch"]) == 1
+    out = capsys.readouterr()
+    assert out.out.splitlines()[1].startswith("NODE") and "gpu-a" in out.out
+    assert out.err == "error: no such node: nosuch\n"
+    assert main(["--fake-cluster", str(CLUSTER), "nosuch"]) == 1
+
+
+@pytest.mark.parametrize(
+    ("selector", "shown"),
+    [
+        ("kubernetes.io/hostname=gpu-b", ["gpu-b"]),
+        ("kubernetes.io/hostname in (gpu-a, gpu-c)", ["gpu-a", "gpu-c"]),
+        ("kubernetes.io/hostname notin (gpu-a),kubernetes.io/hostname!=gpu-c", ["gpu-b"]),
+    ],
+)
+def test_selector_on_a_saved_cluster(
+    selector: str, shown: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--fake-cluster", str(CLUSTER), "-o", "json", "-l", selector]) == 0
+    assert [n["name"] for n in json.loads(capsys.readouterr().out)["nodes"]] == shown
+
+
+def test_selector_matching_nothing_and_bad_selector(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--fake-cluster", str(CLUSTER), "-l", "pool=none"]) == 0
+    assert "No node matches the selector 'pool=none'" in capsys.readouterr().err
+    assert main(["--fake-cluster", str(CLUSTER), "--selector", "a in b"]) == 1
+    assert "--selector: cannot read" in capsys.readouterr().err
+
+
+def test_columns_condense_the_table(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["--fake-cluster", str(CLUSTER)]) == 0
+    assert capsys.readouterr().out == (HERE / "golden" / "table-demo-80.txt").read_text()
+    assert main(["--fake-cluster", str(CLUSTER), "--width", "0"]) == 0
+    assert capsys.readouterr().out == (HERE / "golden" / "table.txt").read_text()
+
+
+def test_context_and_selector_on_a_live_cluster(
+    kube_server: FakeApiServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube_server.store.put(node("n1", [("Tesla T4", 15360)]))
+    kube_server.store.put(node("n2", [("Tesla T4", 15360)]))
+    config = kubeconfig(tmp_path, kube_server.url)
+    doc = json.loads(config.read_text())
+    doc["clusters"].append({"name": "down", "cluster": {"server": "http://127.0.0.1:9"}})
+    doc["contexts"].append({"name": "down", "context": {"cluster": "down", "user": "u"}})
+    doc["current-context"] = "down"
+    config.write_text(json.dumps(doc))
+    argv = ["--kubeconfig", str(config), "-o", "json", "-l", "kubernetes.io/hostname=n2"]
+    assert main([*argv, "--context", "fake"]) == 0
+    assert [n["name"] for n in json.loads(capsys.readouterr().out)["nodes"]] == ["n2"]
+    assert main([*argv, "--context", "nosuch"]) == 1
+    assert "nosuch" in capsys.readouterr().err
+
+
+def test_save_snapshot_into_a_missing_folder_is_refused_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "missing" / "snap.json"
+    assert main(["--kubeconfig", str(tmp_path / "none"), "--save-snapshot", str(target)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --save-snapshot: {target.parent} is not an existing directory\n"
+    )

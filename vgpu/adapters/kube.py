@@ -93,11 +93,16 @@ class KubeApi:
 
     @classmethod
     def from_environment(
-        cls, kubeconfig: str | None = None, *, request_timeout: float = 10.0
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        request_timeout: float = 10.0,
+        context: str | None = None,
     ) -> KubeApi:
         """Connect using `kubeconfig` if given, else in-cluster credentials when running in a
-        pod, else `$KUBECONFIG` / `~/.kube/config`; raise `KubeConfigMissing` if none works."""
-        configuration = load_configuration(kubeconfig)
+        pod, else `$KUBECONFIG` / `~/.kube/config` (its `context`, else its current one); raise
+        `KubeConfigMissing` if none works."""
+        configuration = load_configuration(kubeconfig, context)
         return cls(ApiClient(configuration), request_timeout=request_timeout)
 
     def close(self) -> None:

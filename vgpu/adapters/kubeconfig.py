@@ -29,24 +29,35 @@ def _kubeconfig_paths() -> str:
     return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
 
 
-def _load_kubeconfig(path: str, configuration: Any) -> None:
+def _load_kubeconfig(path: str, configuration: Any, context: str | None = None) -> None:
+    import yaml
     from kubernetes.config.kube_config import load_kube_config  # heavy: see the module docstring
 
     try:
         cast(Callable[..., None], load_kube_config)(
-            config_file=path, client_configuration=configuration
+            config_file=path, client_configuration=configuration, context=context
         )
+    except yaml.YAMLError as e:  # the loader parses with PyYAML and lets its errors through
+        raise KubeConfigMissing(
+            f"kubeconfig {path!r} is not valid YAML ({_first_line(e)}); fix the file or pass "
+            "--kubeconfig PATH"
+        ) from e
     except (ConfigException, OSError, ValueError, TypeError) as e:
         raise KubeConfigMissing(
             f"cannot use kubeconfig {path!r}: {e}; pass --kubeconfig PATH or set KUBECONFIG"
         ) from e
 
 
-def load_configuration(kubeconfig: str | None = None) -> Any:
-    """A `kubernetes.client.Configuration` from the first credentials source that exists."""
+def _first_line(error: Exception) -> str:
+    return " ".join(str(error).split())
+
+
+def load_configuration(kubeconfig: str | None = None, context: str | None = None) -> Any:
+    """A `kubernetes.client.Configuration` from the first credentials source that exists; a
+    `context` names one of the kubeconfig's contexts (and so rules out in-cluster credentials)."""
     configuration = Configuration()
-    if kubeconfig:
-        _load_kubeconfig(kubeconfig, configuration)
+    if kubeconfig or context:
+        _load_kubeconfig(kubeconfig or _kubeconfig_paths(), configuration, context)
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         try:
             _LOAD_INCLUSTER(client_configuration=configuration)

@@ -88,5 +88,8 @@ def defer_kubernetes_init() -> None:
     """Defer the client packages whose `__init__` imports what vgpu never uses: the top level,
     `config` (kubeconfig loader: requests-oauthlib, PyYAML; a pod only needs the in-cluster one)
     and `utils` (create-from-YAML; the REST layer needs only its retry helpers)."""
-    for name in ("kubernetes", "kubernetes.config", "kubernetes.utils"):
-        defer_package_init(name)
+    try:
+        for name in ("kubernetes", "kubernetes.config", "kubernetes.utils"):
+            defer_package_init(name)
+    except ImportError:
+        return  # no client installed (a plain `pip install vgpu`): nothing to defer

@@ -217,7 +217,12 @@ class ResourcePlugin:
         path = self._options.plugin_dir / f"{self._stem}-{secrets.token_hex(3)}.sock"
         if len(str(path)) > MAX_UNIX_PATH:
             raise KubeletError(f"plugin socket path {path} is longer than {MAX_UNIX_PATH} bytes")
-        self._options.plugin_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self._options.plugin_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise KubeletError(
+                f"cannot use device-plugin directory {self._options.plugin_dir}: {e.strerror or e}"
+            ) from e
         path.unlink(missing_ok=True)
         self._stopping = threading.Event()
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._options.max_workers))
@@ -227,7 +232,7 @@ class ResourcePlugin:
             raise KubeletError(f"{self.resource}: cannot listen on {path}")
         server.start()
         self._server, self._socket = server, path
-        log.info("%s: serving on %s", self.resource, path)
+        log.debug("%s: serving on %s", self.resource, path)
         return path
 
     def register(self) -> None:
@@ -250,7 +255,7 @@ class ResourcePlugin:
         except (grpc.RpcError, grpc.FutureTimeoutError) as e:
             detail = e.details() if isinstance(e, grpc.RpcError) else "kubelet not reachable"
             raise KubeletError(f"{self.resource}: registration failed: {detail}") from e
-        log.info("%s: registered endpoint %s", self.resource, self._socket.name)
+        log.debug("%s: registered endpoint %s", self.resource, self._socket.name)
 
     def stop(self, grace_s: float | None = None) -> None:
         """Stop serving: end the ListAndWatch streams, stop the server, remove the socket."""

@@ -49,6 +49,8 @@ class DevicePluginManager:
         self._pending: dict[str, float] = {}  # resource -> monotonic time of next attempt
         self._failures: dict[str, int] = {}
         self._kubelet: tuple[int, int] | None = None
+        self._waiting = False  # "waiting for kubelet.sock" said, not yet found
+        self._rounds = 0  # registration rounds completed: 1 is the first, then re-registrations
         self.registrations = 0  # successful Register calls, for tests and metrics
 
     def start(self) -> None:
@@ -76,6 +78,7 @@ class DevicePluginManager:
 
     def _tick(self) -> None:
         identity = _socket_identity(self._options.kubelet_socket_path)
+        self._say_waiting(identity is None)
         if identity != self._kubelet:
             self._kubelet = identity
             if identity is not None:
@@ -106,12 +109,29 @@ class DevicePluginManager:
                 failures = self._failures.get(plugin.resource, 0) + 1
                 self._failures[plugin.resource] = failures
                 backoff = min(_MAX_BACKOFF_S, 0.25 * 2**failures)
-                log.warning("%s (retry in %.1fs)", e, backoff)
+                # The first failure of a streak is news; the retries are not (DEBUG).
+                level = logging.WARNING if failures == 1 else logging.DEBUG
+                log.log(level, "%s (retrying every %.1fs at most)", e, _MAX_BACKOFF_S)
                 self._pending[plugin.resource] = now + backoff
                 continue
             del self._pending[plugin.resource]
             self._failures.pop(plugin.resource, None)
             self.registrations += 1
+            if not self._pending:
+                self._say_registered()
+
+    def _say_waiting(self, absent: bool) -> None:
+        """One line when the kubelet's socket goes missing, not one per poll."""
+        path = self._options.kubelet_socket_path
+        if absent and not self._waiting:  # its appearance is the "(re)created" line
+            log.info("waiting for the kubelet: %s does not exist yet", path)
+        self._waiting = absent
+
+    def _say_registered(self) -> None:
+        self._rounds += 1
+        names = ", ".join(p.resource for p in self.plugins)
+        again = "re-registered" if self._rounds > 1 else "registered"
+        log.info("%s with the kubelet (%s): %s", again, self._options.kubelet_socket_path, names)
 
     def registered(self) -> bool:
         """True when every plugin's current socket is registered."""

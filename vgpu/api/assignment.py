@@ -51,6 +51,11 @@ def encode(assignment: Assignment) -> str:
         "memoryMiB": assignment.memory_mib,
         "containers": containers,
     }
+    if assignment.reused:  # only pods whose later containers reuse init containers' devices
+        doc["reused"] = [
+            {"uuid": s.uuid, "cores": s.cores, "memoryMMiB": s.memory_mmib}
+            for s in assignment.reused
+        ]
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
@@ -110,6 +115,7 @@ def decode(text: str) -> Assignment:
             ContainerAssignment(str(n), _shares(str(n), v)) for n, v in containers.items()
         ),
         uid=str(_field(doc, "uid", str)),
+        reused=_shares("reused", doc["reused"]) if "reused" in doc else (),
     )
 
 

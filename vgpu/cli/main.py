@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "inspect": ("vgpu.inspect.cli", "report GPU allocation per node and GPU", "cli"),
 }
+DAEMONS = frozenset({"extender", "node-agent"})
 
 
 def _parser() -> tuple[
@@ -47,6 +48,25 @@ def _load(name: str, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         hint = f" (install it with: pip install 'vgpu[{extra}]')" if extra else ""
         raise VgpuError(f"`vgpu {name}` is unavailable: {err}{hint}") from err
     module.add_parser(sub)
+    # -v after the subcommand too (`vgpu node-agent -v`); its own dest, because a subparser's
+    # defaults overwrite the parent's values (argparse copies the whole sub-namespace back).
+    sub.choices[name].add_argument(
+        "-v", "--verbose", dest="sub_verbose", action="count", default=0, help="more logging"
+    )
+
+
+def _missing_extra(command: str | None, err: ModuleNotFoundError) -> VgpuError:
+    """A package an optional extra provides is not installed: say which extra to install."""
+    extra = COMMANDS[command][2] if command in COMMANDS else ""
+    what = f"`vgpu {command}`" if command else "this command"
+    hint = f"pip install 'vgpu[{extra}]'" if extra else "pip install 'vgpu[node,extender,cli]'"
+    return VgpuError(f"{what} needs the Python package {err.name!r}, not installed: {hint}")
+
+
+def log_level(verbose: int, *, daemon: bool) -> int:
+    """INFO for the daemons (they say what they do), WARNING for tools; each -v one step lower."""
+    base = logging.INFO if daemon else logging.WARNING
+    return max(logging.DEBUG, base - 10 * verbose)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -64,15 +84,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None or not hasattr(args, "run"):
             parser.print_help()
             return 0 if args.command is None else 2
+        verbose = args.verbose + getattr(args, "sub_verbose", 0)
         logging.basicConfig(
-            level=logging.DEBUG
-            if args.verbose > 1
-            else logging.INFO
-            if args.verbose
-            else logging.WARNING,
+            level=log_level(verbose, daemon=command in DAEMONS),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         )
         return int(args.run(args) or 0)
+    except ModuleNotFoundError as err:
+        print(f"vgpu: error: {_missing_extra(command, err)}", file=sys.stderr)
+        return 2
     except VgpuError as err:
         print(f"vgpu: error: {err}", file=sys.stderr)
         return 2

@@ -11,13 +11,15 @@ import json
 import sys
 from pathlib import Path
 
-from vgpu.core.errors import InvalidRequest, VgpuError
+from vgpu.core.errors import InvalidRequest
 from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, parse_policy
-from vgpu.sim.engine import RunResult
-from vgpu.sim.report import plot, table
+from vgpu.flags import HelpFormatter
+from vgpu.sim.engine import RunResult, capacity_milli
+from vgpu.sim.report import check_plot_path, plot, table
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary
-from vgpu.sim.trace import read_trace
+from vgpu.sim.trace import Trace, read_trace
 from vgpu.sim.variants import VARIANTS
+from vgpu.sim.workload import arrivals
 
 DEFAULT_POLICIES = ("default", *PAPER_POLICIES)
 
@@ -46,7 +48,11 @@ def parse_seeds(text: str) -> list[int]:
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `vgpu simulate`."""
-    p = sub.add_parser("simulate", help="replay a cluster trace through the scheduling core")
+    p = sub.add_parser(
+        "simulate",
+        help="replay a cluster trace through the scheduling core",
+        formatter_class=HelpFormatter,
+    )
     p.add_argument("--nodes", type=Path, help="node CSV (default: embedded openb GPU nodes)")
     p.add_argument("--pods", type=Path, help="pod CSV (default: embedded openb default trace)")
     p.add_argument(
@@ -100,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.tune <= 10:
         raise InvalidRequest("--tune", f"{args.tune} is out of range", "use a factor such as 1.3")
     seeds = parse_seeds(args.seeds)
+    if args.plot:
+        check_plot_path(args.plot)  # before the replays, not after them
     trace = read_trace(args.nodes, args.pods)
     jobs = [
         Job(policy, seed, args.tune, args.ties, args.variant, args.prior, args.gang_mode)
@@ -108,11 +116,7 @@ def run(args: argparse.Namespace) -> int:
     ]
     workers = args.jobs if args.jobs > 0 else default_workers()
     if not args.quiet:
-        print(
-            f"replaying {len(trace.pods)} pods on {len(trace.nodes)} nodes: "
-            f"{len(jobs)} run(s), {workers} process(es)",
-            file=sys.stderr,
-        )
+        print(describe(trace, args.tune, seeds[0], len(jobs), workers), file=sys.stderr)
     results = run_all(
         trace, jobs, workers=workers, on_done=None if args.quiet else progress_printer()
     )
@@ -120,12 +124,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def describe(trace: Trace, tune: float, seed: int, runs: int, workers: int) -> str:
+    """What a run replays: the trace's pods are drawn (seeded) until `tune` x capacity arrived."""
+    count = len(
+        arrivals(trace.pods, capacity_milli=capacity_milli(trace.nodes), tune=tune, seed=seed)
+    )
+    return (
+        f"trace: {len(trace.pods)} pods on {len(trace.nodes)} nodes; each run replays them "
+        f"shuffled, plus copies drawn from them until the pods ask for {tune:g} x the "
+        f"cluster's GPUs (--tune): {count} arrivals per run, each placed or failed; "
+        f"{runs} run(s), {workers} process(es)"
+    )
+
+
+def trace_name(args: argparse.Namespace) -> str:
+    """How the plot's title names the trace."""
+    if args.nodes is None and args.pods is None:
+        name = "openb default trace (embedded)"
+    else:
+        name = " + ".join(p.name for p in (args.nodes, args.pods) if p is not None)
+    return name if args.variant == "none" else f"{name}, variant {args.variant}"
+
+
 def _output(args: argparse.Namespace, results: list[RunResult]) -> None:
     if args.plot:
-        try:
-            plot(results, args.plot)
-        except ImportError as err:
-            raise VgpuError(f"--plot needs matplotlib ({err}); pip install 'vgpu[plot]'") from err
+        plot(results, args.plot, trace=f"{trace_name(args)}, --tune {args.tune:g}")
+        print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
         print(json.dumps({"policies": summary(results)}, indent=2))
     else:

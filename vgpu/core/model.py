@@ -203,11 +203,26 @@ class Assignment:
     memory_mib: int = 0
     containers: tuple[ContainerAssignment, ...] = ()
     uid: str = ""
+    reused: tuple[GpuShare, ...] = ()
+    """Capacity named twice in `containers` but held once by the kubelet: devices of finished
+    init containers that later containers of the pod reuse (`vgpu.core.kubelet_reuse`)."""
 
     @property
     def shares(self) -> tuple[GpuShare, ...]:
         """All shares of all containers."""
         return tuple(s for c in self.containers for s in c.shares)
+
+    @property
+    def charged(self) -> tuple[GpuShare, ...]:
+        """What the pod really takes of each GPU: its shares less what the kubelet reuses."""
+        if not self.reused:
+            return self.shares
+        total: dict[GpuUUID, list[int]] = {}
+        for share, sign in [(s, 1) for s in self.shares] + [(s, -1) for s in self.reused]:
+            acc = total.setdefault(share.uuid, [0, 0])
+            acc[0] += sign * share.cores
+            acc[1] += sign * share.memory_mmib
+        return tuple(GpuShare(uuid, cores, mem) for uuid, (cores, mem) in total.items())
 
     @property
     def gpu_milli(self) -> int:

@@ -4,7 +4,7 @@
 * `select` picks the best node (with the policy's tie-break) and the assignment there (the
   simulator, gang planning).
 * `place` gives the assignment on a node someone else chose (the extender: kube-scheduler picks
-  the node), keeping invariant I against containers pending admission there, or a `Verdict`.
+  the node), or a `Verdict`; `core.placing.place` adds invariant I and init-container reuse.
 
 Both reach the GPUs by one path: the policy's evaluation of the node, then its `finish` (where a
 random policy draws its GPU), then the ledger `Assignment`; so for the same state and pod they
@@ -16,7 +16,7 @@ what makes a 10,000-pod replay over 1,200 nodes take seconds instead of minutes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import count
 from random import Random
@@ -25,7 +25,6 @@ from weakref import WeakKeyDictionary
 from vgpu.core.fit import Verdict, check
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment, PodRequest
-from vgpu.core.pending import PendingContainer, keep_apart
 from vgpu.core.placement import Choice, assignment_for
 from vgpu.core.policies import Evaluation, Policy
 from vgpu.core.state import ClusterState, NodeState
@@ -130,27 +129,12 @@ class Scheduler:
         return Selection(ns.name, ev.score, choice, assignment_for(ns, pod, choice))
 
     def place(
-        self,
-        pod: PodRequest,
-        node: NodeName,
-        policy: Policy | None = None,
-        *,
-        pending: Sequence[PendingContainer] = (),
-        memory_blocks: Mapping[str, int] | None = None,
+        self, pod: PodRequest, node: NodeName, policy: Policy | None = None
     ) -> Assignment | Verdict:
-        """The assignment for the pod on `node`: the GPUs `select` would take there, moved onto
-        the GPUs `pending` containers target when they would be confusable with them
-        (`keep_apart`, invariant I); or why there is none."""
-        first = self._on_node(pod, node, policy or self.policy)
-        if isinstance(first, Verdict) or not pending:
-            return first
-        return keep_apart(
-            first,
-            pending,
-            memory_blocks or {},
-            lambda narrowed: self._on_node(narrowed, node, policy or self.policy),
-            pod,
-        )
+        """The assignment for the pod on `node`: the GPUs `select` would take there (the
+        policy's evaluation, then its `finish`), or why there is none. Invariant I and init
+        containers' reuse are `core.placing.place`'s, on top of this."""
+        return self._on_node(pod, node, policy or self.policy)
 
     def _on_node(self, pod: PodRequest, node: NodeName, policy: Policy) -> Assignment | Verdict:
         ns = self.state.node(node)

@@ -171,7 +171,7 @@ class ClusterState:
         if assignment.memory_mib > ns.mem_free:
             return f"{assignment.memory_mib} MiB memory asked, {ns.mem_free} MiB free"
         need: dict[int, list[int]] = {}
-        for share in assignment.shares:
+        for share in assignment.charged:
             pos = ns.positions.get(share.uuid)
             if pos is None:
                 return f"GPU {share.uuid} is not on node {assignment.node}"
@@ -202,7 +202,7 @@ class ClusterState:
         ns = self._nodes[assignment.node]
         ns.cpu_free += sign * assignment.cpu_milli
         ns.mem_free += sign * assignment.memory_mib
-        for share in assignment.shares:
+        for share in assignment.charged:
             pos = ns.positions.get(share.uuid)
             if pos is not None:
                 ns.free_cores[pos] += sign * share.cores

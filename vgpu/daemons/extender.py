@@ -27,9 +27,11 @@ from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.http import HttpServer, Routes
+from vgpu.extender.http import HttpLimits, HttpServer, Routes
+from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.tls import TlsFiles, server_context
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +43,11 @@ class DaemonConfig:
     key: bytes
     extender: ExtenderConfig = field(default_factory=ExtenderConfig)
     host: str = "0.0.0.0"
-    port: int = 8888
+    port: int = 8080
     leader: LeaderConfig | None = None
+    tls: TlsFiles | None = None
+    """HTTPS with client certificates; None serves plain HTTP (`--insecure-http`)."""
+    http: HttpLimits = field(default_factory=HttpLimits)
     watch_timeout: int = 300
     sweep_interval: float = 1.0
     retry_delay: float = 1.0
@@ -94,13 +99,21 @@ class ExtenderDaemon:
             on_rejections=self.metrics.count_rejections,
         )
         self.metrics.watch(self.extender)
+        self.invalid_pods = InvalidPods(api, self.metrics)
+        self.cache.on_invalid = self.invalid_pods
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
             host=config.host,
             port=config.port,
+            tls=server_context(config.tls) if config.tls is not None else None,
+            limits=config.http,
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
+        self.metrics.watch_leadership(
+            lambda: self.elector is None or self.elector.is_leader,
+            lambda: self.why_not_binding() is None,
+        )
         self._stop = threading.Event()
         self._nodes_synced = threading.Event()
         self._pods_synced = threading.Event()
@@ -114,7 +127,9 @@ class ExtenderDaemon:
         return self.http.port
 
     def start(self) -> None:
-        """Start watches, the sweeper, leader election and the HTTP server."""
+        """Bind the HTTP port first (an `OSError` if it is taken, before any thread starts),
+        then start watches, the sweeper and leader election."""
+        self.http.start()
         self._spawn(
             "nodes", self._watch, self._node_events, self.cache.apply_node, self._nodes_synced
         )
@@ -127,13 +142,16 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
-        self.http.start()
-        log.info("vgpu extender serving on port %d", self.port)
+        else:
+            log.info("leader election off: this replica binds (run only one)")
+        scheme = "HTTPS, client certificates required" if self.config.tls else "plain HTTP"
+        log.info("vgpu extender serving on port %d (%s)", self.port, scheme)
 
     def stop(self) -> None:
         """Stop serving and end every thread."""
         self._stop.set()
         self.http.stop()
+        self.invalid_pods.close()
         for thread in self._threads:
             # Watch threads may sit in a blocking read until the server's next event; they are
             # daemons and stop at that event, so they are not waited for.
@@ -205,19 +223,49 @@ class ExtenderDaemon:
             try:
                 for event in events():
                     if event.type == SYNCED:
+                        if not synced.is_set():  # the first listing; later relists are quiet
+                            log.info("%s", self._synced_line(synced))
                         synced.set()
-                    else:
+                        continue
+                    try:
                         apply(event.type, event.object)
+                    except Exception:  # a bug, not the object: skip the event, keep the watch
+                        log.exception("applying a %s event failed; skipped", event.type)
             except Exception:
                 log.exception("watch failed; restarting")
                 self._stop.wait(self.config.retry_delay)
+
+    def _synced_line(self, synced: threading.Event) -> str:
+        state = self.cache.state
+        if synced is self._nodes_synced:
+            return f"node watch synced: {len(state.node_names())} node(s) with vgpu GPUs"
+        return "pod watch synced: serving filter, prioritize and bind"
 
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
             try:
                 self.extender.sweep()
+                self._gang_events()
             except Exception:
                 log.exception("sweep failed")
+
+    def _gang_events(self) -> None:
+        """Record the gang coordinator's Events (outside the cache lock: they are API calls)."""
+        with self.cache.lock:
+            events, self.extender.gangs.events = self.extender.gangs.events, []
+        for pod, reason, message in events:
+            namespace, name = pod.split("/", 1)
+            involved = {"kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
+            try:
+                self.api.create_event(
+                    involved,
+                    reason=reason,
+                    message=message,
+                    event_type="Warning",
+                    component="vgpu-extender",
+                )
+            except KubeError as e:
+                log.warning("cannot record event %s for %s: %s", reason, pod, e)
 
     def _lead(self, term: int) -> None:
         self._spawn(f"resync-{term}", self._resync, term)

@@ -1,6 +1,7 @@
 """`vgpu extender`: the kube-scheduler extender as a command.
 
-    vgpu extender [--port P] [--kubeconfig FILE] [--policy NAME] [--gang-timeout S] ...
+    vgpu extender --tls-cert FILE --tls-key FILE --client-ca FILE [--port P] [--policy NAME] ...
+    vgpu extender --insecure-http ...        (plain HTTP, local use only)
 
 The assignment-signing key (shared with the node agents, from a Secret) is read from
 `--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either a fixed development key is
@@ -15,26 +16,61 @@ import os
 import signal
 import socket
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
-from vgpu.core.errors import ConfigError
-from vgpu.core.registry import POLICY_NAMES, parse_policy
+from vgpu.core.errors import ConfigError, InvalidRequest
+from vgpu.core.registry import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.flags import HelpFormatter, port_number
+
+if TYPE_CHECKING:
+    from vgpu.extender.tls import TlsFiles
 
 log = logging.getLogger(__name__)
+DEFAULT_PORT = 8443  # HTTPS, as the chart and daemonset/extender.yaml pass it
+DEFAULT_LEASE_NAMESPACE = "vgpu-system"  # where the manifests install the extender
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `extender` on an argparse subparsers object."""
     p: argparse.ArgumentParser = subparsers.add_parser(
-        "extender", help="run the kube-scheduler extender (filter, prioritize, bind)"
+        "extender",
+        help="run the kube-scheduler extender (filter, prioritize, bind)",
+        formatter_class=HelpFormatter,
     )
-    p.add_argument("--port", type=int, default=8888, help="HTTP port (default 8888)")
+    p.add_argument(
+        "--port",
+        type=port_number,
+        default=DEFAULT_PORT,
+        help="HTTPS port (plain HTTP with --insecure-http)",
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM)")
+    p.add_argument("--tls-key", metavar="FILE", help="serving certificate's private key (PEM)")
+    p.add_argument(
+        "--client-ca",
+        metavar="FILE",
+        help="CA whose client certificates may call the verbs (kube-scheduler's tlsConfig)",
+    )
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP without client authentication (local use only: anyone who "
+        "reaches the port can bind pods)",
+    )
     p.add_argument("--host", default="0.0.0.0", help="address to listen on")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
+    p.add_argument(
+        "--allow-pod-policy",
+        action="append",
+        default=[],
+        type=_pod_policy,
+        metavar="NAME",
+        help="a policy pods may ask for with the vgpu.io/policy annotation (repeatable; "
+        "default: none besides --policy)",
+    )
     p.add_argument(
         "--gang-timeout", type=float, default=60.0, help="seconds a gang reservation is held"
     )
@@ -57,12 +93,48 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=True,
         help="elect one binding leader among replicas with a Lease (default on)",
     )
-    p.add_argument("--lease-namespace", default="kube-system")
-    p.add_argument("--lease-name", default="vgpu-extender")
-    p.add_argument("--identity", default=os.environ.get("POD_NAME") or socket.gethostname())
+    p.add_argument(
+        "--lease-namespace", default=DEFAULT_LEASE_NAMESPACE, help="namespace of the leader Lease"
+    )
+    p.add_argument("--lease-name", default="vgpu-extender", help="name of the leader Lease")
+    p.add_argument(
+        "--identity",
+        default=os.environ.get("POD_NAME") or socket.gethostname(),
+        help="this replica's name in the Lease ($POD_NAME, else the host name)",
+    )
     p.add_argument("--bind-wait", type=float, default=3.0, help="seconds a gang bind may wait")
     p.set_defaults(run=run)
     return p
+
+
+def _pod_policy(text: str) -> PolicySpec:
+    """A policy name (or `default:key=value,...` spec), parsed once, at start-up."""
+    try:
+        return parse_policy(text, "--allow-pod-policy")
+    except InvalidRequest as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _tls(args: argparse.Namespace) -> TlsFiles | None:
+    """The TLS files, or None with --insecure-http (logged loudly)."""
+    from vgpu.extender.tls import TlsFiles
+
+    given = [args.tls_cert, args.tls_key, args.client_ca]
+    if args.insecure_http:
+        if any(given):
+            raise ConfigError("--insecure-http: drop --tls-cert, --tls-key and --client-ca")
+        log.warning(
+            "serving plain HTTP (--insecure-http): anyone who reaches port %d can call the "
+            "verbs, bind pods and feed requests; use only on a private host",
+            args.port,
+        )
+        return None
+    if not all(given):
+        raise ConfigError(
+            "the extender serves HTTPS: give --tls-cert, --tls-key and --client-ca "
+            "(make them with hack/make-extender-certs.sh), or --insecure-http for local use"
+        )
+    return TlsFiles(args.tls_cert, args.tls_key, args.client_ca)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     config = DaemonConfig(
+        tls=_tls(args),
         key=load_assignment_key(args.assignment_key_file),
         extender=ExtenderConfig(
             policy=parse_policy(args.policy, "--policy"),
@@ -87,16 +160,23 @@ def run(args: argparse.Namespace) -> int:
             memory_unit_mib=args.memory_unit_mib,
             names=resource_names(args.resource_domain),
             bind_wait=args.bind_wait,
+            pod_policies=tuple(args.allow_pod_policy),
         ),
         host=args.host,
         port=args.port,
         leader=leader,
     )
-    daemon = ExtenderDaemon(KubeApi.from_environment(args.kubeconfig), config)
+    api = KubeApi.from_environment(args.kubeconfig)
+    daemon = ExtenderDaemon(api, config)
+    try:
+        daemon.start()  # binds the port before anything else starts
+    except OSError as e:
+        raise ConfigError(
+            f"--port: cannot listen on {args.host}:{args.port}: {e.strerror or e}; pick a free port"
+        ) from e
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    daemon.start()
     stop.wait()
     log.info("stopping")
     daemon.stop()

@@ -2,8 +2,8 @@
 
 Both daemons must read the shared Secret identically (trailing whitespace stripped) and fall back to
 the *same* development key, or a dev cluster would refuse every assignment. The placeholder that
-ships in `daemonset/assignment-key.yaml` is refused outright: running with a key everyone knows is
-the same as running with none.
+the old `daemonset/assignment-key.yaml` shipped is refused outright: running with a key everyone
+knows is the same as running with none.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def load_assignment_key(path: str | Path | None) -> bytes:
         raise ConfigError(f"{where} is empty; put the shared key in it (openssl rand -hex 32)")
     if key.startswith(PLACEHOLDER_PREFIX):
         raise ConfigError(
-            f"{where} still holds the placeholder from daemonset/assignment-key.yaml; "
+            f"{where} still holds the placeholder that older daemonset/ files shipped; "
             "generate a real key (openssl rand -hex 32) and update the Secret"
         )
     return key

@@ -18,41 +18,104 @@ from typing import TYPE_CHECKING
 
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import ConfigError, VgpuError
-from vgpu.daemons.keys import load_assignment_key
+from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
+    from vgpu.adapters.gpu import GpuBackend
     from vgpu.daemons.node_agent import NodeAgent
+    from vgpu.node.hami import HamiCore
     from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
+FAKE_GPUS_EXAMPLE = "4xA100-SXM4-80GB or 2xT4,1xL4"
+MIN_RECONCILE_S = 1.0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `vgpu node-agent`."""
-    p = sub.add_parser("node-agent", help="run the node agent (device plugin, labels, health)")
+    p = sub.add_parser(
+        "node-agent",
+        help="run the node agent (device plugin, labels, health)",
+        formatter_class=HelpFormatter,
+    )
     gpus = p.add_mutually_exclusive_group()
-    gpus.add_argument("--fake-gpus", metavar="SPEC", help="fake GPUs instead of NVML, e.g. 4xA100")
-    gpus.add_argument("--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from a file")
+    gpus.add_argument(
+        "--fake-gpus",
+        metavar="SPEC",
+        help=f"fake GPUs instead of NVML, e.g. {FAKE_GPUS_EXAMPLE} (COUNTxMODEL,...; "
+        "MODEL:MEMORY_MIB for a model not built in)",
+    )
+    gpus.add_argument(
+        "--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from an inventory file"
+    )
     p.add_argument(
-        "--device-plugin-dir", type=Path, default=Path("/var/lib/kubelet/device-plugins")
+        "--device-plugin-dir",
+        type=Path,
+        default=Path("/var/lib/kubelet/device-plugins"),
+        help="the kubelet's device-plugin directory (holds kubelet.sock)",
     )
     p.add_argument(
         "--pod-resources-socket",
         type=Path,
         default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        help="the kubelet's pod-resources API, to reconcile admitted containers",
     )
-    p.add_argument("--node-name", default=os.environ.get("NODE_NAME") or socket.gethostname())
-    p.add_argument("--resource-domain", default="vgpu.io")
-    p.add_argument("--memory-unit-mib", type=int, default=256)
-    p.add_argument("--metrics-port", type=int, default=9400, help="0 disables /metrics")
+    p.add_argument(
+        "--node-name",
+        default=os.environ.get("NODE_NAME") or socket.gethostname(),
+        help="this node's name in the cluster ($NODE_NAME, else the host name)",
+    )
+    p.add_argument("--resource-domain", default="vgpu.io", help="prefix of the extended resources")
+    p.add_argument(
+        "--memory-unit-mib", type=int, default=256, help="MiB per GPU memory resource unit"
+    )
+    p.add_argument("--metrics-port", type=port_number, default=9400, help="0 disables /metrics")
     p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG / ~/.kube/config")
-    p.add_argument("--assignment-key-file", type=Path, help="HMAC key shared with the extender")
-    p.add_argument("--mode", choices=["plain", "mps", "hami"], default="plain")
-    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps")
-    p.add_argument("--allow-unassigned", action="store_true")
+    p.add_argument(
+        "--assignment-key-file",
+        type=Path,
+        help=f"HMAC key shared with the extender (else ${KEY_ENV}, else a development key)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["plain", "mps", "hami"],
+        default="plain",
+        help="how a container's GPU share is passed to it; what each enforces: docs/isolation.md",
+    )
+    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
+    p.add_argument(
+        "--hami-core-library",
+        metavar="PATH",
+        help="mode hami: HAMi-core's libvgpu.so on the node, mounted and preloaded in containers "
+        "(default: none, the mode then only passes limits; docs/isolation.md)",
+    )
+    p.add_argument(
+        "--hami-preload-file",
+        metavar="PATH",
+        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as "
+        "/etc/ld.so.preload (default: none, LD_PRELOAD only)",
+    )
+    p.add_argument(
+        "--allow-unassigned",
+        action="store_true",
+        help="admit pods without a verified assignment on capacity no assigned pod holds (and, "
+        "without cluster credentials, any devices); off: such Allocates are refused",
+    )
+    p.add_argument(
+        "--report-numa",
+        action="store_true",
+        help="report each GPU's NUMA node to the kubelet; only safe with the kubelet's "
+        "topologyManagerPolicy none (docs/handshake.md, topology manager)",
+    )
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
-    p.add_argument("--reconcile-s", type=float, default=30.0)
+    p.add_argument(
+        "--reconcile-s",
+        type=float,
+        default=30.0,
+        help=f"node metadata and pod-resources reconciliation interval (>= {MIN_RECONCILE_S:g})",
+    )
     w = p.add_argument_group("usage watchdog")
     w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
     w.add_argument(
@@ -95,10 +158,59 @@ def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
     )
 
 
+def check_plugin_dir(path: Path) -> None:
+    """Refuse a plugin directory that cannot be one: it, or a folder above it, is a file."""
+    for part in (path, *path.parents):
+        if part.exists() and not part.is_dir():
+            raise ConfigError(
+                f"--device-plugin-dir: {part} is a file, not a directory; give the kubelet's "
+                "device-plugin directory (default /var/lib/kubelet/device-plugins)"
+            )
+
+
+def hami_core(args: argparse.Namespace) -> HamiCore | None:
+    """HAMi-core's location from the flags (mode hami only)."""
+    from vgpu.node.hami import HamiCore
+
+    if args.hami_core_library is None:
+        if args.hami_preload_file is not None:
+            raise ConfigError(
+                "--hami-preload-file needs --hami-core-library (the library it names)"
+            )
+        return None
+    if args.mode != "hami":
+        raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
+    return HamiCore(args.hami_core_library, args.hami_preload_file)
+
+
+def gpu_backend(args: argparse.Namespace) -> GpuBackend:
+    """Fake GPUs from --fake-gpus or --fake-gpus-file, else the node's own through NVML."""
+    from vgpu.adapters.fakegpu import FakeGpuBackend, FakeGpuSpecError, load_inventory_file
+    from vgpu.adapters.gpu import GpuBackendUnavailable, NvmlBackend
+
+    if args.fake_gpus is not None:
+        if not args.fake_gpus.strip():
+            raise ConfigError(
+                f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
+                "use the node's real GPUs through NVML"
+            )
+        try:
+            return FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+        except FakeGpuSpecError as e:
+            raise ConfigError(f"--fake-gpus: {e}") from e
+    if args.fake_gpus_file:
+        return FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
+    try:
+        return NvmlBackend()
+    except GpuBackendUnavailable as e:
+        raise ConfigError(
+            f"cannot read this node's GPUs: {e}; on a machine without an NVIDIA driver, "
+            f"run with fake GPUs, e.g. --fake-gpus {FAKE_GPUS_EXAMPLE.split()[0]}"
+        ) from e
+
+
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
-    from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
-    from vgpu.adapters.gpu import GpuBackend, NvmlBackend
     from vgpu.adapters.kube import KubeApi, KubeConfigMissing
     from vgpu.daemons.node_agent import AgentConfig, NodeAgent
     from vgpu.node.grants import GrantMode, GrantSettings
@@ -107,6 +219,11 @@ def build(args: argparse.Namespace) -> NodeAgent:
     if args.memory_unit_mib <= 0:
         raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
     names = resource_names(args.resource_domain)
+    if not args.reconcile_s >= MIN_RECONCILE_S:
+        raise ConfigError(
+            f"--reconcile-s: {args.reconcile_s:g} is below the minimum of {MIN_RECONCILE_S:g} s "
+            "(each round reads the node from the API server); use e.g. 30"
+        )
     try:
         ignored = (
             DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
@@ -115,13 +232,9 @@ def build(args: argparse.Namespace) -> NodeAgent:
         raise ConfigError(f"--xid-ignore: {e}") from e
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
     watchdog = watchdog_policy(args)
-    backend: GpuBackend
-    if args.fake_gpus:
-        backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
-    elif args.fake_gpus_file:
-        backend = FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
-    else:
-        backend = NvmlBackend()
+    check_plugin_dir(args.device_plugin_dir)
+    key = load_assignment_key(args.assignment_key_file)  # a bad key file fails before NVML
+    backend = gpu_backend(args)
     kube: KubeApi | None
     try:
         kube = KubeApi.from_environment(args.kubeconfig)
@@ -132,13 +245,14 @@ def build(args: argparse.Namespace) -> NodeAgent:
         kube = None
     config = AgentConfig(
         node_name=args.node_name,
-        assignment_key=load_assignment_key(args.assignment_key_file),
+        assignment_key=key,
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
         domain=names.domain,
         memory_unit_mib=args.memory_unit_mib,
-        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir),
+        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
         allow_unassigned=args.allow_unassigned,
+        report_numa=args.report_numa,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         reconcile_s=args.reconcile_s,
         metrics_port=args.metrics_port or None,

@@ -19,6 +19,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from vgpu.core.errors import ConfigError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.grants import ContainerGrant, Refusal
 
@@ -67,7 +68,13 @@ class NodeMetrics:
         self, port: int, addr: str = "0.0.0.0", *, ready: Callable[[], bool] = lambda: True
     ) -> None:
         """Serve `/metrics`, `/healthz` (the process answers) and `/readyz` (`ready()` is true)."""
-        server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready))
+        try:
+            server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready))
+        except OSError as e:
+            raise ConfigError(
+                f"--metrics-port: cannot listen on {addr}:{port}: {e.strerror or e}; pick a free "
+                "port, or 0 to disable /metrics"
+            ) from e
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, name="vgpu-metrics", daemon=True).start()
         self._server = server

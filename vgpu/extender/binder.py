@@ -27,9 +27,9 @@ from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
 from vgpu.api.assignment import ASSIGNMENT, binding_annotations
 from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
 from vgpu.core.fit import Verdict
+from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment, Phase
-from vgpu.core.pending import conflicts, pending_of
 from vgpu.extender.cache import canonical
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
@@ -106,9 +106,9 @@ class Binder:
                 self.ext.binding.discard(key)
 
     def _watched(self, key: PodKey, uid: str) -> PodSpec | None:
-        """The pod as the cache has it (watched, or seen in a filter request), if its UID is the
-        one asked for: saves reading it back from the API server. A pod the cache does not know
-        (or knows under another UID) is read fresh. The Binding carries the UID as a
+        """The pod as the watch shows it, if its UID is the one asked for: saves reading it back
+        from the API server. A pod the watch has not shown (or shows under another UID) is read
+        fresh: bind acts only on pods the API server confirms, never on a request's word. The Binding carries the UID as a
         precondition and a 409 is checked against the server, so a lagging watch cannot bind
         the wrong pod or bind twice."""
         with self.ext.cache.lock:
@@ -163,7 +163,7 @@ class Binder:
         is confusable with it (invariant I), else fail resolvably and keep the place."""
         key = spec.request.key
         pending = self.ext.cache.pending_on(target.node, besides=key)
-        problems = conflicts(pending_of(target, spec.memory_blocks), pending)
+        problems = conflicts(spec.pending(target), pending)
         if problems:
             raise BindFailed(
                 f"pod {key} keeps its place on node {target.node} but waits for admission: "
@@ -248,6 +248,6 @@ class Binder:
             held = self.ext.cache.ledger.holding(key)
             if held is not None and held.phase is Phase.ASSUMED:
                 self.ext.cache.ledger.release(key)
-                if held.gang is not None:
+                if held.gang is not None and not self.ext.gangs.started(held.gang):
                     self.ext.gangs.abandon(held.gang, f"binding member {key} failed")
             self.ext.assumed_at.pop(key, None)

@@ -28,10 +28,10 @@ from vgpu.api.assignment import verify
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
+from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
-from vgpu.core.pending import PendingContainer, pending_of
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
@@ -42,6 +42,10 @@ Obj = dict[str, Any]
 PARSED_KEPT = 4096
 """Parsed pod versions kept (a burst of pending pods is parsed once per verb otherwise)."""
 GoneHook = Callable[[PodKey, GangKey | None], None]
+InvalidHook = Callable[[Obj, str], None]
+"""(the pod object, what is wrong with it): a watched pod the cache skipped."""
+_MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError)
+"""What reading an object of the wrong shape raises (a string where a map belongs...)."""
 
 
 def canonical(assignment: Assignment) -> Assignment:
@@ -64,6 +68,7 @@ class ClusterCache:
         self._names = names
         self._parsed: dict[tuple[object, object], PodSpec] = {}
         self.on_pod_gone: GoneHook = lambda pod, gang: None
+        self.on_invalid: InvalidHook = lambda pod, problem: None
         self._reset()
 
     def _reset(self) -> None:
@@ -119,22 +124,34 @@ class ClusterCache:
         """Parse a pod with this cache's memory unit (raises `InvalidRequest`).
 
         kube-scheduler sends the same pod version to filter and prioritize, so parses are kept
-        per (uid, resourceVersion): one version of one object never changes in Kubernetes."""
-        meta = obj.get("metadata") or {}
-        uid, version = meta.get("uid"), meta.get("resourceVersion")
-        if not uid or not version:
-            return pod_spec(obj, memory_unit_mib=self._unit, names=self._names)
+        per (uid, resourceVersion): one version of one object never changes in Kubernetes.
+        An object of the wrong shape is an `InvalidRequest` too, never another exception."""
+        meta = obj.get("metadata")
+        uid, version = (
+            (meta.get("uid"), meta.get("resourceVersion")) if isinstance(meta, dict) else (0, 0)
+        )
+        if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
+            return self._parse(obj)
         memo = (uid, version)
         spec = self._parsed.get(memo)
         if spec is None:
-            spec = pod_spec(obj, memory_unit_mib=self._unit, names=self._names)
+            spec = self._parse(obj)
             if len(self._parsed) >= PARSED_KEPT:
                 self._parsed.clear()
             self._parsed[memo] = spec
         return spec
 
+    def _parse(self, obj: Obj) -> PodSpec:
+        try:
+            return pod_spec(obj, memory_unit_mib=self._unit, names=self._names)
+        except _MALFORMED as err:
+            raise InvalidRequest(
+                "Pod", f"malformed object ({type(err).__name__}: {err})", "send a v1.Pod"
+            ) from None
+
     def apply_pod(self, kind: str, obj: Obj) -> None:
-        """Apply one pod watch event."""
+        """Apply one pod watch event. Never raises on the pod's content: a pod that cannot be
+        read holds nothing, is kept in `invalid` and reported through `on_invalid`."""
         key = key_of(obj)
         try:
             spec: PodSpec | None = self.parse(obj)
@@ -144,15 +161,33 @@ class ClusterCache:
         with self.lock:
             if kind == "DELETED" or spec is None or spec.terminal:
                 self._forget(key)
-                if spec is None and kind != "DELETED" and problem:
-                    self.invalid[key] = problem
             else:
                 self.invalid.pop(key, None)
-                self._upsert(key, spec, obj)
+                problem = self._upsert_or_drop(key, spec, obj)
+            if problem and kind != "DELETED":
+                self.invalid[key] = problem
             self.changed.notify_all()
+        if problem and kind != "DELETED":
+            self.on_invalid(obj, problem)
+
+    def _upsert_or_drop(self, key: PodKey, spec: PodSpec, obj: Obj) -> str | None:
+        """Upsert a parsed pod; if its annotations cannot be read, forget it instead."""
+        try:
+            self._upsert(key, spec, obj)
+        except _MALFORMED as err:
+            self._forget(key)
+            return f"metadata.annotations: unreadable ({type(err).__name__}: {err})"
+        return None
+
+    def watched(self, spec: PodSpec) -> bool:
+        """Whether the watch shows this pod (same key and UID): a request's pod may be forged or
+        stale, and only watched pods take part in what is written."""
+        cached = self.pods.get(spec.request.key)
+        return cached is not None and cached.request.uid == spec.request.uid
 
     def remember(self, obj: Obj, spec: PodSpec) -> None:
-        """Add a pod seen in a request before its watch event (never overrides the watch)."""
+        """Add a pod the API server has just returned (bind reads a pod the watch has not shown
+        yet) before its watch event; never overrides the watch. Never fed from a request body."""
         with self.lock:
             if spec.request.key not in self.pods:
                 self._upsert(spec.request.key, spec, obj)
@@ -191,7 +226,7 @@ class ClusterCache:
         self.feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
         admitted = read_admitted(annotations.get(ADMITTED)).among(names)
-        waiting = pending_of(assignment, spec.memory_blocks, admitted)
+        waiting = spec.pending(assignment, admitted)
         if waiting:
             node_pending[key] = waiting
         else:
@@ -242,7 +277,7 @@ class ClusterCache:
             key = held.assignment.pod
             if held.phase is Phase.ASSUMED and key != besides and key not in seen:
                 spec = self.pods.get(key)
-                out += pending_of(held.assignment, spec.memory_blocks if spec else {})
+                out += spec.pending(held.assignment) if spec else pending_of(held.assignment, {})
         return out
 
     def busy_nodes(self) -> set[str]:

@@ -8,8 +8,12 @@ its capacity whole; a competing gang is planned against what is left, fails whol
 on its next filter, so two gangs never hold parts of each other's room (no deadlock).
 
 Binding is delayed: a member's bind waits until min-member members have either been through
-filter on their reserved node or are already bound or being bound. Reservations expire after the
-gang timeout and are released in full; deleting a member abandons the gang's reservations.
+filter on their reserved node or are already bound or being bound. The gang timeout governs the
+wait for members to appear and pass filter: reservations that reach it with no member bound are
+released in full. Once a member is bound (or being bound) the gang is all-or-nothing from its
+first bind to its last: the deadline no longer releases the others' reservations, which are kept
+until each member binds; each unbound member gets one `VgpuGangIncomplete` Event (`events`, sent
+by the daemon) saying why. Deleting a member before any is bound abandons the reservations.
 Callers hold the cache lock for every call.
 """
 
@@ -27,6 +31,7 @@ from vgpu.extender.cache import ClusterCache
 from vgpu.extender.podspec import GangLabel
 
 log = logging.getLogger(__name__)
+_FOREVER = float("inf")
 
 Planner = Callable[
     [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"
@@ -64,6 +69,7 @@ class GangCoordinator:
         self.planner = planner
         self.gangs: dict[GangKey, _Gang] = {}
         self.failures: dict[GangKey, str] = {}
+        self.events: list[tuple[PodKey, str, str]] = []  # (pod, reason, message) to record
 
     def reset(self) -> None:
         """Forget every gang (the cache was rebuilt; its reservations are gone)."""
@@ -150,17 +156,54 @@ class GangCoordinator:
             log.info("gang %s: released %d reservation(s): %s", gang, len(released), why)
         return released
 
+    def started(self, gang: GangKey) -> bool:
+        """Whether a member is bound or being bound: from then on the gang is kept whole."""
+        ledger = self.cache.ledger
+        for key in self.cache.members.get(gang, set()):
+            held = ledger.holding(key)
+            if held is not None and held.phase is not Phase.RESERVED:
+                return True
+        return False
+
     def expire(self, now: float) -> list[GangKey]:
-        """Release gangs whose reservations passed their deadline; returns them."""
+        """Release gangs whose reservations passed their deadline with no member bound; returns
+        them. A gang with a bound member keeps the others' reservations (`_keep`)."""
         due = {h.gang for h in self.cache.ledger.expired(now) if h.gang is not None}
         due |= {k for k, g in self.gangs.items() if g.deadline <= now}
-        for gang in due:
-            self.abandon(gang, "reservation expired")
-        return sorted(due)
+        released = []
+        for gang in sorted(due):
+            if self.started(gang):
+                self._keep(gang)
+            else:
+                self.abandon(gang, "reservation expired")
+                released.append(gang)
+        return released
+
+    def _keep(self, gang: GangKey) -> None:
+        """Past the deadline with members bound: hold the rest until they bind, and say so."""
+        ledger = self.cache.ledger
+        waiting = []
+        for key in sorted(self.cache.members.get(gang, set())):
+            held = ledger.holding(key)
+            if held is not None and held.phase is Phase.RESERVED:
+                ledger.extend(key, _FOREVER)
+                waiting.append((key, held.assignment.node))
+        entry = self.gangs.setdefault(gang, _Gang(_FOREVER))
+        entry.deadline = _FOREVER
+        bound = len(self.cache.members.get(gang, set())) - len(waiting)
+        for key, node in waiting:
+            message = (
+                f"gang {gang}: {bound} member(s) bound but this one not within the gang timeout; "
+                f"its place on node {node} stays reserved until it binds (delete the gang's pods "
+                "to give the places back)"
+            )
+            log.warning("%s", message)
+            self.events.append((key, "VgpuGangIncomplete", message))
 
     def member_gone(self, pod: PodKey, gang: GangKey | None) -> None:
-        """A member was deleted: a gang still waiting to bind gives its reservations back."""
-        if gang is not None and gang in self.gangs:
+        """A member was deleted: a gang still waiting to bind gives its reservations back (a
+        started gang keeps them: its other members are bound and wait for theirs)."""
+        if gang is not None and gang in self.gangs and not self.started(gang):
             self.abandon(gang, f"member {pod} was deleted")
 
     def counts(self) -> dict[str, int]:

@@ -1,25 +1,40 @@
 """The extender's HTTP server: POST filter / prioritize / bind / preempt, GET /healthz /readyz
 /metrics.
 
-A stdlib `ThreadingHTTPServer` speaking HTTP/1.1 with keep-alive (kube-scheduler reuses
-connections). The verbs are matched on the last path segment, so any `urlPrefix` works
-(`/scheduler/filter`, `/filter`). Malformed requests get 400 with a message; verb failures go back
-in-band (`Error`) with 200, as kube-scheduler expects; an unexpected exception is logged and
-answered 500, never crashing the server. Bodies are capped.
+HTTP/1.1 with keep-alive (kube-scheduler reuses connections), optionally over TLS. The verbs are
+matched on the last path segment, so any `urlPrefix` works (`/scheduler/filter`, `/filter`).
+Malformed requests get 4xx with a message; verb failures go back in-band (`Error`) with 200, as
+kube-scheduler expects; an unexpected exception is logged and answered 500, never crashing the
+server.
+
+Connections are served by one asyncio loop, so a client that sends slowly, or connects and waits,
+costs a coroutine and a buffer, not a thread: a request must arrive whole within
+`read_timeout`, a kept-alive connection may idle `idle_timeout` (longer than Go's 90 s
+IdleConnTimeout, so kube-scheduler's client closes first and never races a server close on a
+POST it would not retry), and at most `max_connections` are open. Complete requests run on a
+pool of `workers` threads (the verbs take the cache lock; bind waits on the API server).
+
+With TLS, verbs are answered only for a client that presented a certificate from the configured
+CA (`vgpu.extender.tls`); /healthz, /readyz and /metrics need none (kubelet probes send none).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder
+from vgpu.extender.httpwire import MAX_BODY, MAX_LINE, Head, HttpError, read_body, read_head
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.podspec import key_of
 from vgpu.extender.preemption import Preemptor, encode_preemption, parse_preemption_args
@@ -36,9 +51,8 @@ from vgpu.extender.wire import (
 
 log = logging.getLogger(__name__)
 
-MAX_BODY = 64 * 1024 * 1024
-MAX_HEADERS = 100
 JSON = "application/json"
+TEXT = "text/plain"
 
 
 class Routes:
@@ -103,134 +117,196 @@ def _message(text: str) -> bytes:
     return (text + "\n").encode()
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    routes: Routes
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """What one client may cost the server."""
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        log.debug("connection from %s failed", client_address, exc_info=True)
+    read_timeout: float = 10.0
+    """Seconds from a request's first byte to its last (and for the TLS handshake)."""
+    idle_timeout: float = 120.0
+    """Seconds a kept-alive connection may wait for its next request."""
+    workers: int = 16
+    """Threads running verbs."""
+    max_connections: int = 4096
+    max_body: int = MAX_BODY
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Buffered writes: headers and a small body leave in one segment (the base class flushes
-    # after each request).
-    wbufsize = -1
-    server: _Server
-    fields: dict[str, str]
-    raw_requestline: bytes
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in separate writes; without NODELAY, Nagle + delayed ACK
-        # add up to 40 ms per reply on a keep-alive connection.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def parse_request(self) -> bool:
-        """The request line and headers, without the `email` parser the base class uses (a
-        tenth of a millisecond per request, three requests per pod scheduled). Sets `fields`
-        (lower-case names) and `close_connection`; answers 400/431/505 itself."""
-        words = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n").split()
-        self.requestline = " ".join(words)
-        self.command, self.request_version = "", "HTTP/1.1"
-        if len(words) != 3:
-            self.send_error(400, "bad request line")
-            return False
-        self.command, self.path, version = words
-        if version not in ("HTTP/1.1", "HTTP/1.0"):
-            self.send_error(505, f"HTTP version {version!r} is not supported")
-            return False
-        self.request_version = version
-        fields: dict[str, str] = {}
-        for _ in range(MAX_HEADERS):
-            line = self.rfile.readline(65537)
-            if line in (b"\r\n", b"\n", b""):
-                break
-            name, colon, value = str(line, "iso-8859-1").partition(":")
-            if not colon or not name.strip():
-                self.send_error(400, "bad header line")
-                return False
-            fields[name.strip().lower()] = value.strip()
-        else:
-            self.send_error(431, "too many header fields")
-            return False
-        self.fields = fields
-        token = fields.get("connection", "").lower()
-        self.close_connection = token == "close" or (
-            version == "HTTP/1.0" and token != "keep-alive"
-        )
-        if fields.get("expect", "").lower() == "100-continue":
-            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-            self.wfile.flush()
-        return True
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def do_GET(self) -> None:
-        routes = self.server.routes
-        path = self.path.split("?", 1)[0].rstrip("/")
-        if path.endswith("/healthz"):
-            self._reply(200, b"ok\n", "text/plain")
-        elif path.endswith("/readyz"):
-            why = routes.ready()
-            self._reply(503 if why else 200, _message(why or "ok"), "text/plain")
-        elif path.endswith("/metrics"):
-            self._reply(200, routes.metrics.exposition(), "text/plain; version=0.0.4")
-        else:
-            self._reply(404, b"not found\n", "text/plain")
-
-    def do_POST(self) -> None:
-        try:
-            length = int(self.fields.get("content-length") or 0)
-        except ValueError:
-            length = -1
-        if length < 0 or length > MAX_BODY:
-            self.close_connection = True
-            self._reply(400 if length < 0 else 413, b"bad Content-Length\n", "text/plain")
-            return
-        body = self.rfile.read(length)
-        verb = self.path.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-        try:
-            status, payload = self.server.routes.post(verb, body)
-            self._reply(status, payload, JSON if status == 200 else "text/plain")
-        except BadRequest as err:
-            self._reply(400, _message(f"{verb}: {err}"), "text/plain")
-        except Exception as err:
-            log.exception("%s failed", verb)
-            self._reply(500, _message(f"{verb}: internal error: {err}"), "text/plain")
-
-    def _reply(self, status: int, body: bytes, content_type: str) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+Reply = tuple[int, bytes, str]
 
 
 class HttpServer:
     """The listening server; `start()` serves on a thread, `port` is the bound port."""
 
-    def __init__(self, routes: Routes, *, host: str = "0.0.0.0", port: int = 0) -> None:
-        self._server = _Server((host, port), _Handler)
-        self._server.routes = routes
+    def __init__(
+        self,
+        routes: Routes,
+        *,
+        host: str = "0.0.0.0",
+        port: int = 0,
+        tls: ssl.SSLContext | None = None,
+        limits: HttpLimits = HttpLimits(),
+    ) -> None:
+        self.routes, self.limits, self._tls = routes, limits, tls
+        self._address = (host, port)
+        self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="vgpu-extender-verb")
+        self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(_quiet)
+        self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        self._open: set[asyncio.StreamWriter] = set()
 
     @property
     def port(self) -> int:
         """The port actually bound (useful with port 0)."""
-        return int(self._server.server_address[1])
+        assert self._server is not None, "start() first"
+        return int(self._server.sockets[0].getsockname()[1])
 
     def start(self) -> None:
-        """Serve in a background thread."""
+        """Bind, then serve in a background thread."""
+        host, port = self._address
+        self._server = self._loop.run_until_complete(
+            asyncio.start_server(
+                self._connection,
+                host,
+                port,
+                ssl=self._tls,
+                ssl_handshake_timeout=self.limits.read_timeout if self._tls else None,
+                limit=MAX_LINE,
+                backlog=1024,
+            )
+        )
         self._thread = threading.Thread(
-            target=self._server.serve_forever, args=(0.1,), name="vgpu-extender-http", daemon=True
+            target=self._loop.run_forever, name="vgpu-extender-http", daemon=True
         )
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving and close the socket."""
-        self._server.shutdown()
-        self._server.server_close()
-        if self._thread is not None:
+        """Stop serving and close the socket (again: nothing)."""
+        if self._loop.is_closed():
+            return
+        if self._server is not None and self._thread is not None:
+            done = asyncio.run_coroutine_threadsafe(self._close(), self._loop)
+            done.result(timeout=5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
+        self._loop.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _close(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._open):
+            writer.transport.abort()
+        await asyncio.sleep(0)  # let the aborted connections' tasks finish
+
+    # -- one connection --------------------------------------------------------------------------
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self._open) >= self.limits.max_connections:
+            writer.transport.abort()
+            return
+        self._open.add(writer)
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            # Headers and body go out together, but without NODELAY Nagle + delayed ACK can
+            # still add up to 40 ms per reply on a keep-alive connection.
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        verified = self._tls is None or bool(writer.get_extra_info("peercert"))
+        try:
+            while await self._exchange(reader, writer, verified):
+                pass
+        except (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, TimeoutError):
+            pass  # the client went away or stalled: nothing to answer
+        finally:
+            self._open.discard(writer)
+            writer.close()
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, verified: bool
+    ) -> bool:
+        """Serve one request; whether to keep the connection for another."""
+        limits = self.limits
+        try:
+            first = await asyncio.wait_for(reader.readline(), limits.idle_timeout)
+        except ValueError:  # a request line over the stream's limit
+            await self._send(writer, (414, b"request line too long\n", TEXT), close=True)
+            return False
+        if not first:
+            return False
+        try:
+            async with asyncio.timeout(limits.read_timeout):
+                head = await read_head(first, reader)
+                body = await read_body(
+                    head, reader, max_body=limits.max_body, go_on=lambda: _continue(writer)
+                )
+        except HttpError as err:
+            await self._send(writer, (err.status, _message(str(err)), TEXT), close=True)
+            return False
+        except TimeoutError:
+            await self._send(writer, (408, b"request not received in time\n", TEXT), close=True)
+            return False
+        reply = await self._answer(head, body, verified)
+        await self._send(writer, reply, close=head.close)
+        return not head.close
+
+    async def _answer(self, head: Head, body: bytes, verified: bool) -> Reply:
+        path = head.path.split("?", 1)[0].rstrip("/")
+        if head.method == "GET":
+            if path.endswith("/metrics"):
+                data = await self._loop.run_in_executor(self._pool, self.routes.metrics.exposition)
+                return 200, data, "text/plain; version=0.0.4"
+            return self._get(path)
+        if head.method != "POST":
+            return 405, _message(f"method {head.method[:20]!r} not allowed; use POST or GET"), TEXT
+        if not verified:
+            return 403, b"a client certificate from the extender's client CA is required\n", TEXT
+        verb = path.rsplit("/", 1)[-1]
+        return await self._loop.run_in_executor(self._pool, self._post, verb, body)
+
+    def _get(self, path: str) -> Reply:
+        if path.endswith("/healthz"):
+            return 200, b"ok\n", TEXT
+        if path.endswith("/readyz"):
+            why = self.routes.ready()
+            return (503 if why else 200), _message(why or "ok"), TEXT
+        return 404, b"not found\n", TEXT
+
+    def _post(self, verb: str, body: bytes) -> Reply:
+        """One verb on a worker thread."""
+        try:
+            status, payload = self.routes.post(verb, body)
+            return status, payload, JSON if status == 200 else TEXT
+        except BadRequest as err:
+            return 400, _message(f"{verb}: {err}"), TEXT
+        except Exception as err:
+            log.exception("%s failed", verb)
+            return 500, _message(f"{verb}: internal error: {err}"), TEXT
+
+    async def _send(self, writer: asyncio.StreamWriter, reply: Reply, *, close: bool) -> None:
+        status, body, content_type = reply
+        lines = [
+            f"HTTP/1.1 {status} {_PHRASES.get(status, '')}",
+            f"Content-Type: {content_type}",
+            f"Content-Length: {len(body)}",
+        ]
+        if close:
+            lines.append("Connection: close")
+        writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body)
+        async with asyncio.timeout(self.limits.read_timeout):  # a client that never reads
+            await writer.drain()
+
+
+_PHRASES = {s.value: s.phrase for s in HTTPStatus}
+
+
+async def _continue(writer: asyncio.StreamWriter) -> None:
+    writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    await writer.drain()
+
+
+def _quiet(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """Failed TLS handshakes and dropped clients are the clients' business: debug level."""
+    error = context.get("exception")
+    if isinstance(error, ssl.SSLError | ConnectionError | TimeoutError):
+        log.debug("connection failed: %s", error)
+    else:
+        loop.default_exception_handler(context)

@@ -4,8 +4,11 @@ process in tests).
 * `vgpu_extender_request_seconds{verb}`: latency histogram per verb;
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
 * `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
-* `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`: read from
-  the ledger at scrape time.
+* `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
+* `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`,
+  `vgpu_extender_pending_containers{node}` (bound, not yet admitted): read at scrape time;
+* `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
+  bind: cache resynced for its term), so alerts can tell "no leader" from "a leader that is stuck".
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class _StateCollector(Collector):
         with ext.cache.lock:
             counts = ext.gangs.counts()
             phases = Counter(h.phase for h in ext.cache.ledger.holdings())
+            pending = {n: sum(map(len, pods.values())) for n, pods in ext.cache.pending.items()}
         gangs = GaugeMetricFamily("vgpu_extender_gangs", "Gangs by state", labels=["state"])
         for state, n in sorted(counts.items()):
             gangs.add_metric([state], n)
@@ -49,6 +53,31 @@ class _StateCollector(Collector):
         )
         yield GaugeMetricFamily(
             "vgpu_extender_bound", "Bound pods counted", value=phases.get(Phase.BOUND, 0)
+        )
+        waiting = GaugeMetricFamily(
+            "vgpu_extender_pending_containers",
+            "Containers bound to a node and not yet admitted by its agent",
+            labels=["node"],
+        )
+        for node, n in sorted(pending.items()):
+            waiting.add_metric([node], n)
+        yield waiting
+
+
+class _LeadershipCollector(Collector):
+    def __init__(self, leads: Callable[[], bool], may_bind: Callable[[], bool]) -> None:
+        self._leads, self._may_bind = leads, may_bind
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "vgpu_extender_leader",
+            "1 while this replica holds the extender Lease",
+            value=int(self._leads()),
+        )
+        yield GaugeMetricFamily(
+            "vgpu_extender_binding_ready",
+            "1 while this replica may bind (leader with a cache resynced for its term)",
+            value=int(self._may_bind()),
         )
 
 
@@ -73,10 +102,19 @@ class ExtenderMetrics:
         self.binds = PromCounter(
             "vgpu_extender_binds_total", "Bind results", ["outcome"], registry=self.registry
         )
+        self.invalid_pods = PromCounter(
+            "vgpu_extender_invalid_pods",
+            "Watched pod versions skipped because they cannot be read",
+            registry=self.registry,
+        )
 
     def watch(self, extender: Extender) -> None:
         """Report the extender's ledger and gangs at scrape time."""
         self.registry.register(_StateCollector(extender))
+
+    def watch_leadership(self, leads: Callable[[], bool], may_bind: Callable[[], bool]) -> None:
+        """Report leadership at scrape time (`leads` is always true without leader election)."""
+        self.registry.register(_LeadershipCollector(leads, may_bind))
 
     def count_rejections(self, reasons: Counter[str]) -> None:
         """Add one filter call's rejections."""

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from vgpu.api.inventory import parse_inventory
+from vgpu.api.quantity import mib_floor, milli_floor
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidInventory, InvalidRequest
 from vgpu.core.ids import GpuUUID, NodeName
 from vgpu.core.model import Gpu, Node
-from vgpu.extender.quantity import mib_floor, milli_floor
 
 Obj = dict[str, Any]
 

@@ -2,7 +2,8 @@
 
 * GPU asks: `<domain>/cores` and `<domain>/memory` (blocks of `memory_unit_mib`) in a container's
   limits or requests (limits win; extended resources must have them equal anyway). Init
-  containers count too, conservatively.
+  containers count as the kubelet allocates them: `roles` says which reuse rule applies
+  (`vgpu.core.kubelet_reuse`).
 * CPU and memory: what kube-scheduler counts, max(sum of app containers, largest init
   container) plus the pod overhead.
 * GPU selection: annotations `vgpu.io/gpu-type`, `vgpu.io/gpu-type-exclude` ("A100|H100"),
@@ -17,16 +18,20 @@ Bad values raise `InvalidRequest` naming the field, before anything is changed.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.api.gang import gang_ref
+from vgpu.api.podread import cores_limit, role_of
+from vgpu.api.quantity import mib_ceil, milli_ceil, whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
+from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, GpuUUID, PodKey, gang_key, pod_key
-from vgpu.core.model import ANY_GPU, ContainerRequest, GpuSelector, PodRequest
+from vgpu.core.kubelet_reuse import Role
+from vgpu.core.model import ANY_GPU, Assignment, ContainerRequest, GpuSelector, PodRequest
 from vgpu.core.units import validate_cores, validate_memory
-from vgpu.extender.quantity import mib_ceil, milli_ceil, whole_count
 
 Obj = dict[str, Any]
 
@@ -56,11 +61,22 @@ class PodSpec:
     memory_blocks: dict[str, int]
     node: str
     terminal: bool
+    roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
+    cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
+
+    def pending(
+        self, assignment: Assignment, admitted: Iterable[str] = ()
+    ) -> list[PendingContainer]:
+        """The pod's containers still waiting for admission, as the hand-off rule sees them."""
+        order = [c.name for c in self.request.containers]  # init containers first, spec order
+        return pending_of(assignment, self.memory_blocks, admitted, self.cores_limit, order)
 
 
 def key_of(pod: Obj) -> PodKey:
     """The `ns/name` key of a pod dict."""
-    meta = pod.get("metadata") or {}
+    meta = pod.get("metadata")
+    if not isinstance(meta, dict):
+        meta = {}
     return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
 
 
@@ -138,15 +154,18 @@ def gang_of(pod: Obj) -> GangLabel | None:
     return GangLabel(gang_key(ns, ref.name), ns, ref.name, size)
 
 
+MAX_GANG = 100_000
+"""Members of one gang: beyond any cluster."""
+
+
 def _size(value: object, field: str) -> int:
-    try:
-        size = int(str(value).strip())
-    except ValueError:
-        raise InvalidRequest(
-            field, f"{value!r} is not a number", "set the gang size, e.g. 5"
-        ) from None
-    if size < 1:
-        raise InvalidRequest(field, f"{size} is below 1", "set the gang size, e.g. 5")
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):
+        shown = text if len(text) <= 20 else text[:17] + "..."
+        raise InvalidRequest(field, f"{shown!r} is not a gang size", "set it, e.g. 5")
+    size = int(text)
+    if not 1 <= size <= MAX_GANG:
+        raise InvalidRequest(field, f"{size} is not in 1..{MAX_GANG}", "set the gang size, e.g. 5")
     return size
 
 
@@ -158,6 +177,7 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
     annotations = meta.get("annotations") or {}
     containers: list[ContainerRequest] = []
     blocks: dict[str, int] = {}
+    roles: dict[str, Role] = {}
     for kind in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(kind) or []):
             where = f"spec.{kind}[{i}].resources"
@@ -165,6 +185,7 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
             if container.wants_gpu:
                 containers.append(container)
                 blocks[container.name] = n
+                roles[container.name] = role_of(c, kind == "initContainers")
     cpu, mem = _host_requests(spec)
     policy = annotations.get(POLICY)
     request = PodRequest(
@@ -183,4 +204,6 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         memory_blocks=blocks,
         node=str(spec.get("nodeName") or ""),
         terminal=phase in ("Succeeded", "Failed"),
+        roles=roles,
+        cores_limit=cores_limit(annotations)[0],
     )

@@ -6,6 +6,11 @@ state. Nodes with containers pending admission get the full invariant-I placemen
 and pods with a holding are sent to the node they hold. Failed nodes carry the core's reasons;
 GPU type, GPU count and missing inventory are unresolvable, the rest resolvable. The filter never
 narrows a pod to one node unless the pod already holds a place there.
+
+What a request says about a pod is a hypothesis: the ledger changes only from the watches and
+the extender's own binds. Filter and prioritize answer for any pod without writing anything;
+only a pod the watch shows (same UID) feeds the policy's learner or takes part in a gang plan
+(whose reservations are writes), so a forged request can neither charge capacity nor reserve it.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -21,8 +26,11 @@ from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
+from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment, Phase
+from vgpu.core.placing import place
 from vgpu.core.policies import Policy
 from vgpu.core.registry import PolicySpec, make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
@@ -63,22 +71,44 @@ class ExtenderConfig:
     names: ResourceNames = DEFAULT_NAMES
     assume_ttl: float = 30.0
     bind_wait: float = 3.0
+    pod_policies: tuple[PolicySpec, ...] = ()
+    """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
 
 
 class PolicyBook:
-    """Policies by name, each parsed and built once."""
+    """The default policy and the policies pods may ask for by name (`vgpu.io/policy`), each
+    built once at start-up. Pods choose only among what the operator allowed
+    (`--allow-pod-policy`), so no pod can make the extender build (and keep) a policy of its
+    own: memory stays bounded by the operator's list."""
 
-    def __init__(self, default: PolicySpec, workload: Workload = DEFAULT_WORKLOAD) -> None:
-        self._workload = workload
+    def __init__(
+        self,
+        default: PolicySpec,
+        allowed: Iterable[PolicySpec] = (),
+        workload: Workload = DEFAULT_WORKLOAD,
+    ) -> None:
         self.default = make_policy(default, workload)
-        self._built: dict[str, Policy] = {default.name: self.default}
+        self._allowed: dict[str, Policy] = {default.name: self.default}
+        for spec in allowed:
+            if spec.name not in self._allowed:
+                self._allowed[spec.name] = make_policy(spec, workload)
+
+    @property
+    def names(self) -> list[str]:
+        """The policies pods may name."""
+        return list(self._allowed)
 
     def get(self, name: str) -> Policy:
-        """The policy a pod's annotation names; raises `InvalidRequest` for unknown names."""
-        policy = self._built.get(name)
+        """The policy a pod names; raises `InvalidRequest` for one the operator did not allow."""
+        policy = self._allowed.get(name)
         if policy is None:
-            spec = parse_policy(name, f"metadata.annotations[{POLICY_ANNOTATION}]")
-            policy = self._built[name] = make_policy(spec, self._workload)
+            shown = name if len(name) <= 64 else name[:61] + "..."
+            raise InvalidRequest(
+                f"metadata.annotations[{POLICY_ANNOTATION}]",
+                f"policy {shown!r} is not allowed for pods",
+                "use one of " + ", ".join(self._allowed) + " or drop the annotation "
+                "(the operator allows more with --allow-pod-policy)",
+            )
         return policy
 
 
@@ -104,7 +134,7 @@ class Extender:
         self.clock = clock
         self.group_size = group_size
         self.on_rejections = on_rejections
-        self.policies = PolicyBook(config.policy)
+        self.policies = PolicyBook(config.policy, config.pod_policies)
         self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
         self.binding: set[PodKey] = set()
         self.assumed_at: dict[PodKey, float] = {}
@@ -163,9 +193,7 @@ class Extender:
         if self.cache.node_state(node) is None:
             return Verdict(Code.NO_GPU, (self.cache.problems.get(name, f"node {node} is unknown"),))
         pending = self.cache.pending_on(name, besides=spec.request.key)
-        return self.scheduler.place(
-            spec.request, name, policy, pending=pending, memory_blocks=spec.memory_blocks
-        )
+        return _place(self.scheduler, spec, name, pending, policy)
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
@@ -188,7 +216,9 @@ class Extender:
         except InvalidRequest as err:
             return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
         with self.cache.lock:
-            self.cache.remember(args.pod, spec)
+            watched = self.cache.watched(spec)
+            if spec.gang is not None and not watched:
+                return FilterResult(failed=dict.fromkeys(args.node_names, _UNWATCHED))
             target = self.held_place(spec, size)
             if isinstance(target, GangWait):
                 result = FilterResult(failed=dict.fromkeys(args.node_names, target.reason))
@@ -200,7 +230,8 @@ class Extender:
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
-                policy.observe(spec.request)
+                if watched:
+                    policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
         return result
 
@@ -264,6 +295,10 @@ class Extender:
         if ns is None:
             return _UNKNOWN
         node = NodeName(name)
+        if reuses(spec.request, spec.roles):  # charged as the kubelet reuses, on one GPU
+            pending = self.cache.pending_on(node, besides=spec.request.key)
+            pending = [c for c in pending if c.pod not in gone]
+            return _placed(_place(self.scheduler, spec, node, pending, policy))
         outcome = _outcome(check(ns, spec.request))
         if outcome is not _FIT:
             problem = self.cache.problems.get(node) if outcome[0] == _NO_GPU else None
@@ -274,10 +309,7 @@ class Extender:
             pending = [c for c in pending if c.pod not in gone]
         if not pending:
             return outcome
-        placed = self.scheduler.place(
-            spec.request, node, policy, pending=pending, memory_blocks=spec.memory_blocks
-        )
-        return _placed(placed)
+        return _placed(_place(self.scheduler, spec, node, pending, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
@@ -294,7 +326,8 @@ class Extender:
                 return Priorities(names, [10 if n == there else 0 for n in names])
             if not spec.request.wants_gpu:
                 return Priorities(names, [0] * len(names))
-            policy.observe(spec.request)
+            if self.cache.watched(spec):
+                policy.observe(spec.request)
             return self._priorities(spec, names, policy)
 
     def _priorities(self, spec: PodSpec, names: list[str], policy: Policy) -> Grouped:
@@ -327,6 +360,7 @@ Outcome = tuple[str, bool, str]
 _FIT: Outcome = (Code.FITS.value, False, "")
 _UNKNOWN: Outcome = ("unknown-node", False, "node is not in the vgpu extender's cache yet")
 _NO_GPU = Code.NO_GPU.value
+_UNWATCHED = "the vgpu extender's pod watch has not shown this gang member yet"
 
 
 def _outcome(verdict: Verdict) -> Outcome:
@@ -348,4 +382,24 @@ def _view_key(spec: PodSpec) -> tuple[object, ...]:
     placements its container names (reasons quote them) and memory blocks."""
     req = spec.request
     blocks = tuple(sorted(spec.memory_blocks.items()))
-    return (req.shape, tuple(c.name for c in req.containers), blocks)
+    roles = tuple(sorted((name, role.value) for name, role in spec.roles.items()))
+    return (req.shape, tuple(c.name for c in req.containers), blocks, roles, spec.cores_limit)
+
+
+def _place(
+    scheduler: Scheduler,
+    spec: PodSpec,
+    node: NodeName,
+    pending: Sequence[PendingContainer],
+    policy: Policy,
+) -> Assignment | Verdict:
+    """The core's placement for a read pod: its init-container roles and its pending grants."""
+    return place(
+        scheduler,
+        spec.request,
+        node,
+        policy,
+        roles=spec.roles,
+        pending=pending,
+        describe=spec.pending,
+    )

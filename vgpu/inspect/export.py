@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import yaml
-
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.model import GpuView, NodeView, Report, Usage
 
@@ -102,4 +100,6 @@ def render_json(report: Report) -> str:
 
 
 def render_yaml(report: Report) -> str:
+    import yaml  # only -o yaml needs PyYAML
+
     return str(yaml.safe_dump(report_document(report), sort_keys=False))

@@ -14,6 +14,7 @@ from typing import Any
 
 from vgpu.api.admitted import ADMITTED, Admitted, read_admitted
 from vgpu.api.assignment import ASSIGNMENT, decode
+from vgpu.api.quantity import whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.model import Assignment
@@ -106,7 +107,7 @@ def _quantity(container: Obj, resource: str) -> int:
         value = (resources.get(section) or {}).get(resource)
         if value is not None:
             try:
-                return int(str(value))
-            except ValueError:
+                return whole_count(value, resource)
+            except InvalidRequest:
                 return 0
     return 0

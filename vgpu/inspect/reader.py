@@ -34,18 +34,21 @@ class InspectError(VgpuError):
     """The report cannot be made; the message is for the person at the terminal."""
 
 
-def connect(kubeconfig: str | None) -> KubeApi:
+def connect(kubeconfig: str | None, context: str | None = None) -> KubeApi:
     try:
-        return KubeApi.from_environment(kubeconfig)
+        return KubeApi.from_environment(kubeconfig, context=context)
     except KubeConfigMissing as e:
         raise InspectError(f"no cluster to inspect: {e}") from e
 
 
-def read_snapshot(api: KubeApi, *, now: datetime | None = None) -> Snapshot:
-    """Nodes, live pods and the PodGroups they name, as one consistent-enough snapshot."""
+def read_snapshot(
+    api: KubeApi, *, now: datetime | None = None, selector: str | None = None
+) -> Snapshot:
+    """Nodes (those `selector` matches), live pods and the PodGroups they name, as one
+    consistent-enough snapshot."""
     taken = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
-        nodes = api.list_nodes().items
+        nodes = api.list_nodes(label_selector=selector).items
         pods = api.list_pods(field_selector=LIVE_PODS).items
     except KubeForbidden as e:
         raise InspectError(f"no permission to read nodes and pods ({e}); {RBAC_HINT}") from e

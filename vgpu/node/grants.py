@@ -16,7 +16,7 @@ read from its signed assignment (a container without a memory ask makes no memor
 | `VGPU_MEMORY_LIMIT_MIB`, `VGPU_MEMORY_LIMIT_BYTES` | memory limit per visible GPU, same order |
 | `VGPU_MODE` | `plain`, `mps` or `hami` |
 | mode `mps` | `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` (limit or cores), `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` (`0=4096M,1=…`, by visible index), `CUDA_MPS_PIPE_DIRECTORY` plus a mount of the node's MPS pipe directory |
-| mode `hami` | `CUDA_DEVICE_MEMORY_LIMIT_<i>=<n>m` per visible index, `CUDA_DEVICE_SM_LIMIT` (limit or cores), as HAMi-core reads them |
+| mode `hami` | `CUDA_DEVICE_MEMORY_LIMIT_<i>=<n>m` per visible index, `CUDA_DEVICE_SM_LIMIT` (limit or cores), as HAMi-core reads them; with `GrantSettings.hami`, HAMi-core's library mounted and preloaded (`vgpu.node.hami`) |
 
 The hand-off **memory** grant only confirms where the blocks are: `VGPU_MEMORY_GPUS` and
 `VGPU_MEMORY_BLOCKS`. Without the hand-off (no cluster credentials) the default policy grants
@@ -29,8 +29,12 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from vgpu.core.units import CORES_PER_GPU
+
+if TYPE_CHECKING:
+    from vgpu.node.hami import HamiCore
 
 MIB = 1024 * 1024
 DEFAULT_MPS_PIPE_DIR = "/tmp/nvidia-mps"
@@ -78,6 +82,7 @@ class GpuLimit:
 class GrantSettings:
     mode: GrantMode = GrantMode.PLAIN
     mps_pipe_dir: str = DEFAULT_MPS_PIPE_DIR  # on the host; mounted at the same path
+    hami: HamiCore | None = None  # HAMi-core on the node: mode hami then preloads it
 
 
 def cores_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:
@@ -152,4 +157,7 @@ def container_grant(
         for i, g in enumerate(gpus):
             envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{g.memory_mib}m"
         envs["CUDA_DEVICE_SM_LIMIT"] = str(sm)
+        if settings.hami is not None:
+            envs.update(settings.hami.envs())
+            mounts = settings.hami.mounts()
     return ContainerGrant(envs=envs, mounts=mounts)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from vgpu.api.admitted import encode_admitted
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT, verify
+from vgpu.core.handoff_rule import PendingContainer, asks_of, followers
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, GpuShare
 from vgpu.core.units import MMIB_PER_MIB
@@ -62,15 +63,20 @@ class Candidate:
     shares: tuple[GpuShare, ...]
     cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
     in_progress: bool = False  # some of the pod's containers are admitted, not all
+    after: tuple[tuple[object, ...], ...] = ()  # grants of the pod's later containers
 
     @property
     def gpus(self) -> frozenset[str]:
         return frozenset(s.uuid for s in self.shares)
 
     @property
-    def signature(self) -> tuple[object, ...]:
-        """Everything the container's grant depends on."""
-        return (self.shares, self.container.memory_blocks, self.cores_limit)
+    def pending(self) -> PendingContainer:
+        """The container as the hand-off rule (`vgpu.core.handoff_rule`) sees it."""
+        c = self.container
+        asks = asks_of(c.cores, c.memory_blocks)
+        return PendingContainer(
+            self.pod, c.name, asks, self.shares, self.cores_limit[0], self.after
+        )
 
 
 @dataclass(slots=True)
@@ -83,6 +89,8 @@ class _Entry:
     admitted: dict[tuple[str, UnitKind], tuple[tuple[str, ...], float]] = field(
         default_factory=dict
     )
+    failed: bool = False  # the kubelet gave up admitting it (an Allocate of it was refused)
+    unsure: set[tuple[str, UnitKind]] = field(default_factory=set)  # see `Handoff.admit`
 
     def ask(self, container: ContainerAsk, kind: UnitKind) -> int:
         return container.cores if kind is UnitKind.CORES else container.memory_blocks
@@ -90,6 +98,13 @@ class _Entry:
     def done(self, container: ContainerAsk) -> bool:
         return all(
             (container.name, k) in self.admitted for k in KINDS if self.ask(container, k) > 0
+        )
+
+    def followers(self) -> dict[str, tuple[tuple[object, ...], ...]]:
+        """Per container, the grants of the pod's later vGPU containers (the hand-off rule)."""
+        held = [c for c in self.info.containers if self.shares.get(c.name)]
+        return followers(
+            (c.name, self.shares[c.name], asks_of(c.cores, c.memory_blocks)) for c in held
         )
 
     def in_progress(self) -> bool:
@@ -188,7 +203,7 @@ class Handoff:
         first in spec order (init containers first) still waiting for `kind`."""
         entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
         for entry in entries:
-            if entry.assignment is None:
+            if entry.assignment is None or entry.failed:
                 continue
             for container in entry.info.containers:
                 if entry.ask(container, kind) > 0 and (container.name, kind) not in entry.admitted:
@@ -210,7 +225,10 @@ class Handoff:
                 if gpus is not None and frozenset(s.uuid for s in shares) != gpus:
                     continue
                 limit = cores_limit(entry.info)
-                out.append(Candidate(entry.info.key, container, shares, limit, entry.in_progress()))
+                after = entry.followers().get(container.name, ())
+                out.append(
+                    Candidate(entry.info.key, container, shares, limit, entry.in_progress(), after)
+                )
             return out
 
     def waiting_unassigned(self, kind: UnitKind, size: int) -> list[PodKey]:
@@ -244,17 +262,88 @@ class Handoff:
                     out.append(f"{entry.info.key}/{name} ({state}, {asks}{more})")
             return out
 
-    def admit(self, pod: PodKey, container: str, kind: UnitKind, ids: Sequence[str]) -> None:
+    def admit(
+        self,
+        pod: PodKey,
+        container: str,
+        kind: UnitKind,
+        ids: Sequence[str],
+        *,
+        unsure: bool = False,
+    ) -> None:
+        """Record an allocation. `unsure`: interchangeable containers of other pods could have
+        been the caller (the grant is the same, the attribution may not be): the container is
+        not reported admitted until the kubelet's record or a later call settles it."""
         with self._lock:
             entry = self._pods.get(pod)
             if entry is not None:
                 entry.admitted[(container, kind)] = (tuple(ids), self._clock())
+                if unsure:
+                    entry.unsure.add((container, kind))
+
+    def settle(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> None:
+        """No pending container asks `size` of `kind` on `gpus` any more: every unsure
+        attribution there was right (each of the interchangeable containers got a call)."""
+        with self._lock:
+            if self._matching(kind, size, gpus, pending=True):
+                return
+            for entry, container in self._matching(kind, size, gpus, pending=False):
+                entry.unsure.discard((container.name, kind))
+
+    def reclaim(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
+        """An Allocate matched no pending container: if an unsure attribution there took the
+        caller's container for another pod (which has since gone), this call is that
+        container's own. The kubelet allocates a container once, so it is settled now."""
+        with self._lock:
+            for entry, container in self._matching(kind, size, gpus, pending=False):
+                if (container.name, kind) in entry.unsure:
+                    entry.unsure.discard((container.name, kind))
+                    shares = entry.shares[container.name]
+                    return Candidate(entry.info.key, container, shares, cores_limit(entry.info))
+            return None
+
+    def unsure_candidates(self, kind: UnitKind, size: int) -> list[Candidate]:
+        """Unsure attributions asking `size` of `kind`: where a call matching no pending
+        container may still belong (`reclaim`), for GetPreferredAllocation to steer to."""
+        with self._lock:
+            return [
+                Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info))
+                for e, c in self._matching(kind, size, None, pending=False)
+                if (c.name, kind) in e.unsure
+            ]
+
+    def _matching(
+        self, kind: UnitKind, size: int, gpus: frozenset[str] | None, *, pending: bool
+    ) -> list[tuple[_Entry, ContainerAsk]]:
+        out = []
+        for entry in self._pods.values():
+            for c in entry.info.containers:
+                shares = entry.shares.get(c.name, ())
+                on = frozenset(s.uuid for s in shares)
+                if entry.ask(c, kind) != size or not shares or (gpus is not None and on != gpus):
+                    continue
+                if ((c.name, kind) not in entry.admitted) == pending and not entry.failed:
+                    out.append((entry, c))
+        return out
+
+    def abort_admissions(self) -> list[PodKey]:
+        """An Allocate was refused: the kubelet fails the pod it was admitting and moves on
+        (pkg/kubelet/cm/devicemanager/manager.go: the first error fails the pod, which is not
+        admitted again on this node). The kubelet admits one pod at a time, so a pod part-way
+        through admission is that pod, or one whose admission already failed elsewhere: it can
+        never be allocated again and must not absorb another pod's Allocate."""
+        with self._lock:
+            aborted = [k for k, e in self._pods.items() if e.in_progress() and not e.failed]
+            for key in aborted:
+                self._pods[key].failed = True
+            return aborted
 
     def unadmit(self, pod: PodKey, container: str, kind: UnitKind) -> None:
         with self._lock:
             entry = self._pods.get(pod)
             if entry is not None:
                 entry.admitted.pop((container, kind), None)
+                entry.unsure.discard((container, kind))
 
     def reserved(self, gpu: str, kind: UnitKind, memory_unit_mib: int) -> int:
         """Units of `kind` on `gpu` that assigned pods (pending or admitted) or unassigned
@@ -262,7 +351,8 @@ class Handoff:
         with self._lock:
             total = 0
             for entry in self._pods.values():
-                for share in (s for shares in entry.shares.values() for s in shares):
+                charged = entry.assignment.charged if entry.assignment else ()
+                for share in charged:
                     if share.uuid != gpu:
                         continue
                     if kind is UnitKind.CORES:
@@ -290,7 +380,10 @@ class Handoff:
             entry = self._pods.get(key)
             if entry is None or entry.assignment is None:
                 return []
-            return sorted(c.name for c in entry.info.containers if entry.done(c))
+            unsure = {name for name, _ in entry.unsure}
+            return sorted(
+                c.name for c in entry.info.containers if entry.done(c) and c.name not in unsure
+            )
 
     def annotation_updates(self) -> list[tuple[PodKey, str]]:
         """(pod, new `vgpu.io/admitted` value) for pods whose annotation is out of date."""
@@ -356,6 +449,8 @@ class Handoff:
                         reports.append((key, problem))
                     old = fresh.get((h.container, h.kind))
                     entry.admitted[(h.container, h.kind)] = (h.ids, old[1] if old else now)
+                    entry.unsure.discard((h.container, h.kind))  # the kubelet says so
+                entry.unsure &= set(entry.admitted)
             for rest in by_pod.values():
                 unassigned += rest
             self.unassigned_held = tuple(unassigned)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from vgpu.core.handoff_rule import confusable
 from vgpu.core.ids import PodKey
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.allocation import DefaultAllocationPolicy
@@ -77,7 +78,8 @@ class HandoffPolicy:
         self, resource: str, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
         kind = self._names.kind_of(resource)
-        for candidate in self._handoff.candidates(kind, size):
+        targets = self._handoff.candidates(kind, size)
+        for candidate in targets or self._handoff.unsure_candidates(kind, size):
             ids = self._steer(kind, candidate, available, must_include, size)
             if ids is not None:
                 return ids
@@ -128,6 +130,8 @@ class HandoffPolicy:
             if isinstance(result, Refusal):
                 for pod, container in done:
                     self._handoff.unadmit(pod, container, kind)
+                for pod in self._handoff.abort_admissions():
+                    log.warning("%s: the kubelet fails the admission of %s", resource, pod)
                 return result
             grant, admitted = result
             grants.append(grant)
@@ -156,6 +160,9 @@ class HandoffPolicy:
             # ours has shown it: catch up with the API server once before refusing.
             self._refresh()
             matches = self._handoff.candidates(kind, len(ids), gpus)
+        if not matches and not self._handoff.waiting_unassigned(kind, len(ids)):
+            reclaimed = self._handoff.reclaim(kind, len(ids), gpus)
+            matches = [reclaimed] if reclaimed is not None else []
         if not matches:
             return self._unmatched(kind, resource, ids, groups)
         chosen = matches[0]
@@ -167,7 +174,9 @@ class HandoffPolicy:
         grant = self._grant(kind, chosen, groups)
         if isinstance(grant, Refusal):
             return grant
-        self._handoff.admit(chosen.pod, chosen.container.name, kind, ids)
+        unsure = any(m.pod != chosen.pod for m in matches)  # interchangeable: same grant
+        self._handoff.admit(chosen.pod, chosen.container.name, kind, ids, unsure=unsure)
+        self._handoff.settle(kind, len(ids), gpus)
         log.info(
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
         )
@@ -176,16 +185,16 @@ class HandoffPolicy:
     def _ambiguity(self, kind: UnitKind, size: int, chosen: Candidate) -> str | None:
         """Why this Allocate might be for another pod than `chosen` (None: it cannot be).
 
-        A pod the kubelet is in the middle of is certain. Otherwise any other pod that waits
-        with the same ask but a different grant (another GPU: invariant I broken; or different
-        limits) or without a valid assignment makes the call ambiguous: refuse, never swap.
+        Any other pod waiting with a container confusable with `chosen` (the hand-off rule,
+        `vgpu.core.handoff_rule`: same ask, another GPU or another grant) or without a valid
+        assignment makes the call ambiguous: refuse, never swap. Being part-way through its
+        admission does not make `chosen` certain: its admission may have failed elsewhere.
         """
-        if chosen.in_progress:
-            return None
+        mine = chosen.pending
         rivals = [
             c.pod
             for c in self._handoff.candidates(kind, size)
-            if c.pod != chosen.pod and c.signature != chosen.signature
+            if confusable(mine, c.pending) is not None
         ]
         rivals += self._handoff.waiting_unassigned(kind, size)
         if not rivals:

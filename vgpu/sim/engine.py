@@ -26,7 +26,8 @@ class RunResult:
 
     policy: str
     seed: int
-    alloc_pct_at_100: float
+    alloc_pct_at_100: float | None
+    """None when the arrivals never reach 100 % of capacity (`--tune` below 1)."""
     alloc_pct_final: float
     pods_placed: int
     pods_failed: int
@@ -54,10 +55,11 @@ def capacity_milli(nodes: tuple[Node, ...]) -> int:
     return sum(len(n.gpus) for n in nodes) * 1000
 
 
-def mean_at_100(window: list[float], fallback: list[float]) -> float:
-    """The mean allocation over the 100 % window, or over 99..101 % if that window is empty."""
+def mean_at_100(window: list[float], fallback: list[float]) -> float | None:
+    """The mean allocation over the 100 % window, or over 99..101 % if that window is empty;
+    None when arrivals never came near 100 % (there is no such figure, not a zero)."""
     values = window or fallback
-    return round(sum(values) / len(values), 2) if values else 0.0
+    return round(sum(values) / len(values), 2) if values else None
 
 
 def replay(

@@ -8,9 +8,12 @@ default trace — that figure beside ours.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from statistics import median
 
+from vgpu.core.errors import InvalidRequest
 from vgpu.sim.engine import RunResult
+from vgpu.sim.runner import figure, median_at_100, percent_or_na
 
 PAPER_ALLOC_AT_100 = {
     "random": 86.25,
@@ -28,8 +31,20 @@ def _policies(results: Sequence[RunResult]) -> list[str]:
     return list(dict.fromkeys(r.policy for r in results))
 
 
+LEGEND = """\
+  alloc@100%  GPUs allocated (% of the cluster's GPUs) at the moment the pods that arrived ask
+              for 100 % of them: the fragmentation measure of the FGD paper, higher is better
+  final       GPUs allocated once every pod has arrived (arrivals stop at --tune x capacity)
+  placed      pods given GPUs
+  failed      pods no node could take (dropped, never retried)
+  s/run       seconds one replay took
+  paper@100%  the FGD paper's published alloc@100% for that policy (openb default trace,
+              --tune 1.3, seeds 42-51); n/a where it has none
+  n/a         the figure does not exist (e.g. arrivals below 100 % with --tune under 1)"""
+
+
 def table(results: Sequence[RunResult], *, paper: bool = True) -> str:
-    """A fixed-width table, one row per policy (medians over seeds)."""
+    """A fixed-width table, one row per policy (medians over seeds), and its legend."""
     header = ["policy", "alloc@100%", "final", "placed", "failed", "s/run"]
     if paper:
         header.append("paper@100%")
@@ -38,15 +53,14 @@ def table(results: Sequence[RunResult], *, paper: bool = True) -> str:
         runs = [r for r in results if r.policy == name]
         row = [
             name,
-            f"{median(r.alloc_pct_at_100 for r in runs):.2f}",
+            figure(median_at_100(runs)),
             f"{median(r.alloc_pct_final for r in runs):.2f}",
             f"{median(r.pods_placed for r in runs):.0f}",
             f"{median(r.pods_failed for r in runs):.0f}",
             f"{median(r.seconds for r in runs):.1f}",
         ]
         if paper:
-            ref = PAPER_ALLOC_AT_100.get(name)
-            row.append("" if ref is None else f"{ref:.2f}")
+            row.append(figure(PAPER_ALLOC_AT_100.get(name)))
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     lines = [
@@ -56,19 +70,63 @@ def table(results: Sequence[RunResult], *, paper: bool = True) -> str:
         )
         for row in rows
     ]
+    note = f"median over {_seeds(results)}; GPU allocation in % of cluster GPU capacity"
+    legend = LEGEND if paper else LEGEND.replace(PAPER_LINES, "")
+    return "\n".join([*lines, "", note, legend])
+
+
+PAPER_LINES = LEGEND[LEGEND.index("  paper@100%") : LEGEND.index("  n/a")]
+
+
+def _seeds(results: Sequence[RunResult]) -> str:
     seeds = sorted({r.seed for r in results})
-    note = f"median over seed(s) {', '.join(map(str, seeds))}; GPU allocation % of cluster capacity"
-    return "\n".join([*lines, "", note])
+    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
 
 
-def plot(results: Sequence[RunResult], path: str) -> None:
-    """Allocation % against arrived workload %, one line per policy (median over seeds)."""
+def plot_labels(results: Sequence[RunResult], *, trace: str) -> tuple[str, dict[str, str]]:
+    """The plot's title (trace and seeds) and each policy's legend entry with its figure."""
+    title = f"GPU allocation as pods arrive: {trace}, {_seeds(results)} (median)"
+    labels = {}
+    for name in _policies(results):
+        value = median_at_100(r for r in results if r.policy == name)
+        labels[name] = f"{name}: {percent_or_na(value)} at 100 %"
+    return title, labels
+
+
+def check_plot_path(path: str) -> None:
+    """Refuse a --plot FILE that cannot be written, before hours of replays: a folder that does
+    not exist, a format matplotlib cannot write, or matplotlib missing."""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise InvalidRequest(
+            "--plot", f"{target.parent} is not an existing directory", "create it first"
+        )
+    try:
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError as err:
+        raise InvalidRequest(
+            "--plot", f"needs matplotlib ({err})", "pip install 'vgpu[plot]'"
+        ) from err
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if target.suffix.lstrip(".").lower() not in formats:
+        raise InvalidRequest(
+            "--plot",
+            f"cannot write {target.suffix or 'a file without an extension'}",
+            "end the name with one of ." + ", .".join(sorted(formats)),
+        )
+
+
+def plot(results: Sequence[RunResult], path: str, *, trace: str = "trace") -> None:
+    """Allocation % against arrived workload %, one line per policy (median over seeds), with
+    the 100 % arrival line where alloc@100% is read."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    title, labels = plot_labels(results, trace=trace)
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    low = 100.0
     for name in _policies(results):
         per_step: dict[int, list[float]] = {}
         for r in results:
@@ -76,14 +134,18 @@ def plot(results: Sequence[RunResult], path: str) -> None:
                 for arrived, alloc in r.curve:
                     per_step.setdefault(int(arrived), []).append(alloc)
         xs = sorted(per_step)
-        ax.plot(xs, [median(per_step[x]) for x in xs], label=name)
-    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", label="ideal")
+        ax.plot(xs, [median(per_step[x]) for x in xs], label=labels[name])
+        low = min(low, max(xs, default=0))
+    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", label="ideal (every pod placed)")
+    ax.axvline(100, color="black", linewidth=0.8, linestyle="--", label="100 % arrival")
+    ax.set_title(title, fontsize=10)
     ax.set_xlabel("arrived GPU workload (% of cluster GPUs)")
     ax.set_ylabel("allocated GPUs (% of cluster)")
-    ax.set_xlim(left=70)
-    ax.set_ylim(70, 100)
+    left = 70 if low >= 100 else 0  # short runs (--tune under 1) are shown whole
+    ax.set_xlim(left=left)
+    ax.set_ylim(left, 100)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from statistics import median
@@ -125,9 +125,24 @@ def summary(results: Sequence[RunResult]) -> dict[str, dict[str, object]]:
         assert isinstance(runs, list)
         runs.append(r.as_json())
     for name, entry in out.items():
-        values = [r.alloc_pct_at_100 for r in results if r.policy == name]
-        entry["median_alloc_pct_at_100"] = round(median(values), 2)
+        entry["median_alloc_pct_at_100"] = median_at_100(r for r in results if r.policy == name)
     return out
+
+
+def median_at_100(results: Iterable[RunResult]) -> float | None:
+    """The median allocation at 100 % arrival over runs that reached it (None if none did)."""
+    values = [r.alloc_pct_at_100 for r in results if r.alloc_pct_at_100 is not None]
+    return round(median(values), 2) if values else None
+
+
+def figure(value: float | None) -> str:
+    """A percentage with two decimals, or "n/a" where the figure does not exist."""
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def percent_or_na(value: float | None) -> str:
+    """`95.23 %`, or `n/a` where the figure does not exist."""
+    return "n/a" if value is None else f"{value:.2f} %"
 
 
 def progress_printer(stream: TextIO | None = None) -> Callable[[RunResult, int, int], None]:
@@ -136,7 +151,7 @@ def progress_printer(stream: TextIO | None = None) -> Callable[[RunResult, int, 
     def report(result: RunResult, done: int, total: int) -> None:
         print(
             f"[{done}/{total}] {result.policy} seed {result.seed}: "
-            f"{result.alloc_pct_at_100:.2f} % allocated at 100 % arrival "
+            f"{percent_or_na(result.alloc_pct_at_100)} allocated at 100 % arrival "
             f"({result.seconds:.1f} s)",
             file=stream or sys.stderr,
             flush=True,

@@ -1,0 +1,67 @@
+{{/* The namespace of every namespaced object. */}}
+{{- define "vgpu.namespace" -}}
+{{- .Values.namespace.name | default .Release.Namespace -}}
+{{- end -}}
+
+{{/* Labels of every object; "component" is passed as .component. */}}
+{{- define "vgpu.labels" -}}
+app.kubernetes.io/name: vgpu
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+app.kubernetes.io/part-of: vgpu
+{{- if .root.Values.helmLabels }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version }}
+{{- end }}
+{{- end -}}
+
+{{/* Selector labels: stable across upgrades (never the chart version). */}}
+{{- define "vgpu.selector" -}}
+app.kubernetes.io/name: vgpu
+app.kubernetes.io/component: {{ . }}
+{{- end -}}
+
+{{/* The vgpu image. */}}
+{{- define "vgpu.image" -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+
+{{/*
+kube-scheduler's image: the tag given, else the cluster's vMAJOR.MINOR.PATCH without a vendor's
+suffix (v1.31.4-eks-..., v1.31.4-gke.100, v1.31.4+k3s1 all give v1.31.4, which
+registry.k8s.io publishes).
+*/}}
+{{- define "vgpu.schedulerImage" -}}
+{{- $tag := .Values.scheduler.image.tag | default (regexFind "^v[0-9]+[.][0-9]+[.][0-9]+" .Capabilities.KubeVersion.Version) -}}
+{{- printf "%s:%s" .Values.scheduler.image.repository $tag -}}
+{{- end -}}
+
+{{/* The name of the Secret holding the assignment key. */}}
+{{- define "vgpu.keySecret" -}}
+{{- .Values.assignmentKey.existingSecret | default .Values.assignmentKey.name -}}
+{{- end -}}
+
+{{/* The service account a component runs as, in the form the API server names users. */}}
+{{- define "vgpu.user" -}}
+{{- printf "system:serviceaccount:%s:%s" (include "vgpu.namespace" .root) .account -}}
+{{- end -}}
+
+{{/* The extender's URL as kube-scheduler calls it. */}}
+{{- define "vgpu.extenderURL" -}}
+{{- printf "%s://vgpu-extender.%s.svc:%d/scheduler" (ternary "https" "http" .Values.extender.tls.enabled) (include "vgpu.namespace" .) (ternary 443 80 .Values.extender.tls.enabled | int) -}}
+{{- end -}}
+
+{{/* Pod annotations asking Prometheus (annotation discovery) to scrape port .port. */}}
+{{- define "vgpu.scrapeAnnotations" -}}
+{{- if .root.Values.metrics.scrapeAnnotations }}
+prometheus.io/scrape: "true"
+prometheus.io/port: {{ .port | quote }}
+prometheus.io/path: /metrics
+{{- if .https }}
+prometheus.io/scheme: https
+{{- end }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,45 @@
+"""On a plain `pip install vgpu` (no extras) every command answers in one line, never a traceback:
+the daemons name the extra to install, and the report's `--help` works."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.plain import run_plain
+
+
+@pytest.mark.parametrize(
+    ("argv", "extra"),
+    [
+        (["node-agent", "--fake-gpus", "1xT4"], "vgpu[node]"),
+        (["extender"], "vgpu[extender]"),
+    ],
+)
+def test_daemon_without_its_extra_names_the_extra(argv: list[str], extra: str) -> None:
+    done = run_plain("vgpu", *argv)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert f"pip install '{extra}'" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("script", "argv"),
+    [
+        ("kubectl-inspect-vgpu", ["--help"]),
+        ("vgpu", ["inspect", "--help"]),
+        ("vgpu", ["node-agent", "--help"]),
+        ("vgpu", ["extender", "--help"]),
+    ],
+)
+def test_help_works_without_extras(script: str, argv: list[str]) -> None:
+    done = run_plain(script, *argv)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage:")
+
+
+def test_report_without_client_names_the_extra() -> None:
+    done = run_plain("kubectl-inspect-vgpu", "--kubeconfig", "/nonexistent")
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "pip install 'vgpu[cli]'" in done.stderr

@@ -1,0 +1,88 @@
+"""Small builders for hand-off tests: pod dicts with vGPU asks and signed assignments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vgpu.api.assignment import binding_annotations
+from vgpu.core.ids import GpuUUID, NodeName, PodKey
+from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
+from vgpu.node.handoff import Handoff
+from vgpu.node.handoff_policy import HandoffPolicy
+from vgpu.node.model import GpuInfo
+from vgpu.node.podspec import pod_info
+
+KEY = b"handoff-test-key"
+NODE = "n"
+UNIT_MIB = 1024
+GPU_MIB = 16384
+GPUS = [GpuInfo(f"G{i}", i, "Tesla T4", GPU_MIB) for i in range(4)]
+
+# (container, cores, memory blocks, GPU uuid)
+Ctr = tuple[str, int, int, str]
+
+
+def container(name: str, cores: int, blocks: int, **extra: Any) -> dict[str, Any]:
+    limits = {"vgpu.io/cores": str(cores)}
+    if blocks:
+        limits["vgpu.io/memory"] = str(blocks)
+    return {"name": name, "image": "x", "resources": {"limits": limits}, **extra}
+
+
+def share(cores: int, blocks: int, gpu: str) -> GpuShare:
+    mib = blocks * UNIT_MIB if blocks else GPU_MIB * cores // 100
+    return GpuShare(GpuUUID(gpu), cores, mib * 1000)
+
+
+def pod(
+    name: str,
+    apps: list[Ctr],
+    inits: list[Ctr] = (),  # type: ignore[assignment]
+    *,
+    annotations: dict[str, str] | None = None,
+    sidecars: frozenset[str] = frozenset(),
+    sign: bool = True,
+) -> dict[str, Any]:
+    """A pod bound to NODE whose assignment gives each container its share on its GPU."""
+    uid = f"uid-{name}"
+
+    def spec(c: Ctr) -> dict[str, Any]:
+        extra = {"restartPolicy": "Always"} if c[0] in sidecars else {}
+        return container(c[0], c[1], c[2], **extra)
+
+    assignment = Assignment(
+        PodKey(f"ns/{name}"),
+        NodeName(NODE),
+        containers=tuple(
+            ContainerAssignment(c[0], (share(c[1], c[2], c[3]),)) for c in [*inits, *apps]
+        ),
+        uid=uid,
+    )
+    notes = dict(annotations or {})
+    if sign:
+        notes |= binding_annotations(assignment, KEY)
+    return {
+        "metadata": {"name": name, "namespace": "ns", "uid": uid, "annotations": notes},
+        "spec": {
+            "nodeName": NODE,
+            "initContainers": [spec(c) for c in inits],
+            "containers": [spec(c) for c in apps],
+        },
+        "status": {"phase": "Pending"},
+    }
+
+
+def ids(gpu: str, kind: str, n: int, start: int = 0) -> list[str]:
+    return [f"{gpu}::{kind}{k}" for k in range(start, start + n)]
+
+
+def agent(*pods: dict[str, Any]) -> tuple[Handoff, HandoffPolicy, list[str]]:
+    """A hand-off ledger with these pods observed and the policy answering from it."""
+    handoff = Handoff(NODE, KEY, clock=lambda: 0.0, grace_s=5.0)
+    for raw in pods:
+        handoff.observe(pod_info(raw))
+    admitted: list[str] = []
+    policy = HandoffPolicy(
+        handoff, GPUS, memory_unit_mib=UNIT_MIB, on_admit=lambda p: admitted.append(p)
+    )
+    return handoff, policy, admitted

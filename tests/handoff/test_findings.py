@@ -1,0 +1,144 @@
+"""Issue 10's findings 1-5, each as the regression it was: these failed before the fix.
+
+Findings 6 and 7 (the agent's daemon behaviour) are in `test_findings_agent.py`.
+"""
+
+from __future__ import annotations
+
+from tests.extender.builders import make_node, make_pod
+from tests.extender.conftest import Harness
+from tests.handoff.pods import agent, ids, pod, share
+from vgpu.core.handoff_rule import conflicts
+from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.model import Assignment, ContainerAssignment, Phase
+from vgpu.extender.podspec import pod_spec
+from vgpu.node.grants import Refusal
+from vgpu.node.podspec import pod_info
+
+CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
+
+
+def test_finding1_a_pod_part_way_through_admission_never_absorbs_another_pods_allocate() -> None:
+    """A's memory is allocated first (Go map order), its cores Allocate then carries IDs on
+    another GPU and is refused, so the kubelet fails A. B (same cores ask, same GPU, other
+    memory ask) must not receive A's grant."""
+    a = pod("a", [("main", 30, 10, "G0")])
+    b = pod("b", [("main", 30, 2, "G0")])
+    handoff, policy, admitted = agent(a)
+    assert not isinstance(policy.allocate(MEMORY, [ids("G0", "m", 10)]), Refusal)
+    assert isinstance(policy.allocate(CORES, [ids("G1", "c", 30)]), Refusal)
+    handoff.observe(pod_info(b))
+    result = policy.allocate(CORES, [ids("G0", "c", 30)])
+    if not isinstance(result, Refusal):
+        (grant,) = result
+        assert grant.envs["VGPU_MEMORY_LIMIT_MIB"] == str(2 * 1024), "B received A's grant"
+        assert "ns/b" in admitted and handoff.admitted_containers("ns/a") == []  # type: ignore[arg-type]
+
+
+def test_finding2_the_extender_never_binds_what_the_agent_would_refuse(harness: Harness) -> None:
+    """30 cores + 10 blocks pending on the only GPU: a pod asking 30 cores + 2 blocks would be
+    confusable (same cores ask, different grant), so the node must fail resolvably."""
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    harness.put(make_pod("a", cores=30, memory=10))
+    assert wire.bind(harness.pod("a"), "n1") == ""
+    harness.seen(daemon, lambda: daemon.cache.pending.get("n1"))
+    harness.put(make_pod("b", cores=30, memory=2))
+    out = wire.filter(harness.pod("b"), ["n1"])
+    assert out["NodeNames"] == [], out
+    assert "waiting for admission" in out["FailedNodes"]["n1"]
+
+
+def test_finding3_init_and_app_containers_share_the_devices_the_kubelet_reuses(
+    harness: Harness,
+) -> None:
+    """The kubelet hands the init container's IDs to the app container (devicesToReuse): both
+    must be placed on one GPU and charged once."""
+    harness.put(make_node("n1", gpus=2))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    raw = make_pod("p", cores=30)
+    raw["spec"]["initContainers"] = [
+        {"name": "init", "resources": {"limits": {CORES: "30"}}, "image": "x"}
+    ]
+    harness.put(raw)
+    assert wire.bind(harness.pod("p"), "n1") == ""
+    held = daemon.cache.ledger.holding("default/p")  # type: ignore[arg-type]
+    assert held is not None
+    gpus = {c.name: {s.uuid for s in c.shares} for c in held.assignment.containers}
+    assert gpus["init"] == gpus["main"], gpus
+    node = daemon.cache.ledger.state.node("n1")  # type: ignore[arg-type]
+    used = sum(100 - free for free in node.free_cores)
+    assert used == 30, f"init and app charged {used} cores; the kubelet holds 30"
+
+
+def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Harness) -> None:
+    annotations = {"vgpu.io/gang-name": "job", "vgpu.io/gang-size": "2"}
+    for i in range(2):
+        harness.put(make_pod(f"job-{i}", cores=100, annotations=annotations))
+    harness.put(make_node("n1", gpus=2))
+    daemon = harness.start(gang_timeout=10)  # type: ignore[arg-type]
+    wire = harness.wire(daemon)
+    for i in range(2):
+        assert wire.filter(harness.pod(f"job-{i}"), ["n1"])["NodeNames"] == ["n1"]
+    assert wire.bind(harness.pod("job-0"), "n1") == ""
+    harness.clock.advance(11)
+    daemon.extender.sweep()
+    held = daemon.cache.ledger.holding("default/job-1")  # type: ignore[arg-type]
+    assert held is not None and held.phase is Phase.RESERVED, "gang split: 1 of 2 bound"
+    (event,) = daemon.extender.gangs.events
+    assert event[0] == "default/job-1" and event[1] == "VgpuGangIncomplete"
+    assert "stays reserved until it binds" in event[2]
+    daemon._gang_events()  # what the sweeper thread does after each sweep
+    posted = [r for r in harness.server.requests if r.method == "POST" and "/events" in r.path]
+    assert posted and "VgpuGangIncomplete" in str(posted[0].body)
+
+
+def test_found_by_the_state_machine_pods_whose_next_containers_differ_are_confusable() -> None:
+    """p3 (25 cores) and p4's init container (25 cores, then a 10-core sidecar) on one GPU with
+    equal grants: the agent could take p4's init call for p3, and p4's next call (10 cores) would
+    then find p4 still waiting for its init container and be refused. The rule counts the
+    containers that follow, so the extender keeps p4 waiting until p3 is admitted."""
+
+    def assigned(name: str, containers: list[tuple[str, int]]) -> Assignment:
+        return Assignment(
+            PodKey(f"default/{name}"),
+            NodeName("n1"),
+            containers=tuple(ContainerAssignment(c, (share(k, 0, "G0"),)) for c, k in containers),
+        )
+
+    p3 = pod_spec(make_pod("p3", cores=25), memory_unit_mib=1024)
+    raw = make_pod("p4", cores=25)
+    raw["spec"]["initContainers"] = [
+        {"name": "init", "resources": {"limits": {CORES: "25"}}},
+        {"name": "side", "restartPolicy": "Always", "resources": {"limits": {CORES: "10"}}},
+    ]
+    p4 = pod_spec(raw, memory_unit_mib=1024)
+    pending = p3.pending(assigned("p3", [("main", 25)]))
+    mine = p4.pending(assigned("p4", [("init", 25), ("side", 10), ("main", 25)]))
+    assert [c.container for c in mine] == ["init", "side", "main"]
+    problems = conflicts(mine, pending)
+    assert problems and "init would be confusable with default/p3/main" in problems[0]
+    assert not conflicts(mine[2:], pending), "main, the last container, is interchangeable"
+
+
+def test_found_by_the_soak_an_interchangeable_attribution_is_settled_not_trusted() -> None:
+    """a and b ask the same 20 cores on G0 with the same grant. The kubelet admits b first; the
+    agent may attribute that call to a (same devices, same limits), but must neither report a
+    admitted (the extender would lift invariant I for a pod still waiting) nor refuse a's own
+    call after b is deleted: a's call then reclaims the attribution."""
+    a = pod("a", [("main", 20, 0, "G0")])
+    b = pod("b", [("main", 20, 0, "G0")])
+    handoff, policy, _ = agent(a, b)
+    first = policy.preferred(CORES, ids("G0", "c", 100) + ids("G1", "c", 100), [], 20)
+    assert {i.split("::")[0] for i in first} == {"G0"}
+    assert not isinstance(policy.allocate(CORES, [first]), Refusal)  # b's call, in truth
+    assert handoff.annotation_updates() == []  # nobody reported admitted while unsure
+    handoff.forget(PodKey("ns/b"), "uid-b")  # b finishes and is deleted
+    rest = [i for i in ids("G0", "c", 100) if i not in first]
+    second = policy.preferred(CORES, rest + ids("G1", "c", 100), [], 20)
+    assert {i.split("::")[0] for i in second} == {"G0"}, "steered to a's GPU"
+    result = policy.allocate(CORES, [second])
+    assert not isinstance(result, Refusal), result
+    assert handoff.annotation_updates() == [(PodKey("ns/a"), '["main"]')]
