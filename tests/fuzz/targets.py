@@ -109,6 +109,7 @@ SEEDS: dict[str, list[bytes]] = {
         b"POST /f HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
         b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         b"POST /b HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
+        b"POST /f HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n",  # once a ValueError (atheris)
     ],
     "wire": [
         b'{"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"containers":'
