@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.extender.builders import eventually, make_node, make_pod
 from tests.extender.conftest import Harness
@@ -120,3 +122,64 @@ def test_reporting_never_holds_up_the_watch_and_stays_bounded() -> None:
     eventually(lambda: len(sent) >= QUEUED)
     report.close()
     assert len(sent) <= QUEUED + 1
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_PATHS = [
+    ("metadata", "annotations"),
+    ("metadata", "labels"),
+    ("metadata", "name"),
+    ("metadata", "uid"),
+    ("spec", "containers"),
+    ("spec", "initContainers"),
+    ("spec", "overhead"),
+    ("spec", "nodeName"),
+    ("status",),
+    ("spec", "containers", 0, "resources"),
+    ("spec", "containers", 0, "resources", "limits"),
+    ("spec", "containers", 0, "resources", "requests", "cpu"),
+    ("spec", "containers", 0, "resources", "limits", "vgpu.io/cores"),
+    ("spec", "containers", 0, "name"),
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_PATHS), _JSON), min_size=1, max_size=3), st.booleans())
+def test_no_pod_content_makes_the_watch_handler_raise(
+    changes: list[tuple[tuple[Any, ...], Any]], bound: bool
+) -> None:
+    from vgpu.extender.cache import ClusterCache
+    from vgpu.extender.podspec import key_of
+
+    cache = ClusterCache(key=b"k", memory_unit_mib=256)
+    cache.apply_node("ADDED", make_node("n1"))
+    told: list[str] = []
+    cache.on_invalid = lambda pod, problem: told.append(problem)
+    pod = make_pod("p", cores=10)
+    pod["metadata"].update(uid="u", resourceVersion="1")
+    if bound:
+        pod["spec"]["nodeName"] = "n1"
+    for path, value in changes:
+        target: Any = pod
+        for step in path[:-1]:
+            if isinstance(target, dict):
+                target = target.get(step)
+            elif isinstance(target, list) and isinstance(step, int) and step < len(target):
+                target = target[step]
+            else:
+                break
+        else:
+            if isinstance(target, dict):
+                target[path[-1]] = value
+    key = key_of(pod)
+    for kind in ("ADDED", "MODIFIED", "DELETED"):
+        cache.apply_pod(kind, pod)  # never raises
+        assert (key in cache.pods) + (key in cache.invalid) <= 1
+    assert cache.ledger.holdings() == [] and not cache.pods and not cache.invalid
+    assert all("Pod" in t or "spec" in t or "metadata" in t for t in told), told
