@@ -25,6 +25,7 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
 from vgpu.adapters.kubewatch import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import InvalidRequest
+from vgpu.daemons.backoff import Backoff
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.http import HttpServer, Routes
@@ -32,6 +33,7 @@ from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender, ExtenderConfig
 
 log = logging.getLogger(__name__)
+MAX_RETRY_S = 30.0  # cap of the capped, jittered exponential backoff after API failures
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,16 +199,18 @@ class ExtenderDaemon:
         apply: Callable[[str, dict[str, Any]], None],
         synced: threading.Event,
     ) -> None:
+        backoff = Backoff(self.config.retry_delay, MAX_RETRY_S)
         while not self._stop.is_set():
             try:
                 for event in events():
+                    backoff.reset()
                     if event.type == SYNCED:
                         synced.set()
                     else:
                         apply(event.type, event.object)
             except Exception:
                 log.exception("watch failed; restarting")
-                self._stop.wait(self.config.retry_delay)
+                self._stop.wait(backoff.next_delay())
 
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
@@ -239,13 +243,15 @@ class ExtenderDaemon:
 
     def _resync(self, term: int) -> None:
         """Re-list the cluster for a new leadership term, then allow binding."""
+        backoff = Backoff(self.config.retry_delay, MAX_RETRY_S)
         while not self._stop.is_set() and self.elector is not None and self.elector.term == term:
             try:
                 nodes = self.api.list_nodes().items
                 pods = self.api.list_pods().items
             except KubeError as err:
-                log.warning("resync for term %d failed, retrying: %s", term, err)
-                self._stop.wait(self.config.retry_delay)
+                delay = backoff.next_delay()
+                log.warning("resync for term %d failed, retrying in %.1fs: %s", term, delay, err)
+                self._stop.wait(delay)
                 continue
             self.cache.replace_all(nodes, pods)
             self.extender.rebuilt()
