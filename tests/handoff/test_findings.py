@@ -166,3 +166,16 @@ def test_gang_members_with_init_containers_are_planned_as_the_kubelet_reuses(
         gpus = {c.name: {s.uuid for s in c.shares} for c in held.assignment.containers}
         assert gpus["init"] == gpus["main"]
     assert daemon.cache.ledger.state.node(NodeName("n1")).free_cores == [20]
+
+
+def test_a_refusal_fails_only_a_pod_that_could_have_made_the_call() -> None:
+    """After a kubelet restart the kubelet admits pods again in creation order, so another
+    pod's call can be refused while A is part-way through. A's next container asks 20 cores,
+    the refused call 30: A was not the caller and is still admitted afterwards."""
+    a = pod("a", [("one", 10, 0, "G0"), ("two", 20, 0, "G0")])
+    handoff, policy, _ = agent(a)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10)]), Refusal)
+    assert isinstance(policy.allocate(CORES, [ids("G3", "c", 30)]), Refusal)  # someone else's
+    result = policy.allocate(CORES, [ids("G0", "c", 20, start=10)])
+    assert not isinstance(result, Refusal), result
+    assert handoff.admitted_containers(PodKey("ns/a")) == ["one", "two"]

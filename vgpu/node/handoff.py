@@ -231,14 +231,20 @@ class Handoff:
                     out.append((entry, c))
         return out
 
-    def abort_admissions(self) -> list[PodKey]:
-        """An Allocate was refused: the kubelet fails the pod it was admitting and moves on
-        (pkg/kubelet/cm/devicemanager/manager.go: the first error fails the pod, which is not
-        admitted again on this node). The kubelet admits one pod at a time, so a pod part-way
-        through admission is that pod, or one whose admission already failed elsewhere: it can
-        never be allocated again and must not absorb another pod's Allocate."""
+    def abort_admissions(self, kind: UnitKind, size: int) -> list[PodKey]:
+        """An Allocate of `size` devices of `kind` was refused: the kubelet fails the pod it was
+        admitting (the first error fails the pod, which is not admitted again on this node:
+        pkg/kubelet/cm/devicemanager/manager.go, pkg/kubelet/cm/admission/errors.go). A pod
+        part-way through admission whose next container asks exactly that was the caller, or
+        its admission already failed elsewhere: either way it is never allocated again here and
+        must not absorb another pod's Allocate. (A pod whose next container asks something else
+        was not the caller; after a kubelet restart it may still be admitted.)"""
         with self._lock:
-            aborted = [k for k, e in self._pods.items() if e.in_progress() and not e.failed]
+            aborted = [
+                e.info.key
+                for e, c in self._pending(kind)
+                if e.in_progress() and e.ask(c, kind) == size
+            ]
             for key in aborted:
                 self._pods[key].failed = True
             return aborted
