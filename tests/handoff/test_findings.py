@@ -142,3 +142,40 @@ def test_found_by_the_soak_an_interchangeable_attribution_is_settled_not_trusted
     result = policy.allocate(CORES, [second])
     assert not isinstance(result, Refusal), result
     assert handoff.annotation_updates() == [(PodKey("ns/a"), '["main"]')]
+
+
+def test_gang_members_with_init_containers_are_planned_as_the_kubelet_reuses(
+    harness: Harness,
+) -> None:
+    """Two members, each an init and an app container of 40 cores, on one GPU: charged 40 each
+    (the app container reuses the init container's devices) they fit; charged 80 they would
+    not."""
+    annotations = {"vgpu.io/gang-name": "job", "vgpu.io/gang-size": "2"}
+    for i in range(2):
+        raw = make_pod(f"job-{i}", cores=40, annotations=dict(annotations))
+        raw["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {CORES: "40"}}}]
+        harness.put(raw)
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    out = wire.filter(harness.pod("job-0"), ["n1"])
+    assert out["NodeNames"] == ["n1"], out
+    for i in range(2):
+        held = daemon.cache.ledger.holding(PodKey(f"default/job-{i}"))
+        assert held is not None and held.phase is Phase.RESERVED
+        gpus = {c.name: {s.uuid for s in c.shares} for c in held.assignment.containers}
+        assert gpus["init"] == gpus["main"]
+    assert daemon.cache.ledger.state.node(NodeName("n1")).free_cores == [20]
+
+
+def test_a_refusal_fails_only_a_pod_that_could_have_made_the_call() -> None:
+    """After a kubelet restart the kubelet admits pods again in creation order, so another
+    pod's call can be refused while A is part-way through. A's next container asks 20 cores,
+    the refused call 30: A was not the caller and is still admitted afterwards."""
+    a = pod("a", [("one", 10, 0, "G0"), ("two", 20, 0, "G0")])
+    handoff, policy, _ = agent(a)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10)]), Refusal)
+    assert isinstance(policy.allocate(CORES, [ids("G3", "c", 30)]), Refusal)  # someone else's
+    result = policy.allocate(CORES, [ids("G0", "c", 20, start=10)])
+    assert not isinstance(result, Refusal), result
+    assert handoff.admitted_containers(PodKey("ns/a")) == ["one", "two"]

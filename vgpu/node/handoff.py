@@ -19,125 +19,30 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from vgpu.api.admitted import encode_admitted
-from vgpu.api.assignment import ADMITTED, ASSIGNMENT, verify
-from vgpu.core.handoff_rule import PendingContainer, asks_of, followers
+from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
-from vgpu.core.model import Assignment, GpuShare
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.devices import UnitKind
+from vgpu.node.handoff_types import (
+    KINDS,
+    Candidate,
+    GrantedContainer,
+    HeldDevices,
+    PodEntry,
+    check_assignment,
+)
 from vgpu.node.podspec import ContainerAsk, PodInfo, cores_limit
 
-KINDS = (UnitKind.CORES, UnitKind.MEMORY)
-
-
-@dataclass(frozen=True, slots=True)
-class HeldDevices:
-    """Device IDs of one resource that a running container holds, per the kubelet."""
-
-    pod: PodKey
-    container: str
-    kind: UnitKind
-    ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GrantedContainer:
-    """A container of an assigned pod with its shares; `admitted` once it holds its devices."""
-
-    pod: PodKey
-    uid: str
-    container: str
-    shares: tuple[GpuShare, ...]
-    admitted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A pending container that an Allocate call could be for."""
-
-    pod: PodKey
-    container: ContainerAsk
-    shares: tuple[GpuShare, ...]
-    cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
-    in_progress: bool = False  # some of the pod's containers are admitted, not all
-    after: tuple[tuple[object, ...], ...] = ()  # grants of the pod's later containers
-
-    @property
-    def gpus(self) -> frozenset[str]:
-        return frozenset(s.uuid for s in self.shares)
-
-    @property
-    def pending(self) -> PendingContainer:
-        """The container as the hand-off rule (`vgpu.core.handoff_rule`) sees it."""
-        c = self.container
-        asks = asks_of(c.cores, c.memory_blocks)
-        return PendingContainer(
-            self.pod, c.name, asks, self.shares, self.cores_limit[0], self.after
-        )
-
-
-@dataclass(slots=True)
-class _Entry:
-    info: PodInfo
-    assignment: Assignment | None
-    problem: str | None
-    seq: int
-    shares: dict[str, tuple[GpuShare, ...]] = field(default_factory=dict)
-    admitted: dict[tuple[str, UnitKind], tuple[tuple[str, ...], float]] = field(
-        default_factory=dict
-    )
-    failed: bool = False  # the kubelet gave up admitting it (an Allocate of it was refused)
-    unsure: set[tuple[str, UnitKind]] = field(default_factory=set)  # see `Handoff.admit`
-
-    def ask(self, container: ContainerAsk, kind: UnitKind) -> int:
-        return container.cores if kind is UnitKind.CORES else container.memory_blocks
-
-    def done(self, container: ContainerAsk) -> bool:
-        return all(
-            (container.name, k) in self.admitted for k in KINDS if self.ask(container, k) > 0
-        )
-
-    def followers(self) -> dict[str, tuple[tuple[object, ...], ...]]:
-        """Per container, the grants of the pod's later vGPU containers (the hand-off rule)."""
-        held = [c for c in self.info.containers if self.shares.get(c.name)]
-        return followers(
-            (c.name, self.shares[c.name], asks_of(c.cores, c.memory_blocks)) for c in held
-        )
-
-    def in_progress(self) -> bool:
-        started = any(self.admitted)
-        return started and not all(self.done(c) for c in self.info.containers)
-
-
-def check_assignment(info: PodInfo, node: str, key: bytes) -> tuple[Assignment | None, str | None]:
-    """The pod's verified assignment, or None and why the pod is unassigned."""
-    if ASSIGNMENT not in info.annotations:
-        return None, f"{info.key} has no {ASSIGNMENT} (bound without the vgpu scheduler?)"
-    assignment = verify(info.annotations, key)
-    if assignment is None:
-        return None, f"{info.key}: {ASSIGNMENT} is forged or signed with another key"
-    if assignment.uid != info.uid:
-        return None, (
-            f"{info.key}: {ASSIGNMENT} belongs to pod UID {assignment.uid}, not {info.uid} "
-            "(copied from another pod)"
-        )
-    if assignment.pod != info.key or assignment.node != node:
-        return None, (
-            f"{info.key}: {ASSIGNMENT} is for {assignment.pod} on {assignment.node}, "
-            f"not {info.key} on {node}"
-        )
-    for ask in info.containers:
-        held = next((c for c in assignment.containers if c.name == ask.name), None)
-        cores = sum(s.cores for s in held.shares) if held else 0
-        if cores != ask.cores:
-            return None, (
-                f"{info.key}: container {ask.name} asks {ask.cores} cores but its assignment "
-                f"gives {cores}"
-            )
-    return assignment, None
+__all__ = [
+    "KINDS",
+    "Candidate",
+    "GrantedContainer",
+    "Handoff",
+    "HeldDevices",
+    "check_assignment",
+]
 
 
 class Handoff:
@@ -155,7 +60,7 @@ class Handoff:
         self._key = key
         self._clock = clock
         self._grace_s = grace_s
-        self._pods: dict[PodKey, _Entry] = {}
+        self._pods: dict[PodKey, PodEntry] = {}
         self._seq = 0
         self._patched: dict[PodKey, str] = {}
         self._lock = threading.RLock()
@@ -175,7 +80,7 @@ class Handoff:
                 entry.info, entry.assignment, entry.problem = info, assignment, problem
             else:
                 self._seq += 1
-                entry = _Entry(info, assignment, problem, self._seq)
+                entry = PodEntry(info, assignment, problem, self._seq)
                 self._pods[info.key] = entry
             entry.shares = {c.name: c.shares for c in assignment.containers} if assignment else {}
             return problem
@@ -198,7 +103,7 @@ class Handoff:
             return entry.problem if entry else None
 
     # ----- matching ----------------------------------------------------------------------------
-    def _pending(self, kind: UnitKind) -> Iterable[tuple[_Entry, ContainerAsk]]:
+    def _pending(self, kind: UnitKind) -> Iterable[tuple[PodEntry, ContainerAsk]]:
         """Per assigned pod, the one container the kubelet can allocate `kind` for next: the
         first in spec order (init containers first) still waiting for `kind`."""
         entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
@@ -314,7 +219,7 @@ class Handoff:
 
     def _matching(
         self, kind: UnitKind, size: int, gpus: frozenset[str] | None, *, pending: bool
-    ) -> list[tuple[_Entry, ContainerAsk]]:
+    ) -> list[tuple[PodEntry, ContainerAsk]]:
         out = []
         for entry in self._pods.values():
             for c in entry.info.containers:
@@ -326,14 +231,20 @@ class Handoff:
                     out.append((entry, c))
         return out
 
-    def abort_admissions(self) -> list[PodKey]:
-        """An Allocate was refused: the kubelet fails the pod it was admitting and moves on
-        (pkg/kubelet/cm/devicemanager/manager.go: the first error fails the pod, which is not
-        admitted again on this node). The kubelet admits one pod at a time, so a pod part-way
-        through admission is that pod, or one whose admission already failed elsewhere: it can
-        never be allocated again and must not absorb another pod's Allocate."""
+    def abort_admissions(self, kind: UnitKind, size: int) -> list[PodKey]:
+        """An Allocate of `size` devices of `kind` was refused: the kubelet fails the pod it was
+        admitting (the first error fails the pod, which is not admitted again on this node:
+        pkg/kubelet/cm/devicemanager/manager.go, pkg/kubelet/cm/admission/errors.go). A pod
+        part-way through admission whose next container asks exactly that was the caller, or
+        its admission already failed elsewhere: either way it is never allocated again here and
+        must not absorb another pod's Allocate. (A pod whose next container asks something else
+        was not the caller; after a kubelet restart it may still be admitted.)"""
         with self._lock:
-            aborted = [k for k, e in self._pods.items() if e.in_progress() and not e.failed]
+            aborted = [
+                e.info.key
+                for e, c in self._pending(kind)
+                if e.in_progress() and e.ask(c, kind) == size
+            ]
             for key in aborted:
                 self._pods[key].failed = True
             return aborted
@@ -457,7 +368,7 @@ class Handoff:
         return reports
 
     @staticmethod
-    def _mismatch(entry: _Entry, h: HeldDevices) -> str | None:
+    def _mismatch(entry: PodEntry, h: HeldDevices) -> str | None:
         shares = entry.shares.get(h.container, ())
         container = entry.info.container(h.container)
         want = {s.uuid for s in shares}

@@ -130,7 +130,7 @@ class HandoffPolicy:
             if isinstance(result, Refusal):
                 for pod, container in done:
                     self._handoff.unadmit(pod, container, kind)
-                for pod in self._handoff.abort_admissions():
+                for pod in self._handoff.abort_admissions(kind, len(ids)):
                     log.warning("%s: the kubelet fails the admission of %s", resource, pod)
                 return result
             grant, admitted = result
