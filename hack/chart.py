@@ -4,7 +4,8 @@
     python hack/chart.py check      # exit 1 when daemonset/ differs from what generate writes
     python hack/chart.py ci OUT     # helm lint + template for every value set in
                                     # charts/vgpu/ci/*-values.yaml and Kubernetes version, into OUT;
-                                    # every alert and dashboard query parsed as PromQL
+                                    # every alert and dashboard query parsed as PromQL; the
+                                    # CRD objects and scheduler configs decoded strictly
 
 daemonset/ is `helm template` of the chart with hack/manifests-values.yaml, one file per
 template (`# Source:` tells which); the scheduler's ConfigMap is written as the two
@@ -12,7 +13,8 @@ KubeSchedulerConfiguration files that daemonset/kustomization.yaml generates it 
 be read and validated on its own. The kustomization.yaml files are written by hand.
 
 Helm: $HELM, else .bin/helm (hack/build-tools.sh builds it from its Go module), else PATH. PromQL:
-.bin/promql (the same script builds it from Prometheus's parser).
+.bin/promql, strict decoding: .bin/strictkinds (the same script builds both from their projects'
+Go modules).
 """
 
 from __future__ import annotations
@@ -193,6 +195,20 @@ def check_promql(exprs: list[str]) -> str:
     return done.stdout.strip()
 
 
+def check_strict(paths: list[Path]) -> str:
+    """Decode the CRD objects and scheduler configs in `paths` into their Go types, strictly."""
+    done = subprocess.run(
+        [tool("strictkinds"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ChartError(f"objects that do not decode strictly:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
 def ci(out: Path) -> int:
     """Lint and render every CI value set for each Kubernetes version into `out`."""
     value_sets = sorted((CHART / "ci").glob("*-values.yaml"))
@@ -213,6 +229,7 @@ def ci(out: Path) -> int:
     if not rules:
         raise ChartError("no value set in charts/vgpu/ci enables metrics.prometheusRule")
     print(check_promql(queries(rules)))
+    print(check_strict(sorted(out.rglob("*.yaml")) + sorted(MANIFESTS.rglob("*.yaml"))))
     return 0
 
 

@@ -187,3 +187,32 @@ def test_every_query_parses_as_promql_and_a_broken_one_is_caught() -> None:
     assert chart.check_promql(exprs).endswith("0 invalid")
     with pytest.raises(chart.ChartError, match="unclosed left parenthesis"):
         chart.check_promql(["sum(rate(vgpu_node_allocations_total[5m])"])
+
+
+def test_strict_decoding_catches_an_unknown_field_and_a_wrong_type(tmp_path: Path) -> None:
+    """hack/tools/strictkinds, which `hack/chart.py ci` runs on every render and daemonset/."""
+    import os
+    import sys
+
+    sys.path.insert(0, str(ROOT / "hack"))
+    import chart
+
+    try:
+        chart.tool("strictkinds")
+    except chart.ChartError as err:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {err}")
+        pytest.skip(str(err))
+    good = sorted((ROOT / "daemonset" / "scheduler").glob("*config*.yaml"))
+    assert chart.check_strict(good).endswith(f"{len(good)} objects decoded strictly, 0 problems")
+    monitor = tmp_path / "monitor.yaml"
+    monitor.write_text(
+        "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\n"
+        "spec: {selector: {}, endpoints: [{port: m, intervall: 30s}]}\n"
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(good[0].read_text().replace("httpTimeout: 10s", "httpTimeout: 10"))
+    with pytest.raises(chart.ChartError, match='unknown field "intervall"'):
+        chart.check_strict([monitor])
+    with pytest.raises(chart.ChartError, match="httpTimeout"):
+        chart.check_strict([config])
