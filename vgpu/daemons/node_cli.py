@@ -22,6 +22,7 @@ from vgpu.core.errors import ConfigError, VgpuError
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
 
 if TYPE_CHECKING:
+    from vgpu.adapters.gpu import GpuBackend
     from vgpu.daemons.node_agent import NodeAgent
     from vgpu.node.hami import HamiCore
     from vgpu.node.watchdog import WatchdogPolicy
@@ -37,16 +38,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="run the node agent (device plugin, labels, health)",
         formatter_class=HelpFormatter,
     )
-    gpus = p.add_mutually_exclusive_group()
-    gpus.add_argument(
-        "--fake-gpus",
-        metavar="SPEC",
-        help=f"fake GPUs instead of NVML, e.g. {FAKE_GPUS_EXAMPLE} (COUNTxMODEL,...; "
-        "MODEL:MEMORY_MIB for a model not built in)",
-    )
-    gpus.add_argument(
-        "--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from an inventory file"
-    )
+    add_gpu_flags(p)
     p.add_argument(
         "--device-plugin-dir",
         type=Path,
@@ -131,6 +123,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.set_defaults(run=run)
 
 
+def add_gpu_flags(p: argparse.ArgumentParser) -> None:
+    """The flags choosing the GPU backend (`gpu_backend`), shared with `vgpu dra-driver`."""
+    gpus = p.add_mutually_exclusive_group()
+    gpus.add_argument(
+        "--fake-gpus",
+        metavar="SPEC",
+        help=f"fake GPUs instead of NVML, e.g. {FAKE_GPUS_EXAMPLE} (COUNTxMODEL,...; "
+        "MODEL:MEMORY_MIB for a model not built in)",
+    )
+    gpus.add_argument(
+        "--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from an inventory file"
+    )
+
+
 def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
     from vgpu.node.watchdog import WatchdogPolicy
 
@@ -173,10 +179,25 @@ def hami_core(args: argparse.Namespace) -> HamiCore | None:
     return HamiCore(args.hami_core_library, args.hami_preload_file)
 
 
+def gpu_backend(args: argparse.Namespace) -> GpuBackend:
+    """The GPU backend the flags name: fake GPUs (--fake-gpus, --fake-gpus-file) or NVML."""
+    from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
+    from vgpu.adapters.gpu import NvmlBackend
+
+    if args.fake_gpus is not None:
+        if not args.fake_gpus.strip():
+            raise ConfigError(
+                f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
+                "use the node's real GPUs through NVML"
+            )
+        return FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+    if args.fake_gpus_file:
+        return FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
+    return NvmlBackend()
+
+
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
-    from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
-    from vgpu.adapters.gpu import GpuBackend, NvmlBackend
     from vgpu.adapters.kube import KubeApi, KubeConfigMissing
     from vgpu.daemons.node_agent import AgentConfig, NodeAgent
     from vgpu.node.grants import GrantMode, GrantSettings
@@ -193,19 +214,8 @@ def build(args: argparse.Namespace) -> NodeAgent:
         raise ConfigError(f"--xid-ignore: {e}") from e
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
     watchdog = watchdog_policy(args)
-    backend: GpuBackend
     check_plugin_dir(args.device_plugin_dir)
-    if args.fake_gpus is not None:
-        if not args.fake_gpus.strip():
-            raise ConfigError(
-                f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
-                "use the node's real GPUs through NVML"
-            )
-        backend = FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
-    elif args.fake_gpus_file:
-        backend = FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
-    else:
-        backend = NvmlBackend()
+    backend = gpu_backend(args)
     kube: KubeApi | None
     try:
         kube = KubeApi.from_environment(args.kubeconfig)
