@@ -150,3 +150,24 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
 def test_bad_values_fail_with_the_field_named(key: str, value: str, message: str) -> None:
     with pytest.raises(chart.ChartError, match=message):
         render(**{key.replace(".", "__"): value})
+
+
+def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
+    assert not [o for o in render() if "dra" in o["metadata"]["name"]]
+    objs = render(kube_version="v1.37.0", dra__enabled="true", memoryUnitMiB="512")
+    assert find(objs, "DeviceClass", "vgpu.io")["spec"]["selectors"] == [
+        {"cel": {"expression": 'device.driver == "vgpu.io"'}}
+    ]
+    driver = find(objs, "DaemonSet", "vgpu-dra-driver")["spec"]["template"]["spec"]
+    args = driver["containers"][0]["args"]
+    assert args[0] == "dra-driver" and "--memory-unit-mib=512" in args
+    assert "--slice-order=fullest" in args
+    assert driver["nodeSelector"] == {"vgpu.io/mode": "dra"}
+    assert driver["serviceAccountName"] == "vgpu-dra-driver"
+    rules = find(objs, "ClusterRole", "vgpu-dra-driver")["rules"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
+            "verbs": ["get", "list", "watch"]} in rules  # fmt: skip
+    with pytest.raises(chart.ChartError, match=r"DRA mode needs 1\.36 or later"):
+        render(kube_version="v1.33.0", dra__enabled="true")
+    with pytest.raises(chart.ChartError, match=r"dra\.sliceOrder"):
+        render(kube_version="v1.37.0", dra__enabled="true", dra__sliceOrder="random")
