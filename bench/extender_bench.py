@@ -1,6 +1,6 @@
 """Extender benchmark: 5,000 nodes x 8 GPUs, half full; latency over HTTP and bind throughput.
 
-    python bench/extender_bench.py [--nodes 5000] [--requests 200] [--pods 400]
+    python bench/extender_bench.py [--nodes 5000] [--requests 200] [--pods 400] [--tls]
 
 Prints filter and prioritize p50/p99 (5,000 node names per request, keep-alive HTTP) and
 sustained pods/s through filter + prioritize + bind against the fake API server (the real
@@ -13,16 +13,24 @@ does not compete with the extender's for the GIL. Each timed run follows 40 unti
 same shape (the first calls for a shape build its views of every node), so the rates are
 sustained ones. Nothing admits the bound pods, so their containers stay pending (invariant I) as
 in a burst.
+With --tls everything goes over HTTPS with client certificates (made by
+hack/make-extender-certs.sh in a temporary directory), as kube-scheduler calls the extender in
+a cluster; each connection's handshake happens once (keep-alive), so the difference to a plain
+run is the per-request cost of TLS.
 Targets: p99 <= 15 ms each, >= 200 pods/s.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import multiprocessing
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -30,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.scheduler_standin import serve
+from bench.scheduler_standin import client_tls, serve
 from tests.extender.builders import Wire, make_node, make_pod
 from tests.kubeapi.server import FakeApiServer
 from vgpu.adapters.kube import KubeApi
@@ -38,6 +46,7 @@ from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.extender.tls import TlsFiles
 
 KEY = b"bench-key"
 Obj = dict[str, Any]
@@ -166,7 +175,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--requests", type=int, default=200)
     parser.add_argument("--pods", type=int, default=400)
+    parser.add_argument("--tls", action="store_true", help="HTTPS with client certificates")
     args = parser.parse_args()
+    certs = _certs() if args.tls else None
     ours, theirs = multiprocessing.Pipe()
     spawn = multiprocessing.get_context("spawn")
     child = spawn.Process(target=_api_server, args=(theirs, args.nodes, args.pods), daemon=True)
@@ -174,17 +185,20 @@ def main() -> None:
     url, names, batches, built = ours.recv()
     t1 = time.perf_counter()
     api = KubeApi(_client(url), request_timeout=30)
-    daemon = ExtenderDaemon(api, DaemonConfig(key=KEY, host="127.0.0.1", port=0))
+    tls = TlsFiles(f"{certs}/extender.crt", f"{certs}/extender.key", f"{certs}/client-ca.crt")
+    config = DaemonConfig(key=KEY, host="127.0.0.1", port=0, tls=tls if certs else None)
+    daemon = ExtenderDaemon(api, config)
     daemon.start()
     assert daemon.wait_ready(300), daemon.why_not_ready()
     print(
         f"cluster: {args.nodes} nodes x 8 GPUs, half full (built {built:.1f} s, "
-        f"extender synced in {time.perf_counter() - t1:.1f} s); fake API server in its own process"
+        f"extender synced in {time.perf_counter() - t1:.1f} s); fake API server in its own "
+        f"process; {'HTTPS with client certificates' if certs else 'plain HTTP'}"
     )
-    wire = Wire(daemon.port)
+    wire = Wire(daemon.port, tls=client_tls(certs) if certs else None)
     _latency(wire, names, args.requests)
     ours_s, theirs_s = multiprocessing.Pipe()
-    stand_in = spawn.Process(target=serve, args=(theirs_s, daemon.port), daemon=True)
+    stand_in = spawn.Process(target=serve, args=(theirs_s, daemon.port, certs), daemon=True)
     stand_in.start()
     _throughput(ours_s, names, batches[0], "sequential")
     _throughput(ours_s, names, batches[1], "async")
@@ -204,6 +218,15 @@ def main() -> None:
     api.close()
     ours.send("stop")
     child.join(10)
+
+
+def _certs() -> str:
+    """A directory with fresh certificates (the operator's script; removed at exit)."""
+    out = tempfile.mkdtemp(prefix="vgpu-bench-certs-")
+    atexit.register(shutil.rmtree, out, True)
+    script = Path(__file__).resolve().parents[1] / "hack" / "make-extender-certs.sh"
+    subprocess.run([str(script), out, "--days", "1"], check=True, capture_output=True)
+    return out
 
 
 def _client(url: str) -> Any:

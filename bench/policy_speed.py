@@ -14,6 +14,7 @@ from pathlib import Path
 from statistics import mean
 
 from vgpu.cli.simulate import parse_seeds
+from vgpu.core.registry import parse_policy
 from vgpu.sim.runner import Job, run_job
 from vgpu.sim.trace import read_trace
 
@@ -29,7 +30,7 @@ def main() -> None:
     for seed in parse_seeds(args.seeds):
         for order in (("fgd", "default"), ("default", "fgd")):
             for name in order:
-                result = run_job(trace, Job(name, seed, 1.3, variant=args.variant))
+                result = run_job(trace, Job(parse_policy(name), seed, 1.3, variant=args.variant))
                 seconds[name].append(result.seconds)
                 print(f"seed {seed} {name}: {result.seconds:.1f} s", flush=True)
     fgd, default = mean(seconds["fgd"]), mean(seconds["default"])

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import socket
+import ssl
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -32,13 +33,24 @@ BINDERS = 8
 """Binding cycles in flight at most (kube-scheduler has no fixed bound; a few suffice here)."""
 
 
+def client_tls(certs: str) -> ssl.SSLContext:
+    """kube-scheduler's TLS: trust the extender's CA, present the client certificate (files of
+    hack/make-extender-certs.sh in the directory `certs`)."""
+    context = ssl.create_default_context(cafile=f"{certs}/server-ca.crt")
+    context.load_cert_chain(f"{certs}/scheduler.crt", f"{certs}/scheduler.key")
+    return context
+
+
 class _Wire:
     """One keep-alive HTTP/1.1 connection, written and read by hand (http.client's header
     parsing would be most of the stand-in's own cost; Go's client costs far less)."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    def __init__(self, port: int, certs: str | None = None) -> None:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = (
+            client_tls(certs).wrap_socket(sock, server_hostname="localhost") if certs else sock
+        )
         self.stream = self.sock.makefile("rb")
 
     def post(self, verb: str, body: bytes) -> tuple[float, Any]:
@@ -62,10 +74,10 @@ class _Wire:
 class StandIn:
     """Schedules pods one after another through filter, prioritize and bind."""
 
-    def __init__(self, port: int, names: list[str], mode: str) -> None:
-        self.port, self.mode = port, mode
+    def __init__(self, port: int, names: list[str], mode: str, certs: str | None = None) -> None:
+        self.port, self.mode, self.certs = port, mode, certs
         self.names, self.names_json = names, orjson.dumps(names)
-        self.wire = _Wire(port)
+        self.wire = _Wire(port, certs)
         self.times: dict[str, list[float]] = {"filter": [], "prioritize": [], "bind": []}
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -102,7 +114,7 @@ class StandIn:
         """The binding cycle: "" when bound, else the extender's error."""
         wire = getattr(self._local, "wire", None)
         if wire is None:
-            wire = self._local.wire = _Wire(self.port)
+            wire = self._local.wire = _Wire(self.port, self.certs)
         took, result = wire.post("bind", orjson.dumps(args))
         self._record("bind", took)
         return str(result["Error"])
@@ -124,13 +136,14 @@ class StandIn:
         return time.perf_counter() - start, errors
 
 
-def serve(conn: Connection, port: int) -> None:
-    """Process entry: run each (names, pods, mode) job sent, answer with the figures."""
+def serve(conn: Connection, port: int, certs: str | None = None) -> None:
+    """Process entry: run each (names, pods, mode) job sent, answer with the figures; over
+    HTTPS with the client certificate in `certs` when given."""
     while True:
         job = conn.recv()
         if job is None:
             return
         names, pods, mode = job
-        stand_in = StandIn(port, names, mode)
+        stand_in = StandIn(port, names, mode, certs)
         elapsed, errors = stand_in.run(pods)
         conn.send((elapsed, errors, stand_in.times))

@@ -87,6 +87,14 @@ def test_already_imported_or_not_a_package_is_left_alone(probe: Path) -> None:
     assert sys.modules[PKG] is vgpu_defer_probe and _runs() == 1
 
 
+def test_a_missing_package_and_its_children_are_left_alone() -> None:
+    """Without the client installed (`pip install .`, no extras) `import vgpu.adapters`, which
+    defers `kubernetes` and `kubernetes.config`, must not fail (it raised ModuleNotFoundError)."""
+    assert not defer_package_init("no_such_package_here")
+    assert not defer_package_init("no_such_package_here.config")
+    assert "no_such_package_here" not in sys.modules
+
+
 # What the agent loads: checked in a fresh interpreter, as the agent starts.
 AGENT_IMPORTS = """
 import sys

@@ -154,3 +154,21 @@ def test_the_node_agent_and_the_report_read_asks_with_the_same_parser() -> None:
     assert [c.cores for c in poisoned.containers] == [0]
     assert "vgpu.io/cores" in poisoned.problems[0]
     assert pod_facts(_pod("1e10000000")).asks_cores == 0
+
+
+@pytest.mark.timeout(5)
+@pytest.mark.parametrize("value", ["²", "9" * 5000, "1e9", "-1", "10000000"])
+def test_number_valued_annotations_are_refused_not_raised(value: str) -> None:
+    from vgpu.extender.podspec import gang_of
+    from vgpu.node.podspec import cores_limit, pod_info
+
+    pod = _pod("10")
+    pod["metadata"]["annotations"] = {  # type: ignore[index]
+        "vgpu.io/cores-limit": value,
+        "vgpu.io/gang-name": "g",
+        "vgpu.io/gang-size": value,
+    }
+    limit, problem = cores_limit(pod_info(pod))
+    assert limit is None and problem and "vgpu.io/cores-limit" in problem
+    with pytest.raises(InvalidRequest, match="gang-size"):
+        gang_of(pod)

@@ -50,7 +50,8 @@ def test_kubeconfig_that_is_not_yaml(
 ) -> None:
     config = tmp_path / "config"
     config.write_text(BAD_YAML)
-    assert main([command, "--kubeconfig", str(config)]) in (1, 2)
+    extra = ["--insecure-http"] if command == "extender" else []
+    assert main([command, "--kubeconfig", str(config), *extra]) in (1, 2)
     err = one_line_error(capsys)
     assert "not valid YAML" in err and str(config) in err
 
@@ -112,7 +113,7 @@ def test_extender_port_in_use(
         "users: [{name: u, user: {token: t}}]\n"
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
-    argv = ["extender", "--kubeconfig", str(config), "--port", str(busy_port)]
+    argv = ["extender", "--kubeconfig", str(config), "--port", str(busy_port), "--insecure-http"]
     assert main([*argv, "--no-leader-elect"]) == 2
     assert f"--port: cannot listen on 0.0.0.0:{busy_port}" in one_line_error(capsys)
 

@@ -10,8 +10,8 @@ import yaml
 
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.cli.main import COMMANDS, _load, _parser, log_level
+from vgpu.daemons.extender_cli import DEFAULT_LEASE_NAMESPACE, DEFAULT_PORT
 from vgpu.daemons.node_cli import FAKE_GPUS_EXAMPLE
-from vgpu.extender.cli import DEFAULT_LEASE_NAMESPACE, DEFAULT_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
 

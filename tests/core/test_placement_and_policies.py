@@ -8,7 +8,7 @@ from vgpu.core.ids import NodeName
 from vgpu.core.ledger import Ledger
 from vgpu.core.placement import assignment_for, choose
 from vgpu.core.registry import POLICY_NAMES, make_policy
-from vgpu.core.scheduler import Scheduler
+from vgpu.core.scheduler import Scheduler, scale_score
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import TaskShape, Workload, workload_from
 
@@ -71,16 +71,9 @@ def test_fgd_keeps_a_gpu_whole_for_the_expected_workload() -> None:
     assert sel is not None and sel.choice == ((0,),)
 
 
-def test_prioritize_scales_to_0_10_and_zeroes_nodes_that_do_not_fit() -> None:
-    state = ClusterState(
-        [make_node("n1", gpus=1), make_node("n2", gpus=1), make_node("n3", gpus=1)]
-    )
-    ledger = Ledger(state)
-    ledger.assume(assignment_for(state.node(NodeName("n1")), make_pod("a", 60), ((0,),)))
-    ledger.assume(assignment_for(state.node(NodeName("n3")), make_pod("b", 90), ((0,),)))
-    sched = Scheduler(state, make_policy("binpack", Workload((), ())))
-    scores = sched.prioritize(make_pod("p", 30), [NodeName("n1"), NodeName("n2"), NodeName("n3")])
-    assert scores == {"n1": 10, "n2": 0, "n3": 0}
+def test_scores_scale_to_0_10_and_nodes_that_do_not_fit_get_0() -> None:
+    assert [scale_score(s, (2.0, 6.0)) for s in (2.0, 3.0, 6.0, None)] == [0, 2, 10, 0]
+    assert scale_score(4.0, (4.0, 4.0)) == 10 and scale_score(4.0, None) == 0
 
 
 @pytest.mark.parametrize("name", POLICY_NAMES)

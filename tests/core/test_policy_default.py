@@ -10,7 +10,7 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.model import PodRequest
 from vgpu.core.placement import assignment_for
 from vgpu.core.policy_default import DefaultConfig, DefaultPolicy
-from vgpu.core.registry import is_policy_name, learns_online, make_policy
+from vgpu.core.registry import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import TaskShape, Workload
@@ -115,9 +115,12 @@ def test_policy_specs_parse_and_bad_ones_are_clear_errors() -> None:
     assert DefaultConfig.parse("cpu_weight=0.5,tie=order,online=0") == DefaultConfig(
         cpu_weight=0.5, tie="order", online=False
     )
-    assert is_policy_name("default:band=40") and not is_policy_name("fgd:x=1")
-    assert learns_online("default") and not learns_online("default:online=0")
-    assert not learns_online("fgd")
+    assert parse_policy("default:band=40").config == DefaultConfig(band=40)
+    with pytest.raises(InvalidRequest, match="unknown policy 'fgd:x=1'"):
+        parse_policy("fgd:x=1")
+    assert parse_policy("default").learns_online
+    assert not parse_policy("default:online=0").learns_online
+    assert not parse_policy("fgd").learns_online
     with pytest.raises(InvalidRequest, match="bad default-policy option"):
         make_policy("default:speed=11", Workload((), ()))
     with pytest.raises(InvalidRequest, match="not a number"):

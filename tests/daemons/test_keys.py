@@ -36,8 +36,8 @@ def test_missing_file_names_the_flag(tmp_path: Path) -> None:
 
 
 def test_both_daemons_use_the_same_loader() -> None:
+    import vgpu.daemons.extender_cli as extender_cli
     import vgpu.daemons.node_cli as node_cli
-    import vgpu.extender.cli as extender_cli
 
     assert node_cli.load_assignment_key is load_assignment_key
     assert extender_cli.load_assignment_key is load_assignment_key

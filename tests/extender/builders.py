@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
@@ -85,8 +86,12 @@ def make_pod(
 class Wire:
     """kube-scheduler's side of the extender protocol, over one keep-alive HTTP connection."""
 
-    def __init__(self, port: int) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    def __init__(self, port: int, *, tls: ssl.SSLContext | None = None) -> None:
+        self.conn: http.client.HTTPConnection = (
+            http.client.HTTPSConnection("localhost", port, timeout=30, context=tls)
+            if tls is not None
+            else http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        )
 
     def raw(self, method: str, path: str, body: bytes = b"") -> tuple[int, bytes]:
         headers = {"Content-Type": "application/json"} if method == "POST" else {}

@@ -12,8 +12,10 @@ from tests.kubeapi.fixtures import kube_client, kube_server
 from tests.kubeapi.server import FakeApiServer
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.leader import LeaderConfig
+from vgpu.core.registry import parse_policy
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.extender.service import ExtenderConfig
+from vgpu.extender.tls import TlsFiles
 
 __all__ = ["kube_client", "kube_server"]
 
@@ -39,6 +41,7 @@ class Harness:
         request_timeout: float = 5.0,
         wait: bool = True,
         pod_policies: tuple[str, ...] = (),
+        tls: TlsFiles | None = None,
     ) -> ExtenderDaemon:
         api_client = self.server.api_client()
         self.clients.append(api_client)
@@ -46,11 +49,14 @@ class Harness:
         config = DaemonConfig(
             key=KEY,
             extender=ExtenderConfig(
-                gang_timeout=gang_timeout, bind_wait=bind_wait, pod_policies=pod_policies
+                gang_timeout=gang_timeout,
+                bind_wait=bind_wait,
+                pod_policies=tuple(parse_policy(p) for p in pod_policies),
             ),
             host="127.0.0.1",
             port=0,
             leader=leader,
+            tls=tls,
             watch_timeout=30,
             sweep_interval=3600,
             retry_delay=0.05,

@@ -26,7 +26,7 @@ def test_start_up_events_are_said_once(harness: Harness, caplog: pytest.LogCaptu
         "pod watch synced: serving filter, prioritize and bind",
         "leader election: a leads vgpu-system/vgpu-extender (term 1)",
         "leader term 1: cache resynced (2 nodes, 0 pods)",
-        f"vgpu extender serving on port {daemon.port}",
+        f"vgpu extender serving on port {daemon.port} (plain HTTP)",
     ]
     assert sorted(m for m in said if m in expected) == sorted(expected), said
     assert len(said) == len(expected), said

@@ -93,3 +93,30 @@ def _args(pod: dict[str, Any]) -> bytes:
     import json
 
     return json.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["n1"]}).encode()
+
+
+def test_reporting_never_holds_up_the_watch_and_stays_bounded() -> None:
+    import threading
+
+    from vgpu.extender.invalid import QUEUED, InvalidPods
+    from vgpu.extender.metrics import ExtenderMetrics
+
+    release = threading.Event()
+    sent: list[str] = []
+
+    class SlowApi:
+        def create_event(self, involved: Any, **kwargs: Any) -> None:
+            release.wait(10)  # an API server that does not answer
+            sent.append(involved["metadata"]["name"])
+
+    metrics = ExtenderMetrics()
+    report = InvalidPods(SlowApi(), metrics)
+    for i in range(1000):  # returns at once although no Event gets through
+        pod = {"metadata": {"name": f"p{i}", "uid": f"u{i}", "resourceVersion": "1"}}
+        report(pod, "bad")
+        report(pod, "bad")  # the same version: reported once
+    assert b"vgpu_extender_invalid_pods_total 1000.0" in metrics.exposition()
+    release.set()
+    eventually(lambda: len(sent) >= QUEUED)
+    report.close()
+    assert len(sent) <= QUEUED + 1

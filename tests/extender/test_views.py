@@ -22,6 +22,7 @@ from vgpu.api.assignment import binding_annotations
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
+from vgpu.core.registry import parse_policy
 from vgpu.core.scheduler import MAX_EXTENDER_SCORE
 from vgpu.extender.cache import ClusterCache, canonical
 from vgpu.extender.service import Extender, ExtenderConfig
@@ -112,7 +113,10 @@ class World:
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT)
         if feed_limit is not None:  # a short feed: views fall behind its trims and rebuild
             self.cache.feed = self.cache.state.feed = ChangeFeed(limit=feed_limit)
-        self.ext = Extender(self.cache, config=ExtenderConfig(pod_policies=("binpack", "spread")))
+        self.ext = Extender(
+            self.cache,
+            config=ExtenderConfig(pod_policies=(parse_policy("binpack"), parse_policy("spread"))),
+        )
         self.nodes: dict[str, Obj] = {}
         self.pods: dict[str, Obj] = {}
         self.assumed: dict[str, Assignment] = {}

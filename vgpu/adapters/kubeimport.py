@@ -38,11 +38,15 @@ _LOCK = threading.RLock()
 
 def defer_package_init(name: str) -> bool:
     """Register package `name` with its `__init__` body deferred. False, changing nothing, if it
-    is already imported or is not a package. Defer a parent package before its children."""
+    is already imported, is not a package or is not installed (nor its parent: `vgpu.adapters`
+    imports without the Kubernetes client). Defer a parent package before its children."""
     with _LOCK:
         if name in sys.modules:
             return False
-        spec = importlib.util.find_spec(name)
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # a parent package is not installed: nothing to defer
+            return False
         if spec is None or spec.loader is None or spec.submodule_search_locations is None:
             return False
         module = importlib.util.module_from_spec(spec)

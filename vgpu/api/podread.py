@@ -29,7 +29,7 @@ def cores_limit(annotations: Mapping[str, Any]) -> tuple[int | None, str | None]
     if raw is None or not str(raw).strip():
         return None, None
     text = str(raw).strip()
-    if not text.isdigit() or not 1 <= int(text) <= 100:
+    if not (text.isascii() and text.isdigit() and len(text) <= 3) or not 1 <= int(text) <= 100:
         return None, f"{CORES_LIMIT}={raw!r}: expected a whole percentage 1..100"
     return int(text), None
 

@@ -18,7 +18,7 @@ from vgpu.core.errors import VgpuError
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("vgpu.cli.simulate", "replay a cluster trace through the scheduling core", ""),
-    "extender": ("vgpu.extender.cli", "run the kube-scheduler extender", "extender"),
+    "extender": ("vgpu.daemons.extender_cli", "run the kube-scheduler extender", "extender"),
     "node-agent": (
         "vgpu.daemons.node_cli",
         "run the node agent (device plugin, labels, health)",

@@ -11,10 +11,9 @@ import json
 import sys
 from pathlib import Path
 
-from vgpu.cli.options import HelpFormatter
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, is_policy_name, make_policy
-from vgpu.core.workload import Workload
+from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, parse_policy
+from vgpu.flags import HelpFormatter
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli
 from vgpu.sim.report import check_plot_path, plot, table
@@ -113,20 +112,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def run(args: argparse.Namespace) -> int:
     """Run the replays and print the results."""
-    policies = args.policy or list(DEFAULT_POLICIES)
-    unknown = [p for p in policies if not is_policy_name(p)]
-    if unknown:
-        raise InvalidRequest(
-            "--policy", f"unknown policy {unknown[0]!r}", "choose one of " + ", ".join(POLICY_NAMES)
-        )
+    policies = [parse_policy(p, "--policy") for p in args.policy or DEFAULT_POLICIES]
     if not 0 < args.tune <= 10:
         raise InvalidRequest("--tune", f"{args.tune} is out of range", "use a factor such as 1.3")
     seeds = parse_seeds(args.seeds)
     if args.plot:
         check_plot_path(args.plot)  # before the replays, not after them
     trace = read_trace(args.nodes, args.pods)
-    for name in policies:
-        make_policy(name, Workload((), ()))  # a bad default:... spec fails here, clearly
     choices = args.device_choice or ["extender"]
     if args.variant == "gangs" and choices != ["extender"]:
         raise InvalidRequest(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from random import Random
 
-from vgpu.core.fit import candidates, host_fits
+from vgpu.core.capacity import candidates, host_fits
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.model import ContainerRequest, PodRequest
 from vgpu.core.placement import Choice, choose, share_of

@@ -1,8 +1,9 @@
-"""Can this pod fit on this node, and on which GPUs? A `Verdict` value, never an exception.
+"""Can this pod fit on this node? A `Verdict` value, never an exception.
 
-The fast path (`candidates`) is what placement and the simulator use; `check` adds human reasons
-("GPU 3: 20 cores free, 30 asked") and tells *resolvable* failures (the node could host the pod
-once something is released) from *unresolvable* ones (wrong GPU type, too few GPUs, GPU too small).
+The fast predicates (`vgpu.core.capacity`) are what placement and the simulator use; `check` adds
+human reasons ("GPU 3: 20 cores free, 30 asked") and tells *resolvable* failures (the node could
+host the pod once something is released) from *unresolvable* ones (wrong GPU type, too few GPUs,
+GPU too small).
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from vgpu.core.model import ContainerRequest, GpuSelector, PodRequest
+from vgpu.core.capacity import idle_positions
+from vgpu.core.model import ContainerRequest, PodRequest
+from vgpu.core.placement import first_fit
 from vgpu.core.state import NodeState
-from vgpu.core.units import CORES_PER_GPU, memory_need_mmib
+from vgpu.core.units import memory_need_mmib
 
 
 class Code(Enum):
@@ -55,46 +58,6 @@ class Verdict:
 FITS = Verdict(Code.FITS)
 
 
-def usable_positions(ns: NodeState, selector: GpuSelector) -> tuple[int, ...]:
-    """Positions of healthy GPUs the selector accepts (memoised until the node changes)."""
-    key = ("usable", selector)
-    hit = ns.cache.get(key)
-    if hit is None:
-        hit = tuple(
-            i
-            for i, g in enumerate(ns.gpus)
-            if g.healthy and (selector.is_any or selector.allows(g))
-        )
-        ns.cache[key] = hit
-    return hit  # type: ignore[return-value]
-
-
-def fractional_fits(ns: NodeState, pos: int, container: ContainerRequest) -> bool:
-    """Whether a fractional container fits the free cores and memory of one GPU."""
-    if ns.free_cores[pos] < container.cores:
-        return False
-    need = memory_need_mmib(container.cores, container.memory_mib, ns.gpus[pos].memory_mib)
-    return ns.free_mem[pos] >= need
-
-
-def idle_positions(ns: NodeState, positions: tuple[int, ...]) -> list[int]:
-    """Positions among `positions` whose GPU is entirely free."""
-    return [p for p in positions if ns.free_cores[p] == CORES_PER_GPU and ns.is_idle_gpu(p)]
-
-
-def candidates(ns: NodeState, container: ContainerRequest, selector: GpuSelector) -> list[int]:
-    """GPU positions that could take this container now (idle ones for whole-GPU asks)."""
-    positions = usable_positions(ns, selector)
-    if container.whole:
-        return idle_positions(ns, positions)
-    return [p for p in positions if fractional_fits(ns, p, container)]
-
-
-def host_fits(ns: NodeState, pod: PodRequest) -> bool:
-    """kube-scheduler's NodeResourcesFit for CPU and memory."""
-    return pod.cpu_milli <= ns.cpu_free and pod.memory_mib <= ns.mem_free
-
-
 def check(ns: NodeState, pod: PodRequest) -> Verdict:
     """Does the pod fit on this node? Reasons name the first blocking resource."""
     if pod.cpu_milli > ns.cpu_free:
@@ -109,8 +72,6 @@ def check(ns: NodeState, pod: PodRequest) -> Verdict:
         )
     if not pod.wants_gpu:
         return FITS
-    from vgpu.core.placement import first_fit
-
     if first_fit(ns, pod) is not None:
         return FITS
     return _explain_gpu(ns, pod)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Phase, PodRequest
-from vgpu.core.placement import assignment_for
 from vgpu.core.scheduler import Scheduler
 
 
@@ -92,9 +91,8 @@ def plan(
                     pod.key,
                     _why_nowhere(scheduler, pod, node_names),
                 )
-            assignment = assignment_for(state.node(selection.node), pod, selection.choice)
-            state.charge(assignment)
-            placed.append(assignment)
+            state.charge(selection.assignment)
+            placed.append(selection.assignment)
     finally:
         state.revert()
     by_key = {a.pod: a for a in placed}

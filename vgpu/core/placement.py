@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from itertools import combinations
 
-from vgpu.core.fit import candidates
+from vgpu.core.capacity import candidates
 from vgpu.core.model import (
     Assignment,
     ContainerAssignment,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from random import Random
 
-from vgpu.core.fit import candidates, host_fits
+from vgpu.core.capacity import candidates, host_fits
 from vgpu.core.model import PodRequest
 from vgpu.core.placement import (
     Choice,

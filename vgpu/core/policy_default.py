@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from itertools import count
 from random import Random
 
+from vgpu.core.capacity import candidates, host_fits
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fgd import sigmoid_score, take_choice
-from vgpu.core.fit import candidates, host_fits
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.learning import WorkloadLearner
 from vgpu.core.model import PodRequest

@@ -1,9 +1,14 @@
 """The scheduling façade used by the extender and the simulator alike.
 
 * `filter` answers "which of these nodes can host the pod, and why not the others" (verdicts).
-* `prioritize` scores the nodes that fit with the policy, scaled to the extender's 0..10.
-* `select` picks the best node (with the policy's tie-break) and the GPUs to take there.
-* `place` turns a node choice into a ledger `Assignment`, or a `Verdict` saying why it can't.
+* `select` picks the best node (with the policy's tie-break) and the assignment there (the
+  simulator, gang planning).
+* `place` gives the assignment on a node someone else chose (the extender: kube-scheduler picks
+  the node), or a `Verdict`; `core.placing.place` adds invariant I and init-container reuse.
+
+Both reach the GPUs by one path: the policy's evaluation of the node, then its `finish` (where a
+random policy draws its GPU), then the ledger `Assignment`; so for the same state and pod they
+take the same GPUs on the same node.
 
 Policy evaluations are memoised per node until that node changes (`NodeState.cache`), which is
 what makes a 10,000-pod replay over 1,200 nodes take seconds instead of minutes.
@@ -41,11 +46,12 @@ def scale_score(score: float | None, bounds: tuple[float, float] | None) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """The chosen node, its score and the GPU choice there."""
+    """The chosen node, its score, the GPU choice there (positions) and its assignment."""
 
     node: NodeName
     score: float
     choice: Choice
+    assignment: Assignment
 
 
 class Scheduler:
@@ -119,25 +125,18 @@ class Scheduler:
         if not best:
             return None
         ns, ev = self.rng.choice(best) if pol.random_ties and len(best) > 1 else best[0]
-        return Selection(ns.name, ev.score, pol.finish(ns, pod, ev, self.rng))
-
-    def prioritize(
-        self, pod: PodRequest, names: Iterable[NodeName], policy: Policy | None = None
-    ) -> dict[NodeName, int]:
-        """Scores 0..10 for the nodes that fit (min-max scaled; nodes that don't fit get 0)."""
-        (policy or self.policy).observe(pod)
-        raw: dict[NodeName, float | None] = {}
-        for ns in self._nodes(names):
-            ev = self.evaluate(ns, pod, policy)
-            raw[ns.name] = None if ev is None else ev.score
-        scores = [s for s in raw.values() if s is not None]
-        bounds = (min(scores), max(scores)) if scores else None
-        return {name: scale_score(s, bounds) for name, s in raw.items()}
+        choice = pol.finish(ns, pod, ev, self.rng)
+        return Selection(ns.name, ev.score, choice, assignment_for(ns, pod, choice))
 
     def place(
         self, pod: PodRequest, node: NodeName, policy: Policy | None = None
     ) -> Assignment | Verdict:
-        """The assignment for the pod on `node` (GPUs chosen by the policy), or why it can't."""
+        """The assignment for the pod on `node`: the GPUs `select` would take there (the
+        policy's evaluation, then its `finish`), or why there is none. Invariant I and init
+        containers' reuse are `core.placing.place`'s, on top of this."""
+        return self._on_node(pod, node, policy or self.policy)
+
+    def _on_node(self, pod: PodRequest, node: NodeName, policy: Policy) -> Assignment | Verdict:
         ns = self.state.node(node)
         ev = self.evaluate(ns, pod, policy)
         if ev is None:
@@ -147,4 +146,4 @@ class Scheduler:
                 if not verdict.ok
                 else Verdict(verdict.code, ("policy found no GPU choice",))
             )
-        return assignment_for(ns, pod, ev.choice)
+        return assignment_for(ns, pod, policy.finish(ns, pod, ev, self.rng))

@@ -12,9 +12,9 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vgpu.cli.options import HelpFormatter
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.node_cli import add_gpu_flags, gpu_backend, hami_core
+from vgpu.flags import HelpFormatter
 
 if TYPE_CHECKING:
     from vgpu.daemons.dra_driver import DraDriver

@@ -27,9 +27,11 @@ from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.http import HttpServer, Routes
+from vgpu.extender.http import HttpLimits, HttpServer, Routes
+from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.tls import TlsFiles, server_context
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,9 @@ class DaemonConfig:
     host: str = "0.0.0.0"
     port: int = 8080
     leader: LeaderConfig | None = None
+    tls: TlsFiles | None = None
+    """HTTPS with client certificates; None serves plain HTTP (`--insecure-http`)."""
+    http: HttpLimits = field(default_factory=HttpLimits)
     watch_timeout: int = 300
     sweep_interval: float = 1.0
     retry_delay: float = 1.0
@@ -73,40 +78,6 @@ class PodGroupSizes:
         return size
 
 
-class InvalidPods:
-    """Reports watched pods the cache skipped: a counter, a log line and a Warning Event on the
-    pod, once per pod version (a bounded memory of what was reported)."""
-
-    KEPT = 4096
-
-    def __init__(self, api: KubeApi, metrics: ExtenderMetrics) -> None:
-        self._api, self._metrics = api, metrics
-        self._told: dict[tuple[str, str], None] = {}
-
-    def __call__(self, pod: dict[str, Any], problem: str) -> None:
-        meta = pod.get("metadata")
-        if not isinstance(meta, dict):
-            meta = {}
-        version = (str(meta.get("uid")), str(meta.get("resourceVersion")))
-        if version in self._told:
-            return
-        if len(self._told) >= self.KEPT:
-            self._told.pop(next(iter(self._told)))
-        self._told[version] = None
-        self._metrics.invalid_pods.inc()
-        log.warning("skipping pod %s/%s: %s", meta.get("namespace"), meta.get("name"), problem)
-        try:
-            self._api.create_event(
-                {"kind": "Pod", "apiVersion": "v1", "metadata": meta},
-                reason="InvalidPod",
-                message=f"vgpu extender cannot schedule this pod: {problem}"[:1024],
-                event_type="Warning",
-                component="vgpu-extender",
-            )
-        except KubeError as err:
-            log.warning("cannot record an event for pod %s: %s", meta.get("name"), err)
-
-
 class ExtenderDaemon:
     """The running extender."""
 
@@ -128,12 +99,15 @@ class ExtenderDaemon:
             on_rejections=self.metrics.count_rejections,
         )
         self.metrics.watch(self.extender)
-        self.cache.on_invalid = InvalidPods(api, self.metrics)
+        self.invalid_pods = InvalidPods(api, self.metrics)
+        self.cache.on_invalid = self.invalid_pods
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
             host=config.host,
             port=config.port,
+            tls=server_context(config.tls) if config.tls is not None else None,
+            limits=config.http,
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.metrics.watch_leadership(
@@ -168,12 +142,14 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
-        log.info("vgpu extender serving on port %d", self.port)
+        scheme = "HTTPS, client certificates required" if self.config.tls else "plain HTTP"
+        log.info("vgpu extender serving on port %d (%s)", self.port, scheme)
 
     def stop(self) -> None:
         """Stop serving and end every thread."""
         self._stop.set()
         self.http.stop()
+        self.invalid_pods.close()
         for thread in self._threads:
             # Watch threads may sit in a blocking read until the server's next event; they are
             # daemons and stop at that event, so they are not waited for.

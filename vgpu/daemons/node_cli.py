@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.api.resources import resource_names
-from vgpu.cli.options import HelpFormatter, port_number
 from vgpu.core.errors import ConfigError, VgpuError
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
     from vgpu.adapters.gpu import GpuBackend

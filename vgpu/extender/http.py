@@ -228,7 +228,8 @@ class HttpServer:
         try:
             first = await asyncio.wait_for(reader.readline(), limits.idle_timeout)
         except ValueError:  # a request line over the stream's limit
-            first = b"?"
+            await self._send(writer, (414, b"request line too long\n", TEXT), close=True)
+            return False
         if not first:
             return False
         try:

@@ -153,15 +153,18 @@ def gang_of(pod: Obj) -> GangLabel | None:
     return GangLabel(gang_key(ns, ref.name), ns, ref.name, size)
 
 
+MAX_GANG = 100_000
+"""Members of one gang: beyond any cluster."""
+
+
 def _size(value: object, field: str) -> int:
-    try:
-        size = int(str(value).strip())
-    except ValueError:
-        raise InvalidRequest(
-            field, f"{value!r} is not a number", "set the gang size, e.g. 5"
-        ) from None
-    if size < 1:
-        raise InvalidRequest(field, f"{size} is below 1", "set the gang size, e.g. 5")
+    text = str(value).strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 6):
+        shown = text if len(text) <= 20 else text[:17] + "..."
+        raise InvalidRequest(field, f"{shown!r} is not a gang size", "set it, e.g. 5")
+    size = int(text)
+    if not 1 <= size <= MAX_GANG:
+        raise InvalidRequest(field, f"{size} is not in 1..{MAX_GANG}", "set the gang size, e.g. 5")
     return size
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -26,18 +26,20 @@ from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
+from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment, Phase
+from vgpu.core.placing import place
 from vgpu.core.policies import Policy
-from vgpu.core.registry import make_policy
+from vgpu.core.registry import PolicySpec, make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangCoordinator, GangWait
-from vgpu.extender.placing import place
-from vgpu.extender.podspec import POLICY, PodSpec, key_of
+from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
+from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.replies import FilterView
 from vgpu.extender.scores import ScoreView
 from vgpu.extender.views import ViewBook
@@ -48,6 +50,7 @@ log = logging.getLogger(__name__)
 GroupSize = Callable[[str, str], int | None]
 """(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
 
+DEFAULT_POLICY = parse_policy("default")
 DEFAULT_WORKLOAD = Workload(
     tuple(
         TaskShape(4000, c, g)
@@ -62,13 +65,13 @@ DEFAULT_WORKLOAD = Workload(
 class ExtenderConfig:
     """Settings of the verbs (the CLI fills them)."""
 
-    policy: str = "default"
+    policy: PolicySpec = DEFAULT_POLICY
     gang_timeout: float = 60.0
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
     names: ResourceNames = DEFAULT_NAMES
     assume_ttl: float = 30.0
     bind_wait: float = 3.0
-    pod_policies: tuple[str, ...] = ()
+    pod_policies: tuple[PolicySpec, ...] = ()
     """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
 
 
@@ -79,13 +82,16 @@ class PolicyBook:
     own: memory stays bounded by the operator's list."""
 
     def __init__(
-        self, default: str, allowed: Iterable[str] = (), workload: Workload = DEFAULT_WORKLOAD
+        self,
+        default: PolicySpec,
+        allowed: Iterable[PolicySpec] = (),
+        workload: Workload = DEFAULT_WORKLOAD,
     ) -> None:
         self.default = make_policy(default, workload)
-        self._allowed: dict[str, Policy] = {default: self.default}
-        for name in allowed:
-            if name not in self._allowed:
-                self._allowed[name] = make_policy(name, workload)
+        self._allowed: dict[str, Policy] = {default.name: self.default}
+        for spec in allowed:
+            if spec.name not in self._allowed:
+                self._allowed[spec.name] = make_policy(spec, workload)
 
     @property
     def names(self) -> list[str]:
@@ -98,7 +104,7 @@ class PolicyBook:
         if policy is None:
             shown = name if len(name) <= 64 else name[:61] + "..."
             raise InvalidRequest(
-                f"metadata.annotations[{POLICY}]",
+                f"metadata.annotations[{POLICY_ANNOTATION}]",
                 f"policy {shown!r} is not allowed for pods",
                 "use one of " + ", ".join(self._allowed) + " or drop the annotation "
                 "(the operator allows more with --allow-pod-policy)",
@@ -187,7 +193,7 @@ class Extender:
         if self.cache.node_state(node) is None:
             return Verdict(Code.NO_GPU, (self.cache.problems.get(name, f"node {node} is unknown"),))
         pending = self.cache.pending_on(name, besides=spec.request.key)
-        return place(self.scheduler, spec, name, pending, policy)
+        return _place(self.scheduler, spec, name, pending, policy)
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
@@ -292,7 +298,7 @@ class Extender:
         if reuses(spec.request, spec.roles):  # charged as the kubelet reuses, on one GPU
             pending = self.cache.pending_on(node, besides=spec.request.key)
             pending = [c for c in pending if c.pod not in gone]
-            return _placed(place(self.scheduler, spec, node, pending, policy))
+            return _placed(_place(self.scheduler, spec, node, pending, policy))
         outcome = _outcome(check(ns, spec.request))
         if outcome is not _FIT:
             problem = self.cache.problems.get(node) if outcome[0] == _NO_GPU else None
@@ -303,7 +309,7 @@ class Extender:
             pending = [c for c in pending if c.pod not in gone]
         if not pending:
             return outcome
-        return _placed(place(self.scheduler, spec, node, pending, policy))
+        return _placed(_place(self.scheduler, spec, node, pending, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
@@ -378,3 +384,22 @@ def _view_key(spec: PodSpec) -> tuple[object, ...]:
     blocks = tuple(sorted(spec.memory_blocks.items()))
     roles = tuple(sorted((name, role.value) for name, role in spec.roles.items()))
     return (req.shape, tuple(c.name for c in req.containers), blocks, roles, spec.cores_limit)
+
+
+def _place(
+    scheduler: Scheduler,
+    spec: PodSpec,
+    node: NodeName,
+    pending: Sequence[PendingContainer],
+    policy: Policy,
+) -> Assignment | Verdict:
+    """The core's placement for a read pod: its init-container roles and its pending grants."""
+    return place(
+        scheduler,
+        spec.request,
+        node,
+        policy,
+        roles=spec.roles,
+        pending=pending,
+        describe=spec.pending,
+    )

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
-from vgpu.cli.options import HelpFormatter
 from vgpu.core.errors import VgpuError
+from vgpu.flags import HelpFormatter
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
 from vgpu.inspect.export import render_json, render_yaml

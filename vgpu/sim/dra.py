@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vgpu.core.fit import candidates
+from vgpu.core.capacity import candidates
 from vgpu.core.model import PodRequest
 from vgpu.core.placement import Choice
 from vgpu.core.state import NodeState

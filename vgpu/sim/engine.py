@@ -91,11 +91,12 @@ def replay(
         if selection is None:
             failed += 1
         else:
-            ns = state.node(selection.node)
-            choice = selection.choice
-            if device_choice is not None:
-                choice = device_choice(ns, pod, choice)
-            ledger.confirm(assignment_for(ns, pod, choice))
+            if device_choice is None:
+                ledger.confirm(selection.assignment)
+            else:
+                ns = state.node(selection.node)
+                choice = device_choice(ns, pod, selection.choice)
+                ledger.confirm(assignment_for(ns, pod, choice))
             used += pod.gpu_milli
             placed += 1
         arrived_pct = 100 * arrived / capacity

@@ -21,7 +21,6 @@ from random import Random
 from vgpu.core.gang import GangPlan, plan
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node, PodRequest
-from vgpu.core.placement import assignment_for
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
@@ -37,7 +36,7 @@ def _one_by_one(scheduler: Scheduler, ledger: Ledger, members: list[PodRequest])
         selection = scheduler.select(pod)
         if selection is None:
             continue
-        ledger.confirm(assignment_for(scheduler.state.node(selection.node), pod, selection.choice))
+        ledger.confirm(selection.assignment)
         placed += 1
     return placed
 

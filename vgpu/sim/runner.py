@@ -15,7 +15,7 @@ from statistics import median
 from typing import TextIO
 
 from vgpu.core.model import PodRequest
-from vgpu.core.registry import learns_online, make_policy
+from vgpu.core.registry import PolicySpec, make_policy
 from vgpu.core.workload import Workload, workload_from
 from vgpu.sim.dra import chooser
 from vgpu.sim.engine import RunResult, capacity_milli, replay
@@ -29,7 +29,7 @@ from vgpu.sim.workload import arrivals
 class Job:
     """One replay to run."""
 
-    policy: str
+    policy: PolicySpec
     seed: int
     tune: float
     ties: str = "policy"
@@ -47,7 +47,7 @@ class Job:
 def _workload(trace_pods: tuple[PodRequest, ...], job: Job) -> Workload:
     # FGD's target workload comes from the trace as given (before inflation), as in the paper; a
     # policy that learns online starts from nothing unless asked, as in a live cluster.
-    if learns_online(job.policy) and job.prior != "trace":
+    if job.policy.learns_online and job.prior != "trace":
         return Workload((), ())
     return workload_from(trace_pods)
 
@@ -64,7 +64,7 @@ def run_job(trace: Trace, job: Job) -> RunResult:
     if job.variant == "gangs":
         mode = job.gang_mode
         if mode == "auto":
-            mode = "plan" if job.policy.split(":")[0] == "default" else "independent"
+            mode = "plan" if job.policy.plans_gangs else "independent"
         return replay_units(trace.nodes, gangs(pods, job.seed), policy, seed=job.seed, mode=mode)
     if job.device_choice == "extender":
         return replay(trace.nodes, pods, policy, seed=job.seed)

@@ -1,6 +1,7 @@
 """`vgpu extender`: the kube-scheduler extender as a command.
 
-    vgpu extender [--port P] [--kubeconfig FILE] [--policy NAME] [--gang-timeout S] ...
+    vgpu extender --tls-cert FILE --tls-key FILE --client-ca FILE [--port P] [--policy NAME] ...
+    vgpu extender --insecure-http ...        (plain HTTP, local use only)
 
 The assignment-signing key (shared with the node agents, from a Secret) is read from
 `--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either a fixed development key is
@@ -15,17 +16,20 @@ import os
 import signal
 import socket
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
-from vgpu.cli.options import HelpFormatter, port_number
 from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.core.registry import POLICY_NAMES
+from vgpu.core.registry import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.flags import HelpFormatter, port_number
+
+if TYPE_CHECKING:
+    from vgpu.extender.tls import TlsFiles
 
 log = logging.getLogger(__name__)
-DEFAULT_PORT = 8080  # as daemonset/extender.yaml and the scheduler configs call it
+DEFAULT_PORT = 8443  # HTTPS, as the chart and daemonset/extender.yaml pass it
 DEFAULT_LEASE_NAMESPACE = "vgpu-system"  # where the manifests install the extender
 
 
@@ -36,7 +40,25 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="run the kube-scheduler extender (filter, prioritize, bind)",
         formatter_class=HelpFormatter,
     )
-    p.add_argument("--port", type=port_number, default=DEFAULT_PORT, help="HTTP port")
+    p.add_argument(
+        "--port",
+        type=port_number,
+        default=DEFAULT_PORT,
+        help="HTTPS port (plain HTTP with --insecure-http)",
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM)")
+    p.add_argument("--tls-key", metavar="FILE", help="serving certificate's private key (PEM)")
+    p.add_argument(
+        "--client-ca",
+        metavar="FILE",
+        help="CA whose client certificates may call the verbs (kube-scheduler's tlsConfig)",
+    )
+    p.add_argument(
+        "--insecure-http",
+        action="store_true",
+        help="serve plain HTTP without client authentication (local use only: anyone who "
+        "reaches the port can bind pods)",
+    )
     p.add_argument("--host", default="0.0.0.0", help="address to listen on")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
@@ -85,21 +107,34 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
-def _pod_policy(text: str) -> str:
-    """A policy name (or `default:key=value,...` spec) checked once, at start-up."""
-    from vgpu.core.policy_default import DefaultConfig
-    from vgpu.core.registry import is_policy_name
+def _pod_policy(text: str) -> PolicySpec:
+    """A policy name (or `default:key=value,...` spec), parsed once, at start-up."""
+    try:
+        return parse_policy(text, "--allow-pod-policy")
+    except InvalidRequest as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
-    if not is_policy_name(text):
-        raise argparse.ArgumentTypeError(
-            f"unknown policy {text!r}; choose one of {', '.join(POLICY_NAMES)}"
+
+def _tls(args: argparse.Namespace) -> TlsFiles | None:
+    """The TLS files, or None with --insecure-http (logged loudly)."""
+    from vgpu.extender.tls import TlsFiles
+
+    given = [args.tls_cert, args.tls_key, args.client_ca]
+    if args.insecure_http:
+        if any(given):
+            raise ConfigError("--insecure-http: drop --tls-cert, --tls-key and --client-ca")
+        log.warning(
+            "serving plain HTTP (--insecure-http): anyone who reaches port %d can call the "
+            "verbs, bind pods and feed requests; use only on a private host",
+            args.port,
         )
-    if text.startswith("default:"):
-        try:
-            DefaultConfig.parse(text[len("default:") :])
-        except InvalidRequest as err:
-            raise argparse.ArgumentTypeError(str(err)) from None
-    return text
+        return None
+    if not all(given):
+        raise ConfigError(
+            "the extender serves HTTPS: give --tls-cert, --tls-key and --client-ca "
+            "(make them with hack/make-extender-certs.sh), or --insecure-http for local use"
+        )
+    return TlsFiles(args.tls_cert, args.tls_key, args.client_ca)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -117,9 +152,10 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     config = DaemonConfig(
+        tls=_tls(args),
         key=load_assignment_key(args.assignment_key_file),
         extender=ExtenderConfig(
-            policy=args.policy,
+            policy=parse_policy(args.policy, "--policy"),
             gang_timeout=args.gang_timeout,
             memory_unit_mib=args.memory_unit_mib,
             names=resource_names(args.resource_domain),

@@ -1,0 +1,50 @@
+"""The extender's TLS: it serves HTTPS, and answers verbs only for a client (kube-scheduler)
+that presents a certificate signed by the configured client CA.
+
+kube-scheduler calls an extender over HTTPS with `enableHTTPS: true` and presents the client
+certificate of its `tlsConfig` (`certFile`/`keyFile`, checking the extender's certificate against
+`caFile`): KubeSchedulerConfiguration `Extender` / `ExtenderTLSConfig` in
+k8s.io/kube-scheduler/config/v1/types.go. The handshake asks for a certificate without requiring
+one (`CERT_OPTIONAL`), so kubelet probes (HTTPS, no client certificate) still reach /healthz and
+/readyz; a certificate that is presented must chain to the client CA or the handshake fails, and
+the HTTP server refuses verbs on a connection without one (`vgpu.extender.http`).
+`hack/make-extender-certs.sh` makes the certificates.
+"""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+from vgpu.core.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """PEM files: the serving certificate and key, and the CA that signs client certificates."""
+
+    cert: str
+    key: str
+    client_ca: str
+
+
+def server_context(files: TlsFiles) -> ssl.SSLContext:
+    """A TLS 1.2+ server context verifying client certificates against `files.client_ca`."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(files.cert, files.key)
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(
+            f"--tls-cert {files.cert} / --tls-key {files.key}: cannot be loaded ({err}); "
+            "make them with hack/make-extender-certs.sh"
+        ) from err
+    try:
+        context.load_verify_locations(cafile=files.client_ca)
+    except (OSError, ssl.SSLError) as err:
+        raise ConfigError(
+            f"--client-ca {files.client_ca}: cannot be loaded ({err}); "
+            "give the CA that signed kube-scheduler's client certificate"
+        ) from err
+    context.verify_mode = ssl.CERT_OPTIONAL
+    return context
