@@ -167,6 +167,12 @@ def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
     rules = find(objs, "ClusterRole", "vgpu-dra-driver")["rules"]
     assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
             "verbs": ["get", "list", "watch"]} in rules  # fmt: skip
+    policy = find(objs, "ValidatingAdmissionPolicy", "vgpu-dra-claims")["spec"]
+    assert policy["matchConstraints"]["resourceRules"][0]["resources"] == [
+        "resourceclaims",
+        "resourceclaimtemplates",
+    ]
+    assert find(objs, "ValidatingAdmissionPolicyBinding", "vgpu-dra-claims")
     with pytest.raises(chart.ChartError, match=r"DRA mode needs 1\.36 or later"):
         render(kube_version="v1.33.0", dra__enabled="true")
     with pytest.raises(chart.ChartError, match=r"dra\.sliceOrder"):
