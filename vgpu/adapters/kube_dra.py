@@ -39,6 +39,12 @@ class DraKubeApi(KubeApi):
             item["apiVersion"] = "resource.k8s.io/v1"
         return listing
 
+    def list_resource_slices(self) -> Listing:
+        listing = self._list_all("list resourceslices", "ResourceSlice", SLICES, {}, {})
+        for item in listing.items:
+            item["apiVersion"] = "resource.k8s.io/v1"
+        return listing
+
     def get_resource_slice(self, name: str) -> Obj | None:
         try:
             return self._call(f"get resourceslice {name}", "GET", SLICE, {"name": name})
