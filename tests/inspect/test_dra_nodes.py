@@ -8,6 +8,7 @@ from tests.inspect.scenario import demo_cluster
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.dra.slices import build_slice
 from vgpu.inspect.build import build_report
+from vgpu.inspect.export import report_document
 from vgpu.inspect.snapshot import Snapshot, dumps, loads
 from vgpu.inspect.table import render_table
 
@@ -77,6 +78,8 @@ def test_dra_node_shows_its_gpus_and_claims_beside_device_plugin_nodes() -> None
     assert gpu1.cores_used == 100 and gpu1.memory_used_mmib == INV.gpus[1].memory_mib * 1000
     assert dra.usage.pending_cores == 20
     assert "dra-1 [dra]" in render_table(report)
+    exported = {n["name"]: n for n in report_document(report)["nodes"]}
+    assert exported["dra-1"]["mode"] == "dra" and "mode" not in exported["gpu-a"]
 
 
 def test_snapshot_round_trip_keeps_slices_and_claims() -> None:
