@@ -231,3 +231,30 @@ def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> N
         except SystemExit:
             pytest.fail(f"{values}: `vgpu {' '.join(container['args'])}` is refused")
         checks[args.command](args)
+
+
+def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
+    assert not [o for o in render() if "dra" in o["metadata"]["name"]]
+    objs = render(kube_version="v1.37.0", dra__enabled="true", memoryUnitMiB="512")
+    assert find(objs, "DeviceClass", "vgpu.io")["spec"]["selectors"] == [
+        {"cel": {"expression": 'device.driver == "vgpu.io"'}}
+    ]
+    driver = find(objs, "DaemonSet", "vgpu-dra-driver")["spec"]["template"]["spec"]
+    args = driver["containers"][0]["args"]
+    assert args[0] == "dra-driver" and "--memory-unit-mib=512" in args
+    assert "--slice-order=fullest" in args
+    assert driver["nodeSelector"] == {"vgpu.io/mode": "dra"}
+    assert driver["serviceAccountName"] == "vgpu-dra-driver"
+    rules = find(objs, "ClusterRole", "vgpu-dra-driver")["rules"]
+    assert {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"],
+            "verbs": ["get", "list", "watch"]} in rules  # fmt: skip
+    policy = find(objs, "ValidatingAdmissionPolicy", "vgpu-dra-claims")["spec"]
+    assert policy["matchConstraints"]["resourceRules"][0]["resources"] == [
+        "resourceclaims",
+        "resourceclaimtemplates",
+    ]
+    assert find(objs, "ValidatingAdmissionPolicyBinding", "vgpu-dra-claims")
+    with pytest.raises(chart.ChartError, match=r"DRA mode needs 1\.36 or later"):
+        render(kube_version="v1.33.0", dra__enabled="true")
+    with pytest.raises(chart.ChartError, match=r"dra\.sliceOrder"):
+        render(kube_version="v1.37.0", dra__enabled="true", dra__sliceOrder="random")

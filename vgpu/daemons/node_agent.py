@@ -28,13 +28,11 @@ what SIGTERM triggers. Tests build it in-process with their own backend, dirs an
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from vgpu.adapters.gpu import GpuBackend
@@ -62,6 +60,7 @@ from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
+from vgpu.daemons.signals import run_until_signal
 from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
@@ -277,19 +276,7 @@ class NodeAgent:
 
     def run_until_signal(self) -> None:
         """start(), serve until SIGTERM/SIGINT, then stop(). Main thread only."""
-
-        def handler(signum: int, _frame: FrameType | None) -> None:
-            log.info("received %s", signal.Signals(signum).name)
-            self._stop.set()
-
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            self.start()
-            self._stop.wait()
-        finally:
-            self.stop()
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+        run_until_signal(self.start, self.stop, self._stop)
 
     # ----- health --------------------------------------------------------------------------------
     def _on_health(self, unhealthy: frozenset[str]) -> None:
