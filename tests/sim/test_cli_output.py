@@ -65,7 +65,6 @@ def test_tune_below_one_has_no_figure_at_100(
 def test_says_what_it_replays_and_what_it_wrote(
     tiny_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("matplotlib", reason="--plot needs the plot extra")
     png = tmp_path / "alloc.png"
     assert main(simulate(tiny_trace, "--policy", "fgd", "--plot", str(png))) == 0
     err = capsys.readouterr().err
@@ -105,7 +104,6 @@ def test_plot_labels_carry_trace_seeds_and_figures() -> None:
 def test_plot_draws_the_100_percent_arrival_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("matplotlib", reason="--plot needs the plot extra")
     import matplotlib.pyplot as plt
 
     drawn: dict[str, object] = {}
