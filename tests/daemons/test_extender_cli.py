@@ -8,8 +8,8 @@ from vgpu.cli.main import main
 
 
 def test_a_bad_resource_domain_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["extender", "--kubeconfig", "/nonexistent", "--resource-domain", "Vgpu.IO"]
-    assert main([*argv, "--insecure-http"]) == 2
+    args = ["--kubeconfig", "/nonexistent", "--insecure-http", "--resource-domain", "Vgpu.IO"]
+    assert main(["extender", *args]) == 2
     err = capsys.readouterr().err
     assert "--resource-domain: 'Vgpu.IO' is not a DNS subdomain" in err
     assert "Traceback" not in err and "/nonexistent" not in err
