@@ -179,3 +179,25 @@ def test_a_refusal_fails_only_a_pod_that_could_have_made_the_call() -> None:
     result = policy.allocate(CORES, [ids("G0", "c", 20, start=10)])
     assert not isinstance(result, Refusal), result
     assert handoff.admitted_containers(PodKey("ns/a")) == ["one", "two"]
+
+
+def test_found_by_the_soak_calls_matched_through_an_unsure_attribution_are_unsure() -> None:
+    """Identical gang members a and b (init 10 cores, then 30) on one GPU. a's init call may be
+    taken for b's; a's next call (30) then matches only b's main container, because of that
+    guess. b must not be reported admitted: the extender would lift invariant I for it and bind
+    a confusable pod whose grant b's real call would then receive."""
+    a = pod("a", [("main", 30, 0, "G0")], [("init", 10, 0, "G0")])
+    b = pod("b", [("main", 30, 0, "G0")], [("init", 10, 0, "G0")])
+    handoff, policy, _ = agent(a, b)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10)]), Refusal)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 30)]), Refusal)
+    reported = dict(handoff.annotation_updates())
+    assert all(value == "[]" for value in reported.values()), reported
+    # The other member's calls come: everything settles, both are reported admitted.
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10, start=30)]), Refusal)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 30, start=40)]), Refusal)
+    reported = dict(handoff.annotation_updates())
+    assert reported == {
+        PodKey("ns/a"): '["init","main"]',
+        PodKey("ns/b"): '["init","main"]',
+    }, reported

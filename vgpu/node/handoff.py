@@ -178,12 +178,14 @@ class Handoff:
     ) -> None:
         """Record an allocation. `unsure`: interchangeable containers of other pods could have
         been the caller (the grant is the same, the attribution may not be): the container is
-        not reported admitted until the kubelet's record or a later call settles it."""
+        not reported admitted until the kubelet's record or a later call settles it. A pod with
+        an unsure attribution gets its later calls matched because of it, so they are unsure
+        too (identical gang members on one GPU swap whole sequences of calls)."""
         with self._lock:
             entry = self._pods.get(pod)
             if entry is not None:
                 entry.admitted[(container, kind)] = (tuple(ids), self._clock())
-                if unsure:
+                if unsure or entry.unsure:
                     entry.unsure.add((container, kind))
 
     def settle(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> None:
