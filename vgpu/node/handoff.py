@@ -11,8 +11,9 @@ Matching is the heart of it: `candidates(kind, size, gpus)` lists the pending co
 ask for `kind` equals `size` and whose assignment names exactly `gpus`, ordered as the kubelet
 admits them: a pod the kubelet is in the middle of first, then pods in the order they were
 seen, and within a pod in spec order (init containers first). Invariant I guarantees that
-containers of different pods left in that list would get the same grant. Pure, apart from a lock:
-the adapters call it from several threads.
+containers of different pods left in that list would get the same grant; which of them a call
+was for stays *unsure* until settled (`admit`, `settle`, `reclaim`, `reconcile`). Pure, apart
+from a lock: the adapters call it from several threads.
 """
 
 from __future__ import annotations
