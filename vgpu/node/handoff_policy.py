@@ -176,9 +176,10 @@ class HandoffPolicy:
         grant = self._grant(kind, chosen, groups)
         if isinstance(grant, Refusal):
             return grant
-        unsure = any(m.pod != chosen.pod for m in matches)  # interchangeable: same grant
+        # Another pod's container with this ask on these GPUs (same grant: invariant I) could
+        # have made the call: the attribution is unsure.
+        unsure = self._handoff.others_waiting(kind, len(ids), gpus, chosen.pod)
         self._handoff.admit(chosen.pod, chosen.container.name, kind, ids, unsure=unsure)
-        self._handoff.settle(kind, len(ids), gpus)
         log.info(
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
         )
