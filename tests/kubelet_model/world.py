@@ -211,8 +211,8 @@ class World:
             self._apply(key)
             node.handoff.observe(pod_info(pod))
             self._forget(key)
-        if self.rng.random() < self.reconcile_p:
-            self.reconcile(node)
+        if node.handoff.has_unsure() or self.rng.random() < self.reconcile_p:
+            self.reconcile(node)  # the agent reconciles soon while an attribution is unsure
         return result
 
     def delete(self, key: PodKey) -> None:

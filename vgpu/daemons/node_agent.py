@@ -91,6 +91,7 @@ class AgentConfig:
     report_numa: bool = False  # NUMA nodes in ListAndWatch: the kubelet's topology manager narrows
     health: HealthPolicy = field(default_factory=HealthPolicy)
     reconcile_s: float = 30.0
+    unsure_reconcile_s: float = 1.0  # sooner while an attribution waits for the kubelet's record
     admission_grace_s: float = 30.0
     metrics_port: int | None = None
     watch_timeout_s: int = 300
@@ -359,7 +360,7 @@ class NodeAgent:
         cfg, forever = self.config, float("inf")
         node_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
         patch_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
-        node_at = node_retry = reconcile_at = patch_retry = 0.0
+        node_at = node_retry = reconcile_at = unsure_at = patch_retry = 0.0
         settled = False
         while not self._stop.is_set():
             self._wake.clear()
@@ -370,9 +371,10 @@ class NodeAgent:
                     node_at, node_retry = now + cfg.reconcile_s, now
                 else:
                     node_at = node_retry = now + node_backoff.next_delay()
-            if self._synced.is_set() and now >= reconcile_at:
+            unsure = self.handoff.has_unsure()  # an attribution waits for the kubelet's record
+            if self._synced.is_set() and (now >= reconcile_at or (unsure and now >= unsure_at)):
                 self._reconcile()
-                reconcile_at = now + cfg.reconcile_s
+                reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
             if now >= patch_retry:
                 if self._patch_admitted():
                     patch_backoff.reset()
@@ -385,6 +387,7 @@ class NodeAgent:
                 node_at,
                 node_retry if self._node_dirty else forever,
                 reconcile_at if self._synced.is_set() else forever,
+                unsure_at if self._synced.is_set() and self.handoff.has_unsure() else forever,
                 patch_retry if patch_retry > now else forever,
             )
             self._wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))

@@ -11,8 +11,9 @@ Matching is the heart of it: `candidates(kind, size, gpus)` lists the pending co
 ask for `kind` equals `size` and whose assignment names exactly `gpus`, ordered as the kubelet
 admits them: a pod the kubelet is in the middle of first, then pods in the order they were
 seen, and within a pod in spec order (init containers first). Invariant I guarantees that
-containers of different pods left in that list would get the same grant. Pure, apart from a lock:
-the adapters call it from several threads.
+containers of different pods left in that list would get the same grant; which of them a call
+was for stays *unsure* until the kubelet's record says (`admit`, `reclaim`, `reconcile`). Pure,
+apart from a lock: the adapters call it from several threads.
 """
 
 from __future__ import annotations
@@ -178,34 +179,45 @@ class Handoff:
     ) -> None:
         """Record an allocation. `unsure`: interchangeable containers of other pods could have
         been the caller (the grant is the same, the attribution may not be): the container is
-        not reported admitted until the kubelet's record or a later call settles it."""
+        not reported admitted until the kubelet's record (`reconcile`) settles it. A pod with
+        an unsure attribution gets its later calls matched because of it, so they are unsure
+        too (identical gang members on one GPU swap whole sequences of calls)."""
         with self._lock:
             entry = self._pods.get(pod)
             if entry is not None:
                 entry.admitted[(container, kind)] = (tuple(ids), self._clock())
-                if unsure:
+                if unsure or entry.unsure:
                     entry.unsure.add((container, kind))
 
-    def settle(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> None:
-        """No pending container asks `size` of `kind` on `gpus` any more: every unsure
-        attribution there was right (each of the interchangeable containers got a call)."""
-        with self._lock:
-            if self._matching(kind, size, gpus, pending=True):
-                return
-            for entry, container in self._matching(kind, size, gpus, pending=False):
-                entry.unsure.discard((container.name, kind))
-
     def reclaim(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
-        """An Allocate matched no pending container: if an unsure attribution there took the
-        caller's container for another pod (which has since gone), this call is that
-        container's own. The kubelet allocates a container once, so it is settled now."""
+        """An Allocate matched no pending container: an unsure attribution there took the
+        caller's container for another pod's call, and this call is that container's own (the
+        kubelet allocates a container once). Any of them gives the same grant; which one it
+        was stays unsure until the kubelet's record says (`reconcile`)."""
         with self._lock:
             for entry, container in self._matching(kind, size, gpus, pending=False):
                 if (container.name, kind) in entry.unsure:
-                    entry.unsure.discard((container.name, kind))
                     shares = entry.shares[container.name]
                     return Candidate(entry.info.key, container, shares, cores_limit(entry.info))
             return None
+
+    def others_waiting(self, kind: UnitKind, size: int, gpus: frozenset[str], pod: PodKey) -> bool:
+        """Whether another pod than `pod` may still wait with a container asking `size` of
+        `kind` on `gpus`: one not yet allocated (at any position: after an unsure attribution
+        a pod's calls come at other positions than the ledger expects) or unsurely allocated."""
+        with self._lock:
+            waiting = self._matching(kind, size, gpus, pending=True)
+            waiting += [
+                (e, c)
+                for e, c in self._matching(kind, size, gpus, pending=False)
+                if (c.name, kind) in e.unsure
+            ]
+            return any(e.info.key != pod for e, _ in waiting)
+
+    def has_unsure(self) -> bool:
+        """Whether some attribution waits for the kubelet's record (reconcile soon)."""
+        with self._lock:
+            return any(e.unsure for e in self._pods.values())
 
     def unsure_candidates(self, kind: UnitKind, size: int) -> list[Candidate]:
         """Unsure attributions asking `size` of `kind`: where a call matching no pending
@@ -238,12 +250,13 @@ class Handoff:
         part-way through admission whose next container asks exactly that was the caller, or
         its admission already failed elsewhere: either way it is never allocated again here and
         must not absorb another pod's Allocate. (A pod whose next container asks something else
-        was not the caller; after a kubelet restart it may still be admitted.)"""
+        was not the caller; after a kubelet restart it may still be admitted. A pod whose
+        progress rests on an unsure attribution may owe it to another pod's calls.)"""
         with self._lock:
             aborted = [
                 e.info.key
                 for e, c in self._pending(kind)
-                if e.in_progress() and e.ask(c, kind) == size
+                if e.in_progress() and not e.unsure and e.ask(c, kind) == size
             ]
             for key in aborted:
                 self._pods[key].failed = True
