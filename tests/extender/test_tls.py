@@ -82,6 +82,8 @@ def test_a_client_without_a_certificate_gets_no_verb(
         status, body = _post(conn, verb, doc)
         assert status == 403 and b"client certificate" in body
     assert "nodeName" not in harness.pod("victim")["spec"]
+    metrics = daemon.metrics.exposition()
+    assert b'vgpu_extender_refused_requests_total{reason="no-client-certificate"} 2.0' in metrics
     conn.request("GET", "/healthz")  # kubelet probes send no certificate
     assert conn.getresponse().read() == b"ok\n"
 

@@ -110,6 +110,7 @@ class ExtenderDaemon:
             port=config.port,
             tls=server_context(config.tls) if config.tls is not None else None,
             limits=config.http,
+            on_refused=lambda reason: self.metrics.refused.labels(reason).inc(),
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.metrics.watch_leadership(

@@ -145,8 +145,11 @@ class HttpServer:
         port: int = 0,
         tls: ssl.SSLContext | None = None,
         limits: HttpLimits = HttpLimits(),
+        on_refused: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.routes, self.limits, self._tls = routes, limits, tls
+        self.on_refused = on_refused
+        """Called with why a request or connection was refused (a metric's label)."""
         self._address = (host, port)
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="vgpu-extender-verb")
         self._loop = asyncio.new_event_loop()
@@ -206,6 +209,7 @@ class HttpServer:
     # -- one connection --------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if len(self._open) >= self.limits.max_connections:
+            self.on_refused("too-many-connections")
             writer.transport.abort()
             return
         self._open.add(writer)
@@ -236,6 +240,7 @@ class HttpServer:
         try:
             first = await asyncio.wait_for(reader.readline(), limits.idle_timeout)
         except ValueError:  # a request line over the stream's limit
+            self.on_refused("malformed")
             await self._send(writer, (414, b"request line too long\n", TEXT), close=True)
             return False
         if not first:
@@ -247,9 +252,11 @@ class HttpServer:
                     head, reader, max_body=limits.max_body, go_on=lambda: _continue(writer)
                 )
         except HttpError as err:
+            self.on_refused("malformed")
             await self._send(writer, (err.status, _message(str(err)), TEXT), close=True)
             return False
         except TimeoutError:
+            self.on_refused("timeout")
             await self._send(writer, (408, b"request not received in time\n", TEXT), close=True)
             return False
         reply = await self._answer(head, body, verified)
@@ -266,6 +273,7 @@ class HttpServer:
         if head.method != "POST":
             return 405, _message(f"method {head.method[:20]!r} not allowed; use POST or GET"), TEXT
         if not verified:
+            self.on_refused("no-client-certificate")
             return 403, b"a client certificate from the extender's client CA is required\n", TEXT
         verb = path.rsplit("/", 1)[-1]
         return await self._loop.run_in_executor(self._pool, self._post, verb, body)
