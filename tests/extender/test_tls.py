@@ -7,6 +7,7 @@ import argparse
 import http.client
 import json
 import logging
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -134,8 +135,6 @@ def test_the_command_needs_certificates_or_an_explicit_insecure_flag(
 def test_over_https_ghosts_poison_and_slow_clients_change_nothing(
     harness: Harness, certs: tuple[Path, Path]
 ) -> None:
-    import socket
-
     cluster, _ = certs
     harness.put(make_node("n1", cpu="32"))
     daemon = harness.start(tls=_files(cluster))
@@ -163,3 +162,27 @@ def test_over_https_ghosts_poison_and_slow_clients_change_nothing(
             sock.close()
         for half_open in half:
             half_open.close()
+
+
+def test_clients_without_a_certificate_send_no_body_and_cannot_crowd_the_scheduler_out(
+    harness: Harness, certs: tuple[Path, Path]
+) -> None:
+    cluster, _ = certs
+    harness.put(make_node("n1"))
+    daemon = harness.start(tls=_files(cluster))
+    context = ssl.create_default_context(cafile=str(cluster / "server-ca.crt"))
+    anonymous = []
+    try:
+        for _ in range(100):  # handshakes without a certificate, then idle
+            raw = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+            anonymous.append(context.wrap_socket(raw, server_hostname="localhost"))
+        first = anonymous[0]
+        first.sendall(b"POST /scheduler/bind HTTP/1.1\r\nContent-Length: 60000000\r\n\r\n")
+        assert first.recv(4096).startswith(b"HTTP/1.1 403")  # at once: no body is awaited
+        conn = _client(daemon.port, cluster, cluster)
+        status, body = _post(conn, "filter", _filter(make_pod("p", cores=10)))
+        assert status == 200 and json.loads(body)["NodeNames"] == ["n1"]
+    finally:
+        for sock in anonymous:
+            sock.close()
+    assert b'reason="too-many-connections"' in daemon.metrics.exposition()
