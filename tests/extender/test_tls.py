@@ -179,6 +179,10 @@ def test_clients_without_a_certificate_send_no_body_and_cannot_crowd_the_schedul
         first = anonymous[0]
         first.sendall(b"POST /scheduler/bind HTTP/1.1\r\nContent-Length: 60000000\r\n\r\n")
         assert first.recv(4096).startswith(b"HTTP/1.1 403")  # at once: no body is awaited
+        anonymous[1].sendall(b"GET /healthz HTTP/1.1\r\nContent-Length: 60000000\r\n\r\n")
+        assert anonymous[1].recv(4096).startswith(b"HTTP/1.1 403")
+        anonymous[2].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert anonymous[2].recv(4096).startswith(b"HTTP/1.1 200")
         conn = _client(daemon.port, cluster, cluster)
         status, body = _post(conn, "filter", _filter(make_pod("p", cores=10)))
         assert status == 200 and json.loads(body)["NodeNames"] == ["n1"]

@@ -259,7 +259,7 @@ class HttpServer:
         try:
             async with asyncio.timeout(limits.read_timeout):
                 head = await read_head(first, reader)
-                if not verified and head.method != "GET":
+                if not verified and (head.method != "GET" or _has_body(head)):
                     self.on_refused("no-client-certificate")
                     await self._send(writer, (403, _NO_CERTIFICATE, TEXT), close=True)
                     return False
@@ -324,6 +324,10 @@ class HttpServer:
 
 
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
+
+
+def _has_body(head: Head) -> bool:
+    return "transfer-encoding" in head.fields or head.fields.get("content-length", "0") != "0"
 
 
 async def _continue(writer: asyncio.StreamWriter) -> None:
