@@ -190,3 +190,24 @@ def test_clients_without_a_certificate_send_no_body_and_cannot_crowd_the_schedul
         for sock in anonymous:
             sock.close()
     assert b'reason="too-many-connections"' in daemon.metrics.exposition()
+
+
+def test_renewed_certificates_take_effect_without_a_restart(
+    harness: Harness, certs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    cluster, renewed = certs
+    for name in ("extender.crt", "extender.key", "client-ca.crt"):
+        shutil.copy(cluster / name, tmp_path / name)
+    harness.put(make_node("n1"))
+    daemon = harness.start(tls=_files(tmp_path))
+    assert daemon.tls_reloader is not None and not daemon.tls_reloader.check()
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        _post(_client(daemon.port, renewed, renewed), "filter", _filter(make_pod("p")))
+    for name in ("extender.crt", "extender.key", "client-ca.crt"):  # as a Secret update does
+        shutil.copy(renewed / name, tmp_path / f".{name}")
+        (tmp_path / f".{name}").replace(tmp_path / name)
+    assert daemon.tls_reloader.check()
+    status, _ = _post(_client(daemon.port, renewed, renewed), "filter", _filter(make_pod("q")))
+    assert status == 200
