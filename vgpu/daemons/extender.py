@@ -32,7 +32,7 @@ from vgpu.extender.http import HttpLimits, HttpServer, Routes
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender, ExtenderConfig
-from vgpu.extender.tls import TlsFiles, server_context
+from vgpu.extender.tls import Reloader, TlsFiles, server_context
 
 log = logging.getLogger(__name__)
 MAX_RETRY_S = 30.0  # cap of the capped, jittered exponential backoff after API failures
@@ -50,6 +50,8 @@ class DaemonConfig:
     tls: TlsFiles | None = None
     """HTTPS with client certificates; None serves plain HTTP (`--insecure-http`)."""
     http: HttpLimits = field(default_factory=HttpLimits)
+    tls_reload_interval: float = 30.0
+    """Seconds between checks of the TLS files for renewal."""
     watch_timeout: int = 300
     sweep_interval: float = 1.0
     retry_delay: float = 1.0
@@ -104,12 +106,15 @@ class ExtenderDaemon:
         self.invalid_pods = InvalidPods(api, self.metrics)
         self.cache.on_invalid = self.invalid_pods
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
+        tls = server_context(config.tls) if config.tls is not None else None
+        self.tls_reloader = Reloader(tls, config.tls) if tls and config.tls else None
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
             host=config.host,
             port=config.port,
-            tls=server_context(config.tls) if config.tls is not None else None,
+            tls=tls,
             limits=config.http,
+            on_refused=lambda reason: self.metrics.refused.labels(reason).inc(),
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.metrics.watch_leadership(
@@ -137,6 +142,8 @@ class ExtenderDaemon:
         )
         self._spawn("pods", self._watch_pods)
         self._spawn("sweeper", self._sweep)
+        if self.tls_reloader is not None:
+            self._spawn("tls", self._reload_tls)
         if self.elector is not None:
             self._spawn(
                 "leader",
@@ -244,6 +251,12 @@ class ExtenderDaemon:
         if synced is self._nodes_synced:
             return f"node watch synced: {len(state.node_names())} node(s) with vgpu GPUs"
         return "pod watch synced: serving filter, prioritize and bind"
+
+    def _reload_tls(self) -> None:
+        """Renewed certificates (a Secret updated in place) take effect without a restart."""
+        assert self.tls_reloader is not None
+        while not self._stop.wait(self.config.tls_reload_interval):
+            self.tls_reloader.check()
 
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
