@@ -6,11 +6,13 @@ Real etcd, kube-apiserver and kube-scheduler (hack/testcluster, the shipped
 kube-scheduler-config.yaml) and the vgpu extender; N Node objects with 8 fake A100s each
 (capacity, a Ready condition and the `vgpu.io/gpu-inventory` annotation, no kubelets, as KWOK
 would), half full: even nodes hold one pod with four whole GPUs, odd nodes one pod with eight
-50-core containers. For each N it creates the same sequence of pods asking 50 cores and
-prints pods/s from the first creation to the last binding:
+50-core containers. For each N it creates the same sequence of pods asking 50 cores,
+created while kube-scheduler is stopped; it then starts kube-scheduler and prints pods/s from its
+first binding to its last (timestamps from its own log):
   * with the extender, `percentageOfNodesToScore` unset (kube-scheduler's adaptive default);
   * with the extender, `percentageOfNodesToScore: 100`;
-  * without the extender (kube-scheduler alone counting vgpu.io/cores as an extended resource).
+  * without the extender (kube-scheduler alone counting vgpu.io/cores as an extended resource),
+    with both settings.
 The admission policy is not installed (the fill pods are created bound, as admin). Needs Go and
 the machine to itself for figures worth comparing; nothing is asserted.
 """
@@ -18,10 +20,14 @@ the machine to itself for figures worth comparing; nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import shutil
+import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -33,11 +39,12 @@ from tests.realk8s.binary import build
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.rest import Rest
 from vgpu.api.assignment import ADMITTED, binding_annotations
+from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.node.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 
 Obj = dict[str, Any]
+Edit = Callable[[Obj], None]
 GPU_MIB = 81920
 GPUS = 8
 
@@ -76,26 +83,37 @@ def _node(name: str) -> tuple[Obj, Obj]:
     return node, status
 
 
-def _fill_pod(index: int, name: str, key: bytes) -> Obj:
-    """The pod that makes node `name` half full, bound, with its signed assignment."""
+def _fill_pod(index: int, name: str) -> tuple[Obj, tuple[ContainerAssignment, ...]]:
+    """The pod that makes node `name` half full (bound to it) and what its assignment holds."""
     if index % 2 == 0:
         shares = tuple(GpuShare(GpuUUID(f"GPU-{name}-{g}"), 100, GPU_MIB * 1000) for g in range(4))
         specs = [pods.container("main", 400)]
-        assigned = (ContainerAssignment("main", shares),)
+        assigned: tuple[ContainerAssignment, ...] = (ContainerAssignment("main", shares),)
     else:
         specs = [pods.container(f"c{g}", 50) for g in range(GPUS)]
         assigned = tuple(
             ContainerAssignment(f"c{g}", (GpuShare(GpuUUID(f"GPU-{name}-{g}"), 50, 0),))
             for g in range(GPUS)
         )
-    pod = pods.pod(f"fill-{index:05d}", *specs)
+    pod = pods.pod(f"fill-{name}", *specs)
     pod["spec"]["nodeName"] = name
-    assignment = Assignment(PodKey(f"default/fill-{index:05d}"), NodeName(name), 0, 0, assigned)
-    pod["metadata"]["annotations"] = {**binding_annotations(assignment, key), ADMITTED: "true"}
-    return pod
+    return pod, assigned
 
 
-def _populate(admin: Rest, count: int, key: bytes) -> None:
+Fill = Callable[[int, str], tuple[Obj, tuple[ContainerAssignment, ...]] | None]
+
+
+def _fragmented_fill(count: int) -> Fill:
+    """Every GPU of every node half used, except one node left empty: a whole-GPU pod fits on
+    that node alone, while kube-scheduler's own filters pass every node (400 cores free each)."""
+
+    def fill(index: int, name: str) -> tuple[Obj, tuple[ContainerAssignment, ...]] | None:
+        return None if index == count * 7 // 10 else _fill_pod(2 * index + 1, name)
+
+    return fill
+
+
+def _populate(admin: Rest, count: int, key: bytes, fill: Fill = _fill_pod) -> None:
     def one(i: int) -> None:
         name = f"node-{i:05d}"
         node, status = _node(name)
@@ -104,49 +122,146 @@ def _populate(admin: Rest, count: int, key: bytes) -> None:
         # The API server's TaintNodesByCondition adds not-ready at creation; no node lifecycle
         # controller runs to lift it.
         admin.merge_patch(f"/api/v1/nodes/{name}", {"spec": {"taints": None}})
-        admin.post(pods.PODS, _fill_pod(i, name, key))
+        filled = fill(i, name)
+        if filled is None:
+            return
+        pod, assigned = filled
+        uid = admin.post(pods.PODS, pod)["metadata"]["uid"]
+        assignment = Assignment(PodKey(f"default/fill-{name}"), NodeName(name), 0, 0, assigned, uid)
+        notes = {**binding_annotations(assignment, key), ADMITTED: "true"}
+        admin.merge_patch(f"{pods.PODS}/fill-{name}", {"metadata": {"annotations": notes}})
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(count)))
 
 
 def _bound(admin: Rest, prefix: str) -> int:
+    """How many pods named `prefix*` are bound; each newly bound one is marked admitted, as the
+    node agent would once the kubelet admits it (no kubelets run here, and the hand-off keeps a
+    second pod of the same shape waiting on a node until the first is admitted)."""
     items = admin.get(pods.PODS + "?fieldSelector=spec.nodeName%21%3D")["items"]
-    return sum(1 for p in items if p["metadata"]["name"].startswith(prefix))
+    mine = [p for p in items if p["metadata"]["name"].startswith(prefix)]
+    for pod in mine:
+        if ADMITTED not in pod["metadata"].get("annotations", {}):
+            names = json.dumps([c["name"] for c in pod["spec"]["containers"]])
+            patch = {"metadata": {"annotations": {ADMITTED: names}}}
+            admin.merge_patch(f"{pods.PODS}/{pod['metadata']['name']}", patch)
+    return len(mine)
 
 
-def _run(cluster: RealCluster, label: str, count: int, timeout: float) -> float:
+BOUND = re.compile(
+    r'^I\d{4} (\d\d):(\d\d):(\d\d\.\d+) .*"Successfully bound pod to node" pod="default/(\S+)"'
+)
+
+
+def _binding_times(log: Path, prefix: str) -> list[float]:
+    """Seconds of day at which kube-scheduler logged each binding of a pod named `prefix*`."""
+    times = []
+    for line in log.read_text(errors="replace").splitlines():
+        match = BOUND.match(line)
+        if match and match.group(4).startswith(prefix):
+            h, m, sec = match.groups()[:3]
+            times.append(int(h) * 3600 + int(m) * 60 + float(sec))
+    return sorted(times)
+
+
+def _run(cluster: RealCluster, label: str, count: int, timeout: float, edit: Edit) -> None:
+    """Create the pods with kube-scheduler stopped, start it, and time its bindings (from its
+    log: first to last binding), so the rate is the scheduler's and not the client's."""
     admin = cluster.admin
     prefix = f"bench-{label}-"
+    cluster.procs.stop("kube-scheduler")
     batch = [pods.pod(f"{prefix}{i:04d}", pods.container("main", 50)) for i in range(count)]
-    started = time.monotonic()
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: admin.post(pods.PODS, p), batch))
-    created = time.monotonic() - started
+    started = time.monotonic()
+    cluster.start_scheduler(edit=edit)
     done = 0
     while time.monotonic() - started < timeout:
         done = _bound(admin, prefix)
         if done >= count:
             break
-        time.sleep(0.2)
-    elapsed = time.monotonic() - started
+        time.sleep(0.1)
+    times = _binding_times(cluster.procs.log("kube-scheduler"), prefix)
+    span = times[-1] - times[0] if len(times) > 1 else float("nan")
+    rate = (len(times) - 1) / span if len(times) > 1 and span > 0 else float("nan")
     print(
-        f"  {label:<28} {done}/{count} bound in {elapsed:6.1f}s "
-        f"(created in {created:.1f}s): {done / elapsed:6.1f} pods/s",
+        f"  {label:<24} {done}/{count} bound; first to last binding {span:6.2f}s: "
+        f"{rate:6.1f} pods/s",
         flush=True,
     )
     now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
-    for p in batch:
-        admin.request("DELETE", f"{pods.PODS}/{p['metadata']['name']}", now)
-    return done / elapsed
+    with ThreadPoolExecutor(8) as pool:
+        list(
+            pool.map(
+                lambda p: admin.request("DELETE", f"{pods.PODS}/{p['metadata']['name']}", now),
+                batch,
+            )
+        )
+
+
+def _sample_run(cluster: RealCluster, label: str, timeout: float, edit: Edit) -> None:
+    """Eight trials of one whole-GPU pod that only the one empty node can take (the pod is
+    deleted after binding): how long each takes to bind and how many scheduling attempts failed
+    on the way, i.e. how often kube-scheduler's node sample missed the node that fits."""
+    admin = cluster.admin
+    prefix = f"sample-{label}-"
+    cluster.start_scheduler(edit=edit)
+    waits = []
+    now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
+    for trial in range(GPUS):
+        name = f"{prefix}{trial}"
+        started = time.monotonic()
+        admin.post(pods.PODS, pods.pod(name, pods.container("main", 100)))
+        while time.monotonic() - started < timeout and not _bound(admin, name):
+            time.sleep(0.05)
+        waits.append(time.monotonic() - started)
+        admin.request("DELETE", f"{pods.PODS}/{name}", now)
+        time.sleep(1)  # the extender sees the GPU free again
+    log = cluster.procs.log("kube-scheduler").read_text(errors="replace")
+    failed = sum(
+        1 for line in log.splitlines() if "Unable to schedule pod" in line and prefix in line
+    )
+    print(
+        f"  {label:<24} {len(waits)} trials: time to bind median {statistics.median(waits):.1f}s, "
+        f"max {max(waits):.1f}s; {failed} failed attempts in all",
+        flush=True,
+    )
+
+
+def _kube_default(config: Obj) -> None:
+    config.pop("percentageOfNodesToScore", None)
 
 
 def _without_extender(config: Obj) -> None:
     config.pop("extenders", None)
+    _kube_default(config)
 
 
 def _all_nodes(config: Obj) -> None:
     config["percentageOfNodesToScore"] = 100
+
+
+def _no_extender_all_nodes(config: Obj) -> None:
+    _without_extender(config)
+    _all_nodes(config)
+
+
+VARIANTS: dict[str, Edit] = {
+    "extender-default-pct": _kube_default,
+    "extender-pct-100": _all_nodes,
+    "no-extender-default-pct": _without_extender,
+    "no-extender-pct-100": _no_extender_all_nodes,
+}
+
+
+def _with_qps(edit: Edit, qps: float) -> Edit:
+    def edited(config: Obj) -> None:
+        edit(config)
+        if qps:
+            config["clientConnection"].update({"qps": qps, "burst": int(2 * qps)})
+
+    return edited
 
 
 def main() -> None:
@@ -156,6 +271,18 @@ def main() -> None:
     parser.add_argument("--nodes", default="500,1000", help="comma-separated node counts")
     parser.add_argument("--pods", type=int, default=300)
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument(
+        "--qps",
+        type=float,
+        default=0,
+        help="kube-scheduler's clientConnection qps (burst twice that); 0 keeps the default 50",
+    )
+    parser.add_argument(
+        "--scenario",
+        choices=["throughput", "sample"],
+        default="throughput",
+        help="sample: all nodes fragmented but one; does kube-scheduler's sample find it?",
+    )
     args = parser.parse_args()
     binary, seconds = build()
     print(f"hack/testcluster built in {seconds:.1f}s")
@@ -165,16 +292,19 @@ def main() -> None:
         try:
             cluster.up()
             began = time.monotonic()
-            _populate(cluster.admin, count, cluster.key_file.read_text().encode())
+            sample = args.scenario == "sample"
+            fill = _fragmented_fill(count) if sample else _fill_pod
+            _populate(cluster.admin, count, cluster.key_file.read_text().encode(), fill)
+            shape = "every GPU half used but one node's" if sample else "half full"
             print(
-                f"{count} nodes x {GPUS} GPUs, half full (set up in {time.monotonic() - began:.0f}s)"
+                f"{count} nodes x {GPUS} GPUs, {shape} (set up in {time.monotonic() - began:.0f}s)"
             )
             time.sleep(5)  # the extender's watch catches up with the fill
-            _run(cluster, "extender-default-pct", args.pods, args.timeout)
-            cluster.start_scheduler(edit=_all_nodes)
-            _run(cluster, "extender-pct-100", args.pods, args.timeout)
-            cluster.start_scheduler(edit=_without_extender)
-            _run(cluster, "no-extender-default-pct", args.pods, args.timeout)
+            for label, edit in VARIANTS.items():
+                if sample and label.startswith("extender"):
+                    _sample_run(cluster, label, args.timeout, _with_qps(edit, args.qps))
+                elif not sample:
+                    _run(cluster, label, args.pods, args.timeout, _with_qps(edit, args.qps))
         finally:
             cluster.down()
             shutil.rmtree(root, ignore_errors=True)
