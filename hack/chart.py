@@ -3,19 +3,24 @@
     python hack/chart.py generate   # rewrite daemonset/ (kubectl apply -k) from charts/vgpu
     python hack/chart.py check      # exit 1 when daemonset/ differs from what generate writes
     python hack/chart.py ci OUT     # helm lint + template for every value set in
-                                    # charts/vgpu/ci/*-values.yaml and Kubernetes version, into OUT
+                                    # charts/vgpu/ci/*-values.yaml and Kubernetes version, into OUT;
+                                    # every alert and dashboard query parsed as PromQL; the
+                                    # CRD objects and scheduler configs decoded strictly
 
 daemonset/ is `helm template` of the chart with hack/manifests-values.yaml, one file per
 template (`# Source:` tells which); the scheduler's ConfigMap is written as the two
 KubeSchedulerConfiguration files that daemonset/kustomization.yaml generates it from, so each can
 be read and validated on its own. The kustomization.yaml files are written by hand.
 
-Helm: $HELM, else .bin/helm (hack/build-helm.sh builds it from its Go module), else PATH.
+Helm: $HELM, else .bin/helm (hack/build-tools.sh builds it from its Go module), else PATH. PromQL:
+.bin/promql, strict decoding: .bin/strictkinds (the same script builds both from their projects'
+Go modules).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import shutil
 import subprocess
@@ -49,7 +54,17 @@ def helm() -> str:
     for candidate in (os.environ.get("HELM"), str(ROOT / ".bin" / "helm"), shutil.which("helm")):
         if candidate and Path(candidate).is_file():
             return candidate
-    raise ChartError("helm not found: run `bash hack/build-helm.sh` (builds .bin/helm) or set HELM")
+    raise ChartError(
+        "helm not found: run `bash hack/build-tools.sh` (builds .bin/helm) or set HELM"
+    )
+
+
+def tool(name: str) -> str:
+    """A Go tool built by hack/build-tools.sh."""
+    path = ROOT / ".bin" / name
+    if not path.is_file():
+        raise ChartError(f".bin/{name} not found: run `bash hack/build-tools.sh`")
+    return str(path)
 
 
 def run_helm(*args: str) -> str:
@@ -146,18 +161,75 @@ def check() -> int:
     return 0
 
 
+def queries(rendered: list[dict[str, object]]) -> list[str]:
+    """Every PromQL expression of the rendered PrometheusRules and the Grafana dashboard, with
+    Grafana's variables replaced by values Prometheus accepts."""
+    exprs = [
+        str(rule["expr"])
+        for doc in rendered
+        if doc.get("kind") == "PrometheusRule"
+        for group in doc["spec"]["groups"]  # type: ignore[index]
+        for rule in group["rules"]
+    ]
+    dashboard = json.loads((CHART / "dashboards" / "vgpu.json").read_text())
+    for panel in dashboard["panels"]:
+        exprs += [target["expr"] for target in panel.get("targets", [])]
+    grafana = {"$__rate_interval": "5m", "$node": ".*"}
+    for variable, value in grafana.items():
+        exprs = [e.replace(variable, value) for e in exprs]
+    return exprs
+
+
+def check_promql(exprs: list[str]) -> str:
+    """Parse every expression with Prometheus's parser; the tool's report, or ChartError."""
+    done = subprocess.run(
+        [tool("promql")],
+        input="".join(json.dumps(e) + "\n" for e in exprs),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ChartError(f"PromQL that does not parse:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip()
+
+
+def check_strict(paths: list[Path]) -> str:
+    """Decode the CRD objects and scheduler configs in `paths` into their Go types, strictly."""
+    done = subprocess.run(
+        [tool("strictkinds"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ChartError(f"objects that do not decode strictly:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
 def ci(out: Path) -> int:
     """Lint and render every CI value set for each Kubernetes version into `out`."""
     value_sets = sorted((CHART / "ci").glob("*-values.yaml"))
+    rules: list[dict[str, object]] = []
     for values in value_sets:
         print(run_helm("lint", str(CHART), "--strict", "-f", str(values)).strip().splitlines()[-1])
         for version in CI_KUBE_VERSIONS:
             target = out / f"{values.name.removesuffix('-values.yaml')}-{version}"
             target.mkdir(parents=True, exist_ok=True)
-            for source, text in by_source(template(values, version)).items():
+            rendered = template(values, version)
+            rules += [
+                d for d in yaml.safe_load_all(rendered) if d and d["kind"] == "PrometheusRule"
+            ]
+            for source, text in by_source(rendered).items():
                 name = source.removeprefix("templates/").replace("/", "_")
                 (target / name).write_text(text)
     print(f"rendered {len(value_sets)} value sets x {len(CI_KUBE_VERSIONS)} versions into {out}")
+    if not rules:
+        raise ChartError("no value set in charts/vgpu/ci enables metrics.prometheusRule")
+    print(check_promql(queries(rules)))
+    print(check_strict(sorted(out.rglob("*.yaml")) + sorted(MANIFESTS.rglob("*.yaml"))))
     return 0
 
 

@@ -220,3 +220,24 @@ def test_leadership_changes_are_logged_once_each(
         "leader election: a stops leading: stepped down",
         f"leader election: b leads {NS}/vgpu-extender (term 1)",
     ]
+
+
+def test_an_unreachable_lease_is_warned_once_per_outage(
+    kube: KubeApi, clock: FakeClock, kube_server: FakeApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    a = elector(kube, clock, "a")
+    a.try_acquire_or_renew()
+    caplog.set_level(logging.INFO, logger="vgpu.adapters.leader")
+    kube_server.inject(None, r"/leases/", status=500, times=None)
+    for _ in range(4):
+        clock.advance(2)
+        a.try_acquire_or_renew()
+    kube_server.clear_faults()
+    clock.advance(2)
+    assert a.try_acquire_or_renew()
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if r.levelno >= logging.INFO]
+    assert [level for level, _ in said] == [logging.WARNING, logging.INFO], said
+    assert said[0][1].startswith(f"leader election: lease {NS}/vgpu-extender (will retry): reading")
+    assert said[1][1].endswith("works again after 4 failure(s)")

@@ -172,3 +172,14 @@ def test_number_valued_annotations_are_refused_not_raised(value: str) -> None:
     assert limit is None and problem and "vgpu.io/cores-limit" in problem
     with pytest.raises(InvalidRequest, match="gang-size"):
         gang_of(pod)
+
+
+@given(st.text(alphabet="0123456789", min_size=1, max_size=12))
+def test_plain_digit_counts_read_as_the_grammar_reads_them(text: str) -> None:
+    """whole_count's fast path for plain digits (what pods write) agrees with the grammar."""
+    amount = parse_quantity(text, "f")
+    if amount > 10**7:
+        with pytest.raises(InvalidRequest, match="f: "):
+            whole_count(text, "f")
+    else:
+        assert whole_count(text, "f") == amount

@@ -133,3 +133,38 @@ def test_verbose_after_the_subcommand(tmp_path: Path, capsys: pytest.CaptureFixt
     argv[argv.index("--fake-gpus") + 1] = ""
     assert main(argv) == 2  # parsed, reached the agent's own check
     assert "--fake-gpus: empty" in capsys.readouterr().err
+
+
+def test_unknown_fake_gpu_model_names_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = agent(tmp_path)
+    argv[argv.index("--fake-gpus") + 1] = "4xA100"
+    assert main(argv) == 2
+    err = one_line_error(capsys)
+    assert err.startswith("vgpu: error: --fake-gpus: spec term 1") and "A100-SXM4-80GB" in err
+
+
+def test_no_nvml_suggests_fake_gpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from vgpu.adapters import gpu
+
+    def unavailable(*_a: object, **_k: object) -> None:
+        raise gpu.GpuBackendUnavailable("NVML library not found: NVML Shared Library Not Found")
+
+    monkeypatch.setattr(gpu.NvmlBackend, "__init__", unavailable)
+    argv = agent(tmp_path)
+    del argv[argv.index("--fake-gpus") : argv.index("--fake-gpus") + 2]
+    assert main(argv) == 2
+    err = one_line_error(capsys)
+    assert "cannot read this node's GPUs" in err and "--fake-gpus 4xA100-SXM4-80GB" in err
+
+
+def test_bad_key_file_fails_before_the_gpus_are_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = agent(tmp_path, "--assignment-key-file", str(tmp_path / "nokey"))
+    del argv[argv.index("--fake-gpus") : argv.index("--fake-gpus") + 2]
+    assert main(argv) == 2
+    assert "--assignment-key-file: cannot read" in one_line_error(capsys)

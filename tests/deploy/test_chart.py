@@ -2,7 +2,7 @@
 operator relies on (key Secret kept, namespace everywhere, scheduler image = cluster version)
 holds in the rendered objects.
 
-Needs helm (hack/build-helm.sh builds .bin/helm from its Go module). Without it these tests
+Needs helm (hack/build-tools.sh builds .bin/helm from its Go module). Without it these tests
 skip, except under CI=true, where a missing helm is a failure: CI must have checked the chart.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -113,15 +114,37 @@ def test_scheduler_image_follows_the_cluster_unless_pinned() -> None:
         return str(spec["containers"][0]["image"])
 
     assert image(render(kube_version="v1.33.1")) == "registry.k8s.io/kube-scheduler:v1.33.1"
+    for vendor in ("v1.32.5-eks-1a2b3c", "v1.32.5-gke.1200", "v1.32.5+k3s1"):
+        assert image(render(kube_version=vendor)).endswith(":v1.32.5"), vendor
     assert image(render(scheduler__image__tag="v1.30.9")).endswith(":v1.30.9")
 
 
-def test_memory_unit_is_one_value_for_both_daemons() -> None:
-    objs = render(memoryUnitMiB="512")
+def test_memory_unit_and_resource_domain_are_one_value_for_both_daemons() -> None:
+    objs = render(
+        memoryUnitMiB="512", resourceDomain="gpu.example.com", scheduler__profile="gpu-only"
+    )
     agent = find(objs, "DaemonSet", "vgpu-node-agent")["spec"]["template"]["spec"]
     extender = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
     for spec in (agent, extender):
-        assert "--memory-unit-mib=512" in spec["containers"][0]["args"]
+        args = spec["containers"][0]["args"]
+        assert {"--memory-unit-mib=512", "--resource-domain=gpu.example.com"} <= set(args)
+    config = find(objs, "ConfigMap", "vgpu-scheduler-config")["data"]
+    (ext,) = yaml.safe_load(config["scheduler-config-gpu-only.yaml"])["extenders"]
+    assert [r["name"] for r in ext["managedResources"]] == [
+        "gpu.example.com/cores",
+        "gpu.example.com/memory",
+    ]
+
+
+def test_pods_may_choose_only_the_policies_allowed() -> None:
+    objs = render(**{"extender__allowPodPolicies": "{binpack,default:online=false}"})
+    spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    args = spec["containers"][0]["args"]
+    assert [a for a in args if a.startswith("--allow-pod-policy")] == [
+        "--allow-pod-policy=binpack",
+        "--allow-pod-policy=default:online=false",
+    ]
+    assert "--policy=default" in args
 
 
 def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
@@ -132,23 +155,34 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
     (extender,) = config["extenders"]
     assert extender["enableHTTPS"] is True
     assert extender["urlPrefix"] == "https://vgpu-extender.gpu-sharing.svc:443/scheduler"
-    assert extender["tlsConfig"]["serverName"] == "vgpu-extender.gpu-sharing.svc"
+    assert extender["tlsConfig"]["caFile"] == "/etc/vgpu-extender-client/ca.crt"
     assert config["percentageOfNodesToScore"] == 50
     server = find(objs, "Secret", "vgpu-extender-tls")
-    client = find(objs, "Secret", "vgpu-scheduler-client-tls")
-    assert server["data"]["ca.crt"] == client["data"]["ca.crt"]
+    client = find(objs, "Secret", "vgpu-scheduler-extender-client")
+    # two CAs, as hack/make-extender-certs.sh makes them: neither side can stand in for the other
+    assert server["data"]["client-ca.crt"] != client["data"]["ca.crt"]
+    spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    args = spec["containers"][0]["args"]
+    assert {"--port=8443", "--client-ca=/etc/vgpu/tls/client-ca.crt"} <= set(args)
+    assert {"secretName": "vgpu-extender-tls", "defaultMode": 0o440} in [
+        v.get("secret") for v in spec["volumes"]
+    ]
 
 
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("nodeAgent.mode", "strict", "nodeAgent.mode"),
-        ("extender.policy", "fastest", "extender.policy"),
-        ("scheduler.profile", "some", "scheduler.profile"),
+        ("nodeAgent.mode", "strict", "/nodeAgent/mode': value must be one of 'plain', 'hami'"),
+        ("extender.policy", "fastest", "/extender/policy': value must be one of"),
+        ("scheduler.profile", "some", "/scheduler/profile'"),
+        ("extender.replicas", "zero", "/extender/replicas': got string, want integer"),
+        ("nodeAgnet.mode", "hami", "additional properties 'nodeAgnet' not allowed"),
+        ("nodeAgent.hami.coreLibrary", "libvgpu.so", "/nodeAgent/hami/coreLibrary'"),
     ],
 )
 def test_bad_values_fail_with_the_field_named(key: str, value: str, message: str) -> None:
-    with pytest.raises(chart.ChartError, match=message):
+    """values.schema.json: a typo or a wrong type names the value, before anything renders."""
+    with pytest.raises(chart.ChartError, match=re.escape(message)):
         render(**{key.replace(".", "__"): value})
 
 
@@ -175,5 +209,48 @@ def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
     assert find(objs, "ValidatingAdmissionPolicyBinding", "vgpu-dra-claims")
     with pytest.raises(chart.ChartError, match=r"DRA mode needs 1\.36 or later"):
         render(kube_version="v1.33.0", dra__enabled="true")
-    with pytest.raises(chart.ChartError, match=r"dra\.sliceOrder"):
+    with pytest.raises(chart.ChartError, match=r"dra[./]sliceOrder"):
         render(kube_version="v1.37.0", dra__enabled="true", dra__sliceOrder="random")
+
+
+def test_template_checks_still_name_the_field_without_the_schema() -> None:
+    """`--skip-schema-validation` still meets the templates' own checks."""
+    with pytest.raises(chart.ChartError, match=re.escape('nodeAgent.mode: "strict"')):
+        chart.run_helm(
+            "template", "v", str(chart.CHART), "--kube-version", "v1.31.4",
+            "--skip-schema-validation", "--set", "nodeAgent.mode=strict",
+        )  # fmt: skip
+
+
+def test_plain_http_only_when_tls_is_off_and_then_said_so() -> None:
+    objs = render("minimal")
+    spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert "--insecure-http" in container["args"]
+    assert not [a for a in container["args"] if a.startswith(("--tls-", "--client-ca"))]
+    assert container["readinessProbe"]["httpGet"].get("scheme", "HTTP") == "HTTP"
+    assert [p["port"] for p in find(objs, "Service", "vgpu-extender")["spec"]["ports"]] == [80]
+    default = find(render(), "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    assert "--insecure-http" not in default["containers"][0]["args"]
+
+
+@pytest.mark.parametrize("values", ["default", "everything", "minimal"])
+def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> None:
+    """The rendered args go through `vgpu`'s own parsers and flag checks (nothing runs)."""
+    from vgpu.cli.main import _load, _parser
+    from vgpu.daemons import extender_cli, node_cli
+
+    objs = render(values)
+    checks = {
+        "node-agent": lambda a: (node_cli.hami_core(a), node_cli.watchdog_policy(a)),
+        "extender": lambda a: extender_cli._tls(a),
+    }
+    for kind, name in [("DaemonSet", "vgpu-node-agent"), ("Deployment", "vgpu-extender")]:
+        (container,) = find(objs, kind, name)["spec"]["template"]["spec"]["containers"]
+        parser, sub = _parser()
+        _load(container["args"][0], sub)
+        try:
+            args = parser.parse_args(container["args"])
+        except SystemExit:
+            pytest.fail(f"{values}: `vgpu {' '.join(container['args'])}` is refused")
+        checks[args.command](args)

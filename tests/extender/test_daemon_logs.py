@@ -30,3 +30,12 @@ def test_start_up_events_are_said_once(harness: Harness, caplog: pytest.LogCaptu
     ]
     assert sorted(m for m in said if m in expected) == sorted(expected), said
     assert len(said) == len(expected), said
+
+
+def test_without_leader_election_it_says_so(
+    harness: Harness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="vgpu")
+    harness.start()
+    said = [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO]
+    assert "leader election off: this replica binds (run only one)" in said

@@ -119,6 +119,7 @@ def test_expect_100_continue_is_answered_before_the_body(server: Any) -> None:
         (b"POST /f HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
         (b"PUT /filter HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
         (b"POST /" + b"f" * 70000 + b" HTTP/1.1\r\n\r\n", b"414"),
+        (b"POST /f HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n", b"400"),  # found by atheris
     ],
 )
 def test_malformed_requests_get_an_error_status(server: Any, raw: bytes, status: bytes) -> None:

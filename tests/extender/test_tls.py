@@ -120,7 +120,7 @@ def test_the_command_needs_certificates_or_an_explicit_insecure_flag(
         _args("--tls-cert", files.cert, "--tls-key", files.key, "--client-ca", files.client_ca)
     )
     assert chosen == files
-    with caplog.at_level(logging.WARNING):
+    with caplog.at_level(logging.WARNING, logger="vgpu"):
         assert cli._tls(_args("--insecure-http")) is None
     assert "plain HTTP" in caplog.text
     with pytest.raises(SystemExit):

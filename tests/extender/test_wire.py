@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.extender.builders import make_node, make_pod
+from tests.extender.builders import eventually, make_node, make_pod
 from tests.extender.conftest import Harness
 from vgpu.extender import wire
 
@@ -183,3 +183,21 @@ def test_prioritize_memo_expects_the_filter_survivors_and_learns_nothing_else() 
     assert other.node_names == ["n2"]
     again = wire.parse_extender_args(_args_body(make_pod("c"), ["n2"]), memo)
     assert again.node_names is not other.node_names  # not learned from the request
+
+
+def test_bound_but_not_admitted_containers_are_a_gauge_per_node(harness: Harness) -> None:
+    """vgpu_extender_pending_containers: what the dashboard's "pending" panel and the
+    VgpuPendingAdmission alert read; it clears when the agent marks the pod admitted."""
+    daemon, _ = _setup(harness)
+    wire = harness.wire(daemon)  # type: ignore[arg-type]
+    pod = harness.pod("p")
+    body = {"PodName": "p", "PodNamespace": "default", "PodUID": pod["metadata"]["uid"]}
+    assert wire.post("bind", {**body, "Node": "n1"}) == {"Error": ""}
+    line = 'vgpu_extender_pending_containers{node="n1"} 1.0'
+    eventually(lambda: line in wire.raw("GET", "/metrics")[1].decode())
+    admitted = harness.pod("p")
+    admitted["metadata"].setdefault("annotations", {})["vgpu.io/admitted"] = "true"
+    harness.put(admitted)
+    eventually(
+        lambda: "vgpu_extender_pending_containers{" not in wire.raw("GET", "/metrics")[1].decode()
+    )

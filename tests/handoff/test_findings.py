@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
-from tests.handoff.pods import agent, ids, pod
-from vgpu.core.model import Phase
+from tests.handoff.pods import agent, ids, pod, share
+from vgpu.core.handoff_rule import conflicts
+from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.model import Assignment, ContainerAssignment, Phase
+from vgpu.extender.podspec import pod_spec
 from vgpu.node.grants import Refusal
 from vgpu.node.podspec import pod_info
 
@@ -90,3 +93,89 @@ def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Ha
     daemon._gang_events()  # what the sweeper thread does after each sweep
     posted = [r for r in harness.server.requests if r.method == "POST" and "/events" in r.path]
     assert posted and "VgpuGangIncomplete" in str(posted[0].body)
+
+
+def test_found_by_the_state_machine_pods_whose_next_containers_differ_are_confusable() -> None:
+    """p3 (25 cores) and p4's init container (25 cores, then a 10-core sidecar) on one GPU with
+    equal grants: the agent could take p4's init call for p3, and p4's next call (10 cores) would
+    then find p4 still waiting for its init container and be refused. The rule counts the
+    containers that follow, so the extender keeps p4 waiting until p3 is admitted."""
+
+    def assigned(name: str, containers: list[tuple[str, int]]) -> Assignment:
+        return Assignment(
+            PodKey(f"default/{name}"),
+            NodeName("n1"),
+            containers=tuple(ContainerAssignment(c, (share(k, 0, "G0"),)) for c, k in containers),
+        )
+
+    p3 = pod_spec(make_pod("p3", cores=25), memory_unit_mib=1024)
+    raw = make_pod("p4", cores=25)
+    raw["spec"]["initContainers"] = [
+        {"name": "init", "resources": {"limits": {CORES: "25"}}},
+        {"name": "side", "restartPolicy": "Always", "resources": {"limits": {CORES: "10"}}},
+    ]
+    p4 = pod_spec(raw, memory_unit_mib=1024)
+    pending = p3.pending(assigned("p3", [("main", 25)]))
+    mine = p4.pending(assigned("p4", [("init", 25), ("side", 10), ("main", 25)]))
+    assert [c.container for c in mine] == ["init", "side", "main"]
+    problems = conflicts(mine, pending)
+    assert problems and "init would be confusable with default/p3/main" in problems[0]
+    assert not conflicts(mine[2:], pending), "main, the last container, is interchangeable"
+
+
+def test_found_by_the_soak_an_interchangeable_attribution_is_settled_not_trusted() -> None:
+    """a and b ask the same 20 cores on G0 with the same grant. The kubelet admits b first; the
+    agent may attribute that call to a (same devices, same limits), but must neither report a
+    admitted (the extender would lift invariant I for a pod still waiting) nor refuse a's own
+    call after b is deleted: a's call then reclaims the attribution."""
+    a = pod("a", [("main", 20, 0, "G0")])
+    b = pod("b", [("main", 20, 0, "G0")])
+    handoff, policy, _ = agent(a, b)
+    first = policy.preferred(CORES, ids("G0", "c", 100) + ids("G1", "c", 100), [], 20)
+    assert {i.split("::")[0] for i in first} == {"G0"}
+    assert not isinstance(policy.allocate(CORES, [first]), Refusal)  # b's call, in truth
+    assert handoff.annotation_updates() == []  # nobody reported admitted while unsure
+    handoff.forget(PodKey("ns/b"), "uid-b")  # b finishes and is deleted
+    rest = [i for i in ids("G0", "c", 100) if i not in first]
+    second = policy.preferred(CORES, rest + ids("G1", "c", 100), [], 20)
+    assert {i.split("::")[0] for i in second} == {"G0"}, "steered to a's GPU"
+    result = policy.allocate(CORES, [second])
+    assert not isinstance(result, Refusal), result
+    assert handoff.annotation_updates() == [(PodKey("ns/a"), '["main"]')]
+
+
+def test_gang_members_with_init_containers_are_planned_as_the_kubelet_reuses(
+    harness: Harness,
+) -> None:
+    """Two members, each an init and an app container of 40 cores, on one GPU: charged 40 each
+    (the app container reuses the init container's devices) they fit; charged 80 they would
+    not."""
+    annotations = {"vgpu.io/gang-name": "job", "vgpu.io/gang-size": "2"}
+    for i in range(2):
+        raw = make_pod(f"job-{i}", cores=40, annotations=dict(annotations))
+        raw["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {CORES: "40"}}}]
+        harness.put(raw)
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    out = wire.filter(harness.pod("job-0"), ["n1"])
+    assert out["NodeNames"] == ["n1"], out
+    for i in range(2):
+        held = daemon.cache.ledger.holding(PodKey(f"default/job-{i}"))
+        assert held is not None and held.phase is Phase.RESERVED
+        gpus = {c.name: {s.uuid for s in c.shares} for c in held.assignment.containers}
+        assert gpus["init"] == gpus["main"]
+    assert daemon.cache.ledger.state.node(NodeName("n1")).free_cores == [20]
+
+
+def test_a_refusal_fails_only_a_pod_that_could_have_made_the_call() -> None:
+    """After a kubelet restart the kubelet admits pods again in creation order, so another
+    pod's call can be refused while A is part-way through. A's next container asks 20 cores,
+    the refused call 30: A was not the caller and is still admitted afterwards."""
+    a = pod("a", [("one", 10, 0, "G0"), ("two", 20, 0, "G0")])
+    handoff, policy, _ = agent(a)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10)]), Refusal)
+    assert isinstance(policy.allocate(CORES, [ids("G3", "c", 30)]), Refusal)  # someone else's
+    result = policy.allocate(CORES, [ids("G0", "c", 20, start=10)])
+    assert not isinstance(result, Refusal), result
+    assert handoff.admitted_containers(PodKey("ns/a")) == ["one", "two"]

@@ -49,7 +49,6 @@ def _kubeless(sockdir: Path, **overrides: object) -> tuple[FakeKubelet, NodeAgen
     return kubelet, NodeAgent(config, backend, None)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 6: not fixed yet")
 def test_finding6_without_an_assignment_source_allocate_is_refused(
     sockdir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -66,23 +65,24 @@ def test_finding6_without_an_assignment_source_allocate_is_refused(
         kubelet.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 4: not fixed yet")
 def test_finding4_devices_report_no_numa_node_unless_asked(sockdir: Path) -> None:
     """Under a topology manager policy the kubelet narrows the devices it offers to the hinted
     NUMA node, so a GPU the extender chose elsewhere would never be offered. By default the
     agent reports no topology (the kubelet never narrows); `report_numa` turns it on."""
-    kubelet, agent = _kubeless(sockdir, allow_unassigned=True)
-    try:
-        agent.start()
-        assert kubelet.wait_for(lambda: len(kubelet.devices(CORES)) == 200)
-        conns = [c for c in kubelet._plugins.values() if c.resource == CORES]
-        assert conns and not conns[0].numa, "devices carry a NUMA node the kubelet narrows by"
-    finally:
-        agent.stop()
-        kubelet.stop()
+    for report, expected in ((False, set()), (True, {0, 1})):
+        kubelet, agent = _kubeless(sockdir, allow_unassigned=True, report_numa=report)
+        try:
+            agent.start()
+            seen = kubelet
+            assert seen.wait_for(lambda: len(seen.devices(CORES)) == 200)  # noqa: B023
+            conns = [c for c in kubelet._plugins.values() if c.resource == CORES]
+            numa = {n for nodes in conns[0].numa.values() for n in nodes}
+            assert numa == expected, f"report_numa={report}: devices carry NUMA nodes {numa}"
+        finally:
+            agent.stop()
+            kubelet.stop()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 7: not fixed yet")
 def test_finding7_api_failures_back_off_from_the_first_request(box: Box) -> None:
     box.api.inject("GET", f"/nodes/{NODE}", status=500, times=None)
     box.api.inject("GET", "/pods", status=403, times=None)
@@ -114,18 +114,24 @@ def _flags(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["node-agent", "--fake-gpus", "1xT4", *argv])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 7: not fixed yet")
-@pytest.mark.parametrize(
-    ("argv", "needle"),
-    [
-        (("--reconcile-s", "0"), "--reconcile-s"),
-        (("--reconcile-s", "-1"), "--reconcile-s"),
-        (("--memory-unit-mib", "1"), "4 MiB"),
-    ],
-)
-@pytest.mark.xfail(strict=True, reason="issue 10 finding 7: not fixed yet")
-def test_finding7_absurd_flags_are_refused_naming_the_limit(
-    argv: tuple[str, ...], needle: str
-) -> None:
-    with pytest.raises(ConfigError, match=needle):
-        node_cli.build(_flags(*argv))
+@pytest.mark.parametrize("value", ["0", "-1", "0.5"])
+def test_finding7_reconcile_interval_below_the_minimum_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"--reconcile-s: .* minimum of 1 s"):
+        node_cli.build(_flags("--reconcile-s", value))
+
+
+def test_finding7_a_device_list_beyond_grpc_message_size_is_refused(sockdir: Path) -> None:
+    args = _flags("--memory-unit-mib", "1", "--device-plugin-dir", str(sockdir))
+    args.fake_gpus = "8xH200"
+    agent = node_cli.build(args)
+    try:
+        with pytest.raises(ConfigError, match="beyond the 4 MiB gRPC message limit"):
+            agent.start()
+    finally:
+        agent.stop()
+    args.memory_unit_mib = 256  # the default fits
+    agent = node_cli.build(args)
+    try:
+        agent.start()
+    finally:
+        agent.stop()

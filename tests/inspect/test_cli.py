@@ -150,3 +150,13 @@ def test_context_and_selector_on_a_live_cluster(
     assert [n["name"] for n in json.loads(capsys.readouterr().out)["nodes"]] == ["n2"]
     assert main([*argv, "--context", "nosuch"]) == 1
     assert "nosuch" in capsys.readouterr().err
+
+
+def test_save_snapshot_into_a_missing_folder_is_refused_before_reading(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "missing" / "snap.json"
+    assert main(["--kubeconfig", str(tmp_path / "none"), "--save-snapshot", str(target)]) == 1
+    assert capsys.readouterr().err == (
+        f"error: --save-snapshot: {target.parent} is not an existing directory\n"
+    )

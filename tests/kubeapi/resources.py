@@ -24,6 +24,9 @@ class Resource:
     has_status: bool = False
     builtin: bool = True  # built-in kinds accept strategic merge patch; CRDs answer 415
     returns_deleted_object: bool = False
+    # A status write also changes labels and annotations (the real pod status strategy resets
+    # only spec, deletionTimestamp and ownerReferences: pkg/registry/core/pod/strategy.go).
+    status_keeps_metadata: bool = False
     field_labels: frozenset[str] = field(default_factory=frozenset)
 
     @property
@@ -60,6 +63,7 @@ PODS = Resource(
     namespaced=True,
     has_status=True,
     returns_deleted_object=True,
+    status_keeps_metadata=True,
     field_labels=frozenset(
         {
             "spec.nodeName",

@@ -322,6 +322,13 @@ class Store:
         if res.has_status and subresource == "status":
             result = clone(cur)
             result["status"] = new.get("status", {})
+            if res.status_keeps_metadata:
+                for field in ("labels", "annotations"):
+                    value = new.get("metadata", {}).get(field)
+                    if value is None:
+                        result["metadata"].pop(field, None)
+                    else:
+                        result["metadata"][field] = value
             return result
         if res.has_status and subresource is None:  # main-resource writes keep the status
             new["status"] = clone(cur.get("status", {}))

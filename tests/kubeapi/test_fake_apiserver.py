@@ -218,11 +218,20 @@ def test_status_subresource_is_separate(core: client.CoreV1Api) -> None:
     core.patch_namespaced_pod("a", NS, {"status": {"phase": "Running"}})  # ignored on main
     assert core.read_namespaced_pod("a", NS).status.phase == "Pending"
     core.patch_namespaced_pod_status(
-        "a", NS, {"status": {"phase": "Running"}, "metadata": {"labels": {"ignored": "1"}}}
+        "a",
+        NS,
+        {
+            "status": {"phase": "Running"},
+            "metadata": {"labels": {"kept": "1"}},
+            "spec": {"schedulerName": "ignored"},
+        },
     )
     pod = core.read_namespaced_pod("a", NS)
     assert pod.status.phase == "Running"
-    assert pod.metadata.labels == {}
+    assert pod.spec.scheduler_name != "ignored"
+    # A pod status write keeps label and annotation changes, as the real API server does (so
+    # whoever may write pods/status can change a pod's annotations).
+    assert pod.metadata.labels == {"kept": "1"}
 
 
 def test_custom_objects_reject_strategic_merge(custom: client.CustomObjectsApi) -> None:

@@ -39,7 +39,9 @@ class Node:
 
 def start_plugins(inventory: GpuInventory, options: PluginOptions) -> NodeDevicePlugins:
     policy = DefaultAllocationPolicy(inventory.gpus, memory_unit_mib=UNIT_MIB)
-    plugins = NodeDevicePlugins(inventory.gpus, policy, options, memory_unit_mib=UNIT_MIB)
+    plugins = NodeDevicePlugins(
+        inventory.gpus, policy, options, memory_unit_mib=UNIT_MIB, report_numa=True
+    )
     plugins.manager.start()
     return plugins
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.agent_harness import NODE, Box, make_box
+from tests.node.agent_harness import NODE, Box, make_box, wait
 
 
 @pytest.fixture
@@ -19,13 +19,33 @@ def box() -> Iterator[Box]:
 
 def test_start_up_says_each_event_once(box: Box, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="vgpu")
-    box.start_agent()
+    agent = box.start_agent(metrics_port=0)
     time.sleep(1.0)  # five reconcile periods, many manager polls
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert f"{NODE}: 2 GPU(s): ['Tesla T4', 'Tesla T4']" in said
     assert f"{NODE}: pod watch synced, 0 vgpu pod(s) bound here" in said
+    assert f"{NODE}: /metrics, /healthz, /readyz on port {agent.metrics.port}" in said
     registered = [m for m in said if m.startswith("registered with the kubelet")]
     assert registered == [
         f"registered with the kubelet ({box.dir / 'kubelet.sock'}): vgpu.io/cores, vgpu.io/memory"
     ]
     assert len(said) == len(set(said)), said  # nothing repeats while idle
+
+
+def test_a_lasting_failure_is_said_once_and_its_end_too(
+    box: Box, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The API server refusing node updates for a while: one WARNING, not one per retry."""
+    box.start_agent()
+    caplog.set_level(logging.INFO, logger="vgpu")
+    caplog.clear()
+    box.api.inject("GET", rf"/api/v1/nodes/{NODE}$", status=500, times=None)
+    box.agent._node_dirty = True  # a health change would do the same
+    box.agent._wake.set()
+    time.sleep(1.0)  # ten retries at retry_s 0.1
+    node_lines = [r for r in caplog.records if "labels/annotations" in r.getMessage()]
+    assert [r.levelno for r in node_lines] == [logging.WARNING], [
+        r.getMessage() for r in node_lines
+    ]
+    box.api.clear_faults()
+    assert wait(lambda: any("works again" in r.getMessage() for r in caplog.records))

@@ -89,6 +89,7 @@ def test_without_credentials_the_kubelet_is_still_served() -> None:
         plugin_dir=sockdir,
         memory_unit_mib=1024,
         stop_grace_s=0.2,
+        allow_unassigned=True,  # without it the agent fails closed (tests/handoff)
     )
     agent = NodeAgent(config, FakeGpuBackend.from_spec("1xT4"), None)
     try:

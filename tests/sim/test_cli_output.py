@@ -57,6 +57,7 @@ def test_tune_below_one_has_no_figure_at_100(
 def test_says_what_it_replays_and_what_it_wrote(
     tiny_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    pytest.importorskip("matplotlib", reason="--plot needs the plot extra")
     png = tmp_path / "alloc.png"
     assert main(simulate(tiny_trace, "--policy", "fgd", "--plot", str(png))) == 0
     err = capsys.readouterr().err
@@ -95,6 +96,7 @@ def test_plot_labels_carry_trace_seeds_and_figures() -> None:
 def test_plot_draws_the_100_percent_arrival_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    pytest.importorskip("matplotlib", reason="--plot needs the plot extra")
     import matplotlib.pyplot as plt
 
     drawn: dict[str, object] = {}
@@ -107,3 +109,13 @@ def test_plot_draws_the_100_percent_arrival_line(
     monkeypatch.setattr(plt.Axes, "axvline", spy)
     plot([result("fgd", 95.0)], str(tmp_path / "p.png"), trace="openb default")
     assert drawn["x"] == 100
+
+
+def test_json_and_progress_say_none_not_zero() -> None:
+    import io
+
+    runs = [result("bestfit", None)]
+    assert runner.summary(runs)["bestfit"]["median_alloc_pct_at_100"] is None
+    out = io.StringIO()
+    runner.progress_printer(out)(runs[0], 1, 1)
+    assert "n/a allocated at 100 % arrival" in out.getvalue()

@@ -12,9 +12,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
-from vgpu.adapters.kubelet import DeviceBoard, PluginOptions, ResourcePlugin
+from vgpu.adapters.kubelet import DeviceBoard, PluginOptions, ResourcePlugin, to_proto_devices
 from vgpu.adapters.kubelet_manager import DevicePluginManager
+from vgpu.core.errors import ConfigError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.devices import (
     DEFAULT_MEMORY_UNIT_MIB,
@@ -27,6 +29,7 @@ from vgpu.node.health import HealthTracker
 from vgpu.node.model import GpuInfo, XidEvent
 
 log = logging.getLogger(__name__)
+GRPC_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # grpc-go's default receive limit, kept by the kubelet
 
 
 class NodeDevicePlugins:
@@ -38,10 +41,12 @@ class NodeDevicePlugins:
         *,
         names: ResourceNames | None = None,
         memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB,
+        report_numa: bool = False,
     ) -> None:
         self.names = names or ResourceNames()
         self._gpus = tuple(gpus)
         self._unit_mib = memory_unit_mib
+        self._report_numa = report_numa
         self.boards = {kind: DeviceBoard(self._devices(kind, ())) for kind in UnitKind}
         plugins = [
             ResourcePlugin(self.names.cores, self.boards[UnitKind.CORES], policy, options),
@@ -50,7 +55,24 @@ class NodeDevicePlugins:
         self.manager = DevicePluginManager(plugins, options)
 
     def _devices(self, kind: UnitKind, unhealthy: Iterable[str]) -> list[DeviceEntry]:
-        return device_list(self._gpus, kind, unhealthy=unhealthy, memory_unit_mib=self._unit_mib)
+        """The devices of `kind`; without `report_numa` they carry no NUMA node, so the kubelet's
+        topology manager never narrows what it offers (docs/handshake.md)."""
+        devices = device_list(self._gpus, kind, unhealthy=unhealthy, memory_unit_mib=self._unit_mib)
+        if self._report_numa:
+            return devices
+        return [replace(d, numa_node=None) for d in devices]
+
+    def check_message_size(self) -> None:
+        """Refuse a device list the kubelet cannot read: ListAndWatch is one gRPC message and the
+        kubelet's client keeps gRPC's default 4 MiB receive limit."""
+        for kind, board in self.boards.items():
+            size = to_proto_devices(board.snapshot()[1]).ByteSize()
+            if size > GRPC_MAX_MESSAGE_BYTES:
+                raise ConfigError(
+                    f"--memory-unit-mib {self._unit_mib}: the {kind.name.lower()} device list "
+                    f"is {size / 2**20:.1f} MiB, beyond the 4 MiB gRPC message limit of the "
+                    "kubelet's ListAndWatch; use a larger unit (e.g. 256)"
+                )
 
     def set_unhealthy(self, uuids: Iterable[str]) -> bool:
         """Publish new device lists; True when anything changed (streams were woken)."""

@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from vgpu.adapters.kube import KubeConflict, KubeError, KubeNotFound, microtime
+from vgpu.adapters.streak import Streak
 from vgpu.core.errors import VgpuError
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ class LeaderElector:
         self._observed_at = 0.0
         self._renewed_at = 0.0
         self._followed = ""  # the other holder last announced, so that is said once
+        self._trouble = Streak(log, f"leader election: lease {config.namespace}/{config.name}")
 
     @property
     def is_leader(self) -> bool:
@@ -118,15 +120,14 @@ class LeaderElector:
         except KubeNotFound:
             return self._create(now)
         except KubeError as e:
-            log.warning(
-                "leader election: reading lease %s/%s failed: %s", cfg.namespace, cfg.name, e
-            )
+            self._trouble.failed(f"reading failed: {e}")
             return self._check_deadline(now)
         self._observe(record, now)
         holder = self.holder
         if holder and holder != cfg.identity and not self._expired(now):
             self._lose(f"lease is held by {holder}")
             self._follow(holder)
+            self._trouble.succeeded()  # a follower's round ends here: its read worked
             return False
         return self._write(record, holder, now)
 
@@ -225,11 +226,12 @@ class LeaderElector:
             log.info("leader election: lost a write race on %s/%s", cfg.namespace, cfg.name)
             return self._check_deadline(now)
         except KubeError as e:
-            log.warning("leader election: renewing %s/%s failed: %s", cfg.namespace, cfg.name, e)
+            self._trouble.failed(f"renewing failed: {e}")
             return self._check_deadline(now)
         return self._won(updated, now)
 
     def _won(self, record: Obj, now: float) -> bool:
+        self._trouble.succeeded()
         self._observe(record, now)
         self._renewed_at = now
         if not self._leader:

@@ -8,7 +8,10 @@ the same non-zero number of devices and the same IDs would not give both the sam
 * their GPUs differ: `GetPreferredAllocation` is told only the size, so it could steer one's
   call to the other's GPU (and `Allocate` would then match the wrong pod); or
 * their grants differ (shares, memory blocks asked, `vgpu.io/cores-limit`): `Allocate` could
-  not tell whose call it is, and would hand one container the other's limits.
+  not tell whose call it is, and would hand one container the other's limits; or
+* the containers that follow them in their pods differ (`after`): the kubelet allocates a pod's
+  containers one after another (init containers first), so a call taken for the other pod
+  would leave each pod expecting the other's next container, and the next call is refused.
 
 The extender never binds a pod whose containers would be confusable with another pod's pending
 ones (`conflicts`); the node agent refuses an `Allocate` whose candidates are confusable
@@ -18,7 +21,7 @@ the container exactly the devices and limits its own assignment names. Pure.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from vgpu.core.ids import GpuUUID, PodKey
@@ -37,6 +40,7 @@ class PendingContainer:
     asks: tuple[AskKey, ...]
     shares: tuple[GpuShare, ...]
     cores_limit: int | None = None
+    after: tuple[tuple[object, ...], ...] = ()  # `grant_of` the pod's later vGPU containers
 
     @property
     def gpus(self) -> frozenset[GpuUUID]:
@@ -44,9 +48,23 @@ class PendingContainer:
 
     @property
     def grant(self) -> tuple[object, ...]:
-        """Everything the container's devices and limits depend on."""
-        shares = tuple(sorted((s.uuid, s.cores, s.memory_mmib) for s in self.shares))
-        return (shares, self.asks, self.cores_limit)
+        """Everything the container's devices and limits, and its pod's next calls, depend on."""
+        return (grant_of(self.shares, self.asks), self.cores_limit, self.after)
+
+
+def grant_of(shares: Iterable[GpuShare], asks: tuple[AskKey, ...]) -> tuple[object, ...]:
+    """One container's grant: its shares (order-free) and its ask keys."""
+    return (tuple(sorted((s.uuid, s.cores, s.memory_mmib) for s in shares)), asks)
+
+
+def followers(
+    containers: Iterable[tuple[str, tuple[GpuShare, ...], tuple[AskKey, ...]]],
+) -> dict[str, tuple[tuple[object, ...], ...]]:
+    """Per container (name, shares, asks; in the kubelet's allocation order), the grants of the
+    containers after it: a pod's `after` as both the extender and the agent compute it."""
+    items = list(containers)
+    grants = [grant_of(shares, asks) for _, shares, asks in items]
+    return {name: tuple(grants[i + 1 :]) for i, (name, _, _) in enumerate(items)}
 
 
 def asks_of(cores: int, memory_blocks: int) -> tuple[AskKey, ...]:
@@ -74,26 +92,38 @@ def pending_of(
     memory_blocks: dict[str, int],
     admitted: Iterable[str] = (),
     cores_limit: int | None = None,
+    order: Sequence[str] = (),
 ) -> list[PendingContainer]:
-    """The pending containers of an assignment (those not in `admitted`)."""
+    """The pending containers of an assignment (those not in `admitted`); `order` is the
+    kubelet's allocation order of the pod's containers (default: the assignment's)."""
     done = set(admitted)
-    out = []
-    for c in assignment.containers:
-        if c.name in done or not c.shares:
-            continue
-        cores = sum(s.cores for s in c.shares)
-        asks = asks_of(cores, memory_blocks.get(c.name, 0))
-        out.append(PendingContainer(assignment.pod, c.name, asks, c.shares, cores_limit))
-    return out
+    rank = {name: i for i, name in enumerate(order)}
+    held = sorted(
+        (c for c in assignment.containers if c.shares),
+        key=lambda c: rank.get(c.name, len(rank)),
+    )
+    asks = {
+        c.name: asks_of(sum(s.cores for s in c.shares), memory_blocks.get(c.name, 0)) for c in held
+    }
+    after = followers((c.name, c.shares, asks[c.name]) for c in held)
+    return [
+        PendingContainer(assignment.pod, c.name, asks[c.name], c.shares, cores_limit, after[c.name])
+        for c in held
+        if c.name not in done
+    ]
 
 
 def conflicts(
     candidate: Iterable[PendingContainer], pending: Iterable[PendingContainer]
 ) -> list[str]:
     """Why `candidate` containers would be confusable with `pending` ones (empty: they are not)."""
-    others = list(pending)
+    by_key: dict[AskKey, list[PendingContainer]] = {}
+    for p in pending:
+        for ask in p.asks:
+            by_key.setdefault(ask, []).append(p)
     problems = []
     for c in candidate:
+        others = dict.fromkeys(o for ask in c.asks for o in by_key.get(ask, ()))
         for other in others:
             key = confusable(c, other)
             if key is not None:

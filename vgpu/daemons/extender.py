@@ -25,6 +25,7 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
 from vgpu.adapters.kubewatch import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import InvalidRequest
+from vgpu.daemons.backoff import Backoff
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.http import HttpLimits, HttpServer, Routes
@@ -34,6 +35,7 @@ from vgpu.extender.service import Extender, ExtenderConfig
 from vgpu.extender.tls import TlsFiles, server_context
 
 log = logging.getLogger(__name__)
+MAX_RETRY_S = 30.0  # cap of the capped, jittered exponential backoff after API failures
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +144,8 @@ class ExtenderDaemon:
                     self._stop, on_started_leading=self._lead, on_stopped_leading=self._follow
                 ),
             )
+        else:
+            log.info("leader election off: this replica binds (run only one)")
         scheme = "HTTPS, client certificates required" if self.config.tls else "plain HTTP"
         log.info("vgpu extender serving on port %d (%s)", self.port, scheme)
 
@@ -217,9 +221,11 @@ class ExtenderDaemon:
         apply: Callable[[str, dict[str, Any]], None],
         synced: threading.Event,
     ) -> None:
+        backoff = Backoff(self.config.retry_delay, MAX_RETRY_S)
         while not self._stop.is_set():
             try:
                 for event in events():
+                    backoff.reset()
                     if event.type == SYNCED:
                         if not synced.is_set():  # the first listing; later relists are quiet
                             log.info("%s", self._synced_line(synced))
@@ -231,7 +237,7 @@ class ExtenderDaemon:
                         log.exception("applying a %s event failed; skipped", event.type)
             except Exception:
                 log.exception("watch failed; restarting")
-                self._stop.wait(self.config.retry_delay)
+                self._stop.wait(backoff.next_delay())
 
     def _synced_line(self, synced: threading.Event) -> str:
         state = self.cache.state
@@ -270,13 +276,15 @@ class ExtenderDaemon:
 
     def _resync(self, term: int) -> None:
         """Re-list the cluster for a new leadership term, then allow binding."""
+        backoff = Backoff(self.config.retry_delay, MAX_RETRY_S)
         while not self._stop.is_set() and self.elector is not None and self.elector.term == term:
             try:
                 nodes = self.api.list_nodes().items
                 pods = self.api.list_pods().items
             except KubeError as err:
-                log.warning("resync for term %d failed, retrying: %s", term, err)
-                self._stop.wait(self.config.retry_delay)
+                delay = backoff.next_delay()
+                log.warning("resync for term %d failed, retrying in %.1fs: %s", term, delay, err)
+                self._stop.wait(delay)
                 continue
             self.cache.replace_all(nodes, pods)
             self.extender.rebuilt()

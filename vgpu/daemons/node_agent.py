@@ -18,7 +18,9 @@ device plugins, starts the health pump and, with a `KubeApi`:
 read at scrape time (`vgpu.daemons.node_usage`) plus the agent's counters. The ports to host
 processes (`cgroups`, `killer`) are injectable, so tests never read /proc or signal anything.
 
-Without a `KubeApi` it still serves the kubelet with the default binpacking policy and says so.
+Without a `KubeApi` there is no verified assignment source: it still registers with the kubelet
+but refuses every Allocate (fail closed) unless `allow_unassigned`, which admits any devices with
+the default binpacking policy. It logs its mode at start.
 Every loop survives API and kubelet failures (logged, retried); `stop()` is graceful and is
 what SIGTERM triggers. Tests build it in-process with their own backend, dirs and API client.
 """
@@ -49,15 +51,17 @@ from vgpu.adapters.procfs import (
     ProcessKiller,
     SignalKiller,
 )
+from vgpu.adapters.streak import Streak
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
+from vgpu.daemons.backoff import Backoff
 from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
 from vgpu.daemons.signals import run_until_signal
-from vgpu.node.allocation import AllocationPolicy, DefaultAllocationPolicy
+from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
@@ -84,12 +88,14 @@ class AgentConfig:
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
     grants: GrantSettings = field(default_factory=GrantSettings)
     allow_unassigned: bool = False
+    report_numa: bool = False  # NUMA nodes in ListAndWatch: the kubelet's topology manager narrows
     health: HealthPolicy = field(default_factory=HealthPolicy)
     reconcile_s: float = 30.0
     admission_grace_s: float = 30.0
     metrics_port: int | None = None
     watch_timeout_s: int = 300
-    retry_s: float = 1.0
+    retry_s: float = 1.0  # first retry after an API failure; doubles up to max_retry_s
+    max_retry_s: float = 30.0
     stop_grace_s: float = 2.0
     register_timeout_s: float = 5.0
     watchdog_s: float = 10.0  # <= 0 disables the watchdog loop
@@ -153,6 +159,10 @@ class NodeAgent:
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
         self._stopped = False
+        self._node_streak = Streak(
+            log, f"node {config.node_name}: cannot update labels/annotations"
+        )
+        self._podres_streak = Streak(log, "reconciliation with the kubelet's pod-resources API")
 
     # ----- lifecycle -----------------------------------------------------------------------------
     def start(self) -> None:
@@ -162,14 +172,31 @@ class NodeAgent:
         log.info("%s: %d GPU(s): %s", cfg.node_name, len(gpus), [g.model for g in gpus])
         policy: AllocationPolicy
         if self._kube is None:
-            log.warning(
-                "no cluster credentials: node labels, the gpu-inventory annotation and the "
-                "hand-off are skipped; Allocate uses the default binpacking policy"
-            )
-            policy = DefaultAllocationPolicy(
+            default = DefaultAllocationPolicy(
                 gpus, names=self.names, memory_unit_mib=cfg.memory_unit_mib
             )
+            if cfg.allow_unassigned:
+                log.warning(
+                    "mode: OPEN (no cluster credentials, --allow-unassigned): node labels, the "
+                    "gpu-inventory annotation and the hand-off are skipped; Allocate admits any "
+                    "devices with the default binpacking policy"
+                )
+                policy = default
+            else:
+                log.error(
+                    "mode: FAIL CLOSED (no cluster credentials, so no verified assignments): "
+                    "every Allocate is refused; give the agent its service account or pass "
+                    "--allow-unassigned"
+                )
+                policy = ClosedPolicy("no cluster credentials to verify assignments", default)
         else:
+            log.info(
+                "mode: HAND-OFF, fail closed (Allocate admits only pods with a verified "
+                "assignment%s)",
+                "; --allow-unassigned: unassigned pods get unreserved capacity"
+                if cfg.allow_unassigned
+                else "",
+            )
             policy = HandoffPolicy(
                 self.handoff,
                 gpus,
@@ -191,11 +218,14 @@ class NodeAgent:
             options,
             names=self.names,
             memory_unit_mib=cfg.memory_unit_mib,
+            report_numa=cfg.report_numa,
         )
+        self.plugins.check_message_size()
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
             self.metrics.serve(cfg.metrics_port, ready=self.ready)
+            log.info("%s: /metrics, /healthz, /readyz on port %s", cfg.node_name, self.metrics.port)
         self.plugins.manager.start()
         self._pump.start()
         if self._kube is not None:
@@ -267,6 +297,7 @@ class NodeAgent:
     def _watch_pods(self) -> None:
         assert self._kube is not None
         selector = f"spec.nodeName={self.config.node_name}"
+        backoff = Backoff(self.config.retry_s, self.config.max_retry_s)
         while not self._stop.is_set():
             try:
                 for event in self._kube.watch_pods(
@@ -277,10 +308,12 @@ class NodeAgent:
                 ):
                     if self._stop.is_set():
                         return
+                    backoff.reset()
                     self._on_pod_event(event.type, event.object)
             except Exception as e:  # a broken watch must never take the agent down
-                log.error("pod watch failed, restarting in %.1fs: %s", self.config.retry_s, e)
-                self._stop.wait(self.config.retry_s)
+                delay = backoff.next_delay()
+                log.error("pod watch failed, restarting in %.1fs: %s", delay, e)
+                self._stop.wait(delay)
 
     def _refresh_pods(self) -> None:
         """Read this node's pods from the API server now, for an Allocate our watch is behind on."""
@@ -320,23 +353,44 @@ class NodeAgent:
 
     # ----- maintenance loop: node metadata, reconciliation, admitted annotations ----------------
     def _loop(self) -> None:
-        next_reconcile = 0.0
+        """Node metadata every `reconcile_s` (and when dirty), reconciliation every
+        `reconcile_s` once the pod watch has synced, admitted annotations when they change.
+        API failures back off (capped, jittered, exponential) from the first one."""
+        cfg, forever = self.config, float("inf")
+        node_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
+        patch_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
+        node_at = node_retry = reconcile_at = patch_retry = 0.0
         settled = False
         while not self._stop.is_set():
             self._wake.clear()
             now = time.monotonic()
-            if self._node_dirty or now >= next_reconcile:
-                self._sync_node()
-            if now >= next_reconcile and self._synced.is_set():
+            if now >= node_at or (self._node_dirty and now >= node_retry):
+                if self._sync_node():
+                    node_backoff.reset()
+                    node_at, node_retry = now + cfg.reconcile_s, now
+                else:
+                    node_at = node_retry = now + node_backoff.next_delay()
+            if self._synced.is_set() and now >= reconcile_at:
                 self._reconcile()
-                next_reconcile = now + self.config.reconcile_s
-            self._patch_admitted()
+                reconcile_at = now + cfg.reconcile_s
+            if now >= patch_retry:
+                if self._patch_admitted():
+                    patch_backoff.reset()
+                else:
+                    patch_retry = now + patch_backoff.next_delay()
             if not settled and self.ready():
                 settled = True
                 release_free_heap()  # once, the start-up garbage: see vgpu.daemons.heap
-            self._wake.wait(max(0.0, min(next_reconcile - time.monotonic(), self.config.retry_s)))
+            due = min(
+                node_at,
+                node_retry if self._node_dirty else forever,
+                reconcile_at if self._synced.is_set() else forever,
+                patch_retry if patch_retry > now else forever,
+            )
+            self._wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))
 
-    def _sync_node(self) -> None:
+    def _sync_node(self) -> bool:
+        """Patch the node's labels and inventory annotation if they differ; False on failure."""
         assert self._kube is not None and self.inventory is not None
         cfg, name = self.config, self.config.node_name
         try:
@@ -361,16 +415,20 @@ class NodeAgent:
                     "node %s: patched %d label(s), inventory=%s", name, len(labels), bool(value)
                 )
             self._node_dirty = False
+            self._node_streak.succeeded()
+            return True
         except KubeError as e:
-            log.warning("node %s: cannot update labels/annotations (will retry): %s", name, e)
+            self._node_streak.failed(e)
+            return False
 
     def _reconcile(self) -> None:
         try:
             held = self.pod_resources.held()
         except PodResourcesError as e:
-            log.warning("reconciliation skipped: %s", e)
+            self._podres_streak.failed(e)
             self._reconciled.set()  # tried once: readiness must not hang on an old kubelet
             return
+        self._podres_streak.succeeded()
         reports = self.handoff.reconcile(held)
         for pod, message in reports:
             if (pod, message) in self.mismatches:
@@ -388,8 +446,10 @@ class NodeAgent:
         self.metrics.pods.labels("assigned").set(len(pods) - unassigned)
         self.metrics.pods.labels("unassigned").set(unassigned)
 
-    def _patch_admitted(self) -> None:
+    def _patch_admitted(self) -> bool:
+        """Write `vgpu.io/admitted` where it is out of date; False if a patch failed."""
         assert self._kube is not None
+        ok = True
         for pod, value in self.handoff.annotation_updates():
             namespace, name = pod.split("/", 1)
             try:
@@ -399,6 +459,9 @@ class NodeAgent:
                 self.handoff.patched(pod, value)
             except KubeError as e:
                 log.warning("cannot patch %s on %s (will retry): %s", ADMITTED, pod, e)
+                ok = False
+                break
+        return ok
 
     # ----- usage watchdog -----------------------------------------------------------------------
     def _watchdog_loop(self) -> None:

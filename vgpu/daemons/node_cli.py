@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 FAKE_GPUS_EXAMPLE = "4xA100-SXM4-80GB or 2xT4,1xL4"
+MIN_RECONCILE_S = 1.0
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--mode",
         choices=["plain", "mps", "hami"],
         default="plain",
-        help="how a container's GPU share is passed to it",
+        help="how a container's GPU share is passed to it; what each enforces: docs/isolation.md",
     )
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
     p.add_argument(
@@ -83,12 +84,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--hami-preload-file",
         metavar="PATH",
-        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as /etc/ld.so.preload",
+        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as "
+        "/etc/ld.so.preload (default: none, LD_PRELOAD only)",
     )
     p.add_argument(
         "--allow-unassigned",
         action="store_true",
-        help="admit pods bound without an extender assignment",
+        help="admit pods without a verified assignment on capacity no assigned pod holds (and, "
+        "without cluster credentials, any devices); off: such Allocates are refused",
+    )
+    p.add_argument(
+        "--report-numa",
+        action="store_true",
+        help="report each GPU's NUMA node to the kubelet; only safe with the kubelet's "
+        "topologyManagerPolicy none (docs/handshake.md, topology manager)",
     )
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
@@ -96,7 +105,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "--reconcile-s",
         type=float,
         default=30.0,
-        help="seconds between reconciliations with the kubelet and the node object",
+        help=f"node metadata and pod-resources reconciliation interval (>= {MIN_RECONCILE_S:g})",
     )
     w = p.add_argument_group("usage watchdog")
     w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
@@ -180,9 +189,9 @@ def hami_core(args: argparse.Namespace) -> HamiCore | None:
 
 
 def gpu_backend(args: argparse.Namespace) -> GpuBackend:
-    """The GPU backend the flags name: fake GPUs (--fake-gpus, --fake-gpus-file) or NVML."""
-    from vgpu.adapters.fakegpu import FakeGpuBackend, load_inventory_file
-    from vgpu.adapters.gpu import NvmlBackend
+    """Fake GPUs from --fake-gpus or --fake-gpus-file, else the node's own through NVML."""
+    from vgpu.adapters.fakegpu import FakeGpuBackend, FakeGpuSpecError, load_inventory_file
+    from vgpu.adapters.gpu import GpuBackendUnavailable, NvmlBackend
 
     if args.fake_gpus is not None:
         if not args.fake_gpus.strip():
@@ -190,10 +199,19 @@ def gpu_backend(args: argparse.Namespace) -> GpuBackend:
                 f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
                 "use the node's real GPUs through NVML"
             )
-        return FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+        try:
+            return FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
+        except FakeGpuSpecError as e:
+            raise ConfigError(f"--fake-gpus: {e}") from e
     if args.fake_gpus_file:
         return FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
-    return NvmlBackend()
+    try:
+        return NvmlBackend()
+    except GpuBackendUnavailable as e:
+        raise ConfigError(
+            f"cannot read this node's GPUs: {e}; on a machine without an NVIDIA driver, "
+            f"run with fake GPUs, e.g. --fake-gpus {FAKE_GPUS_EXAMPLE.split()[0]}"
+        ) from e
 
 
 def build(args: argparse.Namespace) -> NodeAgent:
@@ -206,6 +224,11 @@ def build(args: argparse.Namespace) -> NodeAgent:
     if args.memory_unit_mib <= 0:
         raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
     names = resource_names(args.resource_domain)
+    if not args.reconcile_s >= MIN_RECONCILE_S:
+        raise ConfigError(
+            f"--reconcile-s: {args.reconcile_s:g} is below the minimum of {MIN_RECONCILE_S:g} s "
+            "(each round reads the node from the API server); use e.g. 30"
+        )
     try:
         ignored = (
             DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
@@ -215,6 +238,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
     watchdog = watchdog_policy(args)
     check_plugin_dir(args.device_plugin_dir)
+    key = load_assignment_key(args.assignment_key_file)  # a bad key file fails before NVML
     backend = gpu_backend(args)
     kube: KubeApi | None
     try:
@@ -226,13 +250,14 @@ def build(args: argparse.Namespace) -> NodeAgent:
         kube = None
     config = AgentConfig(
         node_name=args.node_name,
-        assignment_key=load_assignment_key(args.assignment_key_file),
+        assignment_key=key,
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
         domain=names.domain,
         memory_unit_mib=args.memory_unit_mib,
         grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
         allow_unassigned=args.allow_unassigned,
+        report_numa=args.report_numa,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         reconcile_s=args.reconcile_s,
         metrics_port=args.metrics_port or None,

@@ -154,6 +154,7 @@ class HttpServer:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -197,7 +198,10 @@ class HttpServer:
         self._server.close()
         for writer in list(self._open):
             writer.transport.abort()
-        await asyncio.sleep(0)  # let the aborted connections' tasks finish
+        if self._tasks:  # the aborted connections' tasks end at their next read
+            _, late = await asyncio.wait(list(self._tasks), timeout=1)
+            for task in late:
+                task.cancel()
 
     # -- one connection --------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -205,6 +209,9 @@ class HttpServer:
             writer.transport.abort()
             return
         self._open.add(writer)
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         sock = writer.get_extra_info("socket")
         if sock is not None:
             # Headers and body go out together, but without NODELAY Nagle + delayed ACK can
@@ -218,6 +225,7 @@ class HttpServer:
             pass  # the client went away or stalled: nothing to answer
         finally:
             self._open.discard(writer)
+            self._tasks.discard(task)
             writer.close()
 
     async def _exchange(

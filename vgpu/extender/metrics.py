@@ -5,8 +5,8 @@ process in tests).
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
 * `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
 * `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
-* `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`: read from
-  the ledger at scrape time;
+* `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`,
+  `vgpu_extender_pending_containers{node}` (bound, not yet admitted): read at scrape time;
 * `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
   bind: cache resynced for its term), so alerts can tell "no leader" from "a leader that is stuck".
 """
@@ -36,6 +36,7 @@ class _StateCollector(Collector):
         with ext.cache.lock:
             counts = ext.gangs.counts()
             phases = Counter(h.phase for h in ext.cache.ledger.holdings())
+            pending = {n: sum(map(len, pods.values())) for n, pods in ext.cache.pending.items()}
         gangs = GaugeMetricFamily("vgpu_extender_gangs", "Gangs by state", labels=["state"])
         for state, n in sorted(counts.items()):
             gangs.add_metric([state], n)
@@ -53,6 +54,14 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(
             "vgpu_extender_bound", "Bound pods counted", value=phases.get(Phase.BOUND, 0)
         )
+        waiting = GaugeMetricFamily(
+            "vgpu_extender_pending_containers",
+            "Containers bound to a node and not yet admitted by its agent",
+            labels=["node"],
+        )
+        for node, n in sorted(pending.items()):
+            waiting.add_metric([node], n)
+        yield waiting
 
 
 class _LeadershipCollector(Collector):

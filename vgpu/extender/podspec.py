@@ -68,7 +68,8 @@ class PodSpec:
         self, assignment: Assignment, admitted: Iterable[str] = ()
     ) -> list[PendingContainer]:
         """The pod's containers still waiting for admission, as the hand-off rule sees them."""
-        return pending_of(assignment, self.memory_blocks, admitted, self.cores_limit)
+        order = [c.name for c in self.request.containers]  # init containers first, spec order
+        return pending_of(assignment, self.memory_blocks, admitted, self.cores_limit, order)
 
 
 def key_of(pod: Obj) -> PodKey:

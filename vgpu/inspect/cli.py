@@ -98,6 +98,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         names = resource_names(args.resource_domain)
         matches = parse_selector(args.selector) if args.selector else None
+        if args.save_snapshot and not args.save_snapshot.parent.is_dir():  # before the reading
+            raise InspectUsageError(
+                f"--save-snapshot: {args.save_snapshot.parent} is not an existing directory"
+            )
         with _no_gc():  # ~60,000 dicts per 1,000 nodes and no cycles: collection is waste
             snapshot, live = _snapshot(args)
             if args.save_snapshot:
@@ -131,6 +135,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: no such node: {', '.join(missing)}", file=sys.stderr)
         return 1
     return 0
+
+
+class InspectUsageError(VgpuError):
+    """A flag's value cannot work; the message names the flag."""
 
 
 def render(

@@ -46,6 +46,29 @@ class AllocationPolicy(Protocol):
         ...
 
 
+class ClosedPolicy:
+    """Refuses every Allocate: the agent has no verified assignment source (no cluster
+    credentials) and was not told `--allow-unassigned`, so it cannot know whose devices these
+    are. Fail closed: a refused pod is recreated by its controller; a silent swap is not seen."""
+
+    def __init__(self, why: str, default: AllocationPolicy) -> None:
+        self._why = why
+        self._default = default
+
+    def preferred(
+        self, resource: str, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        return self._default.preferred(resource, available, must_include, size)
+
+    def allocate(
+        self, resource: str, container_ids: Sequence[Sequence[str]]
+    ) -> list[ContainerGrant] | Refusal:
+        return Refusal(
+            f"{resource}: {self._why}; every Allocate is refused (fail closed). Give the agent "
+            "its service account (cluster credentials) or run it with --allow-unassigned"
+        )
+
+
 class DefaultAllocationPolicy:
     def __init__(
         self,

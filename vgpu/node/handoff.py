@@ -19,114 +19,30 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from vgpu.api.admitted import encode_admitted
-from vgpu.api.assignment import ADMITTED, ASSIGNMENT, verify
-from vgpu.core.handoff_rule import PendingContainer, asks_of
+from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
-from vgpu.core.model import Assignment, GpuShare
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.devices import UnitKind
+from vgpu.node.handoff_types import (
+    KINDS,
+    Candidate,
+    GrantedContainer,
+    HeldDevices,
+    PodEntry,
+    check_assignment,
+)
 from vgpu.node.podspec import ContainerAsk, PodInfo, cores_limit
 
-KINDS = (UnitKind.CORES, UnitKind.MEMORY)
-
-
-@dataclass(frozen=True, slots=True)
-class HeldDevices:
-    """Device IDs of one resource that a running container holds, per the kubelet."""
-
-    pod: PodKey
-    container: str
-    kind: UnitKind
-    ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GrantedContainer:
-    """A container of an assigned pod with its shares; `admitted` once it holds its devices."""
-
-    pod: PodKey
-    uid: str
-    container: str
-    shares: tuple[GpuShare, ...]
-    admitted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A pending container that an Allocate call could be for."""
-
-    pod: PodKey
-    container: ContainerAsk
-    shares: tuple[GpuShare, ...]
-    cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
-    in_progress: bool = False  # some of the pod's containers are admitted, not all
-
-    @property
-    def gpus(self) -> frozenset[str]:
-        return frozenset(s.uuid for s in self.shares)
-
-    @property
-    def pending(self) -> PendingContainer:
-        """The container as the hand-off rule (`vgpu.core.handoff_rule`) sees it."""
-        c = self.container
-        asks = asks_of(c.cores, c.memory_blocks)
-        return PendingContainer(self.pod, c.name, asks, self.shares, self.cores_limit[0])
-
-
-@dataclass(slots=True)
-class _Entry:
-    info: PodInfo
-    assignment: Assignment | None
-    problem: str | None
-    seq: int
-    shares: dict[str, tuple[GpuShare, ...]] = field(default_factory=dict)
-    admitted: dict[tuple[str, UnitKind], tuple[tuple[str, ...], float]] = field(
-        default_factory=dict
-    )
-    failed: bool = False  # the kubelet gave up admitting it (an Allocate of it was refused)
-
-    def ask(self, container: ContainerAsk, kind: UnitKind) -> int:
-        return container.cores if kind is UnitKind.CORES else container.memory_blocks
-
-    def done(self, container: ContainerAsk) -> bool:
-        return all(
-            (container.name, k) in self.admitted for k in KINDS if self.ask(container, k) > 0
-        )
-
-    def in_progress(self) -> bool:
-        started = any(self.admitted)
-        return started and not all(self.done(c) for c in self.info.containers)
-
-
-def check_assignment(info: PodInfo, node: str, key: bytes) -> tuple[Assignment | None, str | None]:
-    """The pod's verified assignment, or None and why the pod is unassigned."""
-    if ASSIGNMENT not in info.annotations:
-        return None, f"{info.key} has no {ASSIGNMENT} (bound without the vgpu scheduler?)"
-    assignment = verify(info.annotations, key)
-    if assignment is None:
-        return None, f"{info.key}: {ASSIGNMENT} is forged or signed with another key"
-    if assignment.uid != info.uid:
-        return None, (
-            f"{info.key}: {ASSIGNMENT} belongs to pod UID {assignment.uid}, not {info.uid} "
-            "(copied from another pod)"
-        )
-    if assignment.pod != info.key or assignment.node != node:
-        return None, (
-            f"{info.key}: {ASSIGNMENT} is for {assignment.pod} on {assignment.node}, "
-            f"not {info.key} on {node}"
-        )
-    for ask in info.containers:
-        held = next((c for c in assignment.containers if c.name == ask.name), None)
-        cores = sum(s.cores for s in held.shares) if held else 0
-        if cores != ask.cores:
-            return None, (
-                f"{info.key}: container {ask.name} asks {ask.cores} cores but its assignment "
-                f"gives {cores}"
-            )
-    return assignment, None
+__all__ = [
+    "KINDS",
+    "Candidate",
+    "GrantedContainer",
+    "Handoff",
+    "HeldDevices",
+    "check_assignment",
+]
 
 
 class Handoff:
@@ -144,7 +60,7 @@ class Handoff:
         self._key = key
         self._clock = clock
         self._grace_s = grace_s
-        self._pods: dict[PodKey, _Entry] = {}
+        self._pods: dict[PodKey, PodEntry] = {}
         self._seq = 0
         self._patched: dict[PodKey, str] = {}
         self._lock = threading.RLock()
@@ -164,7 +80,7 @@ class Handoff:
                 entry.info, entry.assignment, entry.problem = info, assignment, problem
             else:
                 self._seq += 1
-                entry = _Entry(info, assignment, problem, self._seq)
+                entry = PodEntry(info, assignment, problem, self._seq)
                 self._pods[info.key] = entry
             entry.shares = {c.name: c.shares for c in assignment.containers} if assignment else {}
             return problem
@@ -187,7 +103,7 @@ class Handoff:
             return entry.problem if entry else None
 
     # ----- matching ----------------------------------------------------------------------------
-    def _pending(self, kind: UnitKind) -> Iterable[tuple[_Entry, ContainerAsk]]:
+    def _pending(self, kind: UnitKind) -> Iterable[tuple[PodEntry, ContainerAsk]]:
         """Per assigned pod, the one container the kubelet can allocate `kind` for next: the
         first in spec order (init containers first) still waiting for `kind`."""
         entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
@@ -214,7 +130,10 @@ class Handoff:
                 if gpus is not None and frozenset(s.uuid for s in shares) != gpus:
                     continue
                 limit = cores_limit(entry.info)
-                out.append(Candidate(entry.info.key, container, shares, limit, entry.in_progress()))
+                after = entry.followers().get(container.name, ())
+                out.append(
+                    Candidate(entry.info.key, container, shares, limit, entry.in_progress(), after)
+                )
             return out
 
     def waiting_unassigned(self, kind: UnitKind, size: int) -> list[PodKey]:
@@ -248,20 +167,84 @@ class Handoff:
                     out.append(f"{entry.info.key}/{name} ({state}, {asks}{more})")
             return out
 
-    def admit(self, pod: PodKey, container: str, kind: UnitKind, ids: Sequence[str]) -> None:
+    def admit(
+        self,
+        pod: PodKey,
+        container: str,
+        kind: UnitKind,
+        ids: Sequence[str],
+        *,
+        unsure: bool = False,
+    ) -> None:
+        """Record an allocation. `unsure`: interchangeable containers of other pods could have
+        been the caller (the grant is the same, the attribution may not be): the container is
+        not reported admitted until the kubelet's record or a later call settles it."""
         with self._lock:
             entry = self._pods.get(pod)
             if entry is not None:
                 entry.admitted[(container, kind)] = (tuple(ids), self._clock())
+                if unsure:
+                    entry.unsure.add((container, kind))
 
-    def abort_admissions(self) -> list[PodKey]:
-        """An Allocate was refused: the kubelet fails the pod it was admitting and moves on
-        (pkg/kubelet/cm/devicemanager/manager.go: the first error fails the pod, which is not
-        admitted again on this node). The kubelet admits one pod at a time, so a pod part-way
-        through admission is that pod, or one whose admission already failed elsewhere: it can
-        never be allocated again and must not absorb another pod's Allocate."""
+    def settle(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> None:
+        """No pending container asks `size` of `kind` on `gpus` any more: every unsure
+        attribution there was right (each of the interchangeable containers got a call)."""
         with self._lock:
-            aborted = [k for k, e in self._pods.items() if e.in_progress() and not e.failed]
+            if self._matching(kind, size, gpus, pending=True):
+                return
+            for entry, container in self._matching(kind, size, gpus, pending=False):
+                entry.unsure.discard((container.name, kind))
+
+    def reclaim(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
+        """An Allocate matched no pending container: if an unsure attribution there took the
+        caller's container for another pod (which has since gone), this call is that
+        container's own. The kubelet allocates a container once, so it is settled now."""
+        with self._lock:
+            for entry, container in self._matching(kind, size, gpus, pending=False):
+                if (container.name, kind) in entry.unsure:
+                    entry.unsure.discard((container.name, kind))
+                    shares = entry.shares[container.name]
+                    return Candidate(entry.info.key, container, shares, cores_limit(entry.info))
+            return None
+
+    def unsure_candidates(self, kind: UnitKind, size: int) -> list[Candidate]:
+        """Unsure attributions asking `size` of `kind`: where a call matching no pending
+        container may still belong (`reclaim`), for GetPreferredAllocation to steer to."""
+        with self._lock:
+            return [
+                Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info))
+                for e, c in self._matching(kind, size, None, pending=False)
+                if (c.name, kind) in e.unsure
+            ]
+
+    def _matching(
+        self, kind: UnitKind, size: int, gpus: frozenset[str] | None, *, pending: bool
+    ) -> list[tuple[PodEntry, ContainerAsk]]:
+        out = []
+        for entry in self._pods.values():
+            for c in entry.info.containers:
+                shares = entry.shares.get(c.name, ())
+                on = frozenset(s.uuid for s in shares)
+                if entry.ask(c, kind) != size or not shares or (gpus is not None and on != gpus):
+                    continue
+                if ((c.name, kind) not in entry.admitted) == pending and not entry.failed:
+                    out.append((entry, c))
+        return out
+
+    def abort_admissions(self, kind: UnitKind, size: int) -> list[PodKey]:
+        """An Allocate of `size` devices of `kind` was refused: the kubelet fails the pod it was
+        admitting (the first error fails the pod, which is not admitted again on this node:
+        pkg/kubelet/cm/devicemanager/manager.go, pkg/kubelet/cm/admission/errors.go). A pod
+        part-way through admission whose next container asks exactly that was the caller, or
+        its admission already failed elsewhere: either way it is never allocated again here and
+        must not absorb another pod's Allocate. (A pod whose next container asks something else
+        was not the caller; after a kubelet restart it may still be admitted.)"""
+        with self._lock:
+            aborted = [
+                e.info.key
+                for e, c in self._pending(kind)
+                if e.in_progress() and e.ask(c, kind) == size
+            ]
             for key in aborted:
                 self._pods[key].failed = True
             return aborted
@@ -271,6 +254,7 @@ class Handoff:
             entry = self._pods.get(pod)
             if entry is not None:
                 entry.admitted.pop((container, kind), None)
+                entry.unsure.discard((container, kind))
 
     def reserved(self, gpu: str, kind: UnitKind, memory_unit_mib: int) -> int:
         """Units of `kind` on `gpu` that assigned pods (pending or admitted) or unassigned
@@ -307,7 +291,10 @@ class Handoff:
             entry = self._pods.get(key)
             if entry is None or entry.assignment is None:
                 return []
-            return sorted(c.name for c in entry.info.containers if entry.done(c))
+            unsure = {name for name, _ in entry.unsure}
+            return sorted(
+                c.name for c in entry.info.containers if entry.done(c) and c.name not in unsure
+            )
 
     def annotation_updates(self) -> list[tuple[PodKey, str]]:
         """(pod, new `vgpu.io/admitted` value) for pods whose annotation is out of date."""
@@ -373,13 +360,15 @@ class Handoff:
                         reports.append((key, problem))
                     old = fresh.get((h.container, h.kind))
                     entry.admitted[(h.container, h.kind)] = (h.ids, old[1] if old else now)
+                    entry.unsure.discard((h.container, h.kind))  # the kubelet says so
+                entry.unsure &= set(entry.admitted)
             for rest in by_pod.values():
                 unassigned += rest
             self.unassigned_held = tuple(unassigned)
         return reports
 
     @staticmethod
-    def _mismatch(entry: _Entry, h: HeldDevices) -> str | None:
+    def _mismatch(entry: PodEntry, h: HeldDevices) -> str | None:
         shares = entry.shares.get(h.container, ())
         container = entry.info.container(h.container)
         want = {s.uuid for s in shares}

@@ -78,7 +78,8 @@ class HandoffPolicy:
         self, resource: str, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
         kind = self._names.kind_of(resource)
-        for candidate in self._handoff.candidates(kind, size):
+        targets = self._handoff.candidates(kind, size)
+        for candidate in targets or self._handoff.unsure_candidates(kind, size):
             ids = self._steer(kind, candidate, available, must_include, size)
             if ids is not None:
                 return ids
@@ -129,7 +130,7 @@ class HandoffPolicy:
             if isinstance(result, Refusal):
                 for pod, container in done:
                     self._handoff.unadmit(pod, container, kind)
-                for pod in self._handoff.abort_admissions():
+                for pod in self._handoff.abort_admissions(kind, len(ids)):
                     log.warning("%s: the kubelet fails the admission of %s", resource, pod)
                 return result
             grant, admitted = result
@@ -159,6 +160,9 @@ class HandoffPolicy:
             # ours has shown it: catch up with the API server once before refusing.
             self._refresh()
             matches = self._handoff.candidates(kind, len(ids), gpus)
+        if not matches and not self._handoff.waiting_unassigned(kind, len(ids)):
+            reclaimed = self._handoff.reclaim(kind, len(ids), gpus)
+            matches = [reclaimed] if reclaimed is not None else []
         if not matches:
             return self._unmatched(kind, resource, ids, groups)
         chosen = matches[0]
@@ -170,7 +174,9 @@ class HandoffPolicy:
         grant = self._grant(kind, chosen, groups)
         if isinstance(grant, Refusal):
             return grant
-        self._handoff.admit(chosen.pod, chosen.container.name, kind, ids)
+        unsure = any(m.pod != chosen.pod for m in matches)  # interchangeable: same grant
+        self._handoff.admit(chosen.pod, chosen.container.name, kind, ids, unsure=unsure)
+        self._handoff.settle(kind, len(ids), gpus)
         log.info(
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
         )

@@ -16,10 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.podread import KubeletContainer, kubelet_containers
 from vgpu.api.podread import cores_limit as read_cores_limit
 from vgpu.api.quantity import whole_count
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey, pod_key
+from vgpu.core.kubelet_reuse import Role
 from vgpu.node.devices import ResourceNames
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -68,11 +70,8 @@ def _quantity(value: Any, where: str, problems: list[str]) -> int:
         return 0
 
 
-def _ask(
-    raw: Mapping[str, Any], names: ResourceNames, init: bool, problems: list[str]
-) -> ContainerAsk:
-    name = str(raw.get("name", ""))
-    resources = raw.get("resources") or {}
+def _ask(kc: KubeletContainer, names: ResourceNames, problems: list[str]) -> ContainerAsk:
+    name, resources, init = kc.name, kc.resources, kc.role is not Role.APP
     limits = resources.get("limits") or {}
     requests = resources.get("requests") or {}
     counts = []
@@ -97,8 +96,7 @@ def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodI
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
     problems: list[str] = []
-    asks = [_ask(c, names, True, problems) for c in spec.get("initContainers") or ()]
-    asks += [_ask(c, names, False, problems) for c in spec.get("containers") or ()]
+    asks = [_ask(c, names, problems) for c in kubelet_containers(pod)]
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     return PodInfo(
         key=pod_key(str(meta.get("namespace", "")), str(meta.get("name", ""))),

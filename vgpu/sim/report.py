@@ -13,7 +13,7 @@ from statistics import median
 
 from vgpu.core.errors import InvalidRequest
 from vgpu.sim.engine import RunResult
-from vgpu.sim.runner import figure, median_at_100
+from vgpu.sim.runner import figure, median_at_100, percent_or_na
 
 PAPER_ALLOC_AT_100 = {
     "random": 86.25,
@@ -89,7 +89,7 @@ def plot_labels(results: Sequence[RunResult], *, trace: str) -> tuple[str, dict[
     labels = {}
     for name in _policies(results):
         value = median_at_100(r for r in results if r.policy == name)
-        labels[name] = f"{name}: " + ("n/a" if value is None else f"{value:.2f} %") + " at 100 %"
+        labels[name] = f"{name}: {percent_or_na(value)} at 100 %"
     return title, labels
 
 

@@ -149,13 +149,18 @@ def figure(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2f}"
 
 
+def percent_or_na(value: float | None) -> str:
+    """`95.23 %`, or `n/a` where the figure does not exist."""
+    return "n/a" if value is None else f"{value:.2f} %"
+
+
 def progress_printer(stream: TextIO | None = None) -> Callable[[RunResult, int, int], None]:
     """A progress callback writing one line per finished run."""
 
     def report(result: RunResult, done: int, total: int) -> None:
         print(
             f"[{done}/{total}] {result.policy} seed {result.seed}: "
-            f"{figure(result.alloc_pct_at_100)} % allocated at 100 % arrival "
+            f"{percent_or_na(result.alloc_pct_at_100)} allocated at 100 % arrival "
             f"({result.seconds:.1f} s)",
             file=stream or sys.stderr,
             flush=True,

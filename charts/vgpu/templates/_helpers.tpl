@@ -29,9 +29,13 @@ app.kubernetes.io/component: {{ . }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
 {{- end -}}
 
-{{/* kube-scheduler's image: the tag given, else the cluster's version without build metadata. */}}
+{{/*
+kube-scheduler's image: the tag given, else the cluster's vMAJOR.MINOR.PATCH without a vendor's
+suffix (v1.31.4-eks-..., v1.31.4-gke.100, v1.31.4+k3s1 all give v1.31.4, which
+registry.k8s.io publishes).
+*/}}
 {{- define "vgpu.schedulerImage" -}}
-{{- $tag := .Values.scheduler.image.tag | default (regexReplaceAll "[+].*$" .Capabilities.KubeVersion.Version "") -}}
+{{- $tag := .Values.scheduler.image.tag | default (regexFind "^v[0-9]+[.][0-9]+[.][0-9]+" .Capabilities.KubeVersion.Version) -}}
 {{- printf "%s:%s" .Values.scheduler.image.repository $tag -}}
 {{- end -}}
 

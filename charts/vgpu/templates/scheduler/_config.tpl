@@ -54,11 +54,10 @@ extenders:
     nodeCacheCapable: true
     enableHTTPS: {{ $tls.enabled }}
     {{- if $tls.enabled }}
-    tlsConfig:
-      serverName: vgpu-extender.{{ include "vgpu.namespace" .root }}.svc
-      certFile: /etc/vgpu-scheduler-tls/tls.crt
-      keyFile: /etc/vgpu-scheduler-tls/tls.key
-      caFile: /etc/vgpu-scheduler-tls/ca.crt
+    tlsConfig:  # the Secret {{ $tls.clientSecretName }} (the chart or hack/make-extender-certs.sh)
+      certFile: /etc/vgpu-extender-client/tls.crt
+      keyFile: /etc/vgpu-extender-client/tls.key
+      caFile: /etc/vgpu-extender-client/ca.crt
     {{- end }}
     httpTimeout: {{ $s.extenderTimeout }}
     ignorable: false
@@ -66,9 +65,9 @@ extenders:
     managedResources: []
     {{- else }}
     managedResources:
-      - name: vgpu.io/cores
+      - name: {{ .root.Values.resourceDomain }}/cores
         ignoredByScheduler: false
-      - name: vgpu.io/memory
+      - name: {{ .root.Values.resourceDomain }}/memory
         ignoredByScheduler: false
     {{- end }}
 {{- end -}}

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// identity is one client certificate: the API server maps CN to the user, O to groups.
+type identity struct{ file, cn, org string }
+
+// runCerts writes a throw-away CA, the API server's loopback serving certificate, the client
+// certificates of the components that use their usual identities, and the service-account key.
+func runCerts(args []string) int {
+	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
+	dir := fs.String("dir", "", "output directory (required)")
+	nodes := fs.String("nodes", "", "comma-separated kubelet node names")
+	if err := fs.Parse(args); err != nil || *dir == "" {
+		fmt.Fprintln(os.Stderr, "certs: --dir is required")
+		return 2
+	}
+	if err := writeCerts(*dir, *nodes); err != nil {
+		fmt.Fprintln(os.Stderr, "certs:", err)
+		return 1
+	}
+	return 0
+}
+
+func writeCerts(dir, nodes string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	ca, caKey, err := newCert(dir, "ca", &x509.Certificate{
+		Subject: pkix.Name{CommonName: "vgpu-testcluster-ca"}, IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true,
+	}, nil, nil)
+	if err != nil {
+		return err
+	}
+	serving := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver"},
+		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	if _, _, err := newCert(dir, "apiserver", serving, ca, caKey); err != nil {
+		return err
+	}
+	ids := []identity{
+		{"admin", "testcluster-admin", "system:masters"},
+		{"scheduler", "system:kube-scheduler", ""},
+		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"},
+		{"extender", "vgpu-extender", ""},
+		{"extender-client", "vgpu-scheduler-extender-client", ""},
+	}
+	for _, n := range strings.Split(nodes, ",") {
+		if n != "" {
+			ids = append(ids, identity{"kubelet-" + n, "system:node:" + n, "system:nodes"})
+		}
+	}
+	for _, id := range ids {
+		tmpl := &x509.Certificate{
+			Subject:     pkix.Name{CommonName: id.cn},
+			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
+			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+			DNSNames:    []string{"localhost"},
+		}
+		if id.org != "" {
+			tmpl.Subject.Organization = []string{id.org}
+		}
+		if _, _, err := newCert(dir, id.file, tmpl, ca, caKey); err != nil {
+			return err
+		}
+	}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	return writePEM(filepath.Join(dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))
+}
+
+// newCert signs tmpl with the parent (self-signed when parent is nil) and writes NAME.crt/.key.
+func newCert(
+	dir, name string, tmpl, parent *x509.Certificate, parentKey *rsa.PrivateKey,
+) (*x509.Certificate, *rsa.PrivateKey, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(7 * 24 * time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := writePEM(filepath.Join(dir, name+".crt"), "CERTIFICATE", der); err != nil {
+		return nil, nil, err
+	}
+	keyDER := x509.MarshalPKCS1PrivateKey(key)
+	if err := writePEM(filepath.Join(dir, name+".key"), "RSA PRIVATE KEY", keyDER); err != nil {
+		return nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	return cert, key, err
+}
+
+func writePEM(path, kind string, der []byte) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600)
+}

@@ -1,0 +1,81 @@
+"""A random cluster life through `World`: pods arrive, are placed and bound, admitted by the
+kubelet model in any order, live a while and are deleted; agents restart now and then.
+Used by `bench/handoff_soak.py` and the `soak`-marked test."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from tests.kubelet_model.pods import gang, random_pod
+from tests.kubelet_model.world import World
+
+PATIENCE = 40  # scheduling attempts before a pod is given up as unschedulable (deleted)
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    pods: int = 10_000
+    nodes: int = 3
+    gpus: int = 8
+    seed: int = 0
+    topology: str = "none"
+    report_numa: bool = False
+    ignore_preferred: float = 0.02
+    kubelet_restart_p: float = 0.02
+    agent_restart_p: float = 0.005
+    gang_p: float = 0.03
+    mean_life: float = 40.0  # steps an admitted pod lives
+    admit_p: float = 0.5  # per node and step, the kubelet admits one of the pods bound to it
+
+
+def soak(cfg: SoakConfig) -> tuple[World, int]:
+    """Run `cfg.pods` pods through the world; returns it and the number given up as
+    unschedulable. Checks capacity and gangs after every step (AssertionError on a breach)."""
+    rng = random.Random(cfg.seed)
+    world = World(
+        nodes=cfg.nodes,
+        gpus=cfg.gpus,
+        seed=cfg.seed + 1,
+        topology=cfg.topology,
+        report_numa=cfg.report_numa,
+        ignore_preferred=cfg.ignore_preferred,
+        restart_p=cfg.kubelet_restart_p,
+        agent_restart_between=cfg.agent_restart_p,
+    )
+    attempts: dict[str, int] = {}
+    dies: dict[str, int] = {}
+    unschedulable = submitted = step = 0
+    while submitted < cfg.pods or world.waiting or any(n.queue for n in world.nodes.values()):
+        step += 1
+        if submitted < cfg.pods:
+            if rng.random() < cfg.gang_p:
+                members = gang(rng, f"g{step}", rng.randint(2, 4))
+                for raw in members:
+                    world.submit(raw)
+                submitted += len(members)
+            else:
+                world.submit(random_pod(rng, f"p{step}"))
+                submitted += 1
+        for key in list(world.waiting):
+            if world.schedule(key):
+                continue
+            attempts[key] = attempts.get(key, 0) + 1
+            if attempts[key] > PATIENCE and not world.cache.ledger.holding(key):
+                world.delete(key)
+                unschedulable += 1
+        for node in world.nodes.values():
+            # Slower than binding, so that several pods wait on a node at once (invariant I).
+            if rng.random() < cfg.admit_p:
+                world.admit_next(node)
+            if rng.random() < cfg.agent_restart_p:
+                world.restart_agent(node)
+        for key in list(world.pods):
+            if key in world.waiting or any(key in n.queue for n in world.nodes.values()):
+                continue
+            due = dies.setdefault(key, step + int(rng.expovariate(1 / cfg.mean_life)) + 1)
+            if step >= due:
+                world.delete(key)
+        assert not world.over_capacity(), world.over_capacity()
+        assert not world.partial_gangs(), world.partial_gangs()
+    return world, unschedulable
