@@ -267,6 +267,29 @@ def test_share_claim_is_allocated_prepared_and_given_the_grant(dra: DraNode) -> 
     env = dra.cdi_env(record["cdiDevices"][0]["name"])
     assert env["CUDA_VISIBLE_DEVICES"] == uuid_of(api, result["device"])
     assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == ("30", "8192")
+    # The kubelet reads device health from the driver's health stream.
+    (status,) = pods.get(api, "dra-share")["status"]["containerStatuses"]
+    (health,) = status["allocatedResourcesStatus"]
+    assert [r["health"] for r in health["resources"]] == ["Healthy"]
+
+
+def slice_order(api: Rest) -> list[str]:
+    return [d["name"] for d in api.get(SLICE)["spec"]["devices"]]
+
+
+def test_fullest_first_slice_makes_the_schedulers_first_fit_a_best_fit(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    (first,) = allocation(api, "share-30")
+    x = first["device"]
+    y = "gpu-1" if x == "gpu-0" else "gpu-0"
+    run_claim(dra, "dra-big-share", "share-80", cores="80", memory="1Gi")  # no room left on x
+    assert allocation(api, "share-80")[0]["device"] == y
+    wait_until(lambda: slice_order(api) == [y, x], 30, "the driver to list the fuller GPU first")
+    # 20 cores fit both GPUs; first fit over the re-ordered slice takes the exact fit on y.
+    run_claim(dra, "dra-fill", "share-20", cores="20", memory="1Gi")
+    assert allocation(api, "share-20")[0]["device"] == y
+    release(api, "dra-fill", "share-20")
+    release(api, "dra-big-share", "share-80")
 
 
 def test_whole_gpu_and_shares_fill_capacity_exactly(dra: DraNode) -> None:

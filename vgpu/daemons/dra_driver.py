@@ -4,8 +4,8 @@
 
 - publishes the node's ResourceSlice (`vgpu.dra.slices`) and keeps it current: at start, on
   health changes (unhealthy GPUs are withdrawn, recovered ones restored) and every `resync_s`;
-  with `slice_order="fullest"` it also reads the claims allocated on this node each resync and
-  lists its GPUs fullest first, so the scheduler's first fit is a best fit;
+  with `slice_order="fullest"` it also watches the claims and lists its GPUs fullest first
+  (cores allocated here), so the scheduler's first fit is a best fit;
 - serves the kubelet (`vgpu.adapters.draplugin`): `NodePrepareResources` reads the claim,
   prepares it (`vgpu.dra.prepare`), writes its CDI spec and checkpoints it; a claim already in the
   checkpoint is answered from there (idempotent, and intact across driver restarts);
@@ -106,9 +106,13 @@ class DraDriver:
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         self.server.start()
         self._pump.start()
-        thread = threading.Thread(target=self._loop, name="vgpu-dra-slice", daemon=True)
-        thread.start()
-        self._threads.append(thread)
+        loops = [("vgpu-dra-slice", self._loop)]
+        if cfg.slice_order == "fullest":
+            loops.append(("vgpu-dra-claims", self._watch_claims))
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self) -> None:
         """Stop serving and the loops; idempotent. The slice stays (a restart keeps it)."""
@@ -224,37 +228,54 @@ class DraDriver:
         while not self._stop.is_set():
             self._wake.clear()
             now = self._clock()
-            if self.config.slice_order == "fullest" and now >= next_resync:
-                self._read_usage()
-            if self._dirty or now >= next_resync or self.config.slice_order == "fullest":
+            if self._dirty or now >= next_resync:
                 self._sync_slice()
             if now >= next_resync:
                 next_resync = now + self.config.resync_s
             wait = self.config.retry_s if self._dirty else next_resync - self._clock()
             self._wake.wait(max(0.0, wait))
 
-    def _read_usage(self) -> None:
-        """Cores allocated per GPU on this node, from every claim's allocation."""
+    def _watch_claims(self) -> None:
+        """Follow every claim's allocation; `_used` is the cores allocated per GPU here."""
         assert self.inventory is not None
         by_name = {device_name(g.index): g.uuid for g in self.inventory.gpus}
-        try:
-            claims = self._kube.list_resource_claims().items
-        except KubeError as e:
-            log.warning("cannot list claims to order the slice (will retry): %s", e)
-            return
-        used: dict[str, int] = {}
-        for claim in claims:
+        held: dict[str, dict[str, int]] = {}  # claim uid -> GPU uuid -> cores
+        while not self._stop.is_set():
             try:
-                shares = claim_shares(claim)
-            except VgpuError:
-                continue
-            for s in shares:
-                if s.pool == self.config.node_name and s.device in by_name:
-                    uuid = by_name[s.device]
-                    used[uuid] = used.get(uuid, 0) + (100 if s.cores is None else s.cores)
+                for event in self._kube.watch_resource_claims(stop=self._stop):
+                    if self._stop.is_set():
+                        return
+                    if event.type != "SYNCED":
+                        uid = str((event.object.get("metadata") or {}).get("uid") or "")
+                        held.pop(uid, None)
+                        if event.type != "DELETED":
+                            held[uid] = self._held_here(event.object, by_name)
+                    self._count(held)
+            except Exception as e:  # a broken watch must never take the driver down
+                log.warning("claim watch failed, restarting: %s", e)
+                self._stop.wait(self.config.retry_s)
+
+    def _held_here(self, claim: dict[str, object], by_name: dict[str, str]) -> dict[str, int]:
+        try:
+            shares = claim_shares(claim)
+        except VgpuError:
+            return {}
+        cores: dict[str, int] = {}
+        for s in shares:
+            if s.pool == self.config.node_name and s.device in by_name:
+                uuid = by_name[s.device]
+                cores[uuid] = cores.get(uuid, 0) + (100 if s.cores is None else s.cores)
+        return cores
+
+    def _count(self, held: dict[str, dict[str, int]]) -> None:
+        used: dict[str, int] = {}
+        for per_gpu in held.values():
+            for uuid, cores in per_gpu.items():
+                used[uuid] = used.get(uuid, 0) + cores
         if used != self._used:
             self._used = used
             self._dirty = True
+            self._wake.set()
 
     def _sync_slice(self) -> None:
         assert self.inventory is not None
