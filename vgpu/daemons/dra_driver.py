@@ -44,6 +44,8 @@ from vgpu.node.model import GpuInventory, XidEvent
 
 log = logging.getLogger(__name__)
 DEFAULT_CDI_DIR = Path("/var/run/cdi")
+FAST_RESYNC_S = 20.0
+"""After a kubelet registers the driver, how long the slice is checked every `retry_s`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +82,12 @@ class DraDriver:
         self.inventory: GpuInventory | None = None
         self.checkpoint = Checkpoint(config.checkpoint_path)
         self.health = HealthBoard()
-        self.server = DraPluginServer(config.sockets, self.prepare, self.unprepare, self.health)
+        self.server = DraPluginServer(
+            config.sockets, self.prepare, self.unprepare, self.health, self._on_registered
+        )
         self.slice_updates = 0
+        self._node_uid = ""
+        self._fast_until = 0.0
         self._unhealthy: frozenset[str] = frozenset()
         self._used: dict[str, int] | None = None
         self._lock = threading.Lock()
@@ -198,6 +204,15 @@ class DraDriver:
         tmp.write_text(json.dumps(claim.cdi_spec, indent=1, sort_keys=True))
         os.replace(tmp, path)
 
+    def _on_registered(self) -> None:
+        """A (re)started kubelet deletes its node's ResourceSlices in the background when it
+        starts (k8s.io/kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go,
+        `wipeResourceSlices`), possibly after it registered us: check the slice every
+        `retry_s` for a while instead of waiting for the next resync."""
+        self._fast_until = self._clock() + FAST_RESYNC_S
+        self._dirty = True
+        self._wake.set()
+
     # ----- health --------------------------------------------------------------------------------
     def _wait_xid(self, timeout_s: float) -> list[XidEvent]:
         return self._backend.wait_xid(timeout_s)
@@ -228,11 +243,12 @@ class DraDriver:
         while not self._stop.is_set():
             self._wake.clear()
             now = self._clock()
-            if self._dirty or now >= next_resync:
+            fast = now < self._fast_until
+            if self._dirty or fast or now >= next_resync:
                 self._sync_slice()
             if now >= next_resync:
                 next_resync = now + self.config.resync_s
-            wait = self.config.retry_s if self._dirty else next_resync - self._clock()
+            wait = self.config.retry_s if self._dirty or fast else next_resync - self._clock()
             self._wake.wait(max(0.0, wait))
 
     def _watch_claims(self) -> None:
@@ -281,7 +297,9 @@ class DraDriver:
         assert self.inventory is not None
         cfg = self.config
         try:
-            node_uid = str((self._kube.get_node(cfg.node_name).get("metadata") or {}).get("uid"))
+            if not self._node_uid:  # the slice's owner: deleting the node deletes the slice
+                node = self._kube.get_node(cfg.node_name)
+                self._node_uid = str((node.get("metadata") or {}).get("uid") or "")
             current = self._kube.get_resource_slice(slice_name(cfg.node_name))
             pool = ((current or {}).get("spec") or {}).get("pool") or {}
             generation = int(pool.get("generation") or 0)
@@ -291,7 +309,7 @@ class DraDriver:
                 unhealthy=self._unhealthy,
                 memory_unit_mib=cfg.memory_unit_mib,
                 generation=generation if current else 1,
-                node_uid=node_uid,
+                node_uid=self._node_uid,
                 used_cores=self._used if cfg.slice_order == "fullest" else None,
             )
             if same_devices(current, desired):
