@@ -195,7 +195,7 @@ def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
     driver = find(objs, "DaemonSet", "vgpu-dra-driver")["spec"]["template"]["spec"]
     args = driver["containers"][0]["args"]
     assert args[0] == "dra-driver" and "--memory-unit-mib=512" in args
-    assert "--slice-order=fullest" in args
+    assert "--slice-order=index" in args
     assert driver["nodeSelector"] == {"vgpu.io/mode": "dra"}
     assert driver["serviceAccountName"] == "vgpu-dra-driver"
     rules = find(objs, "ClusterRole", "vgpu-dra-driver")["rules"]

@@ -102,7 +102,7 @@ class DraNode:
              f"--plugins-dir={self.kubelet_dir / 'plugins'}",
              f"--registry-dir={self.kubelet_dir / 'plugins_registry'}",
              f"--cdi-dir={self.cdi}", f"--node-name={DRA_NODE}",
-             f"--kubeconfig={c.kubeconfig('vgpu-dra-driver')}"],
+             f"--kubeconfig={c.kubeconfig('vgpu-dra-driver')}", "--slice-order=fullest"],
         )  # fmt: skip
         wait_until(self.registered, 60, "the DRA driver registered", c._watching(f"dra-{DRA_NODE}"))
 

@@ -53,9 +53,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--slice-order",
         choices=["index", "fullest"],
-        default="fullest",
+        default="index",
         help="device order in the ResourceSlice: GPU index, or fullest first so that the "
-        "scheduler's first fit is a best fit (docs/dra.md)",
+        "scheduler's first fit is a best fit (watches every claim; docs/dra.md)",
     )
     p.add_argument(
         "--resync-s",
