@@ -249,7 +249,7 @@ def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
     driver = find(objs, "DaemonSet", "vgpu-dra-driver")["spec"]["template"]["spec"]
     args = driver["containers"][0]["args"]
     assert args[0] == "dra-driver" and "--memory-unit-mib=512" in args
-    assert "--slice-order=fullest" in args
+    assert "--slice-order=index" in args
     assert driver["nodeSelector"] == {"vgpu.io/mode": "dra"}
     assert driver["serviceAccountName"] == "vgpu-dra-driver"
     rules = find(objs, "ClusterRole", "vgpu-dra-driver")["rules"]
@@ -263,5 +263,5 @@ def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
     assert find(objs, "ValidatingAdmissionPolicyBinding", "vgpu-dra-claims")
     with pytest.raises(chart.ChartError, match=r"DRA mode needs 1\.36 or later"):
         render(kube_version="v1.33.0", dra__enabled="true")
-    with pytest.raises(chart.ChartError, match=r"dra\.sliceOrder"):
+    with pytest.raises(chart.ChartError, match=r"dra[./]sliceOrder"):
         render(kube_version="v1.37.0", dra__enabled="true", dra__sliceOrder="random")

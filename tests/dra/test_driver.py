@@ -42,16 +42,16 @@ class Env:
     def start(self, **overrides: Any) -> DraDriver:
         if self.drivers:  # a restart: the stopped driver closed its backend
             self.backend = FakeGpuBackend.from_spec("2xT4", seed=NODE)
-        config = DraConfig(
-            node_name=NODE,
-            sockets=DraSockets("vgpu.io", self.root / "plugins", self.root / "registry"),
-            cdi_dir=self.root / "cdi",
-            memory_unit_mib=1024,
-            resync_s=0.2,
-            retry_s=0.05,
-            stop_grace_s=0.1,
-            **overrides,
-        )
+        settings: dict[str, Any] = {
+            "node_name": NODE,
+            "sockets": DraSockets("vgpu.io", self.root / "plugins", self.root / "registry"),
+            "cdi_dir": self.root / "cdi",
+            "memory_unit_mib": 1024,
+            "resync_s": 0.2,
+            "retry_s": 0.05,
+            "stop_grace_s": 0.1,
+        }
+        config = DraConfig(**(settings | overrides))
         client = self.api.api_client()
         self.clients.append(client)
         driver = DraDriver(config, self.backend, DraKubeApi(client, request_timeout=5))
@@ -208,3 +208,16 @@ def test_fullest_first_slice_follows_allocations(env: Env) -> None:
     assert wait(lambda: env.slice_devices() == ["gpu-1", "gpu-0"])
     generation = env.api.store.get("ResourceSlice", None, "node-a-vgpu-io")["spec"]["pool"]
     assert generation["generation"] >= 2
+
+
+def test_a_registering_kubelet_gets_the_slice_back_at_once(env: Env) -> None:
+    # A starting kubelet deletes its node's slices (pkg/kubelet/cm/dra/plugin), maybe after
+    # registering the driver: the slice comes back without waiting for the resync.
+    driver = env.start(resync_s=600)
+    env.api.store.remove("ResourceSlice", None, "node-a-vgpu-io")
+    with env.channel(driver.config.sockets.registration_socket) as ch:
+        stub = reg_grpc.RegistrationStub(ch)
+        stub.NotifyRegistrationStatus(reg_pb2.RegistrationStatus(plugin_registered=True))
+    assert wait(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])
+    env.api.store.remove("ResourceSlice", None, "node-a-vgpu-io")  # wiped a moment later
+    assert wait(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])

@@ -156,9 +156,12 @@ class HealthServicer(health_grpc.DRAResourceHealthServicer):
 
 
 class RegistrationServicer(reg_grpc.RegistrationServicer):
-    def __init__(self, driver: str, endpoint: str) -> None:
+    def __init__(
+        self, driver: str, endpoint: str, on_registered: Callable[[], None] | None = None
+    ) -> None:
         self._driver = driver
         self._endpoint = endpoint
+        self._on_registered = on_registered
         self.registered = threading.Event()
         self.error = ""
 
@@ -179,6 +182,8 @@ class RegistrationServicer(reg_grpc.RegistrationServicer):
             log.info("%s: registered with the kubelet", self._driver)
             self.error = ""
             self.registered.set()
+            if self._on_registered is not None:
+                self._on_registered()
         else:
             self.error = request.error
             self.registered.clear()
@@ -221,11 +226,18 @@ class DraPluginServer:
     """Both gRPC servers of the driver; `start()` binds them, `stop()` removes the sockets."""
 
     def __init__(
-        self, sockets: DraSockets, prepare: Prepare, unprepare: Unprepare, health: HealthBoard
+        self,
+        sockets: DraSockets,
+        prepare: Prepare,
+        unprepare: Unprepare,
+        health: HealthBoard,
+        on_registered: Callable[[], None] | None = None,
     ) -> None:
         self.sockets = sockets
         self.health = health
-        self.registration = RegistrationServicer(sockets.driver, str(sockets.dra_socket))
+        self.registration = RegistrationServicer(
+            sockets.driver, str(sockets.dra_socket), on_registered
+        )
         self._prepare, self._unprepare = prepare, unprepare
         self._stopping = threading.Event()
         self._servers: list[grpc.Server] = []

@@ -8,10 +8,11 @@ the kubelet asks to prepare it, and all claims to learn what is allocated on thi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vgpu.adapters.kube import KubeApi, KubeNotFound, Listing
+from vgpu.adapters.kube import KubeApi, KubeNotFound, Listing, WatchEvent, _Watch
 
 Obj = dict[str, Any]
 GROUP = "/apis/resource.k8s.io/v1"
@@ -44,6 +45,13 @@ class DraKubeApi(KubeApi):
         for item in listing.items:
             item["apiVersion"] = "resource.k8s.io/v1"
         return listing
+
+    def watch_resource_claims(
+        self, *, stop: threading.Event | None = None, timeout_seconds: int = 300
+    ) -> Iterator[WatchEvent]:
+        """Endless (type, claim) stream over all namespaces (`vgpu.adapters.kubewatch`)."""
+        watch = _Watch(None, stop, timeout_seconds, 1.0)
+        return self._reflect("watch resourceclaims", "ResourceClaim", ALL_CLAIMS, {}, {}, watch)
 
     def get_resource_slice(self, name: str) -> Obj | None:
         try:

@@ -53,11 +53,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument(
         "--slice-order",
         choices=["index", "fullest"],
-        default="fullest",
+        default="index",
         help="device order in the ResourceSlice: GPU index, or fullest first so that the "
-        "scheduler's first fit is a best fit (docs/dra.md)",
+        "scheduler's first fit is a best fit (watches every claim; docs/dra.md)",
     )
-    p.add_argument("--resync-s", type=float, default=5.0, help="seconds between slice checks")
+    p.add_argument(
+        "--resync-s",
+        type=float,
+        default=30.0,
+        help="seconds between checks that the published slice is still ours (health changes "
+        "and, with --slice-order fullest, allocations update it at once)",
+    )
     p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG / ~/.kube/config")
     p.add_argument(
         "--mode",
@@ -85,7 +91,7 @@ def build(args: argparse.Namespace) -> DraDriver:
     if args.memory_unit_mib <= 0:
         raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
     if args.resync_s <= 0:
-        raise ConfigError("--resync-s: must be a positive number of seconds, e.g. 5")
+        raise ConfigError("--resync-s: must be a positive number of seconds, e.g. 30")
     try:
         ignored = (
             DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)

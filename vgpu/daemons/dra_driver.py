@@ -4,8 +4,8 @@
 
 - publishes the node's ResourceSlice (`vgpu.dra.slices`) and keeps it current: at start, on
   health changes (unhealthy GPUs are withdrawn, recovered ones restored) and every `resync_s`;
-  with `slice_order="fullest"` it also reads the claims allocated on this node each resync and
-  lists its GPUs fullest first, so the scheduler's first fit is a best fit;
+  with `slice_order="fullest"` it also watches the claims and lists its GPUs fullest first
+  (cores allocated here), so the scheduler's first fit is a best fit;
 - serves the kubelet (`vgpu.adapters.draplugin`): `NodePrepareResources` reads the claim,
   prepares it (`vgpu.dra.prepare`), writes its CDI spec and checkpoints it; a claim already in the
   checkpoint is answered from there (idempotent, and intact across driver restarts);
@@ -44,6 +44,8 @@ from vgpu.node.model import GpuInventory, XidEvent
 
 log = logging.getLogger(__name__)
 DEFAULT_CDI_DIR = Path("/var/run/cdi")
+FAST_RESYNC_S = 20.0
+"""After a kubelet registers the driver, how long the slice is checked every `retry_s`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +82,12 @@ class DraDriver:
         self.inventory: GpuInventory | None = None
         self.checkpoint = Checkpoint(config.checkpoint_path)
         self.health = HealthBoard()
-        self.server = DraPluginServer(config.sockets, self.prepare, self.unprepare, self.health)
+        self.server = DraPluginServer(
+            config.sockets, self.prepare, self.unprepare, self.health, self._on_registered
+        )
         self.slice_updates = 0
+        self._node_uid = ""
+        self._fast_until = 0.0
         self._unhealthy: frozenset[str] = frozenset()
         self._used: dict[str, int] | None = None
         self._lock = threading.Lock()
@@ -106,9 +112,13 @@ class DraDriver:
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         self.server.start()
         self._pump.start()
-        thread = threading.Thread(target=self._loop, name="vgpu-dra-slice", daemon=True)
-        thread.start()
-        self._threads.append(thread)
+        loops = [("vgpu-dra-slice", self._loop)]
+        if cfg.slice_order == "fullest":
+            loops.append(("vgpu-dra-claims", self._watch_claims))
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
 
     def stop(self) -> None:
         """Stop serving and the loops; idempotent. The slice stays (a restart keeps it)."""
@@ -194,6 +204,15 @@ class DraDriver:
         tmp.write_text(json.dumps(claim.cdi_spec, indent=1, sort_keys=True))
         os.replace(tmp, path)
 
+    def _on_registered(self) -> None:
+        """A (re)started kubelet deletes its node's ResourceSlices in the background when it
+        starts (k8s.io/kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go,
+        `wipeResourceSlices`), possibly after it registered us: check the slice every
+        `retry_s` for a while instead of waiting for the next resync."""
+        self._fast_until = self._clock() + FAST_RESYNC_S
+        self._dirty = True
+        self._wake.set()
+
     # ----- health --------------------------------------------------------------------------------
     def _wait_xid(self, timeout_s: float) -> list[XidEvent]:
         return self._backend.wait_xid(timeout_s)
@@ -224,43 +243,63 @@ class DraDriver:
         while not self._stop.is_set():
             self._wake.clear()
             now = self._clock()
-            if self.config.slice_order == "fullest" and now >= next_resync:
-                self._read_usage()
-            if self._dirty or now >= next_resync or self.config.slice_order == "fullest":
+            fast = now < self._fast_until
+            if self._dirty or fast or now >= next_resync:
                 self._sync_slice()
             if now >= next_resync:
                 next_resync = now + self.config.resync_s
-            wait = self.config.retry_s if self._dirty else next_resync - self._clock()
+            wait = self.config.retry_s if self._dirty or fast else next_resync - self._clock()
             self._wake.wait(max(0.0, wait))
 
-    def _read_usage(self) -> None:
-        """Cores allocated per GPU on this node, from every claim's allocation."""
+    def _watch_claims(self) -> None:
+        """Follow every claim's allocation; `_used` is the cores allocated per GPU here."""
         assert self.inventory is not None
         by_name = {device_name(g.index): g.uuid for g in self.inventory.gpus}
-        try:
-            claims = self._kube.list_resource_claims().items
-        except KubeError as e:
-            log.warning("cannot list claims to order the slice (will retry): %s", e)
-            return
-        used: dict[str, int] = {}
-        for claim in claims:
+        held: dict[str, dict[str, int]] = {}  # claim uid -> GPU uuid -> cores
+        while not self._stop.is_set():
             try:
-                shares = claim_shares(claim)
-            except VgpuError:
-                continue
-            for s in shares:
-                if s.pool == self.config.node_name and s.device in by_name:
-                    uuid = by_name[s.device]
-                    used[uuid] = used.get(uuid, 0) + (100 if s.cores is None else s.cores)
+                for event in self._kube.watch_resource_claims(stop=self._stop):
+                    if self._stop.is_set():
+                        return
+                    if event.type != "SYNCED":
+                        uid = str((event.object.get("metadata") or {}).get("uid") or "")
+                        held.pop(uid, None)
+                        if event.type != "DELETED":
+                            held[uid] = self._held_here(event.object, by_name)
+                    self._count(held)
+            except Exception as e:  # a broken watch must never take the driver down
+                log.warning("claim watch failed, restarting: %s", e)
+                self._stop.wait(self.config.retry_s)
+
+    def _held_here(self, claim: dict[str, object], by_name: dict[str, str]) -> dict[str, int]:
+        try:
+            shares = claim_shares(claim)
+        except VgpuError:
+            return {}
+        cores: dict[str, int] = {}
+        for s in shares:
+            if s.pool == self.config.node_name and s.device in by_name:
+                uuid = by_name[s.device]
+                cores[uuid] = cores.get(uuid, 0) + (100 if s.cores is None else s.cores)
+        return cores
+
+    def _count(self, held: dict[str, dict[str, int]]) -> None:
+        used: dict[str, int] = {}
+        for per_gpu in held.values():
+            for uuid, cores in per_gpu.items():
+                used[uuid] = used.get(uuid, 0) + cores
         if used != self._used:
             self._used = used
             self._dirty = True
+            self._wake.set()
 
     def _sync_slice(self) -> None:
         assert self.inventory is not None
         cfg = self.config
         try:
-            node_uid = str((self._kube.get_node(cfg.node_name).get("metadata") or {}).get("uid"))
+            if not self._node_uid:  # the slice's owner: deleting the node deletes the slice
+                node = self._kube.get_node(cfg.node_name)
+                self._node_uid = str((node.get("metadata") or {}).get("uid") or "")
             current = self._kube.get_resource_slice(slice_name(cfg.node_name))
             pool = ((current or {}).get("spec") or {}).get("pool") or {}
             generation = int(pool.get("generation") or 0)
@@ -270,7 +309,7 @@ class DraDriver:
                 unhealthy=self._unhealthy,
                 memory_unit_mib=cfg.memory_unit_mib,
                 generation=generation if current else 1,
-                node_uid=node_uid,
+                node_uid=self._node_uid,
                 used_cores=self._used if cfg.slice_order == "fullest" else None,
             )
             if same_devices(current, desired):
