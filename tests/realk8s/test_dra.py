@@ -381,3 +381,30 @@ def test_inspect_shows_both_modes_with_claims(dra: DraNode) -> None:
     held = [h for g in nodes[DRA_NODE]["gpus"] for h in g["holders"]]
     assert any(h["container"] == "claim/share-30" and h["cores"] == 30 for h in held)
     assert any(h["cores"] == 20 for g in nodes["node-a"]["gpus"] for h in g["holders"])
+
+
+def _gang(api: Rest, name: str, size: int) -> list[str]:
+    labels = {pods.GROUP_NAME: name, pods.GROUP_MIN: str(size)}
+    names = [f"{name}-{i}" for i in range(size)]
+    for member_name in names:
+        api.post(CLAIMS, claim(f"{member_name}-gpu"))  # a whole GPU each
+        member = claim_pod(member_name, f"{member_name}-gpu")
+        member["metadata"]["labels"] = labels
+        api.post(pods.PODS, member)
+    return names
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the extender plans a gang of claim pods as CPU-only pods and reserves their places "
+    "on a device-plugin node, where the scheduler's DRA filter never lets them go: the gang "
+    "waits until its reservation times out (docs/dra.md, Gangs)",
+)
+def test_a_gang_of_claim_pods_that_fits_is_bound(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    names = _gang(api, "fits", 2)  # a whole GPU each; node-d has two
+    try:
+        wait_until(lambda: all(pods.node_of(api, n) for n in names), 30, "both members bound")
+    finally:
+        for n in names:
+            release(api, n, f"{n}-gpu")
