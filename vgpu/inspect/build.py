@@ -11,7 +11,7 @@ vgpu resources on a vgpu node without any assignment are all reported as problem
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vgpu.api.inventory import InventoryError, NodeGpuInventory, parse_inventory
@@ -140,6 +140,20 @@ def _hold(pod: PodFacts, inventory: NodeGpuInventory, collect: _Collect) -> None
             node_holders.setdefault(share.uuid, []).append(holder)
             if not admitted:
                 collect.pending_pods.setdefault(pod.node, set()).add(pod.key)
+    for reused in pod.assignment.reused:
+        _unreuse(node_holders.get(reused.uuid, []), pod.key, reused.cores, reused.memory_mmib)
+
+
+def _unreuse(holders: list[Holder], pod: str, cores: int, memory_mmib: int) -> None:
+    """Take what the kubelet hands on from init containers to later ones off the first holders
+    (init containers come first), so the report counts what the pod really holds, as the
+    extender charges it (`Assignment.charged`)."""
+    for i, h in enumerate(holders):
+        if h.pod != pod or not (cores or memory_mmib):
+            continue
+        less_c, less_m = min(cores, h.cores), min(memory_mmib, h.memory_mmib)
+        holders[i] = replace(h, cores=h.cores - less_c, memory_mmib=h.memory_mmib - less_m)
+        cores, memory_mmib = cores - less_c, memory_mmib - less_m
 
 
 def _dra(
