@@ -2,7 +2,9 @@
 # Build the Go tools the chart checks use, from their modules with the Go toolchain (no prebuilt
 # download), into .bin/:
 #   .bin/helm    helm.sh/helm/v3/cmd/helm at the version in hack/tools/go.mod;
-#   .bin/promql  Prometheus's PromQL parser (hack/tools/promql) for the alerts and dashboard.
+#   .bin/promql  Prometheus's PromQL parser (hack/tools/promql) for the alerts and dashboard;
+#   .bin/strictkinds  strict decoding of ServiceMonitor, PodMonitor, PrometheusRule and
+#                KubeSchedulerConfiguration into their projects' Go types (hack/tools/strictkinds).
 # A tool already built at that version is kept. Prints each build's time.
 # Exit status: 0 built or current, 3 Go missing, else go's.
 set -euo pipefail
@@ -27,3 +29,7 @@ fi
 start=$(date +%s)
 (cd hack/tools/promql && go build -trimpath -o ../../../.bin/promql .)
 echo "build-tools: built .bin/promql in $(( $(date +%s) - start )) s"
+
+start=$(date +%s)
+(cd hack/tools/strictkinds && go build -trimpath -o ../../../.bin/strictkinds .)
+echo "build-tools: built .bin/strictkinds in $(( $(date +%s) - start )) s"

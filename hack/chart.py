@@ -3,8 +3,10 @@
     python hack/chart.py generate   # rewrite daemonset/ (kubectl apply -k) from charts/vgpu
     python hack/chart.py check      # exit 1 when daemonset/ differs from what generate writes
     python hack/chart.py ci OUT     # helm lint + template for every value set in
-                                    # charts/vgpu/ci/*-values.yaml and Kubernetes version, into OUT;
-                                    # every alert and dashboard query parsed as PromQL
+                                    # charts/vgpu/ci/*-values.yaml and Kubernetes version, into OUT,
+                                    # each validated strictly against that version's schemas;
+                                    # every alert and dashboard query parsed as PromQL; the
+                                    # CRD objects and scheduler configs decoded strictly
 
 daemonset/ is `helm template` of the chart with hack/manifests-values.yaml, one file per
 template (`# Source:` tells which); the scheduler's ConfigMap is written as the two
@@ -12,7 +14,8 @@ KubeSchedulerConfiguration files that daemonset/kustomization.yaml generates it 
 be read and validated on its own. The kustomization.yaml files are written by hand.
 
 Helm: $HELM, else .bin/helm (hack/build-tools.sh builds it from its Go module), else PATH. PromQL:
-.bin/promql (the same script builds it from Prometheus's parser).
+.bin/promql, strict decoding: .bin/strictkinds (the same script builds both from their projects'
+Go modules).
 """
 
 from __future__ import annotations
@@ -193,13 +196,53 @@ def check_promql(exprs: list[str]) -> str:
     return done.stdout.strip()
 
 
+def check_strict(paths: list[Path]) -> str:
+    """Decode the CRD objects and scheduler configs in `paths` into their Go types, strictly."""
+    done = subprocess.run(
+        [tool("strictkinds"), *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ChartError(f"objects that do not decode strictly:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def validate(rendered: Path, version: str) -> str:
+    """hack/validate-manifests.sh on one render, against the schemas of the version it was
+    rendered for (strict: unknown fields are errors)."""
+    env = {**os.environ, "PYTHON": sys.executable, "K8S_VERSIONS": version.removeprefix("v")}
+    done = subprocess.run(
+        ["bash", str(ROOT / "hack" / "validate-manifests.sh"), str(rendered)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise ChartError(f"{rendered.name} does not validate:\n{done.stdout}{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def ci_versions(values: Path) -> list[str]:
+    """The Kubernetes versions to render a value set for: a first-line comment
+    `# ci-kube-versions: v1.37.0 ...` narrows the default (a feature needing a newer cluster)."""
+    first = values.read_text().partition("\n")[0]
+    if first.startswith("# ci-kube-versions:"):
+        return first.partition(":")[2].split()
+    return list(CI_KUBE_VERSIONS)
+
+
 def ci(out: Path) -> int:
     """Lint and render every CI value set for each Kubernetes version into `out`."""
     value_sets = sorted((CHART / "ci").glob("*-values.yaml"))
     rules: list[dict[str, object]] = []
     for values in value_sets:
         print(run_helm("lint", str(CHART), "--strict", "-f", str(values)).strip().splitlines()[-1])
-        for version in CI_KUBE_VERSIONS:
+        for version in ci_versions(values):
             target = out / f"{values.name.removesuffix('-values.yaml')}-{version}"
             target.mkdir(parents=True, exist_ok=True)
             rendered = template(values, version)
@@ -209,10 +252,12 @@ def ci(out: Path) -> int:
             for source, text in by_source(rendered).items():
                 name = source.removeprefix("templates/").replace("/", "_")
                 (target / name).write_text(text)
-    print(f"rendered {len(value_sets)} value sets x {len(CI_KUBE_VERSIONS)} versions into {out}")
+            print(validate(target, version))
+    print(f"rendered {len(value_sets)} value sets into {out}")
     if not rules:
         raise ChartError("no value set in charts/vgpu/ci enables metrics.prometheusRule")
     print(check_promql(queries(rules)))
+    print(check_strict(sorted(out.rglob("*.yaml")) + sorted(MANIFESTS.rglob("*.yaml"))))
     return 0
 
 

@@ -46,6 +46,8 @@ type containerRecord struct {
 	Devices     []*kubeapi.Device `json:"devices"`
 	Mounts      []*kubeapi.Mount  `json:"mounts"`
 	Annotations map[string]string `json:"annotations"`
+	// CDI devices the kubelet asks the runtime to apply (DRA drivers' claims).
+	CDIDevices []*kubeapi.CDIDevice `json:"cdiDevices"`
 }
 
 func (r *recordingRuntime) CreateContainer(
@@ -66,6 +68,7 @@ func (r *recordingRuntime) CreateContainer(
 		rec.Envs[kv.Key] = string(kv.Value)
 	}
 	rec.Devices, rec.Mounts, rec.Annotations = cfg.GetDevices(), cfg.GetMounts(), cfg.GetAnnotations()
+	rec.CDIDevices = cfg.GetCDIDevices()
 	if code, ok := rec.Envs[exitEnv]; ok {
 		n, perr := strconv.Atoi(code)
 		if perr == nil {

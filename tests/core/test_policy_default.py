@@ -7,7 +7,7 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import NodeName
 from vgpu.core.learning import WorkloadLearner, distance
 from vgpu.core.ledger import Ledger
-from vgpu.core.model import PodRequest
+from vgpu.core.model import GpuSelector, PodRequest
 from vgpu.core.placement import assignment_for
 from vgpu.core.policy_default import DefaultConfig, DefaultPolicy
 from vgpu.core.registry import make_policy, parse_policy
@@ -151,3 +151,24 @@ def test_nodes_in_the_same_state_share_an_evaluation_but_not_across_topologies()
     assert got["plain"] is got["twin"]  # one evaluation served both identical nodes
     assert got["plain"] is not None and got["plain"].choice == ((0, 1),)
     assert got["linked"] is not None and got["linked"].choice == ((2, 3),)
+
+
+def test_cpu_stranding_does_not_pull_free_pods_onto_gpus_that_typed_pods_need() -> None:
+    # Half the expected pods may only run on P100. "p100" is CPU-poor (12 vCPU for 2 GPUs), so
+    # stranding blind to types sees its GPUs stranded and pulls a CPU-light 0.8 share there,
+    # against FGD's measure; counted only where no type-constrained shape may run, it leaves
+    # the P100 to the pods that need it and the share goes to the "plain" node.
+    p100_only = GpuSelector(include_models=("P100",))
+    workload = Workload(
+        (TaskShape(10_000, 100, 1), TaskShape(4_000, 50, 1, None, p100_only)), (0.5, 0.5)
+    )
+    state = ClusterState(
+        [
+            make_node("p100", gpus=2, model="P100", cpu=12_000),
+            make_node("plain", gpus=8, model="G2", cpu=96_000),
+        ]
+    )
+    pod = make_pod("share", 80, cpu=1000)
+    assert _pick(state, "fgd", workload, pod) == "plain"
+    assert _pick(state, "default:online=0,typed=0", workload, pod) == "p100"
+    assert _pick(state, "default:online=0", workload, pod) == "plain"

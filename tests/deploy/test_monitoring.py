@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.test_chart import _helm_or_skip, chart
+
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / "vgpu"
 COUNTERS = {"Counter", "PromCounter"}
@@ -170,20 +172,27 @@ def test_every_exported_metric_is_documented() -> None:
 def test_every_query_parses_as_promql_and_a_broken_one_is_caught() -> None:
     """Prometheus's own parser (hack/tools/promql, built by hack/build-tools.sh) on every alert
     and dashboard expression; `hack/chart.py ci` runs the same check on the rendered rules."""
-    import os
-    import sys
-
-    sys.path.insert(0, str(ROOT / "hack"))
-    import chart
-
-    try:
-        chart.tool("promql")
-    except chart.ChartError as err:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {err}")
-        pytest.skip(str(err))
+    _helm_or_skip("promql")
     exprs = [str(r["expr"]) for r in rules()] + dashboard_exprs()
     exprs = [e.replace("$__rate_interval", "5m").replace("$node", ".*") for e in exprs]
     assert chart.check_promql(exprs).endswith("0 invalid")
     with pytest.raises(chart.ChartError, match="unclosed left parenthesis"):
         chart.check_promql(["sum(rate(vgpu_node_allocations_total[5m])"])
+
+
+def test_strict_decoding_catches_an_unknown_field_and_a_wrong_type(tmp_path: Path) -> None:
+    """hack/tools/strictkinds, which `hack/chart.py ci` runs on every render and daemonset/."""
+    _helm_or_skip("strictkinds")
+    good = sorted((ROOT / "daemonset" / "scheduler").glob("*config*.yaml"))
+    assert chart.check_strict(good).endswith(f"{len(good)} objects decoded strictly, 0 problems")
+    monitor = tmp_path / "monitor.yaml"
+    monitor.write_text(
+        "apiVersion: monitoring.coreos.com/v1\nkind: ServiceMonitor\nmetadata: {name: x}\n"
+        "spec: {selector: {}, endpoints: [{port: m, intervall: 30s}]}\n"
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text(good[0].read_text().replace("httpTimeout: 10s", "httpTimeout: 10"))
+    with pytest.raises(chart.ChartError, match='unknown field "intervall"'):
+        chart.check_strict([monitor])
+    with pytest.raises(chart.ChartError, match="httpTimeout"):
+        chart.check_strict([config])

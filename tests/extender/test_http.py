@@ -119,6 +119,7 @@ def test_expect_100_continue_is_answered_before_the_body(server: Any) -> None:
         (b"POST /f HTTP/1.1\r\nX: " + b"a" * 70000 + b"\r\n\r\n", b"431"),
         (b"PUT /filter HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
         (b"POST /" + b"f" * 70000 + b" HTTP/1.1\r\n\r\n", b"414"),
+        (b"POST /f HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n", b"400"),  # found by atheris
     ],
 )
 def test_malformed_requests_get_an_error_status(server: Any, raw: bytes, status: bytes) -> None:
@@ -179,3 +180,18 @@ def test_two_hundred_slow_clients_neither_stop_a_request_nor_hold_threads(server
     finally:
         for sock in slow:
             sock.close()
+
+
+def test_refusals_are_reported_by_reason() -> None:
+    reasons: list[str] = []
+    http = HttpServer(_Routes(), host="127.0.0.1", limits=LIMITS, on_refused=reasons.append)  # type: ignore[arg-type]
+    http.start()
+    try:
+        _exchange(http.port, b"POST /filter HTTP/1.1\r\n\r\n")
+        with socket.create_connection(("127.0.0.1", http.port), timeout=5) as sock:
+            sock.sendall(b"POST /filter HTTP/1.1\r\nContent-Length: 10\r\n\r\n{")
+            assert sock.recv(4096).startswith(b"HTTP/1.1 408")
+        assert _exchange(http.port, _post(b"{}"))[0].endswith(b'{"echo":2}')
+    finally:
+        http.stop()
+    assert reasons == ["malformed", "timeout"]

@@ -3,12 +3,16 @@ answered in-band or reported and skipped; the watch stays synced and the extende
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.extender.builders import eventually, make_node, make_pod
 from tests.extender.conftest import Harness
+from vgpu.core.errors import InvalidRequest
 
 POISON = ("1e10000000", "1e5000", "9" * 5000, "0x10")
 
@@ -120,3 +124,96 @@ def test_reporting_never_holds_up_the_watch_and_stays_bounded() -> None:
     eventually(lambda: len(sent) >= QUEUED)
     report.close()
     assert len(sent) <= QUEUED + 1
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_PATHS = [
+    ("metadata", "annotations"),
+    ("metadata", "labels"),
+    ("metadata", "name"),
+    ("metadata", "uid"),
+    ("spec", "containers"),
+    ("spec", "initContainers"),
+    ("spec", "overhead"),
+    ("spec", "nodeName"),
+    ("status",),
+    ("spec", "containers", 0, "resources"),
+    ("spec", "containers", 0, "resources", "limits"),
+    ("spec", "containers", 0, "resources", "requests", "cpu"),
+    ("spec", "containers", 0, "resources", "limits", "vgpu.io/cores"),
+    ("spec", "containers", 0, "name"),
+]
+
+
+def _mutated(changes: list[tuple[tuple[Any, ...], Any]], bound: bool) -> dict[str, Any]:
+    """A pod with JSON values of any shape written at the given fields."""
+    pod = make_pod("p", cores=10)
+    pod["metadata"].update(uid="u", resourceVersion="1")
+    if bound:
+        pod["spec"]["nodeName"] = "n1"
+    for path, value in changes:
+        target: Any = pod
+        for step in path[:-1]:
+            if isinstance(target, dict):
+                target = target.get(step)
+            elif isinstance(target, list) and isinstance(step, int) and step < len(target):
+                target = target[step]
+            else:
+                break
+        else:
+            if isinstance(target, dict):
+                target[path[-1]] = value
+    return pod
+
+
+_CHANGES = st.lists(st.tuples(st.sampled_from(_PATHS), _JSON), min_size=1, max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_CHANGES, st.booleans())
+def test_no_pod_content_makes_the_watch_handler_raise(
+    changes: list[tuple[tuple[Any, ...], Any]], bound: bool
+) -> None:
+    from vgpu.extender.cache import ClusterCache
+    from vgpu.extender.podspec import key_of
+
+    cache = ClusterCache(key=b"k", memory_unit_mib=256)
+    cache.apply_node("ADDED", make_node("n1"))
+    told: list[str] = []
+    cache.on_invalid = lambda pod, problem: told.append(problem)
+    pod = _mutated(changes, bound)
+    key = key_of(pod)
+    for kind in ("ADDED", "MODIFIED", "DELETED"):
+        cache.apply_pod(kind, pod)  # never raises
+        assert (key in cache.pods) + (key in cache.invalid) <= 1
+    assert cache.ledger.holdings() == [] and not cache.pods and not cache.invalid
+    assert all("Pod" in t or "spec" in t or "metadata" in t for t in told), told
+
+
+@settings(max_examples=200, deadline=None)
+@given(_CHANGES, st.booleans())
+def test_no_pod_content_in_a_request_raises_out_of_a_verb(
+    changes: list[tuple[tuple[Any, ...], Any]], bound: bool
+) -> None:
+    from vgpu.extender.cache import ClusterCache
+    from vgpu.extender.preemption import PreemptionArgs, Preemptor, Victims
+    from vgpu.extender.service import Extender
+    from vgpu.extender.wire import ExtenderArgs
+
+    cache = ClusterCache(key=b"k", memory_unit_mib=256)
+    cache.apply_node("ADDED", make_node("n1"))
+    ext = Extender(cache)
+    pod = _mutated(changes, bound)
+    args = ExtenderArgs(pod, ["n1"])
+    result = ext.filter(args)
+    assert result.error or result.passed or result.failed or result.unresolvable
+    ext.prioritize(args)
+    with contextlib.suppress(InvalidRequest):  # answered 400 by the HTTP layer
+        Preemptor(ext).preempt(PreemptionArgs(pod, {"n1": Victims((), 0)}))
+    assert cache.ledger.holdings() == []

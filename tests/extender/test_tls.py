@@ -7,6 +7,7 @@ import argparse
 import http.client
 import json
 import logging
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -82,6 +83,8 @@ def test_a_client_without_a_certificate_gets_no_verb(
         status, body = _post(conn, verb, doc)
         assert status == 403 and b"client certificate" in body
     assert "nodeName" not in harness.pod("victim")["spec"]
+    metrics = daemon.metrics.exposition()
+    assert b'vgpu_extender_refused_requests_total{reason="no-client-certificate"} 2.0' in metrics
     conn.request("GET", "/healthz")  # kubelet probes send no certificate
     assert conn.getresponse().read() == b"ok\n"
 
@@ -132,8 +135,6 @@ def test_the_command_needs_certificates_or_an_explicit_insecure_flag(
 def test_over_https_ghosts_poison_and_slow_clients_change_nothing(
     harness: Harness, certs: tuple[Path, Path]
 ) -> None:
-    import socket
-
     cluster, _ = certs
     harness.put(make_node("n1", cpu="32"))
     daemon = harness.start(tls=_files(cluster))
@@ -161,3 +162,52 @@ def test_over_https_ghosts_poison_and_slow_clients_change_nothing(
             sock.close()
         for half_open in half:
             half_open.close()
+
+
+def test_clients_without_a_certificate_send_no_body_and_cannot_crowd_the_scheduler_out(
+    harness: Harness, certs: tuple[Path, Path]
+) -> None:
+    cluster, _ = certs
+    harness.put(make_node("n1"))
+    daemon = harness.start(tls=_files(cluster))
+    context = ssl.create_default_context(cafile=str(cluster / "server-ca.crt"))
+    anonymous = []
+    try:
+        for _ in range(100):  # handshakes without a certificate, then idle
+            raw = socket.create_connection(("127.0.0.1", daemon.port), timeout=5)
+            anonymous.append(context.wrap_socket(raw, server_hostname="localhost"))
+        first = anonymous[0]
+        first.sendall(b"POST /scheduler/bind HTTP/1.1\r\nContent-Length: 60000000\r\n\r\n")
+        assert first.recv(4096).startswith(b"HTTP/1.1 403")  # at once: no body is awaited
+        anonymous[1].sendall(b"GET /healthz HTTP/1.1\r\nContent-Length: 60000000\r\n\r\n")
+        assert anonymous[1].recv(4096).startswith(b"HTTP/1.1 403")
+        anonymous[2].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
+        assert anonymous[2].recv(4096).startswith(b"HTTP/1.1 200")
+        conn = _client(daemon.port, cluster, cluster)
+        status, body = _post(conn, "filter", _filter(make_pod("p", cores=10)))
+        assert status == 200 and json.loads(body)["NodeNames"] == ["n1"]
+    finally:
+        for sock in anonymous:
+            sock.close()
+    assert b'reason="too-many-connections"' in daemon.metrics.exposition()
+
+
+def test_renewed_certificates_take_effect_without_a_restart(
+    harness: Harness, certs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import shutil
+
+    cluster, renewed = certs
+    for name in ("extender.crt", "extender.key", "client-ca.crt"):
+        shutil.copy(cluster / name, tmp_path / name)
+    harness.put(make_node("n1"))
+    daemon = harness.start(tls=_files(tmp_path))
+    assert daemon.tls_reloader is not None and not daemon.tls_reloader.check()
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        _post(_client(daemon.port, renewed, renewed), "filter", _filter(make_pod("p")))
+    for name in ("extender.crt", "extender.key", "client-ca.crt"):  # as a Secret update does
+        shutil.copy(renewed / name, tmp_path / f".{name}")
+        (tmp_path / f".{name}").replace(tmp_path / name)
+    assert daemon.tls_reloader.check()
+    status, _ = _post(_client(daemon.port, renewed, renewed), "filter", _filter(make_pod("q")))
+    assert status == 200

@@ -10,6 +10,8 @@ suite, briefly under atheris or, without it, under hypothesis (tests/fuzz/test_f
 * `wire`: the extender's JSON decoders (filter/prioritize with and without the names memo,
   bind, preempt) and the pod reader behind them (`ClusterCache.parse`).
 * `quantity`: the Kubernetes quantity parser and its conversions.
+* `pod`: a pod with values of any shape (chosen by the bytes) at the fields the extender reads,
+  through the pod watch handler and the filter and prioritize verbs.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import json
 from collections.abc import Callable
 from fractions import Fraction
+from typing import Any
 
 from vgpu.api.quantity import (
     MAX_CPU_MILLI,
@@ -97,10 +100,115 @@ def quantity(data: bytes) -> None:
             assert 0 <= number <= MAX_CPU_MILLI * 10, (value, number)
 
 
+class _Bytes:
+    """Reads choices from the fuzzer's bytes (zeros once they run out)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, 0
+
+    def byte(self) -> int:
+        self.at += 1
+        return self.data[self.at - 1] if self.at <= len(self.data) else 0
+
+    def text(self) -> str:
+        n = self.byte() % 12
+        return bytes(self.byte() for _ in range(n)).decode("utf-8", "replace")
+
+    def value(self, depth: int = 0) -> object:
+        kind = self.byte() % (9 if depth < 3 else 6)
+        if kind == 0:
+            return None
+        if kind == 1:
+            return self.byte() % 2 == 0
+        if kind == 2:
+            return (self.byte() - 128) * 10 ** (self.byte() % 30)
+        if kind == 3:
+            return self.text()
+        if kind == 4:
+            return self.byte() / 7
+        if kind == 5:
+            return _QUANTITIES[self.byte() % len(_QUANTITIES)]
+        if kind in (6, 7):
+            return [self.value(depth + 1) for _ in range(self.byte() % 3)]
+        return {self.text(): self.value(depth + 1) for _ in range(self.byte() % 3)}
+
+
+_QUANTITIES = ["250m", "1e5000", "30", "1Gi", "-1", "1.5", "²", "0x1", "100"]
+_FIELDS = [
+    ("metadata", "annotations"),
+    ("metadata", "annotations", "vgpu.io/policy"),
+    ("metadata", "annotations", "vgpu.io/gang-size"),
+    ("metadata", "annotations", "vgpu.io/gpu-type"),
+    ("metadata", "annotations", "vgpu.io/assignment"),
+    ("metadata", "annotations", "vgpu.io/admitted"),
+    ("metadata", "labels"),
+    ("metadata", "name"),
+    ("spec", "containers"),
+    ("spec", "initContainers"),
+    ("spec", "overhead"),
+    ("spec", "overhead", "cpu"),
+    ("spec", "nodeName"),
+    ("status", "phase"),
+    ("spec", "containers", 0, "resources"),
+    ("spec", "containers", 0, "resources", "limits", "vgpu.io/cores"),
+    ("spec", "containers", 0, "resources", "limits", "vgpu.io/memory"),
+    ("spec", "containers", 0, "resources", "requests", "cpu"),
+    ("spec", "containers", 0, "resources", "requests", "memory"),
+]
+
+
+def _pod_from(source: _Bytes) -> dict[str, object]:
+    limits = {"vgpu.io/cores": "30", "vgpu.io/memory": "4"}
+    container = {"name": "c", "resources": {"limits": limits, "requests": {"cpu": "1"}}}
+    pod: dict[str, Any] = {
+        "metadata": {"name": "p", "namespace": "ns", "uid": "u", "resourceVersion": "1"},
+        "spec": {"containers": [container], "nodeName": "n1" if source.byte() % 2 else ""},
+        "status": {"phase": "Pending"},
+    }
+    for _ in range(1 + source.byte() % 3):
+        path = _FIELDS[source.byte() % len(_FIELDS)]
+        target: Any = pod
+        for step in path[:-1]:
+            if isinstance(target, dict):
+                target = target.setdefault(step, {})
+            elif isinstance(target, list) and isinstance(step, int) and step < len(target):
+                target = target[step]
+            else:
+                break
+        else:
+            if isinstance(target, dict):
+                target[path[-1]] = source.value()
+    return pod
+
+
+_NODE = {
+    "metadata": {"name": "n1", "annotations": {}},
+    "status": {"allocatable": {"cpu": "64", "memory": "256Gi"}},
+}
+
+
+def pod(data: bytes) -> None:
+    """A pod with fuzzed values at the fields the extender reads, through the pod watch and the
+    filter and prioritize verbs: no exception, and nothing held once the pod is deleted."""
+    from vgpu.extender.service import Extender
+    from vgpu.extender.wire import ExtenderArgs
+
+    cache = ClusterCache(key=b"fuzz", memory_unit_mib=256)
+    cache.apply_node("ADDED", _NODE)
+    obj = _pod_from(_Bytes(data))
+    cache.apply_pod("ADDED", obj)
+    ext = Extender(cache)
+    ext.filter(ExtenderArgs(obj, ["n1"]))
+    ext.prioritize(ExtenderArgs(obj, ["n1"]))
+    cache.apply_pod("DELETED", obj)
+    assert cache.ledger.holdings() == [], obj
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     "http_request": http_request,
     "wire": wire,
     "quantity": quantity,
+    "pod": pod,
 }
 
 SEEDS: dict[str, list[bytes]] = {
@@ -109,6 +217,7 @@ SEEDS: dict[str, list[bytes]] = {
         b"POST /f HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
         b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
         b"POST /b HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 0\r\n\r\n",
+        b"POST /f HTTP/1.1\r\nContent-Length: \xb2\r\n\r\n",  # once a ValueError (atheris)
     ],
     "wire": [
         b'{"Pod":{"metadata":{"name":"p","uid":"u","resourceVersion":"1"},"spec":{"containers":'
@@ -120,4 +229,5 @@ SEEDS: dict[str, list[bytes]] = {
         b'{"Pod":{"metadata":{"name":"p"}},"Nodes":{"items":[{"metadata":{"name":"n"}}]}}',
     ],
     "quantity": [b"250m", b"1.5Gi", b"1e3", b"-0.5", b"12345678901234567890", b"3", b"1E"],
+    "pod": [b"", b"\x01\x02\x0f\x05\x01", b"\x00\x03\x08\x08\x01abc\x02\x07\x06"],
 }

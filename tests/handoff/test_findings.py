@@ -12,7 +12,9 @@ from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, Phase
 from vgpu.extender.podspec import pod_spec
+from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
+from vgpu.node.handoff import HeldDevices
 from vgpu.node.podspec import pod_info
 
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
@@ -141,4 +143,88 @@ def test_found_by_the_soak_an_interchangeable_attribution_is_settled_not_trusted
     assert {i.split("::")[0] for i in second} == {"G0"}, "steered to a's GPU"
     result = policy.allocate(CORES, [second])
     assert not isinstance(result, Refusal), result
-    assert handoff.annotation_updates() == [(PodKey("ns/a"), '["main"]')]
+    assert handoff.annotation_updates() == []  # still unsure: which call was whose
+    handoff.reconcile([HeldDevices(PodKey("ns/a"), "main", UnitKind.CORES, tuple(second))])
+    assert handoff.annotation_updates() == [(PodKey("ns/a"), '["main"]')]  # the kubelet says
+
+
+def test_gang_members_with_init_containers_are_planned_as_the_kubelet_reuses(
+    harness: Harness,
+) -> None:
+    """Two members, each an init and an app container of 40 cores, on one GPU: charged 40 each
+    (the app container reuses the init container's devices) they fit; charged 80 they would
+    not."""
+    annotations = {"vgpu.io/gang-name": "job", "vgpu.io/gang-size": "2"}
+    for i in range(2):
+        raw = make_pod(f"job-{i}", cores=40, annotations=dict(annotations))
+        raw["spec"]["initContainers"] = [{"name": "init", "resources": {"limits": {CORES: "40"}}}]
+        harness.put(raw)
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    out = wire.filter(harness.pod("job-0"), ["n1"])
+    assert out["NodeNames"] == ["n1"], out
+    for i in range(2):
+        held = daemon.cache.ledger.holding(PodKey(f"default/job-{i}"))
+        assert held is not None and held.phase is Phase.RESERVED
+        gpus = {c.name: {s.uuid for s in c.shares} for c in held.assignment.containers}
+        assert gpus["init"] == gpus["main"]
+    assert daemon.cache.ledger.state.node(NodeName("n1")).free_cores == [20]
+
+
+def test_a_refusal_fails_only_a_pod_that_could_have_made_the_call() -> None:
+    """After a kubelet restart the kubelet admits pods again in creation order, so another
+    pod's call can be refused while A is part-way through. A's next container asks 20 cores,
+    the refused call 30: A was not the caller and is still admitted afterwards."""
+    a = pod("a", [("one", 10, 0, "G0"), ("two", 20, 0, "G0")])
+    handoff, policy, _ = agent(a)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10)]), Refusal)
+    assert isinstance(policy.allocate(CORES, [ids("G3", "c", 30)]), Refusal)  # someone else's
+    result = policy.allocate(CORES, [ids("G0", "c", 20, start=10)])
+    assert not isinstance(result, Refusal), result
+    assert handoff.admitted_containers(PodKey("ns/a")) == ["one", "two"]
+
+
+def test_found_by_the_soak_calls_matched_through_an_unsure_attribution_are_unsure() -> None:
+    """Identical gang members a and b (init 10 cores, then 30) on one GPU. a's init call may be
+    taken for b's; a's next call (30) then matches only b's main container, because of that
+    guess. b must not be reported admitted: the extender would lift invariant I for it and bind
+    a confusable pod whose grant b's real call would then receive."""
+    a = pod("a", [("main", 30, 0, "G0")], [("init", 10, 0, "G0")])
+    b = pod("b", [("main", 30, 0, "G0")], [("init", 10, 0, "G0")])
+    handoff, policy, _ = agent(a, b)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10)]), Refusal)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 30)]), Refusal)
+    reported = dict(handoff.annotation_updates())
+    assert all(value == "[]" for value in reported.values()), reported
+    # The other member's calls come; the kubelet's record (reconcile) settles who holds what.
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 10, start=30)]), Refusal)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 30, start=40)]), Refusal)
+    assert dict(handoff.annotation_updates()) == {}
+    held = [
+        HeldDevices(PodKey("ns/a"), "init", UnitKind.CORES, tuple(ids("G0", "c", 10))),
+        HeldDevices(PodKey("ns/a"), "main", UnitKind.CORES, tuple(ids("G0", "c", 30))),
+        HeldDevices(PodKey("ns/b"), "init", UnitKind.CORES, tuple(ids("G0", "c", 10, start=30))),
+        HeldDevices(PodKey("ns/b"), "main", UnitKind.CORES, tuple(ids("G0", "c", 30, start=40))),
+    ]
+    handoff.reconcile(held)
+    reported = dict(handoff.annotation_updates())
+    assert reported == {
+        PodKey("ns/a"): '["init","main"]',
+        PodKey("ns/b"): '["init","main"]',
+    }, reported
+
+
+def test_found_by_the_state_machine_an_unsure_pod_is_not_failed_by_anothers_refusal() -> None:
+    """a and b: 25 cores + 1 memory block on G0, the same grant. b's memory call is taken for
+    a's (unsure); b's cores call carries IDs on several GPUs (the kubelet ignored the
+    preference) and is refused, failing b. a's progress was b's: a must still be admitted."""
+    a = pod("a", [("main", 25, 1, "G0")])
+    b = pod("b", [("main", 25, 1, "G0")])
+    handoff, policy, _ = agent(a, b)
+    assert not isinstance(policy.allocate(MEMORY, [ids("G0", "m", 1)]), Refusal)
+    spread = ids("G1", "c", 10) + ids("G2", "c", 15)
+    assert isinstance(policy.allocate(CORES, [spread]), Refusal)
+    handoff.forget(PodKey("ns/b"), "uid-b")  # the kubelet failed b; the watch shows it
+    assert not isinstance(policy.allocate(MEMORY, [ids("G0", "m", 1, start=1)]), Refusal)
+    assert not isinstance(policy.allocate(CORES, [ids("G0", "c", 25)]), Refusal)

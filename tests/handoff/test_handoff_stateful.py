@@ -45,7 +45,14 @@ class HandoffMachine(RuleBasedStateMachine):
 
     @initialize(seed=st.integers(0, 2**16), ignore=st.sampled_from([0.0, 0.1]))
     def start(self, seed: int, ignore: float) -> None:
-        self.world = World(nodes=2, gpus=4, seed=seed, ignore_preferred=ignore, restart_p=0.2)
+        self.world = World(
+            nodes=2,
+            gpus=4,
+            seed=seed,
+            ignore_preferred=ignore,
+            restart_p=0.2,
+            agent_restart_between=0.1,
+        )
 
     def _name(self) -> str:
         self.n += 1

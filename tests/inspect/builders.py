@@ -61,6 +61,7 @@ def pod(
     admitted: str | None = None,
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
+    reused: tuple[tuple[int, int, int], ...] = (),
 ) -> Obj:
     """A pod `ns/name`. `asks`: container -> (cores, memory blocks) in its limits. `shares`:
     container -> [(gpu index on `node`, cores, memory MiB)] signed as its assignment.
@@ -93,6 +94,7 @@ def pod(
                 for c, s in shares.items()
             ),
             uid,
+            tuple(GpuShare(GpuUUID(gpu_uuid(node, i)), c, mib * 1000) for i, c, mib in reused),
         )
         notes.update(binding_annotations(assignment, KEY))
     if admitted is not None:

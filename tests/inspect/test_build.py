@@ -157,3 +157,14 @@ def test_gang_by_vgpu_annotation_and_podgroup_minimum() -> None:
     }
     r = build_report(Snapshot((node("n1", [T4]),), (a, b), (group,)))
     assert [(g.key, g.min_member) for g in r.gangs] == [("a/pg", 4), ("a/v", 3)]
+
+
+def test_devices_reused_from_an_init_container_are_counted_once() -> None:
+    """The kubelet hands an init container's devices to the app container: the pod holds 30
+    cores, not 60, as the extender charges it (`Assignment.charged`)."""
+    shares = {"setup": [(0, 30, 4608)], "main": [(0, 30, 4608)]}
+    r = report(
+        pod("a/init", node="n1", asks={"main": (30, 0)}, shares=shares, reused=((0, 30, 4608),))
+    )
+    gpu0 = r.nodes[0].gpus[0]
+    assert (gpu0.cores_used, gpu0.memory_used_mmib) == (30, 4608 * 1000)

@@ -104,7 +104,21 @@ PODGROUPS = Resource(
     returns_deleted_object=True,
 )
 
-DEFAULT_RESOURCES: tuple[Resource, ...] = (NODES, PODS, EVENTS, CONFIGMAPS, LEASES, PODGROUPS)
+RESOURCESLICES = Resource("resource.k8s.io", "v1", "resourceslices", "ResourceSlice", False)
+RESOURCECLAIMS = Resource(
+    "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, has_status=True
+)
+
+DEFAULT_RESOURCES: tuple[Resource, ...] = (
+    NODES,
+    PODS,
+    EVENTS,
+    CONFIGMAPS,
+    LEASES,
+    PODGROUPS,
+    RESOURCESLICES,
+    RESOURCECLAIMS,
+)
 
 _REASONS = {
     400: "BadRequest",

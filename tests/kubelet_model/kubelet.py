@@ -88,7 +88,9 @@ class KubeletModel:
         topology: str = "none",
         ignore_preferred: float = 0.0,
         restart_p: float = 0.0,
+        between: Callable[[], None] = lambda: None,
     ) -> None:
+        self.between = between  # runs between two containers' allocations (an agent restart)
         self.numa = {r: dict(d) for r, d in devices.items()}
         self.plugin = plugin  # called per RPC: the agent behind it may have restarted
         self.rng = rng
@@ -107,6 +109,8 @@ class KubeletModel:
         held = self.checkpoint.setdefault(uid, {})
         pool: dict[str, set[str]] = {}
         for i, c in enumerate(containers):
+            if i:
+                self.between()
             if i and self.rng.random() < self.restart_p:
                 self.restarts += 1  # in-memory pool lost, rebuilt from the checkpoint
                 pool = {}

@@ -61,8 +61,11 @@ def random_pod(rng: random.Random, name: str) -> dict[str, Any]:
 
 
 def gang(rng: random.Random, name: str, size: int) -> list[dict[str, Any]]:
+    """Equal members (whole GPU or a share), sometimes each with an init container."""
     cores = rng.choice([100, 50, 30])
+    init = [container("init", rng.choice([10, cores]))] if rng.random() < 0.3 else []
     notes = {"vgpu.io/gang-name": name, "vgpu.io/gang-size": str(size)}
     return [
-        pod(f"{name}-{i}", [container("main", cores)], annotations=dict(notes)) for i in range(size)
+        pod(f"{name}-{i}", [container("main", cores)], init=list(init), annotations=dict(notes))
+        for i in range(size)
     ]

@@ -41,6 +41,7 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
         report_numa=cfg.report_numa,
         ignore_preferred=cfg.ignore_preferred,
         restart_p=cfg.kubelet_restart_p,
+        agent_restart_between=cfg.agent_restart_p,
     )
     attempts: dict[str, int] = {}
     dies: dict[str, int] = {}

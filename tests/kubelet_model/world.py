@@ -66,7 +66,9 @@ class World:
         ignore_preferred: float = 0.0,
         restart_p: float = 0.0,
         reconcile_p: float = 0.2,
+        agent_restart_between: float = 0.0,
     ) -> None:
+        self.agent_restart_between = agent_restart_between
         self.rng = random.Random(seed)
         self.reconcile_p = reconcile_p  # per admission, the agent reconciles (every reconcile_s)
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT_MIB)
@@ -104,8 +106,14 @@ class World:
             topology=topology,
             ignore_preferred=ignore,
             restart_p=restart,
+            between=lambda: self._between(name),
         )
         self.nodes[name] = Node(name, gpus, handoff, policy, kubelet)
+
+    def _between(self, name: str) -> None:
+        """Between two containers of a pod being admitted, the agent may restart."""
+        if self.rng.random() < self.agent_restart_between:
+            self.restart_agent(self.nodes[name])
 
     @staticmethod
     def _agent(name: str, gpus: list[GpuInfo]) -> tuple[Handoff, HandoffPolicy]:
@@ -203,8 +211,8 @@ class World:
             self._apply(key)
             node.handoff.observe(pod_info(pod))
             self._forget(key)
-        if self.rng.random() < self.reconcile_p:
-            self.reconcile(node)
+        if node.handoff.has_unsure() or self.rng.random() < self.reconcile_p:
+            self.reconcile(node)  # the agent reconciles soon while an attribution is unsure
         return result
 
     def delete(self, key: PodKey) -> None:

@@ -4,6 +4,7 @@ alone. Bad output paths are refused before any replay runs."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,12 @@ def tiny_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     nodes.write_text("".join(embedded(DEFAULT_NODES).read_text().splitlines(True)[:21]))
     pods.write_text("".join(embedded(DEFAULT_PODS).read_text().splitlines(True)[:201]))
     return nodes, pods
+
+
+needs_matplotlib = pytest.mark.skipif(
+    importlib.util.find_spec("matplotlib") is None,
+    reason="the plot extra is not installed (CI's plain-install step)",
+)
 
 
 def simulate(trace: tuple[Path, Path], *argv: str) -> list[str]:
@@ -54,6 +61,7 @@ def test_tune_below_one_has_no_figure_at_100(
     assert row.split()[1] == "n/a"
 
 
+@needs_matplotlib
 def test_says_what_it_replays_and_what_it_wrote(
     tiny_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -92,6 +100,7 @@ def test_plot_labels_carry_trace_seeds_and_figures() -> None:
     assert labels == {"fgd": "fgd: 95.00 % at 100 %", "random": "random: n/a at 100 %"}
 
 
+@needs_matplotlib
 def test_plot_draws_the_100_percent_arrival_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

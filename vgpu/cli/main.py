@@ -24,9 +24,14 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "run the node agent (device plugin, labels, health)",
         "node",
     ),
+    "dra-driver": (
+        "vgpu.daemons.dra_cli",
+        "run the DRA driver (ResourceSlice, claim preparation, health)",
+        "node",
+    ),
     "inspect": ("vgpu.inspect.cli", "report GPU allocation per node and GPU", "cli"),
 }
-DAEMONS = frozenset({"extender", "node-agent"})
+DAEMONS = frozenset({"extender", "node-agent", "dra-driver"})
 
 
 def _parser() -> tuple[

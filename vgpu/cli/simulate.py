@@ -14,6 +14,7 @@ from pathlib import Path
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, parse_policy
 from vgpu.flags import HelpFormatter
+from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli
 from vgpu.sim.report import check_plot_path, plot, table
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary
@@ -83,6 +84,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="with --variant gangs: plan gangs all-or-nothing, or place members one by one "
         "(auto: plan for default, independent for the others)",
     )
+    p.add_argument(
+        "--device-choice",
+        action="append",
+        choices=DEVICE_CHOICES,
+        metavar="WHO",
+        help="who picks the GPUs on the chosen node (repeatable; default extender): extender "
+        "(the policy), dra (the DRA allocator's first fit in slice order) or dra-sorted (first "
+        "fit in a slice kept fullest first); see docs/dra.md",
+    )
     p.add_argument("--seeds", default="42", help='seeds, e.g. "42" or "42-51" (default 42)')
     p.add_argument(
         "--tune", type=float, default=1.3, help="inflate arrivals to this × GPU capacity"
@@ -109,9 +119,15 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_plot_path(args.plot)  # before the replays, not after them
     trace = read_trace(args.nodes, args.pods)
+    choices = args.device_choice or ["extender"]
+    if args.variant == "gangs" and choices != ["extender"]:
+        raise InvalidRequest(
+            "--device-choice", "gangs are planned by the extender", "drop --variant gangs"
+        )
     jobs = [
-        Job(policy, seed, args.tune, args.ties, args.variant, args.prior, args.gang_mode)
+        Job(policy, seed, args.tune, args.ties, args.variant, args.prior, args.gang_mode, who)
         for policy in policies
+        for who in choices
         for seed in seeds
     ]
     workers = args.jobs if args.jobs > 0 else default_workers()

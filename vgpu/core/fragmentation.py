@@ -68,6 +68,10 @@ class FragmentMeter:
             self._class_info.append((allowed, needs, gpu.memory_mib * 1000, gpu.healthy))
         return cid
 
+    def allowed(self, cid: int) -> tuple[bool, ...]:
+        """Per workload shape: could it run on a GPU of class `cid` (model, health, any GPU)?"""
+        return self._class_info[cid][0]
+
     def classes_of(self, ns: NodeState) -> tuple[int, ...]:
         """The static class id of each GPU of a node (memoised on the node's static cache)."""
         key = self._cache_key

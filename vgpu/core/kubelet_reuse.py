@@ -76,15 +76,9 @@ def held(
     )
 
 
-def place_reusing(
-    scheduler: Scheduler,
-    pod: PodRequest,
-    node: NodeName,
-    roles: Mapping[str, Role],
-    policy: Policy | None = None,
-) -> Assignment | Verdict:
-    """Place a pod whose init containers' devices are reused: every vGPU container on one GPU,
-    charged what the kubelet holds after reuse (`Assignment.reused` carries the difference)."""
+def merged(pod: PodRequest, roles: Mapping[str, Role], gpu_mib: int) -> PodRequest | Verdict:
+    """The pod as one container asking what the kubelet holds after reuse (memory sized for a
+    GPU of `gpu_mib`, the largest candidate), to choose its GPU with any placement policy."""
     wanting = pod.gpu_containers
     if any(c.cores > CORES_PER_GPU for c in wanting):
         return Verdict(
@@ -94,34 +88,56 @@ def place_reusing(
                 "container's devices to later containers); ask at most 100 cores per container",
             ),
         )
-    ns = scheduler.state.node(node)
-    biggest = max((g.memory_mib for g in ns.gpus), default=0)
     cores = held(wanting, roles, [c.cores for c in wanting])
     memory = None
     if any(c.memory_mib is not None for c in wanting):
-        need = [memory_need_mmib(c.cores, c.memory_mib, biggest) for c in wanting]
+        need = [memory_need_mmib(c.cores, c.memory_mib, gpu_mib) for c in wanting]
         memory = -(-held(wanting, roles, need) // MMIB_PER_MIB)
-    merged = replace(pod, containers=(ContainerRequest("pod", cores, memory),))
-    first = scheduler.place(merged, node, policy)
-    if isinstance(first, Verdict):
-        return first
-    uuid = first.shares[0].uuid
-    gpu = next(g for g in ns.gpus if g.uuid == uuid)
+    return replace(pod, containers=(ContainerRequest("pod", cores, memory),))
+
+
+def expand(
+    placed: Assignment, pod: PodRequest, roles: Mapping[str, Role], gpu_mib: int
+) -> Assignment:
+    """The merged placement as the pod's real assignment: each container's own share on the
+    chosen GPU (of `gpu_mib`), and `reused` what the kubelet holds once for several."""
+    wanting = pod.gpu_containers
+    uuid = placed.shares[0].uuid
     shares = [
-        GpuShare(uuid, c.cores, memory_need_mmib(c.cores, c.memory_mib, gpu.memory_mib))
-        for c in wanting
+        GpuShare(uuid, c.cores, memory_need_mmib(c.cores, c.memory_mib, gpu_mib)) for c in wanting
     ]
+    cores = held(wanting, roles, [c.cores for c in wanting])
     mem_held = held(wanting, roles, [s.memory_mmib for s in shares])
     reused = GpuShare(
         uuid, sum(s.cores for s in shares) - cores, sum(s.memory_mmib for s in shares) - mem_held
     )
-    assignment = replace(
-        first,
+    return replace(
+        placed,
         containers=tuple(
             ContainerAssignment(c.name, (s,)) for c, s in zip(wanting, shares, strict=True)
         ),
         reused=(reused,) if reused.cores or reused.memory_mmib else (),
     )
+
+
+def place_reusing(
+    scheduler: Scheduler,
+    pod: PodRequest,
+    node: NodeName,
+    roles: Mapping[str, Role],
+    policy: Policy | None = None,
+) -> Assignment | Verdict:
+    """Place a pod whose init containers' devices are reused: every vGPU container on one GPU,
+    charged what the kubelet holds after reuse (`Assignment.reused` carries the difference)."""
+    ns = scheduler.state.node(node)
+    one = merged(pod, roles, max((g.memory_mib for g in ns.gpus), default=0))
+    if isinstance(one, Verdict):
+        return one
+    first = scheduler.place(one, node, policy)
+    if isinstance(first, Verdict):
+        return first
+    gpu = next(g for g in ns.gpus if g.uuid == first.shares[0].uuid)
+    assignment = expand(first, pod, roles, gpu.memory_mib)
     problem = scheduler.state.can_charge(assignment)
     if problem is not None:
         return Verdict(Code.NO_GPU, (problem,))

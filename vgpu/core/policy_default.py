@@ -35,6 +35,7 @@ from vgpu.core.model import PodRequest
 from vgpu.core.placement import share_of
 from vgpu.core.policies import Evaluation, Policy
 from vgpu.core.state import NodeState
+from vgpu.core.stranding import NO_FEED, Feed, feed
 from vgpu.core.units import CORES_PER_GPU
 from vgpu.core.workload import Workload
 
@@ -63,6 +64,11 @@ class DefaultConfig:
     """Weight of CPU stranding in the fragmentation (0: FGD's measure)."""
     residue_weight: float = 1.0
     """Weight of per-GPU residues after packing copies of each share (0: FGD's measure)."""
+    typed: bool = True
+    """CPU stranding only from the shapes that could run on the node's GPU models, and none on a
+    node a GPU-type-constrained shape may use (0: all shapes, every node)."""
+    strand: str = "mean"
+    """CPU stranding against the shapes' mean CPU:GPU ratio ("mean") or each shape's ("shape")."""
 
     @classmethod
     def parse(cls, text: str) -> DefaultConfig:
@@ -91,9 +97,15 @@ class DefaultConfig:
                     "policy", f"{key}={raw!r} is not a number", "use e.g. 0.5"
                 ) from None
         config = cls(**values)  # type: ignore[arg-type]
-        if config.tie not in ("packed", "order") or config.gpu_tie not in ("index", "fullest"):
+        if (
+            config.tie not in ("packed", "order")
+            or config.gpu_tie not in ("index", "fullest")
+            or config.strand not in ("mean", "shape")
+        ):
             raise InvalidRequest(
-                "policy", f"bad tie option in {text!r}", "tie=packed|order, gpu_tie=index|fullest"
+                "policy",
+                f"bad choice in {text!r}",
+                "tie=packed|order, gpu_tie=index|fullest, strand=mean|shape",
             )
         return config
 
@@ -118,7 +130,7 @@ class DefaultPolicy(Policy):
         self.meter = FragmentMeter(workload, residue_weight=self.config.residue_weight)
         self.generation = 0
         self._base_key = ("default-base", next(_TOKENS))
-        self.cpu_per_milli = cpu_per_gpu_milli(workload)
+        self._feeds: dict[tuple[int, ...], Feed] = {}
         self._sigs: dict[str, tuple[object, tuple[object, ...]]] = {}
         self._same: dict[tuple[object, ...], Evaluation | None] = {}
 
@@ -128,7 +140,7 @@ class DefaultPolicy(Policy):
             self.meter = FragmentMeter(
                 self.learner.workload, residue_weight=self.config.residue_weight
             )
-            self.cpu_per_milli = cpu_per_gpu_milli(self.learner.workload)
+            self._feeds.clear()
             self.generation += 1
             self._same.clear()
             self._base_key = ("default-base", next(_TOKENS))
@@ -139,12 +151,34 @@ class DefaultPolicy(Policy):
             return sigmoid_score(reduction)
         return float(math.floor(reduction / band + 1e-9))
 
-    def _stranded(self, cpu_free: int, free_cores: int) -> float:
-        """Weighted free GPU (milli) beyond what the free CPU can feed at the workload's ratio."""
-        r, w = self.cpu_per_milli, self.config.cpu_weight
-        if r <= 0 or not w:
+    def _feed(self, ns: NodeState) -> Feed:
+        """How the node's free CPU feeds its free GPU, over the shapes that could run on it;
+        none on a node that a GPU-type-constrained shape may use (see `stranding`)."""
+        classes = self.meter.classes_of(ns)
+        hit = self._feeds.get(classes)
+        if hit is None:
+            per_shape = self.config.strand == "shape"
+            workload = self.meter.workload
+            if not self.config.typed:
+                hit = feed(workload, None, per_shape=per_shape)
+            else:
+                allowed = [
+                    any(col) for col in zip(*map(self.meter.allowed, set(classes)), strict=True)
+                ]
+                contested = any(
+                    ok and not shape.selector.is_any
+                    for ok, shape in zip(allowed, workload.shapes, strict=True)
+                )
+                hit = NO_FEED if contested else feed(workload, allowed, per_shape=per_shape)
+            self._feeds[classes] = hit
+        return hit
+
+    def _stranded(self, ns: NodeState, cpu_free: int, free_cores: int) -> float:
+        """Weighted free GPU (milli) that the free CPU cannot feed (see `stranding`)."""
+        w = self.config.cpu_weight
+        if not w or not ns.gpus:
             return 0.0
-        return w * max(0.0, free_cores * 10 - cpu_free / r)
+        return w * self._feed(ns).stranded(cpu_free, free_cores * 10)
 
     def _secondary(self, ns: NodeState, pod: PodRequest, used_after: int) -> float:
         if self.config.tie == "packed" and ns.gpus:
@@ -160,7 +194,7 @@ class DefaultPolicy(Policy):
         if hit is None:
             free = sum(ns.free_cores)
             before = meter.of_key(meter.cpu_level(ns.cpu_free), tuple(sorted(gpus)))
-            before += self._stranded(ns.cpu_free, free)
+            before += self._stranded(ns, ns.cpu_free, free)
             hit = ns.cache[key] = (before, len(gpus) * CORES_PER_GPU - free)
         return gpus, hit[0], hit[1]  # type: ignore[index]
 
@@ -216,7 +250,9 @@ class DefaultPolicy(Policy):
             return None
         choice, cores = taken
         used += cores
-        after = meter.of_key(level, tuple(sorted(gpus))) + self._stranded(cpu_after, total - used)
+        after = meter.of_key(level, tuple(sorted(gpus))) + self._stranded(
+            ns, cpu_after, total - used
+        )
         return Evaluation(self._primary(before - after) + self._secondary(ns, pod, used), choice)
 
     def _fractional(
@@ -230,7 +266,7 @@ class DefaultPolicy(Policy):
         meter = self.meter
         cpu_after = ns.cpu_free - pod.cpu_milli
         level = meter.cpu_level(cpu_after)
-        stranded = self._stranded(cpu_after, len(gpus) * CORES_PER_GPU - used - c.cores)
+        stranded = self._stranded(ns, cpu_after, len(gpus) * CORES_PER_GPU - used - c.cores)
         fullest = self.config.gpu_tie == "fullest"
         best_pos, best = -1, (-math.inf, 0)
         seen: set[GpuKey] = set()
@@ -247,13 +283,3 @@ class DefaultPolicy(Policy):
             if key > best:
                 best_pos, best = p, key
         return Evaluation(best[0] + self._secondary(ns, pod, used + c.cores), ((best_pos,),))
-
-
-def cpu_per_gpu_milli(workload: Workload) -> float:
-    """Expected milli-CPU per milli-GPU over the workload's GPU shapes (0 if none)."""
-    cpu = gpu = 0.0
-    for shape, p in zip(workload.shapes, workload.probs, strict=True):
-        if shape.gpus:
-            cpu += p * shape.cpu_milli
-            gpu += p * shape.gpus * shape.cores * 10
-    return cpu / gpu if gpu else 0.0

@@ -25,15 +25,17 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
 from vgpu.adapters.kubewatch import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import InvalidRequest
+from vgpu.daemons.backoff import Backoff
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.http import HttpLimits, HttpServer, Routes
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.service import Extender, ExtenderConfig
-from vgpu.extender.tls import TlsFiles, server_context
+from vgpu.extender.tls import Reloader, TlsFiles, server_context
 
 log = logging.getLogger(__name__)
+MAX_RETRY_S = 30.0  # cap of the capped, jittered exponential backoff after API failures
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,8 @@ class DaemonConfig:
     tls: TlsFiles | None = None
     """HTTPS with client certificates; None serves plain HTTP (`--insecure-http`)."""
     http: HttpLimits = field(default_factory=HttpLimits)
+    tls_reload_interval: float = 30.0
+    """Seconds between checks of the TLS files for renewal."""
     watch_timeout: int = 300
     sweep_interval: float = 1.0
     retry_delay: float = 1.0
@@ -102,12 +106,15 @@ class ExtenderDaemon:
         self.invalid_pods = InvalidPods(api, self.metrics)
         self.cache.on_invalid = self.invalid_pods
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
+        tls = server_context(config.tls) if config.tls is not None else None
+        self.tls_reloader = Reloader(tls, config.tls) if tls and config.tls else None
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
             host=config.host,
             port=config.port,
-            tls=server_context(config.tls) if config.tls is not None else None,
+            tls=tls,
             limits=config.http,
+            on_refused=lambda reason: self.metrics.refused.labels(reason).inc(),
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.metrics.watch_leadership(
@@ -135,6 +142,8 @@ class ExtenderDaemon:
         )
         self._spawn("pods", self._watch_pods)
         self._spawn("sweeper", self._sweep)
+        if self.tls_reloader is not None:
+            self._spawn("tls", self._reload_tls)
         if self.elector is not None:
             self._spawn(
                 "leader",
@@ -219,9 +228,11 @@ class ExtenderDaemon:
         apply: Callable[[str, dict[str, Any]], None],
         synced: threading.Event,
     ) -> None:
+        backoff = Backoff(self.config.retry_delay, MAX_RETRY_S)
         while not self._stop.is_set():
             try:
                 for event in events():
+                    backoff.reset()
                     if event.type == SYNCED:
                         if not synced.is_set():  # the first listing; later relists are quiet
                             log.info("%s", self._synced_line(synced))
@@ -233,13 +244,19 @@ class ExtenderDaemon:
                         log.exception("applying a %s event failed; skipped", event.type)
             except Exception:
                 log.exception("watch failed; restarting")
-                self._stop.wait(self.config.retry_delay)
+                self._stop.wait(backoff.next_delay())
 
     def _synced_line(self, synced: threading.Event) -> str:
         state = self.cache.state
         if synced is self._nodes_synced:
             return f"node watch synced: {len(state.node_names())} node(s) with vgpu GPUs"
         return "pod watch synced: serving filter, prioritize and bind"
+
+    def _reload_tls(self) -> None:
+        """Renewed certificates (a Secret updated in place) take effect without a restart."""
+        assert self.tls_reloader is not None
+        while not self._stop.wait(self.config.tls_reload_interval):
+            self.tls_reloader.check()
 
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
@@ -272,13 +289,15 @@ class ExtenderDaemon:
 
     def _resync(self, term: int) -> None:
         """Re-list the cluster for a new leadership term, then allow binding."""
+        backoff = Backoff(self.config.retry_delay, MAX_RETRY_S)
         while not self._stop.is_set() and self.elector is not None and self.elector.term == term:
             try:
                 nodes = self.api.list_nodes().items
                 pods = self.api.list_pods().items
             except KubeError as err:
-                log.warning("resync for term %d failed, retrying: %s", term, err)
-                self._stop.wait(self.config.retry_delay)
+                delay = backoff.next_delay()
+                log.warning("resync for term %d failed, retrying in %.1fs: %s", term, delay, err)
+                self._stop.wait(delay)
                 continue
             self.cache.replace_all(nodes, pods)
             self.extender.rebuilt()

@@ -151,17 +151,18 @@ def run(args: argparse.Namespace) -> int:
         if args.leader_elect
         else None
     )
+    extender = ExtenderConfig(  # the flags' own values are checked first, then the transport
+        policy=parse_policy(args.policy, "--policy"),
+        gang_timeout=args.gang_timeout,
+        memory_unit_mib=args.memory_unit_mib,
+        names=resource_names(args.resource_domain),
+        bind_wait=args.bind_wait,
+        pod_policies=tuple(args.allow_pod_policy),
+    )
     config = DaemonConfig(
         tls=_tls(args),
         key=load_assignment_key(args.assignment_key_file),
-        extender=ExtenderConfig(
-            policy=parse_policy(args.policy, "--policy"),
-            gang_timeout=args.gang_timeout,
-            memory_unit_mib=args.memory_unit_mib,
-            names=resource_names(args.resource_domain),
-            bind_wait=args.bind_wait,
-            pod_policies=tuple(args.allow_pod_policy),
-        ),
+        extender=extender,
         host=args.host,
         port=args.port,
         leader=leader,

@@ -28,13 +28,11 @@ what SIGTERM triggers. Tests build it in-process with their own backend, dirs an
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from vgpu.adapters.gpu import GpuBackend
@@ -62,6 +60,7 @@ from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
+from vgpu.daemons.signals import run_until_signal
 from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
@@ -92,6 +91,7 @@ class AgentConfig:
     report_numa: bool = False  # NUMA nodes in ListAndWatch: the kubelet's topology manager narrows
     health: HealthPolicy = field(default_factory=HealthPolicy)
     reconcile_s: float = 30.0
+    unsure_reconcile_s: float = 1.0  # sooner while an attribution waits for the kubelet's record
     admission_grace_s: float = 30.0
     metrics_port: int | None = None
     watch_timeout_s: int = 300
@@ -277,19 +277,7 @@ class NodeAgent:
 
     def run_until_signal(self) -> None:
         """start(), serve until SIGTERM/SIGINT, then stop(). Main thread only."""
-
-        def handler(signum: int, _frame: FrameType | None) -> None:
-            log.info("received %s", signal.Signals(signum).name)
-            self._stop.set()
-
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            self.start()
-            self._stop.wait()
-        finally:
-            self.stop()
-            for sig, old in previous.items():
-                signal.signal(sig, old)
+        run_until_signal(self.start, self.stop, self._stop)
 
     # ----- health --------------------------------------------------------------------------------
     def _on_health(self, unhealthy: frozenset[str]) -> None:
@@ -372,7 +360,7 @@ class NodeAgent:
         cfg, forever = self.config, float("inf")
         node_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
         patch_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
-        node_at = node_retry = reconcile_at = patch_retry = 0.0
+        node_at = node_retry = reconcile_at = unsure_at = patch_retry = 0.0
         settled = False
         while not self._stop.is_set():
             self._wake.clear()
@@ -383,9 +371,10 @@ class NodeAgent:
                     node_at, node_retry = now + cfg.reconcile_s, now
                 else:
                     node_at = node_retry = now + node_backoff.next_delay()
-            if self._synced.is_set() and now >= reconcile_at:
+            unsure = self.handoff.has_unsure()  # an attribution waits for the kubelet's record
+            if self._synced.is_set() and (now >= reconcile_at or (unsure and now >= unsure_at)):
                 self._reconcile()
-                reconcile_at = now + cfg.reconcile_s
+                reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
             if now >= patch_retry:
                 if self._patch_admitted():
                     patch_backoff.reset()
@@ -398,6 +387,7 @@ class NodeAgent:
                 node_at,
                 node_retry if self._node_dirty else forever,
                 reconcile_at if self._synced.is_set() else forever,
+                unsure_at if self._synced.is_set() and self.handoff.has_unsure() else forever,
                 patch_retry if patch_retry > now else forever,
             )
             self._wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))

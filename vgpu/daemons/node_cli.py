@@ -39,16 +39,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="run the node agent (device plugin, labels, health)",
         formatter_class=HelpFormatter,
     )
-    gpus = p.add_mutually_exclusive_group()
-    gpus.add_argument(
-        "--fake-gpus",
-        metavar="SPEC",
-        help=f"fake GPUs instead of NVML, e.g. {FAKE_GPUS_EXAMPLE} (COUNTxMODEL,...; "
-        "MODEL:MEMORY_MIB for a model not built in)",
-    )
-    gpus.add_argument(
-        "--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from an inventory file"
-    )
+    add_gpu_flags(p)
     p.add_argument(
         "--device-plugin-dir",
         type=Path,
@@ -139,6 +130,20 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="host procfs, to map GPU processes to containers (default /proc, with hostPID)",
     )
     p.set_defaults(run=run)
+
+
+def add_gpu_flags(p: argparse.ArgumentParser) -> None:
+    """The flags choosing the GPU backend (`gpu_backend`), shared with `vgpu dra-driver`."""
+    gpus = p.add_mutually_exclusive_group()
+    gpus.add_argument(
+        "--fake-gpus",
+        metavar="SPEC",
+        help=f"fake GPUs instead of NVML, e.g. {FAKE_GPUS_EXAMPLE} (COUNTxMODEL,...; "
+        "MODEL:MEMORY_MIB for a model not built in)",
+    )
+    gpus.add_argument(
+        "--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from an inventory file"
+    )
 
 
 def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vgpu.core import gang as gang_planning
+from vgpu.core.fit import Verdict
 from vgpu.core.ids import GangKey, PodKey
+from vgpu.core.kubelet_reuse import Role, expand, merged, reuses
 from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
@@ -100,10 +102,10 @@ class GangCoordinator:
         if problem := self._invalid_member(label.key):
             return GangWait(f"gang {label.key}: {problem}")
         ref = GangRef(label.key, size)
-        result = self.planner(scheduler, label.key, [_with_gang(m, ref) for m in members])
-        if isinstance(result, gang_planning.GangFailure):
-            self.failures[label.key] = str(result)
-            return GangWait(str(result))
+        result = self._plan(scheduler, label.key, [_with_gang(m, ref) for m in members])
+        if isinstance(result, GangWait):
+            self.failures[label.key] = result.reason
+            return result
         self.failures.pop(label.key, None)
         gang_planning.reserve(ledger, result, deadline=now + self.timeout)
         self.gangs[label.key] = _Gang(now + self.timeout)
@@ -111,6 +113,37 @@ class GangCoordinator:
         mine = result.for_pod(pod.key)
         assert mine is not None
         return mine
+
+    def _plan(
+        self, scheduler: Scheduler, gang: GangKey, members: list[PodRequest]
+    ) -> gang_planning.GangPlan | GangWait:
+        """Plan the gang; members with vGPU init containers are planned as the one container
+        the kubelet's reuse makes them (`vgpu.core.kubelet_reuse`) and then expanded."""
+        roles = {m.key: self._roles(m.key) for m in members}
+        gpu_mib = max((g.memory_mib for ns in scheduler.state.nodes() for g in ns.gpus), default=0)
+        asked = []
+        for m in members:
+            one = merged(m, roles[m.key], gpu_mib) if reuses(m, roles[m.key]) else m
+            if isinstance(one, Verdict):
+                return GangWait(f"gang {gang}: member {m.key}: {one}")
+            asked.append(one)
+        result = self.planner(scheduler, gang, asked)
+        if isinstance(result, gang_planning.GangFailure):
+            return GangWait(str(result))
+        by_key = {m.key: m for m in members}
+        out = []
+        for a in result.assignments:
+            m = by_key[a.pod]
+            if reuses(m, roles[m.key]):
+                ns = scheduler.state.node(a.node)
+                gpu = next(g for g in ns.gpus if g.uuid == a.shares[0].uuid)
+                a = expand(a, m, roles[m.key], gpu.memory_mib)
+            out.append(a)
+        return replace(result, assignments=tuple(out))
+
+    def _roles(self, key: PodKey) -> dict[str, Role]:
+        spec = self.cache.pods.get(key)
+        return spec.roles if spec is not None else {}
 
     def _members(self, gang: GangKey) -> list[PodRequest]:
         """Members that exist, are unbound and hold nothing yet."""
@@ -212,6 +245,4 @@ class GangCoordinator:
 
 
 def _with_gang(pod: PodRequest, ref: GangRef) -> PodRequest:
-    from dataclasses import replace
-
     return replace(pod, gang=ref)

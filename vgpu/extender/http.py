@@ -128,10 +128,14 @@ class HttpLimits:
     workers: int = 16
     """Threads running verbs."""
     max_connections: int = 4096
+    max_unverified: int = 64
+    """Connections without a client certificate (probes, scrapers) open at once; they may only
+    GET, one request each, so they can neither fill `max_connections` nor send a body."""
     max_body: int = MAX_BODY
 
 
 Reply = tuple[int, bytes, str]
+_NO_CERTIFICATE = b"a client certificate from the extender's client CA is required\n"
 
 
 class HttpServer:
@@ -145,8 +149,11 @@ class HttpServer:
         port: int = 0,
         tls: ssl.SSLContext | None = None,
         limits: HttpLimits = HttpLimits(),
+        on_refused: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.routes, self.limits, self._tls = routes, limits, tls
+        self.on_refused = on_refused
+        """Called with why a request or connection was refused (a metric's label)."""
         self._address = (host, port)
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="vgpu-extender-verb")
         self._loop = asyncio.new_event_loop()
@@ -154,6 +161,8 @@ class HttpServer:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._unverified = 0
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -197,20 +206,30 @@ class HttpServer:
         self._server.close()
         for writer in list(self._open):
             writer.transport.abort()
-        await asyncio.sleep(0)  # let the aborted connections' tasks finish
+        if self._tasks:  # the aborted connections' tasks end at their next read
+            _, late = await asyncio.wait(list(self._tasks), timeout=1)
+            for task in late:
+                task.cancel()
 
     # -- one connection --------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._open) >= self.limits.max_connections:
+        verified = self._tls is None or bool(writer.get_extra_info("peercert"))
+        if len(self._open) >= self.limits.max_connections or (
+            not verified and self._unverified >= self.limits.max_unverified
+        ):
+            self.on_refused("too-many-connections")
             writer.transport.abort()
             return
         self._open.add(writer)
+        self._unverified += not verified
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
         sock = writer.get_extra_info("socket")
         if sock is not None:
             # Headers and body go out together, but without NODELAY Nagle + delayed ACK can
             # still add up to 40 ms per reply on a keep-alive connection.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        verified = self._tls is None or bool(writer.get_extra_info("peercert"))
         try:
             while await self._exchange(reader, writer, verified):
                 pass
@@ -218,16 +237,21 @@ class HttpServer:
             pass  # the client went away or stalled: nothing to answer
         finally:
             self._open.discard(writer)
+            self._unverified -= not verified
+            self._tasks.discard(task)
             writer.close()
 
     async def _exchange(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, verified: bool
     ) -> bool:
-        """Serve one request; whether to keep the connection for another."""
+        """Serve one request; whether to keep the connection for another. A connection without
+        a client certificate gets one GET, within the read timeout, and no body is read."""
         limits = self.limits
+        idle = limits.idle_timeout if verified else limits.read_timeout
         try:
-            first = await asyncio.wait_for(reader.readline(), limits.idle_timeout)
+            first = await asyncio.wait_for(reader.readline(), idle)
         except ValueError:  # a request line over the stream's limit
+            self.on_refused("malformed")
             await self._send(writer, (414, b"request line too long\n", TEXT), close=True)
             return False
         if not first:
@@ -235,20 +259,26 @@ class HttpServer:
         try:
             async with asyncio.timeout(limits.read_timeout):
                 head = await read_head(first, reader)
+                if not verified and (head.method != "GET" or _has_body(head)):
+                    self.on_refused("no-client-certificate")
+                    await self._send(writer, (403, _NO_CERTIFICATE, TEXT), close=True)
+                    return False
                 body = await read_body(
                     head, reader, max_body=limits.max_body, go_on=lambda: _continue(writer)
                 )
         except HttpError as err:
+            self.on_refused("malformed")
             await self._send(writer, (err.status, _message(str(err)), TEXT), close=True)
             return False
         except TimeoutError:
+            self.on_refused("timeout")
             await self._send(writer, (408, b"request not received in time\n", TEXT), close=True)
             return False
-        reply = await self._answer(head, body, verified)
-        await self._send(writer, reply, close=head.close)
-        return not head.close
+        reply = await self._answer(head, body)
+        await self._send(writer, reply, close=head.close or not verified)
+        return verified and not head.close
 
-    async def _answer(self, head: Head, body: bytes, verified: bool) -> Reply:
+    async def _answer(self, head: Head, body: bytes) -> Reply:
         path = head.path.split("?", 1)[0].rstrip("/")
         if head.method == "GET":
             if path.endswith("/metrics"):
@@ -257,8 +287,6 @@ class HttpServer:
             return self._get(path)
         if head.method != "POST":
             return 405, _message(f"method {head.method[:20]!r} not allowed; use POST or GET"), TEXT
-        if not verified:
-            return 403, b"a client certificate from the extender's client CA is required\n", TEXT
         verb = path.rsplit("/", 1)[-1]
         return await self._loop.run_in_executor(self._pool, self._post, verb, body)
 
@@ -296,6 +324,10 @@ class HttpServer:
 
 
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
+
+
+def _has_body(head: Head) -> bool:
+    return "transfer-encoding" in head.fields or head.fields.get("content-length", "0") != "0"
 
 
 async def _continue(writer: asyncio.StreamWriter) -> None:

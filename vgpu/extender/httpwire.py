@@ -81,7 +81,7 @@ def body_length(head: Head, max_body: int = MAX_BODY) -> int | None:
         if head.method == "POST":
             raise HttpError(411, "Content-Length required")
         return 0
-    if not length.isdigit() or len(length) > 12:
+    if not (length.isascii() and length.isdigit()) or len(length) > 12:  # "²".isdigit()
         raise HttpError(400, "bad Content-Length")
     if int(length) > max_body:
         raise HttpError(413, f"body over {max_body} bytes")

@@ -40,6 +40,7 @@ class InvalidPods:
     def __init__(self, api: EventApi, metrics: ExtenderMetrics) -> None:
         self._api, self._metrics = api, metrics
         self._told: dict[tuple[str, str], None] = {}
+        self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[dict[str, Any], str] | None] = queue.Queue(QUEUED)
         self._thread = threading.Thread(target=self._send, name="vgpu-extender-events", daemon=True)
         self._thread.start()
@@ -49,11 +50,12 @@ class InvalidPods:
         if not isinstance(meta, dict):
             meta = {}
         version = (str(meta.get("uid")), str(meta.get("resourceVersion")))
-        if version in self._told:
-            return
-        if len(self._told) >= KEPT:
-            self._told.pop(next(iter(self._told)))
-        self._told[version] = None
+        with self._lock:  # the watch and a leader's resync both report
+            if version in self._told:
+                return
+            if len(self._told) >= KEPT:
+                self._told.pop(next(iter(self._told)))
+            self._told[version] = None
         self._metrics.invalid_pods.inc()
         log.warning("skipping pod %s/%s: %s", meta.get("namespace"), meta.get("name"), problem)
         try:

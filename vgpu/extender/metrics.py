@@ -5,6 +5,9 @@ process in tests).
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
 * `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
 * `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
+* `vgpu_extender_refused_requests_total{reason}`: requests refused before any verb ran
+  (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
+  kube-scheduler, or one misbehaving;
 * `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`,
   `vgpu_extender_pending_containers{node}` (bound, not yet admitted): read at scrape time;
 * `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
@@ -101,6 +104,12 @@ class ExtenderMetrics:
         )
         self.binds = PromCounter(
             "vgpu_extender_binds_total", "Bind results", ["outcome"], registry=self.registry
+        )
+        self.refused = PromCounter(
+            "vgpu_extender_refused_requests",
+            "Requests refused before any verb ran, by reason",
+            ["reason"],
+            registry=self.registry,
         )
         self.invalid_pods = PromCounter(
             "vgpu_extender_invalid_pods",

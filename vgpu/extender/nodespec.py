@@ -40,8 +40,11 @@ def node_spec(obj: Obj, names: ResourceNames = DEFAULT_NAMES) -> NodeSpec:
         mem = mib_floor(allocatable.get("memory", 0), "status.allocatable.memory")
     except InvalidRequest as err:
         cpu, mem, problem = 0, 0, f"node {name}: {err}"
-    gpus, inventory_problem = _gpus(meta.get("annotations") or {}, names.inventory)
-    return NodeSpec(Node(name, cpu, mem, gpus), problem or inventory_problem)
+    annotations = meta.get("annotations") or {}
+    gpus, broken = _gpus(annotations, names.inventory)
+    if names.inventory in annotations:  # a broken inventory is the news; a missing one is not
+        problem = broken or problem
+    return NodeSpec(Node(name, cpu, mem, gpus), problem or broken)
 
 
 def _gpus(annotations: Obj, key: str) -> tuple[tuple[Gpu, ...], str | None]:

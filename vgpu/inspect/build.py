@@ -11,11 +11,12 @@ vgpu resources on a vgpu node without any assignment are all reported as problem
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vgpu.api.inventory import InventoryError, NodeGpuInventory, parse_inventory
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
+from vgpu.inspect.dra import claim_holders, slice_inventories
 from vgpu.inspect.gangs import GangMembership, gang_views, membership, pod_group_minimums
 from vgpu.inspect.model import GpuView, Holder, NodeView, Problem, Report, Unscheduled, Usage
 from vgpu.inspect.pods import PodFacts, pod_facts
@@ -39,6 +40,7 @@ def build_report(
     nodes, it keeps the gangs with a member there and leaves out unscheduled pods."""
     collect = _Collect()
     inventories = _inventories(snapshot.nodes, names.inventory, collect)
+    dra_nodes = _dra(snapshot, inventories, collect)
     minimums = pod_group_minimums(snapshot.pod_groups)
     facts = [(pod_facts(p, names), membership(p, minimums)) for p in snapshot.pods]
     for pod, _ in facts:
@@ -48,7 +50,7 @@ def build_report(
     for missing in sorted(set(only) - {_name(n) for n in snapshot.nodes}):
         collect.problems.append(Problem(missing, "no such node", missing))
     views = tuple(
-        _node_view(n, inventories[_name(n)], collect)
+        _node_view(n, inventories[_name(n)], collect, "dra" if _name(n) in dra_nodes else "")
         for n in sorted(snapshot.nodes, key=_name)
         if _name(n) in wanted and _name(n) in inventories
     )
@@ -138,9 +140,46 @@ def _hold(pod: PodFacts, inventory: NodeGpuInventory, collect: _Collect) -> None
             node_holders.setdefault(share.uuid, []).append(holder)
             if not admitted:
                 collect.pending_pods.setdefault(pod.node, set()).add(pod.key)
+    for reused in pod.assignment.reused:
+        _unreuse(node_holders.get(reused.uuid, []), pod.key, reused.cores, reused.memory_mmib)
 
 
-def _node_view(node: Obj, inventory: NodeGpuInventory, collect: _Collect) -> NodeView:
+def _unreuse(holders: list[Holder], pod: str, cores: int, memory_mmib: int) -> None:
+    """Take what the kubelet hands on from init containers to later ones off the first holders
+    (init containers come first), so the report counts what the pod really holds, as the
+    extender charges it (`Assignment.charged`)."""
+    for i, h in enumerate(holders):
+        if h.pod != pod or not (cores or memory_mmib):
+            continue
+        less_c, less_m = min(cores, h.cores), min(memory_mmib, h.memory_mmib)
+        holders[i] = replace(h, cores=h.cores - less_c, memory_mmib=h.memory_mmib - less_m)
+        cores, memory_mmib = cores - less_c, memory_mmib - less_m
+
+
+def _dra(
+    snapshot: Snapshot, inventories: dict[str, NodeGpuInventory], collect: _Collect
+) -> set[str]:
+    """Add the DRA-mode nodes (a vgpu.io ResourceSlice, no inventory annotation) and the holders
+    of their claims (`vgpu.inspect.dra`); returns their names."""
+    found = {
+        n: i for n, i in slice_inventories(snapshot.resource_slices).items() if n not in inventories
+    }
+    inventories.update(found)
+    holders, problems = claim_holders(snapshot.resource_claims, found)
+    collect.problems.extend(problems)
+    for node, by_gpu in holders.items():
+        for uuid, held in by_gpu.items():
+            collect.holders.setdefault(node, {}).setdefault(uuid, []).extend(held)
+            if any(not h.admitted for h in held):
+                collect.pending_pods.setdefault(node, set()).update(
+                    h.container for h in held if not h.admitted
+                )
+    return set(found)
+
+
+def _node_view(
+    node: Obj, inventory: NodeGpuInventory, collect: _Collect, mode: str = ""
+) -> NodeView:
     holders = collect.holders.get(_name(node), {})
     gpus = tuple(
         GpuView(
@@ -166,7 +205,7 @@ def _node_view(node: Obj, inventory: NodeGpuInventory, collect: _Collect) -> Nod
         pending_cores=sum(h.cores for h in pending),
         pending_memory_mmib=sum(h.memory_mmib for h in pending),
     )
-    return NodeView(_name(node), _address(node), _ready(node), gpus, usage)
+    return NodeView(_name(node), _address(node), _ready(node), gpus, usage, mode)
 
 
 def _address(node: Obj) -> str:

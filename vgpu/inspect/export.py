@@ -67,6 +67,7 @@ def _node(n: NodeView) -> dict[str, Any]:
         "name": n.name,
         "address": n.address,
         "ready": n.ready,
+        **({"mode": n.mode} if n.mode else {}),  # "dra": GPUs published by a DRA driver
         "gpus": [_gpu(g) for g in n.gpus],
         "usage": _usage(n.usage),
     }

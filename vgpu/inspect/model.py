@@ -76,6 +76,8 @@ class NodeView:
     ready: bool
     gpus: tuple[GpuView, ...]
     usage: Usage
+    mode: str = ""
+    """"dra" for a node whose GPUs a DRA driver publishes; "" for device-plugin mode."""
 
     @property
     def models(self) -> tuple[str, ...]:

@@ -19,6 +19,7 @@ from vgpu.adapters.kube import (
     KubeNotFound,
     KubeUnavailable,
 )
+from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.api.gang import POD_GROUP_LABEL
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.snapshot import Snapshot
@@ -36,7 +37,7 @@ class InspectError(VgpuError):
 
 def connect(kubeconfig: str | None, context: str | None = None) -> KubeApi:
     try:
-        return KubeApi.from_environment(kubeconfig, context=context)
+        return DraKubeApi.from_environment(kubeconfig, context=context)
     except KubeConfigMissing as e:
         raise InspectError(f"no cluster to inspect: {e}") from e
 
@@ -56,7 +57,21 @@ def read_snapshot(
         raise InspectError(f"cannot reach the Kubernetes API server: {e}") from e
     except KubeError as e:
         raise InspectError(f"the Kubernetes API server refused the request: {e}") from e
-    return Snapshot(tuple(nodes), tuple(pods), _pod_groups(api, pods), taken)
+    slices, claims = _dra_objects(api)
+    return Snapshot(tuple(nodes), tuple(pods), _pod_groups(api, pods), taken, slices, claims)
+
+
+def _dra_objects(api: KubeApi) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:
+    """ResourceSlices and ResourceClaims, for DRA-mode nodes; none where the cluster has no
+    resource.k8s.io/v1 or the reader may not list them (the report then shows no DRA nodes)."""
+    if not isinstance(api, DraKubeApi):
+        return (), ()
+    try:
+        return tuple(api.list_resource_slices().items), tuple(api.list_resource_claims().items)
+    except (KubeNotFound, KubeForbidden):
+        return (), ()
+    except KubeError as e:
+        raise InspectError(f"reading ResourceSlices and ResourceClaims failed: {e}") from e
 
 
 def _pod_groups(api: KubeApi, pods: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:

@@ -42,6 +42,9 @@ class Snapshot:
     pods: tuple[Obj, ...]
     pod_groups: tuple[Obj, ...] = ()
     taken_at: str = ""
+    resource_slices: tuple[Obj, ...] = ()
+    """resource.k8s.io ResourceSlices and ResourceClaims: DRA-mode nodes and their claims."""
+    resource_claims: tuple[Obj, ...] = ()
 
 
 def parse_document(text: str, source: str) -> Any:
@@ -75,6 +78,8 @@ def loads(text: str, *, source: str = "snapshot") -> Snapshot:
         pods=_objects(doc, "pods", source),
         pod_groups=_objects(doc, "podGroups", source),
         taken_at=str(doc.get("takenAt") or ""),
+        resource_slices=_objects(doc, "resourceSlices", source),
+        resource_claims=_objects(doc, "resourceClaims", source),
     )
 
 
@@ -83,7 +88,13 @@ def _from_list(doc: Mapping[str, Any], source: str) -> Snapshot:
     by_kind: dict[str, list[Obj]] = {"Node": [], "Pod": [], "PodGroup": []}
     for item in items:
         by_kind.setdefault(str(item.get("kind")), []).append(item)
-    return Snapshot(tuple(by_kind["Node"]), tuple(by_kind["Pod"]), tuple(by_kind["PodGroup"]))
+    return Snapshot(
+        tuple(by_kind["Node"]),
+        tuple(by_kind["Pod"]),
+        tuple(by_kind["PodGroup"]),
+        resource_slices=tuple(by_kind.get("ResourceSlice", ())),
+        resource_claims=tuple(by_kind.get("ResourceClaim", ())),
+    )
 
 
 def _objects(doc: Mapping[str, Any], field: str, source: str) -> tuple[Obj, ...]:
@@ -109,6 +120,13 @@ def dumps(
         "pods": [trim_pod(p) for p in snapshot.pods],
         "podGroups": [_trim_meta(g) | {"spec": g.get("spec", {})} for g in snapshot.pod_groups],
     }
+    if snapshot.resource_slices:  # DRA mode: the GPUs and claims as the API server has them
+        doc["resourceSlices"] = [
+            _trim_meta(s) | {"spec": s.get("spec", {})} for s in snapshot.resource_slices
+        ]
+        doc["resourceClaims"] = [
+            _trim_meta(c) | {"status": c.get("status", {})} for c in snapshot.resource_claims
+        ]
     if as_json:
         return json.dumps(doc, indent=2, sort_keys=True) + "\n"
     import yaml

@@ -93,6 +93,8 @@ def _row(node: NodeView, width: int, layout: Layout) -> list[str]:
     cell = {"full": _gpu_cell, "pair": _pair_cell, "fuller": _fuller_cell}[layout.cell]
     cells = [cell(g) for g in node.gpus] + ["-"] * (width - len(node.gpus))
     name = node.name if node.ready else f"{node.name} (NotReady)"
+    if node.mode:
+        name = f"{name} [{node.mode}]"
     models = ", ".join(model_name(m) for m in node.models) or "-"
     u = node.usage
     row = [name] + [node.address or "-"] * layout.address + [models] * layout.model

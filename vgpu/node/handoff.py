@@ -11,133 +11,39 @@ Matching is the heart of it: `candidates(kind, size, gpus)` lists the pending co
 ask for `kind` equals `size` and whose assignment names exactly `gpus`, ordered as the kubelet
 admits them: a pod the kubelet is in the middle of first, then pods in the order they were
 seen, and within a pod in spec order (init containers first). Invariant I guarantees that
-containers of different pods left in that list would get the same grant. Pure, apart from a lock:
-the adapters call it from several threads.
+containers of different pods left in that list would get the same grant; which of them a call
+was for stays *unsure* until the kubelet's record says (`admit`, `reclaim`, `reconcile`). Pure,
+apart from a lock: the adapters call it from several threads.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 
 from vgpu.api.admitted import encode_admitted
-from vgpu.api.assignment import ADMITTED, ASSIGNMENT, verify
-from vgpu.core.handoff_rule import PendingContainer, asks_of, followers
+from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
-from vgpu.core.model import Assignment, GpuShare
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.devices import UnitKind
+from vgpu.node.handoff_types import (
+    KINDS,
+    Candidate,
+    GrantedContainer,
+    HeldDevices,
+    PodEntry,
+    check_assignment,
+)
 from vgpu.node.podspec import ContainerAsk, PodInfo, cores_limit
 
-KINDS = (UnitKind.CORES, UnitKind.MEMORY)
-
-
-@dataclass(frozen=True, slots=True)
-class HeldDevices:
-    """Device IDs of one resource that a running container holds, per the kubelet."""
-
-    pod: PodKey
-    container: str
-    kind: UnitKind
-    ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class GrantedContainer:
-    """A container of an assigned pod with its shares; `admitted` once it holds its devices."""
-
-    pod: PodKey
-    uid: str
-    container: str
-    shares: tuple[GpuShare, ...]
-    admitted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    """A pending container that an Allocate call could be for."""
-
-    pod: PodKey
-    container: ContainerAsk
-    shares: tuple[GpuShare, ...]
-    cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
-    in_progress: bool = False  # some of the pod's containers are admitted, not all
-    after: tuple[tuple[object, ...], ...] = ()  # grants of the pod's later containers
-
-    @property
-    def gpus(self) -> frozenset[str]:
-        return frozenset(s.uuid for s in self.shares)
-
-    @property
-    def pending(self) -> PendingContainer:
-        """The container as the hand-off rule (`vgpu.core.handoff_rule`) sees it."""
-        c = self.container
-        asks = asks_of(c.cores, c.memory_blocks)
-        return PendingContainer(
-            self.pod, c.name, asks, self.shares, self.cores_limit[0], self.after
-        )
-
-
-@dataclass(slots=True)
-class _Entry:
-    info: PodInfo
-    assignment: Assignment | None
-    problem: str | None
-    seq: int
-    shares: dict[str, tuple[GpuShare, ...]] = field(default_factory=dict)
-    admitted: dict[tuple[str, UnitKind], tuple[tuple[str, ...], float]] = field(
-        default_factory=dict
-    )
-    failed: bool = False  # the kubelet gave up admitting it (an Allocate of it was refused)
-    unsure: set[tuple[str, UnitKind]] = field(default_factory=set)  # see `Handoff.admit`
-
-    def ask(self, container: ContainerAsk, kind: UnitKind) -> int:
-        return container.cores if kind is UnitKind.CORES else container.memory_blocks
-
-    def done(self, container: ContainerAsk) -> bool:
-        return all(
-            (container.name, k) in self.admitted for k in KINDS if self.ask(container, k) > 0
-        )
-
-    def followers(self) -> dict[str, tuple[tuple[object, ...], ...]]:
-        """Per container, the grants of the pod's later vGPU containers (the hand-off rule)."""
-        held = [c for c in self.info.containers if self.shares.get(c.name)]
-        return followers(
-            (c.name, self.shares[c.name], asks_of(c.cores, c.memory_blocks)) for c in held
-        )
-
-    def in_progress(self) -> bool:
-        started = any(self.admitted)
-        return started and not all(self.done(c) for c in self.info.containers)
-
-
-def check_assignment(info: PodInfo, node: str, key: bytes) -> tuple[Assignment | None, str | None]:
-    """The pod's verified assignment, or None and why the pod is unassigned."""
-    if ASSIGNMENT not in info.annotations:
-        return None, f"{info.key} has no {ASSIGNMENT} (bound without the vgpu scheduler?)"
-    assignment = verify(info.annotations, key)
-    if assignment is None:
-        return None, f"{info.key}: {ASSIGNMENT} is forged or signed with another key"
-    if assignment.uid != info.uid:
-        return None, (
-            f"{info.key}: {ASSIGNMENT} belongs to pod UID {assignment.uid}, not {info.uid} "
-            "(copied from another pod)"
-        )
-    if assignment.pod != info.key or assignment.node != node:
-        return None, (
-            f"{info.key}: {ASSIGNMENT} is for {assignment.pod} on {assignment.node}, "
-            f"not {info.key} on {node}"
-        )
-    for ask in info.containers:
-        held = next((c for c in assignment.containers if c.name == ask.name), None)
-        cores = sum(s.cores for s in held.shares) if held else 0
-        if cores != ask.cores:
-            return None, (
-                f"{info.key}: container {ask.name} asks {ask.cores} cores but its assignment "
-                f"gives {cores}"
-            )
-    return assignment, None
+__all__ = [
+    "KINDS",
+    "Candidate",
+    "GrantedContainer",
+    "Handoff",
+    "HeldDevices",
+    "check_assignment",
+]
 
 
 class Handoff:
@@ -155,7 +61,7 @@ class Handoff:
         self._key = key
         self._clock = clock
         self._grace_s = grace_s
-        self._pods: dict[PodKey, _Entry] = {}
+        self._pods: dict[PodKey, PodEntry] = {}
         self._seq = 0
         self._patched: dict[PodKey, str] = {}
         self._lock = threading.RLock()
@@ -175,7 +81,7 @@ class Handoff:
                 entry.info, entry.assignment, entry.problem = info, assignment, problem
             else:
                 self._seq += 1
-                entry = _Entry(info, assignment, problem, self._seq)
+                entry = PodEntry(info, assignment, problem, self._seq)
                 self._pods[info.key] = entry
             entry.shares = {c.name: c.shares for c in assignment.containers} if assignment else {}
             return problem
@@ -198,7 +104,7 @@ class Handoff:
             return entry.problem if entry else None
 
     # ----- matching ----------------------------------------------------------------------------
-    def _pending(self, kind: UnitKind) -> Iterable[tuple[_Entry, ContainerAsk]]:
+    def _pending(self, kind: UnitKind) -> Iterable[tuple[PodEntry, ContainerAsk]]:
         """Per assigned pod, the one container the kubelet can allocate `kind` for next: the
         first in spec order (init containers first) still waiting for `kind`."""
         entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
@@ -273,34 +179,45 @@ class Handoff:
     ) -> None:
         """Record an allocation. `unsure`: interchangeable containers of other pods could have
         been the caller (the grant is the same, the attribution may not be): the container is
-        not reported admitted until the kubelet's record or a later call settles it."""
+        not reported admitted until the kubelet's record (`reconcile`) settles it. A pod with
+        an unsure attribution gets its later calls matched because of it, so they are unsure
+        too (identical gang members on one GPU swap whole sequences of calls)."""
         with self._lock:
             entry = self._pods.get(pod)
             if entry is not None:
                 entry.admitted[(container, kind)] = (tuple(ids), self._clock())
-                if unsure:
+                if unsure or entry.unsure:
                     entry.unsure.add((container, kind))
 
-    def settle(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> None:
-        """No pending container asks `size` of `kind` on `gpus` any more: every unsure
-        attribution there was right (each of the interchangeable containers got a call)."""
-        with self._lock:
-            if self._matching(kind, size, gpus, pending=True):
-                return
-            for entry, container in self._matching(kind, size, gpus, pending=False):
-                entry.unsure.discard((container.name, kind))
-
     def reclaim(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
-        """An Allocate matched no pending container: if an unsure attribution there took the
-        caller's container for another pod (which has since gone), this call is that
-        container's own. The kubelet allocates a container once, so it is settled now."""
+        """An Allocate matched no pending container: an unsure attribution there took the
+        caller's container for another pod's call, and this call is that container's own (the
+        kubelet allocates a container once). Any of them gives the same grant; which one it
+        was stays unsure until the kubelet's record says (`reconcile`)."""
         with self._lock:
             for entry, container in self._matching(kind, size, gpus, pending=False):
                 if (container.name, kind) in entry.unsure:
-                    entry.unsure.discard((container.name, kind))
                     shares = entry.shares[container.name]
                     return Candidate(entry.info.key, container, shares, cores_limit(entry.info))
             return None
+
+    def others_waiting(self, kind: UnitKind, size: int, gpus: frozenset[str], pod: PodKey) -> bool:
+        """Whether another pod than `pod` may still wait with a container asking `size` of
+        `kind` on `gpus`: one not yet allocated (at any position: after an unsure attribution
+        a pod's calls come at other positions than the ledger expects) or unsurely allocated."""
+        with self._lock:
+            waiting = self._matching(kind, size, gpus, pending=True)
+            waiting += [
+                (e, c)
+                for e, c in self._matching(kind, size, gpus, pending=False)
+                if (c.name, kind) in e.unsure
+            ]
+            return any(e.info.key != pod for e, _ in waiting)
+
+    def has_unsure(self) -> bool:
+        """Whether some attribution waits for the kubelet's record (reconcile soon)."""
+        with self._lock:
+            return any(e.unsure for e in self._pods.values())
 
     def unsure_candidates(self, kind: UnitKind, size: int) -> list[Candidate]:
         """Unsure attributions asking `size` of `kind`: where a call matching no pending
@@ -314,7 +231,7 @@ class Handoff:
 
     def _matching(
         self, kind: UnitKind, size: int, gpus: frozenset[str] | None, *, pending: bool
-    ) -> list[tuple[_Entry, ContainerAsk]]:
+    ) -> list[tuple[PodEntry, ContainerAsk]]:
         out = []
         for entry in self._pods.values():
             for c in entry.info.containers:
@@ -326,14 +243,21 @@ class Handoff:
                     out.append((entry, c))
         return out
 
-    def abort_admissions(self) -> list[PodKey]:
-        """An Allocate was refused: the kubelet fails the pod it was admitting and moves on
-        (pkg/kubelet/cm/devicemanager/manager.go: the first error fails the pod, which is not
-        admitted again on this node). The kubelet admits one pod at a time, so a pod part-way
-        through admission is that pod, or one whose admission already failed elsewhere: it can
-        never be allocated again and must not absorb another pod's Allocate."""
+    def abort_admissions(self, kind: UnitKind, size: int) -> list[PodKey]:
+        """An Allocate of `size` devices of `kind` was refused: the kubelet fails the pod it was
+        admitting (the first error fails the pod, which is not admitted again on this node:
+        pkg/kubelet/cm/devicemanager/manager.go, pkg/kubelet/cm/admission/errors.go). A pod
+        part-way through admission whose next container asks exactly that was the caller, or
+        its admission already failed elsewhere: either way it is never allocated again here and
+        must not absorb another pod's Allocate. (A pod whose next container asks something else
+        was not the caller; after a kubelet restart it may still be admitted. A pod whose
+        progress rests on an unsure attribution may owe it to another pod's calls.)"""
         with self._lock:
-            aborted = [k for k, e in self._pods.items() if e.in_progress() and not e.failed]
+            aborted = [
+                e.info.key
+                for e, c in self._pending(kind)
+                if e.in_progress() and not e.unsure and e.ask(c, kind) == size
+            ]
             for key in aborted:
                 self._pods[key].failed = True
             return aborted
@@ -457,7 +381,7 @@ class Handoff:
         return reports
 
     @staticmethod
-    def _mismatch(entry: _Entry, h: HeldDevices) -> str | None:
+    def _mismatch(entry: PodEntry, h: HeldDevices) -> str | None:
         shares = entry.shares.get(h.container, ())
         container = entry.info.container(h.container)
         want = {s.uuid for s in shares}

@@ -1,16 +1,18 @@
 """`HandoffPolicy`: the `AllocationPolicy` that admits exactly what the extender assigned.
 
 - GetPreferredAllocation: the first pending container (see `Handoff.candidates`) asking `size`
-  devices of this resource names the GPU(s); the answer is `size` available IDs there,
-  must-include IDs first. With no pending match, or too few IDs available there, it falls back
-  to the default binpacked choice.
-- Allocate: the GPUs are read from the IDs. The one pending container asking `len(ids)` devices
-  on exactly those GPUs is admitted and its grant returned (cores: the full grant from the
-  assignment; memory: an acknowledgement, the limits came with cores). Otherwise the call is
-  refused with what the ledger holds there. When pending containers of *different* pods would
-  get *different* grants for the same IDs (invariant I was broken somewhere), the call is refused
-  rather than guessed. With `allow_unassigned`, IDs matching no pending container are admitted
-  when their GPU has capacity that no assigned pod (pending or admitted) holds.
+  devices of this resource names the GPU(s) (with none, an unsure attribution's: see below); the
+  answer is `size` available IDs there, must-include IDs first. With no match, or too few IDs
+  available there, it falls back to the default binpacked choice.
+- Allocate: the GPUs are read from the IDs. A pending container asking `len(ids)` devices on
+  exactly those GPUs is admitted and its grant returned (cores: the full grant from the
+  assignment; memory: an acknowledgement, the limits came with cores). When another pod waits
+  with a container confusable with it (`vgpu.core.handoff_rule`), the call is refused rather
+  than guessed; interchangeable ones make the attribution *unsure* (`Handoff.admit`); a call
+  matching nothing may reclaim an unsure attribution (`Handoff.reclaim`). Otherwise it is
+  refused with what the ledger holds there, and the pod part-way through admission that made
+  it is marked failed (`Handoff.abort_admissions`). With `allow_unassigned`, IDs matching no
+  pending container are admitted when their GPU has capacity no assigned pod holds.
 
 Every admission calls `on_admit(pod)` so the agent can patch `vgpu.io/admitted`. Pure.
 """
@@ -130,7 +132,7 @@ class HandoffPolicy:
             if isinstance(result, Refusal):
                 for pod, container in done:
                     self._handoff.unadmit(pod, container, kind)
-                for pod in self._handoff.abort_admissions():
+                for pod in self._handoff.abort_admissions(kind, len(ids)):
                     log.warning("%s: the kubelet fails the admission of %s", resource, pod)
                 return result
             grant, admitted = result
@@ -174,9 +176,10 @@ class HandoffPolicy:
         grant = self._grant(kind, chosen, groups)
         if isinstance(grant, Refusal):
             return grant
-        unsure = any(m.pod != chosen.pod for m in matches)  # interchangeable: same grant
+        # Another pod's container with this ask on these GPUs (same grant: invariant I) could
+        # have made the call: the attribution is unsure.
+        unsure = self._handoff.others_waiting(kind, len(ids), gpus, chosen.pod)
         self._handoff.admit(chosen.pod, chosen.container.name, kind, ids, unsure=unsure)
-        self._handoff.settle(kind, len(ids), gpus)
         log.info(
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
         )

@@ -15,9 +15,11 @@ from random import Random
 
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node, PodRequest
+from vgpu.core.placement import assignment_for
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
+from vgpu.sim.dra import DeviceChooser
 
 
 @dataclass(slots=True)
@@ -69,8 +71,10 @@ def replay(
     *,
     seed: int,
     on_progress: Callable[[int, int], None] | None = None,
+    device_choice: DeviceChooser | None = None,
 ) -> RunResult:
-    """Place `pods` in order on a fresh cluster of `nodes` with `policy`."""
+    """Place `pods` in order on a fresh cluster of `nodes` with `policy`; `device_choice`, if
+    given, picks the GPUs on the node the policy chose (`vgpu.sim.dra`)."""
     started = time.perf_counter()
     state = ClusterState(nodes)
     ledger = Ledger(state)
@@ -87,7 +91,12 @@ def replay(
         if selection is None:
             failed += 1
         else:
-            ledger.confirm(selection.assignment)
+            if device_choice is None:
+                ledger.confirm(selection.assignment)
+            else:
+                ns = state.node(selection.node)
+                choice = device_choice(ns, pod, selection.choice)
+                ledger.confirm(assignment_for(ns, pod, choice))
             used += pod.gpu_milli
             placed += 1
         arrived_pct = 100 * arrived / capacity

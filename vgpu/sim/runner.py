@@ -17,6 +17,7 @@ from typing import TextIO
 from vgpu.core.model import PodRequest
 from vgpu.core.registry import PolicySpec, make_policy
 from vgpu.core.workload import Workload, workload_from
+from vgpu.sim.dra import chooser
 from vgpu.sim.engine import RunResult, capacity_milli, replay
 from vgpu.sim.gangs import replay_units
 from vgpu.sim.trace import Trace
@@ -39,6 +40,8 @@ class Job:
     """What a policy that learns online is told in advance: "auto"/"none" (nothing), "trace"."""
     gang_mode: str = "auto"
     """How gangs are placed: "plan", "independent", or "auto" (plan for default policies)."""
+    device_choice: str = "extender"
+    """Who picks the GPUs on the chosen node (`vgpu.sim.dra.DEVICE_CHOICES`)."""
 
 
 def _workload(trace_pods: tuple[PodRequest, ...], job: Job) -> Workload:
@@ -63,7 +66,13 @@ def run_job(trace: Trace, job: Job) -> RunResult:
         if mode == "auto":
             mode = "plan" if job.policy.plans_gangs else "independent"
         return replay_units(trace.nodes, gangs(pods, job.seed), policy, seed=job.seed, mode=mode)
-    return replay(trace.nodes, pods, policy, seed=job.seed)
+    if job.device_choice == "extender":
+        return replay(trace.nodes, pods, policy, seed=job.seed)
+    result = replay(
+        trace.nodes, pods, policy, seed=job.seed, device_choice=chooser(job.device_choice)
+    )
+    result.policy = f"{result.policy}/{job.device_choice}"
+    return result
 
 
 _TRACE: Trace | None = None

@@ -1,0 +1,15 @@
+"""`vgpu extender` refuses a bad --resource-domain in one line, before it connects anywhere."""
+
+from __future__ import annotations
+
+import pytest
+
+from vgpu.cli.main import main
+
+
+def test_a_bad_resource_domain_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--kubeconfig", "/nonexistent", "--insecure-http", "--resource-domain", "Vgpu.IO"]
+    assert main(["extender", *args]) == 2
+    err = capsys.readouterr().err
+    assert "--resource-domain: 'Vgpu.IO' is not a DNS subdomain" in err
+    assert "Traceback" not in err and "/nonexistent" not in err

@@ -1,0 +1,410 @@
+"""DRA mode on the real components: the real kube-scheduler allocates vgpu.io claims from the
+driver's ResourceSlice, the real kubelet prepares them through `vgpu dra-driver` and hands the
+runtime the driver's CDI device; restarts of the driver and of the kubelet keep prepared claims.
+
+One cluster for the module: node-a in device-plugin mode (node agent), node-d in DRA mode (its
+kubelet plus the DRA driver), both at once. No kube-controller-manager runs, so claims are created
+directly (not from templates) and a deleted pod's claim stays allocated (the controller would
+free it); each test uses its own claims.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.realk8s import configs, manifests, pods
+from tests.realk8s.cluster import REPO, NodeSpec, RealCluster
+from tests.realk8s.grants import inspect_json
+from tests.realk8s.processes import wait_until
+from tests.realk8s.rest import ApiError, Identity, Obj, Rest
+
+pytestmark = pytest.mark.realk8s
+
+DRA_NODE = "node-d"
+GPUS = "2xA100-SXM4-80GB"
+CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
+SLICE = f"/apis/resource.k8s.io/v1/resourceslices/{DRA_NODE}-vgpu-io"
+
+
+def _chart_objects() -> list[Obj]:
+    """The chart's DRA objects (DeviceClass, driver RBAC, claim policy) as `helm template`
+    renders them, so the cluster runs what ships."""
+    sys.path.insert(0, str(REPO / "hack"))
+    import chart
+
+    try:
+        text = chart.run_helm(
+            "template", "vgpu", str(chart.CHART), "-n", "vgpu-system",
+            "--kube-version", "v1.37.2", "--set", "dra.enabled=true",
+            "--show-only", "templates/dra/deviceclass.yaml",
+            "--show-only", "templates/dra/claim-policy.yaml",
+            "--show-only", "templates/rbac/dra-driver.yaml",
+            "--show-only", "templates/rbac/inspect.yaml",
+        )  # fmt: skip
+    except chart.ChartError as err:
+        pytest.skip(f"the DRA tests render the chart: {err}")
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def _apply(api: Rest, obj: Obj) -> None:
+    """Create `obj`; one that exists (vgpu-inspect, from daemonset/) takes the chart's version."""
+    try:
+        api.post(manifests.collection_path(obj), obj)
+    except ApiError as err:
+        if err.status != 409:
+            raise
+        api.put(manifests.object_path(obj), obj)
+
+
+class DraNode:
+    """node-d: fake CRI, real kubelet, `vgpu dra-driver` as the shipped service account."""
+
+    def __init__(self, cluster: RealCluster) -> None:
+        self.cluster = cluster
+        self.dir = cluster.node_dir(DRA_NODE)
+        self.kubelet_dir = self.dir / "kubelet"
+        self.cdi = self.dir / "cdi"
+
+    def start(self) -> None:
+        c, binary = self.cluster, str(self.cluster.binary)
+        for sub in ("kubelet/plugins", "kubelet/plugins_registry", "containers", "pod-logs",
+                    "container-logs", "cdi", "kubelet/device-plugins", "kubelet/pod-resources"):  # fmt: skip
+            (self.dir / sub).mkdir(parents=True, exist_ok=True)
+        c.procs.start(
+            f"cri-{DRA_NODE}",
+            [binary, "fake-cri", f"--endpoint=unix://{self.dir / 'cri.sock'}",
+             f"--record-dir={self.dir / 'containers'}"],
+        )  # fmt: skip
+        wait_until(lambda: (self.dir / "cri.sock").exists(), 30, "fake CRI of node-d")
+        c.start_kubelet(DRA_NODE)
+        c.admin.merge_patch(
+            f"/api/v1/nodes/{DRA_NODE}",
+            {"metadata": {"labels": {"vgpu.io/mode": "dra", "vgpu.io/enabled": None}}},
+        )
+        self.start_driver()
+
+    def start_driver(self) -> None:
+        c = self.cluster
+        c.procs.start(
+            f"dra-{DRA_NODE}",
+            [sys.executable, "-m", "vgpu", "dra-driver", f"--fake-gpus={GPUS}",
+             f"--plugins-dir={self.kubelet_dir / 'plugins'}",
+             f"--registry-dir={self.kubelet_dir / 'plugins_registry'}",
+             f"--cdi-dir={self.cdi}", f"--node-name={DRA_NODE}",
+             f"--kubeconfig={c.kubeconfig('vgpu-dra-driver')}", "--slice-order=fullest"],
+        )  # fmt: skip
+        wait_until(self.registered, 60, "the DRA driver registered", c._watching(f"dra-{DRA_NODE}"))
+
+    def registrations(self) -> int:
+        log = self.cluster.procs.log(f"dra-{DRA_NODE}").read_text()
+        return log.count("registered with the kubelet")
+
+    def registered(self) -> bool:
+        """Registered since the driver's last start."""
+        log = self.cluster.procs.log(f"dra-{DRA_NODE}").read_text()
+        return "registered with the kubelet" in log.rsplit("=== start", 1)[-1]
+
+    def stop_driver(self) -> None:
+        self.cluster.procs.stop(f"dra-{DRA_NODE}")
+
+    def restart_kubelet(self) -> None:
+        """Restart node-d's kubelet and wait until it has found the driver again."""
+        before = self.registrations()
+        self.cluster.procs.stop(f"kubelet-{DRA_NODE}")
+        self.cluster.start_kubelet(DRA_NODE)
+        wait_until(lambda: self.registrations() > before, 60, "the driver registered again")
+
+    def record(self, pod: str, container: str = "app") -> Obj:
+        path = self.dir / "containers" / f"default_{pod}_{container}_0.json"
+        wait_until(path.exists, 30, f"the runtime record of {pod}/{container}")
+        record: Obj = json.loads(path.read_text())
+        return record
+
+    def cdi_env(self, cdi_id: str) -> dict[str, str]:
+        """The variables the runtime applies for a CDI device of ours."""
+        kind, name = cdi_id.split("=", 1)
+        for spec_file in self.cdi.glob("*.json"):
+            spec = json.loads(spec_file.read_text())
+            for device in spec["devices"]:
+                if spec["kind"] == kind and device["name"] == name:
+                    env = device["containerEdits"]["env"]
+                    return dict(e.split("=", 1) for e in env)
+        raise AssertionError(f"no CDI spec for {cdi_id} in {self.cdi}")
+
+
+@pytest.fixture(scope="module")
+def dra(realk8s_binary: Path) -> Iterator[DraNode]:
+    root = Path(tempfile.mkdtemp(prefix="vk8s-dra-"))
+    nodes = [NodeSpec("node-a", GPUS), NodeSpec(DRA_NODE, GPUS)]
+    cluster = RealCluster(root, realk8s_binary, nodes)
+    node = DraNode(cluster)
+    try:
+        cluster.up(api_only=True)  # certificates for both nodes; then node-a as `up` would
+        cluster.start_scheduler()
+        cluster.start_node("node-a")
+        cluster.start_extender("extender-0")
+        cluster.wait_node_gpus("node-a")
+        for obj in _chart_objects():
+            _apply(cluster.admin, obj)
+        cluster.tokens["vgpu-dra-driver"] = token = _token(cluster)
+        _kubeconfig(cluster, token)
+        node.start()
+        yield node
+    finally:
+        cluster.down()
+        if os.environ.get("VGPU_REALK8S_KEEP") != "1":
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _token(cluster: RealCluster) -> str:
+    return manifests.service_account_token(cluster.admin, "vgpu-system", "vgpu-dra-driver")
+
+
+def _kubeconfig(cluster: RealCluster, token: str) -> None:
+    configs.write_kubeconfig(
+        cluster.kubeconfig("vgpu-dra-driver"),
+        cluster.server,
+        cluster.pki / "ca.crt",
+        Identity("vgpu-dra-driver", token=token),
+    )
+
+
+def claim(name: str, cores: str | None = None, memory: str | None = None, **extra: Any) -> Obj:
+    exactly: Obj = {"deviceClassName": "vgpu.io", **extra}
+    if cores is not None:
+        exactly["capacity"] = {"requests": {"cores": cores, "memory": memory}}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}},
+    }
+
+
+def claim_pod(name: str, claim_name: str) -> Obj:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "schedulerName": "vgpu-scheduler",
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim_name}],
+            "containers": [
+                {"name": "app", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+        },
+    }
+
+
+def allocation(api: Rest, name: str) -> list[Obj]:
+    obj = api.get(f"{CLAIMS}/{name}")
+    results: list[Obj] = (
+        obj.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+    )
+    return results
+
+
+def uuid_of(api: Rest, device: str) -> str:
+    for d in api.get(SLICE)["spec"]["devices"]:
+        if d["name"] == device:
+            return str(d["attributes"]["uuid"]["string"])
+    raise AssertionError(f"{device} not in the slice")
+
+
+def release(api: Rest, pod: str, claim_name: str) -> None:
+    """Delete the pod, then do the resource-claim controller's part (none runs here): free the
+    claim's allocation and delete it."""
+    try:
+        api.delete(f"{pods.PODS}/{pod}")
+    except ApiError as err:
+        if err.status != 404:
+            raise
+    wait_until(lambda: _gone(api, f"{pods.PODS}/{pod}"), 60, f"pod {pod} gone")
+    path = f"{CLAIMS}/{claim_name}"
+    obj = api.get(path)
+    obj["status"] = {}
+    api.put(f"{path}/status", obj)
+    api.merge_patch(path, {"metadata": {"finalizers": None}})
+    api.delete(path)
+
+
+def _gone(api: Rest, path: str) -> bool:
+    try:
+        api.get(path)
+    except ApiError as err:
+        return err.status == 404
+    return False
+
+
+def run_claim(dra: DraNode, pod: str, name: str, **ask: Any) -> Obj:
+    api = dra.cluster.admin
+    api.post(CLAIMS, claim(name, **ask))
+    api.post(pods.PODS, claim_pod(pod, name))
+    return pods.wait_running(api, pod)
+
+
+def test_share_claim_is_allocated_prepared_and_given_the_grant(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    bound = run_claim(dra, "dra-share", "share-30", cores="30", memory="8Gi")
+    assert bound["spec"]["nodeName"] == DRA_NODE
+    (result,) = allocation(api, "share-30")
+    assert result["driver"] == "vgpu.io" and result["pool"] == DRA_NODE
+    assert result["consumedCapacity"] == {"cores": "30", "memory": "8Gi"}
+    uid = api.get(f"{CLAIMS}/share-30")["metadata"]["uid"]
+    record = dra.record("dra-share")
+    assert [d["name"] for d in record["cdiDevices"]] == [f"vgpu.io/claim={uid}-gpu"]
+    env = dra.cdi_env(record["cdiDevices"][0]["name"])
+    assert env["CUDA_VISIBLE_DEVICES"] == uuid_of(api, result["device"])
+    assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == ("30", "8192")
+    # The kubelet reads device health from the driver's health stream.
+    (status,) = pods.get(api, "dra-share")["status"]["containerStatuses"]
+    (health,) = status["allocatedResourcesStatus"]
+    assert [r["health"] for r in health["resources"]] == ["Healthy"]
+
+
+def slice_order(api: Rest) -> list[str]:
+    return [d["name"] for d in api.get(SLICE)["spec"]["devices"]]
+
+
+def test_fullest_first_slice_makes_the_schedulers_first_fit_a_best_fit(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    (first,) = allocation(api, "share-30")
+    x = first["device"]
+    y = "gpu-1" if x == "gpu-0" else "gpu-0"
+    run_claim(dra, "dra-big-share", "share-80", cores="80", memory="1Gi")  # no room left on x
+    assert allocation(api, "share-80")[0]["device"] == y
+    wait_until(lambda: slice_order(api) == [y, x], 30, "the driver to list the fuller GPU first")
+    # 20 cores fit both GPUs; first fit over the re-ordered slice takes the exact fit on y.
+    run_claim(dra, "dra-fill", "share-20", cores="20", memory="1Gi")
+    assert allocation(api, "share-20")[0]["device"] == y
+    release(api, "dra-fill", "share-20")
+    release(api, "dra-big-share", "share-80")
+
+
+def test_whole_gpu_and_shares_fill_capacity_exactly(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    run_claim(dra, "dra-whole", "whole")
+    (whole,) = allocation(api, "whole")
+    assert whole["consumedCapacity"]["cores"] == "100"
+    # The other GPU still has room for 70 cores minus what the first test holds.
+    used = {r["device"]: int(r["consumedCapacity"]["cores"]) for r in allocation(api, "share-30")}
+    other = "gpu-1" if whole["device"] == "gpu-0" else "gpu-0"
+    free = 100 - used.get(other, 0)
+    run_claim(dra, "dra-rest", "rest", cores=str(free), memory="1Gi")
+    assert allocation(api, "rest")[0]["device"] == other
+    api.post(CLAIMS, claim("one-more", cores="1", memory="256Mi"))
+    api.post(pods.PODS, claim_pod("dra-one-more", "one-more"))
+    time.sleep(3)
+    pod = pods.get(api, "dra-one-more")
+    assert not pod["spec"].get("nodeName")
+    message = pod["status"]["conditions"][0]["message"]
+    assert "cannot allocate all claims" in message
+    for pod, name in (("dra-one-more", "one-more"), ("dra-rest", "rest"), ("dra-whole", "whole")):
+        release(api, pod, name)
+
+
+def test_claims_asking_more_than_a_gpu_are_refused_with_a_reason(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    with pytest.raises(ApiError) as refused:
+        api.post(CLAIMS, claim("cores-150", cores="150", memory="1Gi"))
+    assert "asks cores between 1 and 100" in str(refused.value)
+    api.post(CLAIMS, claim("mem-100g", cores="10", memory="100Gi"))
+    api.post(pods.PODS, claim_pod("dra-mem", "mem-100g"))
+    wait_until(
+        lambda: (
+            "cannot allocate all claims"
+            in str(pods.get(api, "dra-mem")["status"].get("conditions"))
+        ),
+        30,
+        "the scheduler's reason on dra-mem",
+    )
+    release(api, "dra-mem", "mem-100g")
+
+
+def test_driver_and_kubelet_restarts_keep_prepared_claims(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    run_claim(dra, "dra-keep", "keep", cores="10", memory="1Gi")
+    uid = api.get(f"{CLAIMS}/keep")["metadata"]["uid"]
+    spec = dra.cdi / f"vgpu.io-{uid}.json"
+    assert spec.exists()
+    dra.stop_driver()
+    spec.unlink()  # /var/run on tmpfs after a reboot, say
+    dra.start_driver()
+    assert spec.exists(), "the restarted driver rewrites CDI specs from its checkpoint"
+    dra.restart_kubelet()
+    pod = pods.get(api, "dra-keep")
+    assert pod["status"]["phase"] == "Running"
+    assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+    release(api, "dra-keep", "keep")
+    wait_until(lambda: not spec.exists(), 60, "the kubelet to unprepare the claim")
+    log = dra.cluster.procs.log(f"dra-{DRA_NODE}").read_text()
+    assert "unprepared claim default/keep" in log
+
+
+def test_sidecar_and_app_containers_share_the_pods_claim(dra: DraNode) -> None:
+    # A sidecar (restartable init container): the fake runtime never ends a plain init container.
+    api = dra.cluster.admin
+    api.post(CLAIMS, claim("shared", cores="40", memory="2Gi"))
+    pod = claim_pod("dra-init", "shared")
+    uses = {"claims": [{"name": "gpu"}]}
+    pod["spec"]["initContainers"] = [
+        {"name": "warmup", "image": "busybox", "restartPolicy": "Always", "resources": uses}
+    ]
+    api.post(pods.PODS, pod)
+    pods.wait_running(api, "dra-init")
+    uid = api.get(f"{CLAIMS}/shared")["metadata"]["uid"]
+    for container in ("warmup", "app"):
+        record = dra.record("dra-init", container)
+        assert [d["name"] for d in record["cdiDevices"]] == [f"vgpu.io/claim={uid}-gpu"]
+    assert dra.cdi_env(f"vgpu.io/claim={uid}-gpu")["VGPU_CORES"] == "40"
+    release(api, "dra-init", "shared")
+
+
+def test_inspect_shows_both_modes_with_claims(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    api.post(pods.PODS, pods.pod("plugin-20", pods.container("main", 20, 4)))
+    pods.wait_running(api, "plugin-20")
+    report = inspect_json(dra.cluster)
+    nodes = {n["name"]: n for n in report["nodes"]}
+    assert nodes[DRA_NODE]["mode"] == "dra" and "mode" not in nodes["node-a"]
+    held = [h for g in nodes[DRA_NODE]["gpus"] for h in g["holders"]]
+    assert any(h["container"] == "claim/share-30" and h["cores"] == 30 for h in held)
+    assert any(h["cores"] == 20 for g in nodes["node-a"]["gpus"] for h in g["holders"])
+
+
+def _gang(api: Rest, name: str, size: int) -> list[str]:
+    labels = {pods.GROUP_NAME: name, pods.GROUP_MIN: str(size)}
+    names = [f"{name}-{i}" for i in range(size)]
+    for member_name in names:
+        api.post(CLAIMS, claim(f"{member_name}-gpu"))  # a whole GPU each
+        member = claim_pod(member_name, f"{member_name}-gpu")
+        member["metadata"]["labels"] = labels
+        api.post(pods.PODS, member)
+    return names
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the extender plans a gang of claim pods as CPU-only pods and reserves their places "
+    "on a device-plugin node, where the scheduler's DRA filter never lets them go: the gang "
+    "waits until its reservation times out (docs/dra.md, Gangs)",
+)
+def test_a_gang_of_claim_pods_that_fits_is_bound(dra: DraNode) -> None:
+    api = dra.cluster.admin
+    names = _gang(api, "fits", 2)  # a whole GPU each; node-d has two
+    try:
+        wait_until(lambda: all(pods.node_of(api, n) for n in names), 30, "both members bound")
+    finally:
+        for n in names:
+            release(api, n, f"{n}-gpu")

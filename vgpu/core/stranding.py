@@ -1,0 +1,71 @@
+"""CPU stranding: free GPU on a node that its free CPU cannot feed.
+
+FGD's measure notices CPU only when a whole task shape stops fitting, so it will fill an 8-GPU
+node's CPU with CPU-only pods and strand its GPUs. The default policy adds the free GPU that the
+node's free CPU cannot feed to the node's fragmentation. "Feed" is measured against the target
+workload's GPU shapes *that could run on the node* (a shape whose GPU models exclude the node
+already counts all of its free GPU as fragment, so counting it again would push pods towards the
+scarce models that constrained shapes need):
+
+* ``mean``: one ratio, the expected CPU per GPU over those shapes; the stranded GPU is what the
+  free CPU cannot feed at that ratio, weighted by those shapes' share of the GPU demand.
+* ``shape``: the expectation over those shapes of what each alone could not feed
+  (``max(0, free GPU - free CPU × its GPU per CPU)``), each weighted by its share of the GPU
+  demand. Evaluated in O(log shapes) from prefix sums over shapes sorted by GPU per CPU.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import accumulate
+
+from vgpu.core.workload import Workload
+
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    """Shapes' GPU per CPU (ascending) with prefix sums of their weights and weight × ratio."""
+
+    ratios: tuple[float, ...]
+    weights: tuple[float, ...]
+    """weights[t]: total weight of the first t shapes (weights[0] = 0)."""
+    moments: tuple[float, ...]
+    """moments[t]: total weight × ratio of the first t shapes."""
+
+    def stranded(self, cpu_free: int, free_milli: float) -> float:
+        """Expected free GPU (milli) that the free CPU cannot feed."""
+        if free_milli <= 0:
+            return 0.0
+        t = len(self.ratios) if cpu_free <= 0 else bisect_left(self.ratios, free_milli / cpu_free)
+        return max(0.0, self.weights[t] * free_milli - cpu_free * self.moments[t])
+
+
+NO_FEED = Feed((), (0.0,), (0.0,))
+
+
+def feed(workload: Workload, allowed: Sequence[bool] | None, *, per_shape: bool) -> Feed:
+    """The feed of a node on which the workload's shapes `allowed` may run (None: all)."""
+    terms: list[tuple[float, float]] = []  # (GPU milli per CPU milli, weight)
+    cpu = gpu = total = 0.0
+    for m, (shape, p) in enumerate(zip(workload.shapes, workload.probs, strict=True)):
+        if not shape.gpus:
+            continue
+        milli = p * shape.gpus * shape.cores * 10
+        total += milli
+        if allowed is not None and not allowed[m]:
+            continue
+        cpu += p * shape.cpu_milli
+        gpu += milli
+        if shape.cpu_milli:
+            terms.append((shape.gpus * shape.cores * 10 / shape.cpu_milli, milli))
+    if not gpu or not cpu:
+        return NO_FEED
+    if not per_shape:
+        terms = [(gpu / cpu, gpu)]
+    terms.sort()
+    ratios = tuple(k for k, _ in terms)
+    weights = tuple(accumulate((w / total for _, w in terms), initial=0.0))
+    moments = tuple(accumulate((k * w / total for k, w in terms), initial=0.0))
+    return Feed(ratios, weights, moments)
