@@ -118,4 +118,4 @@ class Preemptor:
             for key in gone:
                 self.ext.cache.ledger.release(key)
             outcome = self.ext.outcome(spec, node, policy, gone=frozenset(gone))
-        return outcome[0] == Code.FITS.value
+        return outcome.code == Code.FITS.value

@@ -20,7 +20,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple
 
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
@@ -269,9 +269,9 @@ class Extender:
         failed, unresolvable, answers = result.failed, result.unresolvable, view.answers
         codes: Counter[str] = Counter()
         for name in rest:
-            code, hard, reason = cast(Outcome, answers[name])
-            (unresolvable if hard else failed)[name] = reason
-            codes[code] += 1
+            answer = answers[name]
+            (unresolvable if answer.unresolvable else failed)[name] = answer.reason
+            codes[answer.code] += 1
         self.on_rejections(codes)
         return result
 
@@ -283,7 +283,9 @@ class Extender:
             if outcome is _FIT:
                 result.passed.append(name)
             else:
-                (result.unresolvable if outcome[1] else result.failed)[name] = outcome[2]
+                (result.unresolvable if outcome.unresolvable else result.failed)[name] = (
+                    outcome.reason
+                )
         return result
 
     def outcome(
@@ -301,8 +303,8 @@ class Extender:
             return _placed(_place(self.scheduler, spec, node, pending, policy))
         outcome = _outcome(check(ns, spec.request))
         if outcome is not _FIT:
-            problem = self.cache.problems.get(node) if outcome[0] == _NO_GPU else None
-            return (outcome[0], outcome[1], problem) if problem else outcome
+            problem = self.cache.problems.get(node) if outcome.code == _NO_GPU else None
+            return outcome._replace(reason=problem) if problem else outcome
         # Bound but not admitted (watched), or assumed by a bind in flight: both count.
         pending = self.cache.pending_on(node, besides=spec.request.key)
         if gone:
@@ -355,10 +357,18 @@ class Extender:
         return view.reply(names, score)
 
 
-Outcome = tuple[str, bool, str]
-"""A node's filter answer for a pod shape: (code, unresolvable, reason); `_FIT` if it fits."""
-_FIT: Outcome = (Code.FITS.value, False, "")
-_UNKNOWN: Outcome = ("unknown-node", False, "node is not in the vgpu extender's cache yet")
+class Outcome(NamedTuple):
+    """A node's filter answer for a pod shape; `_FIT` (compared by identity) if it fits."""
+
+    code: str
+    """The core's `Code` value (or "unknown-node"), counted in the rejection metrics."""
+    unresolvable: bool
+    """True when preempting pods would not help (GPU type, count, missing inventory)."""
+    reason: str
+
+
+_FIT = Outcome(Code.FITS.value, False, "")
+_UNKNOWN = Outcome("unknown-node", False, "node is not in the vgpu extender's cache yet")
 _NO_GPU = Code.NO_GPU.value
 _UNWATCHED = "the vgpu extender's pod watch has not shown this gang member yet"
 
@@ -366,14 +376,14 @@ _UNWATCHED = "the vgpu extender's pod watch has not shown this gang member yet"
 def _outcome(verdict: Verdict) -> Outcome:
     if verdict.code is Code.FITS:
         return _FIT
-    return (verdict.code.value, not verdict.resolvable, str(verdict))
+    return Outcome(verdict.code.value, not verdict.resolvable, str(verdict))
 
 
 def _placed(placed: Assignment | Verdict) -> Outcome:
     return _outcome(placed) if isinstance(placed, Verdict) else _FIT
 
 
-def _filter_view(feed: ChangeFeed) -> FilterView:
+def _filter_view(feed: ChangeFeed) -> FilterView[Outcome]:
     return FilterView(feed, _FIT)
 
 
