@@ -31,7 +31,7 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
-from vgpu.core.model import Assignment, Node, Phase
+from vgpu.core.model import Assignment, Holding, Node, Phase
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
@@ -69,6 +69,10 @@ class ClusterCache:
         self._parsed: dict[tuple[object, object], PodSpec] = {}
         self.on_pod_gone: GoneHook = lambda pod, gang: None
         self.on_invalid: InvalidHook = lambda pod, problem: None
+        self._binding: set[PodKey] = set()
+        """Pods with a bind in flight (kept across rebuilds: those binds still finish)."""
+        self._assumed_at: dict[PodKey, float] = {}
+        """When each bind's assumption was made, for `expire_assumptions`."""
         self._reset()
 
     def _reset(self) -> None:
@@ -287,6 +291,72 @@ class ClusterCache:
             if held.phase is Phase.ASSUMED:
                 busy.add(held.assignment.node)
         return busy
+
+    # -- binds -----------------------------------------------------------------------------------
+    def pod(self, key: PodKey) -> PodSpec | None:
+        """The pod as the watch (or `remember`) shows it."""
+        with self.lock:
+            return self.pods.get(key)
+
+    def holding(self, key: PodKey) -> Holding | None:
+        """What the ledger holds for a pod."""
+        with self.lock:
+            return self.ledger.holding(key)
+
+    def release(self, key: PodKey) -> None:
+        """Give a pod's holding back, whatever its phase."""
+        with self.lock:
+            self.ledger.release(key)
+
+    def binding(self, key: PodKey) -> bool:
+        """Whether a bind of this pod is in flight."""
+        with self.lock:
+            return key in self._binding
+
+    def assume(self, assignment: Assignment, now: float) -> None:
+        """Hold `assignment` for a bind starting now (raises `Conflict` if the pod holds
+        another place); the bind is in flight until `bind_done`."""
+        with self.lock:
+            self.ledger.assume(assignment)
+            self._binding.add(assignment.pod)
+            self._assumed_at[assignment.pod] = now
+
+    def bind_done(self, key: PodKey) -> None:
+        """The bind call returned (its assumption stays until confirmed, dropped or expired)."""
+        with self.lock:
+            self._binding.discard(key)
+
+    def drop_assumption(self, key: PodKey) -> Holding | None:
+        """The bind definitely failed: release the pod's assumption; returns it if there was
+        one (a reservation or a bound holding is kept)."""
+        with self.lock:
+            self._assumed_at.pop(key, None)
+            held = self.ledger.holding(key)
+            if held is None or held.phase is not Phase.ASSUMED:
+                return None
+            self.ledger.release(key)
+            return held
+
+    def expire_assumptions(self, now: float, ttl: float) -> None:
+        """Release assumptions older than `ttl` whose bind is no longer in flight."""
+        with self.lock:
+            for key, since in list(self._assumed_at.items()):
+                if since + ttl > now or key in self._binding:
+                    continue
+                del self._assumed_at[key]
+                held = self.ledger.holding(key)
+                if held is not None and held.phase is Phase.ASSUMED:
+                    self.ledger.release(key)
+
+    def forget_assumptions(self) -> None:
+        """Forget when assumptions were made (after a rebuild they are gone)."""
+        with self.lock:
+            self._assumed_at.clear()
+
+    def wait_changed(self, timeout: float) -> None:
+        """Wait (holding the lock) until a pod event or `timeout` seconds."""
+        with self.lock:
+            self.changed.wait(timeout)
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:

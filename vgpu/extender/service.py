@@ -29,7 +29,7 @@ from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
-from vgpu.core.model import Assignment, Phase
+from vgpu.core.model import Assignment
 from vgpu.core.placing import place
 from vgpu.core.policies import Policy
 from vgpu.core.registry import PolicySpec, make_policy, parse_policy
@@ -136,8 +136,6 @@ class Extender:
         self.on_rejections = on_rejections
         self.policies = PolicyBook(config.policy, config.pod_policies)
         self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
-        self.binding: set[PodKey] = set()
-        self.assumed_at: dict[PodKey, float] = {}
         self._scheduler = Scheduler(cache.state, self.policies.default)
         self.views = ViewBook()
         cache.on_pod_gone = self.gangs.member_gone
@@ -153,7 +151,7 @@ class Extender:
         """The cache was rebuilt: forget gangs and assumptions (their holdings are gone)."""
         with self.cache.lock:
             self.gangs.reset()
-            self.assumed_at.clear()
+            self.cache.forget_assumptions()
 
     # -- shared steps ----------------------------------------------------------------------------
     def parse(self, pod: dict[str, object]) -> tuple[PodSpec, Policy, int]:
@@ -182,7 +180,7 @@ class Extender:
         req = spec.request
         if spec.gang is not None:
             return self.gangs.place_of(req, spec.gang, size, self.scheduler, self.clock())
-        held = self.cache.ledger.holding(req.key)
+        held = self.cache.holding(req.key)
         # An assumption left by a bind whose outcome is unknown steers the retry to the same
         # place (it is released when the watch shows otherwise or `assume_ttl` passes).
         return None if held is None else held.assignment
@@ -200,13 +198,7 @@ class Extender:
         now = self.clock()
         with self.cache.lock:
             self.gangs.expire(now)
-            for key, since in list(self.assumed_at.items()):
-                if since + self.config.assume_ttl > now or key in self.binding:
-                    continue
-                del self.assumed_at[key]
-                held = self.cache.ledger.holding(key)
-                if held is not None and held.phase is Phase.ASSUMED:
-                    self.cache.ledger.release(key)
+            self.cache.expire_assumptions(now, self.config.assume_ttl)
 
     # -- filter ----------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> FilterResult:
