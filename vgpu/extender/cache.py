@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 from typing import Any
 
@@ -81,15 +82,55 @@ class ClusterCache:
         its problem (read by the verbs' views, `vgpu.extender.views`)."""
         self.state = ClusterState(feed=self.feed)
         self.ledger = Ledger(self.state)
-        self.nodes: dict[NodeName, Node] = {}
-        self.node_states: dict[str, NodeState] = {}
+        self._nodes: dict[NodeName, Node] = {}
+        self._node_states: dict[str, NodeState] = {}
+        self._problems: dict[NodeName, str] = {}
+        self._pods: dict[PodKey, PodSpec] = {}
+        self._invalid: dict[PodKey, str] = {}
+        self._unheld: dict[PodKey, Assignment] = {}
+        self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
+        self._members: dict[GangKey, set[PodKey]] = {}
+
+    # -- read-only views (callers hold `lock` while they read) --------------------------------
+    @property
+    def nodes(self) -> Mapping[NodeName, Node]:
+        """Known nodes as last read from the watch."""
+        return self._nodes
+
+    @property
+    def node_states(self) -> Mapping[str, NodeState]:
         """Node states by name, for the per-node hot loops (kept in step with `state`)."""
-        self.problems: dict[NodeName, str] = {}
-        self.pods: dict[PodKey, PodSpec] = {}
-        self.invalid: dict[PodKey, str] = {}
-        self.unheld: dict[PodKey, Assignment] = {}
-        self.pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
-        self.members: dict[GangKey, set[PodKey]] = {}
+        return self._node_states
+
+    @property
+    def problems(self) -> Mapping[NodeName, str]:
+        """Why a node offers no GPU (no or unreadable inventory), by node."""
+        return self._problems
+
+    @property
+    def pods(self) -> Mapping[PodKey, PodSpec]:
+        """Watched pods by key, parsed."""
+        return self._pods
+
+    @property
+    def invalid(self) -> Mapping[PodKey, str]:
+        """Watched pods that cannot be read, and why (they hold nothing)."""
+        return self._invalid
+
+    @property
+    def unheld(self) -> Mapping[PodKey, Assignment]:
+        """Bound pods that cannot be counted yet (their node is unknown or too small)."""
+        return self._unheld
+
+    @property
+    def pending(self) -> Mapping[NodeName, Mapping[PodKey, Sequence[PendingContainer]]]:
+        """Containers bound and not admitted, by node and pod (invariant I)."""
+        return self._pending
+
+    @property
+    def members(self) -> Mapping[GangKey, AbstractSet[PodKey]]:
+        """Watched gang members by gang."""
+        return self._members
 
     # -- nodes ---------------------------------------------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
@@ -100,28 +141,28 @@ class ClusterCache:
             if kind == "DELETED":
                 self.feed.mark(name)
                 self.state.remove_node(name)
-                self.nodes.pop(name, None)
-                self.node_states.pop(name, None)
-                self.problems.pop(name, None)
+                self._nodes.pop(name, None)
+                self._node_states.pop(name, None)
+                self._problems.pop(name, None)
                 return
-            if self.problems.get(name) != (spec.problem or None):
+            if self._problems.get(name) != (spec.problem or None):
                 self.feed.mark(name)
             if spec.problem:
-                self.problems[name] = spec.problem
+                self._problems[name] = spec.problem
             else:
-                self.problems.pop(name, None)
-            if self.nodes.get(name) == spec.node:
+                self._problems.pop(name, None)
+            if self._nodes.get(name) == spec.node:
                 return  # status heartbeats: nothing the scheduler counts changed
-            self.nodes[name] = spec.node
+            self._nodes[name] = spec.node
             self.state.add_node(spec.node)
-            self.node_states[name] = self.state.node(name)
-            for assignment in list(self.unheld.values()):
+            self._node_states[name] = self.state.node(name)
+            for assignment in list(self._unheld.values()):
                 if assignment.node == name:
                     self._hold_observed(assignment)
 
     def node_state(self, name: str) -> NodeState | None:
         """The node's state, or None when the extender does not know it."""
-        return self.node_states.get(name)
+        return self._node_states.get(name)
 
     # -- pods ----------------------------------------------------------------------------------
     def parse(self, obj: Obj) -> PodSpec:
@@ -166,10 +207,10 @@ class ClusterCache:
             if kind == "DELETED" or spec is None or spec.terminal:
                 self._forget(key)
             else:
-                self.invalid.pop(key, None)
+                self._invalid.pop(key, None)
                 problem = self._upsert_or_drop(key, spec, obj)
             if problem and kind != "DELETED":
-                self.invalid[key] = problem
+                self._invalid[key] = problem
             self.changed.notify_all()
         if problem and kind != "DELETED":
             self.on_invalid(obj, problem)
@@ -186,27 +227,27 @@ class ClusterCache:
     def watched(self, spec: PodSpec) -> bool:
         """Whether the watch shows this pod (same key and UID): a request's pod may be forged or
         stale, and only watched pods take part in what is written."""
-        cached = self.pods.get(spec.request.key)
+        cached = self._pods.get(spec.request.key)
         return cached is not None and cached.request.uid == spec.request.uid
 
     def remember(self, obj: Obj, spec: PodSpec) -> None:
         """Add a pod the API server has just returned (bind reads a pod the watch has not shown
         yet) before its watch event; never overrides the watch. Never fed from a request body."""
         with self.lock:
-            if spec.request.key not in self.pods:
+            if spec.request.key not in self._pods:
                 self._upsert(spec.request.key, spec, obj)
 
     def _upsert(self, key: PodKey, spec: PodSpec, obj: Obj) -> None:
-        old = self.pods.get(key)
+        old = self._pods.get(key)
         if (
             old is not None
             and old.gang is not None
             and (spec.gang is None or old.gang.key != spec.gang.key)
         ):
-            self.members.get(old.gang.key, set()).discard(key)
-        self.pods[key] = spec
+            self._members.get(old.gang.key, set()).discard(key)
+        self._pods[key] = spec
         if spec.gang is not None:
-            self.members.setdefault(spec.gang.key, set()).add(key)
+            self._members.setdefault(spec.gang.key, set()).add(key)
         if spec.node:
             self._observe_bound(key, spec, obj)
 
@@ -226,7 +267,7 @@ class ClusterCache:
                 key, NodeName(spec.node), req.cpu_milli, req.memory_mib, (), req.uid
             )
         self._hold_observed(assignment)
-        node_pending = self.pending.setdefault(NodeName(spec.node), {})
+        node_pending = self._pending.setdefault(NodeName(spec.node), {})
         self.feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
         admitted = read_admitted(annotations.get(ADMITTED)).among(names)
@@ -236,7 +277,7 @@ class ClusterCache:
         else:
             node_pending.pop(key, None)
             if not node_pending:
-                del self.pending[NodeName(spec.node)]
+                del self._pending[NodeName(spec.node)]
 
     def _hold_observed(self, assignment: Assignment) -> None:
         current = self.ledger.holding(assignment.pod)
@@ -248,26 +289,26 @@ class ClusterCache:
             self.ledger.release(assignment.pod)
         problem = self.state.can_charge(assignment)
         if problem is not None:
-            self.unheld[assignment.pod] = assignment
+            self._unheld[assignment.pod] = assignment
             log.warning("cannot count bound pod %s yet: %s", assignment.pod, problem)
             return
-        self.unheld.pop(assignment.pod, None)
+        self._unheld.pop(assignment.pod, None)
         self.ledger.confirm(assignment)
 
     def _forget(self, key: PodKey) -> None:
-        spec = self.pods.pop(key, None)
-        self.invalid.pop(key, None)
-        self.unheld.pop(key, None)
+        spec = self._pods.pop(key, None)
+        self._invalid.pop(key, None)
+        self._unheld.pop(key, None)
         held = self.ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
-        if node and NodeName(node) in self.pending:
+        if node and NodeName(node) in self._pending:
             self.feed.mark(node)
-            self.pending[NodeName(node)].pop(key, None)
-            if not self.pending[NodeName(node)]:
-                del self.pending[NodeName(node)]
+            self._pending[NodeName(node)].pop(key, None)
+            if not self._pending[NodeName(node)]:
+                del self._pending[NodeName(node)]
         gang = spec.gang.key if spec is not None and spec.gang is not None else None
         if gang is not None:
-            self.members.get(gang, set()).discard(key)
+            self._members.get(gang, set()).discard(key)
         if spec is not None:
             self.on_pod_gone(key, gang)
 
@@ -275,18 +316,18 @@ class ClusterCache:
         """Pending containers on a node, of pods other than `besides`: bound and not admitted
         (from the watch), and assumed by a bind in flight whose pod the watch has not shown
         bound yet (kube-scheduler binds asynchronously, so the next bind can come first)."""
-        seen = self.pending.get(node, {})
+        seen = self._pending.get(node, {})
         out = [c for pod, cs in seen.items() if pod != besides for c in cs]
         for held in self.ledger.on_node(node):
             key = held.assignment.pod
             if held.phase is Phase.ASSUMED and key != besides and key not in seen:
-                spec = self.pods.get(key)
+                spec = self._pods.get(key)
                 out += spec.pending(held.assignment) if spec else pending_of(held.assignment, {})
         return out
 
     def busy_nodes(self) -> set[str]:
         """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
-        busy: set[str] = set(self.pending)
+        busy: set[str] = set(self._pending)
         for held in self.ledger.holdings():
             if held.phase is Phase.ASSUMED:
                 busy.add(held.assignment.node)
@@ -296,7 +337,7 @@ class ClusterCache:
     def pod(self, key: PodKey) -> PodSpec | None:
         """The pod as the watch (or `remember`) shows it."""
         with self.lock:
-            return self.pods.get(key)
+            return self._pods.get(key)
 
     def holding(self, key: PodKey) -> Holding | None:
         """What the ledger holds for a pod."""
