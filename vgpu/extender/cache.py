@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import Any, Protocol
 
 from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import verify
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
+from vgpu.core import gang as gang_planning
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.handoff_rule import PendingContainer, pending_of
@@ -47,6 +49,18 @@ InvalidHook = Callable[[Obj, str], None]
 """(the pod object, what is wrong with it): a watched pod the cache skipped."""
 _MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError)
 """What reading an object of the wrong shape raises (a string where a map belongs...)."""
+
+
+class LedgerView(Protocol):
+    """What other modules may ask the ledger; they change it through `ClusterCache` only."""
+
+    def holding(self, pod: PodKey) -> Holding | None: ...
+
+    def holdings(self) -> list[Holding]: ...
+
+    def on_node(self, node: NodeName) -> list[Holding]: ...
+
+    def expired(self, now: float) -> list[Holding]: ...
 
 
 def canonical(assignment: Assignment) -> Assignment:
@@ -81,7 +95,7 @@ class ClusterCache:
         """Names every node whose answers may have changed: its state, its pending containers,
         its problem (read by the verbs' views, `vgpu.extender.views`)."""
         self.state = ClusterState(feed=self.feed)
-        self.ledger = Ledger(self.state)
+        self._ledger = Ledger(self.state)
         self._nodes: dict[NodeName, Node] = {}
         self._node_states: dict[str, NodeState] = {}
         self._problems: dict[NodeName, str] = {}
@@ -92,6 +106,11 @@ class ClusterCache:
         self._members: dict[GangKey, set[PodKey]] = {}
 
     # -- read-only views (callers hold `lock` while they read) --------------------------------
+    @property
+    def ledger(self) -> LedgerView:
+        """Every pod's holding (assumed, reserved, bound)."""
+        return self._ledger
+
     @property
     def nodes(self) -> Mapping[NodeName, Node]:
         """Known nodes as last read from the watch."""
@@ -280,26 +299,26 @@ class ClusterCache:
                 del self._pending[NodeName(spec.node)]
 
     def _hold_observed(self, assignment: Assignment) -> None:
-        current = self.ledger.holding(assignment.pod)
+        current = self._ledger.holding(assignment.pod)
         if current is not None and current.assignment == assignment:
             if current.phase is not Phase.BOUND:
-                self.ledger.confirm(assignment)
+                self._ledger.confirm(assignment)
             return
         if current is not None:
-            self.ledger.release(assignment.pod)
+            self._ledger.release(assignment.pod)
         problem = self.state.can_charge(assignment)
         if problem is not None:
             self._unheld[assignment.pod] = assignment
             log.warning("cannot count bound pod %s yet: %s", assignment.pod, problem)
             return
         self._unheld.pop(assignment.pod, None)
-        self.ledger.confirm(assignment)
+        self._ledger.confirm(assignment)
 
     def _forget(self, key: PodKey) -> None:
         spec = self._pods.pop(key, None)
         self._invalid.pop(key, None)
         self._unheld.pop(key, None)
-        held = self.ledger.release(key)
+        held = self._ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
         if node and NodeName(node) in self._pending:
             self.feed.mark(node)
@@ -318,7 +337,7 @@ class ClusterCache:
         bound yet (kube-scheduler binds asynchronously, so the next bind can come first)."""
         seen = self._pending.get(node, {})
         out = [c for pod, cs in seen.items() if pod != besides for c in cs]
-        for held in self.ledger.on_node(node):
+        for held in self._ledger.on_node(node):
             key = held.assignment.pod
             if held.phase is Phase.ASSUMED and key != besides and key not in seen:
                 spec = self._pods.get(key)
@@ -328,7 +347,7 @@ class ClusterCache:
     def busy_nodes(self) -> set[str]:
         """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
         busy: set[str] = set(self._pending)
-        for held in self.ledger.holdings():
+        for held in self._ledger.holdings():
             if held.phase is Phase.ASSUMED:
                 busy.add(held.assignment.node)
         return busy
@@ -342,12 +361,12 @@ class ClusterCache:
     def holding(self, key: PodKey) -> Holding | None:
         """What the ledger holds for a pod."""
         with self.lock:
-            return self.ledger.holding(key)
+            return self._ledger.holding(key)
 
     def release(self, key: PodKey) -> None:
         """Give a pod's holding back, whatever its phase."""
         with self.lock:
-            self.ledger.release(key)
+            self._ledger.release(key)
 
     def binding(self, key: PodKey) -> bool:
         """Whether a bind of this pod is in flight."""
@@ -358,7 +377,7 @@ class ClusterCache:
         """Hold `assignment` for a bind starting now (raises `Conflict` if the pod holds
         another place); the bind is in flight until `bind_done`."""
         with self.lock:
-            self.ledger.assume(assignment)
+            self._ledger.assume(assignment)
             self._binding.add(assignment.pod)
             self._assumed_at[assignment.pod] = now
 
@@ -372,10 +391,10 @@ class ClusterCache:
         one (a reservation or a bound holding is kept)."""
         with self.lock:
             self._assumed_at.pop(key, None)
-            held = self.ledger.holding(key)
+            held = self._ledger.holding(key)
             if held is None or held.phase is not Phase.ASSUMED:
                 return None
-            self.ledger.release(key)
+            self._ledger.release(key)
             return held
 
     def expire_assumptions(self, now: float, ttl: float) -> None:
@@ -385,9 +404,9 @@ class ClusterCache:
                 if since + ttl > now or key in self._binding:
                     continue
                 del self._assumed_at[key]
-                held = self.ledger.holding(key)
+                held = self._ledger.holding(key)
                 if held is not None and held.phase is Phase.ASSUMED:
-                    self.ledger.release(key)
+                    self._ledger.release(key)
 
     def forget_assumptions(self) -> None:
         """Forget when assumptions were made (after a rebuild they are gone)."""
@@ -398,6 +417,31 @@ class ClusterCache:
         """Wait (holding the lock) until a pod event or `timeout` seconds."""
         with self.lock:
             self.changed.wait(timeout)
+
+    # -- gang reservations -----------------------------------------------------------------------
+    def reserve_gang(self, plan: gang_planning.GangPlan, deadline: float) -> None:
+        """Hold every member's place of a planned gang until `deadline` (all or nothing)."""
+        with self.lock:
+            gang_planning.reserve(self._ledger, plan, deadline=deadline)
+
+    def release_gang(self, gang: GangKey) -> list[PodKey]:
+        """Give back every reservation of a gang (bound members stay); the released pods."""
+        with self.lock:
+            return gang_planning.release(self._ledger, gang)
+
+    def extend_reservation(self, key: PodKey, deadline: float) -> None:
+        """Move a reservation's deadline (other holdings are left alone)."""
+        with self.lock:
+            self._ledger.extend(key, deadline)
+
+    # -- preemption ------------------------------------------------------------------------------
+    @contextmanager
+    def without(self, gone: Iterable[PodKey]) -> Iterator[None]:
+        """The state as if the `gone` pods' holdings were released, reverted on exit."""
+        with self.lock, self.state.what_if():
+            for key in gone:
+                self._ledger.release(key)
+            yield
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:

@@ -107,7 +107,7 @@ class GangCoordinator:
             self.failures[label.key] = result.reason
             return result
         self.failures.pop(label.key, None)
-        gang_planning.reserve(ledger, result, deadline=now + self.timeout)
+        self.cache.reserve_gang(result, now + self.timeout)
         self.gangs[label.key] = _Gang(now + self.timeout)
         log.info("gang %s: reserved %d member(s)", label.key, len(result.assignments))
         mine = result.for_pod(pod.key)
@@ -183,7 +183,7 @@ class GangCoordinator:
 
     def abandon(self, gang: GangKey, why: str) -> list[PodKey]:
         """Release every reservation of the gang."""
-        released = gang_planning.release(self.cache.ledger, gang)
+        released = self.cache.release_gang(gang)
         self.gangs.pop(gang, None)
         if released:
             log.info("gang %s: released %d reservation(s): %s", gang, len(released), why)
@@ -219,7 +219,7 @@ class GangCoordinator:
         for key in sorted(self.cache.members.get(gang, set())):
             held = ledger.holding(key)
             if held is not None and held.phase is Phase.RESERVED:
-                ledger.extend(key, _FOREVER)
+                self.cache.extend_reservation(key, _FOREVER)
                 waiting.append((key, held.assignment.node))
         entry = self.gangs.setdefault(gang, _Gang(_FOREVER))
         entry.deadline = _FOREVER
