@@ -9,8 +9,13 @@ One `ClusterState` + `Ledger` holds every node's free capacity and every pod's h
 * a deleted or finished pod releases its holding at once.
 
 It also indexes what the verbs need: pods by key (parsed once per version), pending containers
-per node (invariant I of docs/handshake.md) and gang members. Everything is guarded by `lock`;
-`changed` is notified on every pod event (bind waits on it). After a restart or a new leadership
+per node (invariant I of docs/handshake.md) and gang members. It is the one owner of this state:
+other modules change it only through its operations (watch events, assume / bind_done /
+drop_assumption / expire_assumptions for binds, reserve_gang / release_gang /
+extend_reservation for gangs, `without` for preemption's what-if), each of which takes `lock`
+itself; they read it through read-only views (`pods`, `pending`, `ledger`...) under `lock`,
+which a verb also holds across several steps that must see one state. `changed` is notified on
+every pod event (bind waits on it). After a restart or a new leadership
 term, `replace_all` rebuilds it from a fresh listing: bound pods are counted again, reservations
 made before are simply gone.
 """
@@ -412,6 +417,11 @@ class ClusterCache:
         """Forget when assumptions were made (after a rebuild they are gone)."""
         with self.lock:
             self._assumed_at.clear()
+
+    def notify_changed(self) -> None:
+        """Wake the binds waiting in `wait_changed` (a gang member was filtered)."""
+        with self.lock:
+            self.changed.notify_all()
 
     def wait_changed(self, timeout: float) -> None:
         """Wait (holding the lock) until a pod event or `timeout` seconds."""

@@ -218,7 +218,7 @@ class Extender:
                 result = self._only(target, args.node_names)
                 if spec.gang is not None and target.node in args.node_names:
                     self.gangs.filtered(spec.gang.key, spec.request.key)
-                    self.cache.changed.notify_all()
+                    self.cache.notify_changed()
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
