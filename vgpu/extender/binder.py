@@ -176,11 +176,10 @@ class Binder:
     def _await_gang(self, spec: PodSpec, size: int) -> None:
         gang = spec.gang
         assert gang is not None
-        ext = self.ext
         # A real-time wait inside one HTTP call (kept under kube-scheduler's httpTimeout), so
         # it uses the monotonic clock, not the injectable clock of reservations.
-        deadline = time.monotonic() + ext.config.bind_wait
-        while not ext.gangs.ready(gang.key, size):
+        deadline = time.monotonic() + self.ext.config.bind_wait
+        while not self.ext.gang_ready(gang.key, size):
             left = deadline - time.monotonic()
             if left <= 0 or self.cache.holding(spec.request.key) is None:
                 raise BindFailed(
@@ -241,8 +240,4 @@ class Binder:
 
     def _release(self, key: PodKey) -> None:
         """The bind definitely failed: give the assumption back (a gang is planned anew)."""
-        with self.cache.lock:
-            held = self.cache.drop_assumption(key)
-            gangs = self.ext.gangs
-            if held is not None and held.gang is not None and not gangs.started(held.gang):
-                gangs.abandon(held.gang, f"binding member {key} failed")
+        self.ext.bind_failed(key)

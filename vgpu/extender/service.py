@@ -27,7 +27,7 @@ from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.handoff_rule import PendingContainer
-from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
 from vgpu.core.placing import place
@@ -199,6 +199,20 @@ class Extender:
         with self.cache.lock:
             self.gangs.expire(now)
             self.cache.expire_assumptions(now, self.config.assume_ttl)
+
+    def gang_ready(self, gang: GangKey, size: int) -> bool:
+        """Whether `size` members of the gang have their place confirmed (bind may proceed)."""
+        with self.cache.lock:
+            return self.gangs.ready(gang, size)
+
+    def bind_failed(self, key: PodKey) -> None:
+        """A bind definitely failed: give its assumption back, and plan a gang not yet started
+        anew."""
+        with self.cache.lock:
+            held = self.cache.drop_assumption(key)
+            gang = held.gang if held is not None else None
+            if gang is not None and not self.gangs.started(gang):
+                self.gangs.abandon(gang, f"binding member {key} failed")
 
     # -- filter ----------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> FilterResult:
