@@ -102,7 +102,7 @@ class ExtenderDaemon:
         )
         self.metrics.watch(self.extender)
         self.invalid_pods = InvalidPods(api, self.metrics)
-        self.cache.on_invalid = self.invalid_pods
+        self.cache.subscribe(invalid=self.invalid_pods)
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         self.http = HttpServer(
             Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),

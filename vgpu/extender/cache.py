@@ -87,8 +87,8 @@ class ClusterCache:
         self._unit = memory_unit_mib
         self._names = names
         self._parsed: dict[tuple[object, object], PodSpec] = {}
-        self.on_pod_gone: GoneHook = lambda pod, gang: None
-        self.on_invalid: InvalidHook = lambda pod, problem: None
+        self._on_pod_gone: GoneHook = lambda pod, gang: None
+        self._on_invalid: InvalidHook = lambda pod, problem: None
         self._binding: set[PodKey] = set()
         """Pods with a bind in flight (kept across rebuilds: those binds still finish)."""
         self._assumed_at: dict[PodKey, float] = {}
@@ -109,6 +109,16 @@ class ClusterCache:
         self._unheld: dict[PodKey, Assignment] = {}
         self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
         self._members: dict[GangKey, set[PodKey]] = {}
+
+    def subscribe(
+        self, *, gone: GoneHook | None = None, invalid: InvalidHook | None = None
+    ) -> None:
+        """Be told when a watched pod is gone (the gang coordinator) or cannot be read (the
+        daemon's Events); called under `lock` (`gone`) or after it (`invalid`)."""
+        if gone is not None:
+            self._on_pod_gone = gone
+        if invalid is not None:
+            self._on_invalid = invalid
 
     # -- read-only views (callers hold `lock` while they read) --------------------------------
     @property
@@ -220,7 +230,7 @@ class ClusterCache:
 
     def apply_pod(self, kind: str, obj: Obj) -> None:
         """Apply one pod watch event. Never raises on the pod's content: a pod that cannot be
-        read holds nothing, is kept in `invalid` and reported through `on_invalid`."""
+        read holds nothing, is kept in `invalid` and reported to the `invalid` hook (`subscribe`)."""
         key = key_of(obj)
         try:
             spec: PodSpec | None = self.parse(obj)
@@ -237,7 +247,7 @@ class ClusterCache:
                 self._invalid[key] = problem
             self.changed.notify_all()
         if problem and kind != "DELETED":
-            self.on_invalid(obj, problem)
+            self._on_invalid(obj, problem)
 
     def _upsert_or_drop(self, key: PodKey, spec: PodSpec, obj: Obj) -> str | None:
         """Upsert a parsed pod; if its annotations cannot be read, forget it instead."""
@@ -334,7 +344,7 @@ class ClusterCache:
         if gang is not None:
             self._members.get(gang, set()).discard(key)
         if spec is not None:
-            self.on_pod_gone(key, gang)
+            self._on_pod_gone(key, gang)
 
     def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
         """Pending containers on a node, of pods other than `besides`: bound and not admitted

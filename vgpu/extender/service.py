@@ -138,7 +138,7 @@ class Extender:
         self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
         self._scheduler = Scheduler(cache.state, self.policies.default)
         self.views = ViewBook()
-        cache.on_pod_gone = self.gangs.member_gone
+        cache.subscribe(gone=self.gangs.member_gone)
 
     @property
     def scheduler(self) -> Scheduler:
