@@ -24,23 +24,21 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from collections.abc import Set as AbstractSet
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import verify
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
-from vgpu.core import gang as gang_planning
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
-from vgpu.core.model import Assignment, Holding, Node, Phase
+from vgpu.core.model import Assignment, Node, Phase
 from vgpu.core.state import ClusterState, NodeState
+from vgpu.extender.cacheops import CacheOps
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
 
@@ -56,18 +54,6 @@ _MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, Recur
 """What reading an object of the wrong shape raises (a string where a map belongs...)."""
 
 
-class LedgerView(Protocol):
-    """What other modules may ask the ledger; they change it through `ClusterCache` only."""
-
-    def holding(self, pod: PodKey) -> Holding | None: ...
-
-    def holdings(self) -> list[Holding]: ...
-
-    def on_node(self, node: NodeName) -> list[Holding]: ...
-
-    def expired(self, now: float) -> list[Holding]: ...
-
-
 def canonical(assignment: Assignment) -> Assignment:
     """The assignment with containers in name order, as decoding the annotation yields them."""
     return replace(
@@ -75,8 +61,8 @@ def canonical(assignment: Assignment) -> Assignment:
     )
 
 
-class ClusterCache:
-    """Watch-fed cluster state and ledger; all access under `lock`."""
+class ClusterCache(CacheOps):
+    """Watch-fed cluster state and ledger: the one owner of the extender's state (module doc)."""
 
     def __init__(
         self, *, key: bytes, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES
@@ -119,52 +105,6 @@ class ClusterCache:
             self._on_pod_gone = gone
         if invalid is not None:
             self._on_invalid = invalid
-
-    # -- read-only views (callers hold `lock` while they read) --------------------------------
-    @property
-    def ledger(self) -> LedgerView:
-        """Every pod's holding (assumed, reserved, bound)."""
-        return self._ledger
-
-    @property
-    def nodes(self) -> Mapping[NodeName, Node]:
-        """Known nodes as last read from the watch."""
-        return self._nodes
-
-    @property
-    def node_states(self) -> Mapping[str, NodeState]:
-        """Node states by name, for the per-node hot loops (kept in step with `state`)."""
-        return self._node_states
-
-    @property
-    def problems(self) -> Mapping[NodeName, str]:
-        """Why a node offers no GPU (no or unreadable inventory), by node."""
-        return self._problems
-
-    @property
-    def pods(self) -> Mapping[PodKey, PodSpec]:
-        """Watched pods by key, parsed."""
-        return self._pods
-
-    @property
-    def invalid(self) -> Mapping[PodKey, str]:
-        """Watched pods that cannot be read, and why (they hold nothing)."""
-        return self._invalid
-
-    @property
-    def unheld(self) -> Mapping[PodKey, Assignment]:
-        """Bound pods that cannot be counted yet (their node is unknown or too small)."""
-        return self._unheld
-
-    @property
-    def pending(self) -> Mapping[NodeName, Mapping[PodKey, Sequence[PendingContainer]]]:
-        """Containers bound and not admitted, by node and pod (invariant I)."""
-        return self._pending
-
-    @property
-    def members(self) -> Mapping[GangKey, AbstractSet[PodKey]]:
-        """Watched gang members by gang."""
-        return self._members
 
     # -- nodes ---------------------------------------------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
@@ -366,102 +306,6 @@ class ClusterCache:
             if held.phase is Phase.ASSUMED:
                 busy.add(held.assignment.node)
         return busy
-
-    # -- binds -----------------------------------------------------------------------------------
-    def pod(self, key: PodKey) -> PodSpec | None:
-        """The pod as the watch (or `remember`) shows it."""
-        with self.lock:
-            return self._pods.get(key)
-
-    def holding(self, key: PodKey) -> Holding | None:
-        """What the ledger holds for a pod."""
-        with self.lock:
-            return self._ledger.holding(key)
-
-    def release(self, key: PodKey) -> None:
-        """Give a pod's holding back, whatever its phase."""
-        with self.lock:
-            self._ledger.release(key)
-
-    def binding(self, key: PodKey) -> bool:
-        """Whether a bind of this pod is in flight."""
-        with self.lock:
-            return key in self._binding
-
-    def assume(self, assignment: Assignment, now: float) -> None:
-        """Hold `assignment` for a bind starting now (raises `Conflict` if the pod holds
-        another place); the bind is in flight until `bind_done`."""
-        with self.lock:
-            self._ledger.assume(assignment)
-            self._binding.add(assignment.pod)
-            self._assumed_at[assignment.pod] = now
-
-    def bind_done(self, key: PodKey) -> None:
-        """The bind call returned (its assumption stays until confirmed, dropped or expired)."""
-        with self.lock:
-            self._binding.discard(key)
-
-    def drop_assumption(self, key: PodKey) -> Holding | None:
-        """The bind definitely failed: release the pod's assumption; returns it if there was
-        one (a reservation or a bound holding is kept)."""
-        with self.lock:
-            self._assumed_at.pop(key, None)
-            held = self._ledger.holding(key)
-            if held is None or held.phase is not Phase.ASSUMED:
-                return None
-            self._ledger.release(key)
-            return held
-
-    def expire_assumptions(self, now: float, ttl: float) -> None:
-        """Release assumptions older than `ttl` whose bind is no longer in flight."""
-        with self.lock:
-            for key, since in list(self._assumed_at.items()):
-                if since + ttl > now or key in self._binding:
-                    continue
-                del self._assumed_at[key]
-                held = self._ledger.holding(key)
-                if held is not None and held.phase is Phase.ASSUMED:
-                    self._ledger.release(key)
-
-    def forget_assumptions(self) -> None:
-        """Forget when assumptions were made (after a rebuild they are gone)."""
-        with self.lock:
-            self._assumed_at.clear()
-
-    def notify_changed(self) -> None:
-        """Wake the binds waiting in `wait_changed` (a gang member was filtered)."""
-        with self.lock:
-            self.changed.notify_all()
-
-    def wait_changed(self, timeout: float) -> None:
-        """Wait (holding the lock) until a pod event or `timeout` seconds."""
-        with self.lock:
-            self.changed.wait(timeout)
-
-    # -- gang reservations -----------------------------------------------------------------------
-    def reserve_gang(self, plan: gang_planning.GangPlan, deadline: float) -> None:
-        """Hold every member's place of a planned gang until `deadline` (all or nothing)."""
-        with self.lock:
-            gang_planning.reserve(self._ledger, plan, deadline=deadline)
-
-    def release_gang(self, gang: GangKey) -> list[PodKey]:
-        """Give back every reservation of a gang (bound members stay); the released pods."""
-        with self.lock:
-            return gang_planning.release(self._ledger, gang)
-
-    def extend_reservation(self, key: PodKey, deadline: float) -> None:
-        """Move a reservation's deadline (other holdings are left alone)."""
-        with self.lock:
-            self._ledger.extend(key, deadline)
-
-    # -- preemption ------------------------------------------------------------------------------
-    @contextmanager
-    def without(self, gone: Iterable[PodKey]) -> Iterator[None]:
-        """The state as if the `gone` pods' holdings were released, reverted on exit."""
-        with self.lock, self.state.what_if():
-            for key in gone:
-                self._ledger.release(key)
-            yield
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
