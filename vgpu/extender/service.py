@@ -112,6 +112,15 @@ class PolicyBook:
         return policy
 
 
+class Resolved(NamedTuple):
+    """A request's pod as the verbs use it."""
+
+    spec: PodSpec
+    policy: Policy
+    gang_size: int
+    """The gang's minimum (0: no gang)."""
+
+
 def no_pod_groups(namespace: str, name: str) -> int | None:
     """A `GroupSize` for setups without the PodGroup CRD."""
     return None
@@ -154,11 +163,11 @@ class Extender:
             self.cache.forget_assumptions()
 
     # -- shared steps ----------------------------------------------------------------------------
-    def parse(self, pod: dict[str, object]) -> tuple[PodSpec, Policy, int]:
+    def parse(self, pod: dict[str, object]) -> Resolved:
         """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
         return self.resolve(self.cache.parse(pod))
 
-    def resolve(self, spec: PodSpec) -> tuple[PodSpec, Policy, int]:
+    def resolve(self, spec: PodSpec) -> Resolved:
         """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""
         policy = (
             self.policies.get(spec.request.policy) if spec.request.policy else self.policies.default
@@ -173,7 +182,7 @@ class Extender:
                     "create the PodGroup (scheduling.x-k8s.io/v1alpha1) or fix the label",
                 )
             size = found
-        return spec, policy, size
+        return Resolved(spec, policy, size)
 
     def held_place(self, spec: PodSpec, size: int) -> Assignment | GangWait | None:
         """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
