@@ -255,8 +255,7 @@ class ExtenderDaemon:
 
     def _gang_events(self) -> None:
         """Record the gang coordinator's Events (outside the cache lock: they are API calls)."""
-        with self.cache.lock:
-            events, self.extender.gangs.events = self.extender.gangs.events, []
+        events = self.extender.gangs.take_events()
         for pod, reason, message in events:
             namespace, name = pod.split("/", 1)
             involved = {"kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
