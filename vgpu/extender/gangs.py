@@ -94,15 +94,15 @@ class GangCoordinator:
         self.cache = cache
         self.timeout = timeout
         self.planner = planner
-        self.gangs: dict[GangKey, _Gang] = {}
-        self.failures: dict[GangKey, str] = {}
+        self._gangs: dict[GangKey, _Gang] = {}
+        self._failures: dict[GangKey, str] = {}
         self._events: list[GangEvent] = []
 
     @_locked
     def reset(self) -> None:
         """Forget every gang (the cache was rebuilt; its reservations are gone)."""
-        self.gangs.clear()
-        self.failures.clear()
+        self._gangs.clear()
+        self._failures.clear()
 
     @_locked
     def place_of(
@@ -131,11 +131,11 @@ class GangCoordinator:
         ref = GangRef(label.key, size)
         result = self._plan(scheduler, label.key, [_with_gang(m, ref) for m in members])
         if isinstance(result, GangWait):
-            self.failures[label.key] = result.reason
+            self._failures[label.key] = result.reason
             return result
-        self.failures.pop(label.key, None)
+        self._failures.pop(label.key, None)
         self.cache.reserve_gang(result, now + self.timeout)
-        self.gangs[label.key] = _Gang(now + self.timeout)
+        self._gangs[label.key] = _Gang(now + self.timeout)
         log.info("gang %s: reserved %d member(s)", label.key, len(result.assignments))
         mine = result.for_pod(pod.key)
         assert mine is not None
@@ -192,14 +192,14 @@ class GangCoordinator:
     @_locked
     def filtered(self, gang: GangKey, pod: PodKey) -> None:
         """A member passed filter on its reserved node."""
-        entry = self.gangs.get(gang)
+        entry = self._gangs.get(gang)
         if entry is not None:
             entry.filtered.add(pod)
 
     @_locked
     def ready(self, gang: GangKey, size: int) -> bool:
         """Whether min-member members have their place confirmed (filtered, bound or binding)."""
-        entry = self.gangs.get(gang)
+        entry = self._gangs.get(gang)
         ledger = self.cache.ledger
         ready = 0
         for key in self.cache.members.get(gang, set()):
@@ -214,7 +214,7 @@ class GangCoordinator:
     def abandon(self, gang: GangKey, why: str) -> list[PodKey]:
         """Release every reservation of the gang."""
         released = self.cache.release_gang(gang)
-        self.gangs.pop(gang, None)
+        self._gangs.pop(gang, None)
         if released:
             log.info("gang %s: released %d reservation(s): %s", gang, len(released), why)
         return released
@@ -234,7 +234,7 @@ class GangCoordinator:
         """Release gangs whose reservations passed their deadline with no member bound; returns
         them. A gang with a bound member keeps the others' reservations (`_keep`)."""
         due = {h.gang for h in self.cache.ledger.expired(now) if h.gang is not None}
-        due |= {k for k, g in self.gangs.items() if g.deadline <= now}
+        due |= {k for k, g in self._gangs.items() if g.deadline <= now}
         released = []
         for gang in sorted(due):
             if self.started(gang):
@@ -253,7 +253,7 @@ class GangCoordinator:
             if held is not None and held.phase is Phase.RESERVED:
                 self.cache.extend_reservation(key, _FOREVER)
                 waiting.append((key, held.assignment.node))
-        entry = self.gangs.setdefault(gang, _Gang(_FOREVER))
+        entry = self._gangs.setdefault(gang, _Gang(_FOREVER))
         entry.deadline = _FOREVER
         bound = len(self.cache.members.get(gang, set())) - len(waiting)
         for key, node in waiting:
@@ -280,13 +280,13 @@ class GangCoordinator:
     def member_gone(self, pod: PodKey, gang: GangKey | None) -> None:
         """A member was deleted: a gang still waiting to bind gives its reservations back (a
         started gang keeps them: its other members are bound and wait for theirs)."""
-        if gang is not None and gang in self.gangs and not self.started(gang):
+        if gang is not None and gang in self._gangs and not self.started(gang):
             self.abandon(gang, f"member {pod} was deleted")
 
     @_locked
     def counts(self) -> dict[str, int]:
         """Gangs by state, for metrics."""
-        return {"reserved": len(self.gangs), "unplaceable": len(self.failures)}
+        return {"reserved": len(self._gangs), "unplaceable": len(self._failures)}
 
 
 def _with_gang(pod: PodRequest, ref: GangRef) -> PodRequest:
