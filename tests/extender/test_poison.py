@@ -186,7 +186,7 @@ def test_no_pod_content_makes_the_watch_handler_raise(
     cache = ClusterCache(key=b"k", memory_unit_mib=256)
     cache.apply_node("ADDED", make_node("n1"))
     told: list[str] = []
-    cache.on_invalid = lambda pod, problem: told.append(problem)
+    cache.subscribe(invalid=lambda pod, problem: told.append(problem))
     pod = _mutated(changes, bound)
     key = key_of(pod)
     for kind in ("ADDED", "MODIFIED", "DELETED"):

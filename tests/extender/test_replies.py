@@ -104,12 +104,12 @@ class Nodes:
         self.outcomes[name] = outcome
         self.feed.mark(name)
 
-    def evaluate(self, name: str) -> object:
+    def evaluate(self, name: str) -> str:
         self.evaluated.append(name)
         outcome = self.outcomes.get(name, "unknown")
         return OK if outcome == OK else outcome  # `ok` is compared by identity
 
-    def split(self, view: FilterView, names: list[str]) -> tuple[list[str], list[str]]:
+    def split(self, view: FilterView[str], names: list[str]) -> tuple[list[str], list[str]]:
         passed, rest = view.split(list(names), self.evaluate)
         expected = [n for n in names if self.outcomes.get(n) == OK]
         assert passed == expected

@@ -211,7 +211,7 @@ def reference_scores(ext: Extender, pod: Obj, names: list[str]) -> list[int]:
         ns = ext.cache.node_states.get(name)
         ev = None if ns is None else policy.evaluate(ns, spec.request, ext.scheduler.rng)
         # where the pod would wait for another pod's admission (invariant I) it scores None
-        waits = ev is not None and ext.outcome(spec, name, policy)[0] != "fits"
+        waits = ev is not None and ext.outcome(spec, name, policy).code != "fits"
         raw.append(None if ev is None or waits else ev.score)
     known = [s for s in raw if s is not None]
     if not known:

@@ -63,6 +63,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help=f"policy to run (repeatable; default: {', '.join(DEFAULT_POLICIES)}); "
         f"one of {', '.join(POLICY_NAMES)}, or default:key=value,... (docs/policies.md)",
     )
+    _add_scenario_flags(p)
+    _add_run_flags(p)
+    p.set_defaults(run=run)
+
+
+def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
+    """What is replayed: the pods' variant, the policy's prior, gangs, who picks the GPUs."""
     p.add_argument(
         "--variant",
         choices=VARIANTS,
@@ -93,6 +100,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "(the policy), dra (the DRA allocator's first fit in slice order) or dra-sorted (first "
         "fit in a slice kept fullest first); see docs/dra.md",
     )
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    """How the replays run and what they print."""
     p.add_argument("--seeds", default="42", help='seeds, e.g. "42" or "42-51" (default 42)')
     p.add_argument(
         "--tune", type=float, default=1.3, help="inflate arrivals to this × GPU capacity"
@@ -107,7 +118,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="how equal top scores are broken (default: each policy's own rule)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -104,7 +104,7 @@ class ExtenderDaemon:
         )
         self.metrics.watch(self.extender)
         self.invalid_pods = InvalidPods(api, self.metrics)
-        self.cache.on_invalid = self.invalid_pods
+        self.cache.subscribe(invalid=self.invalid_pods)
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         tls = server_context(config.tls) if config.tls is not None else None
         self.tls_reloader = Reloader(tls, config.tls) if tls and config.tls else None
@@ -268,8 +268,7 @@ class ExtenderDaemon:
 
     def _gang_events(self) -> None:
         """Record the gang coordinator's Events (outside the cache lock: they are API calls)."""
-        with self.cache.lock:
-            events, self.extender.gangs.events = self.extender.gangs.events, []
+        events = self.extender.gangs.take_events()
         for pod, reason, message in events:
             namespace, name = pod.split("/", 1)
             involved = {"kind": "Pod", "metadata": {"namespace": namespace, "name": name}}

@@ -40,6 +40,15 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="run the kube-scheduler extender (filter, prioritize, bind)",
         formatter_class=HelpFormatter,
     )
+    _add_serving_flags(p)
+    _add_placement_flags(p)
+    _add_leader_flags(p)
+    p.set_defaults(run=run)
+    return p
+
+
+def _add_serving_flags(p: argparse.ArgumentParser) -> None:
+    """Where and how the verbs are served (HTTPS, client CA) and how the API is reached."""
     p.add_argument(
         "--port",
         type=port_number,
@@ -61,6 +70,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--host", default="0.0.0.0", help="address to listen on")
     p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+
+
+def _add_placement_flags(p: argparse.ArgumentParser) -> None:
+    """Which policies place pods, the resource units and domain, and the assignment key."""
     p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
     p.add_argument(
         "--allow-pod-policy",
@@ -87,6 +100,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "value as the node agents' --resource-domain (default vgpu.io)",
     )
     p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV})")
+
+
+def _add_leader_flags(p: argparse.ArgumentParser) -> None:
+    """Leader election among replicas, and how long a gang bind may wait."""
     p.add_argument(
         "--leader-elect",
         action=argparse.BooleanOptionalAction,
@@ -103,8 +120,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="this replica's name in the Lease ($POD_NAME, else the host name)",
     )
     p.add_argument("--bind-wait", type=float, default=3.0, help="seconds a gang bind may wait")
-    p.set_defaults(run=run)
-    return p
 
 
 def _pod_policy(text: str) -> PolicySpec:

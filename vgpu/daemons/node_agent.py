@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,7 +70,7 @@ from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.inventory import annotation_patch, build_inventory
 from vgpu.node.labels import label_patch, node_labels
-from vgpu.node.model import GpuInventory, XidEvent
+from vgpu.node.model import GpuInfo, GpuInventory, XidEvent
 from vgpu.node.podspec import pod_info
 from vgpu.node.watchdog import Throttle, WatchdogPolicy
 
@@ -171,57 +171,8 @@ class NodeAgent:
         self.inventory = inventory = self._backend.inventory()
         gpus = inventory.gpus
         log.info("%s: %d GPU(s): %s", cfg.node_name, len(gpus), [g.model for g in gpus])
-        policy: AllocationPolicy
-        if self._kube is None:
-            default = DefaultAllocationPolicy(
-                gpus, names=self.names, memory_unit_mib=cfg.memory_unit_mib
-            )
-            if cfg.allow_unassigned:
-                log.warning(
-                    "mode: OPEN (no cluster credentials, --allow-unassigned): node labels, the "
-                    "gpu-inventory annotation and the hand-off are skipped; Allocate admits any "
-                    "devices with the default binpacking policy"
-                )
-                policy = default
-            else:
-                log.error(
-                    "mode: FAIL CLOSED (no cluster credentials, so no verified assignments): "
-                    "every Allocate is refused; give the agent its service account or pass "
-                    "--allow-unassigned"
-                )
-                policy = ClosedPolicy("no cluster credentials to verify assignments", default)
-        else:
-            log.info(
-                "mode: HAND-OFF, fail closed (Allocate admits only pods with a verified "
-                "assignment%s)",
-                "; --allow-unassigned: unassigned pods get unreserved capacity"
-                if cfg.allow_unassigned
-                else "",
-            )
-            policy = HandoffPolicy(
-                self.handoff,
-                gpus,
-                names=self.names,
-                memory_unit_mib=cfg.memory_unit_mib,
-                settings=cfg.grants,
-                allow_unassigned=cfg.allow_unassigned,
-                on_admit=lambda _pod: self._wake.set(),
-                refresh=self._refresh_pods,
-            )
-        options = PluginOptions(
-            plugin_dir=cfg.plugin_dir,
-            stop_grace_s=cfg.stop_grace_s,
-            register_timeout_s=cfg.register_timeout_s,
-        )
-        self.plugins = NodeDevicePlugins(
-            gpus,
-            CountingPolicy(policy, self.metrics),
-            options,
-            names=self.names,
-            memory_unit_mib=cfg.memory_unit_mib,
-            report_numa=cfg.report_numa,
-        )
-        self.plugins.check_message_size()
+        policy = self._handoff_policy(gpus) if self._kube is not None else self._local_policy(gpus)
+        self.plugins = self._device_plugins(gpus, policy)
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
@@ -234,6 +185,67 @@ class NodeAgent:
             self._spawn("vgpu-agent-loop", self._loop)
             if cfg.watchdog_s > 0:
                 self._spawn("vgpu-watchdog", self._watchdog_loop)
+
+    def _local_policy(self, gpus: Sequence[GpuInfo]) -> AllocationPolicy:
+        """Without cluster credentials: open with --allow-unassigned, else closed."""
+        cfg = self.config
+        default = DefaultAllocationPolicy(
+            gpus, names=self.names, memory_unit_mib=cfg.memory_unit_mib
+        )
+        if cfg.allow_unassigned:
+            log.warning(
+                "mode: OPEN (no cluster credentials, --allow-unassigned): node labels, the "
+                "gpu-inventory annotation and the hand-off are skipped; Allocate admits any "
+                "devices with the default binpacking policy"
+            )
+            return default
+        log.error(
+            "mode: FAIL CLOSED (no cluster credentials, so no verified assignments): "
+            "every Allocate is refused; give the agent its service account or pass "
+            "--allow-unassigned"
+        )
+        return ClosedPolicy("no cluster credentials to verify assignments", default)
+
+    def _handoff_policy(self, gpus: Sequence[GpuInfo]) -> AllocationPolicy:
+        """With cluster credentials: Allocate admits pods with a verified assignment."""
+        cfg = self.config
+        log.info(
+            "mode: HAND-OFF, fail closed (Allocate admits only pods with a verified assignment%s)",
+            "; --allow-unassigned: unassigned pods get unreserved capacity"
+            if cfg.allow_unassigned
+            else "",
+        )
+        return HandoffPolicy(
+            self.handoff,
+            gpus,
+            names=self.names,
+            memory_unit_mib=cfg.memory_unit_mib,
+            settings=cfg.grants,
+            allow_unassigned=cfg.allow_unassigned,
+            on_admit=lambda _pod: self._wake.set(),
+            refresh=self._refresh_pods,
+        )
+
+    def _device_plugins(
+        self, gpus: Sequence[GpuInfo], policy: AllocationPolicy
+    ) -> NodeDevicePlugins:
+        """The kubelet-facing plugins, counting every Allocate in the metrics."""
+        cfg = self.config
+        options = PluginOptions(
+            plugin_dir=cfg.plugin_dir,
+            stop_grace_s=cfg.stop_grace_s,
+            register_timeout_s=cfg.register_timeout_s,
+        )
+        plugins = NodeDevicePlugins(
+            gpus,
+            CountingPolicy(policy, self.metrics),
+            options,
+            names=self.names,
+            memory_unit_mib=cfg.memory_unit_mib,
+            report_numa=cfg.report_numa,
+        )
+        plugins.check_message_size()
+        return plugins
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

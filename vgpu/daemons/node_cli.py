@@ -40,6 +40,16 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=HelpFormatter,
     )
     add_gpu_flags(p)
+    _add_kubelet_flags(p)
+    _add_cluster_flags(p)
+    _add_mode_flags(p)
+    _add_admission_flags(p)
+    _add_watchdog_flags(p.add_argument_group("usage watchdog"))
+    p.set_defaults(run=run)
+
+
+def _add_kubelet_flags(p: argparse.ArgumentParser) -> None:
+    """Where the kubelet's sockets are."""
     p.add_argument(
         "--device-plugin-dir",
         type=Path,
@@ -52,6 +62,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
         help="the kubelet's pod-resources API, to reconcile admitted containers",
     )
+
+
+def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    """Who this node is in the cluster, what it advertises and how it reaches the API."""
     p.add_argument(
         "--node-name",
         default=os.environ.get("NODE_NAME") or socket.gethostname(),
@@ -68,6 +82,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=Path,
         help=f"HMAC key shared with the extender (else ${KEY_ENV}, else a development key)",
     )
+
+
+def _add_mode_flags(p: argparse.ArgumentParser) -> None:
+    """How a container's GPU share is passed to it (plain, MPS, HAMi-core)."""
     p.add_argument(
         "--mode",
         choices=["plain", "mps", "hami"],
@@ -87,6 +105,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as "
         "/etc/ld.so.preload (default: none, LD_PRELOAD only)",
     )
+
+
+def _add_admission_flags(p: argparse.ArgumentParser) -> None:
+    """What the agent admits and reports, and how often it reconciles."""
     p.add_argument(
         "--allow-unassigned",
         action="store_true",
@@ -107,7 +129,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=30.0,
         help=f"node metadata and pod-resources reconciliation interval (>= {MIN_RECONCILE_S:g})",
     )
-    w = p.add_argument_group("usage watchdog")
+
+
+def _add_watchdog_flags(w: argparse._ArgumentGroup) -> None:
+    """The usage watchdog's group: interval, enforcement, tolerance, Event rate, procfs."""
     w.add_argument("--watchdog-s", type=float, default=10.0, help="check interval; 0 disables")
     w.add_argument(
         "--watchdog-kill",
@@ -129,7 +154,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         default=Path("/proc"),
         help="host procfs, to map GPU processes to containers (default /proc, with hostPID)",
     )
-    p.set_defaults(run=run)
 
 
 def add_gpu_flags(p: argparse.ArgumentParser) -> None:

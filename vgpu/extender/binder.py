@@ -29,7 +29,7 @@ from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
 from vgpu.core.fit import Verdict
 from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
-from vgpu.core.model import Assignment, Phase
+from vgpu.core.model import Assignment
 from vgpu.extender.cache import canonical
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
@@ -69,6 +69,7 @@ class Binder:
         self, extender: Extender, api: BindApi, *, key: bytes, may_bind: Callable[[], str | None]
     ) -> None:
         self.ext = extender
+        self.cache = extender.cache
         self.api = api
         self.key = key
         self.may_bind = may_bind
@@ -85,7 +86,7 @@ class Binder:
             spec = self._watched(key, args.pod_uid)
             if spec is None:
                 obj = self.api.get_pod(args.pod_namespace, args.pod_name)
-                spec = self.ext.cache.parse(obj)
+                spec = self.cache.parse(obj)
             spec, policy, size = self.ext.resolve(spec)
         except KubeNotFound:
             return f"pod {key} not found"
@@ -102,8 +103,7 @@ class Binder:
         try:
             return self._send(key, spec, assignment)
         finally:
-            with self.ext.cache.lock:
-                self.ext.binding.discard(key)
+            self.cache.bind_done(key)
 
     def _watched(self, key: PodKey, uid: str) -> PodSpec | None:
         """The pod as the watch shows it, if its UID is the one asked for: saves reading it back
@@ -111,8 +111,7 @@ class Binder:
         fresh: bind acts only on pods the API server confirms, never on a request's word. The Binding carries the UID as a
         precondition and a 409 is checked against the server, so a lagging watch cannot bind
         the wrong pod or bind twice."""
-        with self.ext.cache.lock:
-            spec = self.ext.cache.pods.get(key)
+        spec = self.cache.pod(key)
         if spec is None or (uid and spec.request.uid != uid):
             return None
         return spec
@@ -126,19 +125,19 @@ class Binder:
         self, obj: Obj | None, spec: PodSpec, size: int, node: str, policy: Any
     ) -> Assignment:
         """Decide and assume the assignment (under the cache lock)."""
-        ext, key = self.ext, spec.request.key
-        with ext.cache.lock:
-            if key in ext.binding:
+        cache, key = self.cache, spec.request.key
+        with cache.lock:
+            if cache.binding(key):
                 raise BindFailed(f"pod {key}: a bind is already in flight")
             if obj is not None:
-                ext.cache.remember(obj, spec)
-            target = ext.held_place(spec, size)
+                cache.remember(obj, spec)
+            target = self.ext.held_place(spec, size)
             if isinstance(target, GangWait):
                 raise BindFailed(target.reason)
             if target is not None and target.node != node:
                 if spec.gang is not None:
                     raise BindFailed(f"pod {key} is reserved on node {target.node}, not {node}")
-                ext.cache.ledger.release(key)
+                cache.release(key)
                 target = None
             if spec.gang is not None:
                 self._await_gang(spec, size)
@@ -146,15 +145,13 @@ class Binder:
                 self._keep_invariant(spec, target)
             assignment = target if target is not None else self._fresh(spec, node, policy)
             assignment = canonical(assignment)
-            held = ext.cache.ledger.holding(key)
+            held = cache.holding(key)
             if held is not None and canonical(held.assignment) == assignment:
                 assignment = held.assignment
             try:
-                ext.cache.ledger.assume(assignment)
+                cache.assume(assignment, self.ext.clock())
             except Conflict as err:
                 raise BindFailed(f"pod {key}: {err}") from err
-            ext.binding.add(key)
-            ext.assumed_at[key] = ext.clock()
             return assignment
 
     def _keep_invariant(self, spec: PodSpec, target: Assignment) -> None:
@@ -162,7 +159,7 @@ class Binder:
         to what is pending now: bind it only when no other pod's pending container on the node
         is confusable with it (invariant I), else fail resolvably and keep the place."""
         key = spec.request.key
-        pending = self.ext.cache.pending_on(target.node, besides=key)
+        pending = self.cache.pending_on(target.node, besides=key)
         problems = conflicts(spec.pending(target), pending)
         if problems:
             raise BindFailed(
@@ -179,18 +176,17 @@ class Binder:
     def _await_gang(self, spec: PodSpec, size: int) -> None:
         gang = spec.gang
         assert gang is not None
-        ext = self.ext
         # A real-time wait inside one HTTP call (kept under kube-scheduler's httpTimeout), so
         # it uses the monotonic clock, not the injectable clock of reservations.
-        deadline = time.monotonic() + ext.config.bind_wait
-        while not ext.gangs.ready(gang.key, size):
+        deadline = time.monotonic() + self.ext.config.bind_wait
+        while not self.ext.gang_ready(gang.key, size):
             left = deadline - time.monotonic()
-            if left <= 0 or ext.cache.ledger.holding(spec.request.key) is None:
+            if left <= 0 or self.cache.holding(spec.request.key) is None:
                 raise BindFailed(
                     f"gang {gang.key}: waiting until {size} members have their place "
                     f"(member {spec.request.key} keeps its reservation)"
                 )
-            ext.cache.changed.wait(min(left, 0.2))
+            self.cache.wait_changed(min(left, 0.2))
 
     def _send(self, key: PodKey, spec: PodSpec, assignment: Assignment) -> str:
         ns, name = key.split("/", 1)
@@ -244,10 +240,4 @@ class Binder:
 
     def _release(self, key: PodKey) -> None:
         """The bind definitely failed: give the assumption back (a gang is planned anew)."""
-        with self.ext.cache.lock:
-            held = self.ext.cache.ledger.holding(key)
-            if held is not None and held.phase is Phase.ASSUMED:
-                self.ext.cache.ledger.release(key)
-                if held.gang is not None and not self.ext.gangs.started(held.gang):
-                    self.ext.gangs.abandon(held.gang, f"binding member {key} failed")
-            self.ext.assumed_at.pop(key, None)
+        self.ext.bind_failed(key)

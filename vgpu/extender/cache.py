@@ -9,8 +9,13 @@ One `ClusterState` + `Ledger` holds every node's free capacity and every pod's h
 * a deleted or finished pod releases its holding at once.
 
 It also indexes what the verbs need: pods by key (parsed once per version), pending containers
-per node (invariant I of docs/handshake.md) and gang members. Everything is guarded by `lock`;
-`changed` is notified on every pod event (bind waits on it). After a restart or a new leadership
+per node (invariant I of docs/handshake.md) and gang members. It is the one owner of this state:
+other modules change it only through its operations (watch events, assume / bind_done /
+drop_assumption / expire_assumptions for binds, reserve_gang / release_gang /
+extend_reservation for gangs, `without` for preemption's what-if), each of which takes `lock`
+itself; they read it through read-only views (`pods`, `pending`, `ledger`...) under `lock`,
+which a verb also holds across several steps that must see one state. `changed` is notified on
+every pod event (bind waits on it). After a restart or a new leadership
 term, `replace_all` rebuilds it from a fresh listing: bound pods are counted again, reservations
 made before are simply gone.
 """
@@ -33,6 +38,7 @@ from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
 from vgpu.core.state import ClusterState, NodeState
+from vgpu.extender.cacheops import CacheOps
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
 
@@ -55,8 +61,8 @@ def canonical(assignment: Assignment) -> Assignment:
     )
 
 
-class ClusterCache:
-    """Watch-fed cluster state and ledger; all access under `lock`."""
+class ClusterCache(CacheOps):
+    """Watch-fed cluster state and ledger: the one owner of the extender's state (module doc)."""
 
     def __init__(
         self, *, key: bytes, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES
@@ -67,8 +73,12 @@ class ClusterCache:
         self._unit = memory_unit_mib
         self._names = names
         self._parsed: dict[tuple[object, object], PodSpec] = {}
-        self.on_pod_gone: GoneHook = lambda pod, gang: None
-        self.on_invalid: InvalidHook = lambda pod, problem: None
+        self._on_pod_gone: GoneHook = lambda pod, gang: None
+        self._on_invalid: InvalidHook = lambda pod, problem: None
+        self._binding: set[PodKey] = set()
+        """Pods with a bind in flight (kept across rebuilds: those binds still finish)."""
+        self._assumed_at: dict[PodKey, float] = {}
+        """When each bind's assumption was made, for `expire_assumptions`."""
         self._reset()
 
     def _reset(self) -> None:
@@ -76,16 +86,25 @@ class ClusterCache:
         """Names every node whose answers may have changed: its state, its pending containers,
         its problem (read by the verbs' views, `vgpu.extender.views`)."""
         self.state = ClusterState(feed=self.feed)
-        self.ledger = Ledger(self.state)
-        self.nodes: dict[NodeName, Node] = {}
-        self.node_states: dict[str, NodeState] = {}
-        """Node states by name, for the per-node hot loops (kept in step with `state`)."""
-        self.problems: dict[NodeName, str] = {}
-        self.pods: dict[PodKey, PodSpec] = {}
-        self.invalid: dict[PodKey, str] = {}
-        self.unheld: dict[PodKey, Assignment] = {}
-        self.pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
-        self.members: dict[GangKey, set[PodKey]] = {}
+        self._ledger = Ledger(self.state)
+        self._nodes: dict[NodeName, Node] = {}
+        self._node_states: dict[str, NodeState] = {}
+        self._problems: dict[NodeName, str] = {}
+        self._pods: dict[PodKey, PodSpec] = {}
+        self._invalid: dict[PodKey, str] = {}
+        self._unheld: dict[PodKey, Assignment] = {}
+        self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
+        self._members: dict[GangKey, set[PodKey]] = {}
+
+    def subscribe(
+        self, *, gone: GoneHook | None = None, invalid: InvalidHook | None = None
+    ) -> None:
+        """Be told when a watched pod is gone (the gang coordinator) or cannot be read (the
+        daemon's Events); called under `lock` (`gone`) or after it (`invalid`)."""
+        if gone is not None:
+            self._on_pod_gone = gone
+        if invalid is not None:
+            self._on_invalid = invalid
 
     # -- nodes ---------------------------------------------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
@@ -96,28 +115,28 @@ class ClusterCache:
             if kind == "DELETED":
                 self.feed.mark(name)
                 self.state.remove_node(name)
-                self.nodes.pop(name, None)
-                self.node_states.pop(name, None)
-                self.problems.pop(name, None)
+                self._nodes.pop(name, None)
+                self._node_states.pop(name, None)
+                self._problems.pop(name, None)
                 return
-            if self.problems.get(name) != (spec.problem or None):
+            if self._problems.get(name) != (spec.problem or None):
                 self.feed.mark(name)
             if spec.problem:
-                self.problems[name] = spec.problem
+                self._problems[name] = spec.problem
             else:
-                self.problems.pop(name, None)
-            if self.nodes.get(name) == spec.node:
+                self._problems.pop(name, None)
+            if self._nodes.get(name) == spec.node:
                 return  # status heartbeats: nothing the scheduler counts changed
-            self.nodes[name] = spec.node
+            self._nodes[name] = spec.node
             self.state.add_node(spec.node)
-            self.node_states[name] = self.state.node(name)
-            for assignment in list(self.unheld.values()):
+            self._node_states[name] = self.state.node(name)
+            for assignment in list(self._unheld.values()):
                 if assignment.node == name:
                     self._hold_observed(assignment)
 
     def node_state(self, name: str) -> NodeState | None:
         """The node's state, or None when the extender does not know it."""
-        return self.node_states.get(name)
+        return self._node_states.get(name)
 
     # -- pods ----------------------------------------------------------------------------------
     def parse(self, obj: Obj) -> PodSpec:
@@ -151,7 +170,7 @@ class ClusterCache:
 
     def apply_pod(self, kind: str, obj: Obj) -> None:
         """Apply one pod watch event. Never raises on the pod's content: a pod that cannot be
-        read holds nothing, is kept in `invalid` and reported through `on_invalid`."""
+        read holds nothing, is kept in `invalid` and reported to the `invalid` hook (`subscribe`)."""
         key = key_of(obj)
         try:
             spec: PodSpec | None = self.parse(obj)
@@ -162,13 +181,13 @@ class ClusterCache:
             if kind == "DELETED" or spec is None or spec.terminal:
                 self._forget(key)
             else:
-                self.invalid.pop(key, None)
+                self._invalid.pop(key, None)
                 problem = self._upsert_or_drop(key, spec, obj)
             if problem and kind != "DELETED":
-                self.invalid[key] = problem
+                self._invalid[key] = problem
             self.changed.notify_all()
         if problem and kind != "DELETED":
-            self.on_invalid(obj, problem)
+            self._on_invalid(obj, problem)
 
     def _upsert_or_drop(self, key: PodKey, spec: PodSpec, obj: Obj) -> str | None:
         """Upsert a parsed pod; if its annotations cannot be read, forget it instead."""
@@ -182,27 +201,27 @@ class ClusterCache:
     def watched(self, spec: PodSpec) -> bool:
         """Whether the watch shows this pod (same key and UID): a request's pod may be forged or
         stale, and only watched pods take part in what is written."""
-        cached = self.pods.get(spec.request.key)
+        cached = self._pods.get(spec.request.key)
         return cached is not None and cached.request.uid == spec.request.uid
 
     def remember(self, obj: Obj, spec: PodSpec) -> None:
         """Add a pod the API server has just returned (bind reads a pod the watch has not shown
         yet) before its watch event; never overrides the watch. Never fed from a request body."""
         with self.lock:
-            if spec.request.key not in self.pods:
+            if spec.request.key not in self._pods:
                 self._upsert(spec.request.key, spec, obj)
 
     def _upsert(self, key: PodKey, spec: PodSpec, obj: Obj) -> None:
-        old = self.pods.get(key)
+        old = self._pods.get(key)
         if (
             old is not None
             and old.gang is not None
             and (spec.gang is None or old.gang.key != spec.gang.key)
         ):
-            self.members.get(old.gang.key, set()).discard(key)
-        self.pods[key] = spec
+            self._members.get(old.gang.key, set()).discard(key)
+        self._pods[key] = spec
         if spec.gang is not None:
-            self.members.setdefault(spec.gang.key, set()).add(key)
+            self._members.setdefault(spec.gang.key, set()).add(key)
         if spec.node:
             self._observe_bound(key, spec, obj)
 
@@ -222,7 +241,7 @@ class ClusterCache:
                 key, NodeName(spec.node), req.cpu_milli, req.memory_mib, (), req.uid
             )
         self._hold_observed(assignment)
-        node_pending = self.pending.setdefault(NodeName(spec.node), {})
+        node_pending = self._pending.setdefault(NodeName(spec.node), {})
         self.feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
         admitted = read_admitted(annotations.get(ADMITTED)).among(names)
@@ -232,58 +251,58 @@ class ClusterCache:
         else:
             node_pending.pop(key, None)
             if not node_pending:
-                del self.pending[NodeName(spec.node)]
+                del self._pending[NodeName(spec.node)]
 
     def _hold_observed(self, assignment: Assignment) -> None:
-        current = self.ledger.holding(assignment.pod)
+        current = self._ledger.holding(assignment.pod)
         if current is not None and current.assignment == assignment:
             if current.phase is not Phase.BOUND:
-                self.ledger.confirm(assignment)
+                self._ledger.confirm(assignment)
             return
         if current is not None:
-            self.ledger.release(assignment.pod)
+            self._ledger.release(assignment.pod)
         problem = self.state.can_charge(assignment)
         if problem is not None:
-            self.unheld[assignment.pod] = assignment
+            self._unheld[assignment.pod] = assignment
             log.warning("cannot count bound pod %s yet: %s", assignment.pod, problem)
             return
-        self.unheld.pop(assignment.pod, None)
-        self.ledger.confirm(assignment)
+        self._unheld.pop(assignment.pod, None)
+        self._ledger.confirm(assignment)
 
     def _forget(self, key: PodKey) -> None:
-        spec = self.pods.pop(key, None)
-        self.invalid.pop(key, None)
-        self.unheld.pop(key, None)
-        held = self.ledger.release(key)
+        spec = self._pods.pop(key, None)
+        self._invalid.pop(key, None)
+        self._unheld.pop(key, None)
+        held = self._ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
-        if node and NodeName(node) in self.pending:
+        if node and NodeName(node) in self._pending:
             self.feed.mark(node)
-            self.pending[NodeName(node)].pop(key, None)
-            if not self.pending[NodeName(node)]:
-                del self.pending[NodeName(node)]
+            self._pending[NodeName(node)].pop(key, None)
+            if not self._pending[NodeName(node)]:
+                del self._pending[NodeName(node)]
         gang = spec.gang.key if spec is not None and spec.gang is not None else None
         if gang is not None:
-            self.members.get(gang, set()).discard(key)
+            self._members.get(gang, set()).discard(key)
         if spec is not None:
-            self.on_pod_gone(key, gang)
+            self._on_pod_gone(key, gang)
 
     def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
         """Pending containers on a node, of pods other than `besides`: bound and not admitted
         (from the watch), and assumed by a bind in flight whose pod the watch has not shown
         bound yet (kube-scheduler binds asynchronously, so the next bind can come first)."""
-        seen = self.pending.get(node, {})
+        seen = self._pending.get(node, {})
         out = [c for pod, cs in seen.items() if pod != besides for c in cs]
-        for held in self.ledger.on_node(node):
+        for held in self._ledger.on_node(node):
             key = held.assignment.pod
             if held.phase is Phase.ASSUMED and key != besides and key not in seen:
-                spec = self.pods.get(key)
+                spec = self._pods.get(key)
                 out += spec.pending(held.assignment) if spec else pending_of(held.assignment, {})
         return out
 
     def busy_nodes(self) -> set[str]:
         """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
-        busy: set[str] = set(self.pending)
-        for held in self.ledger.holdings():
+        busy: set[str] = set(self._pending)
+        for held in self._ledger.holdings():
             if held.phase is Phase.ASSUMED:
                 busy.add(held.assignment.node)
         return busy

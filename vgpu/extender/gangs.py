@@ -12,9 +12,9 @@ filter on their reserved node or are already bound or being bound. The gang time
 wait for members to appear and pass filter: reservations that reach it with no member bound are
 released in full. Once a member is bound (or being bound) the gang is all-or-nothing from its
 first bind to its last: the deadline no longer releases the others' reservations, which are kept
-until each member binds; each unbound member gets one `VgpuGangIncomplete` Event (`events`, sent
-by the daemon) saying why. Deleting a member before any is bound abandons the reservations.
-Callers hold the cache lock for every call.
+until each member binds; each unbound member gets one `VgpuGangIncomplete` Event (`take_events`,
+sent by the daemon) saying why. Deleting a member before any is bound abandons the reservations.
+Every public method takes the cache's (re-entrant) lock itself.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Verdict
@@ -34,6 +35,30 @@ from vgpu.extender.podspec import GangLabel
 
 log = logging.getLogger(__name__)
 _FOREVER = float("inf")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class GangEvent(NamedTuple):
+    """An Event the daemon records on a member pod (outside the lock: it is an API call)."""
+
+    pod: PodKey
+    reason: str
+    message: str
+
+
+def _locked(
+    method: Callable[Concatenate[GangCoordinator, P], R],
+) -> Callable[Concatenate[GangCoordinator, P], R]:
+    """Run a coordinator method under its cache's lock (its state is part of the cache's)."""
+
+    def run(self: GangCoordinator, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.cache.lock:
+            return method(self, *args, **kwargs)
+
+    run.__doc__, run.__name__ = method.__doc__, method.__name__
+    return run
+
 
 Planner = Callable[
     [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"
@@ -69,15 +94,17 @@ class GangCoordinator:
         self.cache = cache
         self.timeout = timeout
         self.planner = planner
-        self.gangs: dict[GangKey, _Gang] = {}
-        self.failures: dict[GangKey, str] = {}
-        self.events: list[tuple[PodKey, str, str]] = []  # (pod, reason, message) to record
+        self._gangs: dict[GangKey, _Gang] = {}
+        self._failures: dict[GangKey, str] = {}
+        self._events: list[GangEvent] = []
 
+    @_locked
     def reset(self) -> None:
         """Forget every gang (the cache was rebuilt; its reservations are gone)."""
-        self.gangs.clear()
-        self.failures.clear()
+        self._gangs.clear()
+        self._failures.clear()
 
+    @_locked
     def place_of(
         self, pod: PodRequest, label: GangLabel, size: int, scheduler: Scheduler, now: float
     ) -> Assignment | GangWait:
@@ -104,11 +131,11 @@ class GangCoordinator:
         ref = GangRef(label.key, size)
         result = self._plan(scheduler, label.key, [_with_gang(m, ref) for m in members])
         if isinstance(result, GangWait):
-            self.failures[label.key] = result.reason
+            self._failures[label.key] = result.reason
             return result
-        self.failures.pop(label.key, None)
-        gang_planning.reserve(ledger, result, deadline=now + self.timeout)
-        self.gangs[label.key] = _Gang(now + self.timeout)
+        self._failures.pop(label.key, None)
+        self.cache.reserve_gang(result, now + self.timeout)
+        self._gangs[label.key] = _Gang(now + self.timeout)
         log.info("gang %s: reserved %d member(s)", label.key, len(result.assignments))
         mine = result.for_pod(pod.key)
         assert mine is not None
@@ -162,15 +189,17 @@ class GangCoordinator:
                 return f"member {key} is invalid: {problem}"
         return None
 
+    @_locked
     def filtered(self, gang: GangKey, pod: PodKey) -> None:
         """A member passed filter on its reserved node."""
-        entry = self.gangs.get(gang)
+        entry = self._gangs.get(gang)
         if entry is not None:
             entry.filtered.add(pod)
 
+    @_locked
     def ready(self, gang: GangKey, size: int) -> bool:
         """Whether min-member members have their place confirmed (filtered, bound or binding)."""
-        entry = self.gangs.get(gang)
+        entry = self._gangs.get(gang)
         ledger = self.cache.ledger
         ready = 0
         for key in self.cache.members.get(gang, set()):
@@ -181,14 +210,16 @@ class GangCoordinator:
                 ready += 1
         return ready >= size
 
+    @_locked
     def abandon(self, gang: GangKey, why: str) -> list[PodKey]:
         """Release every reservation of the gang."""
-        released = gang_planning.release(self.cache.ledger, gang)
-        self.gangs.pop(gang, None)
+        released = self.cache.release_gang(gang)
+        self._gangs.pop(gang, None)
         if released:
             log.info("gang %s: released %d reservation(s): %s", gang, len(released), why)
         return released
 
+    @_locked
     def started(self, gang: GangKey) -> bool:
         """Whether a member is bound or being bound: from then on the gang is kept whole."""
         ledger = self.cache.ledger
@@ -198,11 +229,12 @@ class GangCoordinator:
                 return True
         return False
 
+    @_locked
     def expire(self, now: float) -> list[GangKey]:
         """Release gangs whose reservations passed their deadline with no member bound; returns
         them. A gang with a bound member keeps the others' reservations (`_keep`)."""
         due = {h.gang for h in self.cache.ledger.expired(now) if h.gang is not None}
-        due |= {k for k, g in self.gangs.items() if g.deadline <= now}
+        due |= {k for k, g in self._gangs.items() if g.deadline <= now}
         released = []
         for gang in sorted(due):
             if self.started(gang):
@@ -219,9 +251,9 @@ class GangCoordinator:
         for key in sorted(self.cache.members.get(gang, set())):
             held = ledger.holding(key)
             if held is not None and held.phase is Phase.RESERVED:
-                ledger.extend(key, _FOREVER)
+                self.cache.extend_reservation(key, _FOREVER)
                 waiting.append((key, held.assignment.node))
-        entry = self.gangs.setdefault(gang, _Gang(_FOREVER))
+        entry = self._gangs.setdefault(gang, _Gang(_FOREVER))
         entry.deadline = _FOREVER
         bound = len(self.cache.members.get(gang, set())) - len(waiting)
         for key, node in waiting:
@@ -231,17 +263,30 @@ class GangCoordinator:
                 "to give the places back)"
             )
             log.warning("%s", message)
-            self.events.append((key, "VgpuGangIncomplete", message))
+            self._events.append(GangEvent(key, "VgpuGangIncomplete", message))
 
+    @property
+    def events(self) -> tuple[GangEvent, ...]:
+        """The Events not yet taken (read-only)."""
+        return tuple(self._events)
+
+    @_locked
+    def take_events(self) -> list[GangEvent]:
+        """The Events to record since the last call."""
+        events, self._events = self._events, []
+        return events
+
+    @_locked
     def member_gone(self, pod: PodKey, gang: GangKey | None) -> None:
         """A member was deleted: a gang still waiting to bind gives its reservations back (a
         started gang keeps them: its other members are bound and wait for theirs)."""
-        if gang is not None and gang in self.gangs and not self.started(gang):
+        if gang is not None and gang in self._gangs and not self.started(gang):
             self.abandon(gang, f"member {pod} was deleted")
 
+    @_locked
     def counts(self) -> dict[str, int]:
         """Gangs by state, for metrics."""
-        return {"reserved": len(self.gangs), "unplaceable": len(self.failures)}
+        return {"reserved": len(self._gangs), "unplaceable": len(self._failures)}
 
 
 def _with_gang(pod: PodRequest, ref: GangRef) -> PodRequest:

@@ -35,7 +35,7 @@ class EventApi(Protocol):
 
 
 class InvalidPods:
-    """The `ClusterCache.on_invalid` hook of the extender daemon."""
+    """The `ClusterCache` invalid-pod hook (`subscribe(invalid=...)`) of the extender daemon."""
 
     def __init__(self, api: EventApi, metrics: ExtenderMetrics) -> None:
         self._api, self._metrics = api, metrics

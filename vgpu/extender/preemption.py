@@ -114,8 +114,6 @@ class Preemptor:
         self, spec: PodSpec, policy: Policy, node: NodeName, gone: set[PodKey]
     ) -> bool:
         """Whether the filter would pass the node with the `gone` pods' holdings released."""
-        with self.ext.cache.state.what_if():
-            for key in gone:
-                self.ext.cache.ledger.release(key)
+        with self.ext.cache.without(gone):
             outcome = self.ext.outcome(spec, node, policy, gone=frozenset(gone))
-        return outcome[0] == Code.FITS.value
+        return outcome.code == Code.FITS.value

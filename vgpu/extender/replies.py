@@ -14,17 +14,20 @@ another request may already be patching the view.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from vgpu.core.changes import ChangeFeed
 from vgpu.extender.views import NodeView
 
+T = TypeVar("T")
 
-class FilterView(NodeView[object]):
+
+class FilterView(NodeView[T]):
     """Filter outcomes per node, plus the last (passed, failing) reply."""
 
     __slots__ = ("_names", "_passed", "_rest", "generation")
 
-    def __init__(self, feed: ChangeFeed, ok: object) -> None:
+    def __init__(self, feed: ChangeFeed, ok: T) -> None:
         super().__init__(feed, ok)
         self.generation = 0
         """The policy generation its placements were made with (see `forget`)."""
@@ -39,9 +42,7 @@ class FilterView(NodeView[object]):
         self.drop(names)
         self._names = None
 
-    def split(
-        self, names: list[str], evaluate: Callable[[str], object]
-    ) -> tuple[list[str], list[str]]:
+    def split(self, names: list[str], evaluate: Callable[[str], T]) -> tuple[list[str], list[str]]:
         """(names whose outcome is `ok`, in request order; the other names, in no order)."""
         changed, was_good = self.sync()
         repeated = changed is not None and _same(self._names, names)
@@ -52,9 +53,7 @@ class FilterView(NodeView[object]):
         self._names, self._passed, self._rest = list(names), passed, rest
         return list(passed), list(rest)
 
-    def _patch(
-        self, changed: set[str], was_good: set[str], evaluate: Callable[[str], object]
-    ) -> bool:
+    def _patch(self, changed: set[str], was_good: set[str], evaluate: Callable[[str], T]) -> bool:
         """Re-evaluate the changed nodes and move them between the kept lists. A changed node
         the request does not name is evaluated too (it is rare); one that fits again, named or
         not, sends the caller to a full split."""

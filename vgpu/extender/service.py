@@ -20,16 +20,16 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple
 
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
 from vgpu.core.handoff_rule import PendingContainer
-from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
-from vgpu.core.model import Assignment, Phase
+from vgpu.core.model import Assignment
 from vgpu.core.placing import place
 from vgpu.core.policies import Policy
 from vgpu.core.registry import PolicySpec, make_policy, parse_policy
@@ -112,6 +112,15 @@ class PolicyBook:
         return policy
 
 
+class Resolved(NamedTuple):
+    """A request's pod as the verbs use it."""
+
+    spec: PodSpec
+    policy: Policy
+    gang_size: int
+    """The gang's minimum (0: no gang)."""
+
+
 def no_pod_groups(namespace: str, name: str) -> int | None:
     """A `GroupSize` for setups without the PodGroup CRD."""
     return None
@@ -136,11 +145,9 @@ class Extender:
         self.on_rejections = on_rejections
         self.policies = PolicyBook(config.policy, config.pod_policies)
         self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
-        self.binding: set[PodKey] = set()
-        self.assumed_at: dict[PodKey, float] = {}
         self._scheduler = Scheduler(cache.state, self.policies.default)
         self.views = ViewBook()
-        cache.on_pod_gone = self.gangs.member_gone
+        cache.subscribe(gone=self.gangs.member_gone)
 
     @property
     def scheduler(self) -> Scheduler:
@@ -153,14 +160,14 @@ class Extender:
         """The cache was rebuilt: forget gangs and assumptions (their holdings are gone)."""
         with self.cache.lock:
             self.gangs.reset()
-            self.assumed_at.clear()
+            self.cache.forget_assumptions()
 
     # -- shared steps ----------------------------------------------------------------------------
-    def parse(self, pod: dict[str, object]) -> tuple[PodSpec, Policy, int]:
+    def parse(self, pod: dict[str, object]) -> Resolved:
         """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
         return self.resolve(self.cache.parse(pod))
 
-    def resolve(self, spec: PodSpec) -> tuple[PodSpec, Policy, int]:
+    def resolve(self, spec: PodSpec) -> Resolved:
         """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""
         policy = (
             self.policies.get(spec.request.policy) if spec.request.policy else self.policies.default
@@ -175,14 +182,14 @@ class Extender:
                     "create the PodGroup (scheduling.x-k8s.io/v1alpha1) or fix the label",
                 )
             size = found
-        return spec, policy, size
+        return Resolved(spec, policy, size)
 
     def held_place(self, spec: PodSpec, size: int) -> Assignment | GangWait | None:
         """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
         req = spec.request
         if spec.gang is not None:
             return self.gangs.place_of(req, spec.gang, size, self.scheduler, self.clock())
-        held = self.cache.ledger.holding(req.key)
+        held = self.cache.holding(req.key)
         # An assumption left by a bind whose outcome is unknown steers the retry to the same
         # place (it is released when the watch shows otherwise or `assume_ttl` passes).
         return None if held is None else held.assignment
@@ -200,13 +207,21 @@ class Extender:
         now = self.clock()
         with self.cache.lock:
             self.gangs.expire(now)
-            for key, since in list(self.assumed_at.items()):
-                if since + self.config.assume_ttl > now or key in self.binding:
-                    continue
-                del self.assumed_at[key]
-                held = self.cache.ledger.holding(key)
-                if held is not None and held.phase is Phase.ASSUMED:
-                    self.cache.ledger.release(key)
+            self.cache.expire_assumptions(now, self.config.assume_ttl)
+
+    def gang_ready(self, gang: GangKey, size: int) -> bool:
+        """Whether `size` members of the gang have their place confirmed (bind may proceed)."""
+        with self.cache.lock:
+            return self.gangs.ready(gang, size)
+
+    def bind_failed(self, key: PodKey) -> None:
+        """A bind definitely failed: give its assumption back, and plan a gang not yet started
+        anew."""
+        with self.cache.lock:
+            held = self.cache.drop_assumption(key)
+            gang = held.gang if held is not None else None
+            if gang is not None and not self.gangs.started(gang):
+                self.gangs.abandon(gang, f"binding member {key} failed")
 
     # -- filter ----------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> FilterResult:
@@ -226,7 +241,7 @@ class Extender:
                 result = self._only(target, args.node_names)
                 if spec.gang is not None and target.node in args.node_names:
                     self.gangs.filtered(spec.gang.key, spec.request.key)
-                    self.cache.changed.notify_all()
+                    self.cache.notify_changed()
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
@@ -269,9 +284,9 @@ class Extender:
         failed, unresolvable, answers = result.failed, result.unresolvable, view.answers
         codes: Counter[str] = Counter()
         for name in rest:
-            code, hard, reason = cast(Outcome, answers[name])
-            (unresolvable if hard else failed)[name] = reason
-            codes[code] += 1
+            answer = answers[name]
+            (unresolvable if answer.unresolvable else failed)[name] = answer.reason
+            codes[answer.code] += 1
         self.on_rejections(codes)
         return result
 
@@ -283,7 +298,9 @@ class Extender:
             if outcome is _FIT:
                 result.passed.append(name)
             else:
-                (result.unresolvable if outcome[1] else result.failed)[name] = outcome[2]
+                (result.unresolvable if outcome.unresolvable else result.failed)[name] = (
+                    outcome.reason
+                )
         return result
 
     def outcome(
@@ -301,8 +318,8 @@ class Extender:
             return _placed(_place(self.scheduler, spec, node, pending, policy))
         outcome = _outcome(check(ns, spec.request))
         if outcome is not _FIT:
-            problem = self.cache.problems.get(node) if outcome[0] == _NO_GPU else None
-            return (outcome[0], outcome[1], problem) if problem else outcome
+            problem = self.cache.problems.get(node) if outcome.code == _NO_GPU else None
+            return outcome._replace(reason=problem) if problem else outcome
         # Bound but not admitted (watched), or assumed by a bind in flight: both count.
         pending = self.cache.pending_on(node, besides=spec.request.key)
         if gone:
@@ -355,10 +372,18 @@ class Extender:
         return view.reply(names, score)
 
 
-Outcome = tuple[str, bool, str]
-"""A node's filter answer for a pod shape: (code, unresolvable, reason); `_FIT` if it fits."""
-_FIT: Outcome = (Code.FITS.value, False, "")
-_UNKNOWN: Outcome = ("unknown-node", False, "node is not in the vgpu extender's cache yet")
+class Outcome(NamedTuple):
+    """A node's filter answer for a pod shape; `_FIT` (compared by identity) if it fits."""
+
+    code: str
+    """The core's `Code` value (or "unknown-node"), counted in the rejection metrics."""
+    unresolvable: bool
+    """True when preempting pods would not help (GPU type, count, missing inventory)."""
+    reason: str
+
+
+_FIT = Outcome(Code.FITS.value, False, "")
+_UNKNOWN = Outcome("unknown-node", False, "node is not in the vgpu extender's cache yet")
 _NO_GPU = Code.NO_GPU.value
 _UNWATCHED = "the vgpu extender's pod watch has not shown this gang member yet"
 
@@ -366,14 +391,14 @@ _UNWATCHED = "the vgpu extender's pod watch has not shown this gang member yet"
 def _outcome(verdict: Verdict) -> Outcome:
     if verdict.code is Code.FITS:
         return _FIT
-    return (verdict.code.value, not verdict.resolvable, str(verdict))
+    return Outcome(verdict.code.value, not verdict.resolvable, str(verdict))
 
 
 def _placed(placed: Assignment | Verdict) -> Outcome:
     return _outcome(placed) if isinstance(placed, Verdict) else _FIT
 
 
-def _filter_view(feed: ChangeFeed) -> FilterView:
+def _filter_view(feed: ChangeFeed) -> FilterView[Outcome]:
     return FilterView(feed, _FIT)
 
 

@@ -29,12 +29,9 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from vgpu.core.units import CORES_PER_GPU
-
-if TYPE_CHECKING:
-    from vgpu.node.hami import HamiCore
 
 MIB = 1024 * 1024
 DEFAULT_MPS_PIPE_DIR = "/tmp/nvidia-mps"
@@ -78,11 +75,23 @@ class GpuLimit:
     memory_mib: int
 
 
+class Preload(Protocol):
+    """A library mode hami loads in every container: its variables and mounts.
+
+    `vgpu.node.hami.HamiCore` is the one implementation; naming it through this protocol keeps
+    the arrow one way (hami builds `Mount`s, grants only asks for them).
+    """
+
+    def envs(self) -> dict[str, str]: ...
+
+    def mounts(self) -> tuple[Mount, ...]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GrantSettings:
     mode: GrantMode = GrantMode.PLAIN
     mps_pipe_dir: str = DEFAULT_MPS_PIPE_DIR  # on the host; mounted at the same path
-    hami: HamiCore | None = None  # HAMi-core on the node: mode hami then preloads it
+    hami: Preload | None = None  # HAMi-core on the node: mode hami then preloads it
 
 
 def cores_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:

@@ -64,6 +64,57 @@ def mean_at_100(window: list[float], fallback: list[float]) -> float | None:
     return round(sum(values) / len(values), 2) if values else None
 
 
+@dataclass(slots=True)
+class Tally:
+    """Arrived and allocated GPU as % of capacity, the one rule every replay's figures follow."""
+
+    policy: str
+    seed: int
+    capacity: int
+    window: list[float] = field(default_factory=list)
+    """Allocation % after each arrival whose arrived % rounds to 100."""
+    near: list[float] = field(default_factory=list)
+    """... rounds to 99 or 101 (the fallback when `window` is empty)."""
+    started: float = field(default_factory=time.perf_counter)
+
+    def pct(self, milli: int) -> float:
+        """`milli` as % of capacity, rounded to 2 decimals."""
+        return round(100 * milli / self.capacity, 2)
+
+    def record(self, arrived: int, used: int) -> tuple[float, float]:
+        """Note the allocation after an arrival; returns (arrived %, unrounded; allocated %)."""
+        arrived_pct = 100 * arrived / self.capacity
+        alloc_pct = self.pct(used)
+        bucket = round(arrived_pct)
+        if bucket == 100:
+            self.window.append(alloc_pct)
+        elif 99 <= bucket <= 101:
+            self.near.append(alloc_pct)
+        return arrived_pct, alloc_pct
+
+    def result(
+        self,
+        used: int,
+        placed: int,
+        failed: int,
+        *,
+        curve: list[tuple[float, float]] | None = None,
+        extra: dict[str, float] | None = None,
+    ) -> RunResult:
+        """The run's figures, `used` milli-GPUs allocated at the end."""
+        return RunResult(
+            policy=self.policy,
+            seed=self.seed,
+            alloc_pct_at_100=mean_at_100(self.window, self.near),
+            alloc_pct_final=self.pct(used),
+            pods_placed=placed,
+            pods_failed=failed,
+            seconds=time.perf_counter() - self.started,
+            curve=curve or [],
+            extra=extra or {},
+        )
+
+
 def replay(
     nodes: tuple[Node, ...],
     pods: list[PodRequest],
@@ -75,14 +126,11 @@ def replay(
 ) -> RunResult:
     """Place `pods` in order on a fresh cluster of `nodes` with `policy`; `device_choice`, if
     given, picks the GPUs on the node the policy chose (`vgpu.sim.dra`)."""
-    started = time.perf_counter()
+    tally = Tally(policy.name, seed, capacity_milli(nodes))
     state = ClusterState(nodes)
     ledger = Ledger(state)
     scheduler = Scheduler(state, policy, rng=Random(seed))
-    capacity = capacity_milli(nodes)
     arrived = used = placed = failed = 0
-    window: list[float] = []
-    near: list[float] = []
     curve: list[tuple[float, float]] = []
     next_step = 0
     for i, pod in enumerate(pods):
@@ -99,25 +147,10 @@ def replay(
                 ledger.confirm(assignment_for(ns, pod, choice))
             used += pod.gpu_milli
             placed += 1
-        arrived_pct = 100 * arrived / capacity
-        alloc_pct = round(100 * used / capacity, 2)
-        bucket = round(arrived_pct)
-        if bucket == 100:
-            window.append(alloc_pct)
-        elif 99 <= bucket <= 101:
-            near.append(alloc_pct)
+        arrived_pct, alloc_pct = tally.record(arrived, used)
         if arrived_pct >= next_step:
             curve.append((round(arrived_pct, 3), alloc_pct))
             next_step = int(arrived_pct) + 1
         if on_progress is not None and i % 1000 == 0:
             on_progress(i, len(pods))
-    return RunResult(
-        policy=policy.name,
-        seed=seed,
-        alloc_pct_at_100=mean_at_100(window, near),
-        alloc_pct_final=round(100 * used / capacity, 2),
-        pods_placed=placed,
-        pods_failed=failed,
-        seconds=time.perf_counter() - started,
-        curve=curve,
-    )
+    return tally.result(used, placed, failed, curve=curve)

@@ -15,7 +15,6 @@ counts every pod, failed or not, as in `engine`.
 
 from __future__ import annotations
 
-import time
 from random import Random
 
 from vgpu.core.gang import GangPlan, plan
@@ -24,7 +23,7 @@ from vgpu.core.model import Node, PodRequest
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
-from vgpu.sim.engine import RunResult, capacity_milli, mean_at_100
+from vgpu.sim.engine import RunResult, Tally, capacity_milli
 
 GANG_MODES = ("plan", "independent")
 
@@ -61,15 +60,12 @@ def replay_units(
     """
     if mode not in GANG_MODES:
         raise ValueError(f"gang mode {mode!r}: use one of {', '.join(GANG_MODES)}")
-    started = time.perf_counter()
+    tally = Tally(policy.name, seed, capacity_milli(nodes))
     state = ClusterState(nodes)
     ledger = Ledger(state)
     scheduler = Scheduler(state, policy, rng=Random(seed))
-    capacity = capacity_milli(nodes)
     arrived = useful = wasted = placed = failed = 0
     gangs = admitted = gang_gpu = 0
-    window: list[float] = []
-    near: list[float] = []
     for unit in units:
         demand = sum(p.gpu_milli for p in unit)
         arrived += demand
@@ -91,24 +87,14 @@ def replay_units(
             placed += len(unit)
         else:
             failed += len(unit)
-        bucket = round(100 * arrived / capacity)
-        if 99 <= bucket <= 101:
-            (window if bucket == 100 else near).append(round(100 * useful / capacity, 2))
-    return RunResult(
-        policy=policy.name,
-        seed=seed,
-        alloc_pct_at_100=mean_at_100(window, near),
-        alloc_pct_final=round(100 * useful / capacity, 2),
-        pods_placed=placed,
-        pods_failed=failed,
-        seconds=time.perf_counter() - started,
-        extra={
-            "gangs": gangs,
-            "gangs_admitted": admitted,
-            "gang_gpus_admitted": round(gang_gpu / 1000, 1),
-            "wasted_pct_final": round(100 * wasted / capacity, 2),
-        },
-    )
+        tally.record(arrived, useful)
+    extra = {
+        "gangs": gangs,
+        "gangs_admitted": admitted,
+        "gang_gpus_admitted": round(gang_gpu / 1000, 1),
+        "wasted_pct_final": tally.pct(wasted),
+    }
+    return tally.result(useful, placed, failed, extra=extra)
 
 
 def _held(state: ClusterState, unit: list[PodRequest]) -> int:
