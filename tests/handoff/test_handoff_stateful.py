@@ -11,7 +11,7 @@ restarts between containers. After every step:
 * no refusal the extender or agent could have avoided;
 * no gang holds places for only part of its members.
 
-Bounded here; `pytest -m soak` runs the long version (README, "Testing").
+Bounded here; `pytest -m soak` runs the long version (README, "The hand-off against the kubelet").
 """
 
 from __future__ import annotations

@@ -2,6 +2,11 @@
 
 * `cores_limit`: the pod's `vgpu.io/cores-limit` annotation (an elastic upper bound on cores,
   in percent of SMs), part of every container's grant and so of the hand-off rule.
+* `namespace_of`, `is_terminal`, `is_deleting`: the facts every reader needs, read one way. A
+  pod's namespace defaults to "default" (as the API server fills it in); a pod is terminal when
+  its phase is Succeeded or Failed (its containers hold nothing any more); a pod being deleted
+  (`deletionTimestamp`) still runs until its phase says otherwise, so it is a separate fact:
+  the node agent admits nothing for it, the extender keeps charging it until it is gone.
 * `kubelet_containers`: the containers that ask vGPU devices, in the order the kubelet's device
   manager allocates them (init containers, then app containers, each in spec order) and with
   their role: a regular init container, a restartable ("sidecar") init container
@@ -19,8 +24,28 @@ from typing import Any
 
 from vgpu.core.kubelet_reuse import Role
 
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+"""Pod phases after which no container runs again (the kubelet releases its devices)."""
+
 CORES_LIMIT = "vgpu.io/cores-limit"
 """Pod annotation: elastic upper bound on cores (percent of SMs) for modes that support it."""
+
+
+def namespace_of(meta: Mapping[str, Any]) -> str:
+    """The pod's namespace ("default" when the object names none)."""
+    return str(meta.get("namespace") or "default")
+
+
+def is_terminal(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's phase is Succeeded or Failed."""
+    status = pod.get("status")
+    return isinstance(status, Mapping) and status.get("phase") in TERMINAL_PHASES
+
+
+def is_deleting(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod is being deleted (it may still run during its grace period)."""
+    meta = pod.get("metadata")
+    return isinstance(meta, Mapping) and bool(meta.get("deletionTimestamp"))
 
 
 def cores_limit(annotations: Mapping[str, Any]) -> tuple[int | None, str | None]:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.api.gang import gang_ref
-from vgpu.api.podread import cores_limit, role_of
+from vgpu.api.podread import cores_limit, is_terminal, namespace_of, role_of
 from vgpu.api.quantity import mib_ceil, milli_ceil, whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
@@ -77,7 +77,7 @@ def key_of(pod: Obj) -> PodKey:
     meta = pod.get("metadata")
     if not isinstance(meta, dict):
         meta = {}
-    return pod_key(str(meta.get("namespace") or "default"), str(meta.get("name") or ""))
+    return pod_key(namespace_of(meta), str(meta.get("name") or ""))
 
 
 def _split(value: object) -> tuple[str, ...]:
@@ -149,7 +149,7 @@ def gang_of(pod: Obj) -> GangLabel | None:
     ref = gang_ref(meta)
     if ref is None:
         return None
-    ns = str(meta.get("namespace") or "default")
+    ns = namespace_of(meta)
     size = None if ref.from_pod_group else _size(ref.size, ref.field)
     return GangLabel(gang_key(ns, ref.name), ns, ref.name, size)
 
@@ -197,13 +197,12 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         uid=str(meta.get("uid") or ""),
         policy=str(policy) if policy else None,
     )
-    phase = (pod.get("status") or {}).get("phase")
     return PodSpec(
         request=request,
         gang=gang_of(pod),
         memory_blocks=blocks,
         node=str(spec.get("nodeName") or ""),
-        terminal=phase in ("Succeeded", "Failed"),
+        terminal=is_terminal(pod),
         roles=roles,
         cores_limit=cores_limit(annotations)[0],
     )

@@ -14,12 +14,11 @@ from typing import Any
 
 from vgpu.api.admitted import ADMITTED, Admitted, read_admitted
 from vgpu.api.assignment import ASSIGNMENT, decode
+from vgpu.api.podread import TERMINAL_PHASES, namespace_of
 from vgpu.api.quantity import whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.model import Assignment
-
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 Obj = Mapping[str, Any]
 
@@ -66,7 +65,7 @@ def pod_facts(pod: Obj, names: ResourceNames = DEFAULT_NAMES) -> PodFacts:
     admitted = read_admitted(annotations.get(ADMITTED))
     containers = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
     return PodFacts(
-        namespace=str(meta.get("namespace") or "default"),
+        namespace=namespace_of(meta),
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
         node=str(spec.get("nodeName") or ""),

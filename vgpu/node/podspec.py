@@ -16,15 +16,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from vgpu.api.podread import KubeletContainer, kubelet_containers
+from vgpu.api.podread import (
+    KubeletContainer,
+    is_deleting,
+    is_terminal,
+    kubelet_containers,
+    namespace_of,
+)
 from vgpu.api.podread import cores_limit as read_cores_limit
 from vgpu.api.quantity import whole_count
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.kubelet_reuse import Role
 from vgpu.node.devices import ResourceNames
-
-_TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +103,12 @@ def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodI
     asks = [_ask(c, names, problems) for c in kubelet_containers(pod)]
     annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
     return PodInfo(
-        key=pod_key(str(meta.get("namespace", "")), str(meta.get("name", ""))),
+        key=pod_key(namespace_of(meta), str(meta.get("name", ""))),
         uid=str(meta.get("uid", "")),
         node=str(spec.get("nodeName") or ""),
         containers=tuple(a for a in asks if a.asks),
         annotations=annotations,
-        terminal=status.get("phase") in _TERMINAL_PHASES or bool(meta.get("deletionTimestamp")),
+        terminal=is_terminal(pod) or is_deleting(pod),  # nothing is admitted for either
         phase=str(status.get("phase") or ""),
         problems=tuple(problems),
     )
