@@ -74,12 +74,17 @@ def _add_serving_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_placement_flags(p: argparse.ArgumentParser) -> None:
     """Which policies place pods, the resource units and domain, and the assignment key."""
-    p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
+    p.add_argument(
+        "--policy",
+        default=_policy("default", "--policy"),
+        type=lambda text: _policy(text, "--policy"),
+        help=f"placement policy: one of {', '.join(POLICY_NAMES)}, or `default:key=value,...`",
+    )
     p.add_argument(
         "--allow-pod-policy",
         action="append",
         default=[],
-        type=_pod_policy,
+        type=lambda text: _policy(text, "--allow-pod-policy"),
         metavar="NAME",
         help="a policy pods may ask for with the vgpu.io/policy annotation (repeatable; "
         "default: none besides --policy)",
@@ -122,10 +127,10 @@ def _add_leader_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind-wait", type=float, default=3.0, help="seconds a gang bind may wait")
 
 
-def _pod_policy(text: str) -> PolicySpec:
+def _policy(text: str, flag: str) -> PolicySpec:
     """A policy name (or `default:key=value,...` spec), parsed once, at start-up."""
     try:
-        return parse_policy(text, "--allow-pod-policy")
+        return parse_policy(text, flag)
     except InvalidRequest as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
@@ -167,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     extender = ExtenderConfig(  # the flags' own values are checked first, then the transport
-        policy=parse_policy(args.policy, "--policy"),
+        policy=args.policy,
         gang_timeout=args.gang_timeout,
         memory_unit_mib=args.memory_unit_mib,
         names=resource_names(args.resource_domain),
