@@ -145,3 +145,25 @@ def test_reconcile_moves_an_interchangeable_admission_to_the_real_holder() -> No
     assert handoff.admitted_containers(other) == ["main"]
     assert handoff.admitted_containers(chosen.pod) == []
     assert [c.pod for c in handoff.candidates(UnitKind.CORES, 25)] == [chosen.pod]
+
+
+def test_preferred_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
+    """The kubelet learns of the bind from its own watch and calls GetPreferredAllocation before
+    Allocate (pkg/kubelet/cm/devicemanager/manager.go, devicesToAllocate): if the agent's watch
+    is behind there too, binpacking steers the call to G0 while the extender chose G1, and the
+    Allocate that follows is refused however much it refreshes. Seen on the real cluster."""
+    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.model import GpuInfo
+
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    late = pod_info(pod("late", "u9", [("c", 30)], **signed("late", "u9", {"c": ("G1", 30)})))
+    gpus = [GpuInfo("G0", 0, "Tesla T4", 16384), GpuInfo("G1", 1, "Tesla T4", 16384)]
+    policy = HandoffPolicy(
+        handoff, gpus, memory_unit_mib=256, refresh=lambda: handoff.observe(late)
+    )
+    available = [f"G{g}::c{k}" for g in (0, 1) for k in range(100)]
+    ids = policy.preferred("vgpu.io/cores", available, [], 30)
+    assert {i.split("::")[0] for i in ids} == {"G1"}, ids
+    grants = policy.allocate("vgpu.io/cores", [ids])
+    assert not isinstance(grants, Refusal), grants
+    assert grants[0].envs["NVIDIA_VISIBLE_DEVICES"] == "G1"

@@ -2,7 +2,8 @@
 
 - GetPreferredAllocation: the first pending container (see `Handoff.candidates`) asking `size`
   devices of this resource names the GPU(s) (with none, an unsure attribution's: see below); the
-  answer is `size` available IDs there, must-include IDs first. With no match, or too few IDs
+  answer is `size` available IDs there, must-include IDs first. With no match it re-lists the
+  node's pods once (the kubelet's watch may be ahead of ours); still none, or too few IDs
   available there, it falls back to the default binpacked choice.
 - Allocate: the GPUs are read from the IDs. A pending container asking `len(ids)` devices on
   exactly those GPUs is admitted and its grant returned (cores: the full grant from the
@@ -81,11 +82,26 @@ class HandoffPolicy:
     ) -> list[str]:
         kind = self._names.kind_of(resource)
         targets = self._handoff.candidates(kind, size)
+        if not targets:
+            # The kubelet learns of a bound pod through its own watch and asks for its
+            # preference before Allocate (pkg/kubelet/cm/devicemanager/manager.go,
+            # `devicesToAllocate`): catch up now, or binpacking steers the call to a GPU the
+            # extender did not choose and the Allocate that follows must be refused.
+            self._refresh()
+            targets = self._handoff.candidates(kind, size)
         for candidate in targets or self._handoff.unsure_candidates(kind, size):
             ids = self._steer(kind, candidate, available, must_include, size)
             if ids is not None:
                 return ids
-        return self._default.preferred(resource, available, must_include, size)
+        ids = self._default.preferred(resource, available, must_include, size)
+        log.info(
+            "%s: preferred %d devices for no pending container (none matches, or too few free "
+            "there): binpacked on %s",
+            resource,
+            size,
+            sorted(split_by_gpu(ids)),
+        )
+        return ids
 
     def _steer(
         self,
