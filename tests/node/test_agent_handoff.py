@@ -41,10 +41,11 @@ def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
     target = box.gpus.index(last)
     box.place("a", [("main", 30, 0)], {"main": [(target, 30)]})
     box.agent.handoff.forget(PodKey("default/a"))  # as if our watch had not delivered it yet
-    with caplog.at_level(logging.INFO, logger="vgpu.daemons.node_agent"):
+    with caplog.at_level(logging.INFO, logger="vgpu"):
         ids, envs = box.admit("a", "main", CORES, 30)
     assert gpu_of(ids) == {last} and envs["NVIDIA_VISIBLE_DEVICES"] == last
     assert "refresh for an unmatched device-plugin call found default/a" in caplog.text
+    assert "GetPreferredAllocation of 30 devices matched default/a only after" in caplog.text
     assert wait(lambda: box.admitted("a") == ["main"])
 
 

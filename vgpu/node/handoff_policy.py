@@ -49,6 +49,10 @@ from vgpu.node.model import GpuInfo
 
 log = logging.getLogger(__name__)
 _NOUN = {UnitKind.CORES: "cores", UnitKind.MEMORY: "memory blocks"}
+_CAUGHT_UP = (
+    "%s: %s of %d devices matched %s only after re-listing this node's pods (the kubelet's "
+    "watch showed the bind before ours)"
+)
 
 
 class HandoffPolicy:
@@ -89,6 +93,8 @@ class HandoffPolicy:
             # extender did not choose and the Allocate that follows must be refused.
             self._refresh()
             targets = self._handoff.candidates(kind, size)
+            if targets:
+                log.info(_CAUGHT_UP, resource, "GetPreferredAllocation", size, targets[0].pod)
         for candidate in targets or self._handoff.unsure_candidates(kind, size):
             ids = self._steer(kind, candidate, available, must_include, size)
             if ids is not None:
@@ -178,6 +184,8 @@ class HandoffPolicy:
             # ours has shown it: catch up with the API server once before refusing.
             self._refresh()
             matches = self._handoff.candidates(kind, len(ids), gpus)
+            if matches:
+                log.info(_CAUGHT_UP, resource, "Allocate", len(ids), matches[0].pod)
         if not matches and not self._handoff.waiting_unassigned(kind, len(ids)):
             reclaimed = self._handoff.reclaim(kind, len(ids), gpus)
             matches = [reclaimed] if reclaimed is not None else []
