@@ -95,19 +95,50 @@ class HandoffPolicy:
             targets = self._handoff.candidates(kind, size)
             if targets:
                 log.info(_CAUGHT_UP, resource, "GetPreferredAllocation", size, targets[0].pod)
-        for candidate in targets or self._handoff.unsure_candidates(kind, size):
+        tried = targets or self._handoff.unsure_candidates(kind, size)
+        for candidate in tried:
             ids = self._steer(kind, candidate, available, must_include, size)
             if ids is not None:
                 return ids
         ids = self._default.preferred(resource, available, must_include, size)
-        log.info(
-            "%s: preferred %d devices for no pending container (none matches, or too few free "
-            "there): binpacked on %s",
-            resource,
-            size,
-            sorted(split_by_gpu(ids)),
-        )
+        if tried:
+            self._short_offer(resource, kind, tried[0], available, size)
+        else:
+            log.info(
+                "%s: preferred %d devices for no pending container: binpacked on %s",
+                resource,
+                size,
+                sorted(split_by_gpu(ids)),
+            )
         return ids
+
+    def _short_offer(
+        self,
+        resource: str,
+        kind: UnitKind,
+        candidate: Candidate,
+        available: Sequence[str],
+        size: int,
+    ) -> None:
+        """Say why steering failed: the kubelet does not offer the devices the assignment names.
+        It withholds devices it believes allocated; after a kubelet restart those include pods
+        deleted before it, until its pod sources have synced (pkg/kubelet/kubelet.go marks a
+        source ready only after handling its first update; pkg/kubelet/cm/devicemanager/
+        manager.go `UpdateAllocatedDevices` frees nothing before that)."""
+        offered = split_by_gpu(available)
+        short = ", ".join(
+            f"{len(offered.get(uuid, []))} of {need} on {uuid}"
+            for uuid, need in self._quotas(kind, candidate, size).items()
+        )
+        log.warning(
+            "%s: the kubelet offers %s for %s/%s's assignment (it still counts some of them as "
+            "allocated: another container's, or, after a kubelet restart, a pod deleted before "
+            "it); the Allocate that follows will be refused",
+            resource,
+            short,
+            candidate.pod,
+            candidate.container.name,
+        )
 
     def _steer(
         self,
@@ -266,6 +297,12 @@ class HandoffPolicy:
         holds = "; ".join(held[:5]) if held else "nothing assigned there"
         if len(held) > 5:
             holds += f"; and {len(held) - 5} more"
+        elsewhere = [
+            f"{c.pod}/{c.container.name} on {', '.join(sorted(c.gpus))}"
+            for c in self._handoff.candidates(kind, len(ids))
+        ]
+        if elsewhere:  # the kubelet did not take the devices the assignment names
+            reason = f"pending with this ask elsewhere: {'; '.join(elsewhere[:3])}; " + reason
         return Refusal(
             f"{where}: no pending container asks {len(ids)} {_NOUN[kind]} there "
             f"(the ledger holds: {holds}); {reason}. The pod must be scheduled by the vgpu "
