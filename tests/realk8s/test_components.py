@@ -73,6 +73,13 @@ def test_kubelet_restart_plugins_register_again(real_cluster: RealCluster) -> No
     wait_until(registered, 60, "a new kubelet.sock and both plugin sockets made again")
     registered_s = time.monotonic() - started
     real_cluster.wait_node_gpus(node)
+    # A pod without vGPUs runs first: the kubelet frees the devices of the pods deleted above
+    # only once its pod source has delivered a first update (docs/handshake.md, "Devices the
+    # kubelet still counts after its restart"), and this test is about registering again.
+    canary = pods.pod("canary", pods.container("main"))
+    canary["spec"]["nodeName"] = node
+    real_cluster.admin.post(pods.PODS, canary)
+    pods.wait_running(real_cluster.admin, "canary", timeout=90)
     real_cluster.admin.post(pods.PODS, pods.pod("after-restart", pods.container("main", 100)))
     pods.wait_running(real_cluster.admin, "after-restart", timeout=90)
     print(

@@ -4,8 +4,9 @@
     vgpu extender --insecure-http ...        (plain HTTP, local use only)
 
 The assignment-signing key (shared with the node agents, from a Secret) is read from
-`--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either a fixed development key is
-used with a loud warning (anyone could forge assignments). Runs until SIGTERM/SIGINT.
+`--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either it refuses to start, unless
+`--insecure-development-key` (local development only: anyone could forge assignments). Runs until
+SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.registry import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
@@ -104,7 +105,8 @@ def _add_placement_flags(p: argparse.ArgumentParser) -> None:
         help="domain of the extended resources and the node inventory annotation; the same "
         "value as the node agents' --resource-domain (default vgpu.io)",
     )
-    p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV})")
+    p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV}; required)")
+    add_development_key_flag(p)
 
 
 def _add_leader_flags(p: argparse.ArgumentParser) -> None:
@@ -181,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
     )
     config = DaemonConfig(
         tls=_tls(args),
-        key=load_assignment_key(args.assignment_key_file),
+        key=load_assignment_key(
+            args.assignment_key_file, allow_development_key=args.insecure_development_key
+        ),
         extender=extender,
         host=args.host,
         port=args.port,
