@@ -1,0 +1,117 @@
+"""A pod's vGPU asks as the kubelet's device manager will meet them: the one reader of the
+extender (`vgpu.extender.podspec`), the node agent (`vgpu.node.podspec`) and the report
+(`vgpu.inspect.pods`).
+
+* Order and roles: init containers, then app containers, each in spec order (the device
+  manager's allocation order), each a regular init container, a restartable ("sidecar") init
+  container (`restartPolicy: Always`) or an app container. The role decides device reuse
+  (`vgpu.core.kubelet_reuse`), and so what the pod holds on its node (`PodAsks.held`).
+* Limits and requests: an extended resource is never overcommitted, so the API server wants a
+  limit and a request, if given, equal to it (pkg/apis/core/validation/validation.go,
+  `ValidateResourceRequirements`: "must be equal to ... limit"). The ask is the limit, or the
+  request of a hand-made object without one; a request of another value is a problem.
+* Bad values: a count that is not a whole number (`vgpu.api.quantity.whole_count`) is a problem
+  naming the field, and the container asks none of that resource. Problems are values: the
+  extender refuses the pod with the first, the agent refuses it at Allocate, the report counts
+  what can be read.
+
+Pure: dict in, frozen value out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vgpu.api.quantity import whole_count
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.kubelet_reuse import Role, new_devices
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerAsk:
+    """The vGPU devices one container asks of the kubelet: cores and memory blocks."""
+
+    name: str
+    cores: int = 0
+    memory_blocks: int = 0
+    role: Role = Role.APP
+    where: str = ""
+    """Its resources in the pod, e.g. `spec.initContainers[0].resources`."""
+
+    @property
+    def init(self) -> bool:
+        return self.role is not Role.APP
+
+    @property
+    def asks(self) -> bool:
+        return bool(self.cores or self.memory_blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class PodAsks:
+    """The containers that ask vGPU devices, in allocation order, and what could not be read."""
+
+    containers: tuple[ContainerAsk, ...] = ()
+    problems: tuple[InvalidRequest, ...] = ()
+
+    @property
+    def held(self) -> tuple[int, int]:
+        """Cores and memory blocks the kubelet holds for the pod, after reusing init devices."""
+        cores = new_devices([(c.role, c.cores) for c in self.containers])
+        blocks = new_devices([(c.role, c.memory_blocks) for c in self.containers])
+        return sum(cores), sum(blocks)
+
+    def check(self) -> None:
+        """Raise the first problem, if any."""
+        if self.problems:
+            raise self.problems[0]
+
+
+def role_of(raw: Mapping[str, Any], init: bool) -> Role:
+    """A container's role for device reuse (pkg/api/v1/pod IsRestartableInitContainer)."""
+    if not init:
+        return Role.APP
+    return Role.SIDECAR if raw.get("restartPolicy") == "Always" else Role.INIT
+
+
+def pod_asks(pod: Mapping[str, Any], names: ResourceNames = DEFAULT_NAMES) -> PodAsks:
+    """Read every container's asks; never raises."""
+    spec = pod.get("spec") or {}
+    asks: list[ContainerAsk] = []
+    problems: list[InvalidRequest] = []
+    for section, init in (("initContainers", True), ("containers", False)):
+        for i, raw in enumerate(spec.get(section) or ()):
+            where = f"spec.{section}[{i}].resources"
+            resources = raw.get("resources") or {}
+            cores = _count(resources, names.cores, where, problems)
+            blocks = _count(resources, names.memory, where, problems)
+            role = role_of(raw, init)
+            asks.append(ContainerAsk(str(raw.get("name") or ""), cores, blocks, role, where))
+    return PodAsks(tuple(a for a in asks if a.asks), tuple(problems))
+
+
+def _count(
+    resources: Mapping[str, Any], name: str, where: str, problems: list[InvalidRequest]
+) -> int:
+    limit = (resources.get("limits") or {}).get(name)
+    request = (resources.get("requests") or {}).get(name)
+    try:
+        count = None if limit is None else whole_count(limit, f"{where}.limits[{name}]")
+        if request is None:
+            return count or 0
+        asked = whole_count(request, f"{where}.requests[{name}]")
+    except InvalidRequest as err:
+        problems.append(err)
+        return 0
+    if count is not None and asked != count:
+        problems.append(
+            InvalidRequest(
+                f"{where}.requests[{name}]",
+                f"{request} differs from the limit {limit}",
+                "an extended resource's request must equal its limit; set the limit only",
+            )
+        )
+    return count if count is not None else asked
