@@ -18,31 +18,29 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
-from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
-from vgpu.core.handoff_rule import PendingContainer
-from vgpu.core.ids import GangKey, NodeName, PodKey
+from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
-from vgpu.core.placing import place
 from vgpu.core.policies import Policy
 from vgpu.core.registry import PolicySpec, make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.gangs import GangCoordinator, GangWait
+from vgpu.extender.cacheops import place_read
+from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
 from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.replies import FilterView
 from vgpu.extender.scores import ScoreView
-from vgpu.extender.views import ViewBook
+from vgpu.extender.views import FeedView, ViewBook
 from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
@@ -144,23 +142,12 @@ class Extender:
         self.group_size = group_size
         self.on_rejections = on_rejections
         self.policies = PolicyBook(config.policy, config.pod_policies)
-        self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
-        self._scheduler = Scheduler(cache.state, self.policies.default)
         self.views = ViewBook()
-        cache.subscribe(gone=self.gangs.member_gone)
 
     @property
     def scheduler(self) -> Scheduler:
         """The scheduler over the cache's current state (rebuilt with it)."""
-        if self._scheduler.state is not self.cache.state:
-            self._scheduler = Scheduler(self.cache.state, self.policies.default)
-        return self._scheduler
-
-    def rebuilt(self) -> None:
-        """The cache was rebuilt: forget gangs and assumptions (their holdings are gone)."""
-        with self.cache.lock:
-            self.gangs.reset()
-            self.cache.forget_assumptions()
+        return self.cache.scheduler(self.policies.default)
 
     # -- shared steps ----------------------------------------------------------------------------
     def parse(self, pod: dict[str, object]) -> Resolved:
@@ -184,44 +171,13 @@ class Extender:
             size = found
         return Resolved(spec, policy, size)
 
-    def held_place(self, spec: PodSpec, size: int) -> Assignment | GangWait | None:
-        """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
-        req = spec.request
-        if spec.gang is not None:
-            return self.gangs.place_of(req, spec.gang, size, self.scheduler, self.clock())
-        held = self.cache.holding(req.key)
-        # An assumption left by a bind whose outcome is unknown steers the retry to the same
-        # place (it is released when the watch shows otherwise or `assume_ttl` passes).
-        return None if held is None else held.assignment
-
     def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
         """A fresh assignment on `node` keeping invariant I."""
-        name = NodeName(node)
-        if self.cache.node_state(node) is None:
-            return Verdict(Code.NO_GPU, (self.cache.problems.get(name, f"node {node} is unknown"),))
-        pending = self.cache.pending_on(name, besides=spec.request.key)
-        return _place(self.scheduler, spec, name, pending, policy)
+        return self.cache.place(spec, node, policy, self.scheduler)
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
-        now = self.clock()
-        with self.cache.lock:
-            self.gangs.expire(now)
-            self.cache.expire_assumptions(now, self.config.assume_ttl)
-
-    def gang_ready(self, gang: GangKey, size: int) -> bool:
-        """Whether `size` members of the gang have their place confirmed (bind may proceed)."""
-        with self.cache.lock:
-            return self.gangs.ready(gang, size)
-
-    def bind_failed(self, key: PodKey) -> None:
-        """A bind definitely failed: give its assumption back, and plan a gang not yet started
-        anew."""
-        with self.cache.lock:
-            held = self.cache.drop_assumption(key)
-            gang = held.gang if held is not None else None
-            if gang is not None and not self.gangs.started(gang):
-                self.gangs.abandon(gang, f"binding member {key} failed")
+        self.cache.sweep(self.clock(), self.config.assume_ttl)
 
     # -- filter ----------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> FilterResult:
@@ -230,18 +186,17 @@ class Extender:
             spec, policy, size = self.parse(args.pod)
         except InvalidRequest as err:
             return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
-        with self.cache.lock:
+        with self.cache.atomic():
             watched = self.cache.watched(spec)
             if spec.gang is not None and not watched:
                 return FilterResult(failed=dict.fromkeys(args.node_names, _UNWATCHED))
-            target = self.held_place(spec, size)
+            target = self.cache.held_place(spec, size, self.scheduler, self.clock())
             if isinstance(target, GangWait):
                 result = FilterResult(failed=dict.fromkeys(args.node_names, target.reason))
             elif target is not None:
                 result = self._only(target, args.node_names)
                 if spec.gang is not None and target.node in args.node_names:
-                    self.gangs.filtered(spec.gang.key, spec.request.key)
-                    self.cache.notify_changed()
+                    self.cache.gang_filtered(spec.gang.key, spec.request.key)
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
@@ -315,7 +270,7 @@ class Extender:
         if reuses(spec.request, spec.roles):  # charged as the kubelet reuses, on one GPU
             pending = self.cache.pending_on(node, besides=spec.request.key)
             pending = [c for c in pending if c.pod not in gone]
-            return _placed(_place(self.scheduler, spec, node, pending, policy))
+            return _placed(place_read(self.scheduler, spec, node, pending, policy))
         outcome = _outcome(check(ns, spec.request))
         if outcome is not _FIT:
             problem = self.cache.problems.get(node) if outcome.code == _NO_GPU else None
@@ -326,7 +281,7 @@ class Extender:
             pending = [c for c in pending if c.pod not in gone]
         if not pending:
             return outcome
-        return _placed(_place(self.scheduler, spec, node, pending, policy))
+        return _placed(place_read(self.scheduler, spec, node, pending, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
@@ -336,7 +291,7 @@ class Extender:
             spec, policy, _ = self.parse(args.pod)
         except InvalidRequest:
             return Priorities(names, [0] * len(names))
-        with self.cache.lock:
+        with self.cache.atomic():
             held = self.cache.ledger.holding(spec.request.key)
             if held is not None:
                 there = held.assignment.node
@@ -398,7 +353,7 @@ def _placed(placed: Assignment | Verdict) -> Outcome:
     return _outcome(placed) if isinstance(placed, Verdict) else _FIT
 
 
-def _filter_view(feed: ChangeFeed) -> FilterView[Outcome]:
+def _filter_view(feed: FeedView) -> FilterView[Outcome]:
     return FilterView(feed, _FIT)
 
 
@@ -409,22 +364,3 @@ def _view_key(spec: PodSpec) -> tuple[object, ...]:
     blocks = tuple(sorted(spec.memory_blocks.items()))
     roles = tuple(sorted((name, role.value) for name, role in spec.roles.items()))
     return (req.shape, tuple(c.name for c in req.containers), blocks, roles, spec.cores_limit)
-
-
-def _place(
-    scheduler: Scheduler,
-    spec: PodSpec,
-    node: NodeName,
-    pending: Sequence[PendingContainer],
-    policy: Policy,
-) -> Assignment | Verdict:
-    """The core's placement for a read pod: its init-container roles and its pending grants."""
-    return place(
-        scheduler,
-        spec.request,
-        node,
-        policy,
-        roles=spec.roles,
-        pending=pending,
-        describe=spec.pending,
-    )
