@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from vgpu.api.quantity import whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
@@ -50,6 +50,13 @@ class ContainerAsk:
         return bool(self.cores or self.memory_blocks)
 
 
+class Held(NamedTuple):
+    """What the kubelet holds for a pod of one resource and the other."""
+
+    cores: int
+    memory_blocks: int
+
+
 @dataclass(frozen=True, slots=True)
 class PodAsks:
     """The containers that ask vGPU devices, in allocation order, and what could not be read."""
@@ -58,11 +65,11 @@ class PodAsks:
     problems: tuple[InvalidRequest, ...] = ()
 
     @property
-    def held(self) -> tuple[int, int]:
+    def held(self) -> Held:
         """Cores and memory blocks the kubelet holds for the pod, after reusing init devices."""
         cores = new_devices([(c.role, c.cores) for c in self.containers])
         blocks = new_devices([(c.role, c.memory_blocks) for c in self.containers])
-        return sum(cores), sum(blocks)
+        return Held(sum(cores), sum(blocks))
 
     def check(self) -> None:
         """Raise the first problem, if any."""

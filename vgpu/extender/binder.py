@@ -64,15 +64,14 @@ class BindFailed(VgpuError):
 
 
 class Binder:
-    """Binds pods: reads them as the `Extender`'s verbs do (`resolve`) and changes the state
-    only through its cache's operations."""
+    """Binds pods: reads them as the other verbs do (the `Extender`'s `PodReader`) and changes
+    the state only through its cache's operations."""
 
     def __init__(
         self, extender: Extender, api: BindApi, *, key: bytes, may_bind: Callable[[], str | None]
     ) -> None:
         self.cache = extender.cache
-        self._resolve = extender.resolve
-        self._scheduler: Callable[[], Scheduler] = lambda: extender.scheduler
+        self._pods = extender.pods
         self._clock = extender.clock
         self._bind_wait = extender.config.bind_wait
         self.api = api
@@ -92,7 +91,7 @@ class Binder:
             if spec is None:
                 obj = self.api.get_pod(args.pod_namespace, args.pod_name)
                 spec = self.cache.parse(obj)
-            spec, policy, size = self._resolve(spec)
+            spec, policy, size = self._pods.resolve(spec)
         except KubeNotFound:
             return f"pod {key} not found"
         except VgpuError as err:
@@ -109,6 +108,10 @@ class Binder:
             return self._send(key, spec, assignment)
         finally:
             self.cache.bind_done(key)
+
+    @property
+    def _scheduler(self) -> Scheduler:
+        return self.cache.scheduler(self._pods.policies.default)
 
     def _watched(self, key: PodKey, uid: str) -> PodSpec | None:
         """The pod as the watch shows it, if its UID is the one asked for: saves reading it back
@@ -136,7 +139,7 @@ class Binder:
                 raise BindFailed(f"pod {key}: a bind is already in flight")
             if obj is not None:
                 cache.remember(obj, spec)
-            target = cache.held_place(spec, size, self._scheduler(), self._clock())
+            target = cache.held_place(spec, size, self._scheduler, self._clock())
             if isinstance(target, GangWait):
                 raise BindFailed(target.reason)
             if target is not None and target.node != node:
@@ -173,7 +176,7 @@ class Binder:
             )
 
     def _fresh(self, spec: PodSpec, node: str, policy: Any) -> Assignment:
-        placed = self.cache.place(spec, node, policy, self._scheduler())
+        placed = self.cache.place(spec, node, policy, self._scheduler)
         if isinstance(placed, Verdict):
             raise BindFailed(f"pod {spec.request.key} does not fit node {node}: {placed}")
         return placed

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -29,34 +29,27 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
 from vgpu.core.policies import Policy
-from vgpu.core.registry import PolicySpec, make_policy, parse_policy
+from vgpu.core.registry import PolicySpec
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.cacheops import place_read
 from vgpu.extender.gangs import GangWait
-from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
 from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.replies import FilterView
+from vgpu.extender.resolve import (
+    DEFAULT_POLICY,
+    GroupSize,
+    PodReader,
+    PolicyBook,
+    Resolved,
+    no_pod_groups,
+)
 from vgpu.extender.scores import ScoreView
 from vgpu.extender.views import FeedView, ViewBook
 from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
-
-GroupSize = Callable[[str, str], int | None]
-"""(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
-
-DEFAULT_POLICY = parse_policy("default")
-DEFAULT_WORKLOAD = Workload(
-    tuple(
-        TaskShape(4000, c, g)
-        for c, g in ((10, 1), (25, 1), (50, 1), (100, 1), (100, 2), (100, 4), (100, 8))
-    ),
-    (0.2, 0.2, 0.2, 0.2, 0.1, 0.05, 0.05),
-)
-"""Target task shapes for workload-aware policies (FGD) until the operator configures one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,57 +64,6 @@ class ExtenderConfig:
     bind_wait: float = 3.0
     pod_policies: tuple[PolicySpec, ...] = ()
     """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
-
-
-class PolicyBook:
-    """The default policy and the policies pods may ask for by name (`vgpu.io/policy`), each
-    built once at start-up. Pods choose only among what the operator allowed
-    (`--allow-pod-policy`), so no pod can make the extender build (and keep) a policy of its
-    own: memory stays bounded by the operator's list."""
-
-    def __init__(
-        self,
-        default: PolicySpec,
-        allowed: Iterable[PolicySpec] = (),
-        workload: Workload = DEFAULT_WORKLOAD,
-    ) -> None:
-        self.default = make_policy(default, workload)
-        self._allowed: dict[str, Policy] = {default.name: self.default}
-        for spec in allowed:
-            if spec.name not in self._allowed:
-                self._allowed[spec.name] = make_policy(spec, workload)
-
-    @property
-    def names(self) -> list[str]:
-        """The policies pods may name."""
-        return list(self._allowed)
-
-    def get(self, name: str) -> Policy:
-        """The policy a pod names; raises `InvalidRequest` for one the operator did not allow."""
-        policy = self._allowed.get(name)
-        if policy is None:
-            shown = name if len(name) <= 64 else name[:61] + "..."
-            raise InvalidRequest(
-                f"metadata.annotations[{POLICY_ANNOTATION}]",
-                f"policy {shown!r} is not allowed for pods",
-                "use one of " + ", ".join(self._allowed) + " or drop the annotation "
-                "(the operator allows more with --allow-pod-policy)",
-            )
-        return policy
-
-
-class Resolved(NamedTuple):
-    """A request's pod as the verbs use it."""
-
-    spec: PodSpec
-    policy: Policy
-    gang_size: int
-    """The gang's minimum (0: no gang)."""
-
-
-def no_pod_groups(namespace: str, name: str) -> int | None:
-    """A `GroupSize` for setups without the PodGroup CRD."""
-    return None
 
 
 class Extender:
@@ -139,9 +81,9 @@ class Extender:
         self.cache = cache
         self.config = config
         self.clock = clock
-        self.group_size = group_size
         self.on_rejections = on_rejections
-        self.policies = PolicyBook(config.policy, config.pod_policies)
+        self.pods = PodReader(cache, PolicyBook(config.policy, config.pod_policies), group_size)
+        """How the verbs read a request's pod (shared with `Binder` and `Preemptor`)."""
         self.views = ViewBook()
 
     @property
@@ -150,26 +92,18 @@ class Extender:
         return self.cache.scheduler(self.policies.default)
 
     # -- shared steps ----------------------------------------------------------------------------
+    @property
+    def policies(self) -> PolicyBook:
+        """The default policy and those pods may name."""
+        return self.pods.policies
+
+    @policies.setter
+    def policies(self, book: PolicyBook) -> None:
+        self.pods.policies = book
+
     def parse(self, pod: dict[str, object]) -> Resolved:
         """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        return self.resolve(self.cache.parse(pod))
-
-    def resolve(self, spec: PodSpec) -> Resolved:
-        """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        policy = (
-            self.policies.get(spec.request.policy) if spec.request.policy else self.policies.default
-        )
-        size = 0
-        if spec.gang is not None:
-            found = spec.gang.min_member or self.group_size(spec.gang.namespace, spec.gang.name)
-            if found is None:
-                raise InvalidRequest(
-                    "metadata.labels[scheduling.x-k8s.io/pod-group]",
-                    f"PodGroup {spec.gang.key} not found",
-                    "create the PodGroup (scheduling.x-k8s.io/v1alpha1) or fix the label",
-                )
-            size = found
-        return Resolved(spec, policy, size)
+        return self.pods.parse(pod)
 
     def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
         """A fresh assignment on `node` keeping invariant I."""
