@@ -4,8 +4,9 @@
   `vgpu.api.podasks` as the node agent reads them, then held to the extender's unit rules
   (`vgpu.core.units`). Init containers count as the kubelet allocates them: `roles` says which
   reuse rule applies (`vgpu.core.kubelet_reuse`).
-* CPU and memory: what kube-scheduler counts, max(sum of app containers, largest init
-  container) plus the pod overhead.
+* CPU and memory: what kube-scheduler counts, the larger of app containers plus sidecars and
+  the largest init phase (an init container plus the sidecars started before it), plus the pod
+  overhead.
 * GPU selection: annotations `vgpu.io/gpu-type`, `vgpu.io/gpu-type-exclude` ("A100|H100"),
   `vgpu.io/gpu-uuid`, `vgpu.io/gpu-uuid-exclude` (lists separated by `|` or `,`).
 * Gangs: label `scheduling.x-k8s.io/pod-group` (minMember from the PodGroup object), labels
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.api.gang import gang_ref
-from vgpu.api.podasks import ContainerAsk, pod_asks
+from vgpu.api.podasks import ContainerAsk, pod_asks, role_of
 from vgpu.api.podread import cores_limit, is_terminal, namespace_of
 from vgpu.api.quantity import mib_ceil, milli_ceil
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
@@ -105,27 +106,40 @@ def _container(ask: ContainerAsk, unit_mib: int, names: ResourceNames) -> Contai
     return ContainerRequest(ask.name, cores, memory)
 
 
-def _host_requests(spec: Obj) -> tuple[int, int]:
-    def total(containers: list[Obj], kind: str) -> list[tuple[int, int]]:
-        out = []
-        for i, c in enumerate(containers):
-            req = (c.get("resources") or {}).get("requests") or {}
-            where = f"spec.{kind}[{i}].resources.requests"
-            cpu = milli_ceil(req["cpu"], f"{where}.cpu") if "cpu" in req else 0
-            mem = mib_ceil(req["memory"], f"{where}.memory") if "memory" in req else 0
-            out.append((cpu, mem))
-        return out
+def _requests(c: Obj, where: str) -> tuple[int, int]:
+    """One container's CPU (milli-cores) and memory (MiB) requests."""
+    req = (c.get("resources") or {}).get("requests") or {}
+    cpu = milli_ceil(req["cpu"], f"{where}.cpu") if "cpu" in req else 0
+    mem = mib_ceil(req["memory"], f"{where}.memory") if "memory" in req else 0
+    return cpu, mem
 
-    app = total(spec.get("containers") or [], "containers")
-    init = total(spec.get("initContainers") or [], "initContainers")
-    cpu = max(sum(c for c, _ in app), max((c for c, _ in init), default=0))
-    mem = max(sum(m for _, m in app), max((m for _, m in init), default=0))
+
+def _host_requests(spec: Obj) -> tuple[int, int]:
+    """CPU and memory as kube-scheduler counts them (k8s.io/component-helpers/resource/
+    helpers.go, `PodRequests`): app containers and sidecars run together; a regular init
+    container runs next to the sidecars started before it; the larger, plus the overhead."""
+    running, sidecars, peak = (0, 0), (0, 0), (0, 0)
+    for i, c in enumerate(spec.get("initContainers") or []):
+        ask = _requests(c, f"spec.initContainers[{i}].resources.requests")
+        if role_of(c, True) is Role.SIDECAR:
+            running, sidecars = _add(running, ask), _add(sidecars, ask)
+            phase = sidecars
+        else:
+            phase = _add(sidecars, ask)
+        peak = (max(peak[0], phase[0]), max(peak[1], phase[1]))
+    for i, c in enumerate(spec.get("containers") or []):
+        running = _add(running, _requests(c, f"spec.containers[{i}].resources.requests"))
+    cpu, mem = max(running[0], peak[0]), max(running[1], peak[1])
     overhead = spec.get("overhead") or {}
     if "cpu" in overhead:
         cpu += milli_ceil(overhead["cpu"], "spec.overhead.cpu")
     if "memory" in overhead:
         mem += mib_ceil(overhead["memory"], "spec.overhead.memory")
     return cpu, mem
+
+
+def _add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0] + b[0], a[1] + b[1]
 
 
 def gang_of(pod: Obj) -> GangLabel | None:
