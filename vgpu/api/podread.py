@@ -15,7 +15,7 @@ Pure: dict in, values out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 """Pod phases after which no container runs again (the kubelet releases its devices)."""
@@ -41,12 +41,19 @@ def is_deleting(pod: Mapping[str, Any]) -> bool:
     return isinstance(meta, Mapping) and bool(meta.get("deletionTimestamp"))
 
 
-def cores_limit(annotations: Mapping[str, Any]) -> tuple[int | None, str | None]:
-    """The pod's elastic cores limit: (value, None), (None, None) if unset, or (None, problem)."""
+class CoresLimit(NamedTuple):
+    """The pod's elastic cores limit: a value, or neither (unset), or a problem (unreadable)."""
+
+    value: int | None = None
+    problem: str | None = None
+
+
+def cores_limit(annotations: Mapping[str, Any]) -> CoresLimit:
+    """Read `vgpu.io/cores-limit`; never raises."""
     raw = annotations.get(CORES_LIMIT)
     if raw is None or not str(raw).strip():
-        return None, None
+        return CoresLimit()
     text = str(raw).strip()
     if not (text.isascii() and text.isdigit() and len(text) <= 3) or not 1 <= int(text) <= 100:
-        return None, f"{CORES_LIMIT}={raw!r}: expected a whole percentage 1..100"
-    return int(text), None
+        return CoresLimit(problem=f"{CORES_LIMIT}={raw!r}: expected a whole percentage 1..100")
+    return CoresLimit(int(text))

@@ -195,5 +195,5 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         node=str(spec.get("nodeName") or ""),
         terminal=is_terminal(pod),
         roles={a.name: a.role for a in asks.containers if a.cores},
-        cores_limit=cores_limit(annotations)[0],
+        cores_limit=cores_limit(annotations).value,
     )

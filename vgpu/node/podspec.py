@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.api.podasks import ContainerAsk, pod_asks
+from vgpu.api.podread import CoresLimit, is_deleting, is_terminal, namespace_of
 from vgpu.api.podread import cores_limit as read_cores_limit
-from vgpu.api.podread import is_deleting, is_terminal, namespace_of
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.ids import PodKey, pod_key
 
@@ -64,6 +64,6 @@ def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodI
     )
 
 
-def cores_limit(info: PodInfo) -> tuple[int | None, str | None]:
-    """The pod's elastic cores limit: (value, None), (None, None) if unset, or (None, problem)."""
+def cores_limit(info: PodInfo) -> CoresLimit:
+    """The pod's elastic cores limit: a value, neither (unset) or a problem."""
     return read_cores_limit(info.annotations)
