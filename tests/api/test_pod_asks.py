@@ -1,5 +1,6 @@
 """A pod's vGPU asks are read one way (`vgpu.api.podasks`) by the extender, the node agent and the
-report: the same containers, in the kubelet's order, with the same roles, counts and problems.
+report: the same containers, in the kubelet's order, with the same roles, counts and problems
+(a part of the wrong shape is a problem naming it, not an exception).
 
 Two differences were found when there were three readers: the report summed every container's
 ask, where the kubelet reuses a regular init container's devices (a pod with a 30-core init
@@ -25,6 +26,9 @@ from vgpu.node.podspec import PodInfo, pod_info
 UNIT_MIB = 256
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
 
+MALFORMED = "not an object"
+"""A container, its resources or its limits of the wrong shape, now and then."""
+
 values = st.one_of(
     st.none(),
     st.integers(0, 250).map(str),
@@ -45,18 +49,18 @@ def resources(draw: st.DrawFn) -> dict[str, Any]:
             out.setdefault("requests", {})[resource] = value
         if where == "differ":
             out.setdefault("requests", {})[resource] = draw(values)
-    return out
+    return draw(st.sampled_from([out] * 12 + [{"limits": MALFORMED}, 5]))  # type: ignore[list-item]
 
 
 @st.composite
 def pods(draw: st.DrawFn) -> dict[str, Any]:
     names = iter(f"c{i}" for i in range(10))
 
-    def container(init: bool) -> dict[str, Any]:
+    def container(init: bool) -> Any:
         c: dict[str, Any] = {"name": next(names), "resources": draw(resources())}
         if init and draw(st.booleans()):
             c["restartPolicy"] = "Always"
-        return c
+        return draw(st.sampled_from([c] * 12 + [MALFORMED]))
 
     spec = {
         "initContainers": [container(True) for _ in range(draw(st.integers(0, 2)))],

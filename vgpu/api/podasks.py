@@ -85,26 +85,50 @@ def role_of(raw: Mapping[str, Any], init: bool) -> Role:
 
 
 def pod_asks(pod: Mapping[str, Any], names: ResourceNames = DEFAULT_NAMES) -> PodAsks:
-    """Read every container's asks; never raises."""
-    spec = pod.get("spec") or {}
-    asks: list[ContainerAsk] = []
+    """Read every container's asks; never raises on what the pod says (a malformed part is a
+    problem naming it)."""
     problems: list[InvalidRequest] = []
+    spec = _mapping(pod.get("spec"), "spec", problems)
+    asks: list[ContainerAsk] = []
     for section, init in (("initContainers", True), ("containers", False)):
-        for i, raw in enumerate(spec.get(section) or ()):
+        for i, raw in enumerate(_list(spec.get(section), f"spec.{section}", problems)):
+            raw = _mapping(raw, f"spec.{section}[{i}]", problems)
             where = f"spec.{section}[{i}].resources"
-            resources = raw.get("resources") or {}
-            cores = _count(resources, names.cores, where, problems)
-            blocks = _count(resources, names.memory, where, problems)
-            role = role_of(raw, init)
-            asks.append(ContainerAsk(str(raw.get("name") or ""), cores, blocks, role, where))
+            resources = _mapping(raw.get("resources"), where, problems)
+            limits = _mapping(resources.get("limits"), f"{where}.limits", problems)
+            requests = _mapping(resources.get("requests"), f"{where}.requests", problems)
+            cores = _count(limits, requests, names.cores, where, problems)
+            blocks = _count(limits, requests, names.memory, where, problems)
+            name = str(raw.get("name") or "")
+            asks.append(ContainerAsk(name, cores, blocks, role_of(raw, init), where))
     return PodAsks(tuple(a for a in asks if a.asks), tuple(problems))
 
 
+_SHAPE_FIX = "send a v1.Pod as the API server writes it"
+
+
+def _mapping(value: object, field: str, problems: list[InvalidRequest]) -> Mapping[str, Any]:
+    if value is None or isinstance(value, Mapping):
+        return value or {}
+    problems.append(InvalidRequest(field, f"{type(value).__name__} is not an object", _SHAPE_FIX))
+    return {}
+
+
+def _list(value: object, field: str, problems: list[InvalidRequest]) -> list[object]:
+    if value is None or isinstance(value, list):
+        return value or []
+    problems.append(InvalidRequest(field, f"{type(value).__name__} is not a list", _SHAPE_FIX))
+    return []
+
+
 def _count(
-    resources: Mapping[str, Any], name: str, where: str, problems: list[InvalidRequest]
+    limits: Mapping[str, Any],
+    requests: Mapping[str, Any],
+    name: str,
+    where: str,
+    problems: list[InvalidRequest],
 ) -> int:
-    limit = (resources.get("limits") or {}).get(name)
-    request = (resources.get("requests") or {}).get(name)
+    limit, request = limits.get(name), requests.get(name)
     try:
         count = None if limit is None else whole_count(limit, f"{where}.limits[{name}]")
         if request is None:
