@@ -159,15 +159,15 @@ class World:
         """One scheduling attempt (filter + bind on the first node that takes it)."""
         pod = self.pods[key]
         spec, policy, size = self.ext.parse(pod)
-        with self.cache.lock:
-            target = self.ext.held_place(spec, size)
+        with self.cache.atomic():
+            target = self.cache.held_place(spec, size, self.ext.scheduler, self.ext.clock())
             if isinstance(target, GangWait):
                 return False
             if target is not None:
                 assert spec.gang is not None
-                self.ext.gangs.filtered(spec.gang.key, key)
+                self.cache.gangs.filtered(spec.gang.key, key)
                 pending = self.cache.pending_on(target.node, besides=key)
-                if conflicts(spec.pending(target), pending) or not self.ext.gangs.ready(
+                if conflicts(spec.pending(target), pending) or not self.cache.gangs.ready(
                     spec.gang.key, size
                 ):
                     return False
