@@ -189,7 +189,8 @@ class NodeControl:
         since = time.time()
         self.start_kubelet(spec.name)
         self.start_agent(spec.name)
-        return self.wait_capacity_reported(spec.name, since)
+        self.wait_node_gpus(spec.name, since=since)
+        return time.time() - since
 
     def gpu_count(self, name: str) -> int:
         gpus = self.nodes[name].gpus
@@ -197,32 +198,16 @@ class NodeControl:
             return len(yaml.safe_load(Path(gpus).read_text())["gpus"])
         return int(gpus.split("x", 1)[0])
 
-    def wait_node_gpus(self, name: str, timeout: float = 90) -> float:
-        """Wait until the node's allocatable vGPU cores are back; seconds waited."""
-        want = str(100 * self.gpu_count(name))
-        started = time.monotonic()
-
-        def ready() -> bool:
-            status = self.admin.get(f"/api/v1/nodes/{name}").get("status", {})
-            return bool(status.get("allocatable", {}).get("vgpu.io/cores") == want)
-
-        wait_until(
-            ready,
-            timeout,
-            f"{name} to advertise {want} vgpu.io/cores",
-            self._watching(f"agent-{name}"),
-        )
-        return time.monotonic() - started
-
-    def wait_capacity_reported(self, name: str, since: float, timeout: float = 90) -> float:
-        """Wait until a kubelet started after `since` (wall clock) has reported the node's full
-        vGPU allocatable: its Ready heartbeat is not older than `since`. A restarted kubelet
-        restores its devices unhealthy from its checkpoint and counts them allocatable only
-        once the plugin registered and listed them (`readCheckpoint`, `GetCapacity` in
-        pkg/kubelet/cm/devicemanager/manager.go), so stale status is never taken for it.
-        Returns the seconds from `since`."""
+    def wait_node_gpus(self, name: str, timeout: float = 90, since: float = 0.0) -> float:
+        """Wait until the node's allocatable vGPU cores are all there, as reported by a kubelet
+        whose Ready heartbeat is not older than `since` (wall clock; 0: any). A restarted
+        kubelet restores its devices unhealthy from its checkpoint and counts them allocatable
+        only once the plugin registered and listed them (`readCheckpoint`, `GetCapacity` in
+        pkg/kubelet/cm/devicemanager/manager.go), so with `since` set to its start, stale
+        status is never taken for it. Returns the seconds waited."""
         want = str(100 * self.gpu_count(name))
         floor = datetime.fromtimestamp(int(since), tz=UTC)
+        started = time.monotonic()
 
         def reported() -> bool:
             status = self.admin.get(f"/api/v1/nodes/{name}").get("status", {})
@@ -234,10 +219,10 @@ class NodeControl:
         wait_until(
             reported,
             timeout,
-            f"the restarted kubelet of {name} to report {want} vgpu.io/cores",
+            f"{name} to advertise {want} vgpu.io/cores",
             self._watching(f"agent-{name}"),
         )
-        return time.time() - since
+        return time.monotonic() - started
 
     # -- what the kubelet asked of the runtime ---------------------------------------------------
     def containers(self, name: str) -> list[Obj]:

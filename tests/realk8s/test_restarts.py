@@ -47,7 +47,8 @@ def test_kubelet_restart_plugins_register_again(real_cluster: RealCluster) -> No
 
     wait_until(registered, 60, "a new kubelet.sock and both plugin sockets made again")
     registered_s = time.monotonic() - started
-    capacity_s = real_cluster.wait_capacity_reported(NODE, since)
+    real_cluster.wait_node_gpus(NODE, since=since)
+    capacity_s = time.monotonic() - started
     real_cluster.admin.post(pods.PODS, pods.pod("after-restart", pods.container("main", 100)))
     pods.wait_running(real_cluster.admin, "after-restart", timeout=90)
     print(
