@@ -49,7 +49,7 @@ GPU_MIB = 81920
 GPUS = 8
 
 
-def _node(name: str) -> tuple[Obj, Obj]:
+def _node(name: str, cpu: str = "64", memory: str = "256Gi") -> tuple[Obj, Obj]:
     inventory = NodeGpuInventory(
         256,
         tuple(
@@ -67,8 +67,8 @@ def _node(name: str) -> tuple[Obj, Obj]:
         },
     }
     capacity = {
-        "cpu": "64",
-        "memory": "256Gi",
+        "cpu": cpu,
+        "memory": memory,
         "pods": "110",
         "vgpu.io/cores": str(100 * GPUS),
         "vgpu.io/memory": str(GPUS * GPU_MIB // 256),
@@ -113,10 +113,16 @@ def _fragmented_fill(count: int) -> Fill:
     return fill
 
 
-def _populate(admin: Rest, count: int, key: bytes, fill: Fill = _fill_pod) -> None:
+def _populate(
+    admin: Rest,
+    count: int,
+    key: bytes,
+    fill: Fill = _fill_pod,
+    shape: tuple[str, str] = ("64", "256Gi"),
+) -> None:
     def one(i: int) -> None:
         name = f"node-{i:05d}"
-        node, status = _node(name)
+        node, status = _node(name, *shape)
         admin.post("/api/v1/nodes", node)
         admin.merge_patch(f"/api/v1/nodes/{name}/status", status)
         # The API server's TaintNodesByCondition adds not-ready at creation
@@ -264,6 +270,20 @@ def _with_qps(edit: Edit, qps: float) -> Edit:
     return edited
 
 
+def _allocation(cluster: RealCluster, root: Path, count: int, tune: float, seed: int) -> None:
+    from bench.real_allocation import CPU_MILLI, MEMORY_MIB, compare
+
+    key = cluster.key_file.read_text().encode()
+    cluster.procs.stop("kube-scheduler")
+
+    def populate(nodes: int) -> None:
+        shape = (f"{CPU_MILLI}m", f"{MEMORY_MIB}Mi")
+        _populate(cluster.admin, nodes, key, lambda _i, _name: None, shape)
+        time.sleep(5)  # the extender's watch sees every node
+
+    compare(cluster, root, count, tune=tune, seed=seed, populate=populate)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -279,10 +299,13 @@ def main() -> None:
     )
     parser.add_argument(
         "--scenario",
-        choices=["throughput", "sample"],
+        choices=["throughput", "sample", "allocation"],
         default="throughput",
-        help="sample: all nodes fragmented but one; does kube-scheduler's sample find it?",
+        help="sample: all nodes fragmented but one; does kube-scheduler's sample find it? "
+        "allocation: trace pods on empty nodes, against `vgpu simulate` (bench/real_allocation.py)",
     )
+    parser.add_argument("--seed", type=int, default=42, help="allocation: the pods' order")
+    parser.add_argument("--tune", type=float, default=1.3, help="allocation: arrivals x capacity")
     args = parser.parse_args()
     binary, seconds = build()
     print(f"hack/testcluster built in {seconds:.1f}s")
@@ -291,6 +314,9 @@ def main() -> None:
         cluster = RealCluster(root, binary, [], admission_policy=False)
         try:
             cluster.up()
+            if args.scenario == "allocation":
+                _allocation(cluster, root, count, args.tune, args.seed)
+                continue
             began = time.monotonic()
             sample = args.scenario == "sample"
             fill = _fragmented_fill(count) if sample else _fill_pod
