@@ -153,7 +153,7 @@ def dra(realk8s_binary: Path) -> Iterator[DraNode]:
         cluster.up(api_only=True)  # certificates for both nodes; then node-a as `up` would
         cluster.start_scheduler()
         cluster.start_node("node-a")
-        cluster.start_extender("extender-0")
+        cluster.start_extender("extender-0", None, "--gang-timeout=15")
         cluster.wait_node_gpus("node-a")
         for obj in _chart_objects():
             _apply(cluster.admin, obj)
@@ -383,28 +383,53 @@ def test_inspect_shows_both_modes_with_claims(dra: DraNode) -> None:
     assert any(h["cores"] == 20 for g in nodes["node-a"]["gpus"] for h in g["holders"])
 
 
-def _gang(api: Rest, name: str, size: int) -> list[str]:
+def _gang(api: Rest, name: str, size: int, cores: str) -> list[str]:
     labels = {pods.GROUP_NAME: name, pods.GROUP_MIN: str(size)}
     names = [f"{name}-{i}" for i in range(size)]
     for member_name in names:
-        api.post(CLAIMS, claim(f"{member_name}-gpu"))  # a whole GPU each
+        api.post(CLAIMS, claim(f"{member_name}-gpu", cores=cores, memory="1Gi"))
         member = claim_pod(member_name, f"{member_name}-gpu")
         member["metadata"]["labels"] = labels
         api.post(pods.PODS, member)
     return names
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the extender plans a gang of claim pods as CPU-only pods and reserves their places "
-    "on a device-plugin node, where the scheduler's DRA filter never lets them go: the gang "
-    "waits until its reservation times out (docs/dra.md, Gangs)",
-)
 def test_a_gang_of_claim_pods_that_fits_is_bound(dra: DraNode) -> None:
+    # node-d holds share-30 (30 cores of one GPU): two 30-core members fit; the extender
+    # leaves their nodes to the scheduler's DRA allocator (a device-plugin node exists).
     api = dra.cluster.admin
-    names = _gang(api, "fits", 2)  # a whole GPU each; node-d has two
+    names = _gang(api, "fits", 2, "30")
     try:
-        wait_until(lambda: all(pods.node_of(api, n) for n in names), 30, "both members bound")
+        wait_until(lambda: all(pods.node_of(api, n) for n in names), 60, "both members bound")
+        assert {pods.node_of(api, n) for n in names} == {DRA_NODE}
+        assert all(allocation(api, f"{n}-gpu") for n in names)
     finally:
         for n in names:
             release(api, n, f"{n}-gpu")
+
+
+def test_a_gang_of_claim_pods_that_cannot_fit_binds_no_member_and_says_why(dra: DraNode) -> None:
+    # 80 cores fit only the GPU share-30 leaves free: one member gets its claim allocated and
+    # reaches binding, the other finds no devices; past the gang timeout (15 s here) both get
+    # an Event saying why, and neither is bound.
+    api = dra.cluster.admin
+    names = _gang(api, "nofit", 2, "80")
+    try:
+        wait_until(lambda: all(_gang_event(api, n) for n in names), 90, "an Event on every member")
+        message = _gang_event(api, names[0])
+        assert "only 1 member(s) had their ResourceClaims allocated" in message, message
+        assert all(not pods.node_of(api, n) for n in names)
+        waiting = [n for n in names if not allocation(api, f"{n}-gpu")]
+        assert len(waiting) == 1 and f"default/{waiting[0]} did not" in message
+        condition = pods.get(api, waiting[0])["status"]["conditions"][0]["message"]
+        assert "cannot allocate all claims" in condition
+    finally:
+        for n in names:
+            release(api, n, f"{n}-gpu")
+
+
+def _gang_event(api: Rest, pod: str) -> str:
+    for event in pods.events_for(api, pod):
+        if event.get("reason") == "VgpuGangIncomplete":
+            return str(event.get("message", ""))
+    return ""

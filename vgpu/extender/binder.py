@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any, Protocol
 
 from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
@@ -31,6 +32,7 @@ from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
 from vgpu.extender.cache import canonical
+from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
@@ -131,6 +133,10 @@ class Binder:
                 raise BindFailed(f"pod {key}: a bind is already in flight")
             if obj is not None:
                 cache.remember(obj, spec)
+            if is_claim_member(spec):  # its claims are allocated on `node` by now
+                place = partial(self.ext.place, spec, node, policy)
+                if problem := self.ext.claim_gangs.arrive(spec, node, place, self.ext.clock()):
+                    raise BindFailed(problem)
             target = self.ext.held_place(spec, size)
             if isinstance(target, GangWait):
                 raise BindFailed(target.reason)

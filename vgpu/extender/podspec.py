@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.dra import uses_claims
 from vgpu.api.gang import gang_ref
 from vgpu.api.podread import cores_limit, is_terminal, namespace_of, role_of
 from vgpu.api.quantity import mib_ceil, milli_ceil, whole_count
@@ -63,6 +64,7 @@ class PodSpec:
     terminal: bool
     roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
     cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
+    claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.claimgangs`)
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -205,4 +207,5 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         terminal=is_terminal(pod),
         roles=roles,
         cores_limit=cores_limit(annotations)[0],
+        claims=uses_claims(spec),
     )

@@ -37,6 +37,7 @@ from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
+from vgpu.extender.claimgangs import ClaimGangs, is_claim_member
 from vgpu.extender.gangs import GangCoordinator, GangWait
 from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
 from vgpu.extender.podspec import PodSpec, key_of
@@ -145,6 +146,7 @@ class Extender:
         self.on_rejections = on_rejections
         self.policies = PolicyBook(config.policy, config.pod_policies)
         self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
+        self.claim_gangs = ClaimGangs(cache, self.gangs)
         self._scheduler = Scheduler(cache.state, self.policies.default)
         self.views = ViewBook()
         cache.subscribe(gone=self.gangs.member_gone)
@@ -188,6 +190,10 @@ class Extender:
         """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
         req = spec.request
         if spec.gang is not None:
+            if is_claim_member(spec):
+                return self.claim_gangs.place_of(spec, size)
+            if problem := self.claim_gangs.mixed(spec.gang.key):
+                return GangWait(problem)
             return self.gangs.place_of(req, spec.gang, size, self.scheduler, self.clock())
         held = self.cache.holding(req.key)
         # An assumption left by a bind whose outcome is unknown steers the retry to the same
@@ -206,6 +212,7 @@ class Extender:
         """Release expired gang reservations and assumptions whose bind never completed."""
         now = self.clock()
         with self.cache.lock:
+            self.claim_gangs.expire(now)
             self.gangs.expire(now)
             self.cache.expire_assumptions(now, self.config.assume_ttl)
 
