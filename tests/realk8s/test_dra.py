@@ -3,9 +3,9 @@ driver's ResourceSlice, the real kubelet prepares them through `vgpu dra-driver`
 runtime the driver's CDI device; restarts of the driver and of the kubelet keep prepared claims.
 
 One cluster for the module: node-a in device-plugin mode (node agent), node-d in DRA mode (its
-kubelet plus the DRA driver), both at once. No kube-controller-manager runs, so claims are created
-directly (not from templates) and a deleted pod's claim stays allocated (the controller would
-free it); each test uses its own claims.
+kubelet plus the DRA driver), both at once, and kube-controller-manager running the
+resource-claim controller alone: it makes claims from the pods' ResourceClaimTemplates, frees a
+claim when its pod is gone and deletes the claims it generated.
 """
 
 from __future__ import annotations
@@ -160,11 +160,40 @@ def dra(realk8s_binary: Path) -> Iterator[DraNode]:
         cluster.tokens["vgpu-dra-driver"] = token = _token(cluster)
         _kubeconfig(cluster, token)
         node.start()
+        _start_controller_manager(cluster)
         yield node
     finally:
         cluster.down()
         if os.environ.get("VGPU_REALK8S_KEEP") != "1":
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _start_controller_manager(cluster: RealCluster) -> None:
+    """kube-controller-manager as system:kube-controller-manager, running only the
+    resource-claim controller, under its own service account as a kubeadm cluster does."""
+    kubeconfig = configs.write_kubeconfig(
+        cluster.kubeconfig("kube-controller-manager"),
+        cluster.server,
+        cluster.pki / "ca.crt",
+        Identity(
+            "system:kube-controller-manager",
+            str(cluster.pki / "controller-manager.crt"),
+            str(cluster.pki / "controller-manager.key"),
+        ),
+    )
+    cluster.procs.start(
+        "kube-controller-manager",
+        [str(cluster.binary), "kube-controller-manager", f"--kubeconfig={kubeconfig}",
+         "--controllers=resourceclaim-controller", "--use-service-account-credentials",
+         "--leader-elect=false", "--secure-port=0", "--v=2"],
+    )  # fmt: skip
+    log = cluster.procs.log("kube-controller-manager")
+    wait_until(
+        lambda: "Starting resource claim controller" in log.read_text(),
+        90,
+        "kube-controller-manager to start the resource-claim controller",
+        cluster._watching("kube-controller-manager"),
+    )
 
 
 def _token(cluster: RealCluster) -> str:
@@ -222,21 +251,18 @@ def uuid_of(api: Rest, device: str) -> str:
     raise AssertionError(f"{device} not in the slice")
 
 
-def release(api: Rest, pod: str, claim_name: str) -> None:
-    """Delete the pod, then do the resource-claim controller's part (none runs here): free the
-    claim's allocation and delete it."""
-    try:
-        api.delete(f"{pods.PODS}/{pod}")
-    except ApiError as err:
-        if err.status != 404:
-            raise
-    wait_until(lambda: _gone(api, f"{pods.PODS}/{pod}"), 60, f"pod {pod} gone")
-    path = f"{CLAIMS}/{claim_name}"
-    obj = api.get(path)
-    obj["status"] = {}
-    api.put(f"{path}/status", obj)
-    api.merge_patch(path, {"metadata": {"finalizers": None}})
-    api.delete(path)
+def release(api: Rest, pod: str, claim_name: str | None = None) -> None:
+    """Delete the pod and its claim, and wait until both are gone: the resource-claim
+    controller frees the claim's allocation (and deletes a claim it generated)."""
+    for path in (f"{pods.PODS}/{pod}", f"{CLAIMS}/{claim_name}" if claim_name else None):
+        if path is None:
+            continue
+        try:
+            api.delete(path)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+        wait_until(lambda: _gone(api, path), 60, f"{path} gone")  # noqa: B023
 
 
 def _gone(api: Rest, path: str) -> bool:
@@ -252,6 +278,128 @@ def run_claim(dra: DraNode, pod: str, name: str, **ask: Any) -> Obj:
     api.post(CLAIMS, claim(name, **ask))
     api.post(pods.PODS, claim_pod(pod, name))
     return pods.wait_running(api, pod)
+
+
+TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
+EXAMPLES = REPO / "examples" / "dra" / "claim-templates.yaml"
+
+
+def template(name: str, cores: str, memory: str) -> Obj:
+    spec = claim(name, cores=cores, memory=memory)["spec"]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"spec": spec},
+    }
+
+
+def template_pod(name: str, template_name: str) -> Obj:
+    pod = claim_pod(name, "")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template_name}]
+    return pod
+
+
+def generated_claim(api: Rest, pod: str) -> str:
+    """The claim the resource-claim controller made for the pod's template."""
+    (status,) = pods.get(api, pod)["status"]["resourceClaimStatuses"]
+    return str(status["resourceClaimName"])
+
+
+def granted_env(dra: DraNode, pod: str, container: str = "app") -> dict[str, str]:
+    """The variables of the one CDI device the runtime was given for the container."""
+    (device,) = dra.record(pod, container)["cdiDevices"]
+    return dra.cdi_env(device["name"])
+
+
+def run_template(dra: DraNode, pod: str, template_name: str) -> tuple[str, list[Obj]]:
+    """Run a pod from a template; its generated claim's name and allocation results."""
+    api = dra.cluster.admin
+    api.post(pods.PODS, template_pod(pod, template_name))
+    pods.wait_running(api, pod)
+    name = generated_claim(api, pod)
+    return name, allocation(api, name)
+
+
+def release_generated(dra: DraNode, pod: str, claim_name: str) -> None:
+    """Delete the pod; the controller deletes its generated claim and the kubelet has the
+    driver unprepare it (CDI spec removed)."""
+    api = dra.cluster.admin
+    spec = dra.cdi / f"vgpu.io-{api.get(f'{CLAIMS}/{claim_name}')['metadata']['uid']}.json"
+    release(api, pod)
+    wait_until(lambda: _gone(api, f"{CLAIMS}/{claim_name}"), 60, f"{claim_name} deleted")
+    wait_until(lambda: not spec.exists(), 60, f"{claim_name} unprepared")
+
+
+def test_example_templates_give_claims_that_are_allocated_and_prepared(dra: DraNode) -> None:
+    # First in the module: node-d is empty, so the NVLink pair can have both GPUs.
+    api = dra.cluster.admin
+    for doc in yaml.safe_load_all(EXAMPLES.read_text()):
+        if doc and doc["kind"] == "ResourceClaimTemplate":
+            api.post(TEMPLATES, doc | {"metadata": doc["metadata"] | {"namespace": "default"}})
+    expect = {  # template: (devices, cores each, VGPU_MEMORY_LIMIT_MIB of a share)
+        "vgpu-share-30": (1, "30", "8192"),
+        "vgpu-whole": (1, "100", None),
+        "vgpu-nvlink-pair": (2, "100", None),
+        "vgpu-a100-or-h100-half": (1, "50", "20480"),
+    }
+    for i, (name, (count, cores, memory)) in enumerate(expect.items()):
+        pod = f"dra-example-{i}"
+        claim_name, results = run_template(dra, pod, name)
+        assert claim_name.startswith(f"{pod}-gpu"), claim_name
+        assert len(results) == count and {r["pool"] for r in results} == {DRA_NODE}
+        assert {r["consumedCapacity"]["cores"] for r in results} == {cores}, results
+        env = granted_env(dra, pod)
+        uuids = sorted(uuid_of(api, r["device"]) for r in results)
+        assert sorted(env["CUDA_VISIBLE_DEVICES"].split(",")) == uuids
+        if memory is not None:
+            assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == (cores, memory)
+        release_generated(dra, pod, claim_name)
+
+
+def test_share_pods_from_templates_get_exactly_their_grant(dra: DraNode) -> None:
+    # The device-plugin tier's share scenario (30, 50 and 70 cores at once), from templates.
+    api = dra.cluster.admin
+    asks = {"share-30": ("30", "4Gi"), "share-50": ("50", "8Gi"), "share-70": ("70", "2Gi")}
+    for name, (cores, memory) in asks.items():
+        api.post(TEMPLATES, template(f"tpl-{name}", cores, memory))
+        api.post(pods.PODS, template_pod(f"dra-{name}", f"tpl-{name}"))
+    used: dict[str, int] = {}
+    for name, (cores, memory) in asks.items():
+        pods.wait_running(api, f"dra-{name}")
+        (result,) = allocation(api, generated_claim(api, f"dra-{name}"))
+        used[result["device"]] = used.get(result["device"], 0) + int(cores)
+        env = granted_env(dra, f"dra-{name}")
+        assert env["CUDA_VISIBLE_DEVICES"] == uuid_of(api, result["device"])
+        mib = str(int(memory.removesuffix("Gi")) * 1024)
+        assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == (cores, mib)
+    assert sum(used.values()) == 150 and max(used.values()) <= 100, used
+    for name in asks:
+        release_generated(dra, f"dra-{name}", generated_claim(api, f"dra-{name}"))
+
+
+def test_init_container_and_app_container_get_the_claims_grant(dra: DraNode) -> None:
+    # The device-plugin tier's init-container scenario: a vGPU init container that completes,
+    # then the app container; both use the pod's claim, made from the shipped 30 % template.
+    api = dra.cluster.admin
+    pod = template_pod("dra-with-init", "vgpu-share-30")
+    prep = {
+        "name": "prep",
+        "image": "busybox",
+        "env": [{"name": "FAKE_CRI_EXIT_CODE", "value": "0"}],  # the init container completes
+        "resources": {"claims": [{"name": "gpu"}]},
+    }
+    pod["spec"]["initContainers"] = [prep]
+    api.post(pods.PODS, pod)
+    pods.wait_running(api, "dra-with-init", timeout=90)
+    claim_name = generated_claim(api, "dra-with-init")
+    (result,) = allocation(api, claim_name)
+    assert result["consumedCapacity"] == {"cores": "30", "memory": "8Gi"}
+    for container in ("prep", "app"):
+        env = granted_env(dra, "dra-with-init", container)
+        assert env["CUDA_VISIBLE_DEVICES"] == uuid_of(api, result["device"])
+        assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == ("30", "8192")
+    release_generated(dra, "dra-with-init", claim_name)
 
 
 def test_share_claim_is_allocated_prepared_and_given_the_grant(dra: DraNode) -> None:
