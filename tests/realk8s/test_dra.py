@@ -526,9 +526,26 @@ def test_inspect_shows_both_modes_with_claims(dra: DraNode) -> None:
     report = inspect_json(dra.cluster)
     nodes = {n["name"]: n for n in report["nodes"]}
     assert nodes[DRA_NODE]["mode"] == "dra" and "mode" not in nodes["node-a"]
-    held = [h for g in nodes[DRA_NODE]["gpus"] for h in g["holders"]]
-    assert any(h["container"] == "claim/share-30" and h["cores"] == 30 for h in held)
-    assert any(h["cores"] == 20 for g in nodes["node-a"]["gpus"] for h in g["holders"])
+    # share-30 (30 cores, 8 GiB) is the only claim left on node-d, on the GPU it was allocated.
+    (result,) = allocation(api, "share-30")
+    gpus = {f"gpu-{g['index']}": g for g in nodes[DRA_NODE]["gpus"]}
+    (held,) = [h for g in gpus.values() for h in g["holders"]]
+    assert held == {
+        "pod": "default/dra-share",
+        "container": "claim/share-30",
+        "cores": 30,
+        "memoryMiB": 8192,
+        "admitted": held["admitted"],
+    }
+    assert held in gpus[result["device"]]["holders"]
+    assert (gpus[result["device"]]["coresUsed"], gpus[result["device"]]["memoryUsedMiB"]) == (
+        30,
+        8192,
+    )
+    plugin = [h for g in nodes["node-a"]["gpus"] for h in g["holders"]]
+    assert [(h["pod"], h["cores"], h["memoryMiB"]) for h in plugin] == [
+        ("default/plugin-20", 20, 4 * 256)
+    ]
 
 
 def _gang(api: Rest, name: str, size: int, cores: str) -> list[str]:
