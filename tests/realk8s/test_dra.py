@@ -568,6 +568,8 @@ def test_a_gang_of_claim_pods_that_fits_is_bound(dra: DraNode) -> None:
         wait_until(lambda: all(pods.node_of(api, n) for n in names), 60, "both members bound")
         assert {pods.node_of(api, n) for n in names} == {DRA_NODE}
         assert all(allocation(api, f"{n}-gpu") for n in names)
+        log = dra.cluster.procs.log("extender-0").read_text()  # through the extender's gate
+        assert all(f"claim member default/{n} reached bind" in log for n in names)
     finally:
         for n in names:
             release(api, n, f"{n}-gpu")

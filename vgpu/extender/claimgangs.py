@@ -28,6 +28,7 @@ refused with that reason.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from vgpu.core.fit import Verdict
@@ -37,6 +38,7 @@ from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangCoordinator, GangEvent, GangWait
 from vgpu.extender.podspec import PodSpec
 
+log = logging.getLogger(__name__)
 Placer = Callable[[], "Assignment | Verdict"]
 """The member's fresh (CPU-only) place on the node it is bound to."""
 
@@ -99,6 +101,7 @@ class ClaimGangs:
             if isinstance(placed, Verdict):
                 return f"pod {key} does not fit node {node}: {placed}"
             self.gangs.hold(placed, gang, now + self.gangs.timeout)
+            log.info("gang %s: claim member %s reached bind on node %s", gang, key, node)
         self._seen.add(gang)
         self.cache.notify_changed()
         return None
