@@ -262,7 +262,7 @@ class RealCluster(NodeControl):
         holder = lease.get("spec", {}).get("holderIdentity")
         return str(holder) if holder else None
 
-    def start_extender(self, identity: str, port: int | None = None) -> None:
+    def start_extender(self, identity: str, port: int | None = None, *flags: str) -> None:
         port = port or self.ports["extender"]
         self.procs.start(
             identity,
@@ -281,6 +281,7 @@ class RealCluster(NodeControl):
                 f"--lease-namespace={SYSTEM}",
                 "--lease-name=vgpu-extender",
                 f"--identity={identity}",
+                *flags,
             ],
         )
         wait_until(

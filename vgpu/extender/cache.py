@@ -40,6 +40,7 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.cacheops import CacheOps
+from vgpu.extender.claimgangs import ClaimGangs
 from vgpu.extender.gangs import GangCoordinator, Planner, core_planner
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
@@ -83,6 +84,7 @@ class ClusterCache(CacheOps):
         self._feed_limit = feed_limit
         self._parsed: dict[tuple[object, object], PodSpec] = {}
         self._gangs = GangCoordinator(self, self._lock, timeout=gang_timeout, planner=planner)
+        self._claim_gangs = ClaimGangs(self, self._gangs, gang_timeout)
         self._scheduler = None
         self._on_invalid: InvalidHook = lambda pod, problem: None
         self._binding: set[PodKey] = set()
