@@ -5,6 +5,7 @@ exactly the GPU its assignment names, or with a clear refusal."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from tests.node.agent_harness import CORES, KEY, MEMORY, Box, gpu_of, make_box, wait
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, binding_annotations
 from vgpu.core.ids import PodKey
+from vgpu.node.handoff import HeldDevices
 
 
 @pytest.fixture
@@ -98,6 +100,38 @@ def test_pod_deleted_between_bind_and_admission_is_refused(box: Box) -> None:
     assert wait(lambda: "default/gone" not in box.agent.handoff.pods())
     message = box.refused(CORES, 30)
     assert any(g in message for g in box.gpus) and "nothing assigned there" in message
+
+
+def test_deleting_an_admitted_pod_has_the_kubelet_free_and_checkpoint_its_devices(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet frees a deleted pod's devices at a pod-resources List and checkpoints that at
+    a ListAndWatch update; a restart before both would reload them as taken (docs/handshake.md).
+    So after the deletion the agent calls List, then sends its unchanged device lists again."""
+    agent = box.start_agent(release_sync_s=0.2, reconcile_s=60)
+    box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
+    box.admit("a", "main", CORES, 30)
+    assert wait(lambda: box.admitted("a") == ["main"])
+    lists: list[float] = []
+    held = agent.pod_resources.held
+
+    def listing() -> list[HeldDevices]:
+        lists.append(time.monotonic())
+        return held()
+
+    monkeypatch.setattr(agent.pod_resources, "held", listing)
+    before = {r: box.kubelet.connection(r).updates for r in (CORES, MEMORY)}
+    box.podres.pods.clear()
+    box.api.store.remove("Pod", "default", "a")
+    assert wait(lambda: "default/a" not in agent.handoff.pods())
+    assert box.kubelet.wait_for(
+        lambda: all(box.kubelet.connection(r).updates > before[r] for r in (CORES, MEMORY))
+    ), "no ListAndWatch update after the deletion"
+    resent = time.monotonic()
+    assert lists and lists[0] <= resent, "no pod-resources List before the update"
+    assert box.kubelet.devices(CORES) and all(
+        h == "Healthy" for h in box.kubelet.devices(CORES).values()
+    )
 
 
 def test_forged_assignment_is_refused_with_an_event(box: Box) -> None:
