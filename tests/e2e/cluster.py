@@ -159,7 +159,7 @@ class Cluster:
 
     def _extender_knows(self, box: NodeBox) -> bool:
         assert self.extender is not None
-        with self.extender.cache.lock:
+        with self.extender.cache.atomic():
             state = self.extender.cache.node_state(box.name)
             return state is not None and len(state.gpus) == len(box.gpus)
 

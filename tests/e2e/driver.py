@@ -250,5 +250,5 @@ def _admission_seen(cluster: Cluster, name: str) -> bool:
         return False
     assert cluster.extender is not None
     cache = cluster.extender.cache
-    with cache.lock:
+    with cache.atomic():
         return all(f"default/{name}" not in pods for pods in cache.pending.values())

@@ -105,7 +105,7 @@ def _check_invariant_i(cluster: Cluster, outcome: Outcome) -> None:
 
 def _check_ledger_matches_pods(cluster: Cluster, bound: list[str]) -> None:
     assert cluster.extender is not None
-    with cluster.extender.cache.lock:
+    with cluster.extender.cache.atomic():
         ledger = cluster.extender.cache.ledger
         for name in bound:
             held = ledger.holding(PodKey(f"default/{name}"))
@@ -122,7 +122,7 @@ def _check_no_overcommit(cluster: Cluster) -> None:
     assert cluster.extender is not None
     for box in cluster.nodes.values():
         handoff = box.agent.handoff
-        with cluster.extender.cache.lock:
+        with cluster.extender.cache.atomic():
             state = cluster.extender.cache.node_state(box.name)
             assert state is not None
             free = {str(g.uuid): state.free_cores[pos] for pos, g in enumerate(state.gpus)}
@@ -172,7 +172,7 @@ def test_mixed_workload_lands_on_exactly_the_assigned_gpus(make_cluster: Cluster
     _check_ledger_matches_pods(cluster, bound)
     _check_no_overcommit(cluster)
     assert cluster.extender is not None
-    with cluster.extender.cache.lock:
+    with cluster.extender.cache.atomic():
         held = {h.assignment.pod for h in cluster.extender.cache.ledger.holdings()}
     assert not any(PodKey(f"default/{n}") in held for n in huge)
 
@@ -214,5 +214,5 @@ def _pin(uuid: str) -> dict[str, str]:
 
 def _released(cluster: Cluster, name: str) -> bool:
     assert cluster.extender is not None
-    with cluster.extender.cache.lock:
+    with cluster.extender.cache.atomic():
         return cluster.extender.cache.ledger.holding(PodKey(f"default/{name}")) is None

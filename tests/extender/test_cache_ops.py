@@ -6,7 +6,11 @@ from __future__ import annotations
 from tests.extender.builders import make_node, make_pod
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase
+from vgpu.core.registry import make_policy, parse_policy
+from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
+from vgpu.extender.podspec import PodSpec
+from vgpu.extender.resolve import DEFAULT_WORKLOAD
 
 KEY = b"k" * 32
 
@@ -45,3 +49,46 @@ def test_drop_assumption_keeps_a_bound_holding() -> None:
     assert cache.drop_assumption(a.pod) is None
     held = cache.holding(a.pod)
     assert held is not None and held.phase is Phase.BOUND
+
+
+def _gang_cache() -> tuple[ClusterCache, list[PodSpec], Scheduler]:
+    cache = ClusterCache(key=KEY, memory_unit_mib=256, gang_timeout=60.0)
+    cache.apply_node("ADDED", make_node("n1"))
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    specs = []
+    for name in ("a", "b"):
+        pod = make_pod(name, cores=50, annotations=gang)
+        cache.apply_pod("ADDED", pod)
+        specs.append(cache.parse(pod))
+    return cache, specs, cache.scheduler(make_policy(parse_policy("default"), DEFAULT_WORKLOAD))
+
+
+def test_the_cache_owns_its_gangs_a_rebuild_forgets_their_reservations() -> None:
+    cache, (a, b), scheduler = _gang_cache()
+    placed = cache.held_place(a, 2, scheduler, now=0.0)
+    assert isinstance(placed, Assignment)
+    assert cache.gangs.counts()["reserved"] == 1
+    assert {cache.holding(s.request.key).phase for s in (a, b)} == {Phase.RESERVED}  # type: ignore[union-attr]
+    cache.replace_all([make_node("n1")], [])
+    assert cache.gangs.counts()["reserved"] == 0
+    assert cache.holding(a.request.key) is None
+
+
+def test_a_failed_bind_gives_a_gang_not_yet_started_back_whole() -> None:
+    cache, (a, b), scheduler = _gang_cache()
+    placed = cache.held_place(a, 2, scheduler, now=0.0)
+    assert isinstance(placed, Assignment)
+    cache.assume(placed, now=0.0)
+    cache.bind_done(a.request.key)
+    cache.bind_failed(a.request.key)
+    assert cache.holding(a.request.key) is None
+    assert cache.holding(b.request.key) is None  # the gang is planned anew
+    assert cache.gangs.counts()["reserved"] == 0
+
+
+def test_a_deleted_member_gives_a_waiting_gang_back() -> None:
+    cache, (a, _), scheduler = _gang_cache()
+    assert isinstance(cache.held_place(a, 2, scheduler, now=0.0), Assignment)
+    cache.apply_pod("DELETED", make_pod("b", cores=50))
+    assert cache.holding(a.request.key) is None
+    assert cache.gangs.counts()["reserved"] == 0

@@ -35,7 +35,7 @@ def _gang(
 
 
 def _phases(daemon: ExtenderDaemon) -> dict[str, Phase]:
-    with daemon.cache.lock:
+    with daemon.cache.atomic():
         return {
             h.assignment.pod.split("/")[1]: h.phase
             for h in daemon.cache.ledger.holdings()

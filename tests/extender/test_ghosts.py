@@ -26,7 +26,7 @@ def _ghost(name: str, *, node: str = "", cpu: str = "32", cores: int = 0) -> dic
 
 def _ledger(daemon: ExtenderDaemon) -> Any:
     cache = daemon.cache
-    with cache.lock:
+    with cache.atomic():
         return (
             sorted(((h.assignment, h.phase) for h in cache.ledger.holdings()), key=repr),
             sorted(cache.pods),

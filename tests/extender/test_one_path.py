@@ -23,7 +23,7 @@ def test_bind_takes_the_gpus_the_simulator_takes(name: str) -> None:
     ext = Extender(cache, config=ExtenderConfig(policy=parse_policy(name)))
     ext.scheduler.rng = LastDraw()
     policy = ext.policies.default
-    simulator = Scheduler(cache.state, policy, rng=LastDraw())
+    simulator = Scheduler(ext.scheduler.state, policy, rng=LastDraw())
     placed = 0
     for i, cores in enumerate(ASKS):
         spec, _, _ = ext.parse(make_pod(f"p{i}", cores=cores, cpu=str(i % 4)))

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 
 from tests.extender.builders import make_node
 from vgpu.api.assignment import binding_annotations
-from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
 from vgpu.core.registry import parse_policy
@@ -112,7 +111,7 @@ class World:
     def __init__(self, feed_limit: int | None) -> None:
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT)
         if feed_limit is not None:  # a short feed: views fall behind its trims and rebuild
-            self.cache.feed = self.cache.state.feed = ChangeFeed(limit=feed_limit)
+            self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT, feed_limit=feed_limit)
         self.ext = Extender(
             self.cache,
             config=ExtenderConfig(pod_policies=(parse_policy("binpack"), parse_policy("spread"))),
@@ -313,7 +312,7 @@ def step(data: st.DataObject, world: World) -> None:
         if a is None:  # unsigned: the pod holds CPU and memory only, when they fit
             req = world.cache.parse(obj).request
             plain = Assignment(req.key, NodeName(node), req.cpu_milli, req.memory_mib, (), req.uid)
-            if world.cache.state.can_charge(plain) is not None:
+            if world.ext.scheduler.state.can_charge(plain) is not None:
                 return
         admitted = data.draw(pick((None, None, None, "true", '["c0"]', "c1")))
         world.bind(obj, node, a, admitted)

@@ -89,7 +89,7 @@ def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Ha
     daemon.extender.sweep()
     held = daemon.cache.ledger.holding("default/job-1")  # type: ignore[arg-type]
     assert held is not None and held.phase is Phase.RESERVED, "gang split: 1 of 2 bound"
-    (event,) = daemon.extender.gangs.events
+    (event,) = daemon.cache.gangs.events
     assert event[0] == "default/job-1" and event[1] == "VgpuGangIncomplete"
     assert "stays reserved until it binds" in event[2]
     daemon._gang_events()  # what the sweeper thread does after each sweep

@@ -4,12 +4,14 @@ exactly the GPU its assignment names, or with a clear refusal."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 
 import pytest
 
 from tests.node.agent_harness import CORES, KEY, MEMORY, Box, gpu_of, make_box, wait
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, binding_annotations
+from vgpu.core.ids import PodKey
 
 
 @pytest.fixture
@@ -25,6 +27,25 @@ def test_pending_pod_is_steered_to_its_gpu_granted_and_marked_admitted(box: Box)
     assert envs["NVIDIA_VISIBLE_DEVICES"] == envs["CUDA_VISIBLE_DEVICES"] == box.gpus[1]
     assert envs["VGPU_CORES"] == "30"
     assert envs["VGPU_MEMORY_LIMIT_MIB"] == str(15360 * 30 // 100)
+    assert wait(lambda: box.admitted("a") == ["main"])
+
+
+def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
+    box: Box, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kubelet's own watch may deliver the bind first (issue 10, seen on the real cluster):
+    GetPreferredAllocation re-lists the node's pods, so the call lands on the assigned GPU."""
+    agent = box.start_agent()
+    assert agent.inventory is not None
+    last = max(agent.inventory.gpus, key=lambda g: g.index).uuid  # binpacking picks index 0
+    target = box.gpus.index(last)
+    box.place("a", [("main", 30, 0)], {"main": [(target, 30)]})
+    box.agent.handoff.forget(PodKey("default/a"))  # as if our watch had not delivered it yet
+    with caplog.at_level(logging.INFO, logger="vgpu"):
+        ids, envs = box.admit("a", "main", CORES, 30)
+    assert gpu_of(ids) == {last} and envs["NVIDIA_VISIBLE_DEVICES"] == last
+    assert "refresh for an unmatched device-plugin call found default/a" in caplog.text
+    assert "GetPreferredAllocation of 30 devices matched default/a only after" in caplog.text
     assert wait(lambda: box.admitted("a") == ["main"])
 
 

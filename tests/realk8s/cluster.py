@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.realk8s import configs, manifests
+from tests.realk8s import configs, manifests, pods
 from tests.realk8s.nodes import NodeControl, NodeSpec
 from tests.realk8s.objects import POD_GROUP_CRD, cluster_role_binding
 from tests.realk8s.processes import Processes, free_port, wait_until
@@ -83,6 +83,7 @@ class RealCluster(NodeControl):
         if api_only:
             return self
         self.start_scheduler()
+        pods.show_agent_logs(lambda node: self.procs.log(f"agent-{node}"))
         for name in self.nodes:
             self.start_node(name)
         self.start_extender("extender-0")
@@ -264,10 +265,10 @@ class RealCluster(NodeControl):
         return str(holder) if holder else None
 
     def start_extender(
-        self, identity: str, port: int | None = None, profile: Path | None = None
+        self, identity: str, port: int | None = None, *flags: str, profile: Path | None = None
     ) -> None:
-        """An extender replica; with `profile`, under cProfile writing there at its exit
-        (benchmarks only)."""
+        """An extender replica with extra `flags`; with `profile`, under cProfile writing there
+        at its exit (benchmarks only)."""
         port = port or self.ports["extender"]
         profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self.procs.start(
@@ -288,6 +289,7 @@ class RealCluster(NodeControl):
                 f"--lease-namespace={SYSTEM}",
                 "--lease-name=vgpu-extender",
                 f"--identity={identity}",
+                *flags,
             ],
         )
         wait_until(

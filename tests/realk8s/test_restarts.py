@@ -52,9 +52,10 @@ def test_kubelet_restart_plugins_register_again(real_cluster: RealCluster) -> No
         f"kubelet restart: plugins registered again after {registered_s:.1f}s; the capacity "
         f"reported by the new kubelet after {time.monotonic() - started:.1f}s"
     )
+    real_cluster.settle_kubelet(NODE)  # this test is about registering again
     real_cluster.admin.post(pods.PODS, pods.pod("after-restart", pods.container("main", 100)))
     pods.wait_running(real_cluster.admin, "after-restart", timeout=90)
-    print(f"kubelet restart: a pod admitted after {time.monotonic() - started:.1f}s")
+    print(f"kubelet restart: a vGPU pod admitted after {time.monotonic() - started:.1f}s")
     pods.delete_all(real_cluster.admin)
 
 

@@ -94,6 +94,7 @@ class ExtenderDaemon:
             key=config.key,
             memory_unit_mib=config.extender.memory_unit_mib,
             names=config.extender.names,
+            gang_timeout=config.extender.gang_timeout,
         )
         self.extender = Extender(
             self.cache,
@@ -247,9 +248,8 @@ class ExtenderDaemon:
                 self._stop.wait(backoff.next_delay())
 
     def _synced_line(self, synced: threading.Event) -> str:
-        state = self.cache.state
         if synced is self._nodes_synced:
-            return f"node watch synced: {len(state.node_names())} node(s) with vgpu GPUs"
+            return f"node watch synced: {len(self.cache.node_states)} node(s) with vgpu GPUs"
         return "pod watch synced: serving filter, prioritize and bind"
 
     def _reload_tls(self) -> None:
@@ -268,7 +268,7 @@ class ExtenderDaemon:
 
     def _gang_events(self) -> None:
         """Record the gang coordinator's Events (outside the cache lock: they are API calls)."""
-        events = self.extender.gangs.take_events()
+        events = self.cache.gangs.take_events()
         for pod, reason, message in events:
             namespace, name = pod.split("/", 1)
             involved = {"kind": "Pod", "metadata": {"namespace": namespace, "name": name}}
@@ -299,7 +299,6 @@ class ExtenderDaemon:
                 self._stop.wait(delay)
                 continue
             self.cache.replace_all(nodes, pods)
-            self.extender.rebuilt()
             self._term_ready = term
             log.info(
                 "leader term %d: cache resynced (%d nodes, %d pods)", term, len(nodes), len(pods)

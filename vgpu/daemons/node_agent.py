@@ -329,7 +329,8 @@ class NodeAgent:
                 self._stop.wait(delay)
 
     def _refresh_pods(self) -> None:
-        """Read this node's pods from the API server now, for an Allocate our watch is behind on."""
+        """Read this node's pods from the API server now, for a GetPreferredAllocation or an
+        Allocate our watch is behind on."""
         if self._kube is None:
             return
         try:
@@ -337,8 +338,12 @@ class NodeAgent:
         except VgpuError as e:
             log.warning("could not refresh this node's pods for an unmatched Allocate: %s", e)
             return
+        known = set(self.handoff.pods())
         for pod in listing.items:
             self._on_pod_event("MODIFIED", pod)
+        new = sorted(set(self.handoff.pods()) - known)
+        if new:  # the kubelet's watch was ahead of ours (issue 10's race): say so
+            log.info("refresh for an unmatched device-plugin call found %s", ", ".join(new))
 
     def _on_pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         if kind == "SYNCED":

@@ -1,7 +1,7 @@
 """The kube-scheduler extender: filter, prioritize and bind pods onto shared GPUs.
 
-Wire JSON (`wire`), Kubernetes-object translation (`podspec`, `nodespec`; quantities are
-`vgpu.api.quantity`), the
-watch-fed cache (`cache`), gang coordination (`gangs`), the verbs (`service`, `binder`), the HTTP
-server (`http`) and metrics (`metrics`). The composition root is `vgpu.daemons.extender`.
+Wire JSON (`wire`), Kubernetes-object translation (`podspec`, `nodespec`, over `vgpu.api`), the
+watch-fed cache (`cache`: the one owner of the extender's state and lock, with its gang
+coordination, `gangs`), one reading of a request's pod (`resolve`), the verbs (`service`,
+`binder`, `preemption`), the HTTP server (`http`) and metrics (`metrics`). The composition root is `vgpu.daemons.extender`.
 """

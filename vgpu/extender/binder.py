@@ -30,7 +30,9 @@ from vgpu.core.fit import Verdict
 from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
+from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import canonical
+from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
@@ -63,13 +65,16 @@ class BindFailed(VgpuError):
 
 
 class Binder:
-    """Binds pods for an `Extender`."""
+    """Binds pods: reads them as the other verbs do (the `Extender`'s `PodReader`) and changes
+    the state only through its cache's operations."""
 
     def __init__(
         self, extender: Extender, api: BindApi, *, key: bytes, may_bind: Callable[[], str | None]
     ) -> None:
-        self.ext = extender
         self.cache = extender.cache
+        self._pods = extender.pods
+        self._clock = extender.clock
+        self._bind_wait = extender.config.bind_wait
         self.api = api
         self.key = key
         self.may_bind = may_bind
@@ -87,7 +92,7 @@ class Binder:
             if spec is None:
                 obj = self.api.get_pod(args.pod_namespace, args.pod_name)
                 spec = self.cache.parse(obj)
-            spec, policy, size = self.ext.resolve(spec)
+            spec, policy, size = self._pods.resolve(spec)
         except KubeNotFound:
             return f"pod {key} not found"
         except VgpuError as err:
@@ -104,6 +109,10 @@ class Binder:
             return self._send(key, spec, assignment)
         finally:
             self.cache.bind_done(key)
+
+    @property
+    def _scheduler(self) -> Scheduler:
+        return self.cache.scheduler(self._pods.policies.default)
 
     def _watched(self, key: PodKey, uid: str) -> PodSpec | None:
         """The pod as the watch shows it, if its UID is the one asked for: saves reading it back
@@ -126,12 +135,16 @@ class Binder:
     ) -> Assignment:
         """Decide and assume the assignment (under the cache lock)."""
         cache, key = self.cache, spec.request.key
-        with cache.lock:
+        with cache.atomic():
             if cache.binding(key):
                 raise BindFailed(f"pod {key}: a bind is already in flight")
             if obj is not None:
                 cache.remember(obj, spec)
-            target = self.ext.held_place(spec, size)
+            if is_claim_member(spec):  # its claims are allocated on `node` by now
+                arrived = cache.claim_arrived(spec, node, policy, self._scheduler, self._clock())
+                if arrived is not None:
+                    raise BindFailed(arrived)
+            target = cache.held_place(spec, size, self._scheduler, self._clock())
             if isinstance(target, GangWait):
                 raise BindFailed(target.reason)
             if target is not None and target.node != node:
@@ -149,7 +162,7 @@ class Binder:
             if held is not None and canonical(held.assignment) == assignment:
                 assignment = held.assignment
             try:
-                cache.assume(assignment, self.ext.clock())
+                cache.assume(assignment, self._clock())
             except Conflict as err:
                 raise BindFailed(f"pod {key}: {err}") from err
             return assignment
@@ -168,7 +181,7 @@ class Binder:
             )
 
     def _fresh(self, spec: PodSpec, node: str, policy: Any) -> Assignment:
-        placed = self.ext.place(spec, node, policy)
+        placed = self.cache.place(spec, node, policy, self._scheduler)
         if isinstance(placed, Verdict):
             raise BindFailed(f"pod {spec.request.key} does not fit node {node}: {placed}")
         return placed
@@ -178,8 +191,8 @@ class Binder:
         assert gang is not None
         # A real-time wait inside one HTTP call (kept under kube-scheduler's httpTimeout), so
         # it uses the monotonic clock, not the injectable clock of reservations.
-        deadline = time.monotonic() + self.ext.config.bind_wait
-        while not self.ext.gang_ready(gang.key, size):
+        deadline = time.monotonic() + self._bind_wait
+        while not self.cache.gangs.ready(gang.key, size):
             left = deadline - time.monotonic()
             if left <= 0 or self.cache.holding(spec.request.key) is None:
                 raise BindFailed(
@@ -240,4 +253,4 @@ class Binder:
 
     def _release(self, key: PodKey) -> None:
         """The bind definitely failed: give the assumption back (a gang is planned anew)."""
-        self.ext.bind_failed(key)
+        self.cache.bind_failed(key)

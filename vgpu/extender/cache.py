@@ -9,15 +9,17 @@ One `ClusterState` + `Ledger` holds every node's free capacity and every pod's h
 * a deleted or finished pod releases its holding at once.
 
 It also indexes what the verbs need: pods by key (parsed once per version), pending containers
-per node (invariant I of docs/handshake.md) and gang members. It is the one owner of this state:
-other modules change it only through its operations (watch events, assume / bind_done /
-drop_assumption / expire_assumptions for binds, reserve_gang / release_gang /
-extend_reservation for gangs, `without` for preemption's what-if), each of which takes `lock`
-itself; they read it through read-only views (`pods`, `pending`, `ledger`...) under `lock`,
-which a verb also holds across several steps that must see one state. `changed` is notified on
-every pod event (bind waits on it). After a restart or a new leadership
-term, `replace_all` rebuilds it from a fresh listing: bound pods are counted again, reservations
-made before are simply gone.
+per node (invariant I of docs/handshake.md) and gang members, and it owns the gang coordinator
+(`vgpu.extender.gangs`) and the bind gate of gangs whose members use ResourceClaims
+(`vgpu.extender.claimgangs`), both sharing its lock. It is the one owner of this state and of its lock:
+other modules change it only through its operations (watch events; assume / bind_done /
+held_place / place / bind_failed / sweep for binds; `gangs`, gang_filtered and claim_arrived for gangs;
+`without` for preemption's what-if), each of which takes the lock itself; they read it through
+read-only views (`pods`, `pending`, `ledger`, `feed`...) inside `atomic()`, which a verb also
+holds across several steps that must see one state. Binds waiting for a gang wake on every pod
+event (`wait_changed`). After a restart or a new leadership term, `replace_all` rebuilds it
+from a fresh listing: bound pods are counted again, reservations and assumptions made before
+are simply gone.
 """
 
 from __future__ import annotations
@@ -31,14 +33,16 @@ from typing import Any
 from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import verify
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
-from vgpu.core.changes import ChangeFeed
+from vgpu.core.changes import DEFAULT_LIMIT, ChangeFeed
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.handoff_rule import PendingContainer, pending_of
+from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.cacheops import CacheOps
+from vgpu.extender.claimgangs import ClaimGangs
+from vgpu.extender.gangs import GangCoordinator, Planner, core_planner
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
 
@@ -47,7 +51,6 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 PARSED_KEPT = 4096
 """Parsed pod versions kept (a burst of pending pods is parsed once per verb otherwise)."""
-GoneHook = Callable[[PodKey, GangKey | None], None]
 InvalidHook = Callable[[Obj, str], None]
 """(the pod object, what is wrong with it): a watched pod the cache skipped."""
 _MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError)
@@ -65,15 +68,25 @@ class ClusterCache(CacheOps):
     """Watch-fed cluster state and ledger: the one owner of the extender's state (module doc)."""
 
     def __init__(
-        self, *, key: bytes, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES
+        self,
+        *,
+        key: bytes,
+        memory_unit_mib: int,
+        names: ResourceNames = DEFAULT_NAMES,
+        gang_timeout: float = 60.0,
+        planner: Planner = core_planner,
+        feed_limit: int = DEFAULT_LIMIT,
     ) -> None:
-        self.lock = threading.RLock()
-        self.changed = threading.Condition(self.lock)
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
         self._key = key
         self._unit = memory_unit_mib
         self._names = names
+        self._feed_limit = feed_limit
         self._parsed: dict[tuple[object, object], PodSpec] = {}
-        self._on_pod_gone: GoneHook = lambda pod, gang: None
+        self._gangs = GangCoordinator(self, self._lock, timeout=gang_timeout, planner=planner)
+        self._claim_gangs = ClaimGangs(self, self._gangs, gang_timeout)
+        self._scheduler = None
         self._on_invalid: InvalidHook = lambda pod, problem: None
         self._binding: set[PodKey] = set()
         """Pods with a bind in flight (kept across rebuilds: those binds still finish)."""
@@ -82,11 +95,9 @@ class ClusterCache(CacheOps):
         self._reset()
 
     def _reset(self) -> None:
-        self.feed = ChangeFeed()
-        """Names every node whose answers may have changed: its state, its pending containers,
-        its problem (read by the verbs' views, `vgpu.extender.views`)."""
-        self.state = ClusterState(feed=self.feed)
-        self._ledger = Ledger(self.state)
+        self._feed = ChangeFeed(limit=self._feed_limit)
+        self._state = ClusterState(feed=self._feed)
+        self._ledger = Ledger(self._state)
         self._nodes: dict[NodeName, Node] = {}
         self._node_states: dict[str, NodeState] = {}
         self._problems: dict[NodeName, str] = {}
@@ -96,31 +107,25 @@ class ClusterCache(CacheOps):
         self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
         self._members: dict[GangKey, set[PodKey]] = {}
 
-    def subscribe(
-        self, *, gone: GoneHook | None = None, invalid: InvalidHook | None = None
-    ) -> None:
-        """Be told when a watched pod is gone (the gang coordinator) or cannot be read (the
-        daemon's Events); called under `lock` (`gone`) or after it (`invalid`)."""
-        if gone is not None:
-            self._on_pod_gone = gone
-        if invalid is not None:
-            self._on_invalid = invalid
+    def subscribe(self, *, invalid: InvalidHook) -> None:
+        """Be told when a watched pod cannot be read (the daemon's Events), outside the lock."""
+        self._on_invalid = invalid
 
     # -- nodes ---------------------------------------------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
         """Apply one node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
         spec = node_spec(obj, self._names)
         name = spec.node.name
-        with self.lock:
+        with self._lock:
             if kind == "DELETED":
-                self.feed.mark(name)
-                self.state.remove_node(name)
+                self._feed.mark(name)
+                self._state.remove_node(name)
                 self._nodes.pop(name, None)
                 self._node_states.pop(name, None)
                 self._problems.pop(name, None)
                 return
             if self._problems.get(name) != (spec.problem or None):
-                self.feed.mark(name)
+                self._feed.mark(name)
             if spec.problem:
                 self._problems[name] = spec.problem
             else:
@@ -128,8 +133,8 @@ class ClusterCache(CacheOps):
             if self._nodes.get(name) == spec.node:
                 return  # status heartbeats: nothing the scheduler counts changed
             self._nodes[name] = spec.node
-            self.state.add_node(spec.node)
-            self._node_states[name] = self.state.node(name)
+            self._state.add_node(spec.node)
+            self._node_states[name] = self._state.node(name)
             for assignment in list(self._unheld.values()):
                 if assignment.node == name:
                     self._hold_observed(assignment)
@@ -177,7 +182,7 @@ class ClusterCache(CacheOps):
             problem = None
         except InvalidRequest as err:
             spec, problem = None, str(err)
-        with self.lock:
+        with self._lock:
             if kind == "DELETED" or spec is None or spec.terminal:
                 self._forget(key)
             else:
@@ -185,7 +190,7 @@ class ClusterCache(CacheOps):
                 problem = self._upsert_or_drop(key, spec, obj)
             if problem and kind != "DELETED":
                 self._invalid[key] = problem
-            self.changed.notify_all()
+            self._changed.notify_all()
         if problem and kind != "DELETED":
             self._on_invalid(obj, problem)
 
@@ -207,7 +212,7 @@ class ClusterCache(CacheOps):
     def remember(self, obj: Obj, spec: PodSpec) -> None:
         """Add a pod the API server has just returned (bind reads a pod the watch has not shown
         yet) before its watch event; never overrides the watch. Never fed from a request body."""
-        with self.lock:
+        with self._lock:
             if spec.request.key not in self._pods:
                 self._upsert(spec.request.key, spec, obj)
 
@@ -242,7 +247,7 @@ class ClusterCache(CacheOps):
             )
         self._hold_observed(assignment)
         node_pending = self._pending.setdefault(NodeName(spec.node), {})
-        self.feed.mark(spec.node)
+        self._feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
         admitted = read_admitted(annotations.get(ADMITTED)).among(names)
         waiting = spec.pending(assignment, admitted)
@@ -261,7 +266,7 @@ class ClusterCache(CacheOps):
             return
         if current is not None:
             self._ledger.release(assignment.pod)
-        problem = self.state.can_charge(assignment)
+        problem = self._state.can_charge(assignment)
         if problem is not None:
             self._unheld[assignment.pod] = assignment
             log.warning("cannot count bound pod %s yet: %s", assignment.pod, problem)
@@ -276,7 +281,7 @@ class ClusterCache(CacheOps):
         held = self._ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
         if node and NodeName(node) in self._pending:
-            self.feed.mark(node)
+            self._feed.mark(node)
             self._pending[NodeName(node)].pop(key, None)
             if not self._pending[NodeName(node)]:
                 del self._pending[NodeName(node)]
@@ -284,34 +289,16 @@ class ClusterCache(CacheOps):
         if gang is not None:
             self._members.get(gang, set()).discard(key)
         if spec is not None:
-            self._on_pod_gone(key, gang)
-
-    def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
-        """Pending containers on a node, of pods other than `besides`: bound and not admitted
-        (from the watch), and assumed by a bind in flight whose pod the watch has not shown
-        bound yet (kube-scheduler binds asynchronously, so the next bind can come first)."""
-        seen = self._pending.get(node, {})
-        out = [c for pod, cs in seen.items() if pod != besides for c in cs]
-        for held in self._ledger.on_node(node):
-            key = held.assignment.pod
-            if held.phase is Phase.ASSUMED and key != besides and key not in seen:
-                spec = self._pods.get(key)
-                out += spec.pending(held.assignment) if spec else pending_of(held.assignment, {})
-        return out
-
-    def busy_nodes(self) -> set[str]:
-        """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
-        busy: set[str] = set(self._pending)
-        for held in self._ledger.holdings():
-            if held.phase is Phase.ASSUMED:
-                busy.add(held.assignment.node)
-        return busy
+            self._gangs.member_gone(key, gang)
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
-        """Rebuild everything from a fresh listing (start-up, new leadership term)."""
-        with self.lock:
+        """Rebuild everything from a fresh listing (start-up, new leadership term): gangs and
+        assumptions are forgotten (their holdings are gone); binds in flight still finish."""
+        with self._lock:
             self._reset()
+            self._gangs.reset()
+            self._assumed_at.clear()
             for node in nodes:
                 self.apply_node("ADDED", node)
             for pod in pods:

@@ -1,63 +1,89 @@
 """The cache's operations for binds, gang reservations and preemption's what-if.
 
 Each takes the cache's lock itself (it is re-entrant, so a verb holding it across several steps
-may call them): the bind flow, the gang coordinator and preemption change the extender's state
-only through these.
+in `atomic()` may call them): the verbs, the bind flow, the gang coordinator and preemption
+change the extender's state only through these.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 
 from vgpu.core import gang as gang_planning
-from vgpu.core.ids import GangKey, PodKey
+from vgpu.core.fit import Code, Verdict
+from vgpu.core.handoff_rule import PendingContainer, pending_of
+from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, Holding, Phase
+from vgpu.core.placing import place
+from vgpu.core.policies import Policy
+from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cacheviews import CacheFields
+from vgpu.extender.claimgangs import is_claim_member
+from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
 
 
 class CacheOps(CacheFields):
     """Operations of `ClusterCache` other modules call to change or query one pod's state."""
 
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Hold the state still across several steps that must see one state (a verb)."""
+        with self._lock:
+            yield
+
+    def scheduler(self, policy: Policy) -> Scheduler:
+        """The core's scheduler over the current state with `policy` as its default (kept until
+        a rebuild or another default, so its random draws continue)."""
+        with self._lock:
+            if (
+                self._scheduler is None
+                or self._scheduler.state is not self._state
+                or self._scheduler.policy is not policy
+            ):
+                self._scheduler = Scheduler(self._state, policy)
+            return self._scheduler
+
     # -- binds -----------------------------------------------------------------------------------
     def pod(self, key: PodKey) -> PodSpec | None:
         """The pod as the watch (or `remember`) shows it."""
-        with self.lock:
+        with self._lock:
             return self._pods.get(key)
 
     def holding(self, key: PodKey) -> Holding | None:
         """What the ledger holds for a pod."""
-        with self.lock:
+        with self._lock:
             return self._ledger.holding(key)
 
     def release(self, key: PodKey) -> None:
         """Give a pod's holding back, whatever its phase."""
-        with self.lock:
+        with self._lock:
             self._ledger.release(key)
 
     def binding(self, key: PodKey) -> bool:
         """Whether a bind of this pod is in flight."""
-        with self.lock:
+        with self._lock:
             return key in self._binding
 
     def assume(self, assignment: Assignment, now: float) -> None:
         """Hold `assignment` for a bind starting now (raises `Conflict` if the pod holds
         another place); the bind is in flight until `bind_done`."""
-        with self.lock:
+        with self._lock:
             self._ledger.assume(assignment)
             self._binding.add(assignment.pod)
             self._assumed_at[assignment.pod] = now
 
     def bind_done(self, key: PodKey) -> None:
         """The bind call returned (its assumption stays until confirmed, dropped or expired)."""
-        with self.lock:
+        with self._lock:
             self._binding.discard(key)
 
     def drop_assumption(self, key: PodKey) -> Holding | None:
         """The bind definitely failed: release the pod's assumption; returns it if there was
         one (a reservation or a bound holding is kept)."""
-        with self.lock:
+        with self._lock:
             self._assumed_at.pop(key, None)
             held = self._ledger.holding(key)
             if held is None or held.phase is not Phase.ASSUMED:
@@ -67,7 +93,7 @@ class CacheOps(CacheFields):
 
     def expire_assumptions(self, now: float, ttl: float) -> None:
         """Release assumptions older than `ttl` whose bind is no longer in flight."""
-        with self.lock:
+        with self._lock:
             for key, since in list(self._assumed_at.items()):
                 if since + ttl > now or key in self._binding:
                     continue
@@ -76,42 +102,135 @@ class CacheOps(CacheFields):
                 if held is not None and held.phase is Phase.ASSUMED:
                     self._ledger.release(key)
 
-    def forget_assumptions(self) -> None:
-        """Forget when assumptions were made (after a rebuild they are gone)."""
-        with self.lock:
-            self._assumed_at.clear()
-
-    def notify_changed(self) -> None:
-        """Wake the binds waiting in `wait_changed` (a gang member was filtered)."""
-        with self.lock:
-            self.changed.notify_all()
-
     def wait_changed(self, timeout: float) -> None:
-        """Wait (holding the lock) until a pod event or `timeout` seconds."""
-        with self.lock:
-            self.changed.wait(timeout)
+        """Wait (holding the lock) until a pod event, a gang member filtered or `timeout`."""
+        with self._lock:
+            self._changed.wait(timeout)
+
+    def held_place(
+        self, spec: PodSpec, size: int, scheduler: Scheduler, now: float
+    ) -> Assignment | GangWait | None:
+        """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
+        req = spec.request
+        with self._lock:
+            if spec.gang is not None and is_claim_member(spec):
+                return self._claim_gangs.place_of(spec, size)
+            if spec.gang is not None:
+                if problem := self._claim_gangs.mixed(spec.gang.key):
+                    return GangWait(problem)
+                return self._gangs.place_of(req, spec.gang, size, scheduler, now)
+            held = self._ledger.holding(req.key)
+        # An assumption left by a bind whose outcome is unknown steers the retry to the same
+        # place (it is released when the watch shows otherwise or `assume_ttl` passes).
+        return None if held is None else held.assignment
+
+    def claim_arrived(
+        self, spec: PodSpec, node: str, policy: Policy, scheduler: Scheduler, now: float
+    ) -> str | None:
+        """A claim gang member reached bind on `node`, where kube-scheduler's DRA plugin has
+        allocated its claims: hold its (CPU-only) place there, confirmed, and wake the binds
+        waiting for its gang. Returns why it cannot be held."""
+        with self._lock:
+            place = partial(self.place, spec, node, policy, scheduler)
+            problem = self._claim_gangs.arrive(spec, node, place, now)
+            if problem is None:
+                self._changed.notify_all()
+            return problem
+
+    def gang_filtered(self, gang: GangKey, pod: PodKey) -> None:
+        """A gang member passed filter on its reserved node: wake the binds waiting for it."""
+        with self._lock:
+            self._gangs.filtered(gang, pod)
+            self._changed.notify_all()
+
+    def place(
+        self, spec: PodSpec, node: str, policy: Policy, scheduler: Scheduler
+    ) -> Assignment | Verdict:
+        """A fresh assignment on `node` keeping invariant I."""
+        name = NodeName(node)
+        with self._lock:
+            if name not in self._node_states:
+                return Verdict(Code.NO_GPU, (self._problems.get(name, f"node {node} is unknown"),))
+            pending = self.pending_on(name, besides=spec.request.key)
+            return place_read(scheduler, spec, name, pending, policy)
+
+    def bind_failed(self, key: PodKey) -> None:
+        """A bind definitely failed: give its assumption back, and plan a gang not yet started
+        anew."""
+        with self._lock:
+            held = self.drop_assumption(key)
+            gang = held.gang if held is not None else None
+            if gang is not None and not self._gangs.started(gang):
+                self._gangs.abandon(gang, f"binding member {key} failed")
+
+    def sweep(self, now: float, assume_ttl: float) -> None:
+        """Release expired gang reservations and assumptions whose bind never completed."""
+        with self._lock:
+            self._claim_gangs.expire(now)  # first: it tells the members why, the next does not
+            self._gangs.expire(now)
+            self.expire_assumptions(now, assume_ttl)
+
+    def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
+        """Pending containers on a node, of pods other than `besides`: bound and not admitted
+        (from the watch), and assumed by a bind in flight whose pod the watch has not shown
+        bound yet (kube-scheduler binds asynchronously, so the next bind can come first)."""
+        seen = self._pending.get(node, {})
+        out = [c for pod, cs in seen.items() if pod != besides for c in cs]
+        for held in self._ledger.on_node(node):
+            key = held.assignment.pod
+            if held.phase is Phase.ASSUMED and key != besides and key not in seen:
+                spec = self._pods.get(key)
+                out += spec.pending(held.assignment) if spec else pending_of(held.assignment, {})
+        return out
+
+    def busy_nodes(self) -> set[str]:
+        """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
+        busy: set[str] = set(self._pending)
+        for held in self._ledger.holdings():
+            if held.phase is Phase.ASSUMED:
+                busy.add(held.assignment.node)
+        return busy
 
     # -- gang reservations -----------------------------------------------------------------------
     def reserve_gang(self, plan: gang_planning.GangPlan, deadline: float) -> None:
         """Hold every member's place of a planned gang until `deadline` (all or nothing)."""
-        with self.lock:
+        with self._lock:
             gang_planning.reserve(self._ledger, plan, deadline=deadline)
 
     def release_gang(self, gang: GangKey) -> list[PodKey]:
         """Give back every reservation of a gang (bound members stay); the released pods."""
-        with self.lock:
+        with self._lock:
             return gang_planning.release(self._ledger, gang)
 
     def extend_reservation(self, key: PodKey, deadline: float) -> None:
         """Move a reservation's deadline (other holdings are left alone)."""
-        with self.lock:
+        with self._lock:
             self._ledger.extend(key, deadline)
 
     # -- preemption ------------------------------------------------------------------------------
     @contextmanager
     def without(self, gone: Iterable[PodKey]) -> Iterator[None]:
         """The state as if the `gone` pods' holdings were released, reverted on exit."""
-        with self.lock, self.state.what_if():
+        with self._lock, self._state.what_if():
             for key in gone:
                 self._ledger.release(key)
             yield
+
+
+def place_read(
+    scheduler: Scheduler,
+    spec: PodSpec,
+    node: NodeName,
+    pending: Sequence[PendingContainer],
+    policy: Policy,
+) -> Assignment | Verdict:
+    """The core's placement for a read pod: its init-container roles and its pending grants."""
+    return place(
+        scheduler,
+        spec.request,
+        node,
+        policy,
+        roles=spec.roles,
+        pending=pending,
+        describe=spec.pending,
+    )

@@ -1,8 +1,9 @@
 """The extender cache's fields and the read-only views other modules get of them.
 
-`ClusterCache` (`vgpu.extender.cache`) owns the state; its operations live in
-`vgpu.extender.cacheops`. Other modules read the state through these views, under `lock`, and
-never change it: the mappings are typed read-only and the ledger is a `LedgerView`.
+`ClusterCache` (`vgpu.extender.cache`) owns the state and its lock; its operations live in
+`vgpu.extender.cacheops`. Other modules read the state through these views, inside
+`ClusterCache.atomic()`, and never change it: the mappings are typed read-only, the ledger is a
+`LedgerView` and the change feed a `FeedView`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,12 @@ from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Holding, Node
+from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState, NodeState
+from vgpu.extender.claimgangs import ClaimGangs
+from vgpu.extender.gangs import GangCoordinator
 from vgpu.extender.podspec import PodSpec
+from vgpu.extender.views import FeedView
 
 
 class LedgerView(Protocol):
@@ -36,10 +41,13 @@ class LedgerView(Protocol):
 class CacheFields:
     """The fields of the cache (set by `ClusterCache`), and read-only views of them."""
 
-    lock: threading.RLock
-    changed: threading.Condition
-    feed: ChangeFeed
-    state: ClusterState
+    _lock: threading.RLock
+    _changed: threading.Condition
+    _feed: ChangeFeed
+    _state: ClusterState
+    _gangs: GangCoordinator
+    _claim_gangs: ClaimGangs
+    _scheduler: Scheduler | None
     _ledger: Ledger
     _nodes: dict[NodeName, Node]
     _node_states: dict[str, NodeState]
@@ -52,7 +60,18 @@ class CacheFields:
     _binding: set[PodKey]
     _assumed_at: dict[PodKey, float]
 
-    # -- read-only views (callers hold `lock` while they read) --------------------------------
+    # -- read-only views (callers read them inside `atomic()`) ---------------------------------
+    @property
+    def feed(self) -> FeedView:
+        """Names every node whose answers may have changed: its state, its pending containers,
+        its problem (read by the verbs' views, `vgpu.extender.views`)."""
+        return self._feed
+
+    @property
+    def gangs(self) -> GangCoordinator:
+        """The gang reservations (their operations take this cache's lock)."""
+        return self._gangs
+
     @property
     def ledger(self) -> LedgerView:
         """Every pod's holding (assumed, reserved, bound)."""

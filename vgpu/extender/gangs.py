@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Verdict
@@ -30,8 +30,12 @@ from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.kubelet_reuse import Role, expand, merged, reuses
 from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.cache import ClusterCache
 from vgpu.extender.podspec import GangLabel
+
+if TYPE_CHECKING:  # the cache owns its coordinator (and imports this module)
+    from threading import RLock
+
+    from vgpu.extender.cacheops import CacheOps
 
 log = logging.getLogger(__name__)
 _FOREVER = float("inf")
@@ -53,7 +57,7 @@ def _locked(
     """Run a coordinator method under its cache's lock (its state is part of the cache's)."""
 
     def run(self: GangCoordinator, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        with self.cache.lock:
+        with self._lock:
             return method(self, *args, **kwargs)
 
     run.__doc__, run.__name__ = method.__doc__, method.__name__
@@ -86,21 +90,23 @@ class _Gang:
 
 
 class GangCoordinator:
-    """Plans, reserves, gates binds and expires gangs over a `ClusterCache`."""
+    """Plans, reserves, gates binds and expires gangs: the gang part of a `ClusterCache`, which
+    makes it, shares its lock with it and tells it of rebuilds and deleted members."""
 
     def __init__(
-        self, cache: ClusterCache, *, timeout: float, planner: Planner = core_planner
+        self, cache: CacheOps, lock: RLock, *, timeout: float, planner: Planner = core_planner
     ) -> None:
-        self.cache = cache
-        self.timeout = timeout
-        self.planner = planner
+        self._cache = cache
+        self._lock = lock
+        self._timeout = timeout
+        self._planner = planner
         self._gangs: dict[GangKey, _Gang] = {}
         self._failures: dict[GangKey, str] = {}
         self._events: list[GangEvent] = []
 
     @_locked
     def reset(self) -> None:
-        """Forget every gang (the cache was rebuilt; its reservations are gone)."""
+        """Forget every gang (the cache, rebuilt, calls it: its reservations are gone)."""
         self._gangs.clear()
         self._failures.clear()
 
@@ -109,17 +115,17 @@ class GangCoordinator:
         self, pod: PodRequest, label: GangLabel, size: int, scheduler: Scheduler, now: float
     ) -> Assignment | GangWait:
         """The member's reserved (or assumed, or bound) place, planning the gang if needed."""
-        ledger = self.cache.ledger
+        ledger = self._cache.ledger
         held = ledger.holding(pod.key)
         if held is not None:
             return held.assignment
         members = self._members(label.key)
-        if pod.key not in {m.key for m in members} and pod.key not in self.cache.members.get(
+        if pod.key not in {m.key for m in members} and pod.key not in self._cache.members.get(
             label.key, set()
         ):
             members.append(pod)
         placed = sum(
-            1 for k in self.cache.members.get(label.key, set()) if ledger.holding(k) is not None
+            1 for k in self._cache.members.get(label.key, set()) if ledger.holding(k) is not None
         )
         if placed + len(members) < size:
             reason = (
@@ -134,8 +140,8 @@ class GangCoordinator:
             self._failures[label.key] = result.reason
             return result
         self._failures.pop(label.key, None)
-        self.cache.reserve_gang(result, now + self.timeout)
-        self._gangs[label.key] = _Gang(now + self.timeout)
+        self._cache.reserve_gang(result, now + self._timeout)
+        self._gangs[label.key] = _Gang(now + self._timeout)
         log.info("gang %s: reserved %d member(s)", label.key, len(result.assignments))
         mine = result.for_pod(pod.key)
         assert mine is not None
@@ -154,7 +160,7 @@ class GangCoordinator:
             if isinstance(one, Verdict):
                 return GangWait(f"gang {gang}: member {m.key}: {one}")
             asked.append(one)
-        result = self.planner(scheduler, gang, asked)
+        result = self._planner(scheduler, gang, asked)
         if isinstance(result, gang_planning.GangFailure):
             return GangWait(str(result))
         by_key = {m.key: m for m in members}
@@ -169,25 +175,44 @@ class GangCoordinator:
         return replace(result, assignments=tuple(out))
 
     def _roles(self, key: PodKey) -> dict[str, Role]:
-        spec = self.cache.pods.get(key)
+        spec = self._cache.pods.get(key)
         return spec.roles if spec is not None else {}
 
     def _members(self, gang: GangKey) -> list[PodRequest]:
         """Members that exist, are unbound and hold nothing yet."""
         out = []
-        for key in sorted(self.cache.members.get(gang, set())):
-            spec = self.cache.pods.get(key)
-            if spec is not None and not spec.node and self.cache.ledger.holding(key) is None:
+        for key in sorted(self._cache.members.get(gang, set())):
+            spec = self._cache.pods.get(key)
+            if spec is not None and not spec.node and self._cache.ledger.holding(key) is None:
                 out.append(spec.request)
         return out
 
     def _invalid_member(self, gang: GangKey) -> str | None:
-        for key, problem in self.cache.invalid.items():
-            if key.split("/", 1)[0] == gang.split("/", 1)[0] and key in self.cache.members.get(
+        for key, problem in self._cache.invalid.items():
+            if key.split("/", 1)[0] == gang.split("/", 1)[0] and key in self._cache.members.get(
                 gang, set()
             ):
                 return f"member {key} is invalid: {problem}"
         return None
+
+    @_locked
+    def hold(self, assignment: Assignment, gang: GangKey, deadline: float) -> None:
+        """Reserve one member's place, already confirmed (a claim member at bind:
+        `vgpu.extender.claimgangs`); the gang's deadline is its first member's."""
+        entry = self._gangs.setdefault(gang, _Gang(deadline))
+        self._cache.reserve_gang(gang_planning.GangPlan(gang, (assignment,)), entry.deadline)
+        entry.filtered.add(assignment.pod)
+
+    @_locked
+    def deadline(self, gang: GangKey) -> float | None:
+        """When the gang's reservations expire (None: it holds none)."""
+        entry = self._gangs.get(gang)
+        return None if entry is None else entry.deadline
+
+    @_locked
+    def tell(self, event: GangEvent) -> None:
+        """Queue an Event for the daemon to record."""
+        self._events.append(event)
 
     @_locked
     def filtered(self, gang: GangKey, pod: PodKey) -> None:
@@ -200,9 +225,9 @@ class GangCoordinator:
     def ready(self, gang: GangKey, size: int) -> bool:
         """Whether min-member members have their place confirmed (filtered, bound or binding)."""
         entry = self._gangs.get(gang)
-        ledger = self.cache.ledger
+        ledger = self._cache.ledger
         ready = 0
-        for key in self.cache.members.get(gang, set()):
+        for key in self._cache.members.get(gang, set()):
             held = ledger.holding(key)
             if held is None:
                 continue
@@ -213,7 +238,7 @@ class GangCoordinator:
     @_locked
     def abandon(self, gang: GangKey, why: str) -> list[PodKey]:
         """Release every reservation of the gang."""
-        released = self.cache.release_gang(gang)
+        released = self._cache.release_gang(gang)
         self._gangs.pop(gang, None)
         if released:
             log.info("gang %s: released %d reservation(s): %s", gang, len(released), why)
@@ -222,8 +247,8 @@ class GangCoordinator:
     @_locked
     def started(self, gang: GangKey) -> bool:
         """Whether a member is bound or being bound: from then on the gang is kept whole."""
-        ledger = self.cache.ledger
-        for key in self.cache.members.get(gang, set()):
+        ledger = self._cache.ledger
+        for key in self._cache.members.get(gang, set()):
             held = ledger.holding(key)
             if held is not None and held.phase is not Phase.RESERVED:
                 return True
@@ -233,7 +258,7 @@ class GangCoordinator:
     def expire(self, now: float) -> list[GangKey]:
         """Release gangs whose reservations passed their deadline with no member bound; returns
         them. A gang with a bound member keeps the others' reservations (`_keep`)."""
-        due = {h.gang for h in self.cache.ledger.expired(now) if h.gang is not None}
+        due = {h.gang for h in self._cache.ledger.expired(now) if h.gang is not None}
         due |= {k for k, g in self._gangs.items() if g.deadline <= now}
         released = []
         for gang in sorted(due):
@@ -246,16 +271,16 @@ class GangCoordinator:
 
     def _keep(self, gang: GangKey) -> None:
         """Past the deadline with members bound: hold the rest until they bind, and say so."""
-        ledger = self.cache.ledger
+        ledger = self._cache.ledger
         waiting = []
-        for key in sorted(self.cache.members.get(gang, set())):
+        for key in sorted(self._cache.members.get(gang, set())):
             held = ledger.holding(key)
             if held is not None and held.phase is Phase.RESERVED:
-                self.cache.extend_reservation(key, _FOREVER)
+                self._cache.extend_reservation(key, _FOREVER)
                 waiting.append((key, held.assignment.node))
         entry = self._gangs.setdefault(gang, _Gang(_FOREVER))
         entry.deadline = _FOREVER
-        bound = len(self.cache.members.get(gang, set())) - len(waiting)
+        bound = len(self._cache.members.get(gang, set())) - len(waiting)
         for key, node in waiting:
             message = (
                 f"gang {gang}: {bound} member(s) bound but this one not within the gang timeout; "

@@ -36,8 +36,8 @@ class _StateCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         ext = self._ext
-        with ext.cache.lock:
-            counts = ext.gangs.counts()
+        with ext.cache.atomic():
+            counts = ext.cache.gangs.counts()
             phases = Counter(h.phase for h in ext.cache.ledger.holdings())
             pending = {n: sum(map(len, pods.values())) for n, pods in ext.cache.pending.items()}
         gangs = GaugeMetricFamily("vgpu_extender_gangs", "Gangs by state", labels=["state"])

@@ -1,11 +1,12 @@
 """Translating a Kubernetes Pod (a plain dict) into the core's `PodRequest` and gang label.
 
-* GPU asks: `<domain>/cores` and `<domain>/memory` (blocks of `memory_unit_mib`) in a container's
-  limits or requests (limits win; extended resources must have them equal anyway). Init
-  containers count as the kubelet allocates them: `roles` says which reuse rule applies
-  (`vgpu.core.kubelet_reuse`).
-* CPU and memory: what kube-scheduler counts, max(sum of app containers, largest init
-  container) plus the pod overhead.
+* GPU asks: `<domain>/cores` and `<domain>/memory` (blocks of `memory_unit_mib`), read by
+  `vgpu.api.podasks` as the node agent reads them, then held to the extender's unit rules
+  (`vgpu.core.units`). Init containers count as the kubelet allocates them: `roles` says which
+  reuse rule applies (`vgpu.core.kubelet_reuse`).
+* CPU and memory: what kube-scheduler counts, the larger of app containers plus sidecars and
+  the largest init phase (an init container plus the sidecars started before it), plus the pod
+  overhead.
 * GPU selection: annotations `vgpu.io/gpu-type`, `vgpu.io/gpu-type-exclude` ("A100|H100"),
   `vgpu.io/gpu-uuid`, `vgpu.io/gpu-uuid-exclude` (lists separated by `|` or `,`).
 * Gangs: label `scheduling.x-k8s.io/pod-group` (minMember from the PodGroup object), labels
@@ -22,9 +23,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.dra import uses_claims
 from vgpu.api.gang import gang_ref
-from vgpu.api.podread import cores_limit, is_terminal, namespace_of, role_of
-from vgpu.api.quantity import mib_ceil, milli_ceil, whole_count
+from vgpu.api.podasks import ContainerAsk, pod_asks, role_of
+from vgpu.api.podread import cores_limit, is_terminal, namespace_of
+from vgpu.api.quantity import mib_ceil, milli_ceil
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.handoff_rule import PendingContainer, pending_of
@@ -63,6 +66,7 @@ class PodSpec:
     terminal: bool
     roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
     cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
+    claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.claimgangs`)
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -96,51 +100,48 @@ def selector_of(annotations: Obj) -> GpuSelector:
     return GpuSelector(include, exclude, uuids, no_uuids)
 
 
-def _resource(resources: Obj, name: str) -> object:
-    for section in ("limits", "requests"):
-        value = (resources.get(section) or {}).get(name)
-        if value is not None:
-            return value
-    return None
+def _container(ask: ContainerAsk, unit_mib: int, names: ResourceNames) -> ContainerRequest:
+    """The core's request for one container, by the extender's unit rules."""
+    at_cores, at_memory = f"{ask.where}[{names.cores}]", f"{ask.where}[{names.memory}]"
+    cores = validate_cores(ask.cores, at_cores)
+    memory = validate_memory(ask.memory_blocks * unit_mib, cores, field=at_memory)
+    return ContainerRequest(ask.name, cores, memory)
 
 
-def _container(
-    c: Obj, where: str, unit_mib: int, names: ResourceNames
-) -> tuple[ContainerRequest, int]:
-    name = str(c.get("name") or "")
-    resources = c.get("resources") or {}
-    at_cores, at_memory = f"{where}[{names.cores}]", f"{where}[{names.memory}]"
-    raw_cores = _resource(resources, names.cores)
-    cores = 0
-    if raw_cores is not None:
-        cores = validate_cores(whole_count(raw_cores, at_cores), at_cores)
-    raw_blocks = _resource(resources, names.memory)
-    blocks = 0 if raw_blocks is None else whole_count(raw_blocks, at_memory)
-    memory = validate_memory(blocks * unit_mib, cores, field=at_memory)
-    return ContainerRequest(name, cores, memory), blocks
+def _requests(c: Obj, where: str) -> tuple[int, int]:
+    """One container's CPU (milli-cores) and memory (MiB) requests."""
+    req = (c.get("resources") or {}).get("requests") or {}
+    cpu = milli_ceil(req["cpu"], f"{where}.cpu") if "cpu" in req else 0
+    mem = mib_ceil(req["memory"], f"{where}.memory") if "memory" in req else 0
+    return cpu, mem
 
 
 def _host_requests(spec: Obj) -> tuple[int, int]:
-    def total(containers: list[Obj], kind: str) -> list[tuple[int, int]]:
-        out = []
-        for i, c in enumerate(containers):
-            req = (c.get("resources") or {}).get("requests") or {}
-            where = f"spec.{kind}[{i}].resources.requests"
-            cpu = milli_ceil(req["cpu"], f"{where}.cpu") if "cpu" in req else 0
-            mem = mib_ceil(req["memory"], f"{where}.memory") if "memory" in req else 0
-            out.append((cpu, mem))
-        return out
-
-    app = total(spec.get("containers") or [], "containers")
-    init = total(spec.get("initContainers") or [], "initContainers")
-    cpu = max(sum(c for c, _ in app), max((c for c, _ in init), default=0))
-    mem = max(sum(m for _, m in app), max((m for _, m in init), default=0))
+    """CPU and memory as kube-scheduler counts them (k8s.io/component-helpers/resource/
+    helpers.go, `PodRequests`): app containers and sidecars run together; a regular init
+    container runs next to the sidecars started before it; the larger, plus the overhead."""
+    running, sidecars, peak = (0, 0), (0, 0), (0, 0)
+    for i, c in enumerate(spec.get("initContainers") or []):
+        ask = _requests(c, f"spec.initContainers[{i}].resources.requests")
+        if role_of(c, True) is Role.SIDECAR:
+            running, sidecars = _add(running, ask), _add(sidecars, ask)
+            phase = sidecars
+        else:
+            phase = _add(sidecars, ask)
+        peak = (max(peak[0], phase[0]), max(peak[1], phase[1]))
+    for i, c in enumerate(spec.get("containers") or []):
+        running = _add(running, _requests(c, f"spec.containers[{i}].resources.requests"))
+    cpu, mem = max(running[0], peak[0]), max(running[1], peak[1])
     overhead = spec.get("overhead") or {}
     if "cpu" in overhead:
         cpu += milli_ceil(overhead["cpu"], "spec.overhead.cpu")
     if "memory" in overhead:
         mem += mib_ceil(overhead["memory"], "spec.overhead.memory")
     return cpu, mem
+
+
+def _add(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    return a[0] + b[0], a[1] + b[1]
 
 
 def gang_of(pod: Obj) -> GangLabel | None:
@@ -175,24 +176,16 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
     if not meta.get("name"):
         raise InvalidRequest("Pod.metadata.name", "missing", "send the whole pod")
     annotations = meta.get("annotations") or {}
-    containers: list[ContainerRequest] = []
-    blocks: dict[str, int] = {}
-    roles: dict[str, Role] = {}
-    for kind in ("initContainers", "containers"):
-        for i, c in enumerate(spec.get(kind) or []):
-            where = f"spec.{kind}[{i}].resources"
-            container, n = _container(c, where, memory_unit_mib, names)
-            if container.wants_gpu:
-                containers.append(container)
-                blocks[container.name] = n
-                roles[container.name] = role_of(c, kind == "initContainers")
+    asks = pod_asks(pod, names)
+    asks.check()
+    containers = [_container(a, memory_unit_mib, names) for a in asks.containers]
     cpu, mem = _host_requests(spec)
     policy = annotations.get(POLICY)
     request = PodRequest(
         key=key_of(pod),
         cpu_milli=cpu,
         memory_mib=mem,
-        containers=tuple(containers),
+        containers=tuple(c for c in containers if c.wants_gpu),
         selector=selector_of(annotations),
         uid=str(meta.get("uid") or ""),
         policy=str(policy) if policy else None,
@@ -200,9 +193,10 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
     return PodSpec(
         request=request,
         gang=gang_of(pod),
-        memory_blocks=blocks,
+        memory_blocks={a.name: a.memory_blocks for a in asks.containers if a.cores},
         node=str(spec.get("nodeName") or ""),
         terminal=is_terminal(pod),
-        roles=roles,
-        cores_limit=cores_limit(annotations)[0],
+        roles={a.name: a.role for a in asks.containers if a.cores},
+        cores_limit=cores_limit(annotations).value,
+        claims=uses_claims(spec),
     )

@@ -92,7 +92,7 @@ class Preemptor:
         if not spec.request.wants_gpu or size:
             return dict(args.candidates)
         kept: dict[str, Victims] = {}
-        with self.ext.cache.lock:
+        with self.ext.cache.atomic():
             for node, victims in args.candidates.items():
                 needed = self._needed(spec, policy, NodeName(node), victims.uids)
                 if needed is not None:

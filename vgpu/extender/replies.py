@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from vgpu.core.changes import ChangeFeed
-from vgpu.extender.views import NodeView
+from vgpu.extender.views import FeedView, NodeView
 
 T = TypeVar("T")
 
@@ -27,7 +26,7 @@ class FilterView(NodeView[T]):
 
     __slots__ = ("_names", "_passed", "_rest", "generation")
 
-    def __init__(self, feed: ChangeFeed, ok: T) -> None:
+    def __init__(self, feed: FeedView, ok: T) -> None:
         super().__init__(feed, ok)
         self.generation = 0
         """The policy generation its placements were made with (see `forget`)."""

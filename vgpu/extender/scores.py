@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from json.encoder import encode_basestring_ascii
 
-from vgpu.core.changes import ChangeFeed
 from vgpu.core.scheduler import scale_score
+from vgpu.extender.views import FeedView
 from vgpu.extender.wire import Grouped
 
 Score = float | None
@@ -29,7 +29,7 @@ class ScoreView:
 
     __slots__ = ("feed", "groups", "odd", "seq")
 
-    def __init__(self, feed: ChangeFeed) -> None:
+    def __init__(self, feed: FeedView) -> None:
         self.feed, self.seq = feed, feed.seq
         self.groups: dict[Score, set[str]] = {}
         """Plain node names by raw score (None: does not fit); each node in one group."""

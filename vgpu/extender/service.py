@@ -18,47 +18,38 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
-from vgpu.core.changes import ChangeFeed
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Code, Verdict, check
-from vgpu.core.handoff_rule import PendingContainer
-from vgpu.core.ids import GangKey, NodeName, PodKey
+from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
-from vgpu.core.placing import place
 from vgpu.core.policies import Policy
-from vgpu.core.registry import PolicySpec, make_policy, parse_policy
+from vgpu.core.registry import PolicySpec
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.gangs import GangCoordinator, GangWait
-from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
+from vgpu.extender.cacheops import place_read
+from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.replies import FilterView
+from vgpu.extender.resolve import (
+    DEFAULT_POLICY,
+    GroupSize,
+    PodReader,
+    PolicyBook,
+    Resolved,
+    no_pod_groups,
+)
 from vgpu.extender.scores import ScoreView
-from vgpu.extender.views import ViewBook
+from vgpu.extender.views import FeedView, ViewBook
 from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
-
-GroupSize = Callable[[str, str], int | None]
-"""(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
-
-DEFAULT_POLICY = parse_policy("default")
-DEFAULT_WORKLOAD = Workload(
-    tuple(
-        TaskShape(4000, c, g)
-        for c, g in ((10, 1), (25, 1), (50, 1), (100, 1), (100, 2), (100, 4), (100, 8))
-    ),
-    (0.2, 0.2, 0.2, 0.2, 0.1, 0.05, 0.05),
-)
-"""Target task shapes for workload-aware policies (FGD) until the operator configures one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,57 +64,6 @@ class ExtenderConfig:
     bind_wait: float = 3.0
     pod_policies: tuple[PolicySpec, ...] = ()
     """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
-
-
-class PolicyBook:
-    """The default policy and the policies pods may ask for by name (`vgpu.io/policy`), each
-    built once at start-up. Pods choose only among what the operator allowed
-    (`--allow-pod-policy`), so no pod can make the extender build (and keep) a policy of its
-    own: memory stays bounded by the operator's list."""
-
-    def __init__(
-        self,
-        default: PolicySpec,
-        allowed: Iterable[PolicySpec] = (),
-        workload: Workload = DEFAULT_WORKLOAD,
-    ) -> None:
-        self.default = make_policy(default, workload)
-        self._allowed: dict[str, Policy] = {default.name: self.default}
-        for spec in allowed:
-            if spec.name not in self._allowed:
-                self._allowed[spec.name] = make_policy(spec, workload)
-
-    @property
-    def names(self) -> list[str]:
-        """The policies pods may name."""
-        return list(self._allowed)
-
-    def get(self, name: str) -> Policy:
-        """The policy a pod names; raises `InvalidRequest` for one the operator did not allow."""
-        policy = self._allowed.get(name)
-        if policy is None:
-            shown = name if len(name) <= 64 else name[:61] + "..."
-            raise InvalidRequest(
-                f"metadata.annotations[{POLICY_ANNOTATION}]",
-                f"policy {shown!r} is not allowed for pods",
-                "use one of " + ", ".join(self._allowed) + " or drop the annotation "
-                "(the operator allows more with --allow-pod-policy)",
-            )
-        return policy
-
-
-class Resolved(NamedTuple):
-    """A request's pod as the verbs use it."""
-
-    spec: PodSpec
-    policy: Policy
-    gang_size: int
-    """The gang's minimum (0: no gang)."""
-
-
-def no_pod_groups(namespace: str, name: str) -> int | None:
-    """A `GroupSize` for setups without the PodGroup CRD."""
-    return None
 
 
 class Extender:
@@ -141,87 +81,37 @@ class Extender:
         self.cache = cache
         self.config = config
         self.clock = clock
-        self.group_size = group_size
         self.on_rejections = on_rejections
-        self.policies = PolicyBook(config.policy, config.pod_policies)
-        self.gangs = GangCoordinator(cache, timeout=config.gang_timeout)
-        self._scheduler = Scheduler(cache.state, self.policies.default)
+        self.pods = PodReader(cache, PolicyBook(config.policy, config.pod_policies), group_size)
+        """How the verbs read a request's pod (shared with `Binder` and `Preemptor`)."""
         self.views = ViewBook()
-        cache.subscribe(gone=self.gangs.member_gone)
 
     @property
     def scheduler(self) -> Scheduler:
         """The scheduler over the cache's current state (rebuilt with it)."""
-        if self._scheduler.state is not self.cache.state:
-            self._scheduler = Scheduler(self.cache.state, self.policies.default)
-        return self._scheduler
-
-    def rebuilt(self) -> None:
-        """The cache was rebuilt: forget gangs and assumptions (their holdings are gone)."""
-        with self.cache.lock:
-            self.gangs.reset()
-            self.cache.forget_assumptions()
+        return self.cache.scheduler(self.policies.default)
 
     # -- shared steps ----------------------------------------------------------------------------
+    @property
+    def policies(self) -> PolicyBook:
+        """The default policy and those pods may name."""
+        return self.pods.policies
+
+    @policies.setter
+    def policies(self, book: PolicyBook) -> None:
+        self.pods.policies = book
+
     def parse(self, pod: dict[str, object]) -> Resolved:
         """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        return self.resolve(self.cache.parse(pod))
-
-    def resolve(self, spec: PodSpec) -> Resolved:
-        """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        policy = (
-            self.policies.get(spec.request.policy) if spec.request.policy else self.policies.default
-        )
-        size = 0
-        if spec.gang is not None:
-            found = spec.gang.min_member or self.group_size(spec.gang.namespace, spec.gang.name)
-            if found is None:
-                raise InvalidRequest(
-                    "metadata.labels[scheduling.x-k8s.io/pod-group]",
-                    f"PodGroup {spec.gang.key} not found",
-                    "create the PodGroup (scheduling.x-k8s.io/v1alpha1) or fix the label",
-                )
-            size = found
-        return Resolved(spec, policy, size)
-
-    def held_place(self, spec: PodSpec, size: int) -> Assignment | GangWait | None:
-        """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
-        req = spec.request
-        if spec.gang is not None:
-            return self.gangs.place_of(req, spec.gang, size, self.scheduler, self.clock())
-        held = self.cache.holding(req.key)
-        # An assumption left by a bind whose outcome is unknown steers the retry to the same
-        # place (it is released when the watch shows otherwise or `assume_ttl` passes).
-        return None if held is None else held.assignment
+        return self.pods.parse(pod)
 
     def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
         """A fresh assignment on `node` keeping invariant I."""
-        name = NodeName(node)
-        if self.cache.node_state(node) is None:
-            return Verdict(Code.NO_GPU, (self.cache.problems.get(name, f"node {node} is unknown"),))
-        pending = self.cache.pending_on(name, besides=spec.request.key)
-        return _place(self.scheduler, spec, name, pending, policy)
+        return self.cache.place(spec, node, policy, self.scheduler)
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
-        now = self.clock()
-        with self.cache.lock:
-            self.gangs.expire(now)
-            self.cache.expire_assumptions(now, self.config.assume_ttl)
-
-    def gang_ready(self, gang: GangKey, size: int) -> bool:
-        """Whether `size` members of the gang have their place confirmed (bind may proceed)."""
-        with self.cache.lock:
-            return self.gangs.ready(gang, size)
-
-    def bind_failed(self, key: PodKey) -> None:
-        """A bind definitely failed: give its assumption back, and plan a gang not yet started
-        anew."""
-        with self.cache.lock:
-            held = self.cache.drop_assumption(key)
-            gang = held.gang if held is not None else None
-            if gang is not None and not self.gangs.started(gang):
-                self.gangs.abandon(gang, f"binding member {key} failed")
+        self.cache.sweep(self.clock(), self.config.assume_ttl)
 
     # -- filter ----------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> FilterResult:
@@ -230,18 +120,17 @@ class Extender:
             spec, policy, size = self.parse(args.pod)
         except InvalidRequest as err:
             return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
-        with self.cache.lock:
+        with self.cache.atomic():
             watched = self.cache.watched(spec)
             if spec.gang is not None and not watched:
                 return FilterResult(failed=dict.fromkeys(args.node_names, _UNWATCHED))
-            target = self.held_place(spec, size)
+            target = self.cache.held_place(spec, size, self.scheduler, self.clock())
             if isinstance(target, GangWait):
                 result = FilterResult(failed=dict.fromkeys(args.node_names, target.reason))
             elif target is not None:
                 result = self._only(target, args.node_names)
                 if spec.gang is not None and target.node in args.node_names:
-                    self.gangs.filtered(spec.gang.key, spec.request.key)
-                    self.cache.notify_changed()
+                    self.cache.gang_filtered(spec.gang.key, spec.request.key)
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
@@ -315,7 +204,7 @@ class Extender:
         if reuses(spec.request, spec.roles):  # charged as the kubelet reuses, on one GPU
             pending = self.cache.pending_on(node, besides=spec.request.key)
             pending = [c for c in pending if c.pod not in gone]
-            return _placed(_place(self.scheduler, spec, node, pending, policy))
+            return _placed(place_read(self.scheduler, spec, node, pending, policy))
         outcome = _outcome(check(ns, spec.request))
         if outcome is not _FIT:
             problem = self.cache.problems.get(node) if outcome.code == _NO_GPU else None
@@ -326,7 +215,7 @@ class Extender:
             pending = [c for c in pending if c.pod not in gone]
         if not pending:
             return outcome
-        return _placed(_place(self.scheduler, spec, node, pending, policy))
+        return _placed(place_read(self.scheduler, spec, node, pending, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
@@ -336,7 +225,7 @@ class Extender:
             spec, policy, _ = self.parse(args.pod)
         except InvalidRequest:
             return Priorities(names, [0] * len(names))
-        with self.cache.lock:
+        with self.cache.atomic():
             held = self.cache.ledger.holding(spec.request.key)
             if held is not None:
                 there = held.assignment.node
@@ -398,7 +287,7 @@ def _placed(placed: Assignment | Verdict) -> Outcome:
     return _outcome(placed) if isinstance(placed, Verdict) else _FIT
 
 
-def _filter_view(feed: ChangeFeed) -> FilterView[Outcome]:
+def _filter_view(feed: FeedView) -> FilterView[Outcome]:
     return FilterView(feed, _FIT)
 
 
@@ -409,22 +298,3 @@ def _view_key(spec: PodSpec) -> tuple[object, ...]:
     blocks = tuple(sorted(spec.memory_blocks.items()))
     roles = tuple(sorted((name, role.value) for name, role in spec.roles.items()))
     return (req.shape, tuple(c.name for c in req.containers), blocks, roles, spec.cores_limit)
-
-
-def _place(
-    scheduler: Scheduler,
-    spec: PodSpec,
-    node: NodeName,
-    pending: Sequence[PendingContainer],
-    policy: Policy,
-) -> Assignment | Verdict:
-    """The core's placement for a read pod: its init-container roles and its pending grants."""
-    return place(
-        scheduler,
-        spec.request,
-        node,
-        policy,
-        roles=spec.roles,
-        pending=pending,
-        describe=spec.pending,
-    )

@@ -17,9 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from itertools import filterfalse
-from typing import Generic, TypeVar, cast
-
-from vgpu.core.changes import ChangeFeed
+from typing import Generic, Protocol, TypeVar, cast
 
 T = TypeVar("T")
 
@@ -29,13 +27,22 @@ entry per node, under 1 MiB at 5,000 nodes; a shape whose view was dropped pays 
 (every node evaluated, tens of milliseconds at 5,000 nodes) on its next request."""
 
 
+class FeedView(Protocol):
+    """What a view reads of the cluster's change feed (`vgpu.core.changes.FeedView`)."""
+
+    @property
+    def seq(self) -> int: ...
+
+    def since(self, seq: int) -> set[str] | None: ...
+
+
 class NodeView(Generic[T]):
     """Answers per node name: `good` holds the names whose answer is `ok`, `answers` the other
     answers only. Most nodes usually fit, so a view costs about one set entry per node."""
 
     __slots__ = ("answers", "feed", "good", "ok", "seq")
 
-    def __init__(self, feed: ChangeFeed, ok: object = None) -> None:
+    def __init__(self, feed: FeedView, ok: object = None) -> None:
         self.feed = feed
         self.seq = feed.seq
         self.ok = ok
@@ -105,10 +112,10 @@ class ViewBook:
 
     def __init__(self, limit: int = MAX_VIEWS) -> None:
         self._limit = limit
-        self._feed: ChangeFeed | None = None
+        self._feed: FeedView | None = None
         self._views: OrderedDict[Hashable, object] = OrderedDict()
 
-    def get(self, feed: ChangeFeed, key: Hashable, make: Callable[[ChangeFeed], V]) -> V:
+    def get(self, feed: FeedView, key: Hashable, make: Callable[[FeedView], V]) -> V:
         """The view for `key` over `feed`, made by `make` if new (a new feed, i.e. a rebuilt
         cache, drops them all). One key must always be made by the same `make`."""
         if feed is not self._feed:

@@ -1,8 +1,10 @@
 """What one Pod object says about vgpu: its asks, its assignment and which containers are admitted.
 
-Pure functions over the pod dict as the API server returns it. The `vgpu.io/admitted` annotation,
-written by the node agent after Allocate, is read by `vgpu.api.admitted` as the extender reads
-it. A container the kubelet has started (its status is running or terminated) was admitted too,
+Pure functions over the pod dict as the API server returns it. The asks are what the kubelet
+will hold for the pod (`vgpu.api.podasks`, the extender's and the agent's reader); an ask that
+cannot be read counts as none here (the extender refuses the pod and says why). The
+`vgpu.io/admitted` annotation, written by the node agent after Allocate, is read by
+`vgpu.api.admitted` as the extender reads it. A container the kubelet has started (its status is running or terminated) was admitted too,
 whatever the annotation says yet.
 """
 
@@ -14,8 +16,8 @@ from typing import Any
 
 from vgpu.api.admitted import ADMITTED, Admitted, read_admitted
 from vgpu.api.assignment import ASSIGNMENT, decode
+from vgpu.api.podasks import pod_asks
 from vgpu.api.podread import TERMINAL_PHASES, namespace_of
-from vgpu.api.quantity import whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.model import Assignment
@@ -34,6 +36,7 @@ class PodFacts:
     phase: str
     asks_cores: int
     asks_memory_blocks: int
+    """What the kubelet holds once it reuses init containers' devices (`PodAsks.held`)."""
     assignment: Assignment | None
     assignment_error: str
     admitted: Admitted
@@ -63,15 +66,15 @@ def pod_facts(pod: Obj, names: ResourceNames = DEFAULT_NAMES) -> PodFacts:
     annotations = meta.get("annotations") or {}
     assignment, error = _assignment(annotations.get(ASSIGNMENT))
     admitted = read_admitted(annotations.get(ADMITTED))
-    containers = list(spec.get("initContainers") or []) + list(spec.get("containers") or [])
+    held = pod_asks(pod, names).held
     return PodFacts(
         namespace=namespace_of(meta),
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
         node=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase") or "Pending"),
-        asks_cores=sum(_quantity(c, names.cores) for c in containers),
-        asks_memory_blocks=sum(_quantity(c, names.memory) for c in containers),
+        asks_cores=held.cores,
+        asks_memory_blocks=held.memory_blocks,
         assignment=assignment,
         assignment_error=error,
         admitted=Admitted(admitted.names | _started(status), admitted.everyone),
@@ -97,16 +100,3 @@ def _started(status: Obj) -> frozenset[str]:
         if "running" in state or "terminated" in state or s.get("lastState", {}).get("terminated"):
             started.add(str(s.get("name")))
     return frozenset(started)
-
-
-def _quantity(container: Obj, resource: str) -> int:
-    """A whole-number extended-resource ask (limits win; extended resources need limits)."""
-    resources = container.get("resources") or {}
-    for section in ("limits", "requests"):
-        value = (resources.get(section) or {}).get(resource)
-        if value is not None:
-            try:
-                return whole_count(value, resource)
-            except InvalidRequest:
-                return 0
-    return 0

@@ -1,0 +1,114 @@
+"""Reading a request's pod as every verb uses it: its spec (parsed once per version by the cache),
+the policy it names (among those the operator allowed) and its gang's minimum size.
+
+Filter, prioritize, preemption and bind all read a pod this one way (`PodReader`), so a pod
+cannot pass filter under one policy or gang size and be bound under another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
+
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.policies import Policy
+from vgpu.core.registry import PolicySpec, make_policy, parse_policy
+from vgpu.core.workload import TaskShape, Workload
+from vgpu.extender.cache import ClusterCache
+from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
+from vgpu.extender.podspec import PodSpec
+
+GroupSize = Callable[[str, str], int | None]
+"""(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
+
+DEFAULT_POLICY = parse_policy("default")
+DEFAULT_WORKLOAD = Workload(
+    tuple(
+        TaskShape(4000, c, g)
+        for c, g in ((10, 1), (25, 1), (50, 1), (100, 1), (100, 2), (100, 4), (100, 8))
+    ),
+    (0.2, 0.2, 0.2, 0.2, 0.1, 0.05, 0.05),
+)
+"""Target task shapes for workload-aware policies (FGD) until the operator configures one."""
+
+
+class PolicyBook:
+    """The default policy and the policies pods may ask for by name (`vgpu.io/policy`), each
+    built once at start-up. Pods choose only among what the operator allowed
+    (`--allow-pod-policy`), so no pod can make the extender build (and keep) a policy of its
+    own: memory stays bounded by the operator's list."""
+
+    def __init__(
+        self,
+        default: PolicySpec,
+        allowed: Iterable[PolicySpec] = (),
+        workload: Workload = DEFAULT_WORKLOAD,
+    ) -> None:
+        self.default = make_policy(default, workload)
+        self._allowed: dict[str, Policy] = {default.name: self.default}
+        for spec in allowed:
+            if spec.name not in self._allowed:
+                self._allowed[spec.name] = make_policy(spec, workload)
+
+    @property
+    def names(self) -> list[str]:
+        """The policies pods may name."""
+        return list(self._allowed)
+
+    def get(self, name: str) -> Policy:
+        """The policy a pod names; raises `InvalidRequest` for one the operator did not allow."""
+        policy = self._allowed.get(name)
+        if policy is None:
+            shown = name if len(name) <= 64 else name[:61] + "..."
+            raise InvalidRequest(
+                f"metadata.annotations[{POLICY_ANNOTATION}]",
+                f"policy {shown!r} is not allowed for pods",
+                "use one of " + ", ".join(self._allowed) + " or drop the annotation "
+                "(the operator allows more with --allow-pod-policy)",
+            )
+        return policy
+
+
+class Resolved(NamedTuple):
+    """A request's pod as the verbs use it."""
+
+    spec: PodSpec
+    policy: Policy
+    gang_size: int
+    """The gang's minimum (0: no gang)."""
+
+
+def no_pod_groups(namespace: str, name: str) -> int | None:
+    """A `GroupSize` for setups without the PodGroup CRD."""
+    return None
+
+
+class PodReader:
+    """Reads a request's pod for the verbs: the cache's parse, the policy book, PodGroup sizes."""
+
+    def __init__(
+        self, cache: ClusterCache, policies: PolicyBook, group_size: GroupSize = no_pod_groups
+    ) -> None:
+        self._cache = cache
+        self.policies = policies
+        self._group_size = group_size
+
+    def parse(self, pod: dict[str, object]) -> Resolved:
+        """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
+        return self.resolve(self._cache.parse(pod))
+
+    def resolve(self, spec: PodSpec) -> Resolved:
+        """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""
+        policies = self.policies
+        policy = policies.get(spec.request.policy) if spec.request.policy else policies.default
+        size = 0
+        if spec.gang is not None:
+            found = spec.gang.min_member or self._group_size(spec.gang.namespace, spec.gang.name)
+            if found is None:
+                raise InvalidRequest(
+                    "metadata.labels[scheduling.x-k8s.io/pod-group]",
+                    f"PodGroup {spec.gang.key} not found",
+                    "create the PodGroup (scheduling.x-k8s.io/v1alpha1) or fix the label",
+                )
+            size = found
+        return Resolved(spec, policy, size)
