@@ -238,6 +238,8 @@ class RealCluster(NodeControl):
                 "--bind-address=127.0.0.1",
                 f"--authentication-kubeconfig={kc}",
                 f"--authorization-kubeconfig={kc}",
+                # bench/real_metrics.py reads /metrics without credentials (loopback only)
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 "--v=2",  # one line per scheduling attempt and binding
             ],
         )
@@ -262,12 +264,18 @@ class RealCluster(NodeControl):
         holder = lease.get("spec", {}).get("holderIdentity")
         return str(holder) if holder else None
 
-    def start_extender(self, identity: str, port: int | None = None, *flags: str) -> None:
+    def start_extender(
+        self, identity: str, port: int | None = None, *flags: str, profile: Path | None = None
+    ) -> None:
+        """An extender replica with extra `flags`; with `profile`, under cProfile writing there
+        at its exit (benchmarks only)."""
         port = port or self.ports["extender"]
+        profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self.procs.start(
             identity,
             [
                 sys.executable,
+                *profiled,
                 "-m",
                 "vgpu",
                 "extender",
