@@ -190,7 +190,7 @@ def memory(workdir: Path, arena: dict[str, str], *, in_pod: bool = False) -> Non
     argv += ["--pod-resources-socket", str(workdir / "none.sock"), "--metrics-port", "0"]
     if in_pod:
         argv = [sys.executable, "-c", POD_AGENT, api.url, str(workdir), str(workdir / "none.sock")]
-    env = {**os.environ, "PYTHONPATH": str(repo), **arena}
+    env = {**os.environ, "PYTHONPATH": str(repo), "VGPU_ASSIGNMENT_KEY": KEY.decode(), **arena}
     proc = subprocess.Popen(argv, cwd=repo, env=env, stderr=subprocess.DEVNULL)
     try:
         assert kubelet.wait_for(lambda: len(kubelet.registrations) >= 2, 30), "no registration"

@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import real_metrics
 from tests.realk8s import pods
 from tests.realk8s.binary import build
 from tests.realk8s.cluster import RealCluster
@@ -49,7 +50,7 @@ GPU_MIB = 81920
 GPUS = 8
 
 
-def _node(name: str) -> tuple[Obj, Obj]:
+def _node(name: str, cpu: str = "64", memory: str = "256Gi") -> tuple[Obj, Obj]:
     inventory = NodeGpuInventory(
         256,
         tuple(
@@ -67,8 +68,8 @@ def _node(name: str) -> tuple[Obj, Obj]:
         },
     }
     capacity = {
-        "cpu": "64",
-        "memory": "256Gi",
+        "cpu": cpu,
+        "memory": memory,
         "pods": "110",
         "vgpu.io/cores": str(100 * GPUS),
         "vgpu.io/memory": str(GPUS * GPU_MIB // 256),
@@ -113,10 +114,16 @@ def _fragmented_fill(count: int) -> Fill:
     return fill
 
 
-def _populate(admin: Rest, count: int, key: bytes, fill: Fill = _fill_pod) -> None:
+def _populate(
+    admin: Rest,
+    count: int,
+    key: bytes,
+    fill: Fill = _fill_pod,
+    shape: tuple[str, str] = ("64", "256Gi"),
+) -> None:
     def one(i: int) -> None:
         name = f"node-{i:05d}"
-        node, status = _node(name)
+        node, status = _node(name, *shape)
         admin.post("/api/v1/nodes", node)
         admin.merge_patch(f"/api/v1/nodes/{name}/status", status)
         # The API server's TaintNodesByCondition adds not-ready at creation
@@ -135,11 +142,15 @@ def _populate(admin: Rest, count: int, key: bytes, fill: Fill = _fill_pod) -> No
         list(pool.map(one, range(count)))
 
 
+MINE = {"vgpu-bench": "1"}  # the measured pods: polled by label, never the 1,000s of fill pods
+
+
 def _bound(admin: Rest, prefix: str) -> int:
     """How many pods named `prefix*` are bound; each newly bound one is marked admitted, as the
     node agent would once the kubelet admits it (no kubelets run here, and the hand-off keeps a
     second pod of the same shape waiting on a node until the first is admitted)."""
-    items = admin.get(pods.PODS + "?fieldSelector=spec.nodeName%21%3D")["items"]
+    query = "?labelSelector=vgpu-bench%3D1&fieldSelector=spec.nodeName%21%3D"
+    items = admin.get(pods.PODS + query)["items"]
     mine = [p for p in items if p["metadata"]["name"].startswith(prefix)]
     for pod in mine:
         if ADMITTED not in pod["metadata"].get("annotations", {}):
@@ -171,11 +182,16 @@ def _run(cluster: RealCluster, label: str, count: int, timeout: float, edit: Edi
     admin = cluster.admin
     prefix = f"bench-{label}-"
     cluster.procs.stop("kube-scheduler")
-    batch = [pods.pod(f"{prefix}{i:04d}", pods.container("main", 50)) for i in range(count)]
+    batch = [
+        pods.pod(f"{prefix}{i:04d}", pods.container("main", 50), labels=MINE) for i in range(count)
+    ]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda p: admin.post(pods.PODS, p), batch))
+    extender_url = f"https://127.0.0.1:{cluster.ports['extender']}/metrics"
+    before = real_metrics.scrape(extender_url, cluster.pki, verify=True)
     started = time.monotonic()
     cluster.start_scheduler(edit=edit)
+    cpu_before = _cpu(cluster)
     done = 0
     while time.monotonic() - started < timeout:
         done = _bound(admin, prefix)
@@ -190,6 +206,12 @@ def _run(cluster: RealCluster, label: str, count: int, timeout: float, edit: Edi
         f"{rate:6.1f} pods/s",
         flush=True,
     )
+    after = real_metrics.scrape(extender_url, cluster.pki, verify=True)
+    scheduler_url = f"https://127.0.0.1:{cluster.ports['scheduler']}/metrics"
+    after.update(real_metrics.scrape(scheduler_url, cluster.pki, verify=False))
+    print(f"    per call: {real_metrics.report(before, after)}", flush=True)
+    cpu = real_metrics.cpu_report(cpu_before, _cpu(cluster), count)
+    print(f"    CPU ms per pod (scheduler start to last bind): {cpu}", flush=True)
     now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
     with ThreadPoolExecutor(8) as pool:
         list(
@@ -198,6 +220,14 @@ def _run(cluster: RealCluster, label: str, count: int, timeout: float, edit: Edi
                 batch,
             )
         )
+
+
+COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "extender-0")
+
+
+def _cpu(cluster: RealCluster) -> dict[str, float]:
+    children = cluster.procs.children
+    return {n: real_metrics.cpu_seconds(children[n].pid) for n in COMPONENTS if n in children}
 
 
 def _sample_run(cluster: RealCluster, label: str, timeout: float, edit: Edit) -> None:
@@ -212,7 +242,7 @@ def _sample_run(cluster: RealCluster, label: str, timeout: float, edit: Edit) ->
     for trial in range(GPUS):
         name = f"{prefix}{trial}"
         started = time.monotonic()
-        admin.post(pods.PODS, pods.pod(name, pods.container("main", 100)))
+        admin.post(pods.PODS, pods.pod(name, pods.container("main", 100), labels=MINE))
         while time.monotonic() - started < timeout and not _bound(admin, name):
             time.sleep(0.05)
         waits.append(time.monotonic() - started)
@@ -264,6 +294,20 @@ def _with_qps(edit: Edit, qps: float) -> Edit:
     return edited
 
 
+def _allocation(cluster: RealCluster, root: Path, count: int, tune: float, seed: int) -> None:
+    from bench.real_allocation import CPU_MILLI, MEMORY_MIB, compare
+
+    key = cluster.key_file.read_text().encode()
+    cluster.procs.stop("kube-scheduler")
+
+    def populate(nodes: int) -> None:
+        shape = (f"{CPU_MILLI}m", f"{MEMORY_MIB}Mi")
+        _populate(cluster.admin, nodes, key, lambda _i, _name: None, shape)
+        time.sleep(5)  # the extender's watch sees every node
+
+    compare(cluster, root, count, tune=tune, seed=seed, populate=populate)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -279,10 +323,21 @@ def main() -> None:
     )
     parser.add_argument(
         "--scenario",
-        choices=["throughput", "sample"],
+        choices=["throughput", "sample", "allocation"],
         default="throughput",
-        help="sample: all nodes fragmented but one; does kube-scheduler's sample find it?",
+        help="sample: all nodes fragmented but one; does kube-scheduler's sample find it? "
+        "allocation: trace pods on empty nodes, against `vgpu simulate` (bench/real_allocation.py)",
     )
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="throughput: which of " + ", ".join(VARIANTS)
+    )
+    parser.add_argument(
+        "--profile-extender",
+        type=Path,
+        help="run the extender under cProfile; print its top functions at the end",
+    )
+    parser.add_argument("--seed", type=int, default=42, help="allocation: the pods' order")
+    parser.add_argument("--tune", type=float, default=1.3, help="allocation: arrivals x capacity")
     args = parser.parse_args()
     binary, seconds = build()
     print(f"hack/testcluster built in {seconds:.1f}s")
@@ -291,6 +346,9 @@ def main() -> None:
         cluster = RealCluster(root, binary, [], admission_policy=False)
         try:
             cluster.up()
+            if args.scenario == "allocation":
+                _allocation(cluster, root, count, args.tune, args.seed)
+                continue
             began = time.monotonic()
             sample = args.scenario == "sample"
             fill = _fragmented_fill(count) if sample else _fill_pod
@@ -300,11 +358,20 @@ def main() -> None:
                 f"{count} nodes x {GPUS} GPUs, {shape} (set up in {time.monotonic() - began:.0f}s)"
             )
             time.sleep(5)  # the extender's watch catches up with the fill
+            if args.profile_extender:
+                cluster.procs.stop("extender-0")
+                cluster.start_extender("extender-0", profile=args.profile_extender)
+                time.sleep(5)
             for label, edit in VARIANTS.items():
+                if label not in args.variants.split(","):
+                    continue
                 if sample and label.startswith("extender"):
                     _sample_run(cluster, label, args.timeout, _with_qps(edit, args.qps))
                 elif not sample:
                     _run(cluster, label, args.pods, args.timeout, _with_qps(edit, args.qps))
+            if args.profile_extender:
+                cluster.procs.stop("extender-0", grace=30)
+                real_metrics.print_profile(args.profile_extender)
         finally:
             cluster.down()
             shutil.rmtree(root, ignore_errors=True)

@@ -60,6 +60,7 @@ func writeCerts(dir, nodes string) error {
 	ids := []identity{
 		{"admin", "testcluster-admin", "system:masters"},
 		{"scheduler", "system:kube-scheduler", ""},
+		{"controller-manager", "system:kube-controller-manager", ""},
 		{"apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters"},
 		{"extender", "vgpu-extender", ""},
 		{"extender-client", "vgpu-scheduler-extender-client", ""},

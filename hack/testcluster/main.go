@@ -12,11 +12,12 @@ import (
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
 	apiserver "k8s.io/kubernetes/cmd/kube-apiserver/app"
+	controllermanager "k8s.io/kubernetes/cmd/kube-controller-manager/app"
 	scheduler "k8s.io/kubernetes/cmd/kube-scheduler/app"
 	kubelet "k8s.io/kubernetes/cmd/kubelet/app"
 )
 
-const usage = "usage: testcluster {etcd|kube-apiserver|kube-scheduler|kubelet|fake-cri|certs} [flags]"
+const usage = "usage: testcluster {etcd|kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|fake-cri|certs} [flags]"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -28,6 +29,8 @@ func main() {
 	switch name {
 	case "kube-apiserver":
 		os.Exit(cli.Run(apiserver.NewAPIServerCommand()))
+	case "kube-controller-manager":
+		os.Exit(cli.Run(controllermanager.NewControllerManagerCommand()))
 	case "kube-scheduler":
 		os.Exit(cli.Run(scheduler.NewSchedulerCommand()))
 	case "kubelet":

@@ -18,6 +18,7 @@ def no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No in-cluster credentials and no kubeconfig: the agent runs without an API server."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
+    monkeypatch.setenv("VGPU_ASSIGNMENT_KEY", "a-test-key")  # the daemons refuse to start without
 
 
 def agent(tmp_path: Path, *argv: str) -> list[str]:

@@ -67,3 +67,16 @@ def test_extender_defaults_are_the_manifests() -> None:
     assert f"--lease-namespace={DEFAULT_LEASE_NAMESPACE}" in args
     values = yaml.safe_load((ROOT / "charts" / "vgpu" / "values.yaml").read_text())
     assert values["extender"]["port"] == DEFAULT_PORT
+
+
+@pytest.mark.parametrize("module", ["vgpu", "vgpu.cli.main"])
+def test_runs_as_a_module(module: str) -> None:
+    """`python -m vgpu` works where the `vgpu` script is not on PATH (e.g. a bare venv)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "simulate" in done.stdout

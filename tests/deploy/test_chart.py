@@ -149,6 +149,9 @@ def test_pods_may_choose_only_the_policies_allowed() -> None:
         "--allow-pod-policy=default:online=false",
     ]
     assert "--policy=default" in args
+    tuned = render(**{"extender__policy": "default:online=false"})
+    spec = find(tuned, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    assert "--policy=default:online=false" in spec["containers"][0]["args"]
 
 
 def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
@@ -177,7 +180,7 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
     ("key", "value", "message"),
     [
         ("nodeAgent.mode", "strict", "/nodeAgent/mode': value must be one of 'plain', 'hami'"),
-        ("extender.policy", "fastest", "/extender/policy': value must be one of"),
+        ("extender.policy", "fastest", "/extender/policy': 'fastest' does not match pattern"),
         ("scheduler.profile", "some", "/scheduler/profile'"),
         ("extender.replicas", "zero", "/extender/replicas': got string, want integer"),
         ("nodeAgnet.mode", "hami", "additional properties 'nodeAgnet' not allowed"),

@@ -8,6 +8,7 @@ docs/monitoring.md fails here. tests/node and tests/extender check that the daem
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 from pathlib import Path
@@ -37,8 +38,10 @@ def _first_str(node: ast.Call) -> str | None:
     return None
 
 
+@functools.cache
 def exported() -> dict[str, str]:
-    """Metric family name -> kind (counter, histogram, gauge), from every module in vgpu/."""
+    """Metric family name -> kind (counter, histogram, gauge), from every module in vgpu/
+    (parsed once per run: the checks below ask for it once per documented name)."""
     found: dict[str, str] = {}
     for path in (ROOT / "vgpu").rglob("*.py"):
         tree = ast.parse(path.read_text())

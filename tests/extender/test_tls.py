@@ -211,3 +211,13 @@ def test_renewed_certificates_take_effect_without_a_restart(
     assert daemon.tls_reloader.check()
     status, _ = _post(_client(daemon.port, renewed, renewed), "filter", _filter(make_pod("q")))
     assert status == 200
+
+
+def test_policy_flags_take_the_same_specs() -> None:
+    """`--policy` and `--allow-pod-policy` read one grammar: a name or `name:key=value,...`."""
+    args = _args("--insecure-http", "--policy", "default:online=false")
+    assert args.policy.base == "default" and args.policy.config is not None
+    assert args.policy == _args("--allow-pod-policy", "default:online=false").allow_pod_policy[0]
+    for bad in ("tetris", "default:no_such_knob=1"):
+        with pytest.raises(SystemExit):
+            _args("--policy", bad)

@@ -111,7 +111,8 @@ def test_finding7_api_failures_back_off_from_the_first_request(box: Box) -> None
 def _flags(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     node_cli.add_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["node-agent", "--fake-gpus", "1xT4", "--metrics-port", "0", *argv])
+    base = ["node-agent", "--fake-gpus", "1xT4", "--metrics-port", "0"]
+    return parser.parse_args([*base, "--insecure-development-key", *argv])
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "0.5"])

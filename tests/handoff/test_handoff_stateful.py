@@ -4,7 +4,8 @@ Hypothesis drives: pods (shares with different memory asks and cores limits, who
 two-container pods, init containers with and without sidecars), gangs, scheduling rounds,
 admissions by any node's kubelet in any order, deletions and agent restarts; the kubelet model
 also allocates resources in random order, ignores some GetPreferredAllocation answers and
-restarts between containers. After every step:
+restarts between containers; the agent's pod watch may lag behind the kubelet's. After
+every step:
 
 * every admitted container's grant equals the extender's assignment for that very pod;
 * no GPU holds more than its cores or memory;
@@ -43,8 +44,12 @@ class HandoffMachine(RuleBasedStateMachine):
         super().__init__()
         self.n = 0
 
-    @initialize(seed=st.integers(0, 2**16), ignore=st.sampled_from([0.0, 0.1]))
-    def start(self, seed: int, ignore: float) -> None:
+    @initialize(
+        seed=st.integers(0, 2**16),
+        ignore=st.sampled_from([0.0, 0.1]),
+        lag=st.sampled_from([0.0, 0.3]),
+    )
+    def start(self, seed: int, ignore: float, lag: float) -> None:
         self.world = World(
             nodes=2,
             gpus=4,
@@ -52,6 +57,7 @@ class HandoffMachine(RuleBasedStateMachine):
             ignore_preferred=ignore,
             restart_p=0.2,
             agent_restart_between=0.1,
+            watch_lag=lag,
         )
 
     def _name(self) -> str:

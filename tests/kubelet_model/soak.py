@@ -24,6 +24,7 @@ class SoakConfig:
     ignore_preferred: float = 0.02
     kubelet_restart_p: float = 0.02
     agent_restart_p: float = 0.005
+    watch_lag: float = 0.0  # per bind, the kubelet admits before the agent's watch shows it
     gang_p: float = 0.03
     mean_life: float = 40.0  # steps an admitted pod lives
     admit_p: float = 0.5  # per node and step, the kubelet admits one of the pods bound to it
@@ -42,6 +43,7 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
         ignore_preferred=cfg.ignore_preferred,
         restart_p=cfg.kubelet_restart_p,
         agent_restart_between=cfg.agent_restart_p,
+        watch_lag=cfg.watch_lag,
     )
     attempts: dict[str, int] = {}
     dies: dict[str, int] = {}

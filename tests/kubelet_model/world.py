@@ -67,8 +67,13 @@ class World:
         restart_p: float = 0.0,
         reconcile_p: float = 0.2,
         agent_restart_between: float = 0.0,
+        watch_lag: float = 0.0,
     ) -> None:
         self.agent_restart_between = agent_restart_between
+        # Per bind, the chance that the node's kubelet admits the pod before the agent's pod
+        # watch delivers it (each watches the API server on its own): the agent sees it only
+        # by listing its node's pods (`HandoffPolicy`'s refresh) until the kubelet is done.
+        self.watch_lag = watch_lag
         self.rng = random.Random(seed)
         self.reconcile_p = reconcile_p  # per admission, the agent reconciles (every reconcile_s)
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT_MIB)
@@ -115,10 +120,19 @@ class World:
         if self.rng.random() < self.agent_restart_between:
             self.restart_agent(self.nodes[name])
 
-    @staticmethod
-    def _agent(name: str, gpus: list[GpuInfo]) -> tuple[Handoff, HandoffPolicy]:
+    def _agent(self, name: str, gpus: list[GpuInfo]) -> tuple[Handoff, HandoffPolicy]:
         handoff = Handoff(name, KEY, clock=lambda: 0.0, grace_s=0.0)
-        return handoff, HandoffPolicy(handoff, gpus, memory_unit_mib=UNIT_MIB)
+        policy = HandoffPolicy(
+            handoff, gpus, memory_unit_mib=UNIT_MIB, refresh=lambda: self._list(name)
+        )
+        return handoff, policy
+
+    def _list(self, name: str) -> None:
+        """The agent lists its node's pods from the API server (its watch catches up)."""
+        node = self.nodes[name]
+        for pod in self.pods.values():
+            if pod["spec"].get("nodeName") == name:
+                node.handoff.observe(pod_info(pod))
 
     # ----- pods ----------------------------------------------------------------------------------
     def submit(self, pod: Obj) -> PodKey:
@@ -183,7 +197,8 @@ class World:
             )
         self._apply(key)
         node = self.nodes[assignment.node]
-        node.handoff.observe(pod_info(pod))
+        if not self.watch_lag or self.rng.random() >= self.watch_lag:
+            node.handoff.observe(pod_info(pod))
         node.queue.append(key)
         self.waiting.remove(key)
 
@@ -195,6 +210,7 @@ class World:
         key = node.queue.pop(self.rng.randrange(len(node.queue)))
         pod = self.pods[key]
         result = node.kubelet.admit(pod)
+        self._list(node.name)  # a lagging watch has delivered the pod by now
         if result.admitted:
             self.tally["admitted"] += 1
             self._check_grants(key, result)
@@ -237,9 +253,7 @@ class World:
     def restart_agent(self, node: Node) -> None:
         """A new agent process: pods from the watch, admissions from pod-resources."""
         node.handoff, node.policy = self._agent(node.name, node.gpus)
-        for pod in self.pods.values():
-            if pod["spec"].get("nodeName") == node.name:
-                node.handoff.observe(pod_info(pod))
+        self._list(node.name)
         self.reconcile(node)
 
     def reconcile(self, node: Node) -> None:

@@ -4,12 +4,16 @@ exactly the GPU its assignment names, or with a clear refusal."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.node.agent_harness import CORES, KEY, MEMORY, Box, gpu_of, make_box, wait
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, binding_annotations
+from vgpu.core.ids import PodKey
+from vgpu.node.handoff import HeldDevices
 
 
 @pytest.fixture
@@ -25,6 +29,25 @@ def test_pending_pod_is_steered_to_its_gpu_granted_and_marked_admitted(box: Box)
     assert envs["NVIDIA_VISIBLE_DEVICES"] == envs["CUDA_VISIBLE_DEVICES"] == box.gpus[1]
     assert envs["VGPU_CORES"] == "30"
     assert envs["VGPU_MEMORY_LIMIT_MIB"] == str(15360 * 30 // 100)
+    assert wait(lambda: box.admitted("a") == ["main"])
+
+
+def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
+    box: Box, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kubelet's own watch may deliver the bind first (issue 10, seen on the real cluster):
+    GetPreferredAllocation re-lists the node's pods, so the call lands on the assigned GPU."""
+    agent = box.start_agent()
+    assert agent.inventory is not None
+    last = max(agent.inventory.gpus, key=lambda g: g.index).uuid  # binpacking picks index 0
+    target = box.gpus.index(last)
+    box.place("a", [("main", 30, 0)], {"main": [(target, 30)]})
+    box.agent.handoff.forget(PodKey("default/a"))  # as if our watch had not delivered it yet
+    with caplog.at_level(logging.INFO, logger="vgpu"):
+        ids, envs = box.admit("a", "main", CORES, 30)
+    assert gpu_of(ids) == {last} and envs["NVIDIA_VISIBLE_DEVICES"] == last
+    assert "refresh for an unmatched device-plugin call found default/a" in caplog.text
+    assert "GetPreferredAllocation of 30 devices matched default/a only after" in caplog.text
     assert wait(lambda: box.admitted("a") == ["main"])
 
 
@@ -77,6 +100,38 @@ def test_pod_deleted_between_bind_and_admission_is_refused(box: Box) -> None:
     assert wait(lambda: "default/gone" not in box.agent.handoff.pods())
     message = box.refused(CORES, 30)
     assert any(g in message for g in box.gpus) and "nothing assigned there" in message
+
+
+def test_deleting_an_admitted_pod_has_the_kubelet_free_and_checkpoint_its_devices(
+    box: Box, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kubelet frees a deleted pod's devices at a pod-resources List and checkpoints that at
+    a ListAndWatch update; a restart before both would reload them as taken (docs/handshake.md).
+    So after the deletion the agent calls List, then sends its unchanged device lists again."""
+    agent = box.start_agent(release_sync_s=0.2, reconcile_s=60)
+    box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
+    box.admit("a", "main", CORES, 30)
+    assert wait(lambda: box.admitted("a") == ["main"])
+    lists: list[float] = []
+    held = agent.pod_resources.held
+
+    def listing() -> list[HeldDevices]:
+        lists.append(time.monotonic())
+        return held()
+
+    monkeypatch.setattr(agent.pod_resources, "held", listing)
+    before = {r: box.kubelet.connection(r).updates for r in (CORES, MEMORY)}
+    box.podres.pods.clear()
+    box.api.store.remove("Pod", "default", "a")
+    assert wait(lambda: "default/a" not in agent.handoff.pods())
+    assert box.kubelet.wait_for(
+        lambda: all(box.kubelet.connection(r).updates > before[r] for r in (CORES, MEMORY))
+    ), "no ListAndWatch update after the deletion"
+    resent = time.monotonic()
+    assert lists and lists[0] <= resent, "no pod-resources List before the update"
+    assert box.kubelet.devices(CORES) and all(
+        h == "Healthy" for h in box.kubelet.devices(CORES).values()
+    )
 
 
 def test_forged_assignment_is_refused_with_an_event(box: Box) -> None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
@@ -145,3 +149,47 @@ def test_reconcile_moves_an_interchangeable_admission_to_the_real_holder() -> No
     assert handoff.admitted_containers(other) == ["main"]
     assert handoff.admitted_containers(chosen.pod) == []
     assert [c.pod for c in handoff.candidates(UnitKind.CORES, 25)] == [chosen.pod]
+
+
+def test_preferred_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
+    """The kubelet learns of the bind from its own watch and calls GetPreferredAllocation before
+    Allocate (pkg/kubelet/cm/devicemanager/manager.go, devicesToAllocate): if the agent's watch
+    is behind there too, binpacking steers the call to G0 while the extender chose G1, and the
+    Allocate that follows is refused however much it refreshes. Seen on the real cluster."""
+    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.model import GpuInfo
+
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    late = pod_info(pod("late", "u9", [("c", 30)], **signed("late", "u9", {"c": ("G1", 30)})))
+    gpus = [GpuInfo("G0", 0, "Tesla T4", 16384), GpuInfo("G1", 1, "Tesla T4", 16384)]
+    policy = HandoffPolicy(
+        handoff, gpus, memory_unit_mib=256, refresh=lambda: handoff.observe(late)
+    )
+    available = [f"G{g}::c{k}" for g in (0, 1) for k in range(100)]
+    ids = policy.preferred("vgpu.io/cores", available, [], 30)
+    assert {i.split("::")[0] for i in ids} == {"G1"}, ids
+    grants = policy.allocate("vgpu.io/cores", [ids])
+    assert not isinstance(grants, Refusal), grants
+    assert grants[0].envs["NVIDIA_VISIBLE_DEVICES"] == "G1"
+
+
+def test_a_kubelet_withholding_the_assigned_devices_is_named_in_the_log_and_the_refusal(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After a restart the kubelet may still count devices of pods deleted before it as allocated
+    (seen on the real cluster): steering cannot help, the refusal is certain; the log and the
+    refusal say what the kubelet offered and where the pod's assignment is."""
+    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.model import GpuInfo
+
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    handoff.observe(pod_info(pod("p", "u1", [("c", 100)], **signed("p", "u1", {"c": ("G1", 100)}))))
+    gpus = [GpuInfo("G0", 0, "Tesla T4", 16384), GpuInfo("G1", 1, "Tesla T4", 16384)]
+    policy = HandoffPolicy(handoff, gpus, memory_unit_mib=256)
+    available = [f"G0::c{k}" for k in range(100)] + [f"G1::c{k}" for k in range(30, 100)]
+    with caplog.at_level(logging.WARNING, logger="vgpu.node.handoff_policy"):
+        ids = policy.preferred("vgpu.io/cores", available, [], 100)
+    assert "the kubelet offers 70 of 100 on G1 for ns/p/c's assignment" in caplog.text
+    refusal = policy.allocate("vgpu.io/cores", [ids])
+    assert isinstance(refusal, Refusal)
+    assert "pending with this ask elsewhere: ns/p/c on G1" in refusal.reason

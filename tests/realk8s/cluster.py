@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.realk8s import configs, manifests
+from tests.realk8s import configs, manifests, pods
 from tests.realk8s.nodes import NodeControl, NodeSpec
 from tests.realk8s.objects import POD_GROUP_CRD, cluster_role_binding
 from tests.realk8s.processes import Processes, free_port, wait_until
@@ -83,6 +83,7 @@ class RealCluster(NodeControl):
         if api_only:
             return self
         self.start_scheduler()
+        pods.show_agent_logs(lambda node: self.procs.log(f"agent-{node}"))
         for name in self.nodes:
             self.start_node(name)
         self.start_extender("extender-0")
@@ -237,6 +238,8 @@ class RealCluster(NodeControl):
                 "--bind-address=127.0.0.1",
                 f"--authentication-kubeconfig={kc}",
                 f"--authorization-kubeconfig={kc}",
+                # bench/real_metrics.py reads /metrics without credentials (loopback only)
+                "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 "--v=2",  # one line per scheduling attempt and binding
             ],
         )
@@ -261,12 +264,18 @@ class RealCluster(NodeControl):
         holder = lease.get("spec", {}).get("holderIdentity")
         return str(holder) if holder else None
 
-    def start_extender(self, identity: str, port: int | None = None) -> None:
+    def start_extender(
+        self, identity: str, port: int | None = None, *flags: str, profile: Path | None = None
+    ) -> None:
+        """An extender replica with extra `flags`; with `profile`, under cProfile writing there
+        at its exit (benchmarks only)."""
         port = port or self.ports["extender"]
+        profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self.procs.start(
             identity,
             [
                 sys.executable,
+                *profiled,
                 "-m",
                 "vgpu",
                 "extender",
@@ -280,6 +289,7 @@ class RealCluster(NodeControl):
                 f"--lease-namespace={SYSTEM}",
                 "--lease-name=vgpu-extender",
                 f"--identity={identity}",
+                *flags,
             ],
         )
         wait_until(

@@ -66,9 +66,7 @@ def apiserver_args(pki: Path, etcd_url: str, port: int) -> list[str]:
     ]
 
 
-def kubelet_config(
-    node_dir: Path, pki: Path, name: str, port: int, healthz: int, policy: str
-) -> Obj:
+def kubelet_config(node_dir: Path, pki: Path, name: str, port: int, healthz: int) -> Obj:
     """A KubeletConfiguration for a kubelet that runs no real containers: cgroup management,
     node-allocatable enforcement, swap and cgroup v1 checks off; the fake CRI runtime's socket."""
     socket = f"unix://{node_dir / 'cri.sock'}"
@@ -106,7 +104,6 @@ def kubelet_config(
             "nodefs.available": "1%",
             "imagefs.available": "1%",
         },
-        "topologyManagerPolicy": policy,
         "serializeImagePulls": False,
     }
 

@@ -14,20 +14,26 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import yaml
 
-from tests.realk8s import configs
+from tests.realk8s import configs, pods
 from tests.realk8s.processes import Processes, free_port, wait_until
 from tests.realk8s.rest import ApiError, Identity, Obj, Rest
 
 
 @dataclass(frozen=True)
 class NodeSpec:
+    """A node: its fake GPUs (a `--fake-gpus` spec or a .yaml inventory file), the kubelet's
+    topology manager policy and scope, and extra `vgpu node-agent` flags."""
+
     name: str
     gpus: str = "4xA100-SXM4-80GB"
     topology_policy: str = "none"
+    topology_scope: str = "container"
+    agent_flags: tuple[str, ...] = ()
 
 
 class NodeControl:
@@ -81,9 +87,9 @@ class NodeControl:
 
     def start_kubelet(self, name: str) -> None:
         node, spec = self.node_dir(name), self.nodes[name]
-        config = configs.kubelet_config(
-            node, self.pki, name, free_port(), free_port(), spec.topology_policy
-        )
+        config = configs.kubelet_config(node, self.pki, name, free_port(), free_port())
+        config["topologyManagerPolicy"] = spec.topology_policy
+        config["topologyManagerScope"] = spec.topology_scope
         (node / "kubelet.yaml").write_text(yaml.safe_dump(config))
         configs.write_kubeconfig(
             node / "kubeconfig",
@@ -170,23 +176,61 @@ class NodeControl:
                 f"--kubeconfig={self.kubeconfig('vgpu-node-agent')}",
                 f"--assignment-key-file={self.key_file}",
                 "--metrics-port=0",
+                *spec.agent_flags,
             ],
         )
 
-    def gpu_count(self, name: str) -> int:
-        return int(self.nodes[name].gpus.split("x", 1)[0])
+    def restart_node(self, spec: NodeSpec) -> float:
+        """Restart a node's kubelet and agent as `spec` says; seconds until the restarted
+        kubelet reports the node's full vGPU capacity (so the agent registered with it)."""
+        self.procs.stop(f"agent-{spec.name}")
+        self.procs.stop(f"kubelet-{spec.name}")
+        self.nodes[spec.name] = spec
+        since = time.time()
+        self.start_kubelet(spec.name)
+        self.start_agent(spec.name)
+        self.wait_node_gpus(spec.name, since=since)
+        seconds = time.time() - since
+        self.settle_kubelet(spec.name)
+        return seconds
 
-    def wait_node_gpus(self, name: str, timeout: float = 90) -> float:
-        """Wait until the node's allocatable vGPU cores are back; seconds waited."""
+    def settle_kubelet(self, name: str) -> None:
+        """Run a pod without vGPUs on a restarted kubelet and delete it: the kubelet frees the
+        devices of pods deleted before its restart only once its pod source has delivered a
+        first update (docs/handshake.md, "Devices the kubelet still counts after its restart"),
+        so vGPU pods bound after this see the devices their GPUs really have free."""
+        canary = pods.pod(f"canary-{name}", pods.container("main"))
+        canary["spec"]["nodeName"] = name
+        self.admin.post(pods.PODS, canary)
+        pods.wait_running(self.admin, f"canary-{name}", timeout=90)
+        pods.delete_all(self.admin)
+
+    def gpu_count(self, name: str) -> int:
+        gpus = self.nodes[name].gpus
+        if gpus.endswith(".yaml"):
+            return len(yaml.safe_load(Path(gpus).read_text())["gpus"])
+        return int(gpus.split("x", 1)[0])
+
+    def wait_node_gpus(self, name: str, timeout: float = 90, since: float = 0.0) -> float:
+        """Wait until the node's allocatable vGPU cores are all there, as reported by a kubelet
+        whose Ready heartbeat is not older than `since` (wall clock; 0: any). A restarted
+        kubelet restores its devices unhealthy from its checkpoint and counts them allocatable
+        only once the plugin registered and listed them (`readCheckpoint`, `GetCapacity` in
+        pkg/kubelet/cm/devicemanager/manager.go), so with `since` set to its start, stale
+        status is never taken for it. Returns the seconds waited."""
         want = str(100 * self.gpu_count(name))
+        floor = datetime.fromtimestamp(int(since), tz=UTC)
         started = time.monotonic()
 
-        def ready() -> bool:
+        def reported() -> bool:
             status = self.admin.get(f"/api/v1/nodes/{name}").get("status", {})
-            return bool(status.get("allocatable", {}).get("vgpu.io/cores") == want)
+            ready = [c for c in status.get("conditions", []) if c["type"] == "Ready"]
+            beat = ready[0].get("lastHeartbeatTime", "") if ready else ""
+            fresh = bool(beat) and datetime.fromisoformat(beat) >= floor
+            return fresh and status.get("allocatable", {}).get("vgpu.io/cores") == want
 
         wait_until(
-            ready,
+            reported,
             timeout,
             f"{name} to advertise {want} vgpu.io/cores",
             self._watching(f"agent-{name}"),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Obj, Rest
@@ -69,14 +69,29 @@ class PodFailed(AssertionError):
         super().__init__(f"pod {name} failed: {self.reason}: {self.message}")
 
 
-# The agent refuses an Allocate for a pod whose binding its own pod watch has not delivered yet:
-# the kubelet saw the bind first (issue 10, avoidable refusals). A race, so not every run.
-AGENT_RACE = "no pending container asks"
+# Where a node's agent logs (set by the cluster): a pod that fails or never runs shows its tail.
+_agent_log: Callable[[str], Path] | None = None
+TAIL_LINES = 30
+
+
+def show_agent_logs(where: Callable[[str], Path]) -> None:
+    """Name each node's agent log (`where(node)`), for `wait_running`'s failures."""
+    global _agent_log
+    _agent_log = where
+
+
+def agent_log_tail(node: str, lines: int = TAIL_LINES) -> str:
+    """The end of `node`'s agent log, or why there is none."""
+    path = _agent_log(node) if _agent_log is not None and node else None
+    if path is None or not path.exists():
+        return f"(no agent log for node {node or '(not bound)'})"
+    tail = path.read_text(errors="replace").splitlines()[-lines:]
+    return f"--- end of {path.name} ---\n" + "\n".join(tail)
 
 
 def wait_running(rest: Rest, name: str, timeout: float = 60) -> Obj:
-    """Wait until the pod runs; a pod that failed stops the wait at once (`PodFailed`). When the
-    failure is the agent's known race (issue 10), the test is marked xfail with what happened."""
+    """Wait until the pod runs; a pod that failed stops the wait at once (`PodFailed`). Either
+    failure carries the end of the agent log of the pod's node."""
 
     def running() -> Obj | None:
         current = get(rest, name)
@@ -87,12 +102,12 @@ def wait_running(rest: Rest, name: str, timeout: float = 60) -> Obj:
 
     try:
         result: Obj = wait_until(running, timeout, f"pod {name} Running", reraise=PodFailed)
-    except PodFailed as err:
-        if AGENT_RACE in err.message:
-            pytest.xfail(
-                f"issue 10: the node agent refused {name}'s Allocate before its pod "
-                f"watch delivered the binding: {err.message[:200]}"
-            )
+    except (PodFailed, TimeoutError) as err:
+        try:
+            node = node_of(rest, name)
+        except ApiError:
+            node = ""
+        err.add_note(agent_log_tail(node))
         raise
     return result
 

@@ -3,9 +3,9 @@ driver's ResourceSlice, the real kubelet prepares them through `vgpu dra-driver`
 runtime the driver's CDI device; restarts of the driver and of the kubelet keep prepared claims.
 
 One cluster for the module: node-a in device-plugin mode (node agent), node-d in DRA mode (its
-kubelet plus the DRA driver), both at once. No kube-controller-manager runs, so claims are created
-directly (not from templates) and a deleted pod's claim stays allocated (the controller would
-free it); each test uses its own claims.
+kubelet plus the DRA driver), both at once, and kube-controller-manager running the
+resource-claim controller alone: it makes claims from the pods' ResourceClaimTemplates, frees a
+claim when its pod is gone and deletes the claims it generated.
 """
 
 from __future__ import annotations
@@ -153,18 +153,47 @@ def dra(realk8s_binary: Path) -> Iterator[DraNode]:
         cluster.up(api_only=True)  # certificates for both nodes; then node-a as `up` would
         cluster.start_scheduler()
         cluster.start_node("node-a")
-        cluster.start_extender("extender-0")
+        cluster.start_extender("extender-0", None, "--gang-timeout=15")
         cluster.wait_node_gpus("node-a")
         for obj in _chart_objects():
             _apply(cluster.admin, obj)
         cluster.tokens["vgpu-dra-driver"] = token = _token(cluster)
         _kubeconfig(cluster, token)
         node.start()
+        _start_controller_manager(cluster)
         yield node
     finally:
         cluster.down()
         if os.environ.get("VGPU_REALK8S_KEEP") != "1":
             shutil.rmtree(root, ignore_errors=True)
+
+
+def _start_controller_manager(cluster: RealCluster) -> None:
+    """kube-controller-manager as system:kube-controller-manager, running only the
+    resource-claim controller, under its own service account as a kubeadm cluster does."""
+    kubeconfig = configs.write_kubeconfig(
+        cluster.kubeconfig("kube-controller-manager"),
+        cluster.server,
+        cluster.pki / "ca.crt",
+        Identity(
+            "system:kube-controller-manager",
+            str(cluster.pki / "controller-manager.crt"),
+            str(cluster.pki / "controller-manager.key"),
+        ),
+    )
+    cluster.procs.start(
+        "kube-controller-manager",
+        [str(cluster.binary), "kube-controller-manager", f"--kubeconfig={kubeconfig}",
+         "--controllers=resourceclaim-controller", "--use-service-account-credentials",
+         "--leader-elect=false", "--secure-port=0", "--v=2"],
+    )  # fmt: skip
+    log = cluster.procs.log("kube-controller-manager")
+    wait_until(
+        lambda: "Starting resource claim controller" in log.read_text(),
+        90,
+        "kube-controller-manager to start the resource-claim controller",
+        cluster._watching("kube-controller-manager"),
+    )
 
 
 def _token(cluster: RealCluster) -> str:
@@ -222,21 +251,18 @@ def uuid_of(api: Rest, device: str) -> str:
     raise AssertionError(f"{device} not in the slice")
 
 
-def release(api: Rest, pod: str, claim_name: str) -> None:
-    """Delete the pod, then do the resource-claim controller's part (none runs here): free the
-    claim's allocation and delete it."""
-    try:
-        api.delete(f"{pods.PODS}/{pod}")
-    except ApiError as err:
-        if err.status != 404:
-            raise
-    wait_until(lambda: _gone(api, f"{pods.PODS}/{pod}"), 60, f"pod {pod} gone")
-    path = f"{CLAIMS}/{claim_name}"
-    obj = api.get(path)
-    obj["status"] = {}
-    api.put(f"{path}/status", obj)
-    api.merge_patch(path, {"metadata": {"finalizers": None}})
-    api.delete(path)
+def release(api: Rest, pod: str, claim_name: str | None = None) -> None:
+    """Delete the pod and its claim, and wait until both are gone: the resource-claim
+    controller frees the claim's allocation (and deletes a claim it generated)."""
+    for path in (f"{pods.PODS}/{pod}", f"{CLAIMS}/{claim_name}" if claim_name else None):
+        if path is None:
+            continue
+        try:
+            api.delete(path)
+        except ApiError as err:
+            if err.status != 404:
+                raise
+        wait_until(lambda: _gone(api, path), 60, f"{path} gone")  # noqa: B023
 
 
 def _gone(api: Rest, path: str) -> bool:
@@ -252,6 +278,128 @@ def run_claim(dra: DraNode, pod: str, name: str, **ask: Any) -> Obj:
     api.post(CLAIMS, claim(name, **ask))
     api.post(pods.PODS, claim_pod(pod, name))
     return pods.wait_running(api, pod)
+
+
+TEMPLATES = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaimtemplates"
+EXAMPLES = REPO / "examples" / "dra" / "claim-templates.yaml"
+
+
+def template(name: str, cores: str, memory: str) -> Obj:
+    spec = claim(name, cores=cores, memory=memory)["spec"]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"spec": spec},
+    }
+
+
+def template_pod(name: str, template_name: str) -> Obj:
+    pod = claim_pod(name, "")
+    pod["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": template_name}]
+    return pod
+
+
+def generated_claim(api: Rest, pod: str) -> str:
+    """The claim the resource-claim controller made for the pod's template."""
+    (status,) = pods.get(api, pod)["status"]["resourceClaimStatuses"]
+    return str(status["resourceClaimName"])
+
+
+def granted_env(dra: DraNode, pod: str, container: str = "app") -> dict[str, str]:
+    """The variables of the one CDI device the runtime was given for the container."""
+    (device,) = dra.record(pod, container)["cdiDevices"]
+    return dra.cdi_env(device["name"])
+
+
+def run_template(dra: DraNode, pod: str, template_name: str) -> tuple[str, list[Obj]]:
+    """Run a pod from a template; its generated claim's name and allocation results."""
+    api = dra.cluster.admin
+    api.post(pods.PODS, template_pod(pod, template_name))
+    pods.wait_running(api, pod)
+    name = generated_claim(api, pod)
+    return name, allocation(api, name)
+
+
+def release_generated(dra: DraNode, pod: str, claim_name: str) -> None:
+    """Delete the pod; the controller deletes its generated claim and the kubelet has the
+    driver unprepare it (CDI spec removed)."""
+    api = dra.cluster.admin
+    spec = dra.cdi / f"vgpu.io-{api.get(f'{CLAIMS}/{claim_name}')['metadata']['uid']}.json"
+    release(api, pod)
+    wait_until(lambda: _gone(api, f"{CLAIMS}/{claim_name}"), 60, f"{claim_name} deleted")
+    wait_until(lambda: not spec.exists(), 60, f"{claim_name} unprepared")
+
+
+def test_example_templates_give_claims_that_are_allocated_and_prepared(dra: DraNode) -> None:
+    # First in the module: node-d is empty, so the NVLink pair can have both GPUs.
+    api = dra.cluster.admin
+    for doc in yaml.safe_load_all(EXAMPLES.read_text()):
+        if doc and doc["kind"] == "ResourceClaimTemplate":
+            api.post(TEMPLATES, doc | {"metadata": doc["metadata"] | {"namespace": "default"}})
+    expect = {  # template: (devices, cores each, VGPU_MEMORY_LIMIT_MIB of a share)
+        "vgpu-share-30": (1, "30", "8192"),
+        "vgpu-whole": (1, "100", None),
+        "vgpu-nvlink-pair": (2, "100", None),
+        "vgpu-a100-or-h100-half": (1, "50", "20480"),
+    }
+    for i, (name, (count, cores, memory)) in enumerate(expect.items()):
+        pod = f"dra-example-{i}"
+        claim_name, results = run_template(dra, pod, name)
+        assert claim_name.startswith(f"{pod}-gpu"), claim_name
+        assert len(results) == count and {r["pool"] for r in results} == {DRA_NODE}
+        assert {r["consumedCapacity"]["cores"] for r in results} == {cores}, results
+        env = granted_env(dra, pod)
+        uuids = sorted(uuid_of(api, r["device"]) for r in results)
+        assert sorted(env["CUDA_VISIBLE_DEVICES"].split(",")) == uuids
+        if memory is not None:
+            assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == (cores, memory)
+        release_generated(dra, pod, claim_name)
+
+
+def test_share_pods_from_templates_get_exactly_their_grant(dra: DraNode) -> None:
+    # The device-plugin tier's share scenario (30, 50 and 70 cores at once), from templates.
+    api = dra.cluster.admin
+    asks = {"share-30": ("30", "4Gi"), "share-50": ("50", "8Gi"), "share-70": ("70", "2Gi")}
+    for name, (cores, memory) in asks.items():
+        api.post(TEMPLATES, template(f"tpl-{name}", cores, memory))
+        api.post(pods.PODS, template_pod(f"dra-{name}", f"tpl-{name}"))
+    used: dict[str, int] = {}
+    for name, (cores, memory) in asks.items():
+        pods.wait_running(api, f"dra-{name}")
+        (result,) = allocation(api, generated_claim(api, f"dra-{name}"))
+        used[result["device"]] = used.get(result["device"], 0) + int(cores)
+        env = granted_env(dra, f"dra-{name}")
+        assert env["CUDA_VISIBLE_DEVICES"] == uuid_of(api, result["device"])
+        mib = str(int(memory.removesuffix("Gi")) * 1024)
+        assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == (cores, mib)
+    assert sum(used.values()) == 150 and max(used.values()) <= 100, used
+    for name in asks:
+        release_generated(dra, f"dra-{name}", generated_claim(api, f"dra-{name}"))
+
+
+def test_init_container_and_app_container_get_the_claims_grant(dra: DraNode) -> None:
+    # The device-plugin tier's init-container scenario: a vGPU init container that completes,
+    # then the app container; both use the pod's claim, made from the shipped 30 % template.
+    api = dra.cluster.admin
+    pod = template_pod("dra-with-init", "vgpu-share-30")
+    prep = {
+        "name": "prep",
+        "image": "busybox",
+        "env": [{"name": "FAKE_CRI_EXIT_CODE", "value": "0"}],  # the init container completes
+        "resources": {"claims": [{"name": "gpu"}]},
+    }
+    pod["spec"]["initContainers"] = [prep]
+    api.post(pods.PODS, pod)
+    pods.wait_running(api, "dra-with-init", timeout=90)
+    claim_name = generated_claim(api, "dra-with-init")
+    (result,) = allocation(api, claim_name)
+    assert result["consumedCapacity"] == {"cores": "30", "memory": "8Gi"}
+    for container in ("prep", "app"):
+        env = granted_env(dra, "dra-with-init", container)
+        assert env["CUDA_VISIBLE_DEVICES"] == uuid_of(api, result["device"])
+        assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == ("30", "8192")
+    release_generated(dra, "dra-with-init", claim_name)
 
 
 def test_share_claim_is_allocated_prepared_and_given_the_grant(dra: DraNode) -> None:
@@ -378,33 +526,77 @@ def test_inspect_shows_both_modes_with_claims(dra: DraNode) -> None:
     report = inspect_json(dra.cluster)
     nodes = {n["name"]: n for n in report["nodes"]}
     assert nodes[DRA_NODE]["mode"] == "dra" and "mode" not in nodes["node-a"]
-    held = [h for g in nodes[DRA_NODE]["gpus"] for h in g["holders"]]
-    assert any(h["container"] == "claim/share-30" and h["cores"] == 30 for h in held)
-    assert any(h["cores"] == 20 for g in nodes["node-a"]["gpus"] for h in g["holders"])
+    # share-30 (30 cores, 8 GiB) is the only claim left on node-d, on the GPU it was allocated.
+    (result,) = allocation(api, "share-30")
+    gpus = {f"gpu-{g['index']}": g for g in nodes[DRA_NODE]["gpus"]}
+    (held,) = [h for g in gpus.values() for h in g["holders"]]
+    assert held == {
+        "pod": "default/dra-share",
+        "container": "claim/share-30",
+        "cores": 30,
+        "memoryMiB": 8192,
+        "admitted": held["admitted"],
+    }
+    assert held in gpus[result["device"]]["holders"]
+    assert (gpus[result["device"]]["coresUsed"], gpus[result["device"]]["memoryUsedMiB"]) == (
+        30,
+        8192,
+    )
+    plugin = [h for g in nodes["node-a"]["gpus"] for h in g["holders"]]
+    assert [(h["pod"], h["cores"], h["memoryMiB"]) for h in plugin] == [
+        ("default/plugin-20", 20, 4 * 256)
+    ]
 
 
-def _gang(api: Rest, name: str, size: int) -> list[str]:
+def _gang(api: Rest, name: str, size: int, cores: str) -> list[str]:
     labels = {pods.GROUP_NAME: name, pods.GROUP_MIN: str(size)}
     names = [f"{name}-{i}" for i in range(size)]
     for member_name in names:
-        api.post(CLAIMS, claim(f"{member_name}-gpu"))  # a whole GPU each
+        api.post(CLAIMS, claim(f"{member_name}-gpu", cores=cores, memory="1Gi"))
         member = claim_pod(member_name, f"{member_name}-gpu")
         member["metadata"]["labels"] = labels
         api.post(pods.PODS, member)
     return names
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the extender plans a gang of claim pods as CPU-only pods and reserves their places "
-    "on a device-plugin node, where the scheduler's DRA filter never lets them go: the gang "
-    "waits until its reservation times out (docs/dra.md, Gangs)",
-)
 def test_a_gang_of_claim_pods_that_fits_is_bound(dra: DraNode) -> None:
+    # node-d holds share-30 (30 cores of one GPU): two 30-core members fit; the extender
+    # leaves their nodes to the scheduler's DRA allocator (a device-plugin node exists).
     api = dra.cluster.admin
-    names = _gang(api, "fits", 2)  # a whole GPU each; node-d has two
+    names = _gang(api, "fits", 2, "30")
     try:
-        wait_until(lambda: all(pods.node_of(api, n) for n in names), 30, "both members bound")
+        wait_until(lambda: all(pods.node_of(api, n) for n in names), 60, "both members bound")
+        assert {pods.node_of(api, n) for n in names} == {DRA_NODE}
+        assert all(allocation(api, f"{n}-gpu") for n in names)
+        log = dra.cluster.procs.log("extender-0").read_text()  # through the extender's gate
+        assert all(f"claim member default/{n} reached bind" in log for n in names)
     finally:
         for n in names:
             release(api, n, f"{n}-gpu")
+
+
+def test_a_gang_of_claim_pods_that_cannot_fit_binds_no_member_and_says_why(dra: DraNode) -> None:
+    # 80 cores fit only the GPU share-30 leaves free: one member gets its claim allocated and
+    # reaches binding, the other finds no devices; past the gang timeout (15 s here) both get
+    # an Event saying why, and neither is bound.
+    api = dra.cluster.admin
+    names = _gang(api, "nofit", 2, "80")
+    try:
+        wait_until(lambda: all(_gang_event(api, n) for n in names), 90, "an Event on every member")
+        message = _gang_event(api, names[0])
+        assert "only 1 member(s) had their ResourceClaims allocated" in message, message
+        assert all(not pods.node_of(api, n) for n in names)
+        waiting = [n for n in names if not allocation(api, f"{n}-gpu")]
+        assert len(waiting) == 1 and f"default/{waiting[0]} did not" in message
+        condition = pods.get(api, waiting[0])["status"]["conditions"][0]["message"]
+        assert "cannot allocate all claims" in condition
+    finally:
+        for n in names:
+            release(api, n, f"{n}-gpu")
+
+
+def _gang_event(api: Rest, pod: str) -> str:
+    for event in pods.events_for(api, pod):
+        if event.get("reason") == "VgpuGangIncomplete":
+            return str(event.get("message", ""))
+    return ""

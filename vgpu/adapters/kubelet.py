@@ -71,6 +71,12 @@ class DeviceBoard:
             self._cond.notify_all()
             return True
 
+    def republish(self) -> None:
+        """Send the same list again as a new version (see `NodeDevicePlugins.republish`)."""
+        with self._cond:
+            self._version += 1
+            self._cond.notify_all()
+
     def snapshot(self) -> tuple[int, tuple[DeviceEntry, ...]]:
         with self._cond:
             return self._version, self._devices

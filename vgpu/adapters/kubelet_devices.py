@@ -74,6 +74,13 @@ class NodeDevicePlugins:
                     "kubelet's ListAndWatch; use a larger unit (e.g. 256)"
                 )
 
+    def republish(self) -> None:
+        """Send every resource's device list again. The kubelet writes its device checkpoint
+        on each ListAndWatch update (pkg/kubelet/cm/devicemanager/manager.go,
+        `genericDeviceUpdateCallback`), dropping the devices of pods it has freed since."""
+        for board in self.boards.values():
+            board.republish()
+
     def set_unhealthy(self, uuids: Iterable[str]) -> bool:
         """Publish new device lists; True when anything changed (streams were woken)."""
         bad = frozenset(uuids)

@@ -55,6 +55,14 @@ def device_index(name: str) -> int | None:
     return int(digits)
 
 
+def uses_claims(pod_spec: Mapping[str, Any]) -> bool:
+    """Whether a pod's spec (`Pod.spec`) names ResourceClaims, whatever their driver: such a pod
+    gets devices from kube-scheduler's DRA allocator, which the extender does not model (it
+    reads no claims or slices), so the extender leaves its node to kube-scheduler."""
+    claims = pod_spec.get("resourceClaims")
+    return isinstance(claims, list) and len(claims) > 0
+
+
 @dataclass(frozen=True, slots=True)
 class DeviceShare:
     """One allocated device of a claim: which device, for which request, and what it consumed.

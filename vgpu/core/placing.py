@@ -60,11 +60,12 @@ def keep_apart(
 ) -> Assignment | Verdict:
     """`first`, or a placement on the GPUs the pending containers target (`retry` places the
     narrowed pod on the same node), or a resolvable verdict: the pod waits for admissions."""
-    problems = conflicts(describe(first), pending)
+    described = describe(first)
+    problems = conflicts(described, pending)
     if not problems:
         return first
     targets: set[GpuUUID] = set()
-    for container in describe(first):
+    for container in described:
         for ask in container.asks:
             targets |= preferred_gpus(ask, pending) or frozenset()
     narrowed = _narrow(pod, frozenset(targets))

@@ -4,8 +4,9 @@
     vgpu extender --insecure-http ...        (plain HTTP, local use only)
 
 The assignment-signing key (shared with the node agents, from a Secret) is read from
-`--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either a fixed development key is
-used with a loud warning (anyone could forge assignments). Runs until SIGTERM/SIGINT.
+`--assignment-key-file` or `$VGPU_ASSIGNMENT_KEY`; without either it refuses to start, unless
+`--insecure-development-key` (local development only: anyone could forge assignments). Runs until
+SIGTERM/SIGINT.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.registry import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
@@ -74,12 +75,17 @@ def _add_serving_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_placement_flags(p: argparse.ArgumentParser) -> None:
     """Which policies place pods, the resource units and domain, and the assignment key."""
-    p.add_argument("--policy", default="default", choices=POLICY_NAMES, help="placement policy")
+    p.add_argument(
+        "--policy",
+        default=_policy("default", "--policy"),
+        type=lambda text: _policy(text, "--policy"),
+        help=f"placement policy: one of {', '.join(POLICY_NAMES)}, or `default:key=value,...`",
+    )
     p.add_argument(
         "--allow-pod-policy",
         action="append",
         default=[],
-        type=_pod_policy,
+        type=lambda text: _policy(text, "--allow-pod-policy"),
         metavar="NAME",
         help="a policy pods may ask for with the vgpu.io/policy annotation (repeatable; "
         "default: none besides --policy)",
@@ -99,7 +105,8 @@ def _add_placement_flags(p: argparse.ArgumentParser) -> None:
         help="domain of the extended resources and the node inventory annotation; the same "
         "value as the node agents' --resource-domain (default vgpu.io)",
     )
-    p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV})")
+    p.add_argument("--assignment-key-file", help=f"HMAC key file (else ${KEY_ENV}; required)")
+    add_development_key_flag(p)
 
 
 def _add_leader_flags(p: argparse.ArgumentParser) -> None:
@@ -122,10 +129,10 @@ def _add_leader_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bind-wait", type=float, default=3.0, help="seconds a gang bind may wait")
 
 
-def _pod_policy(text: str) -> PolicySpec:
+def _policy(text: str, flag: str) -> PolicySpec:
     """A policy name (or `default:key=value,...` spec), parsed once, at start-up."""
     try:
-        return parse_policy(text, "--allow-pod-policy")
+        return parse_policy(text, flag)
     except InvalidRequest as err:
         raise argparse.ArgumentTypeError(str(err)) from None
 
@@ -167,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
         else None
     )
     extender = ExtenderConfig(  # the flags' own values are checked first, then the transport
-        policy=parse_policy(args.policy, "--policy"),
+        policy=args.policy,
         gang_timeout=args.gang_timeout,
         memory_unit_mib=args.memory_unit_mib,
         names=resource_names(args.resource_domain),
@@ -176,7 +183,9 @@ def run(args: argparse.Namespace) -> int:
     )
     config = DaemonConfig(
         tls=_tls(args),
-        key=load_assignment_key(args.assignment_key_file),
+        key=load_assignment_key(
+            args.assignment_key_file, allow_development_key=args.insecure_development_key
+        ),
         extender=extender,
         host=args.host,
         port=args.port,

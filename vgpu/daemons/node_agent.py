@@ -93,6 +93,7 @@ class AgentConfig:
     reconcile_s: float = 30.0
     unsure_reconcile_s: float = 1.0  # sooner while an attribution waits for the kubelet's record
     admission_grace_s: float = 30.0
+    release_sync_s: float = 1.0  # after a pod holding devices is deleted: List, then republish
     metrics_port: int | None = None
     watch_timeout_s: int = 300
     retry_s: float = 1.0  # first retry after an API failure; doubles up to max_retry_s
@@ -157,6 +158,7 @@ class NodeAgent:
         self._synced = threading.Event()
         self._reconciled = threading.Event()
         self._warned: set[str] = set()
+        self._release_at: float | None = None  # see `_sync_release`
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
         self._stopped = False
@@ -329,7 +331,8 @@ class NodeAgent:
                 self._stop.wait(delay)
 
     def _refresh_pods(self) -> None:
-        """Read this node's pods from the API server now, for an Allocate our watch is behind on."""
+        """Read this node's pods from the API server now, for a GetPreferredAllocation or an
+        Allocate our watch is behind on."""
         if self._kube is None:
             return
         try:
@@ -337,8 +340,12 @@ class NodeAgent:
         except VgpuError as e:
             log.warning("could not refresh this node's pods for an unmatched Allocate: %s", e)
             return
+        known = set(self.handoff.pods())
         for pod in listing.items:
             self._on_pod_event("MODIFIED", pod)
+        new = sorted(set(self.handoff.pods()) - known)
+        if new:  # the kubelet's watch was ahead of ours (issue 10's race): say so
+            log.info("refresh for an unmatched device-plugin call found %s", ", ".join(new))
 
     def _on_pod_event(self, kind: str, pod: dict[str, Any]) -> None:
         if kind == "SYNCED":
@@ -353,6 +360,8 @@ class NodeAgent:
             return
         info = pod_info(pod, self.names)
         if kind == "DELETED":
+            if self.handoff.holds_devices(info.key) and self._release_at is None:
+                self._release_at = time.monotonic() + self.config.release_sync_s
             self.handoff.forget(info.key, info.uid)
             self.containers.forget(pod)
         else:
@@ -387,6 +396,8 @@ class NodeAgent:
             if self._synced.is_set() and (now >= reconcile_at or (unsure and now >= unsure_at)):
                 self._reconcile()
                 reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
+            if self._release_at is not None and now >= self._release_at:
+                self._sync_release()
             if now >= patch_retry:
                 if self._patch_admitted():
                     patch_backoff.reset()
@@ -401,6 +412,7 @@ class NodeAgent:
                 reconcile_at if self._synced.is_set() else forever,
                 unsure_at if self._synced.is_set() and self.handoff.has_unsure() else forever,
                 patch_retry if patch_retry > now else forever,
+                self._release_at if self._release_at is not None else forever,
             )
             self._wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))
 
@@ -454,6 +466,22 @@ class NodeAgent:
             self._event(pod, "", "VgpuAssignmentMismatch", message)
         self._update_gauges()
         self._reconciled.set()
+
+    def _sync_release(self) -> None:
+        """A pod holding devices was deleted: have the kubelet free them and checkpoint that.
+
+        The kubelet frees a deleted pod's devices lazily, at its next Allocate or pod-resources
+        `List` (pkg/kubelet/cm/devicemanager/manager.go `UpdateAllocatedDevices`;
+        pkg/kubelet/apis/podresources/server_v1.go), and writes its checkpoint only at an
+        Allocate or a ListAndWatch update. A kubelet restarting before either reloads the
+        deleted pod's devices and admits its first pods as if they were still taken
+        (docs/handshake.md). `List` (reconciliation) then an unchanged ListAndWatch update
+        closes that window to `release_sync_s` after the deletion."""
+        self._release_at = None
+        if self._synced.is_set():
+            self._reconcile()
+        if self.plugins is not None:
+            self.plugins.republish()
 
     def _update_gauges(self) -> None:
         pods = self.handoff.pods()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import ConfigError, VgpuError
-from vgpu.daemons.keys import KEY_ENV, load_assignment_key
+from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
@@ -80,8 +80,9 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--assignment-key-file",
         type=Path,
-        help=f"HMAC key shared with the extender (else ${KEY_ENV}, else a development key)",
+        help=f"HMAC key shared with the extender (else ${KEY_ENV}; one of them is required)",
     )
+    add_development_key_flag(p)
 
 
 def _add_mode_flags(p: argparse.ArgumentParser) -> None:
@@ -262,7 +263,9 @@ def build(args: argparse.Namespace) -> NodeAgent:
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
     watchdog = watchdog_policy(args)
     check_plugin_dir(args.device_plugin_dir)
-    key = load_assignment_key(args.assignment_key_file)  # a bad key file fails before NVML
+    key = load_assignment_key(  # a bad or missing key fails before NVML
+        args.assignment_key_file, allow_development_key=args.insecure_development_key
+    )
     backend = gpu_backend(args)
     kube: KubeApi | None
     try:

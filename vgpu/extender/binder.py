@@ -32,6 +32,7 @@ from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import canonical
+from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
@@ -139,6 +140,10 @@ class Binder:
                 raise BindFailed(f"pod {key}: a bind is already in flight")
             if obj is not None:
                 cache.remember(obj, spec)
+            if is_claim_member(spec):  # its claims are allocated on `node` by now
+                arrived = cache.claim_arrived(spec, node, policy, self._scheduler, self._clock())
+                if arrived is not None:
+                    raise BindFailed(arrived)
             target = cache.held_place(spec, size, self._scheduler, self._clock())
             if isinstance(target, GangWait):
                 raise BindFailed(target.reason)

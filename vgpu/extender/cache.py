@@ -10,9 +10,10 @@ One `ClusterState` + `Ledger` holds every node's free capacity and every pod's h
 
 It also indexes what the verbs need: pods by key (parsed once per version), pending containers
 per node (invariant I of docs/handshake.md) and gang members, and it owns the gang coordinator
-(`vgpu.extender.gangs`, sharing its lock). It is the one owner of this state and of its lock:
+(`vgpu.extender.gangs`) and the bind gate of gangs whose members use ResourceClaims
+(`vgpu.extender.claimgangs`), both sharing its lock. It is the one owner of this state and of its lock:
 other modules change it only through its operations (watch events; assume / bind_done /
-held_place / place / bind_failed / sweep for binds; `gangs` and gang_filtered for gangs;
+held_place / place / bind_failed / sweep for binds; `gangs`, gang_filtered and claim_arrived for gangs;
 `without` for preemption's what-if), each of which takes the lock itself; they read it through
 read-only views (`pods`, `pending`, `ledger`, `feed`...) inside `atomic()`, which a verb also
 holds across several steps that must see one state. Binds waiting for a gang wake on every pod
@@ -40,6 +41,7 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.cacheops import CacheOps
+from vgpu.extender.claimgangs import ClaimGangs
 from vgpu.extender.gangs import GangCoordinator, Planner, core_planner
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
@@ -83,6 +85,7 @@ class ClusterCache(CacheOps):
         self._feed_limit = feed_limit
         self._parsed: dict[tuple[object, object], PodSpec] = {}
         self._gangs = GangCoordinator(self, self._lock, timeout=gang_timeout, planner=planner)
+        self._claim_gangs = ClaimGangs(self, self._gangs, gang_timeout)
         self._scheduler = None
         self._on_invalid: InvalidHook = lambda pod, problem: None
         self._binding: set[PodKey] = set()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import partial
 
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Code, Verdict
@@ -19,6 +20,7 @@ from vgpu.core.placing import place
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cacheviews import CacheFields
+from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.podspec import PodSpec
 
@@ -111,12 +113,29 @@ class CacheOps(CacheFields):
         """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
         req = spec.request
         with self._lock:
+            if spec.gang is not None and is_claim_member(spec):
+                return self._claim_gangs.place_of(spec, size)
             if spec.gang is not None:
+                if problem := self._claim_gangs.mixed(spec.gang.key):
+                    return GangWait(problem)
                 return self._gangs.place_of(req, spec.gang, size, scheduler, now)
             held = self._ledger.holding(req.key)
         # An assumption left by a bind whose outcome is unknown steers the retry to the same
         # place (it is released when the watch shows otherwise or `assume_ttl` passes).
         return None if held is None else held.assignment
+
+    def claim_arrived(
+        self, spec: PodSpec, node: str, policy: Policy, scheduler: Scheduler, now: float
+    ) -> str | None:
+        """A claim gang member reached bind on `node`, where kube-scheduler's DRA plugin has
+        allocated its claims: hold its (CPU-only) place there, confirmed, and wake the binds
+        waiting for its gang. Returns why it cannot be held."""
+        with self._lock:
+            place = partial(self.place, spec, node, policy, scheduler)
+            problem = self._claim_gangs.arrive(spec, node, place, now)
+            if problem is None:
+                self._changed.notify_all()
+            return problem
 
     def gang_filtered(self, gang: GangKey, pod: PodKey) -> None:
         """A gang member passed filter on its reserved node: wake the binds waiting for it."""
@@ -147,6 +166,7 @@ class CacheOps(CacheFields):
     def sweep(self, now: float, assume_ttl: float) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
         with self._lock:
+            self._claim_gangs.expire(now)  # first: it tells the members why, the next does not
             self._gangs.expire(now)
             self.expire_assumptions(now, assume_ttl)
 

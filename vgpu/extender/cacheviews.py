@@ -20,6 +20,7 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Holding, Node
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState, NodeState
+from vgpu.extender.claimgangs import ClaimGangs
 from vgpu.extender.gangs import GangCoordinator
 from vgpu.extender.podspec import PodSpec
 from vgpu.extender.views import FeedView
@@ -45,6 +46,7 @@ class CacheFields:
     _feed: ChangeFeed
     _state: ClusterState
     _gangs: GangCoordinator
+    _claim_gangs: ClaimGangs
     _scheduler: Scheduler | None
     _ledger: Ledger
     _nodes: dict[NodeName, Node]

@@ -196,6 +196,25 @@ class GangCoordinator:
         return None
 
     @_locked
+    def hold(self, assignment: Assignment, gang: GangKey, deadline: float) -> None:
+        """Reserve one member's place, already confirmed (a claim member at bind:
+        `vgpu.extender.claimgangs`); the gang's deadline is its first member's."""
+        entry = self._gangs.setdefault(gang, _Gang(deadline))
+        self._cache.reserve_gang(gang_planning.GangPlan(gang, (assignment,)), entry.deadline)
+        entry.filtered.add(assignment.pod)
+
+    @_locked
+    def deadline(self, gang: GangKey) -> float | None:
+        """When the gang's reservations expire (None: it holds none)."""
+        entry = self._gangs.get(gang)
+        return None if entry is None else entry.deadline
+
+    @_locked
+    def tell(self, event: GangEvent) -> None:
+        """Queue an Event for the daemon to record."""
+        self._events.append(event)
+
+    @_locked
     def filtered(self, gang: GangKey, pod: PodKey) -> None:
         """A member passed filter on its reserved node."""
         entry = self._gangs.get(gang)

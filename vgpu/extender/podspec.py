@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.dra import uses_claims
 from vgpu.api.gang import gang_ref
 from vgpu.api.podasks import ContainerAsk, pod_asks, role_of
 from vgpu.api.podread import cores_limit, is_terminal, namespace_of
@@ -65,6 +66,7 @@ class PodSpec:
     terminal: bool
     roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
     cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
+    claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.claimgangs`)
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -196,4 +198,5 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         terminal=is_terminal(pod),
         roles={a.name: a.role for a in asks.containers if a.cores},
         cores_limit=cores_limit(annotations).value,
+        claims=uses_claims(spec),
     )

@@ -201,20 +201,25 @@ class Extender:
         if ns is None:
             return _UNKNOWN
         node = NodeName(name)
-        if reuses(spec.request, spec.roles):  # charged as the kubelet reuses, on one GPU
-            pending = self.cache.pending_on(node, besides=spec.request.key)
-            pending = [c for c in pending if c.pod not in gone]
-            return _placed(place_read(self.scheduler, spec, node, pending, policy))
-        outcome = _outcome(check(ns, spec.request))
-        if outcome is not _FIT:
-            problem = self.cache.problems.get(node) if outcome.code == _NO_GPU else None
-            return outcome._replace(reason=problem) if problem else outcome
-        # Bound but not admitted (watched), or assumed by a bind in flight: both count.
+        if not reuses(spec.request, spec.roles):  # else charged as the kubelet reuses: placed
+            outcome = _outcome(check(ns, spec.request))
+            if outcome is not _FIT:
+                problem = self.cache.problems.get(node) if outcome.code == _NO_GPU else None
+                return outcome._replace(reason=problem) if problem else outcome
+        return self._admissible(spec, node, policy, gone)
+
+    def _admissible(
+        self, spec: PodSpec, node: NodeName, policy: Policy, gone: frozenset[PodKey] = frozenset()
+    ) -> Outcome:
+        """The outcome on a node whose free capacity fits the pod: placed as the kubelet will
+        admit it (init containers reused on one GPU) and keeping invariant I with the
+        containers pending there, bound but not admitted (watched) or assumed by a bind in
+        flight. Prioritize calls it directly: its evaluation has already checked the fit."""
         pending = self.cache.pending_on(node, besides=spec.request.key)
         if gone:
             pending = [c for c in pending if c.pod not in gone]
-        if not pending:
-            return outcome
+        if not pending and not reuses(spec.request, spec.roles):
+            return _FIT
         return _placed(place_read(self.scheduler, spec, node, pending, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
@@ -254,7 +259,7 @@ class Extender:
         def score(name: str) -> float | None:
             ns = states.get(name)
             ev = None if ns is None else evaluate(ns, pod, rng)
-            if ev is None or self.outcome(spec, name, policy) is not _FIT:
+            if ev is None or self._admissible(spec, NodeName(name), policy) is not _FIT:
                 return None
             return ev.score
 

@@ -94,6 +94,12 @@ class Handoff:
                 del self._pods[key]
                 self._patched.pop(key, None)
 
+    def holds_devices(self, key: PodKey) -> bool:
+        """Whether some container of the pod was allocated devices (sure or not)."""
+        with self._lock:
+            entry = self._pods.get(key)
+            return entry is not None and bool(entry.admitted)
+
     def pods(self) -> list[PodKey]:
         with self._lock:
             return list(self._pods)

@@ -2,7 +2,8 @@
 
 - GetPreferredAllocation: the first pending container (see `Handoff.candidates`) asking `size`
   devices of this resource names the GPU(s) (with none, an unsure attribution's: see below); the
-  answer is `size` available IDs there, must-include IDs first. With no match, or too few IDs
+  answer is `size` available IDs there, must-include IDs first. With no match it re-lists the
+  node's pods once (the kubelet's watch may be ahead of ours); still none, or too few IDs
   available there, it falls back to the default binpacked choice.
 - Allocate: the GPUs are read from the IDs. A pending container asking `len(ids)` devices on
   exactly those GPUs is admitted and its grant returned (cores: the full grant from the
@@ -48,6 +49,10 @@ from vgpu.node.model import GpuInfo
 
 log = logging.getLogger(__name__)
 _NOUN = {UnitKind.CORES: "cores", UnitKind.MEMORY: "memory blocks"}
+_CAUGHT_UP = (
+    "%s: %s of %d devices matched %s only after re-listing this node's pods (the kubelet's "
+    "watch showed the bind before ours)"
+)
 
 
 class HandoffPolicy:
@@ -81,11 +86,59 @@ class HandoffPolicy:
     ) -> list[str]:
         kind = self._names.kind_of(resource)
         targets = self._handoff.candidates(kind, size)
-        for candidate in targets or self._handoff.unsure_candidates(kind, size):
+        if not targets:
+            # The kubelet learns of a bound pod through its own watch and asks for its
+            # preference before Allocate (pkg/kubelet/cm/devicemanager/manager.go,
+            # `devicesToAllocate`): catch up now, or binpacking steers the call to a GPU the
+            # extender did not choose and the Allocate that follows must be refused.
+            self._refresh()
+            targets = self._handoff.candidates(kind, size)
+            if targets:
+                log.info(_CAUGHT_UP, resource, "GetPreferredAllocation", size, targets[0].pod)
+        tried = targets or self._handoff.unsure_candidates(kind, size)
+        for candidate in tried:
             ids = self._steer(kind, candidate, available, must_include, size)
             if ids is not None:
                 return ids
-        return self._default.preferred(resource, available, must_include, size)
+        ids = self._default.preferred(resource, available, must_include, size)
+        if tried:
+            self._short_offer(resource, kind, tried[0], available, size)
+        else:
+            log.info(
+                "%s: preferred %d devices for no pending container: binpacked on %s",
+                resource,
+                size,
+                sorted(split_by_gpu(ids)),
+            )
+        return ids
+
+    def _short_offer(
+        self,
+        resource: str,
+        kind: UnitKind,
+        candidate: Candidate,
+        available: Sequence[str],
+        size: int,
+    ) -> None:
+        """Say why steering failed: the kubelet does not offer the devices the assignment names.
+        It withholds devices it believes allocated; after a kubelet restart those include pods
+        deleted before it, until its pod sources have synced (pkg/kubelet/kubelet.go marks a
+        source ready only after handling its first update; pkg/kubelet/cm/devicemanager/
+        manager.go `UpdateAllocatedDevices` frees nothing before that)."""
+        offered = split_by_gpu(available)
+        short = ", ".join(
+            f"{len(offered.get(uuid, []))} of {need} on {uuid}"
+            for uuid, need in self._quotas(kind, candidate, size).items()
+        )
+        log.warning(
+            "%s: the kubelet offers %s for %s/%s's assignment (it still counts some of them as "
+            "allocated: another container's, or, after a kubelet restart, a pod deleted before "
+            "it); the Allocate that follows will be refused",
+            resource,
+            short,
+            candidate.pod,
+            candidate.container.name,
+        )
 
     def _steer(
         self,
@@ -162,6 +215,8 @@ class HandoffPolicy:
             # ours has shown it: catch up with the API server once before refusing.
             self._refresh()
             matches = self._handoff.candidates(kind, len(ids), gpus)
+            if matches:
+                log.info(_CAUGHT_UP, resource, "Allocate", len(ids), matches[0].pod)
         if not matches and not self._handoff.waiting_unassigned(kind, len(ids)):
             reclaimed = self._handoff.reclaim(kind, len(ids), gpus)
             matches = [reclaimed] if reclaimed is not None else []
@@ -242,6 +297,12 @@ class HandoffPolicy:
         holds = "; ".join(held[:5]) if held else "nothing assigned there"
         if len(held) > 5:
             holds += f"; and {len(held) - 5} more"
+        elsewhere = [
+            f"{c.pod}/{c.container.name} on {', '.join(sorted(c.gpus))}"
+            for c in self._handoff.candidates(kind, len(ids))
+        ]
+        if elsewhere:  # the kubelet did not take the devices the assignment names
+            reason = f"pending with this ask elsewhere: {'; '.join(elsewhere[:3])}; " + reason
         return Refusal(
             f"{where}: no pending container asks {len(ids)} {_NOUN[kind]} there "
             f"(the ledger holds: {holds}); {reason}. The pod must be scheduled by the vgpu "
