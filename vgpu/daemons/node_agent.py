@@ -360,9 +360,9 @@ class NodeAgent:
             self._wake.set()
             return
         info = pod_info(pod, self.names)
+        if (kind == "DELETED" or info.terminal) and self.handoff.holds_devices(info.key):
+            self.release.deleted(info.key)  # finished, deleting or deleted: see ReleaseSync
         if kind == "DELETED":
-            if self.handoff.holds_devices(info.key):
-                self.release.deleted(info.key)
             self.handoff.forget(info.key, info.uid)
             self.containers.forget(pod)
         else:

@@ -7,11 +7,11 @@ an Allocate or a ListAndWatch update (`genericDeviceUpdateCallback`). A kubelet 
 both reloads the deleted pod's devices as taken, and admits the pods of its first update without
 them (docs/handshake.md, "Devices the kubelet still counts after its restart").
 
-So after a pod holding devices is deleted, the node agent calls `List` every `delay_s` until the
-kubelet no longer reports the pod (it has dropped it, and that `List` freed its devices), then
-sends its unchanged device lists once more: the kubelet writes its checkpoint. A pod still
-reported after `patience_s` is given up on. Pure apart from a lock (the pod watch reports
-deletions, the agent's loop steps).
+So after a pod holding devices finishes or is deleted, the node agent calls `List` every
+`delay_s` until the kubelet no longer reports the pod (it has dropped it, and that `List` freed
+its devices; a graceful deletion takes the pod's grace period), then sends its unchanged device
+lists once more: the kubelet writes its checkpoint. A pod still reported after `patience_s` is
+given up on. Pure apart from a lock (the pod watch reports deletions, the agent's loop steps).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from vgpu.core.ids import PodKey
 
 class ReleaseSync:
     def __init__(
-        self, clock: Callable[[], float], *, delay_s: float = 1.0, patience_s: float = 30.0
+        self, clock: Callable[[], float], *, delay_s: float = 1.0, patience_s: float = 120.0
     ) -> None:
         self._clock = clock
         self._delay_s = delay_s
