@@ -32,7 +32,7 @@ def _checkpoint(cluster: RealCluster, node: str) -> Path:
 def test_a_deleted_pods_devices_leave_the_kubelet_checkpoint(real_cluster: RealCluster) -> None:
     api = real_cluster.admin
     pods.delete_all(api)
-    api.post(pods.PODS, pods.pod("released", pods.container("main", 100, 8)))
+    api.post(pods.PODS, pods.pod("released", pods.container("main", 100)))
     running = pods.wait_running(api, "released", timeout=90)
     uid, node = running["metadata"]["uid"], running["spec"]["nodeName"]
     checkpoint = _checkpoint(real_cluster, node)

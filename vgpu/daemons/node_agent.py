@@ -58,6 +58,7 @@ from vgpu.core.ids import PodKey
 from vgpu.daemons.backoff import Backoff
 from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
+from vgpu.daemons.node_release import ReleaseSync
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
 from vgpu.daemons.signals import run_until_signal
@@ -65,7 +66,7 @@ from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocati
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff import Handoff, HeldDevices
 from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.inventory import annotation_patch, build_inventory
@@ -93,7 +94,7 @@ class AgentConfig:
     reconcile_s: float = 30.0
     unsure_reconcile_s: float = 1.0  # sooner while an attribution waits for the kubelet's record
     admission_grace_s: float = 30.0
-    release_sync_s: float = 1.0  # after a pod holding devices is deleted: List, then republish
+    release_sync_s: float = 1.0  # after a pod holding devices is deleted: `ReleaseSync`
     metrics_port: int | None = None
     watch_timeout_s: int = 300
     retry_s: float = 1.0  # first retry after an API failure; doubles up to max_retry_s
@@ -158,7 +159,7 @@ class NodeAgent:
         self._synced = threading.Event()
         self._reconciled = threading.Event()
         self._warned: set[str] = set()
-        self._release_at: float | None = None  # see `_sync_release`
+        self.release = ReleaseSync(time.monotonic, delay_s=config.release_sync_s)
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
         self._stopped = False
@@ -359,9 +360,9 @@ class NodeAgent:
             self._wake.set()
             return
         info = pod_info(pod, self.names)
+        if (kind == "DELETED" or info.terminal) and self.handoff.holds_devices(info.key):
+            self.release.deleted(info.key)  # finished, deleting or deleted: see ReleaseSync
         if kind == "DELETED":
-            if self.handoff.holds_devices(info.key) and self._release_at is None:
-                self._release_at = time.monotonic() + self.config.release_sync_s
             self.handoff.forget(info.key, info.uid)
             self.containers.forget(pod)
         else:
@@ -396,8 +397,8 @@ class NodeAgent:
             if self._synced.is_set() and (now >= reconcile_at or (unsure and now >= unsure_at)):
                 self._reconcile()
                 reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
-            if self._release_at is not None and now >= self._release_at:
-                self._sync_release()
+            if self.release.at is not None and now >= self.release.at:
+                self.release.step(self._listed, self._republish)
             if now >= patch_retry:
                 if self._patch_admitted():
                     patch_backoff.reset()
@@ -412,7 +413,7 @@ class NodeAgent:
                 reconcile_at if self._synced.is_set() else forever,
                 unsure_at if self._synced.is_set() and self.handoff.has_unsure() else forever,
                 patch_retry if patch_retry > now else forever,
-                self._release_at if self._release_at is not None else forever,
+                self.release.at if self.release.at is not None else forever,
             )
             self._wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))
 
@@ -448,13 +449,14 @@ class NodeAgent:
             self._node_streak.failed(e)
             return False
 
-    def _reconcile(self) -> None:
+    def _reconcile(self) -> list[HeldDevices] | None:
+        """Rebuild the admitted set from the kubelet's pod-resources `List`; what it holds."""
         try:
             held = self.pod_resources.held()
         except PodResourcesError as e:
             self._podres_streak.failed(e)
             self._reconciled.set()  # tried once: readiness must not hang on an old kubelet
-            return
+            return None
         self._podres_streak.succeeded()
         reports = self.handoff.reconcile(held)
         for pod, message in reports:
@@ -466,21 +468,16 @@ class NodeAgent:
             self._event(pod, "", "VgpuAssignmentMismatch", message)
         self._update_gauges()
         self._reconciled.set()
+        return held
 
-    def _sync_release(self) -> None:
-        """A pod holding devices was deleted: have the kubelet free them and checkpoint that.
+    def _listed(self) -> set[PodKey] | None:
+        """Reconcile now; the pods the kubelet reports holding devices (None: List failed)."""
+        held = self._reconcile()
+        return None if held is None else {h.pod for h in held}
 
-        The kubelet frees a deleted pod's devices lazily, at its next Allocate or pod-resources
-        `List` (pkg/kubelet/cm/devicemanager/manager.go `UpdateAllocatedDevices`;
-        pkg/kubelet/apis/podresources/server_v1.go), and writes its checkpoint only at an
-        Allocate or a ListAndWatch update. A kubelet restarting before either reloads the
-        deleted pod's devices and admits its first pods as if they were still taken
-        (docs/handshake.md). `List` (reconciliation) then an unchanged ListAndWatch update
-        closes that window to `release_sync_s` after the deletion."""
-        self._release_at = None
-        if self._synced.is_set():
-            self._reconcile()
+    def _republish(self) -> None:
         if self.plugins is not None:
+            log.info("deleted pod(s) freed by the kubelet: device lists sent again (checkpoint)")
             self.plugins.republish()
 
     def _update_gauges(self) -> None:
