@@ -23,8 +23,18 @@ def _hold(state: ClusterState, node: str, pod: PodRequest, choice: tuple[tuple[i
     Ledger(state).assume(assignment_for(state.node(NodeName(node)), pod, choice))
 
 
-def _pick(state: ClusterState, policy_name: str, workload: Workload, pod: PodRequest) -> str:
-    sel = Scheduler(state, make_policy(policy_name, workload)).select(pod)
+def _pick(
+    state: ClusterState,
+    policy_name: str,
+    workload: Workload,
+    pod: PodRequest,
+    *,
+    warm: bool = False,
+) -> str:
+    sched = Scheduler(state, make_policy(policy_name, workload))
+    if warm:  # a first pod lets the policy count the GPU models it scores (`core.claims`)
+        sched.select(make_pod("warm-up", cpu=1))
+    sel = sched.select(pod)
     assert sel is not None
     return str(sel.node)
 
@@ -171,4 +181,4 @@ def test_cpu_stranding_does_not_pull_free_pods_onto_gpus_that_typed_pods_need() 
     pod = make_pod("share", 80, cpu=1000)
     assert _pick(state, "fgd", workload, pod) == "plain"
     assert _pick(state, "default:online=0,typed=0", workload, pod) == "p100"
-    assert _pick(state, "default:online=0", workload, pod) == "plain"
+    assert _pick(state, "default:online=0", workload, pod, warm=True) == "plain"
