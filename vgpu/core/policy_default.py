@@ -10,6 +10,8 @@ share. What this policy adds, each measured on the openb trace (docs/policies.md
   fragment too (*CPU stranding*): FGD only notices CPU when a whole shape stops fitting.
 * On a GPU that fits a share, what is left after packing it with copies of that share counts as
   fragment too (*residue*), so a 470 that leaves 60 unusable is told from one that leaves 530.
+* GPU models that GPU-type-constrained pods claim (`claims`) are kept for them: stranding weighs
+  less there, and a pod that could run elsewhere pays for taking such a GPU.
 * Growths within one of FGD's integer score buckets are equal, and the tie goes to the first node
   in node order, as in the paper's artifact. (Ties to the *fullest* node, `tie=packed`, score
   the same on openb default but lose 1.8 points on gpuspec10: fullness favours small nodes, whose

@@ -4,10 +4,10 @@ FGD's measure notices CPU only when a whole task shape stops fitting, so it will
 node's CPU with CPU-only pods and strand its GPUs. The default policy adds the free GPU that the
 node's free CPU cannot feed to the node's fragmentation. "Feed" is measured against the target
 workload's GPU shapes *that could run on the node* (a shape whose GPU models exclude the node
-already counts all of its free GPU as fragment). The default policy goes further and counts no
-stranding on a node that a GPU-type-constrained shape may use: there the term's pull (CPU-light
-pods onto CPU-poor nodes) hands scarce models to pods that could run anywhere, which measured
-worse than no term at all (docs/policies.md, GPU-type constraints).
+already counts all of its free GPU as fragment). The default policy weighs the term down on a
+node whose GPU model type-constrained shapes claim (`pressures`, `core.claims`): there the
+term's pull (CPU-light pods onto CPU-poor nodes) hands scarce models to pods that could run
+anywhere, which measured worse than no term at all (docs/policies.md, GPU-type constraints).
 
 * ``mean``: one ratio, the expected CPU per GPU over those shapes; the stranded GPU is what the
   free CPU cannot feed at that ratio, weighted by those shapes' share of the GPU demand.
