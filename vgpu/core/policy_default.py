@@ -81,7 +81,7 @@ class DefaultConfig:
     """With `typed`, the growth added per milli-GPU a pod takes on a GPU model that
     GPU-type-constrained shapes claim in full (pressure >= 1), beyond the least claimed model
     the pod could use (0: none)."""
-    reserve_lo: float = 0.5
+    reserve_lo: float = 0.25
     """Pressure from which `reserve` ramps up linearly to its full value at pressure 1
     (1: a step at 1)."""
 
