@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from tests.builders import make_node, make_pod
 from vgpu.core.claims import Claims
+from vgpu.core.errors import InvalidRequest
 from vgpu.core.fragmentation import FragmentMeter
 from vgpu.core.model import ANY_GPU, GpuSelector, Node
 from vgpu.core.policy_default import DefaultPolicy
@@ -130,3 +131,15 @@ def test_without_constrained_shapes_nothing_is_claimed_and_scores_are_unchanged(
         assert got[0] == got[1], i
     assert not any(new.claims.claim)
     assert new.generation == 0  # counting the models changed no claim: memos stay valid
+
+
+def test_claim_knobs_parse_and_a_bad_rule_is_a_clear_error() -> None:
+    policy = make_policy("default:contested=step,reserve=2,reserve_lo=0.5", HALF_T4)
+    assert isinstance(policy, DefaultPolicy)
+    assert (policy.config.contested, policy.config.reserve, policy.config.reserve_lo) == (
+        "step",
+        2.0,
+        0.5,
+    )
+    with pytest.raises(InvalidRequest, match="contested=pressure"):
+        make_policy("default:contested=bogus", HALF_T4)
