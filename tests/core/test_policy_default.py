@@ -9,7 +9,8 @@ from vgpu.core.learning import WorkloadLearner, distance
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import GpuSelector, PodRequest
 from vgpu.core.placement import assignment_for
-from vgpu.core.policy_default import DefaultConfig, DefaultPolicy
+from vgpu.core.policy_config import DefaultConfig
+from vgpu.core.policy_default import DefaultPolicy
 from vgpu.core.registry import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
@@ -23,8 +24,18 @@ def _hold(state: ClusterState, node: str, pod: PodRequest, choice: tuple[tuple[i
     Ledger(state).assume(assignment_for(state.node(NodeName(node)), pod, choice))
 
 
-def _pick(state: ClusterState, policy_name: str, workload: Workload, pod: PodRequest) -> str:
-    sel = Scheduler(state, make_policy(policy_name, workload)).select(pod)
+def _pick(
+    state: ClusterState,
+    policy_name: str,
+    workload: Workload,
+    pod: PodRequest,
+    *,
+    warm: bool = False,
+) -> str:
+    sched = Scheduler(state, make_policy(policy_name, workload))
+    if warm:  # a first pod lets the policy count the GPU models it scores (`core.claims`)
+        sched.select(make_pod("warm-up", cpu=1))
+    sel = sched.select(pod)
     assert sel is not None
     return str(sel.node)
 
@@ -171,4 +182,4 @@ def test_cpu_stranding_does_not_pull_free_pods_onto_gpus_that_typed_pods_need() 
     pod = make_pod("share", 80, cpu=1000)
     assert _pick(state, "fgd", workload, pod) == "plain"
     assert _pick(state, "default:online=0,typed=0", workload, pod) == "p100"
-    assert _pick(state, "default:online=0", workload, pod) == "plain"
+    assert _pick(state, "default:online=0", workload, pod, warm=True) == "plain"

@@ -50,6 +50,9 @@ class WorkloadLearner:
         self._total = 0
         self._next = 16
         self.workload = self._build()
+        self.whole = self._build(coverage=1.0)
+        """Every shape in the window with the prior, untruncated; rebuilt with `workload`. For
+        measures that the dropped rare shapes would bias (e.g. `stranding.pressures`)."""
 
     @property
     def observed(self) -> int:
@@ -85,15 +88,16 @@ class WorkloadLearner:
         if distance(fresh, self.workload) <= self.tolerance + noise:
             return False
         self.workload = fresh
+        self.whole = self._build(coverage=1.0)
         self.generation += 1
         return True
 
-    def _build(self) -> Workload:
+    def _build(self, coverage: float | None = None) -> Workload:
         counts: Counter[TaskShape] = Counter()
         for shape, p in zip(self.prior.shapes, self.prior.probs, strict=True):
             counts[shape] += round(p * self.prior_weight)
         counts.update(self._counts)
-        return workload_from_counts(counts, coverage=self.coverage)
+        return workload_from_counts(counts, coverage=coverage or self.coverage)
 
 
 def distance(a: Workload, b: Workload) -> float:

@@ -10,6 +10,8 @@ share. What this policy adds, each measured on the openb trace (docs/policies.md
   fragment too (*CPU stranding*): FGD only notices CPU when a whole shape stops fitting.
 * On a GPU that fits a share, what is left after packing it with copies of that share counts as
   fragment too (*residue*), so a 470 that leaves 60 unusable is told from one that leaves 530.
+* GPU models that GPU-type-constrained pods claim (`claims`) are kept for them: stranding weighs
+  less there, and a pod that could run elsewhere pays for taking such a GPU.
 * Growths within one of FGD's integer score buckets are equal, and the tie goes to the first node
   in node order, as in the paper's artifact. (Ties to the *fullest* node, `tie=packed`, score
   the same on openb default but lose 1.8 points on gpuspec10: fullness favours small nodes, whose
@@ -22,20 +24,20 @@ copies limited by either axis.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from itertools import count
 from random import Random
 
 from vgpu.core.capacity import candidates, host_fits
-from vgpu.core.errors import InvalidRequest
+from vgpu.core.claims import Claims
 from vgpu.core.fgd import sigmoid_score, take_choice
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.learning import WorkloadLearner
-from vgpu.core.model import PodRequest
+from vgpu.core.model import Node, PodRequest
 from vgpu.core.placement import share_of
 from vgpu.core.policies import Evaluation, Policy
+from vgpu.core.policy_config import DefaultConfig
 from vgpu.core.state import NodeState
-from vgpu.core.stranding import NO_FEED, Feed, feed
+from vgpu.core.stranding import Feed, feed
 from vgpu.core.units import CORES_PER_GPU
 from vgpu.core.workload import Workload
 
@@ -44,70 +46,6 @@ MEMO_LIMIT = 200_000
 """Evaluations kept for nodes-in-the-same-state reuse before the memo is cleared."""
 _TOKENS = count()
 """Unique keys for per-node memos (one per meter, so a re-learned workload never hits old ones)."""
-
-
-@dataclass(frozen=True, slots=True)
-class DefaultConfig:
-    """The policy's knobs (each one is an ablation row in docs/policies.md)."""
-
-    band: float = 0.0
-    """Growths within one band (milli-GPU) count as equal; 0: FGD's integer sigmoid buckets."""
-    tie: str = "order"
-    """Secondary key among equal buckets: "order" (node order) or "packed" (fullest node)."""
-    gpu_tie: str = "index"
-    """Among equally good GPUs inside a node: "index" (lowest) or "fullest"."""
-    online: bool = True
-    """Learn the workload from observed pods (the given workload is then only a prior)."""
-    prior_weight: float = 256.0
-    """How many observed pods the prior is worth."""
-    cpu_weight: float = 1.0
-    """Weight of CPU stranding in the fragmentation (0: FGD's measure)."""
-    residue_weight: float = 1.0
-    """Weight of per-GPU residues after packing copies of each share (0: FGD's measure)."""
-    typed: bool = True
-    """CPU stranding only from the shapes that could run on the node's GPU models, and none on a
-    node a GPU-type-constrained shape may use (0: all shapes, every node)."""
-    strand: str = "mean"
-    """CPU stranding against the shapes' mean CPU:GPU ratio ("mean") or each shape's ("shape")."""
-
-    @classmethod
-    def parse(cls, text: str) -> DefaultConfig:
-        """Knobs from ``"key=value,key=value"`` (as in ``--policy default:cpu_weight=0``)."""
-        values: dict[str, object] = {}
-        fields = cls.__dataclass_fields__
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            key, _, raw = part.partition("=")
-            if key not in fields or not raw:
-                raise InvalidRequest(
-                    "policy",
-                    f"bad default-policy option {part!r}",
-                    f"use key=value with keys {', '.join(fields)}",
-                )
-            kind = fields[key].type
-            try:
-                values[key] = (
-                    raw in ("1", "true", "yes")
-                    if kind == "bool"
-                    else float(raw)
-                    if kind == "float"
-                    else raw
-                )
-            except ValueError:
-                raise InvalidRequest(
-                    "policy", f"{key}={raw!r} is not a number", "use e.g. 0.5"
-                ) from None
-        config = cls(**values)  # type: ignore[arg-type]
-        if (
-            config.tie not in ("packed", "order")
-            or config.gpu_tie not in ("index", "fullest")
-            or config.strand not in ("mean", "shape")
-        ):
-            raise InvalidRequest(
-                "policy",
-                f"bad choice in {text!r}",
-                "tie=packed|order, gpu_tie=index|fullest, strand=mean|shape",
-            )
-        return config
 
 
 class DefaultPolicy(Policy):
@@ -131,19 +69,29 @@ class DefaultPolicy(Policy):
         self.generation = 0
         self._base_key = ("default-base", next(_TOKENS))
         self._feeds: dict[tuple[int, ...], Feed] = {}
-        self._sigs: dict[str, tuple[object, tuple[object, ...]]] = {}
+        self.claims = Claims(reserve=self.config.reserve, lo=self.config.reserve_lo)
+        self._sigs: dict[str, tuple[Node, tuple[object, ...]]] = {}
         self._same: dict[tuple[object, ...], Evaluation | None] = {}
 
     def observe(self, pod: PodRequest) -> None:
-        """Learn from a pod about to be placed (rebuilds the meter now and then)."""
-        if self.learner is not None and self.learner.observe(pod):
-            self.meter = FragmentMeter(
-                self.learner.workload, residue_weight=self.config.residue_weight
-            )
-            self._feeds.clear()
-            self.generation += 1
-            self._same.clear()
-            self._base_key = ("default-base", next(_TOKENS))
+        """Learn from a pod about to be placed (rebuilds the meter now and then), and recount
+        the claims on GPU models when the workload or the inventory seen has changed."""
+        learner = self.learner
+        if learner is not None and learner.observe(pod):
+            self.meter = FragmentMeter(learner.workload, residue_weight=self.config.residue_weight)
+            self.claims.refresh(self.meter, learner.whole)
+            self._stale()
+        elif self.claims.dirty and self.config.typed:
+            whole = learner.whole if learner is not None else self.meter.workload
+            if self.claims.refresh(self.meter, whole):
+                self._stale()
+
+    def _stale(self) -> None:
+        """Scores changed: forget every memoised evaluation (a new `generation`)."""
+        self._feeds.clear()
+        self.generation += 1
+        self._same.clear()
+        self._base_key = ("default-base", next(_TOKENS))
 
     def _primary(self, reduction: float) -> float:
         band = self.config.band
@@ -152,8 +100,8 @@ class DefaultPolicy(Policy):
         return float(math.floor(reduction / band + 1e-9))
 
     def _feed(self, ns: NodeState) -> Feed:
-        """How the node's free CPU feeds its free GPU, over the shapes that could run on it;
-        none on a node that a GPU-type-constrained shape may use (see `stranding`)."""
+        """How the node's free CPU feeds its free GPU, over the shapes that could run on it,
+        weighted down where GPU-type-constrained shapes need the node's models (`_weight`)."""
         classes = self.meter.classes_of(ns)
         hit = self._feeds.get(classes)
         if hit is None:
@@ -162,16 +110,38 @@ class DefaultPolicy(Policy):
             if not self.config.typed:
                 hit = feed(workload, None, per_shape=per_shape)
             else:
-                allowed = [
-                    any(col) for col in zip(*map(self.meter.allowed, set(classes)), strict=True)
-                ]
-                contested = any(
-                    ok and not shape.selector.is_any
-                    for ok, shape in zip(allowed, workload.shapes, strict=True)
-                )
-                hit = NO_FEED if contested else feed(workload, allowed, per_shape=per_shape)
+                kinds = set(classes)
+                allowed = [any(col) for col in zip(*map(self.meter.allowed, kinds), strict=True)]
+                weight = self._weight(kinds, allowed)
+                hit = feed(workload, allowed, per_shape=per_shape, weight=weight)
             self._feeds[classes] = hit
         return hit
+
+    def _weight(self, kinds: set[int], allowed: list[bool]) -> float:
+        """Stranding weight of a node with GPU classes `kinds` (on which shapes `allowed` run).
+
+        1 where no type-constrained shape may run. Elsewhere the term's pull (CPU-light pods
+        onto CPU-poor nodes) can hand GPUs that constrained pods need to pods that could run
+        anywhere, which costs most where those pods claim most of a model (docs/policies.md,
+        GPU-type constraints), so by default the weight falls with that claim (`pressures`).
+        """
+        rule = self.config.contested
+        shapes = self.meter.workload.shapes
+        if rule == "full" or not any(
+            ok and not s.selector.is_any for ok, s in zip(allowed, shapes, strict=True)
+        ):
+            return 1.0
+        if rule == "off":
+            return 0.0
+        claim = max(map(self.claims.of, kinds))
+        if rule == "step":
+            return 0.0 if claim >= 1 else 1.0
+        return max(0.0, 1.0 - claim)
+
+    def _reserve(self, pod: PodRequest, cid: int, cores: int) -> float:
+        """Growth for taking `cores` of a GPU of class `cid` that constrained shapes claim
+        (`claims`); 0 unless type-aware."""
+        return self.claims.cost(pod.selector, cid, cores) if self.config.typed else 0.0
 
     def _stranded(self, ns: NodeState, cpu_free: int, free_cores: int) -> float:
         """Weighted free GPU (milli) that the free CPU cannot feed (see `stranding`)."""
@@ -214,6 +184,7 @@ class DefaultPolicy(Policy):
                 for g in ns.gpus
             )
             hit = self._sigs[ns.name] = (ns.node, sig)
+            self.claims.note(ns.node)
         return hit[1]
 
     def evaluate(self, ns: NodeState, pod: PodRequest, rng: Random) -> Evaluation | None:
@@ -253,6 +224,12 @@ class DefaultPolicy(Policy):
         after = meter.of_key(level, tuple(sorted(gpus))) + self._stranded(
             ns, cpu_after, total - used
         )
+        if cores and self.config.reserve:
+            after += sum(
+                self._reserve(pod, g[0], f - g[1])
+                for f, g in zip(ns.free_cores, gpus, strict=True)
+                if f != g[1]
+            )
         return Evaluation(self._primary(before - after) + self._secondary(ns, pod, used), choice)
 
     def _fractional(
@@ -278,6 +255,8 @@ class DefaultPolicy(Policy):
             cores, mem = share_of(ns, p, c)
             gpus[p] = (cid, fc - cores, fm - mem)
             after = meter.of_key(level, tuple(sorted(gpus))) + stranded
+            if self.config.reserve:
+                after += self._reserve(pod, cid, cores)
             gpus[p] = old
             key = (self._primary(before - after), -fc if fullest else 0)
             if key > best:

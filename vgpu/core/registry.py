@@ -29,7 +29,8 @@ from vgpu.core.policies import (
     ShapePolicy,
     SpreadPolicy,
 )
-from vgpu.core.policy_default import DefaultConfig, DefaultPolicy
+from vgpu.core.policy_config import DefaultConfig
+from vgpu.core.policy_default import DefaultPolicy
 from vgpu.core.workload import Workload
 
 PAPER_POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
