@@ -5,6 +5,8 @@ alone. Bad output paths are refused before any replay runs."""
 from __future__ import annotations
 
 import importlib.util
+import io
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,3 +128,20 @@ def test_json_and_progress_say_none_not_zero() -> None:
     out = io.StringIO()
     runner.progress_printer(out)(runs[0], 1, 1)
     assert "n/a allocated at 100 % arrival" in out.getvalue()
+
+
+def test_a_closed_pipe_ends_quietly(
+    tiny_trace: tuple[Path, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`vgpu simulate --json | head -1` closes stdout early: exit 141 (as SIGPIPE would end a
+    C tool), no traceback."""
+
+    class ClosedPipe(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(simulate(tiny_trace, "--policy", "fgd", "--seeds", "42", "--json")) == 141
+    assert "Traceback" not in capsys.readouterr().err

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -103,6 +105,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        _quiet_stdout()
+        return 141  # 128 + SIGPIPE, as a tool killed by the closed pipe would end
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: the reader (`| head`) has gone, and the interpreter's final
+    flush would raise again on the closed pipe."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):
+        pass  # not a real file: nothing left to flush
 
 
 if __name__ == "__main__":
