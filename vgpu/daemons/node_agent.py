@@ -412,7 +412,7 @@ class NodeAgent:
                 reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
             if self.release.at is not None and now >= self.release.at:
                 self.release.step(self._listed, self._republish)
-            if now >= stale_at:
+            if now >= stale_at or self.stale.dirty:  # a deletion: publish before a bind
                 self._check_stale()
                 stale_at = now + cfg.release_sync_s
             if now >= patch_retry:

@@ -102,6 +102,11 @@ class KubeletStale:
                 self._live.difference_update(uids)
             self._dirty = self._dirty or len(self._live) != before
 
+    @property
+    def dirty(self) -> bool:
+        """Whether the node's pods changed since the last read (read again at once)."""
+        return self._dirty and self._synced
+
     def synced(self) -> None:
         """The pod watch has listed the node's pods: UIDs missing from it are gone."""
         with self._lock:
