@@ -8,12 +8,16 @@ annotation; the extender counts them as taken until the agent clears them.
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.extender.builders import A100, eventually, make_node, make_pod
 from tests.extender.conftest import Harness
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
+from vgpu.inspect.build import build_report
+from vgpu.inspect.snapshot import Snapshot
 
 
-def _node(name: str, stale_cores: int, stale_mib: int) -> dict[str, object]:
+def _node(name: str, stale_cores: int, stale_mib: int) -> dict[str, Any]:
     gpus = (
         InventoryGpu(f"GPU-{name}-0", 0, A100, 81920, 100, True, 0, (), stale_cores, stale_mib),
         InventoryGpu(f"GPU-{name}-1", 1, A100, 81920, 100, True, 0, ()),
@@ -39,3 +43,17 @@ def test_stale_devices_are_not_offered_until_the_agent_clears_them(harness: Harn
     eventually(lambda: getattr(daemon.cache.node_state("n1"), "free_cores", None) == [100, 0])
     out = wire.filter(make_pod("second", cores=80), ["n1"])
     assert out["NodeNames"] == ["n1"], out
+
+
+def test_the_report_shows_stale_devices_as_taken() -> None:
+    """`kubectl inspect vgpu` counts them as used, held by "(kubelet)"."""
+    node = _node("n1", 30, 2560)
+    node["status"] = {"conditions": [{"type": "Ready", "status": "True"}]}
+    report = build_report(Snapshot((node,), ()))
+    (view,) = report.nodes
+    gpu0, gpu1 = view.gpus
+    assert [(h.pod, h.cores, h.memory_mmib) for h in gpu0.holders] == [
+        ("(kubelet)", 30, 2560 * 1000)
+    ]
+    assert gpu0.cores_used == 30 and gpu1.holders == ()
+    assert report.totals.cores_used == 30
