@@ -10,8 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.extender.builders import A100, eventually, make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.kubelet_model.pods import container, pod
+from tests.kubelet_model.world import World
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.inspect.build import build_report
 from vgpu.inspect.snapshot import Snapshot
@@ -57,3 +61,32 @@ def test_the_report_shows_stale_devices_as_taken() -> None:
     ]
     assert gpu0.cores_used == 30 and gpu1.holders == ()
     assert report.totals.cores_used == 30
+
+
+def one_container(name: str, cores: int) -> dict[str, Any]:
+    return pod(name, [container("main", cores)])
+
+
+@pytest.mark.parametrize("publish", [True, False])
+def test_kubelet_model_restart_with_a_deleted_pods_devices(publish: bool) -> None:
+    """The kubelet model (tests/kubelet_model) frees lazily and restarts: a pod deleted just
+    before the restart still holds 30 cores in the checkpoint; a 100-core pod is bound before
+    the restarted kubelet's first update. With `kubeletStale` published the extender waits until
+    the agent's release step has the kubelet free them; without it the pod is refused."""
+    world = World(nodes=1, gpus=1, seed=1, lazy_release=True, publish_stale=publish)
+    (node,) = world.nodes.values()
+    holder = world.submit(one_container("holder", 30))
+    assert world.schedule(holder)
+    assert world.admit_next(node) is not None and world.tally["admitted"] == 1
+    world.delete(holder)  # the kubelet has not freed its devices yet
+    whole = world.submit(one_container("whole", 100))
+    bound = world.schedule(whole)
+    assert bound is not publish  # with the devices published as stale, nothing fits
+    world.restart_kubelet(node)  # its first update admits `whole` if bound
+    if publish:
+        world.release(node)  # the agent's List + resend: freed, checkpointed, stale cleared
+        assert world.schedule(whole)
+        assert world.admit_next(node) is not None
+        assert world.tally["admitted"] == 2 and not world.refusals
+    else:
+        assert world.tally["refused-avoidably"] == 1, world.tally
