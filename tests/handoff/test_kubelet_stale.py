@@ -15,6 +15,7 @@ import pytest
 from tests.extender.builders import A100, eventually, make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.kubelet_model.pods import container, pod
+from tests.kubelet_model.soak import SoakConfig, soak
 from tests.kubelet_model.world import World
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.inspect.build import build_report
@@ -90,3 +91,30 @@ def test_kubelet_model_restart_with_a_deleted_pods_devices(publish: bool) -> Non
         assert world.tally["admitted"] == 2 and not world.refusals
     else:
         assert world.tally["refused-avoidably"] == 1, world.tally
+
+
+@pytest.mark.parametrize("publish", [True, False])
+def test_a_soak_with_kubelet_restarts_and_lazy_release(publish: bool) -> None:
+    """Random pods with kubelets that free deleted pods' devices lazily and restart now and then:
+    no avoidable refusal with `kubeletStale` published (and the same soak without it has some,
+    so the soak can tell)."""
+    cfg = SoakConfig(
+        pods=300,
+        nodes=2,
+        gpus=2,
+        seed=5,
+        ignore_preferred=0.0,
+        kubelet_restart_p=0.0,
+        agent_restart_p=0.0,
+        lazy_release=True,
+        publish_stale=publish,
+        kubelet_crash_p=0.05,
+        release_p=0.3,
+    )
+    world, _ = soak(cfg)
+    assert world.tally["admitted"] > 80, world.tally
+    if publish:
+        assert world.tally["refused-avoidably"] == 0, world.refusals[:5]
+    else:
+        assert world.tally["refused-avoidably"] > 0, world.tally
+    assert world.tally["swapped"] == 0, world.swaps[:5]
