@@ -1,9 +1,12 @@
-"""`ReleaseSync`: after a deletion, List until the kubelet drops the pod, then republish once."""
+"""`ReleaseSync`: after a deletion, List until the kubelet drops the pod, then republish once;
+`KubeletStale`: what the checkpoint still holds for pods gone, read when something changed."""
 
 from __future__ import annotations
 
+from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.core.ids import PodKey
-from vgpu.daemons.node_release import ReleaseSync
+from vgpu.daemons.node_release import KubeletStale, ReleaseSync
+from vgpu.node.checkpoint import CheckpointEntry
 
 A, B = PodKey("ns/a"), PodKey("ns/b")
 
@@ -41,10 +44,6 @@ def test_each_freed_pod_is_checkpointed_and_a_stuck_one_is_given_up() -> None:
 
 
 def test_kubelet_stale_reads_when_pods_or_the_file_change_and_frees_while_any_remain() -> None:
-    from vgpu.api.resources import DEFAULT_NAMES
-    from vgpu.daemons.node_release import KubeletStale
-    from vgpu.node.checkpoint import CheckpointEntry
-
     file: list[CheckpointEntry] = [CheckpointEntry("u1", DEFAULT_NAMES.cores, ("GPU-a::c0",))]
     reads: list[int] = []
     frees: list[int] = []
