@@ -62,6 +62,10 @@ class ReleaseSync:
             republish()
 
 
+PATIENT_STEPS = 120
+SLOW_EVERY = 30
+
+
 class KubeletStale:
     """The devices the kubelet's checkpoint holds for pods no longer bound to the node.
 
@@ -90,6 +94,7 @@ class KubeletStale:
         self._lock = threading.Lock()
         self.problem: str | None = None
         self.stale: dict[str, StaleDevices] = {}
+        self._frees = 0  # steps that asked the kubelet to free the current stale set
 
     def pod(self, uids: Iterable[str], live: bool) -> None:
         """A pod bound here was seen (`live`: neither finished nor deleted) under these UIDs
@@ -123,7 +128,10 @@ class KubeletStale:
         stale = stale_devices(entries, live, self._names, self._unit)
         changed = stale != self.stale
         self.stale = stale
-        if stale:
+        self._frees = 0 if changed else self._frees + 1
+        # Devices of a pod the kubelet still runs but the API does not show (a static pod
+        # without a mirror) stay: after PATIENT_STEPS, ask only every SLOW_EVERY steps.
+        if stale and (self._frees < PATIENT_STEPS or self._frees % SLOW_EVERY == 0):
             free()
         return changed
 
