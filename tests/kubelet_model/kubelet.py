@@ -21,6 +21,12 @@ From pkg/kubelet/cm/devicemanager/manager.go (Kubernetes 1.30-1.32):
   taking all aligned ones; its answer is intersected with the candidates and topped up.
 * Restarts: allocations are checkpointed and survive; the reuse pool is memory only, rebuilt as
   admission walks the pod's containers again.
+* Deleted pods (`gone`): their devices stay taken until the next Allocate or pod-resources
+  `List` (`UpdateAllocatedDevices`, called from `allocateContainerResources` and from
+  pkg/kubelet/apis/podresources/server_v1.go `List`), and that frees nothing until every pod
+  source is ready: after a restart (`restart`), only once the first pod update was handled
+  (pkg/kubelet/kubelet.go `syncLoopIteration`). `checkpointed()` is what the checkpoint file
+  holds: it is rewritten at an Allocate or a device-list update (`republished`).
 
 The model can also ignore GetPreferredAllocation (`ignore_preferred`, as a kubelet without the
 plugin option or a racing allocation would) and restart between containers (`restart_p`).
@@ -100,12 +106,16 @@ class KubeletModel:
         self.in_use: dict[str, set[str]] = {r: set() for r in devices}
         self.checkpoint: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {}
         self.restarts = 0
+        self.gone: set[str] = set()  # deleted pods whose devices are not yet freed
+        self.sources_ready = True
+        self.file: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {}  # the checkpoint file
 
     # ----- pods ----------------------------------------------------------------------------------
     def admit(self, pod: Mapping[str, Any]) -> Admission:
         uid = str(pod["metadata"]["uid"])
         containers = containers_of(pod, list(self.numa))
         result = Admission(True)
+        self._update_allocated()
         held = self.checkpoint.setdefault(uid, {})
         pool: dict[str, set[str]] = {}
         for i, c in enumerate(containers):
@@ -130,7 +140,45 @@ class KubeletModel:
                 )
             self._update_pool(pool, c, held.get(c.name, {}))
         result.ids = {name: dict(res) for name, res in held.items()}
+        self.republished()  # writeCheckpoint after an allocation
         return result
+
+    def delete(self, uid: str) -> None:
+        """The pod was deleted: its devices stay taken until freed lazily (module doc)."""
+        if uid in self.checkpoint:
+            self.gone.add(uid)
+
+    def restart(self) -> None:
+        """A new kubelet process: the checkpoint file is all it keeps; sources not yet ready."""
+        self.restarts += 1
+        self.checkpoint = {u: {c: dict(r) for c, r in p.items()} for u, p in self.file.items()}
+        self.gone = set(self.checkpoint)  # until its pod update says otherwise
+        self.in_use = {r: self._held_ids(r) for r in self.numa}
+        self.sources_ready = False
+
+    def first_update_done(self, live: set[str]) -> None:
+        """The first pod update (pods `live` on the node) was handled: sources are ready."""
+        self.gone -= live
+        self.sources_ready = True
+
+    def republished(self) -> None:
+        """A ListAndWatch update (or an Allocate): the checkpoint file is rewritten."""
+        self.file = {u: {c: dict(r) for c, r in p.items()} for u, p in self.checkpoint.items()}
+
+    def checkpointed(self) -> list[tuple[str, str, tuple[str, ...]]]:
+        """(pod uid, resource, IDs) per entry of the checkpoint file."""
+        return [
+            (uid, resource, ids)
+            for uid, containers in self.file.items()
+            for per_resource in containers.values()
+            for resource, ids in per_resource.items()
+        ]
+
+    def _update_allocated(self) -> None:
+        if self.sources_ready:
+            for uid in sorted(self.gone):
+                self.remove(uid)
+            self.gone.clear()
 
     def remove(self, uid: str) -> None:
         """The pod is gone (deleted, failed, finished): its devices are free again
@@ -140,10 +188,13 @@ class KubeletModel:
                 self.in_use[resource] -= set(ids)
 
     def held(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
-        """(pod uid, container, resource, IDs): what the pod-resources API lists."""
+        """(pod uid, container, resource, IDs): what the pod-resources API lists (it frees the
+        devices of deleted pods first, once sources are ready)."""
+        self._update_allocated()
         return [
             (uid, name, resource, ids)
             for uid, containers in self.checkpoint.items()
+            if uid not in self.gone
             for name, per_resource in containers.items()
             for resource, ids in per_resource.items()
         ]

@@ -28,6 +28,10 @@ class SoakConfig:
     gang_p: float = 0.03
     mean_life: float = 40.0  # steps an admitted pod lives
     admit_p: float = 0.5  # per node and step, the kubelet admits one of the pods bound to it
+    lazy_release: bool = False  # deleted pods' devices freed at the next Allocate or List only
+    publish_stale: bool = True  # the agent publishes what the checkpoint holds for pods gone
+    kubelet_crash_p: float = 0.0  # per node and step, the kubelet restarts (first update first)
+    release_p: float = 0.5  # per node and step, the agent's release step (List + resend)
 
 
 def soak(cfg: SoakConfig) -> tuple[World, int]:
@@ -44,6 +48,8 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
         restart_p=cfg.kubelet_restart_p,
         agent_restart_between=cfg.agent_restart_p,
         watch_lag=cfg.watch_lag,
+        lazy_release=cfg.lazy_release,
+        publish_stale=cfg.publish_stale,
     )
     attempts: dict[str, int] = {}
     dies: dict[str, int] = {}
@@ -72,6 +78,10 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
                 world.admit_next(node)
             if rng.random() < cfg.agent_restart_p:
                 world.restart_agent(node)
+            if cfg.kubelet_crash_p and rng.random() < cfg.kubelet_crash_p:
+                world.restart_kubelet(node)
+            if cfg.lazy_release and rng.random() < cfg.release_p:
+                world.release(node)
         for key in list(world.pods):
             if key in world.waiting or any(key in n.queue for n in world.nodes.values()):
                 continue

@@ -24,6 +24,7 @@ from tests.extender.builders import make_node
 from tests.kubelet_model.kubelet import Admission, KubeletModel
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.api.assignment import ADMITTED, binding_annotations
+from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.core.fit import Verdict
 from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey
@@ -31,11 +32,12 @@ from vgpu.core.model import Assignment, Phase
 from vgpu.extender.cache import ClusterCache, canonical
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.service import Extender
+from vgpu.node.checkpoint import CheckpointEntry, stale_devices
 from vgpu.node.devices import UnitKind, device_list
 from vgpu.node.handoff import Handoff, HeldDevices
 from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.inventory import annotation_patch, build_inventory
-from vgpu.node.model import GpuInfo
+from vgpu.node.model import GpuInfo, GpuInventory
 from vgpu.node.podspec import pod_info
 
 KEY = b"kubelet-model-key"
@@ -51,6 +53,7 @@ class Node:
     handoff: Handoff
     policy: HandoffPolicy
     kubelet: KubeletModel
+    inventory: GpuInventory
     queue: list[PodKey] = field(default_factory=list)
 
 
@@ -68,7 +71,13 @@ class World:
         reconcile_p: float = 0.2,
         agent_restart_between: float = 0.0,
         watch_lag: float = 0.0,
+        lazy_release: bool = False,
+        publish_stale: bool = True,
     ) -> None:
+        # The kubelet frees a deleted pod's devices lazily (`KubeletModel.delete`); the agent
+        # publishes what its checkpoint still holds for pods gone (`kubeletStale`).
+        self.lazy_release = lazy_release
+        self.publish_stale = publish_stale
         self.agent_restart_between = agent_restart_between
         # Per bind, the chance that the node's kubelet admits the pod before the agent's pod
         # watch delivers it (each watches the API server on its own): the agent sees it only
@@ -113,7 +122,7 @@ class World:
             restart_p=restart,
             between=lambda: self._between(name),
         )
-        self.nodes[name] = Node(name, gpus, handoff, policy, kubelet)
+        self.nodes[name] = Node(name, gpus, handoff, policy, kubelet, inventory)
 
     def _between(self, name: str) -> None:
         """Between two containers of a pod being admitted, the agent may restart."""
@@ -240,15 +249,60 @@ class World:
         node = self.nodes.get(pod["spec"].get("nodeName") or "")
         if node is not None:
             node.handoff.forget(key, pod["metadata"]["uid"])
-            node.kubelet.remove(pod["metadata"]["uid"])
+            if self.lazy_release:
+                node.kubelet.delete(pod["metadata"]["uid"])
+            else:
+                node.kubelet.remove(pod["metadata"]["uid"])
             if key in node.queue:
                 node.queue.remove(key)
         self._forget(key)
 
     def _forget(self, key: PodKey) -> None:
-        self.pods.pop(key, None)
+        pod = self.pods.pop(key, None)
         if key in self.waiting:
             self.waiting.remove(key)
+        node = self.nodes.get((pod or {}).get("spec", {}).get("nodeName") or "")
+        if node is not None and self.lazy_release:
+            self.stale_step(node)
+
+    # ----- devices the kubelet still counts for pods gone (docs/handshake.md) -------------------
+    def stale_step(self, node: Node) -> None:
+        """The agent reads the kubelet's checkpoint and publishes `kubeletStale` (if enabled)."""
+        live = {
+            p["metadata"]["uid"]
+            for p in self.pods.values()
+            if p["spec"].get("nodeName") == node.name
+        }
+        entries = [CheckpointEntry(u, r, ids) for u, r, ids in node.kubelet.checkpointed()]
+        stale = stale_devices(entries, live, DEFAULT_NAMES, UNIT_MIB) if self.publish_stale else {}
+        published = {gpu: (s.cores, s.memory_mib) for gpu, s in stale.items()}
+        inventory = build_inventory(node.inventory, memory_unit_mib=UNIT_MIB, stale=published)
+        self.cache.apply_node(
+            "MODIFIED", make_node(node.name, inventory=annotation_patch(None, inventory) or "")
+        )
+
+    def release(self, node: Node) -> None:
+        """The agent's release step: `List` (the kubelet frees what it can), device lists resent
+        (the kubelet checkpoints), the checkpoint read again."""
+        node.kubelet.held()
+        node.kubelet.republished()
+        self.stale_step(node)
+
+    def restart_kubelet(self, node: Node) -> None:
+        """The kubelet restarts: it reloads its checkpoint file, admits the pods bound to it in
+        its first update against it, then its sources are ready; its plugins register again
+        (the agent reads the rewritten checkpoint)."""
+        node.kubelet.restart()
+        while node.queue:
+            self.admit_next(node)
+        live = {
+            p["metadata"]["uid"]
+            for p in self.pods.values()
+            if p["spec"].get("nodeName") == node.name
+        }
+        node.kubelet.first_update_done(live)
+        node.kubelet.republished()
+        self.stale_step(node)
 
     def restart_agent(self, node: Node) -> None:
         """A new agent process: pods from the watch, admissions from pod-resources."""

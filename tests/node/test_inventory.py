@@ -66,6 +66,9 @@ def doc_with(**gpu: object) -> str:
         (doc_with(numa=-1), "gpus[0].numa: expected an integer >= 0"),
         (doc_with(nvlinkPeers=[1]), "gpus[0].nvlinkPeers: expected a list of GPU UUIDs"),
         (doc_with(cores=True), "gpus[0].cores: expected an integer"),
+        (doc_with(kubeletStale=[]), "gpus[0].kubeletStale: expected an object"),
+        (doc_with(kubeletStale={"cores": -1}), "gpus[0].kubeletStale.cores: expected an integer"),
+        (doc_with(kubeletStale={"cores": 101, "memoryMiB": 0}), "more than the GPU has"),
     ],
 )
 def test_parse_errors_name_the_field(text: str, fragment: str) -> None:
@@ -89,3 +92,20 @@ def test_annotation_patch_only_when_meaning_changes() -> None:
     assert annotation_patch("garbage", inv) == encode_inventory(inv)
     sick = build_inventory(spec, unhealthy={spec.gpus[0].uuid})
     assert annotation_patch(encode_inventory(inv), sick) == encode_inventory(sick)
+
+
+def test_kubelet_stale_devices_round_trip_and_are_absent_when_zero() -> None:
+    """The optional `kubeletStale` field: written only when the kubelet's checkpoint holds devices
+    of pods gone from the node, so an inventory without any reads as before (old readers, which
+    ignore unknown keys, keep working)."""
+    spec = parse_spec("2xT4")
+    uuid = spec.gpus[1].uuid
+    stale = build_inventory(spec, stale={uuid: (30, 2560)})
+    doc = json.loads(encode_inventory(stale))
+    assert "kubeletStale" not in doc["gpus"][0]
+    assert doc["gpus"][1]["kubeletStale"] == {"cores": 30, "memoryMiB": 2560}
+    assert parse_inventory(encode_inventory(stale)) == stale
+    assert (stale.gpus[1].stale_cores, stale.gpus[1].stale_memory_mib) == (30, 2560)
+    plain = build_inventory(spec)
+    assert annotation_patch(encode_inventory(stale), plain) == encode_inventory(plain)
+    assert "kubeletStale" not in encode_inventory(plain)

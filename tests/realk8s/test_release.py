@@ -10,6 +10,8 @@ shortly after a pod holding devices is deleted; this test reads the kubelet's ch
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,8 @@ import pytest
 from tests.realk8s import pods
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.processes import wait_until
+from vgpu.api.assignment import ASSIGNMENT, decode
+from vgpu.api.inventory import parse_inventory
 
 pytestmark = pytest.mark.realk8s
 
@@ -43,3 +47,49 @@ def test_a_deleted_pods_devices_leave_the_kubelet_checkpoint(real_cluster: RealC
         20,
         f"the deleted pod {uid} to leave {node}'s device checkpoint",
     )
+
+
+def _stale_on(cluster: RealCluster, node: str) -> dict[str, int]:
+    """Per GPU, the cores the node's inventory annotation publishes as `kubeletStale`."""
+    meta = cluster.admin.get(f"/api/v1/nodes/{node}")["metadata"]
+    inventory = parse_inventory(meta["annotations"]["vgpu.io/gpu-inventory"])
+    return {g.uuid: g.stale_cores for g in inventory.gpus if g.stale_cores}
+
+
+def test_devices_the_restarted_kubelet_still_counts_are_not_given_to_a_new_pod(
+    real_cluster: RealCluster,
+) -> None:
+    """A pod holding 30 cores of a GPU is deleted while its kubelet is down (the kubelet restarts
+    before it freed them: its checkpoint holds them). A pod needing that whole GPU, bound before
+    the kubelet's first pod update, would be refused (UnexpectedAdmissionError): the agent
+    publishes the checkpointed devices (`kubeletStale`), the extender does not place onto them,
+    and the pod is bound and admitted once the restarted kubelet has freed them."""
+    api = real_cluster.admin
+    pods.delete_all(api)
+    api.post(pods.PODS, pods.pod("holder", pods.container("main", 30)))
+    holder = pods.wait_running(api, "holder", timeout=90)
+    node = holder["spec"]["nodeName"]
+    (share,) = decode(holder["metadata"]["annotations"][ASSIGNMENT]).containers[0].shares
+    gpu = str(share.uuid)
+    checkpoint = _checkpoint(real_cluster, node)
+    real_cluster.procs.stop(f"kubelet-{node}")
+    since = time.time()
+    pods.delete_all(api)
+    assert holder["metadata"]["uid"] in checkpoint.read_text()
+    wait_until(lambda: _stale_on(real_cluster, node) == {gpu: 30}, 20, "kubeletStale published")
+    whole = pods.pod("whole", pods.container("main", 100), annotations={"vgpu.io/gpu-uuid": gpu})
+    api.post(pods.PODS, whole)
+    time.sleep(3)  # the scheduler tries it while the kubelet is down
+    assert not pods.node_of(api, "whole"), "bound onto devices the kubelet still counts"
+    real_cluster.start_kubelet(node)
+    started = time.monotonic()
+    running = pods.wait_running(api, "whole", timeout=120)  # a refusal fails this at once
+    assert running["spec"]["nodeName"] == node
+    assert _stale_on(real_cluster, node) == {}
+    refusals = [e for e in pods.events_for(api, "whole") if "Admission" in e.get("reason", "")]
+    assert not refusals, json.dumps(refusals)[:2000]
+    print(
+        f"kubelet restart with stale devices: the pod ran {time.monotonic() - started:.1f}s "
+        f"after the kubelet's start ({time.time() - since:.1f}s after the deletion)"
+    )
+    pods.delete_all(api)

@@ -7,7 +7,11 @@ Versioned JSON, compact and with a stable key order:
      "model": "Tesla T4", "memoryMiB": 15360, "cores": 100, "healthy": true, "numa": 0,
      "nvlinkPeers": []}]}
 
-`numa` is null when unknown. `parse_inventory` validates strictly and names the bad field, so
+`numa` is null when unknown. Optional per GPU (absent when zero, so older readers, which ignore
+unknown keys, keep working): `"kubeletStale": {"cores": 30, "memoryMiB": 2560}`, devices the
+kubelet's checkpoint still holds for pods no longer bound to the node; the kubelet would not
+offer them to a new pod until it frees them, so the extender counts them as taken
+(docs/handshake.md, "Devices the kubelet still counts after its restart"). `parse_inventory` validates strictly and names the bad field, so
 a broken annotation is reported, never half-used. Pure: no I/O.
 """
 
@@ -36,6 +40,8 @@ class InventoryGpu:
     healthy: bool
     numa: int | None
     nvlink_peers: tuple[str, ...]
+    stale_cores: int = 0
+    stale_memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,21 +58,25 @@ def encode_inventory(inventory: NodeGpuInventory) -> str:
     doc = {
         "version": INVENTORY_VERSION,
         "memoryUnitMiB": inventory.memory_unit_mib,
-        "gpus": [
-            {
-                "uuid": g.uuid,
-                "index": g.index,
-                "model": g.model,
-                "memoryMiB": g.memory_mib,
-                "cores": g.cores,
-                "healthy": g.healthy,
-                "numa": g.numa,
-                "nvlinkPeers": list(g.nvlink_peers),
-            }
-            for g in inventory.gpus
-        ],
+        "gpus": [_encode_gpu(g) for g in inventory.gpus],
     }
     return json.dumps(doc, separators=(",", ":"))
+
+
+def _encode_gpu(g: InventoryGpu) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "uuid": g.uuid,
+        "index": g.index,
+        "model": g.model,
+        "memoryMiB": g.memory_mib,
+        "cores": g.cores,
+        "healthy": g.healthy,
+        "numa": g.numa,
+        "nvlinkPeers": list(g.nvlink_peers),
+    }
+    if g.stale_cores or g.stale_memory_mib:
+        doc["kubeletStale"] = {"cores": g.stale_cores, "memoryMiB": g.stale_memory_mib}
+    return doc
 
 
 def parse_inventory(text: str) -> NodeGpuInventory:
@@ -104,16 +114,32 @@ def _gpu(raw: Any, where: str) -> InventoryGpu:
     healthy = raw.get("healthy")
     if not isinstance(healthy, bool):
         raise InventoryError(f"{where}.healthy: expected true or false, got {healthy!r}")
+    memory_mib = _int(raw, "memoryMiB", where, minimum=0)
+    cores = _int(raw, "cores", where, minimum=1)
+    stale_cores, stale_mib = _stale(raw.get("kubeletStale"), f"{where}.kubeletStale")
+    if stale_cores > cores or stale_mib > memory_mib:
+        raise InventoryError(f"{where}.kubeletStale: more than the GPU has")
     return InventoryGpu(
         uuid=_str(raw, "uuid", where),
         index=_int(raw, "index", where, minimum=0),
         model=_str(raw, "model", where),
-        memory_mib=_int(raw, "memoryMiB", where, minimum=0),
-        cores=_int(raw, "cores", where, minimum=1),
+        memory_mib=memory_mib,
+        cores=cores,
         healthy=healthy,
         numa=numa,
         nvlink_peers=tuple(peers),
+        stale_cores=stale_cores,
+        stale_memory_mib=stale_mib,
     )
+
+
+def _stale(raw: Any, where: str) -> tuple[int, int]:
+    """The optional `kubeletStale` object: (cores, memoryMiB), zeros when absent."""
+    if raw is None:
+        return 0, 0
+    if not isinstance(raw, dict):
+        raise InventoryError(f"{where}: expected an object with cores and memoryMiB")
+    return _int(raw, "cores", where, minimum=0), _int(raw, "memoryMiB", where, minimum=0)
 
 
 def _int(doc: dict[str, Any], key: str, where: str, *, minimum: int) -> int:

@@ -25,6 +25,10 @@ class Gpu:
     healthy: bool = True
     numa: int | None = None
     nvlink_peers: frozenset[GpuUUID] = frozenset()
+    stale_cores: int = 0
+    """Cores the kubelet still counts for pods gone from the node (inventory `kubeletStale`):
+    taken until the node agent clears them (docs/handshake.md)."""
+    stale_memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)

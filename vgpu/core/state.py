@@ -53,9 +53,13 @@ class NodeState:
         self.node = node
         self.cpu_free = node.cpu_milli
         self.mem_free = node.memory_mib
-        self.free_cores = [CORES_PER_GPU for _ in node.gpus]
         self.total_mem = [mib_to_mmib(g.memory_mib) for g in node.gpus]
-        self.free_mem = list(self.total_mem)
+        # Devices the kubelet still counts for pods gone from the node are taken (Gpu.stale_*).
+        self.free_cores = [max(CORES_PER_GPU - g.stale_cores, 0) for g in node.gpus]
+        self.free_mem = [
+            max(t - mib_to_mmib(g.stale_memory_mib), 0)
+            for t, g in zip(self.total_mem, node.gpus, strict=True)
+        ]
         self.positions: dict[GpuUUID, int] = {g.uuid: i for i, g in enumerate(node.gpus)}
         self.kinds: dict[str, int] = {}
         """How many held pods of each kind ("no-gpu", "share", "1-gpu", ...) the node carries."""

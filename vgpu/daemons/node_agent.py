@@ -53,16 +53,18 @@ from vgpu.adapters.procfs import (
 )
 from vgpu.adapters.streak import Streak
 from vgpu.api.assignment import ADMITTED
+from vgpu.api.podread import is_terminal
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
 from vgpu.daemons.backoff import Backoff
 from vgpu.daemons.heap import release_free_heap
 from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
-from vgpu.daemons.node_release import ReleaseSync
+from vgpu.daemons.node_release import KubeletStale, ReleaseSync
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
 from vgpu.daemons.signals import run_until_signal
 from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
+from vgpu.node.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
@@ -160,6 +162,14 @@ class NodeAgent:
         self._reconciled = threading.Event()
         self._warned: set[str] = set()
         self.release = ReleaseSync(time.monotonic, delay_s=config.release_sync_s)
+        checkpoint = config.plugin_dir / CHECKPOINT_FILE
+        self.stale = KubeletStale(
+            lambda: read_checkpoint(checkpoint),
+            lambda: _signature(checkpoint),
+            self.names,
+            config.memory_unit_mib,
+        )
+        self._stale_problem: str | None = None
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
         self._stopped = False
@@ -357,9 +367,12 @@ class NodeAgent:
                     len(self.handoff.pods()),
                 )
             self._synced.set()
+            self.stale.synced()
             self._wake.set()
             return
         info = pod_info(pod, self.names)
+        mirror = ((pod.get("metadata") or {}).get("annotations") or {}).get(MIRROR, "")
+        self.stale.pod((info.uid, str(mirror)), kind != "DELETED" and not is_terminal(pod))
         if (kind == "DELETED" or info.terminal) and self.handoff.holds_devices(info.key):
             self.release.deleted(info.key)  # finished, deleting or deleted: see ReleaseSync
         if kind == "DELETED":
@@ -382,7 +395,7 @@ class NodeAgent:
         cfg, forever = self.config, float("inf")
         node_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
         patch_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
-        node_at = node_retry = reconcile_at = unsure_at = patch_retry = 0.0
+        node_at = node_retry = reconcile_at = unsure_at = patch_retry = stale_at = 0.0
         settled = False
         while not self._stop.is_set():
             self._wake.clear()
@@ -399,6 +412,9 @@ class NodeAgent:
                 reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
             if self.release.at is not None and now >= self.release.at:
                 self.release.step(self._listed, self._republish)
+            if now >= stale_at or self.stale.dirty:  # a deletion: publish before a bind
+                self._check_stale()
+                stale_at = now + cfg.release_sync_s
             if now >= patch_retry:
                 if self._patch_admitted():
                     patch_backoff.reset()
@@ -414,6 +430,7 @@ class NodeAgent:
                 unsure_at if self._synced.is_set() and self.handoff.has_unsure() else forever,
                 patch_retry if patch_retry > now else forever,
                 self.release.at if self.release.at is not None else forever,
+                stale_at,
             )
             self._wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))
 
@@ -432,7 +449,10 @@ class NodeAgent:
             )
             key = self.names.inventory
             desired = build_inventory(
-                self.inventory, unhealthy=self._unhealthy, memory_unit_mib=cfg.memory_unit_mib
+                self.inventory,
+                unhealthy=self._unhealthy,
+                memory_unit_mib=cfg.memory_unit_mib,
+                stale=self.stale.published(),
             )
             value = annotation_patch((meta.get("annotations") or {}).get(key), desired)
             if labels or value is not None:
@@ -474,6 +494,26 @@ class NodeAgent:
         """Reconcile now; the pods the kubelet reports holding devices (None: List failed)."""
         held = self._reconcile()
         return None if held is None else {h.pod for h in held}
+
+    def _check_stale(self) -> None:
+        """Publish the devices the kubelet's checkpoint holds for pods gone (`KubeletStale`)."""
+        if self.stale.step(self._free_stale):
+            self._node_dirty = True
+            gpus = ", ".join(
+                f"{gpu}: {s.cores} cores, {s.memory_mib} MiB (pods {', '.join(s.pods)})"
+                for gpu, s in self.stale.stale.items()
+            )
+            log.info("kubelet checkpoint: devices of pods gone from this node: %s", gpus or "none")
+        if self.stale.problem != self._stale_problem:
+            self._stale_problem = self.stale.problem
+            if self.stale.problem:
+                log.warning("%s; stale devices are not published", self.stale.problem)
+
+    def _free_stale(self) -> None:
+        """Have the kubelet free devices of vanished pods (List) and checkpoint that (resend)."""
+        self._reconcile()
+        if self.plugins is not None:
+            self.plugins.republish()
 
     def _republish(self) -> None:
         if self.plugins is not None:
@@ -545,3 +585,17 @@ class NodeAgent:
 
 
 __all__ = ["AgentConfig", "GrantMode", "GrantSettings", "NodeAgent"]
+
+
+MIRROR = "kubernetes.io/config.mirror"
+"""A static pod's mirror carries the UID the kubelet knows the pod by: its config hash
+(pkg/kubelet/pod/mirror_client.go `CreateMirrorPod`; pkg/kubelet/config/common.go)."""
+
+
+def _signature(path: Path) -> object:
+    """What tells that the checkpoint changed on disk (None: no file)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

@@ -64,6 +64,8 @@ def _gpus(annotations: Obj, key: str) -> tuple[tuple[Gpu, ...], str | None]:
             healthy=g.healthy,
             numa=g.numa,
             nvlink_peers=frozenset(GpuUUID(p) for p in g.nvlink_peers),
+            stale_cores=g.stale_cores,
+            stale_memory_mib=g.stale_memory_mib,
         )
         for g in inventory.gpus
     )

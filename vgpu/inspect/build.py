@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from vgpu.api.inventory import InventoryError, NodeGpuInventory, parse_inventory
+from vgpu.api.inventory import InventoryError, InventoryGpu, NodeGpuInventory, parse_inventory
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.inspect.dra import claim_holders, slice_inventories
 from vgpu.inspect.gangs import GangMembership, gang_views, membership, pod_group_minimums
@@ -177,6 +177,22 @@ def _dra(
     return set(found)
 
 
+STALE_POD = "(kubelet)"
+"""The holder shown for devices the kubelet still counts for pods gone from the node."""
+
+
+def _kubelet_stale(g: InventoryGpu) -> tuple[Holder, ...]:
+    """The inventory's `kubeletStale` as a holder: taken until the kubelet frees them
+    (docs/handshake.md, "Devices the kubelet still counts after its restart")."""
+    if not (g.stale_cores or g.stale_memory_mib):
+        return ()
+    return (
+        Holder(
+            STALE_POD, "pods gone, not yet freed", g.stale_cores, g.stale_memory_mib * 1000, True
+        ),
+    )
+
+
 def _node_view(
     node: Obj, inventory: NodeGpuInventory, collect: _Collect, mode: str = ""
 ) -> NodeView:
@@ -189,7 +205,8 @@ def _node_view(
             g.healthy,
             g.cores,
             g.memory_mib,
-            tuple(sorted(holders.get(g.uuid, []), key=lambda h: (h.pod, h.container))),
+            tuple(sorted(holders.get(g.uuid, []), key=lambda h: (h.pod, h.container)))
+            + _kubelet_stale(g),
         )
         for g in sorted(inventory.gpus, key=lambda g: g.index)
     )

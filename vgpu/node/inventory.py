@@ -7,7 +7,7 @@ discovered. Pure: no I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from vgpu.api.inventory import (
     InventoryError,
@@ -25,8 +25,12 @@ def build_inventory(
     *,
     unhealthy: Iterable[str] = (),
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB,
+    stale: Mapping[str, tuple[int, int]] | None = None,
 ) -> NodeGpuInventory:
+    """`stale`: per GPU UUID, (cores, memory MiB) the kubelet's checkpoint holds for pods gone
+    from the node (`vgpu.node.checkpoint`), published as `kubeletStale`."""
     bad = frozenset(unhealthy)
+    held = stale or {}
     gpus = tuple(
         InventoryGpu(
             g.uuid,
@@ -37,6 +41,7 @@ def build_inventory(
             g.uuid not in bad,
             g.numa_node,
             g.nvlink_peers,
+            *_capped(held.get(g.uuid, (0, 0)), g.memory_mib),
         )
         for g in sorted(inventory.gpus, key=lambda g: g.index)
     )
@@ -52,3 +57,8 @@ def annotation_patch(current: str | None, desired: NodeGpuInventory) -> str | No
         except InventoryError:
             pass
     return encode_inventory(desired)
+
+
+def _capped(stale: tuple[int, int], memory_mib: int) -> tuple[int, int]:
+    """Never more than the GPU has (the annotation's reader rejects that)."""
+    return min(stale[0], CORES_PER_GPU), min(stale[1], memory_mib)

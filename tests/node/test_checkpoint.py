@@ -1,0 +1,82 @@
+"""Reading the kubelet's device checkpoint: the devices it would reload on a restart that belong
+to pods no longer bound here (docs/handshake.md, "Devices the kubelet still counts after its
+restart")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vgpu.api.resources import DEFAULT_NAMES
+from vgpu.node.checkpoint import StaleDevices, parse_checkpoint, read_checkpoint, stale_devices
+
+UNIT = 256
+
+
+def _entry(uid: str, resource: str, ids: list[str], *, numa: bool = True) -> dict[str, Any]:
+    return {
+        "PodUID": uid,
+        "ContainerName": "main",
+        "ResourceName": resource,
+        "DeviceIDs": {"-1": ids} if numa else ids,
+        "AllocResp": "",
+    }
+
+
+def _text(*entries: dict[str, Any]) -> str:
+    doc = {"Data": {"PodDeviceEntries": list(entries), "RegisteredDevices": {}}, "Checksum": 1}
+    return json.dumps(doc)
+
+
+CORES = [f"GPU-a::c{i}" for i in range(30)]
+MEMORY = [f"GPU-a::m{i}" for i in range(10)]
+TEXT = _text(
+    _entry("dead", DEFAULT_NAMES.cores, CORES),
+    _entry("dead", DEFAULT_NAMES.memory, MEMORY, numa=False),
+    _entry("live", DEFAULT_NAMES.cores, ["GPU-b::c0"]),
+    _entry("other", "nvidia.com/gpu", ["GPU-x"]),
+)
+
+
+def test_stale_devices_are_those_of_pods_no_longer_bound_here() -> None:
+    stale = stale_devices(parse_checkpoint(TEXT), {"live"}, DEFAULT_NAMES, UNIT)
+    assert stale == {"GPU-a": StaleDevices(cores=30, memory_mib=10 * UNIT, pods=("dead",))}
+    assert stale_devices(parse_checkpoint(TEXT), {"live", "dead"}, DEFAULT_NAMES, UNIT) == {}
+
+
+def test_a_missing_checkpoint_holds_nothing(tmp_path: Path) -> None:
+    entries, problem = read_checkpoint(tmp_path / "kubelet_internal_checkpoint")
+    assert entries == () and problem is None
+
+
+def test_a_broken_checkpoint_is_a_named_problem(tmp_path: Path) -> None:
+    path = tmp_path / "kubelet_internal_checkpoint"
+    for text, word in [
+        ("{not json", "JSON"),
+        ("[]", "object"),
+        ('{"Data": {"PodDeviceEntries": 3}}', "PodDeviceEntries"),
+        ('{"Data": {"PodDeviceEntries": [{"PodUID": 1}]}}', "PodUID"),
+        (_text(_entry("u", DEFAULT_NAMES.cores, [])).replace("[]", "7", 1), "DeviceIDs"),
+    ]:
+        path.write_text(text)
+        entries, problem = read_checkpoint(path)
+        assert entries == () and problem is not None and word in problem, (text, problem)
+        assert str(path.name) in problem
+
+
+def test_foreign_device_ids_of_our_resources_are_skipped() -> None:
+    text = _text(_entry("dead", DEFAULT_NAMES.cores, ["not-ours", "GPU-a::c1"]))
+    stale = stale_devices(parse_checkpoint(text), set(), DEFAULT_NAMES, UNIT)
+    assert stale == {"GPU-a": StaleDevices(cores=1, memory_mib=0, pods=("dead",))}
+
+
+@given(st.text(max_size=200))
+def test_any_text_parses_or_names_its_problem(text: str) -> None:
+    try:
+        parse_checkpoint(text)
+    except ValueError as err:
+        assert "kubelet_internal_checkpoint" in str(err)

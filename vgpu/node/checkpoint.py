@@ -1,0 +1,129 @@
+"""Reading the kubelet's device checkpoint for devices it still counts for pods that are gone.
+
+The kubelet keeps every container's device IDs in `kubelet_internal_checkpoint` in the
+device-plugin directory (pkg/kubelet/cm/devicemanager/manager.go `kubeletDeviceManagerCheckpoint`,
+`writeCheckpoint`; entry format in pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go
+`PodDevicesEntry`: PodUID, ContainerName, ResourceName, DeviceIDs keyed by NUMA node — a plain
+list in older kubelets — and AllocResp). It writes the file only at an Allocate or a
+ListAndWatch update, and on a restart reloads it as the devices taken (`readCheckpoint`), freeing
+those of vanished pods only once its pod sources are ready (`UpdateAllocatedDevices`). So the
+entries of pods no longer bound to the node are devices the kubelet may still refuse to offer:
+the node agent publishes them per GPU in the inventory annotation (`kubeletStale`) and the
+extender does not place onto them (docs/handshake.md, "Devices the kubelet still counts after
+its restart"). Pure apart from `read_checkpoint`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vgpu.api.resources import ResourceNames
+from vgpu.core.errors import VgpuError
+from vgpu.node.devices import DeviceIdError, parse_unit_id
+
+CHECKPOINT_FILE = "kubelet_internal_checkpoint"
+MAX_CHECKPOINT_BYTES = 64 << 20
+"""A larger file is not read (a node's checkpoint is kilobytes to a few megabytes)."""
+
+
+class CheckpointError(VgpuError, ValueError):
+    """The checkpoint file cannot be read; the message names the field."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointEntry:
+    pod_uid: str
+    resource: str
+    device_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class StaleDevices:
+    """Devices of one GPU the kubelet's checkpoint holds for pods no longer bound here."""
+
+    cores: int
+    memory_mib: int
+    pods: tuple[str, ...]  # their UIDs, sorted
+
+
+def parse_checkpoint(text: str) -> tuple[CheckpointEntry, ...]:
+    """The checkpoint's entries; raises CheckpointError naming what is wrong."""
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise CheckpointError(f"{CHECKPOINT_FILE}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{CHECKPOINT_FILE}: expected a JSON object")
+    data = doc.get("Data")
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{CHECKPOINT_FILE}.Data: expected an object")
+    raw = data.get("PodDeviceEntries") or []
+    if not isinstance(raw, list):
+        raise CheckpointError(f"{CHECKPOINT_FILE}.Data.PodDeviceEntries: expected a list")
+    return tuple(
+        _entry(e, f"{CHECKPOINT_FILE}.Data.PodDeviceEntries[{i}]") for i, e in enumerate(raw)
+    )
+
+
+def _entry(raw: Any, where: str) -> CheckpointEntry:
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{where}: expected an object")
+    uid, resource = raw.get("PodUID"), raw.get("ResourceName")
+    if not isinstance(uid, str) or not isinstance(resource, str):
+        raise CheckpointError(f"{where}: PodUID and ResourceName must be strings")
+    ids = raw.get("DeviceIDs") or []
+    groups = ids.values() if isinstance(ids, dict) else [ids]  # per NUMA node, or one list
+    flat: list[str] = []
+    for group in groups:
+        if not isinstance(group, list) or not all(isinstance(d, str) for d in group):
+            raise CheckpointError(f"{where}.DeviceIDs: expected lists of device IDs")
+        flat.extend(group)
+    return CheckpointEntry(uid, resource, tuple(flat))
+
+
+def read_checkpoint(path: Path) -> tuple[tuple[CheckpointEntry, ...], str | None]:
+    """(entries, problem): a missing file holds nothing; an unreadable one is a problem."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CHECKPOINT_BYTES + 1)
+    except FileNotFoundError:
+        return (), None
+    except OSError as e:
+        return (), f"{path}: cannot read the kubelet's device checkpoint ({e.strerror})"
+    if len(raw) > MAX_CHECKPOINT_BYTES:
+        return (), f"{path}: larger than {MAX_CHECKPOINT_BYTES} bytes, not read"
+    try:
+        return parse_checkpoint(raw.decode("utf-8", errors="replace")), None
+    except CheckpointError as e:
+        return (), f"{path}: {e}"
+
+
+def stale_devices(
+    entries: Iterable[CheckpointEntry],
+    live_uids: set[str],
+    names: ResourceNames,
+    memory_unit_mib: int,
+) -> dict[str, StaleDevices]:
+    """Per GPU UUID, our devices checkpointed for pods whose UID is not in `live_uids`."""
+    cores: dict[str, int] = {}
+    units: dict[str, int] = {}
+    pods: dict[str, set[str]] = {}
+    for entry in entries:
+        if entry.pod_uid in live_uids or entry.resource not in (names.cores, names.memory):
+            continue
+        counts = cores if entry.resource == names.cores else units
+        for device_id in entry.device_ids:
+            try:
+                gpu = parse_unit_id(device_id).gpu_uuid
+            except DeviceIdError:
+                continue  # not one of ours: nothing the extender counts
+            counts[gpu] = counts.get(gpu, 0) + 1
+            pods.setdefault(gpu, set()).add(entry.pod_uid)
+    return {
+        gpu: StaleDevices(cores.get(gpu, 0), units.get(gpu, 0) * memory_unit_mib, tuple(sorted(p)))
+        for gpu, p in sorted(pods.items())
+    }
