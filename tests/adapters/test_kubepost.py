@@ -1,0 +1,145 @@
+"""The Binding's lean POST (`vgpu.adapters.kubepost`): the client's credentials, one kept-alive
+connection per thread, a closed one replaced before sending, errors as the client's."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient, Configuration
+
+from tests.kubeapi import FakeApiServer
+from vgpu.adapters.kube import KubeApi, KubeConflict, KubeForbidden, KubeInvalid, KubeUnavailable
+from vgpu.adapters.kubepost import LeanPoster
+
+NS = "default"
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every POST 201 and records (client port, Authorization, path, body); with
+    `server.hang_up`, closes each connection after its reply without saying so."""
+
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        auth = self.headers.get("Authorization")
+        self.server.seen.append((self.client_address[1], auth, self.path, body))
+        reply = b'{"kind":"Status","status":"Success"}'
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+        self.close_connection = self.server.hang_up
+
+
+class _Server(ThreadingHTTPServer):
+    """Counts the connections it has closed (`closed`)."""
+
+    closed = threading.Semaphore(0)
+
+    def shutdown_request(self, request: Any) -> None:
+        super().shutdown_request(request)
+        self.closed.release()
+
+
+@pytest.fixture
+def recorder() -> Iterator[Any]:
+    server: Any = _Server(("127.0.0.1", 0), _Recorder)
+    server.seen, server.hang_up, server.closed = [], False, threading.Semaphore(0)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def kube(kube_client: Any) -> KubeApi:
+    return KubeApi(kube_client)
+
+
+def _api(port: int, **settings: Any) -> KubeApi:
+    config = Configuration()
+    config.host = f"http://127.0.0.1:{port}"
+    for name, value in settings.items():
+        setattr(config, name, value)
+    return KubeApi(ApiClient(config), request_timeout=2.0)
+
+
+def test_binds_with_the_token_on_one_kept_alive_connection(recorder: Any) -> None:
+    api = _api(
+        recorder.server_address[1],
+        api_key={"authorization": "t0ken"},
+        api_key_prefix={"authorization": "Bearer"},
+    )
+    for name in ("a", "b", "c"):
+        api.bind_pod(NS, name, "n1", annotations={"k": "v"}, uid=f"uid-{name}")
+    ports = {port for port, *_ in recorder.seen}
+    assert len(ports) == 1
+    _, auth, path, body = recorder.seen[-1]
+    assert auth == "Bearer t0ken"
+    assert path == "/api/v1/namespaces/default/pods/c/binding"
+    assert body["metadata"] == {
+        "name": "c",
+        "namespace": NS,
+        "annotations": {"k": "v"},
+        "uid": "uid-c",
+    }
+    assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+    api.close()
+
+
+def test_a_connection_the_server_closed_is_replaced_before_sending(recorder: Any) -> None:
+    recorder.hang_up = True
+    api = _api(recorder.server_address[1])
+    for name in ("a", "b", "c"):
+        api.bind_pod(NS, name, "n1")
+        assert recorder.closed.acquire(timeout=5)  # the server has hung up, unannounced
+    assert [path.split("/")[-2] for _, _, path, _ in recorder.seen] == ["a", "b", "c"]
+    assert len({port for port, *_ in recorder.seen}) == 3
+    api.close()
+
+
+@pytest.mark.parametrize(
+    ("status", "error"),
+    [(409, KubeConflict), (403, KubeForbidden), (422, KubeInvalid), (500, KubeUnavailable)],
+)
+def test_refusals_are_translated(
+    kube: KubeApi, kube_server: FakeApiServer, status: int, error: type[Exception]
+) -> None:
+    assert kube._poster is not None  # the lean path serves these binds
+    kube_server.inject("POST", "/binding", status=status, message="injected")
+    with pytest.raises(error, match=r"bind pod default/a to n1: .*injected") as raised:
+        kube.bind_pod(NS, "a", "n1")
+    assert getattr(raised.value, "status", None) == status
+
+
+def test_a_dropped_request_is_unavailable_and_the_next_one_works(
+    kube: KubeApi, kube_server: FakeApiServer
+) -> None:
+    kube_server.store.put({"kind": "Pod", "metadata": {"name": "a", "namespace": NS}, "spec": {}})
+    kube_server.inject("POST", "/binding", drop=True)
+    with pytest.raises(KubeUnavailable):
+        kube.bind_pod(NS, "a", "n1")
+    kube.bind_pod(NS, "a", "n1")
+    assert kube.get_pod(NS, "a")["spec"]["nodeName"] == "n1"
+
+
+def test_configurations_it_does_not_cover_use_the_client() -> None:
+    config = Configuration()
+    config.host = "https://127.0.0.1:6443"
+    config.proxy = "http://proxy:3128"
+    assert LeanPoster.for_client(ApiClient(config)) is None
+    config.proxy = None
+    config.tls_server_name = "kubernetes"
+    assert LeanPoster.for_client(ApiClient(config)) is None
