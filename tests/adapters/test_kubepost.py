@@ -7,6 +7,7 @@ import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,9 +15,17 @@ from kubernetes.client import ApiClient, Configuration
 
 from tests.kubeapi import FakeApiServer
 from vgpu.adapters.kube import KubeApi, KubeConflict, KubeForbidden, KubeInvalid, KubeUnavailable
+from vgpu.adapters.kubeconfig import load_configuration
 from vgpu.adapters.kubepost import LeanPoster
 
 NS = "default"
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{{name: c, cluster: {{server: "http://127.0.0.1:{port}"}}}}]
+users: [{{name: u, user: {{token: t0ken}}}}]
+contexts: [{{name: x, context: {{cluster: c, user: u}}}}]
+current-context: x
+"""
 
 
 class _Recorder(BaseHTTPRequestHandler):
@@ -76,12 +85,14 @@ def _api(port: int, **settings: Any) -> KubeApi:
     return KubeApi(ApiClient(config), request_timeout=2.0)
 
 
-def test_binds_with_the_token_on_one_kept_alive_connection(recorder: Any) -> None:
-    api = _api(
-        recorder.server_address[1],
-        api_key={"authorization": "t0ken"},
-        api_key_prefix={"authorization": "Bearer"},
+def test_binds_with_the_kubeconfig_token_on_one_kept_alive_connection(
+    recorder: Any, tmp_path: Path
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        KUBECONFIG.format(port=recorder.server_address[1]),
     )
+    api = KubeApi(ApiClient(load_configuration(str(kubeconfig))), request_timeout=2.0)
     for name in ("a", "b", "c"):
         api.bind_pod(NS, name, "n1", annotations={"k": "v"}, uid=f"uid-{name}")
     ports = {port for port, *_ in recorder.seen}

@@ -9,7 +9,7 @@ one connection of its own.
 
 Same credentials and checks as the client's: its `Configuration`'s host, CA (file or data),
 client certificate, `verify_ssl`, `assert_hostname: false` and the bearer token read per request
-through `get_api_key_with_prefix` (which runs the in-cluster loader's refresh hook). A
+from its `auth_settings()` (which runs the in-cluster loader's refresh hook). A
 configuration this does not cover (a proxy, another name to verify than the host's) gets no
 poster: callers use `Requester` then.
 A non-2xx reply becomes the client's `ApiException` so errors are translated as everywhere else.
@@ -64,9 +64,11 @@ class LeanPoster:
         the server has closed is replaced before sending, and a failure after is the caller's
         (the outcome is unknown; the binder reads the pod back)."""
         headers = {"Content-Type": JSON, "Accept": JSON, "User-Agent": self._agent}
-        token = self._config.get_api_key_with_prefix("authorization")
-        if token:
-            headers["Authorization"] = token
+        # The client's own auth settings: the loaders store the token as `BearerToken`, with the
+        # `authorization` alias, and the lookup runs the in-cluster loader's refresh hook.
+        bearer = self._config.auth_settings().get("BearerToken")
+        if bearer and bearer.get("value"):
+            headers[str(bearer["key"]).title()] = str(bearer["value"])
         conn = self._connection(timeout)
         try:
             conn.request("POST", self._prefix + path, body, headers)
