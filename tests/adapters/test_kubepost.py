@@ -4,6 +4,8 @@ connection per thread, a closed one replaced before sending, errors as the clien
 from __future__ import annotations
 
 import json
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -73,6 +75,20 @@ def recorder() -> Iterator[Any]:
 
 
 @pytest.fixture
+def tls_recorder(recorder: Any, tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+    """The recorder over TLS, requiring a client certificate from the set's client CA (the
+    certificates of hack/make-extender-certs.sh stand in for a cluster's)."""
+    script = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
+    subprocess.run([str(script), str(tmp_path), "--days", "1"], check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "extender.crt", tmp_path / "extender.key")
+    context.load_verify_locations(tmp_path / "client-ca.crt")
+    context.verify_mode = ssl.CERT_REQUIRED
+    recorder.socket = context.wrap_socket(recorder.socket, server_side=True)
+    yield recorder, tmp_path
+
+
+@pytest.fixture
 def kube(kube_client: Any) -> KubeApi:
     return KubeApi(kube_client)
 
@@ -80,6 +96,7 @@ def kube(kube_client: Any) -> KubeApi:
 def _api(port: int, **settings: Any) -> KubeApi:
     config = Configuration()
     config.host = f"http://127.0.0.1:{port}"
+    config.retries = 0
     for name, value in settings.items():
         setattr(config, name, value)
     return KubeApi(ApiClient(config), request_timeout=2.0)
@@ -108,6 +125,25 @@ def test_binds_with_the_kubeconfig_token_on_one_kept_alive_connection(
     }
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
     api.close()
+
+
+def test_tls_with_the_configured_ca_and_client_certificate(tls_recorder: Any) -> None:
+    recorder, certs = tls_recorder
+    port = recorder.server_address[1]
+    settings = {"ssl_ca_cert": str(certs / "server-ca.crt")}
+    with pytest.raises(KubeUnavailable):  # no client certificate: the server refuses
+        _api(port, host=f"https://localhost:{port}", **settings).bind_pod(NS, "a", "n1")
+    settings |= {
+        "cert_file": str(certs / "scheduler.crt"),
+        "key_file": str(certs / "scheduler.key"),
+    }
+    api = _api(port, host=f"https://localhost:{port}", **settings)
+    api.bind_pod(NS, "b", "n1")
+    api.bind_pod(NS, "c", "n1")
+    assert [path.split("/")[-2] for _, _, path, _ in recorder.seen] == ["b", "c"]
+    assert len({port for port, *_ in recorder.seen}) == 1
+    with pytest.raises(KubeUnavailable):  # a server the configured CA did not sign
+        _api(port, host=f"https://localhost:{port}").bind_pod(NS, "d", "n1")
 
 
 def test_a_connection_the_server_closed_is_replaced_before_sending(recorder: Any) -> None:
