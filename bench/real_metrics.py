@@ -20,12 +20,13 @@ import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
-SAMPLE = re.compile(r"^(\w+?)_(sum|count)(?:\{(.*)\})? (\S+)$")
+SAMPLE = re.compile(r"^(\w+?)_(sum|count|total)(?:\{(.*)\})? (\S+)$")
 WANTED = (
     "scheduler_scheduling_attempt_duration_seconds",
     "scheduler_scheduling_algorithm_duration_seconds",
     "scheduler_framework_extension_point_duration_seconds",
     "vgpu_extender_request_seconds",
+    "vgpu_extender_connections",  # a counter: its count is its value
 )
 KEYS = ("verb", "extension_point", "result")
 
@@ -55,6 +56,8 @@ def scrape(url: str, pki: Path, *, verify: bool) -> Totals:
         label = ",".join(labels[k] for k in KEYS if k in labels)
         entry = totals[f"{match.group(1)}[{label}]"]
         entry[0 if match.group(2) == "sum" else 1] += float(match.group(4))
+        if match.group(2) == "total":
+            entry[0] = 0.0
     return dict(totals)
 
 
@@ -66,7 +69,9 @@ def report(before: Totals, after: Totals) -> str:
         total, count = after[key]
         old = before.get(key, [0.0, 0.0])
         calls = count - old[1]
-        if calls > 0 and total - old[0] >= 1e-5 * calls:
+        if key.startswith("vgpu_extender_connections"):
+            parts.append(f"extender connections accepted {calls:.0f}")
+        elif calls > 0 and total - old[0] >= 1e-5 * calls:
             short = key.replace("scheduler_", "").replace("_duration_seconds", "")
             short = short.replace("vgpu_extender_request_seconds", "extender")
             parts.append(f"{short} {1000 * (total - old[0]) / calls:.2f}ms x{calls:.0f}")

@@ -195,3 +195,20 @@ def test_refusals_are_reported_by_reason() -> None:
     finally:
         http.stop()
     assert reasons == ["malformed", "timeout"]
+
+
+def test_each_accepted_connection_is_counted_once() -> None:
+    accepted: list[None] = []
+    http = HttpServer(
+        _Routes(),  # type: ignore[arg-type]
+        host="127.0.0.1",
+        limits=LIMITS,
+        on_connection=lambda: accepted.append(None),
+    )
+    http.start()
+    try:
+        _exchange(http.port, _post(b"{}") + _post(b"{}") + _post(b"{}"), replies=3)
+        _exchange(http.port, _post(b"{}"))
+    finally:
+        http.stop()
+    assert len(accepted) == 2  # three requests kept alive on one connection, one on another

@@ -12,6 +12,7 @@ Every client error is translated into a `KubeError` subclass (itself a `VgpuErro
 
 from __future__ import annotations
 
+import http.client
 import json
 import logging
 import threading
@@ -20,6 +21,7 @@ from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
+from urllib.parse import quote
 
 import urllib3
 from kubernetes.client.api_client import ApiClient
@@ -37,6 +39,7 @@ from vgpu.adapters.kubeerrors import (
     KubeUnavailable,
     translate,
 )
+from vgpu.adapters.kubepost import LeanPoster
 from vgpu.adapters.kuberequest import Requester
 from vgpu.adapters.kubewatch import Listing, Reflector, WatchEvent
 
@@ -90,6 +93,8 @@ class KubeApi:
         self._timeout = request_timeout
         self._page_size = page_size
         self._requests = Requester(api_client)
+        self._poster = LeanPoster.for_client(api_client)
+        """The Binding's lean path (`vgpu.adapters.kubepost`); None: through `Requester`."""
 
     @classmethod
     def from_environment(
@@ -106,6 +111,8 @@ class KubeApi:
         return cls(ApiClient(configuration), request_timeout=request_timeout)
 
     def close(self) -> None:
+        if self._poster is not None:
+            self._poster.close()
         self.api_client.close()
 
     # ----- plumbing ------------------------------------------------------------------------------
@@ -318,13 +325,22 @@ class KubeApi:
         }
         what = f"bind pod {namespace}/{name} to {node}"
         params = {"namespace": namespace, "name": name}
-        resp = self._raw(what, "POST", POD + "/binding", params, body=body)
+        if self._poster is None:
+            resp = self._raw(what, "POST", POD + "/binding", params, body=body)
+            try:
+                _ = resp.data  # drain the reply, or the pooled connection's next request fails
+            except (urllib3.exceptions.HTTPError, OSError) as e:
+                raise KubeUnavailable(f"{what}: reading the reply failed: {e}") from e
+            finally:
+                resp.release_conn()
+            return
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding"
         try:
-            _ = resp.data  # drain the reply, or the pooled connection's next request fails
-        except (urllib3.exceptions.HTTPError, OSError) as e:
-            raise KubeUnavailable(f"{what}: reading the reply failed: {e}") from e
-        finally:
-            resp.release_conn()
+            self._poster.post(path, json.dumps(body).encode(), self._timeout)
+        except ApiException as e:
+            raise translate(what, e) from e
+        except (http.client.HTTPException, OSError) as e:
+            raise KubeUnavailable(f"{what}: {type(e).__name__}: {e}") from e
 
     # ----- events, leases, pod groups ------------------------------------------------------------
     def create_event(

@@ -116,6 +116,7 @@ class ExtenderDaemon:
             tls=tls,
             limits=config.http,
             on_refused=lambda reason: self.metrics.refused.labels(reason).inc(),
+            on_connection=self.metrics.connections.inc,
         )
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.metrics.watch_leadership(

@@ -157,10 +157,17 @@ class HttpServer:
         tls: ssl.SSLContext | None = None,
         limits: HttpLimits = HttpLimits(),
         on_refused: Callable[[str], None] = lambda reason: None,
+        on_connection: Callable[[], None] = lambda: None,
     ) -> None:
         self.routes, self.limits, self._tls = routes, limits, tls
         self.on_refused = on_refused
         """Called with why a request or connection was refused (a metric's label)."""
+        self.on_connection = on_connection
+        """Called for each connection accepted (over TLS: after a full handshake). kube-scheduler's
+        extender client keeps at most 2 idle connections (pkg/scheduler/extender.go builds its
+        transport with apimachinery's SetTransportDefaults, which leaves Go's default
+        MaxIdleConnsPerHost) and resumes no TLS session (client-go's TLS config sets no session
+        cache), so binds running beside filter and prioritize keep opening new connections."""
         self._address = (host, port)
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="vgpu-extender-verb")
         self._loop = asyncio.new_event_loop()
@@ -220,6 +227,7 @@ class HttpServer:
 
     # -- one connection --------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.on_connection()
         verified = self._tls is None or bool(writer.get_extra_info("peercert"))
         if len(self._open) >= self.limits.max_connections or (
             not verified and self._unverified >= self.limits.max_unverified

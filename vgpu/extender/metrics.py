@@ -8,6 +8,7 @@ process in tests).
 * `vgpu_extender_refused_requests_total{reason}`: requests refused before any verb ran
   (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
   kube-scheduler, or one misbehaving;
+* `vgpu_extender_connections_total`: connections accepted (each a TLS handshake);
 * `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`,
   `vgpu_extender_pending_containers{node}` (bound, not yet admitted): read at scrape time;
 * `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
@@ -109,6 +110,12 @@ class ExtenderMetrics:
             "vgpu_extender_refused_requests",
             "Requests refused before any verb ran, by reason",
             ["reason"],
+            registry=self.registry,
+        )
+        self.connections = PromCounter(
+            "vgpu_extender_connections",
+            "Connections accepted; over TLS each cost a full handshake, so a count that keeps "
+            "pace with the requests means the client does not keep its connections alive",
             registry=self.registry,
         )
         self.invalid_pods = PromCounter(
