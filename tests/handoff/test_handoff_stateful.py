@@ -17,7 +17,6 @@ Bounded here; `pytest -m soak` runs the long version (README, "The hand-off agai
 
 from __future__ import annotations
 
-import logging
 import random
 from typing import Any
 
@@ -29,7 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from tests.kubelet_model.pods import container, gang, pod
 from tests.kubelet_model.world import World
 
-logging.getLogger("vgpu").setLevel(logging.ERROR)
+QUIET_LOGS = True  # the model refuses on purpose: keep its warnings out (tests/handoff/conftest.py)
 
 # Few distinct asks, so that pods with equal asks and different grants often wait together.
 cores = st.sampled_from([25, 30, 50])

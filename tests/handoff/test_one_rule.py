@@ -3,7 +3,6 @@ same `PendingContainer`, so the same `confusable` answers), whatever the pod."""
 
 from __future__ import annotations
 
-import logging
 import random
 
 from hypothesis import given, settings
@@ -13,7 +12,7 @@ from tests.kubelet_model.pods import random_pod
 from tests.kubelet_model.world import World
 from vgpu.node.devices import UnitKind
 
-logging.getLogger("vgpu").setLevel(logging.ERROR)
+QUIET_LOGS = True  # the model refuses on purpose: keep its warnings out (tests/handoff/conftest.py)
 
 
 @settings(max_examples=60, deadline=None)
