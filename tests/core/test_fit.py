@@ -1,3 +1,5 @@
+import dataclasses
+
 from tests.builders import make_node, make_pod
 from vgpu.core.fit import Code, check
 from vgpu.core.ids import NodeName
@@ -82,3 +84,28 @@ def test_memory_axis_blocks_a_gpu_with_free_cores() -> None:
     verdict = check(ns, make_pod("b", 10, memory_mib=2000))
     assert not verdict.ok
     assert "90 cores" in str(verdict)
+
+
+def _stale_node(cores: int, mib: int) -> ClusterState:
+    """One GPU whose kubelet still counts `cores`/`mib` for deleted pods."""
+    node = make_node("n1", gpus=1)
+    gpu = dataclasses.replace(node.gpus[0], stale_cores=cores, stale_memory_mib=mib)
+    return ClusterState([dataclasses.replace(node, gpus=(gpu,))])
+
+
+def test_capacity_the_kubelet_holds_for_deleted_pods_is_named() -> None:
+    """Otherwise an operator sees "70 cores" free and no pod using the other 30."""
+    ns = _stale_node(30, 2560).node(NodeName("n1"))
+    verdict = check(ns, make_pod("big", 80))
+    assert verdict.code is Code.GPU_BUSY and verdict.resolvable
+    assert "best: GPU 0 with 70 cores" in str(verdict)
+    assert "GPU 0: the kubelet still holds 30 cores and 2560 MiB for deleted pods" in str(verdict)
+    whole = check(ns, make_pod("whole", 100))
+    assert "1 whole GPU(s) asked, 0 idle" in str(whole)
+    assert "the kubelet still holds 30 cores and 2560 MiB" in str(whole)
+
+
+def test_no_word_of_the_kubelet_when_it_holds_nothing() -> None:
+    state, ledger = _state(gpus=1)
+    _take(state, ledger, "a", 80)
+    assert "kubelet" not in str(check(state.node(NodeName("n1")), make_pod("b", 30)))

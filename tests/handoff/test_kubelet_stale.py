@@ -44,6 +44,8 @@ def test_stale_devices_are_not_offered_until_the_agent_clears_them(harness: Harn
     # With that GPU taken, an 80-core pod does not fit until the stale devices go.
     out = wire.filter(make_pod("second", cores=80), ["n1"])
     assert out["NodeNames"] == [], out
+    reason = out["FailedNodes"]["n1"]  # says why 70 cores look free with no pod on the rest
+    assert "GPU 0: the kubelet still holds 30 cores and 2560 MiB for deleted pods" in reason, out
     harness.put(_node("n1", 0, 0))
     eventually(lambda: getattr(daemon.cache.node_state("n1"), "free_cores", None) == [100, 0])
     out = wire.filter(make_pod("second", cores=80), ["n1"])

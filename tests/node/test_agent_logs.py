@@ -40,7 +40,7 @@ def test_a_lasting_failure_is_said_once_and_its_end_too(
     caplog.set_level(logging.INFO, logger="vgpu")
     caplog.clear()
     box.api.inject("GET", rf"/api/v1/nodes/{NODE}$", status=500, times=None)
-    box.agent._node_dirty = True  # a health change would do the same
+    box.agent.publisher.dirty = True  # a health change would do the same
     box.agent._wake.set()
     time.sleep(1.0)  # ten retries at retry_s 0.1
     node_lines = [r for r in caplog.records if "labels/annotations" in r.getMessage()]

@@ -114,7 +114,21 @@ def _explain_capacity(ns: NodeState, pod: PodRequest, healthy: list[int]) -> Ver
             f"{ns.gpus[best].index} with {ns.free_cores[best]} cores and "
             f"{_fmt_mib(ns.free_mem[best])}"
         )
-    return Verdict(code, tuple(reasons))
+    return Verdict(code, tuple(reasons) + _stale_notes(ns, healthy))
+
+
+def _stale_notes(ns: NodeState, positions: list[int]) -> tuple[str, ...]:
+    """What the kubelet still counts for deleted pods on these GPUs (inventory `kubeletStale`).
+
+    That capacity is taken but no pod holds it, so without a word the free figures above look
+    wrong; it comes back once the node agent has the kubelet free it (docs/handshake.md).
+    """
+    return tuple(
+        f"GPU {g.index}: the kubelet still holds {g.stale_cores} cores and "
+        f"{g.stale_memory_mib} MiB for deleted pods"
+        for g in (ns.gpus[p] for p in positions)
+        if g.stale_cores or g.stale_memory_mib
+    )
 
 
 def _could_ever_fit(ns: NodeState, pos: int, c: ContainerRequest) -> bool:

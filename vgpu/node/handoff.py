@@ -26,6 +26,8 @@ from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.devices import UnitKind
+from vgpu.node.handoff_match import describe_on, matching, pending_entries
+from vgpu.node.handoff_reconcile import reconcile_entries
 from vgpu.node.handoff_types import (
     KINDS,
     Candidate,
@@ -34,7 +36,7 @@ from vgpu.node.handoff_types import (
     PodEntry,
     check_assignment,
 )
-from vgpu.node.podspec import ContainerAsk, PodInfo, cores_limit
+from vgpu.node.podspec import PodInfo, cores_limit
 
 __all__ = [
     "KINDS",
@@ -110,19 +112,6 @@ class Handoff:
             return entry.problem if entry else None
 
     # ----- matching ----------------------------------------------------------------------------
-    def _pending(self, kind: UnitKind) -> Iterable[tuple[PodEntry, ContainerAsk]]:
-        """Per assigned pod, the one container the kubelet can allocate `kind` for next: the
-        first in spec order (init containers first) still waiting for `kind`."""
-        entries = sorted(self._pods.values(), key=lambda e: (not e.in_progress(), e.seq))
-        for entry in entries:
-            if entry.assignment is None or entry.failed:
-                continue
-            for container in entry.info.containers:
-                if entry.ask(container, kind) > 0 and (container.name, kind) not in entry.admitted:
-                    if entry.shares.get(container.name):
-                        yield entry, container
-                    break
-
     def candidates(
         self, kind: UnitKind, size: int, gpus: frozenset[str] | None = None
     ) -> list[Candidate]:
@@ -130,7 +119,7 @@ class Handoff:
         given), at most one per pod, a pod the kubelet is in the middle of first."""
         with self._lock:
             out = []
-            for entry, container in self._pending(kind):
+            for entry, container in pending_entries(self._pods, kind):
                 shares = entry.shares[container.name]
                 if entry.ask(container, kind) != size:
                     continue
@@ -159,20 +148,8 @@ class Handoff:
 
     def pending_on(self, gpus: Iterable[str]) -> list[str]:
         """What the ledger holds on these GPUs, for refusal messages."""
-        wanted = set(gpus)
         with self._lock:
-            out = []
-            for entry in sorted(self._pods.values(), key=lambda e: e.seq):
-                for name, shares in entry.shares.items():
-                    if not wanted & {s.uuid for s in shares}:
-                        continue
-                    container = entry.info.container(name)
-                    state = "admitted" if container and entry.done(container) else "pending"
-                    asks = ", ".join(f"{s.cores} cores" for s in shares if s.uuid in wanted)
-                    blocks = container.memory_blocks if container else 0
-                    more = f" + {blocks} memory blocks" if blocks else ""
-                    out.append(f"{entry.info.key}/{name} ({state}, {asks}{more})")
-            return out
+            return describe_on(self._pods, set(gpus))
 
     def admit(
         self,
@@ -201,7 +178,7 @@ class Handoff:
         kubelet allocates a container once). Any of them gives the same grant; which one it
         was stays unsure until the kubelet's record says (`reconcile`)."""
         with self._lock:
-            for entry, container in self._matching(kind, size, gpus, pending=False):
+            for entry, container in matching(self._pods, kind, size, gpus, pending=False):
                 if (container.name, kind) in entry.unsure:
                     shares = entry.shares[container.name]
                     return Candidate(entry.info.key, container, shares, cores_limit(entry.info))
@@ -212,10 +189,10 @@ class Handoff:
         `kind` on `gpus`: one not yet allocated (at any position: after an unsure attribution
         a pod's calls come at other positions than the ledger expects) or unsurely allocated."""
         with self._lock:
-            waiting = self._matching(kind, size, gpus, pending=True)
+            waiting = matching(self._pods, kind, size, gpus, pending=True)
             waiting += [
                 (e, c)
-                for e, c in self._matching(kind, size, gpus, pending=False)
+                for e, c in matching(self._pods, kind, size, gpus, pending=False)
                 if (c.name, kind) in e.unsure
             ]
             return any(e.info.key != pod for e, _ in waiting)
@@ -231,23 +208,9 @@ class Handoff:
         with self._lock:
             return [
                 Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info))
-                for e, c in self._matching(kind, size, None, pending=False)
+                for e, c in matching(self._pods, kind, size, None, pending=False)
                 if (c.name, kind) in e.unsure
             ]
-
-    def _matching(
-        self, kind: UnitKind, size: int, gpus: frozenset[str] | None, *, pending: bool
-    ) -> list[tuple[PodEntry, ContainerAsk]]:
-        out = []
-        for entry in self._pods.values():
-            for c in entry.info.containers:
-                shares = entry.shares.get(c.name, ())
-                on = frozenset(s.uuid for s in shares)
-                if entry.ask(c, kind) != size or not shares or (gpus is not None and on != gpus):
-                    continue
-                if ((c.name, kind) not in entry.admitted) == pending and not entry.failed:
-                    out.append((entry, c))
-        return out
 
     def abort_admissions(self, kind: UnitKind, size: int) -> list[PodKey]:
         """An Allocate of `size` devices of `kind` was refused: the kubelet fails the pod it was
@@ -261,7 +224,7 @@ class Handoff:
         with self._lock:
             aborted = [
                 e.info.key
-                for e, c in self._pending(kind)
+                for e, c in pending_entries(self._pods, kind)
                 if e.in_progress() and not e.unsure and e.ask(c, kind) == size
             ]
             for key in aborted:
@@ -338,65 +301,10 @@ class Handoff:
         """Rebuild the admitted set from what the kubelet says running containers hold.
 
         Returns (pod, message) for containers holding IDs that differ from their assignment and
-        for unassigned pods holding devices. Admissions younger than the grace period survive a
-        snapshot that does not show them yet (Allocate has returned, the kubelet not yet recorded).
+        for unassigned pods holding devices (`vgpu.node.handoff_reconcile`).
         """
-        now = self._clock()
-        by_pod: dict[PodKey, list[HeldDevices]] = {}
-        owner: dict[str, tuple[PodKey, str]] = {}
-        for h in held:
-            by_pod.setdefault(h.pod, []).append(h)
-            owner.update(dict.fromkeys(h.ids, (h.pod, h.container)))
-
-        def fresh_and_unclaimed(
-            key: PodKey, container: str, ids: tuple[str, ...], at: float
-        ) -> bool:
-            # Interchangeable pending containers (same ask, GPU and grant) may be attributed to
-            # either pod at Allocate; when the kubelet's record names another holder for these
-            # IDs, it is the truth and this attribution is dropped (that container is pending).
-            claimed = {owner.get(i, (key, container)) for i in ids}
-            return now - at < self._grace_s and claimed <= {(key, container)}
-
-        reports: list[tuple[PodKey, str]] = []
-        unassigned: list[HeldDevices] = []
         with self._lock:
-            for key, entry in self._pods.items():
-                holdings = by_pod.pop(key, [])
-                if entry.assignment is None:
-                    unassigned += holdings
-                    if holdings:
-                        reports.append((key, f"unassigned pod holds vGPU devices: {entry.problem}"))
-                    continue
-                fresh = {
-                    k: v
-                    for k, v in entry.admitted.items()
-                    if fresh_and_unclaimed(key, k[0], tuple(v[0]), v[1])
-                }
-                entry.admitted = fresh
-                for h in holdings:
-                    problem = self._mismatch(entry, h)
-                    if problem:
-                        reports.append((key, problem))
-                    old = fresh.get((h.container, h.kind))
-                    entry.admitted[(h.container, h.kind)] = (h.ids, old[1] if old else now)
-                    entry.unsure.discard((h.container, h.kind))  # the kubelet says so
-                entry.unsure &= set(entry.admitted)
-            for rest in by_pod.values():
-                unassigned += rest
-            self.unassigned_held = tuple(unassigned)
+            reports, self.unassigned_held = reconcile_entries(
+                self._pods, held, self._clock(), self._grace_s
+            )
         return reports
-
-    @staticmethod
-    def _mismatch(entry: PodEntry, h: HeldDevices) -> str | None:
-        shares = entry.shares.get(h.container, ())
-        container = entry.info.container(h.container)
-        want = {s.uuid for s in shares}
-        have = {i.split("::", 1)[0] for i in h.ids}
-        size = entry.ask(container, h.kind) if container else 0
-        if have == want and len(h.ids) == size:
-            return None
-        return (
-            f"container {h.container} holds {len(h.ids)} {h.kind.name.lower()} devices on "
-            f"{', '.join(sorted(have)) or 'no GPU'}; its assignment says {size} on "
-            f"{', '.join(sorted(want)) or 'no GPU'}"
-        )

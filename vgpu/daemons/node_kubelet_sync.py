@@ -1,0 +1,117 @@
+"""Keeps the node agent's view in step with what the kubelet really holds.
+
+The kubelet is the authority on which containers got which devices: its pod-resources `List`
+rebuilds the admitted set (and exposes assignment mismatches), and its device-manager
+checkpoint shows devices it still counts for pods gone from the node (`KubeletStale`), which
+the inventory must publish so the extender does not promise that capacity twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from vgpu.adapters.kubelet_devices import NodeDevicePlugins
+from vgpu.adapters.podresources import PodResourcesClient, PodResourcesError
+from vgpu.adapters.streak import Streak
+from vgpu.core.ids import PodKey
+from vgpu.daemons.node_metrics import NodeMetrics
+from vgpu.daemons.node_publish import NodePublisher
+from vgpu.daemons.node_release import KubeletStale
+from vgpu.node.handoff import Handoff, HeldDevices
+
+log = logging.getLogger(__name__)
+
+
+class KubeletSync:
+    """Reconciliation with pod-resources and the stale-device watch over the checkpoint."""
+
+    def __init__(
+        self,
+        pod_resources: PodResourcesClient,
+        handoff: Handoff,
+        stale: KubeletStale,
+        publisher: NodePublisher,
+        metrics: NodeMetrics,
+        plugins: Callable[[], NodeDevicePlugins | None],
+    ) -> None:
+        self.pod_resources = pod_resources
+        self.handoff = handoff
+        self.stale = stale
+        self.publisher = publisher
+        self.metrics = metrics
+        self._plugins = plugins
+        self.mismatches: list[tuple[PodKey, str]] = []
+        self.reconciled = threading.Event()  # tried once: readiness waits for it
+        self._stale_problem: str | None = None
+        self._streak = Streak(log, "reconciliation with the kubelet's pod-resources API")
+
+    def reconcile(self) -> list[HeldDevices] | None:
+        """Rebuild the admitted set from the kubelet's pod-resources `List`; what it holds."""
+        try:
+            held = self.pod_resources.held()
+        except PodResourcesError as e:
+            self._streak.failed(e)
+            self.reconciled.set()  # tried once: readiness must not hang on an old kubelet
+            return None
+        self._streak.succeeded()
+        for pod, message in self.handoff.reconcile(held):
+            if (pod, message) in self.mismatches:
+                continue
+            self.mismatches.append((pod, message))
+            self.metrics.mismatches.inc()
+            log.error("device IDs differ from the assignment of %s: %s", pod, message)
+            self.publisher.pod_event(pod, "", "VgpuAssignmentMismatch", message)
+        self._update_gauges()
+        self.reconciled.set()
+        return held
+
+    def listed(self) -> set[PodKey] | None:
+        """Reconcile now; the pods the kubelet reports holding devices (None: List failed)."""
+        held = self.reconcile()
+        return None if held is None else {h.pod for h in held}
+
+    def check_stale(self) -> None:
+        """Publish the devices the kubelet's checkpoint holds for pods gone (`KubeletStale`)."""
+        if self.stale.step(self._free_stale):
+            self.publisher.dirty = True
+            gpus = ", ".join(
+                f"{gpu}: {s.cores} cores, {s.memory_mib} MiB (pods {', '.join(s.pods)})"
+                for gpu, s in self.stale.stale.items()
+            )
+            log.info("kubelet checkpoint: devices of pods gone from this node: %s", gpus or "none")
+        if self.stale.problem != self._stale_problem:
+            self._stale_problem = self.stale.problem
+            if self.stale.problem:
+                log.warning("%s; stale devices are not published", self.stale.problem)
+
+    def _free_stale(self) -> None:
+        """Have the kubelet free devices of vanished pods (List) and checkpoint that (resend)."""
+        self.reconcile()
+        plugins = self._plugins()
+        if plugins is not None:
+            plugins.republish()
+
+    def republish(self) -> None:
+        """Send the device lists again so the kubelet checkpoints what deleted pods freed."""
+        plugins = self._plugins()
+        if plugins is not None:
+            log.info("deleted pod(s) freed by the kubelet: device lists sent again (checkpoint)")
+            plugins.republish()
+
+    def _update_gauges(self) -> None:
+        pods = self.handoff.pods()
+        unassigned = sum(1 for p in pods if self.handoff.problem(p) is not None)
+        self.metrics.pods.labels("assigned").set(len(pods) - unassigned)
+        self.metrics.pods.labels("unassigned").set(unassigned)
+
+
+def checkpoint_signature(path: Path) -> object:
+    """What tells that the checkpoint changed on disk (None: no file)."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)

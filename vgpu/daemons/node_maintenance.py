@@ -1,0 +1,68 @@
+"""The node agent's maintenance loop: one thread for every periodic write and reconciliation.
+
+One loop rather than a thread per duty because the duties feed each other (a stale device found
+marks the node dirty; a reconciliation settles a release) and share one wake-up event, which the
+pod watch, health changes and admissions set so that the next step runs at once. Each duty has its
+own deadline; API failures back off (capped, jittered, exponential) from the first one.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from vgpu.daemons.backoff import Backoff
+from vgpu.daemons.heap import release_free_heap
+
+if TYPE_CHECKING:
+    from vgpu.daemons.node_agent import NodeAgent
+
+
+def run_maintenance(
+    agent: NodeAgent, stop: threading.Event, wake: threading.Event, synced: threading.Event
+) -> None:
+    """Node metadata every `reconcile_s` (and when dirty), reconciliation every
+    `reconcile_s` once the pod watch has synced, admitted annotations when they change.
+    API failures back off (capped, jittered, exponential) from the first one."""
+    cfg, forever = agent.config, float("inf")
+    node_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
+    patch_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
+    node_at = node_retry = reconcile_at = unsure_at = patch_retry = stale_at = 0.0
+    settled = False
+    while not stop.is_set():
+        wake.clear()
+        now = time.monotonic()
+        if now >= node_at or (agent.publisher.dirty and now >= node_retry):
+            if agent.publisher.sync_node():
+                node_backoff.reset()
+                node_at, node_retry = now + cfg.reconcile_s, now
+            else:
+                node_at = node_retry = now + node_backoff.next_delay()
+        unsure = agent.handoff.has_unsure()  # an attribution waits for the kubelet's record
+        if synced.is_set() and (now >= reconcile_at or (unsure and now >= unsure_at)):
+            agent.kubelet.reconcile()
+            reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
+        if agent.release.at is not None and now >= agent.release.at:
+            agent.release.step(agent.kubelet.listed, agent.kubelet.republish)
+        if now >= stale_at or agent.stale.dirty:  # a deletion: publish before a bind
+            agent.kubelet.check_stale()
+            stale_at = now + cfg.release_sync_s
+        if now >= patch_retry:
+            if agent.publisher.patch_admitted():
+                patch_backoff.reset()
+            else:
+                patch_retry = now + patch_backoff.next_delay()
+        if not settled and agent.ready():
+            settled = True
+            release_free_heap()  # once, the start-up garbage: see vgpu.daemons.heap
+        due = min(
+            node_at,
+            node_retry if agent.publisher.dirty else forever,
+            reconcile_at if synced.is_set() else forever,
+            unsure_at if synced.is_set() and agent.handoff.has_unsure() else forever,
+            patch_retry if patch_retry > now else forever,
+            agent.release.at if agent.release.at is not None else forever,
+            stale_at,
+        )
+        wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))

@@ -1,0 +1,100 @@
+"""Start-up choices of the node agent: which Allocate policy it runs and the plugins serving it.
+
+The mode is logged once at start because it decides whether any pod can get a GPU here: with
+cluster credentials the hand-off admits only verified assignments; without them the agent fails
+closed unless `--allow-unassigned` opens it. Kept apart from the composition root so the wording
+of each mode, which operators grep for, lives next to the policy it announces.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from vgpu.adapters.kubelet import PluginOptions
+from vgpu.adapters.kubelet_devices import NodeDevicePlugins
+from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
+from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
+from vgpu.node.devices import ResourceNames
+from vgpu.node.handoff import Handoff
+from vgpu.node.handoff_policy import HandoffPolicy
+from vgpu.node.model import GpuInfo
+
+if TYPE_CHECKING:
+    from vgpu.daemons.node_agent import AgentConfig
+
+log = logging.getLogger(__name__)
+
+
+def local_policy(
+    cfg: AgentConfig, names: ResourceNames, gpus: Sequence[GpuInfo]
+) -> AllocationPolicy:
+    """Without cluster credentials: open with --allow-unassigned, else closed."""
+    default = DefaultAllocationPolicy(gpus, names=names, memory_unit_mib=cfg.memory_unit_mib)
+    if cfg.allow_unassigned:
+        log.warning(
+            "mode: OPEN (no cluster credentials, --allow-unassigned): node labels, the "
+            "gpu-inventory annotation and the hand-off are skipped; Allocate admits any "
+            "devices with the default binpacking policy"
+        )
+        return default
+    log.error(
+        "mode: FAIL CLOSED (no cluster credentials, so no verified assignments): "
+        "every Allocate is refused; give the agent its service account or pass "
+        "--allow-unassigned"
+    )
+    return ClosedPolicy("no cluster credentials to verify assignments", default)
+
+
+def handoff_policy(
+    cfg: AgentConfig,
+    names: ResourceNames,
+    gpus: Sequence[GpuInfo],
+    handoff: Handoff,
+    *,
+    on_admit: Callable[[], None],
+    refresh: Callable[[], None],
+) -> AllocationPolicy:
+    """With cluster credentials: Allocate admits pods with a verified assignment."""
+    log.info(
+        "mode: HAND-OFF, fail closed (Allocate admits only pods with a verified assignment%s)",
+        "; --allow-unassigned: unassigned pods get unreserved capacity"
+        if cfg.allow_unassigned
+        else "",
+    )
+    return HandoffPolicy(
+        handoff,
+        gpus,
+        names=names,
+        memory_unit_mib=cfg.memory_unit_mib,
+        settings=cfg.grants,
+        allow_unassigned=cfg.allow_unassigned,
+        on_admit=lambda _pod: on_admit(),
+        refresh=refresh,
+    )
+
+
+def device_plugins(
+    cfg: AgentConfig,
+    names: ResourceNames,
+    gpus: Sequence[GpuInfo],
+    policy: AllocationPolicy,
+    metrics: NodeMetrics,
+) -> NodeDevicePlugins:
+    """The kubelet-facing plugins, counting every Allocate in the metrics."""
+    options = PluginOptions(
+        plugin_dir=cfg.plugin_dir,
+        stop_grace_s=cfg.stop_grace_s,
+        register_timeout_s=cfg.register_timeout_s,
+    )
+    plugins = NodeDevicePlugins(
+        gpus,
+        CountingPolicy(policy, metrics),
+        options,
+        names=names,
+        memory_unit_mib=cfg.memory_unit_mib,
+        report_numa=cfg.report_numa,
+    )
+    plugins.check_message_size()
+    return plugins

@@ -1,0 +1,135 @@
+"""Feeds the pods bound to this node into the hand-off ledger and the agent's other views.
+
+One place sees every pod event, so the ledger (`Handoff`), the container directory, the
+kubelet-stale tracker and the release sync all learn of a pod the same way, whether from the
+watch or from a refresh an unmatched Allocate asked for (issue 10: the kubelet's watch can be
+ahead of ours).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from vgpu.adapters.kube import KubeApi
+from vgpu.api.podread import is_terminal
+from vgpu.core.errors import VgpuError
+from vgpu.core.ids import PodKey
+from vgpu.daemons.backoff import Backoff
+from vgpu.daemons.node_release import KubeletStale, ReleaseSync
+from vgpu.node.containers import ContainerDirectory
+from vgpu.node.devices import ResourceNames
+from vgpu.node.handoff import Handoff
+from vgpu.node.podspec import pod_info
+
+if TYPE_CHECKING:
+    from vgpu.daemons.node_agent import AgentConfig
+
+log = logging.getLogger(__name__)
+
+MIRROR = "kubernetes.io/config.mirror"
+"""A static pod's mirror carries the UID the kubelet knows the pod by: its config hash
+(pkg/kubelet/pod/mirror_client.go `CreateMirrorPod`; pkg/kubelet/config/common.go)."""
+
+PodEvent = Callable[[PodKey, str, str, str], None]
+"""Record a Warning Event on a pod: (pod, uid, reason, message)."""
+
+
+class PodFeed:
+    """The pod watch and the refresh, both ending in `on_event`."""
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        kube: KubeApi | None,
+        names: ResourceNames,
+        views: tuple[Handoff, ContainerDirectory, KubeletStale, ReleaseSync],
+        flags: tuple[threading.Event, threading.Event, threading.Event],
+        event: PodEvent,
+    ) -> None:
+        """`views` are what each pod event updates; `flags` are (stop, wake, synced)."""
+        self.config = config
+        self._kube = kube
+        self.names = names
+        self.handoff, self.containers, self.stale, self.release = views
+        self._stop, self._wake, self.synced = flags
+        self._event = event
+        self._warned: set[str] = set()
+
+    @property
+    def selector(self) -> str:
+        return f"spec.nodeName={self.config.node_name}"
+
+    def watch(self) -> None:
+        """Watch this node's pods until stopped; a broken watch restarts after a backoff."""
+        assert self._kube is not None
+        cfg = self.config
+        backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
+        while not self._stop.is_set():
+            try:
+                for event in self._kube.watch_pods(
+                    field_selector=self.selector,
+                    stop=self._stop,
+                    timeout_seconds=cfg.watch_timeout_s,
+                    retry_delay=cfg.retry_s,
+                ):
+                    if self._stop.is_set():
+                        return
+                    backoff.reset()
+                    self.on_event(event.type, event.object)
+            except Exception as e:  # a broken watch must never take the agent down
+                delay = backoff.next_delay()
+                log.error("pod watch failed, restarting in %.1fs: %s", delay, e)
+                self._stop.wait(delay)
+
+    def refresh(self) -> None:
+        """Read this node's pods from the API server now, for a GetPreferredAllocation or an
+        Allocate our watch is behind on."""
+        if self._kube is None:
+            return
+        try:
+            listing = self._kube.list_pods(field_selector=self.selector)
+        except VgpuError as e:
+            log.warning("could not refresh this node's pods for an unmatched Allocate: %s", e)
+            return
+        known = set(self.handoff.pods())
+        for pod in listing.items:
+            self.on_event("MODIFIED", pod)
+        new = sorted(set(self.handoff.pods()) - known)
+        if new:  # the kubelet's watch was ahead of ours (issue 10's race): say so
+            log.info("refresh for an unmatched device-plugin call found %s", ", ".join(new))
+
+    def on_event(self, kind: str, pod: dict[str, Any]) -> None:
+        """One watch event (or SYNCED, the end of a listing) into every view."""
+        if kind == "SYNCED":
+            self._on_synced()
+            return
+        info = pod_info(pod, self.names)
+        mirror = ((pod.get("metadata") or {}).get("annotations") or {}).get(MIRROR, "")
+        self.stale.pod((info.uid, str(mirror)), kind != "DELETED" and not is_terminal(pod))
+        if (kind == "DELETED" or info.terminal) and self.handoff.holds_devices(info.key):
+            self.release.deleted(info.key)  # finished, deleting or deleted: see ReleaseSync
+        if kind == "DELETED":
+            self.handoff.forget(info.key, info.uid)
+            self.containers.forget(pod)
+        else:
+            self.containers.observe(pod)
+            problem = self.handoff.observe(info)
+            if problem is not None and info.uid not in self._warned:
+                self._warned.add(info.uid)
+                log.warning("unassigned pod: %s", problem)
+                self._event(info.key, info.uid, "VgpuUnassigned", problem)
+        self._wake.set()
+
+    def _on_synced(self) -> None:
+        if not self.synced.is_set():  # the first listing; relists after a 410 are quiet
+            log.info(
+                "%s: pod watch synced, %d vgpu pod(s) bound here",
+                self.config.node_name,
+                len(self.handoff.pods()),
+            )
+        self.synced.set()
+        self.stale.synced()
+        self._wake.set()

@@ -1,0 +1,88 @@
+"""Reconciliation of the node's hand-off ledger with the kubelet's pod-resources record.
+
+The kubelet's `List` is the truth about which container holds which device IDs; the ledger's
+own admissions are only what Allocate guessed. Kept apart from `Handoff` because it is the one
+place where the ledger is rewritten from outside: admissions the kubelet does not show are
+dropped once older than the grace period (Allocate has returned, the kubelet not yet recorded),
+attributions another holder's record contradicts are dropped at once, and what each container
+holds is checked against its assignment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from vgpu.core.ids import PodKey
+from vgpu.node.handoff_types import HeldDevices, PodEntry
+
+Owners = dict[str, tuple[PodKey, str]]
+"""Device ID -> (pod, container) holding it, as the kubelet records."""
+
+
+def reconcile_entries(
+    pods: dict[PodKey, PodEntry], held: Iterable[HeldDevices], now: float, grace_s: float
+) -> tuple[list[tuple[PodKey, str]], tuple[HeldDevices, ...]]:
+    """Rewrite each entry's admissions from `held`; (reports, holdings of unassigned pods).
+
+    Reports are (pod, message) for containers holding IDs that differ from their assignment and
+    for unassigned pods holding devices. The caller holds the ledger's lock.
+    """
+    by_pod: dict[PodKey, list[HeldDevices]] = {}
+    owner: Owners = {}
+    for h in held:
+        by_pod.setdefault(h.pod, []).append(h)
+        owner.update(dict.fromkeys(h.ids, (h.pod, h.container)))
+    reports: list[tuple[PodKey, str]] = []
+    unassigned: list[HeldDevices] = []
+    for key, entry in pods.items():
+        holdings = by_pod.pop(key, [])
+        if entry.assignment is None:
+            unassigned += holdings
+            if holdings:
+                reports.append((key, f"unassigned pod holds vGPU devices: {entry.problem}"))
+            continue
+        _keep_fresh(entry, key, owner, now, grace_s)
+        for h in holdings:
+            problem = mismatch(entry, h)
+            if problem:
+                reports.append((key, problem))
+            old = entry.admitted.get((h.container, h.kind))
+            entry.admitted[(h.container, h.kind)] = (h.ids, old[1] if old else now)
+            entry.unsure.discard((h.container, h.kind))  # the kubelet says so
+        entry.unsure &= set(entry.admitted)
+    for rest in by_pod.values():
+        unassigned += rest
+    return reports, tuple(unassigned)
+
+
+def _keep_fresh(entry: PodEntry, key: PodKey, owner: Owners, now: float, grace_s: float) -> None:
+    """Keep only admissions younger than the grace period that no other holder claims.
+
+    Interchangeable pending containers (same ask, GPU and grant) may be attributed to either pod
+    at Allocate; when the kubelet's record names another holder for these IDs, it is the truth
+    and this attribution is dropped (that container is pending).
+    """
+
+    def fresh_and_unclaimed(container: str, ids: tuple[str, ...], at: float) -> bool:
+        claimed = {owner.get(i, (key, container)) for i in ids}
+        return now - at < grace_s and claimed <= {(key, container)}
+
+    entry.admitted = {
+        k: v for k, v in entry.admitted.items() if fresh_and_unclaimed(k[0], tuple(v[0]), v[1])
+    }
+
+
+def mismatch(entry: PodEntry, h: HeldDevices) -> str | None:
+    """Why what `h` holds differs from the container's assignment (None: it does not)."""
+    shares = entry.shares.get(h.container, ())
+    container = entry.info.container(h.container)
+    want = {s.uuid for s in shares}
+    have = {i.split("::", 1)[0] for i in h.ids}
+    size = entry.ask(container, h.kind) if container else 0
+    if have == want and len(h.ids) == size:
+        return None
+    return (
+        f"container {h.container} holds {len(h.ids)} {h.kind.name.lower()} devices on "
+        f"{', '.join(sorted(have)) or 'no GPU'}; its assignment says {size} on "
+        f"{', '.join(sorted(want)) or 'no GPU'}"
+    )
