@@ -18,7 +18,7 @@ Bounded here; `pytest -m soak` runs the long version (README, "The hand-off agai
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -38,6 +38,8 @@ limit = st.sampled_from([None, None, "100"])
 
 class HandoffMachine(RuleBasedStateMachine):
     world: World
+    checks: ClassVar[int] = 0
+    """Invariant checks passed, over every life (the soak asserts it ran them)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -130,6 +132,7 @@ class HandoffMachine(RuleBasedStateMachine):
         assert w.tally["refused-avoidably"] == 0, w.refusals
         assert not w.over_capacity()
         assert not w.partial_gangs()
+        HandoffMachine.checks += 1
 
 
 SETTINGS = {
@@ -148,7 +151,10 @@ def test_handoff_soak() -> None:
     """The long run: SOAK_EXAMPLES random lives of up to 80 steps."""
     from hypothesis.stateful import run_state_machine_as_test
 
+    before = HandoffMachine.checks
     run_state_machine_as_test(
         HandoffMachine,
         settings=settings(max_examples=SOAK_EXAMPLES, stateful_step_count=80, **SETTINGS),  # type: ignore[arg-type]
     )
+    # Every life checks the invariants at least once after it starts (they raise on a breach).
+    assert HandoffMachine.checks - before >= SOAK_EXAMPLES

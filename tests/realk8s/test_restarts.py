@@ -47,14 +47,21 @@ def test_kubelet_restart_plugins_register_again(real_cluster: RealCluster) -> No
 
     wait_until(registered, 60, "a new kubelet.sock and both plugin sockets made again")
     registered_s = time.monotonic() - started
+    assert {"kubelet.sock"} < _fresh_sockets(plugins, since)
     real_cluster.wait_node_gpus(NODE, since=since)
+    capacity_s = time.monotonic() - started
+    assert registered_s <= capacity_s
     print(
         f"kubelet restart: plugins registered again after {registered_s:.1f}s; the capacity "
-        f"reported by the new kubelet after {time.monotonic() - started:.1f}s"
+        f"reported by the new kubelet after {capacity_s:.1f}s"
     )
     real_cluster.settle_kubelet(NODE)  # this test is about registering again
-    real_cluster.admin.post(pods.PODS, pods.pod("after-restart", pods.container("main", 100)))
-    pods.wait_running(real_cluster.admin, "after-restart", timeout=90)
+    after = pods.pod("after-restart", pods.container("main", 100))
+    after["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}  # the restarted kubelet
+    real_cluster.admin.post(pods.PODS, after)
+    running = pods.wait_running(real_cluster.admin, "after-restart", timeout=90)
+    assert running["spec"]["nodeName"] == NODE
+    assert given(real_cluster, "after-restart", "main") == granted(running)["main"]
     print(f"kubelet restart: a vGPU pod admitted after {time.monotonic() - started:.1f}s")
     pods.delete_all(real_cluster.admin)
 
