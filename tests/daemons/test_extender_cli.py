@@ -13,3 +13,11 @@ def test_a_bad_resource_domain_is_one_clear_line(capsys: pytest.CaptureFixture[s
     err = capsys.readouterr().err
     assert "--resource-domain: 'Vgpu.IO' is not a DNS subdomain" in err
     assert "Traceback" not in err and "/nonexistent" not in err
+
+
+def test_a_negative_filter_best_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--kubeconfig", "/nonexistent", "--insecure-http", "--filter-best", "-1"]
+    assert main(["extender", *args]) == 2
+    err = capsys.readouterr().err
+    assert "--filter-best -1: give 0 (every node) or more" in err
+    assert "Traceback" not in err

@@ -176,6 +176,23 @@ def test_tls_wires_the_scheduler_config_to_the_extenders_certificates() -> None:
     ]
 
 
+@pytest.mark.parametrize("best", ["8", "0"])
+def test_prioritize_is_called_only_when_the_filter_passes_every_node(best: str) -> None:
+    """extender.filterBest is one value for both: the extender narrows its filter to the best
+    nodes and the scheduler configurations then leave prioritize out; 0 keeps both halves."""
+    objs = render(**{"extender__filterBest": best})
+    spec = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"]
+    assert f"--filter-best={best}" in spec["containers"][0]["args"]
+    config = find(objs, "ConfigMap", "vgpu-scheduler-config")["data"]
+    for name in ("kube-scheduler-config.yaml", "scheduler-config-gpu-only.yaml"):
+        (extender,) = yaml.safe_load(config[name])["extenders"]
+        if best == "0":
+            assert (extender["prioritizeVerb"], extender["weight"]) == ("prioritize", 5)
+        else:
+            assert "prioritizeVerb" not in extender and "weight" not in extender
+        assert extender["filterVerb"] == "filter" and extender["bindVerb"] == "bind"
+
+
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [

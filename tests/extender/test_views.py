@@ -25,7 +25,7 @@ from vgpu.core.registry import parse_policy
 from vgpu.core.scheduler import MAX_EXTENDER_SCORE
 from vgpu.extender.cache import ClusterCache, canonical
 from vgpu.extender.service import Extender, ExtenderConfig
-from vgpu.extender.wire import ExtenderArgs, encode_priorities
+from vgpu.extender.wire import ExtenderArgs, FilterResult, encode_priorities
 
 Obj = dict[str, Any]
 KEY = b"views-key"
@@ -112,10 +112,14 @@ class World:
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT)
         if feed_limit is not None:  # a short feed: views fall behind its trims and rebuild
             self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT, feed_limit=feed_limit)
-        self.ext = Extender(
-            self.cache,
-            config=ExtenderConfig(pod_policies=(parse_policy("binpack"), parse_policy("spread"))),
-        )
+        allowed = (parse_policy("binpack"), parse_policy("spread"))
+        self.ext = Extender(self.cache, config=ExtenderConfig(pod_policies=allowed))
+        self.narrow = {  # --filter-best N over the same cache, the policies shared
+            n: Extender(self.cache, config=ExtenderConfig(pod_policies=allowed, filter_best=n))
+            for n in (1, 3)
+        }
+        for other in self.narrow.values():
+            other.policies = self.ext.policies
         self.nodes: dict[str, Obj] = {}
         self.pods: dict[str, Obj] = {}
         self.assumed: dict[str, Assignment] = {}
@@ -200,18 +204,25 @@ class World:
         return fresh
 
 
-def reference_scores(ext: Extender, pod: Obj, names: list[str]) -> list[int]:
-    """Scores as the core scales them, from the policy's evaluation of each named node."""
+def reference_raw(ext: Extender, pod: Obj, names: list[str]) -> list[float | None]:
+    """The policy's raw score of each named node (None: the pod cannot go there now)."""
     spec, policy, _ = ext.parse(pod)
-    if not spec.request.wants_gpu:
-        return [0] * len(names)
-    raw = []
+    raw: list[float | None] = []
     for name in names:
         ns = ext.cache.node_states.get(name)
         ev = None if ns is None else policy.evaluate(ns, spec.request, ext.scheduler.rng)
         # where the pod would wait for another pod's admission (invariant I) it scores None
         waits = ev is not None and ext.outcome(spec, name, policy).code != "fits"
         raw.append(None if ev is None or waits else ev.score)
+    return raw
+
+
+def reference_scores(ext: Extender, pod: Obj, names: list[str]) -> list[int]:
+    """Scores as the core scales them, from the policy's evaluation of each named node."""
+    spec, _, _ = ext.parse(pod)
+    if not spec.request.wants_gpu:
+        return [0] * len(names)
+    raw = reference_raw(ext, pod, names)
     known = [s for s in raw if s is not None]
     if not known:
         return [0] * len(names)
@@ -245,12 +256,32 @@ def check_requests(world: World, probe: int, names: list[str]) -> None:
         assert set(got.unresolvable) == set(ref.unresolvable)
     else:
         assert got.passed == names and not got.failed and not got.unresolvable
+    check_narrowed(world, pod, names, got, fresh)
     for asked in (names, got.passed):  # kube-scheduler asks about the filter's survivors
         scores = world.ext.prioritize(ExtenderArgs(pod, list(asked)))
         expected = dict(zip(asked, reference_scores(fresh, pod, list(asked)), strict=True))
         assert scores.as_dict() == expected
         entries = json.loads(encode_priorities(scores))
         assert {e["Host"]: e["Score"] for e in entries} == {h: s for h, s in expected.items() if s}
+
+
+def check_narrowed(
+    world: World, pod: Obj, names: list[str], full: FilterResult, fresh: Extender
+) -> None:
+    """--filter-best N passes the first N of the full filter's survivors (in request order)
+    that share the best raw score among them, and fails the same nodes for the same reasons;
+    pods without vGPUs pass unnarrowed."""
+    spec = world.ext.parse(pod)[0]
+    raw = dict(zip(full.passed, reference_raw(fresh, pod, full.passed), strict=True))
+    known = [s for s in raw.values() if s is not None]
+    for limit, ext in world.narrow.items():
+        got = ext.filter(ExtenderArgs(pod, list(names)))
+        assert (got.failed, got.unresolvable) == (full.failed, full.unresolvable)
+        if not spec.request.wants_gpu or len(full.passed) < 2 or not known:
+            assert got.passed == full.passed
+            continue
+        best = [n for n in full.passed if raw[n] == max(known)]
+        assert got.passed == best[:limit], (limit, raw)
 
 
 OPS = (

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8443  # HTTPS, as the chart and daemonset/extender.yaml pass it
 DEFAULT_LEASE_NAMESPACE = "vgpu-system"  # where the manifests install the extender
+DEFAULT_FILTER_BEST = 8  # the chart's extender.filterBest; docs/operations.md says why
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -89,6 +90,15 @@ def _add_placement_flags(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a policy pods may ask for with the vgpu.io/policy annotation (repeatable; "
         "default: none besides --policy)",
+    )
+    p.add_argument(
+        "--filter-best",
+        type=int,
+        default=DEFAULT_FILTER_BEST,
+        metavar="N",
+        help="filter passes only the nodes the policy scores best, ties included, at most N "
+        "(kube-scheduler then needs no prioritize call: one call per pod); 0 passes every node "
+        f"that fits, for a scheduler configuration with prioritizeVerb (default {DEFAULT_FILTER_BEST})",
     )
     p.add_argument(
         "--gang-timeout", type=float, default=60.0, help="seconds a gang reservation is held"
@@ -168,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.gang_timeout <= 0 or args.memory_unit_mib <= 0 or args.bind_wait < 0:
         raise ConfigError("--gang-timeout and --memory-unit-mib must be positive")
+    if args.filter_best < 0:
+        raise ConfigError(f"--filter-best {args.filter_best}: give 0 (every node) or more")
     leader = (
         LeaderConfig(args.lease_namespace, args.lease_name, args.identity)
         if args.leader_elect
@@ -180,6 +192,7 @@ def run(args: argparse.Namespace) -> int:
         names=resource_names(args.resource_domain),
         bind_wait=args.bind_wait,
         pod_policies=tuple(args.allow_pod_policy),
+        filter_best=args.filter_best,
     )
     config = DaemonConfig(
         tls=_tls(args),

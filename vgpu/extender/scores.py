@@ -15,6 +15,7 @@ need escaping (none should) is kept apart and encoded on its own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import islice
 from json.encoder import encode_basestring_ascii
 
 from vgpu.core.scheduler import scale_score
@@ -70,8 +71,10 @@ class ScoreView:
         hits = [(score, group & asked) for score, group in self.groups.items()]
         return [(s, h) for s, h in hits if h], [n for n in self.odd if n in asked]
 
-    def reply(self, names: list[str], evaluate: Callable[[str], Score]) -> Grouped:
-        """Scores 0..10 for `names`: min-max over the request, 0 where the pod does not fit."""
+    def _scored(
+        self, names: list[str], evaluate: Callable[[str], Score]
+    ) -> tuple[list[tuple[Score, set[str]]], list[str]]:
+        """The groups' hits among `names` and the odd names asked, every name scored."""
         self._sync(evaluate)
         asked = set(names)
         hits, odd = self._hits(asked)
@@ -80,6 +83,24 @@ class ScoreView:
             for name in asked - known:
                 self._set(name, evaluate(name))
             hits, odd = self._hits(asked)
+        return hits, odd
+
+    def best(self, names: list[str], evaluate: Callable[[str], Score], limit: int) -> list[str]:
+        """The first `limit` of `names` (in their order) sharing the highest raw score among
+        them; `names` itself when none scores (nothing to rank by)."""
+        hits, odd = self._scored(names, evaluate)
+        scores = [s for s, _ in hits if s is not None]
+        scores += [s for s in map(self.odd.__getitem__, odd) if s is not None]
+        if not scores:
+            return names
+        top = max(scores)
+        chosen = set().union(*(h for s, h in hits if s == top))
+        chosen.update(n for n in odd if self.odd[n] == top)
+        return list(islice((n for n in names if n in chosen), limit))
+
+    def reply(self, names: list[str], evaluate: Callable[[str], Score]) -> Grouped:
+        """Scores 0..10 for `names`: min-max over the request, 0 where the pod does not fit."""
+        hits, odd = self._scored(names, evaluate)
         found = [s for s, _ in hits if s is not None]
         found += [s for s in map(self.odd.__getitem__, odd) if s is not None]
         bounds = (min(found), max(found)) if found else None

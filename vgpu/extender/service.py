@@ -4,7 +4,10 @@ Filter answers per node from the core's fit check, memoised per node and pod sha
 node changes, so a request naming 5,000 nodes costs a dictionary lookup per node in the steady
 state. Nodes with containers pending admission get the full invariant-I placement. Gang members
 and pods with a holding are sent to the node they hold. Failed nodes carry the core's reasons;
-GPU type, GPU count and missing inventory are unresolvable, the rest resolvable. The filter never
+GPU type, GPU count and missing inventory are unresolvable, the rest resolvable. With
+`filter_best` the filter passes only the nodes the policy scores best (ties, at most that many):
+kube-scheduler then skips scoring when one is left, so a pod costs it one call to us, not two,
+and its own scoring still chooses among nodes equal for the GPUs. Without it, the filter never
 narrows a pod to one node unless the pod already holds a place there.
 
 What a request says about a pod is a hypothesis: the ledger changes only from the watches and
@@ -64,6 +67,10 @@ class ExtenderConfig:
     bind_wait: float = 3.0
     pod_policies: tuple[PolicySpec, ...] = ()
     """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
+    filter_best: int = 0
+    """Filter passes at most this many nodes, those sharing the policy's best score (0: every
+    node that fits; --filter-best). kube-scheduler then scores only those, or none when one is
+    left, and needs no prioritize call (pkg/scheduler/schedule_one.go, schedulePod)."""
 
 
 class Extender:
@@ -167,6 +174,10 @@ class Extender:
             view.forget(self.cache.busy_nodes())
             view.generation = policy.generation
         passed, rest = view.split(names, lambda name: self.outcome(spec, name, policy))
+        if self.config.filter_best and len(passed) > 1:
+            passed = self._score_view(spec, policy).best(
+                passed, self._score_of(spec, policy), self.config.filter_best
+            )
         result = FilterResult(passed=passed)
         if not rest:
             return result
@@ -247,14 +258,19 @@ class Extender:
         A node where the pod would have to wait for another pod's admission (invariant I)
         scores None like one it does not fit: its filter may have run before that other pod's
         bind arrived, and steering the pod there would only get its bind refused."""
-        pod = spec.request
+        return self._score_view(spec, policy).reply(names, self._score_of(spec, policy))
+
+    def _score_view(self, spec: PodSpec, policy: Policy) -> ScoreView:
+        """The pod shape's raw scores under `policy` (shared by filter and prioritize)."""
         key = ("score", *_view_key(spec), id(policy), policy.generation)
-        view = (
-            self.views.get(self.cache.feed, key, ScoreView)
-            if policy.cacheable
-            else ScoreView(self.cache.feed)
-        )
-        states, rng, evaluate = self.cache.node_states, self.scheduler.rng, policy.evaluate
+        if policy.cacheable:
+            return self.views.get(self.cache.feed, key, ScoreView)
+        return ScoreView(self.cache.feed)
+
+    def _score_of(self, spec: PodSpec, policy: Policy) -> Callable[[str], float | None]:
+        """A node's raw score for the pod: None where it cannot go now (see `_priorities`)."""
+        pod, states = spec.request, self.cache.node_states
+        rng, evaluate = self.scheduler.rng, policy.evaluate
 
         def score(name: str) -> float | None:
             ns = states.get(name)
@@ -263,7 +279,7 @@ class Extender:
                 return None
             return ev.score
 
-        return view.reply(names, score)
+        return score
 
 
 class Outcome(NamedTuple):

@@ -47,10 +47,16 @@ profiles:
 extenders:
   - urlPrefix: {{ include "vgpu.extenderURL" .root | quote }}
     filterVerb: filter
+    {{- if .root.Values.extender.filterBest }}
+    # No prioritizeVerb: the extender's filter passes only the nodes its policy scores best
+    # (--filter-best {{ .root.Values.extender.filterBest }}), so kube-scheduler's own scoring chooses among equals and
+    # a pod costs one call to the extender, not two (docs/operations.md, "Scheduling speed").
+    {{- else }}
     prioritizeVerb: prioritize
+    weight: 5
+    {{- end }}
     preemptVerb: preempt
     bindVerb: bind
-    weight: 5
     nodeCacheCapable: true
     enableHTTPS: {{ $tls.enabled }}
     {{- if $tls.enabled }}
