@@ -277,12 +277,29 @@ def _no_extender_all_nodes(config: Obj) -> None:
     _all_nodes(config)
 
 
-VARIANTS: dict[str, Edit] = {
-    "extender-default-pct": _kube_default,
-    "extender-pct-100": _all_nodes,
-    "no-extender-default-pct": _without_extender,
-    "no-extender-pct-100": _no_extender_all_nodes,
+def _prioritize_all_nodes(config: Obj) -> None:
+    """Before --filter-best: filter passes every node that fits, prioritize scores them."""
+    _all_nodes(config)
+    for extender in config["extenders"]:
+        extender.update({"prioritizeVerb": "prioritize", "weight": 5})
+
+
+FILTER_ALL = ("--filter-best=0",)
+VARIANTS: dict[str, tuple[Edit, tuple[str, ...]]] = {
+    "extender-default-pct": (_kube_default, ()),
+    "extender-pct-100": (_all_nodes, ()),
+    "extender-prioritize-pct-100": (_prioritize_all_nodes, FILTER_ALL),
+    "no-extender-default-pct": (_without_extender, ()),
+    "no-extender-pct-100": (_no_extender_all_nodes, ()),
 }
+"""Each variant: its edit of the shipped scheduler configuration and the extender's flags."""
+
+
+def _restart_extender(cluster: RealCluster, flags: tuple[str, ...], profile: Path | None) -> None:
+    """The extender again with these flags, once its watch has caught up."""
+    cluster.procs.stop("extender-0", grace=30)
+    cluster.start_extender("extender-0", None, *flags, profile=profile)
+    time.sleep(5)
 
 
 def _with_qps(edit: Edit, qps: float) -> Edit:
@@ -358,13 +375,15 @@ def main() -> None:
                 f"{count} nodes x {GPUS} GPUs, {shape} (set up in {time.monotonic() - began:.0f}s)"
             )
             time.sleep(5)  # the extender's watch catches up with the fill
+            flags: tuple[str, ...] = ()
             if args.profile_extender:
-                cluster.procs.stop("extender-0")
-                cluster.start_extender("extender-0", profile=args.profile_extender)
-                time.sleep(5)
-            for label, edit in VARIANTS.items():
+                _restart_extender(cluster, flags, args.profile_extender)
+            for label, (edit, wanted) in VARIANTS.items():
                 if label not in args.variants.split(","):
                     continue
+                if wanted != flags and not label.startswith("no-extender"):
+                    flags = wanted
+                    _restart_extender(cluster, flags, args.profile_extender)
                 if sample and label.startswith("extender"):
                     _sample_run(cluster, label, args.timeout, _with_qps(edit, args.qps))
                 elif not sample:

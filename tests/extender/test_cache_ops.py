@@ -25,13 +25,13 @@ def test_an_assumption_expires_only_after_its_bind_returned_and_ttl_passed() -> 
     cache, a = _cache()
     cache.assume(a, now=100.0)
     assert cache.binding(a.pod)
-    cache.expire_assumptions(now=200.0, ttl=30.0)
+    cache.expire_assumptions(now=200.0, ttl=30.0, pick_ttl=5.0)
     assert cache.holding(a.pod) is not None  # bind still in flight
     cache.bind_done(a.pod)
     assert not cache.binding(a.pod)
-    cache.expire_assumptions(now=120.0, ttl=30.0)
+    cache.expire_assumptions(now=120.0, ttl=30.0, pick_ttl=5.0)
     assert cache.holding(a.pod) is not None  # young
-    cache.expire_assumptions(now=130.0, ttl=30.0)
+    cache.expire_assumptions(now=130.0, ttl=30.0, pick_ttl=5.0)
     assert cache.holding(a.pod) is None
 
 

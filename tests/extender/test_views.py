@@ -113,7 +113,8 @@ class World:
         if feed_limit is not None:  # a short feed: views fall behind its trims and rebuild
             self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT, feed_limit=feed_limit)
         allowed = (parse_policy("binpack"), parse_policy("spread"))
-        self.ext = Extender(self.cache, config=ExtenderConfig(pod_policies=allowed))
+        every = ExtenderConfig(pod_policies=allowed, filter_best=0)  # passes every node that fits
+        self.ext = Extender(self.cache, config=every)
         self.narrow = {  # --filter-best N over the same cache, the policies shared
             n: Extender(self.cache, config=ExtenderConfig(pod_policies=allowed, filter_best=n))
             for n in (1, 3)

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8443  # HTTPS, as the chart and daemonset/extender.yaml pass it
 DEFAULT_LEASE_NAMESPACE = "vgpu-system"  # where the manifests install the extender
-DEFAULT_FILTER_BEST = 8  # the chart's extender.filterBest; docs/operations.md says why
+DEFAULT_FILTER_BEST = 1  # the chart's extender.filterBest; docs/operations.md says why
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -92,6 +92,8 @@ class ClusterCache(CacheOps):
         """Pods with a bind in flight (kept across rebuilds: those binds still finish)."""
         self._assumed_at: dict[PodKey, float] = {}
         """When each bind's assumption was made, for `expire_assumptions`."""
+        self._picked_at: dict[PodKey, float] = {}
+        """When each pick (a narrowed filter's assumption, see `pick`) was made."""
         self._reset()
 
     def _reset(self) -> None:
@@ -299,6 +301,7 @@ class ClusterCache(CacheOps):
             self._reset()
             self._gangs.reset()
             self._assumed_at.clear()
+            self._picked_at.clear()
             for node in nodes:
                 self.apply_node("ADDED", node)
             for pod in pods:

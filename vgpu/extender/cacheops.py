@@ -74,6 +74,29 @@ class CacheOps(CacheFields):
             self._ledger.assume(assignment)
             self._binding.add(assignment.pod)
             self._assumed_at[assignment.pod] = now
+            self._picked_at.pop(assignment.pod, None)
+
+    def pick(self, assignment: Assignment, now: float) -> None:
+        """Hold the place of a watched pod whose filter passed one node, where kube-scheduler
+        must now bind it, until its bind arrives (`assume`), its next filter (`drop_pick`) or
+        `pick_ttl` passes. kube-scheduler binds asynchronously and filters the next pod at
+        once (pkg/scheduler/schedule_one.go, ScheduleOne), so without it that filter sees
+        the node as if this pod were not going there. Skipped if the pod holds a place."""
+        with self._lock:
+            if self._ledger.holding(assignment.pod) is None:
+                self._ledger.assume(assignment)
+                self._picked_at[assignment.pod] = now
+
+    def drop_pick(self, key: PodKey) -> None:
+        """Give back a pod's pick (it is being filtered again: the place is chosen anew)."""
+        with self._lock:
+            if self._picked_at.pop(key, None) is not None and key not in self._binding:
+                self._release_assumed(key)
+
+    def _release_assumed(self, key: PodKey) -> None:
+        held = self._ledger.holding(key)
+        if held is not None and held.phase is Phase.ASSUMED:
+            self._ledger.release(key)
 
     def bind_done(self, key: PodKey) -> None:
         """The bind call returned (its assumption stays until confirmed, dropped or expired)."""
@@ -91,16 +114,19 @@ class CacheOps(CacheFields):
             self._ledger.release(key)
             return held
 
-    def expire_assumptions(self, now: float, ttl: float) -> None:
-        """Release assumptions older than `ttl` whose bind is no longer in flight."""
+    def expire_assumptions(self, now: float, ttl: float, pick_ttl: float) -> None:
+        """Release assumptions older than `ttl` whose bind is no longer in flight, and picks
+        older than `pick_ttl` (their bind never came)."""
         with self._lock:
             for key, since in list(self._assumed_at.items()):
                 if since + ttl > now or key in self._binding:
                     continue
                 del self._assumed_at[key]
-                held = self._ledger.holding(key)
-                if held is not None and held.phase is Phase.ASSUMED:
-                    self._ledger.release(key)
+                self._release_assumed(key)
+            for key, since in list(self._picked_at.items()):
+                if since + pick_ttl <= now:
+                    del self._picked_at[key]
+                    self._release_assumed(key)
 
     def wait_changed(self, timeout: float) -> None:
         """Wait (holding the lock) until a pod event, a gang member filtered or `timeout`."""
@@ -163,12 +189,13 @@ class CacheOps(CacheFields):
             if gang is not None and not self._gangs.started(gang):
                 self._gangs.abandon(gang, f"binding member {key} failed")
 
-    def sweep(self, now: float, assume_ttl: float) -> None:
-        """Release expired gang reservations and assumptions whose bind never completed."""
+    def sweep(self, now: float, assume_ttl: float, pick_ttl: float) -> None:
+        """Release expired gang reservations, assumptions whose bind never completed and picks
+        whose bind never came."""
         with self._lock:
             self._claim_gangs.expire(now)  # first: it tells the members why, the next does not
             self._gangs.expire(now)
-            self.expire_assumptions(now, assume_ttl)
+            self.expire_assumptions(now, assume_ttl, pick_ttl)
 
     def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
         """Pending containers on a node, of pods other than `besides`: bound and not admitted

@@ -59,6 +59,7 @@ class CacheFields:
     _members: dict[GangKey, set[PodKey]]
     _binding: set[PodKey]
     _assumed_at: dict[PodKey, float]
+    _picked_at: dict[PodKey, float]
 
     # -- read-only views (callers read them inside `atomic()`) ---------------------------------
     @property

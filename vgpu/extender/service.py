@@ -67,7 +67,9 @@ class ExtenderConfig:
     bind_wait: float = 3.0
     pod_policies: tuple[PolicySpec, ...] = ()
     """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
-    filter_best: int = 0
+    pick_ttl: float = 5.0
+    """Seconds a pick (a filter that left one node, see `ClusterCache.pick`) waits for its bind."""
+    filter_best: int = 1
     """Filter passes at most this many nodes, those sharing the policy's best score (0: every
     node that fits; --filter-best). kube-scheduler then scores only those, or none when one is
     left, and needs no prioritize call (pkg/scheduler/schedule_one.go, schedulePod)."""
@@ -118,7 +120,7 @@ class Extender:
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
-        self.cache.sweep(self.clock(), self.config.assume_ttl)
+        self.cache.sweep(self.clock(), self.config.assume_ttl, self.config.pick_ttl)
 
     # -- filter ----------------------------------------------------------------------------------
     def filter(self, args: ExtenderArgs) -> FilterResult:
@@ -131,6 +133,8 @@ class Extender:
             watched = self.cache.watched(spec)
             if spec.gang is not None and not watched:
                 return FilterResult(failed=dict.fromkeys(args.node_names, _UNWATCHED))
+            if watched:
+                self.cache.drop_pick(spec.request.key)
             target = self.cache.held_place(spec, size, self.scheduler, self.clock())
             if isinstance(target, GangWait):
                 result = FilterResult(failed=dict.fromkeys(args.node_names, target.reason))
@@ -144,7 +148,16 @@ class Extender:
                 if watched:
                     policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
+                if watched and self.config.filter_best and len(result.passed) == 1:
+                    self._pick(spec, result.passed[0], policy)
         return result
+
+    def _pick(self, spec: PodSpec, node: str, policy: Policy) -> None:
+        """Hold the one node's place for the pod until its bind (`ClusterCache.pick`); only
+        for pods the watch shows, as for gang plans, so a forged request holds nothing."""
+        placed = self.place(spec, node, policy)
+        if isinstance(placed, Assignment):
+            self.cache.pick(placed, self.clock())
 
     def _only(self, target: Assignment, names: list[str]) -> FilterResult:
         why = f"{target.pod} holds a place on node {target.node}"
