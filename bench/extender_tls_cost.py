@@ -86,7 +86,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=300)
     args = parser.parse_args()
-    servers = {"plain": (HttpServer(_Stub(), host="127.0.0.1"), None)}  # type: ignore[arg-type]
+    # the stub stands in for the extender's Routes (duck-typed: post, ready, metrics)
+    servers: dict[str, tuple[HttpServer, str | None]] = {
+        "plain": (HttpServer(_Stub(), host="127.0.0.1"), None)  # type: ignore[arg-type]
+    }
     for mode, rsa in (("TLS P-256", False), ("TLS RSA-2048", True)):
         certs = _certs(rsa)
         files = TlsFiles(f"{certs}/extender.crt", f"{certs}/extender.key", f"{certs}/client-ca.crt")
@@ -109,8 +112,8 @@ def main() -> None:
         plain = statistics.median(results["plain"][name]) * 1000
         line = f"  {name:32s} plain {plain:6.3f} ms"
         for mode in ("TLS P-256", "TLS RSA-2048"):
-            tls = statistics.median(results[mode][name]) * 1000
-            line += f"  {mode} {tls:6.3f} ms (+{tls - plain:.3f})"
+            took = statistics.median(results[mode][name]) * 1000
+            line += f"  {mode} {took:6.3f} ms (+{took - plain:.3f})"
         print(line)
     for server, _ in servers.values():
         server.stop()
