@@ -220,12 +220,14 @@ def main() -> None:
     child.join(10)
 
 
-def _certs() -> str:
-    """A directory with fresh certificates (the operator's script; removed at exit)."""
+def _certs(rsa: bool = False) -> str:
+    """A directory with fresh certificates (the operator's script, ECDSA P-256 keys unless
+    `rsa`; removed at exit)."""
     out = tempfile.mkdtemp(prefix="vgpu-bench-certs-")
     atexit.register(shutil.rmtree, out, True)
     script = Path(__file__).resolve().parents[1] / "hack" / "make-extender-certs.sh"
-    subprocess.run([str(script), out, "--days", "1"], check=True, capture_output=True)
+    extra = ["--rsa"] if rsa else []
+    subprocess.run([str(script), out, "--days", "1", *extra], check=True, capture_output=True)
     return out
 
 

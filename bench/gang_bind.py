@@ -109,7 +109,7 @@ def _settle(daemon: ExtenderDaemon, key: str) -> None:
     """Wait (real time) until the extender's watch has seen the admission."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        with daemon.cache.lock:
+        with daemon.cache.atomic():
             if all(key not in pods for pods in daemon.cache.pending.values()):
                 return
         time.sleep(0.005)

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -218,7 +219,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=300)
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)
-    steps = [
+    steps: list[Callable[[Path], object]] = [
         lambda d: latency(args.rounds, d),
         lambda d: memory(d, {}),
         lambda d: memory(d, {}, in_pod=True),

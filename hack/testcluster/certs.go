@@ -1,8 +1,9 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -21,6 +22,15 @@ type identity struct{ file, cn, org string }
 
 // runCerts writes a throw-away CA, the API server's loopback serving certificate, the client
 // certificates of the components that use their usual identities, and the service-account key.
+// Every key is ECDSA P-256, as hack/make-extender-certs.sh makes the extender's: kube-scheduler
+// keeps at most 2 idle connections to an extender and resumes no TLS session, so it does full
+// handshakes often, and a P-256 signature costs a fraction of an RSA-2048 one. Nothing here needs
+// RSA: the API server, the kubelets and client-go take EC keys for TLS, and service-account
+// tokens are signed ES256 with an EC key (upstream pkg/serviceaccount/jwt.go,
+// signerFromECDSAPrivateKey; the issuer discovery document lists ES256 too,
+// pkg/serviceaccount/openidmetadata.go). Only an outside relying party that accepts RS256 alone
+// would need an RSA service-account key, and the test cluster has none. The leaves carry no
+// KeyEncipherment usage: an EC key signs and never decrypts a key exchange (RFC 5480).
 func runCerts(args []string) int {
 	fs := flag.NewFlagSet("certs", flag.ContinueOnError)
 	dir := fs.String("dir", "", "output directory (required)")
@@ -51,7 +61,7 @@ func writeCerts(dir, nodes string) error {
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	if _, _, err := newCert(dir, "apiserver", serving, ca, caKey); err != nil {
@@ -73,7 +83,7 @@ func writeCerts(dir, nodes string) error {
 	for _, id := range ids {
 		tmpl := &x509.Certificate{
 			Subject:     pkix.Name{CommonName: id.cn},
-			KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+			KeyUsage:    x509.KeyUsageDigitalSignature,
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
 			IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
 			DNSNames:    []string{"localhost"},
@@ -85,18 +95,18 @@ func writeCerts(dir, nodes string) error {
 			return err
 		}
 	}
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return err
 	}
-	return writePEM(filepath.Join(dir, "sa.key"), "RSA PRIVATE KEY", x509.MarshalPKCS1PrivateKey(key))
+	return writeKey(filepath.Join(dir, "sa.key"), key)
 }
 
 // newCert signs tmpl with the parent (self-signed when parent is nil) and writes NAME.crt/.key.
 func newCert(
-	dir, name string, tmpl, parent *x509.Certificate, parentKey *rsa.PrivateKey,
-) (*x509.Certificate, *rsa.PrivateKey, error) {
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	dir, name string, tmpl, parent *x509.Certificate, parentKey *ecdsa.PrivateKey,
+) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,12 +127,21 @@ func newCert(
 	if err := writePEM(filepath.Join(dir, name+".crt"), "CERTIFICATE", der); err != nil {
 		return nil, nil, err
 	}
-	keyDER := x509.MarshalPKCS1PrivateKey(key)
-	if err := writePEM(filepath.Join(dir, name+".key"), "RSA PRIVATE KEY", keyDER); err != nil {
+	if err := writeKey(filepath.Join(dir, name+".key"), key); err != nil {
 		return nil, nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	return cert, key, err
+}
+
+// writeKey writes an EC private key in SEC 1 form ("EC PRIVATE KEY"), which the Kubernetes
+// components, Go's tls.LoadX509KeyPair and OpenSSL (Python's ssl) all read.
+func writeKey(path string, key *ecdsa.PrivateKey) error {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	return writePEM(path, "EC PRIVATE KEY", der)
 }
 
 func writePEM(path, kind string, der []byte) error {

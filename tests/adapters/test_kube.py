@@ -62,7 +62,7 @@ def take(events: Iterator[WatchEvent], n: int, stop: threading.Event) -> list[tu
     """The next `n` events, failing (not hanging) if they do not come within 5 s."""
     timer = threading.Timer(5.0, stop.set)
     timer.start()
-    got = []
+    got: list[tuple[str, str]] = []
     try:
         for _ in range(n):
             event = next(events, None)

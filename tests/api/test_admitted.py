@@ -34,7 +34,7 @@ def test_hand_written_forms() -> None:
 
 def _bound_pod(value: str) -> dict[str, object]:
     pod = make_pod("p", cores=10, annotations={ADMITTED: value})
-    containers = pod["spec"]["containers"]  # type: ignore[index]
+    containers = pod["spec"]["containers"]
     containers.append({**containers[0], "name": "side"})
     assignment = Assignment(
         PodKey("default/p"),
@@ -46,8 +46,8 @@ def _bound_pod(value: str) -> dict[str, object]:
             for c in ("main", "side")
         ),
     )
-    pod["metadata"]["annotations"].update(binding_annotations(assignment, KEY))  # type: ignore[index]
-    pod["spec"]["nodeName"] = "n1"  # type: ignore[index]
+    pod["metadata"]["annotations"].update(binding_annotations(assignment, KEY))
+    pod["spec"]["nodeName"] = "n1"
     return pod
 
 

@@ -49,7 +49,7 @@ def resources(draw: st.DrawFn) -> dict[str, Any]:
             out.setdefault("requests", {})[resource] = value
         if where == "differ":
             out.setdefault("requests", {})[resource] = draw(values)
-    return draw(st.sampled_from([out] * 12 + [{"limits": MALFORMED}, 5]))  # type: ignore[list-item]
+    return draw(st.sampled_from([out] * 12 + [{"limits": MALFORMED}, 5]))
 
 
 @st.composite

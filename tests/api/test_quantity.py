@@ -120,7 +120,7 @@ def test_any_value_is_a_number_or_an_invalid_request(value: object) -> None:
     st.sampled_from(["", "m", "k", "M", "G", "Ki", "Mi", "Gi", "e3", "e-2"]),
 )
 def test_integers_with_any_suffix_scale_exactly(number: int, suffix: str) -> None:
-    scale = {
+    scales: dict[str, int | Fraction] = {
         "": 1,
         "m": Fraction(1, 1000),
         "k": 1000,
@@ -131,7 +131,8 @@ def test_integers_with_any_suffix_scale_exactly(number: int, suffix: str) -> Non
         "Gi": 2**30,
         "e3": 1000,
         "e-2": Fraction(1, 100),
-    }[suffix]
+    }
+    scale = scales[suffix]
     assert parse_quantity(f"{number}{suffix}", "f") == number * scale
 
 

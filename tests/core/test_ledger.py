@@ -4,12 +4,12 @@ from tests.builders import make_node, make_pod
 from vgpu.core.errors import Conflict, StateError
 from vgpu.core.ids import NodeName
 from vgpu.core.ledger import Ledger
-from vgpu.core.model import Phase
+from vgpu.core.model import Assignment, Phase, PodRequest
 from vgpu.core.placement import assignment_for, choose
-from vgpu.core.state import ClusterState
+from vgpu.core.state import ClusterState, NodeState
 
 
-def _setup():  # type: ignore[no-untyped-def]
+def _setup() -> tuple[ClusterState, Ledger, NodeState, PodRequest, Assignment]:
     state = ClusterState([make_node("n1", gpus=2)])
     ledger = Ledger(state)
     ns = state.node(NodeName("n1"))

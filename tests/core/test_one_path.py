@@ -5,9 +5,11 @@ The extender used to place with the policy's evaluation alone, skipping `finish`
 drew its GPU in the simulator but took the best-fit GPU in a cluster.
 """
 
-from collections.abc import MutableSequence, Sequence
+from __future__ import annotations
+
+from collections.abc import MutableSequence
 from random import Random
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 from hypothesis import given, settings
@@ -22,6 +24,9 @@ from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import workload_from
 
+if TYPE_CHECKING:
+    from _typeshed import SupportsLenAndGetItem
+
 T = TypeVar("T")
 cores = st.sampled_from([5, 10, 25, 30, 47, 50, 81, 100, 200])
 pods = st.lists(st.lists(cores, min_size=1, max_size=2), min_size=1, max_size=20)
@@ -31,7 +36,7 @@ class LastDraw(Random):
     """Draws are fixed (the last element), so the two paths are compared on their choices, not
     on how many numbers each drew before."""
 
-    def choice(self, seq: Sequence[T]) -> T:
+    def choice(self, seq: SupportsLenAndGetItem[T]) -> T:
         return seq[-1]
 
     def shuffle(self, x: MutableSequence[object], *args: object) -> None:

@@ -20,7 +20,9 @@ ONE_GPU = Workload((TaskShape(10_000, 100, 1),), (1.0,))
 EIGHT_AND_ONE = Workload((TaskShape(1000, 100, 8), TaskShape(1000, 100, 1)), (0.5, 0.5))
 
 
-def _hold(state: ClusterState, node: str, pod: PodRequest, choice: tuple[tuple[int, ...], ...]):
+def _hold(
+    state: ClusterState, node: str, pod: PodRequest, choice: tuple[tuple[int, ...], ...]
+) -> None:
     Ledger(state).assume(assignment_for(state.node(NodeName(node)), pod, choice))
 
 

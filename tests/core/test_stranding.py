@@ -41,7 +41,9 @@ def _plain(w: Workload, allowed: list[bool], cpu: int, free: int, per_shape: boo
 
 
 @given(shapes, st.integers(0, 200_000), st.integers(0, 8000), st.booleans())
-def test_stranded_equals_the_plain_expectation(rows, cpu, free, per_shape) -> None:
+def test_stranded_equals_the_plain_expectation(
+    rows: list[tuple[int, int, int, bool]], cpu: int, free: int, per_shape: bool
+) -> None:
     w = _workload(rows)
     allowed = [ok for *_, ok in rows]
     got = feed(w, allowed, per_shape=per_shape).stranded(cpu, free)

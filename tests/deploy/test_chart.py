@@ -8,11 +8,13 @@ skip, except under CI=true, where a missing helm is a failure: CI must have chec
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -238,7 +240,7 @@ def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> N
     from vgpu.daemons import extender_cli, node_cli
 
     objs = render(values, kube_version="v1.37.0")
-    checks = {
+    checks: dict[str, Callable[[argparse.Namespace], object]] = {
         "node-agent": lambda a: (node_cli.hami_core(a), node_cli.watchdog_policy(a)),
         "extender": lambda a: extender_cli._tls(a),
         "dra-driver": lambda a: None,

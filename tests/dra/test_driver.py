@@ -82,16 +82,17 @@ class Env:
     def prepare(self, name: str, uid: str) -> dra_pb2.NodePrepareResourceResponse:
         driver = self.drivers[-1]
         with self.channel(driver.config.sockets.dra_socket) as ch:
-            stub = dra_grpc.DRAPluginStub(ch)
+            stub = dra_grpc.DRAPluginStub(ch)  # type: ignore[no-untyped-call]
             req = dra_pb2.NodePrepareResourcesRequest(
                 claims=[dra_pb2.Claim(namespace="default", name=name, uid=uid)]
             )
-            return stub.NodePrepareResources(req, timeout=5).claims[uid]
+            reply: dra_pb2.NodePrepareResourcesResponse = stub.NodePrepareResources(req, timeout=5)
+            return reply.claims[uid]
 
     def unprepare(self, name: str, uid: str) -> str:
         driver = self.drivers[-1]
         with self.channel(driver.config.sockets.dra_socket) as ch:
-            stub = dra_grpc.DRAPluginStub(ch)
+            stub = dra_grpc.DRAPluginStub(ch)  # type: ignore[no-untyped-call]
             req = dra_pb2.NodeUnprepareResourcesRequest(
                 claims=[dra_pb2.Claim(namespace="default", name=name, uid=uid)]
             )
@@ -125,7 +126,7 @@ def env() -> Iterator[Env]:
 def test_registers_as_a_dra_plugin_and_publishes_its_slice(env: Env) -> None:
     driver = env.start()
     with env.channel(driver.config.sockets.registration_socket) as ch:
-        stub = reg_grpc.RegistrationStub(ch)
+        stub = reg_grpc.RegistrationStub(ch)  # type: ignore[no-untyped-call]
         info = stub.GetInfo(reg_pb2.InfoRequest(), timeout=5)
         stub.NotifyRegistrationStatus(reg_pb2.RegistrationStatus(plugin_registered=True))
     assert info.type == "DRAPlugin" and info.name == "vgpu.io"
@@ -133,7 +134,9 @@ def test_registers_as_a_dra_plugin_and_publishes_its_slice(env: Env) -> None:
     assert list(info.supported_versions) == ["v1.DRAPlugin", "v1.DRAResourceHealth"]
     assert driver.server.registration.registered.is_set()
     assert env.slice_devices() == ["gpu-0", "gpu-1"]
-    owner = env.api.store.get("ResourceSlice", None, "node-a-vgpu-io")["metadata"]
+    stored = env.api.store.get("ResourceSlice", None, "node-a-vgpu-io")
+    assert stored is not None
+    owner = stored["metadata"]
     assert owner["ownerReferences"][0]["name"] == NODE
 
 
@@ -181,7 +184,7 @@ def test_refusals_reach_the_kubelet(env: Env) -> None:
 def test_unhealthy_gpu_is_withdrawn_reported_and_restored(env: Env) -> None:
     driver = env.start(health=HealthPolicy(recovery_s=1.0))
     with env.channel(driver.config.sockets.dra_socket) as ch:
-        stream = health_grpc.DRAResourceHealthStub(ch).NodeWatchResources(
+        stream = health_grpc.DRAResourceHealthStub(ch).NodeWatchResources(  # type: ignore[no-untyped-call]
             health_pb2.NodeWatchResourcesRequest(), timeout=10
         )
         first = next(stream)
@@ -206,7 +209,9 @@ def test_fullest_first_slice_follows_allocations(env: Env) -> None:
     assert env.slice_devices() == ["gpu-0", "gpu-1"]
     env.put_claim("c1", share("gpu-1", "40", "1Gi"))
     assert wait(lambda: env.slice_devices() == ["gpu-1", "gpu-0"])
-    generation = env.api.store.get("ResourceSlice", None, "node-a-vgpu-io")["spec"]["pool"]
+    stored = env.api.store.get("ResourceSlice", None, "node-a-vgpu-io")
+    assert stored is not None
+    generation = stored["spec"]["pool"]
     assert generation["generation"] >= 2
 
 
@@ -216,7 +221,7 @@ def test_a_registering_kubelet_gets_the_slice_back_at_once(env: Env) -> None:
     driver = env.start(resync_s=600)
     env.api.store.remove("ResourceSlice", None, "node-a-vgpu-io")
     with env.channel(driver.config.sockets.registration_socket) as ch:
-        stub = reg_grpc.RegistrationStub(ch)
+        stub = reg_grpc.RegistrationStub(ch)  # type: ignore[no-untyped-call]
         stub.NotifyRegistrationStatus(reg_pb2.RegistrationStatus(plugin_registered=True))
     assert wait(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])
     env.api.store.remove("ResourceSlice", None, "node-a-vgpu-io")  # wiped a moment later

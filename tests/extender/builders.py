@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
+from vgpu.core.ledger import Ledger
+from vgpu.extender.cacheviews import CacheFields
 
 Obj = dict[str, Any]
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -154,3 +156,11 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
+
+
+def ledger_of(cache: CacheFields) -> Ledger:
+    """The cache's ledger itself, for tests that charge or release it directly (the cache
+    shows other modules only a read-only view of it)."""
+    ledger = cache.ledger
+    assert isinstance(ledger, Ledger), type(ledger)
+    return ledger

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import eventually, ledger_of, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
 from vgpu.api.assignment import ASSIGNMENT, verify
 from vgpu.core.fit import Verdict
@@ -30,7 +30,7 @@ def test_bind_writes_a_signed_assignment_and_counts_it(harness: Harness) -> None
     (share,) = assignment.containers[0].shares
     assert share.cores == 30 and share.memory_mmib == 8 * 256 * 1000
     eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
-    ns = daemon.cache.node_state("n1")  # type: ignore[arg-type]
+    ns = daemon.cache.node_states["n1"]
     assert sorted(ns.free_cores) == [70, 100]
 
 
@@ -53,7 +53,7 @@ def test_retried_bind_never_allocates_twice(harness: Harness) -> None:
     assert wire.bind(harness.pod("p"), "n1") == ""
     assert wire.bind(harness.pod("p"), "n1") == ""  # kube-scheduler retried after a lost reply
     eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
-    assert daemon.cache.node_state("n1").free_cores == [40]  # type: ignore[arg-type]
+    assert daemon.cache.node_states["n1"].free_cores == [40]
     assert "already bound to n1" in wire.bind(harness.pod("p"), "n2")
 
 
@@ -69,7 +69,7 @@ def test_reply_lost_then_409_with_same_assignment_is_success(harness: Harness) -
     assert _holding_phase(daemon, "p") is not None  # kept: it may have been bound
     eventually(lambda: harness.pod("p")["spec"].get("nodeName") == "n1")
     eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
-    assert daemon.cache.node_state("n1").free_cores == [40]  # type: ignore[arg-type]
+    assert daemon.cache.node_states["n1"].free_cores == [40]
     assert wire.bind(harness.pod("p"), "n1") == ""
 
 
@@ -81,7 +81,7 @@ def test_409_for_someone_elses_binding_releases_the_assumption(harness: Harness)
     harness.server.inject("POST", r"/pods/p/binding", status=409, message="conflict")
     assert "409" in wire.bind(harness.pod("p"), "n1")
     assert _holding_phase(daemon, "p") is None
-    assert daemon.cache.node_state("n1").free_cores == [100]  # type: ignore[arg-type]
+    assert daemon.cache.node_states["n1"].free_cores == [100]
     assert wire.bind(harness.pod("p"), "n1") == ""
 
 
@@ -95,10 +95,10 @@ def test_500_and_timeouts_fail_in_band_without_leaking(harness: Harness) -> None
     assert _holding_phase(daemon, "p") is Phase.ASSUMED  # outcome unknown: kept, not doubled
     harness.server.inject("POST", r"/pods/p/binding", drop=True, times=1)
     assert wire.bind(harness.pod("p"), "n1") != ""
-    assert daemon.cache.node_state("n1").free_cores == [40]  # type: ignore[arg-type]
+    assert daemon.cache.node_states["n1"].free_cores == [40]
     assert wire.bind(harness.pod("p"), "n1") == ""
     eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
-    assert daemon.cache.node_state("n1").free_cores == [40]  # type: ignore[arg-type]
+    assert daemon.cache.node_states["n1"].free_cores == [40]
 
 
 def test_stale_assumptions_expire(harness: Harness) -> None:
@@ -217,7 +217,7 @@ def test_restart_counts_bound_pods_from_their_assignments(harness: Harness) -> N
     forged["metadata"]["annotations"] = dict(harness.pod("p")["metadata"]["annotations"])
     harness.put(forged)
     second = harness.start()
-    assert second.cache.node_state("n1").free_cores == [30]  # type: ignore[arg-type]
+    assert second.cache.node_states["n1"].free_cores == [30]
     assert harness.wire(second).filter(make_pod("q", cores=40), ["n1"])["NodeNames"] == []
 
 
@@ -232,7 +232,7 @@ def test_a_bind_in_flight_counts_as_pending_for_invariant_i(harness: Harness) ->
         spec_a, policy, _ = ext.parse(harness.pod("a"))
         a = ext.place(spec_a, "n1", policy)
         assert isinstance(a, Assignment)
-        daemon.cache.ledger.assume(a)  # the Binding is on its way, not yet watched
+        ledger_of(daemon.cache).assume(a)  # the Binding is on its way, not yet watched
         gpu_a = a.containers[0].shares[0].uuid
         b = make_pod("b", cores=30, annotations={"vgpu.io/gpu-uuid-exclude": gpu_a})
         spec_b, _, _ = ext.parse(harness.put(b))

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.extender.builders import eventually, make_node, make_pod
 from tests.extender.conftest import Harness
+from vgpu.core.ids import PodKey
 from vgpu.daemons.extender import ExtenderDaemon
 
 
@@ -101,7 +102,7 @@ def test_no_sequence_of_requests_for_unwatched_pods_changes_the_ledger(
         harness.put(make_pod("real", cpu="1", cores=30))
         daemon = harness.start()
         assert harness.wire(daemon).bind(harness.pod("real"), "n1") == ""
-        eventually(lambda: daemon.cache.pods["default/real"].node == "n1")
+        eventually(lambda: daemon.cache.pods[PodKey("default/real")].node == "n1")
     daemon = harness.daemons[0]
     wire = harness.wire(daemon)
     before = _ledger(daemon)

@@ -33,7 +33,7 @@ def test_only_the_leader_is_ready_and_binds_then_a_follower_takes_over(harness: 
     assert wa.bind(harness.pod("p"), "n1") == ""
     a.stop()  # steps down; b leads, resyncs, then counts p's share
     assert b.wait_ready(5)
-    assert b.cache.node_state("n1").free_cores == [50]  # type: ignore[arg-type]
+    assert b.cache.node_states["n1"].free_cores == [50]
     assert wb.bind(harness.pod("q"), "n1") == ""
     assert harness.pod("q")["spec"]["nodeName"] == "n1"
 

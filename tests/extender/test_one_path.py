@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.core.test_one_path import LastDraw
-from tests.extender.builders import make_node, make_pod
+from tests.extender.builders import ledger_of, make_node, make_pod
 from vgpu.core.registry import POLICY_NAMES, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
@@ -31,6 +31,6 @@ def test_bind_takes_the_gpus_the_simulator_takes(name: str) -> None:
         if selection is None:
             continue
         assert ext.place(spec, selection.node, policy) == selection.assignment
-        cache.ledger.assume(selection.assignment)
+        ledger_of(cache).assume(selection.assignment)
         placed += 1
     assert placed >= 7

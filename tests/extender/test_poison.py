@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from tests.extender.builders import eventually, make_node, make_pod
 from tests.extender.conftest import Harness
 from vgpu.core.errors import InvalidRequest
+from vgpu.core.ids import PodKey
 
 POISON = ("1e10000000", "1e5000", "9" * 5000, "0x10")
 
@@ -45,7 +46,9 @@ def test_poisoned_pods_in_the_watch_are_reported_and_skipped(harness: Harness) -
     eventually(lambda: "default/real" in daemon.cache.pods)
     assert daemon.why_not_ready() is None
     assert set(daemon.cache.invalid) == {"default/huge", "default/frozen", "default/odd"}
-    assert "spec.containers[0].resources.requests.cpu" in daemon.cache.invalid["default/huge"]
+    assert (
+        "spec.containers[0].resources.requests.cpu" in daemon.cache.invalid[PodKey("default/huge")]
+    )
     eventually(lambda: len(_events(harness)) == 3)
     names = {e["involvedObject"]["name"] for e in _events(harness)}
     assert names == {"huge", "frozen", "odd"}

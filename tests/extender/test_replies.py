@@ -48,7 +48,8 @@ def test_scores_are_min_max_scaled_over_the_request_and_rounded() -> None:
 
 
 def test_a_request_naming_no_node_gets_an_empty_list() -> None:
-    reply = ScoreView(ChangeFeed()).reply([], {}.get)
+    nothing: dict[str, float | None] = {}
+    reply = ScoreView(ChangeFeed()).reply([], nothing.get)
     assert reply.as_dict() == {} and encode_priorities(reply) == b"[]"
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
-from tests.extender.builders import make_node
+from tests.extender.builders import ledger_of, make_node
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
@@ -169,12 +169,12 @@ class World:
 
     def assume(self, obj: Obj, node: str) -> None:
         a = self.placed(obj, node)
-        if a is not None and self.cache.ledger.assume(a):
+        if a is not None and ledger_of(self.cache).assume(a):
             self.assumed[obj["metadata"]["name"]] = a
 
     def release(self, name: str) -> None:
         a = self.assumed.pop(name)
-        self.cache.ledger.release(a.pod)
+        ledger_of(self.cache).release(a.pod)
 
     def admit(self, name: str, which: str) -> None:
         obj = copy.deepcopy(self.pods[name])
@@ -199,7 +199,7 @@ class World:
         cache = ClusterCache(key=KEY, memory_unit_mib=UNIT)
         cache.replace_all(list(self.nodes.values()), list(self.pods.values()))
         for a in self.assumed.values():
-            assert cache.ledger.assume(a), a
+            assert ledger_of(cache).assume(a), a
         fresh = Extender(cache)
         fresh.policies = self.ext.policies
         return fresh

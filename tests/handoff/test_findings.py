@@ -45,7 +45,7 @@ def test_finding2_the_extender_never_binds_what_the_agent_would_refuse(harness: 
     wire = harness.wire(daemon)
     harness.put(make_pod("a", cores=30, memory=10))
     assert wire.bind(harness.pod("a"), "n1") == ""
-    harness.seen(daemon, lambda: daemon.cache.pending.get("n1"))
+    harness.seen(daemon, lambda: daemon.cache.pending.get(NodeName("n1")))
     harness.put(make_pod("b", cores=30, memory=2))
     out = wire.filter(harness.pod("b"), ["n1"])
     assert out["NodeNames"] == [], out
@@ -70,7 +70,7 @@ def test_finding3_init_and_app_containers_share_the_devices_the_kubelet_reuses(
     assert held is not None
     gpus = {c.name: {s.uuid for s in c.shares} for c in held.assignment.containers}
     assert gpus["init"] == gpus["main"], gpus
-    node = daemon.cache.ledger.state.node("n1")  # type: ignore[arg-type]
+    node = daemon.cache.node_states["n1"]
     used = sum(100 - free for free in node.free_cores)
     assert used == 30, f"init and app charged {used} cores; the kubelet holds 30"
 
@@ -80,7 +80,7 @@ def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Ha
     for i in range(2):
         harness.put(make_pod(f"job-{i}", cores=100, annotations=annotations))
     harness.put(make_node("n1", gpus=2))
-    daemon = harness.start(gang_timeout=10)  # type: ignore[arg-type]
+    daemon = harness.start(gang_timeout=10)
     wire = harness.wire(daemon)
     for i in range(2):
         assert wire.filter(harness.pod(f"job-{i}"), ["n1"])["NodeNames"] == ["n1"]
@@ -169,7 +169,7 @@ def test_gang_members_with_init_containers_are_planned_as_the_kubelet_reuses(
         assert held is not None and held.phase is Phase.RESERVED
         gpus = {c.name: {s.uuid for s in c.shares} for c in held.assignment.containers}
         assert gpus["init"] == gpus["main"]
-    assert daemon.cache.ledger.state.node(NodeName("n1")).free_cores == [20]
+    assert daemon.cache.node_states["n1"].free_cores == [20]
 
 
 def test_a_refusal_fails_only_a_pod_that_could_have_made_the_call() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,7 +178,7 @@ class Api:
         labels = label_selector(query.get("labelSelector"))
         fields = field_selector(query.get("fieldSelector"), r.res)
 
-        def match(obj: Obj) -> bool:
+        def match(obj: Mapping[str, Any]) -> bool:
             return labels(obj) and fields(obj)
 
         if query.get("watch") in ("true", "1"):

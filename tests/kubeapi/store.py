@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from tests.kubeapi.resources import (
     DEFAULT_RESOURCES,
@@ -82,6 +82,10 @@ def _validate(res: Resource, obj: Obj) -> None:
                 )
 
 
+@overload
+def clone(obj: Obj) -> Obj: ...
+@overload
+def clone(obj: Any) -> Any: ...
 def clone(obj: Any) -> Any:
     """A deep copy of JSON-shaped data. Every read and write of the store copies objects, and
     `copy.deepcopy`'s generality (memo, reductions) made it most of the fake's CPU time."""

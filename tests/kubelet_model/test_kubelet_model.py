@@ -42,9 +42,9 @@ def devices(gpus: int = 2, numa: bool = False) -> dict[str, dict[str, int | None
     }
 
 
-def kubelet(plugin: Recorder, **kw: Any) -> KubeletModel:
+def kubelet(plugin: Recorder, seed: int = 3, **kw: Any) -> KubeletModel:
     return KubeletModel(
-        devices(numa=kw.pop("numa", False)), lambda: plugin, rng=random.Random(3), **kw
+        devices(numa=kw.pop("numa", False)), lambda: plugin, rng=random.Random(seed), **kw
     )
 
 
@@ -89,7 +89,7 @@ def test_resources_of_one_container_come_in_random_order() -> None:
     orders = set()
     for seed in range(20):
         plugin = Recorder()
-        model = KubeletModel(devices(), lambda p=plugin: p, rng=random.Random(seed))
+        model = kubelet(plugin, seed=seed)
         model.admit(with_uid(pod("p", [container("main", 30, 2)])))
         orders.add(tuple(c[1] for c in plugin.calls if c[0] == "allocate"))
     assert orders == {(CORES, MEMORY), (MEMORY, CORES)}

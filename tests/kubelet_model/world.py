@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.extender.builders import make_node
+from tests.extender.builders import ledger_of, make_node
 from tests.kubelet_model.kubelet import Admission, KubeletModel
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.api.assignment import ADMITTED, binding_annotations
@@ -193,7 +193,7 @@ class World:
             if placed is None:
                 return False
             assignment = canonical(placed)
-            self.cache.ledger.assume(assignment)
+            ledger_of(self.cache).assume(assignment)
         self._bind(key, assignment)
         return True
 

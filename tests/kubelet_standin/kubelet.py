@@ -60,7 +60,7 @@ class FakeKubelet(api_pb2_grpc.RegistrationServicer):
         self.dir.mkdir(mode=0o750, parents=True, exist_ok=True)
         self.socket.unlink(missing_ok=True)
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-        api_pb2_grpc.add_RegistrationServicer_to_server(self, server)
+        api_pb2_grpc.add_RegistrationServicer_to_server(self, server)  # type: ignore[no-untyped-call]
         server.add_insecure_port(f"unix://{self.socket}")
         server.start()
         self._server = server
@@ -98,7 +98,7 @@ class FakeKubelet(api_pb2_grpc.RegistrationServicer):
         except grpc.FutureTimeoutError:
             channel.close()
             context.abort(grpc.StatusCode.UNAVAILABLE, f"cannot dial {request.endpoint}")
-        stub = api_pb2_grpc.DevicePluginStub(channel)
+        stub = api_pb2_grpc.DevicePluginStub(channel)  # type: ignore[no-untyped-call]
         options = stub.GetDevicePluginOptions(api_pb2.Empty(), timeout=5)
         conn = PluginConnection(request.resource_name, request.endpoint, channel, stub, options)
         with self._cond:

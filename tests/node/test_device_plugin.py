@@ -101,7 +101,7 @@ def test_allocate_refuses_a_fraction_split_over_gpus(node: Node) -> None:
     with pytest.raises(grpc.RpcError) as err:
         node.kubelet.allocate_ids(CORES, [f"{a}::c0", f"{b}::c0"])
     assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "IDs span 2 GPUs" in err.value.details()
+    assert "IDs span 2 GPUs" in (err.value.details() or "")
 
 
 def test_kubelet_ignoring_the_preference_can_be_refused(node: Node) -> None:
@@ -113,7 +113,7 @@ def test_kubelet_ignoring_the_preference_can_be_refused(node: Node) -> None:
     # Without the preference the kubelet takes the 40 left on `first` plus 60 of the other GPU.
     with pytest.raises(grpc.RpcError) as err:
         node.kubelet.allocate(CORES, 100, use_preferred=False)
-    assert "a share smaller than a GPU must be on one GPU" in err.value.details()
+    assert "a share smaller than a GPU must be on one GPU" in (err.value.details() or "")
 
 
 def test_reregisters_within_two_seconds_after_kubelet_restart(node: Node) -> None:

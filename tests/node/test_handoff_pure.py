@@ -162,9 +162,11 @@ def test_preferred_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
     handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
     late = pod_info(pod("late", "u9", [("c", 30)], **signed("late", "u9", {"c": ("G1", 30)})))
     gpus = [GpuInfo("G0", 0, "Tesla T4", 16384), GpuInfo("G1", 1, "Tesla T4", 16384)]
-    policy = HandoffPolicy(
-        handoff, gpus, memory_unit_mib=256, refresh=lambda: handoff.observe(late)
-    )
+
+    def refresh() -> None:
+        handoff.observe(late)
+
+    policy = HandoffPolicy(handoff, gpus, memory_unit_mib=256, refresh=refresh)
     available = [f"G{g}::c{k}" for g in (0, 1) for k in range(100)]
     ids = policy.preferred("vgpu.io/cores", available, [], 30)
     assert {i.split("::")[0] for i in ids} == {"G1"}, ids

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.daemons.node_cli import ConfigError, add_parser, watchdog_policy
+from vgpu.core.errors import ConfigError
+from vgpu.daemons.node_cli import add_parser, watchdog_policy
 from vgpu.node.watchdog import WatchdogPolicy
 
 

@@ -25,7 +25,7 @@ def test_list_get_allocatable(sockdir: Path) -> None:
     server.start()
     try:
         with grpc.insecure_channel(f"unix://{server.socket}") as channel:
-            stub = api_pb2_grpc.PodResourcesListerStub(channel)
+            stub = api_pb2_grpc.PodResourcesListerStub(channel)  # type: ignore[no-untyped-call]
             listed = stub.List(api_pb2.ListPodResourcesRequest(), timeout=5)
             assert listed.pod_resources[0].containers[0].devices[0].device_ids == ["GPU-a::c0"]
             got = stub.Get(api_pb2.GetPodResourcesRequest(pod_name="p1", pod_namespace="ns"))

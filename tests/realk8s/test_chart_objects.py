@@ -54,8 +54,12 @@ def test_the_api_server_accepts_every_rendered_object(
         real_cluster.admin,
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
     )
-    bogus = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "datta": {}}
-    bogus["metadata"]["namespace"] = NAMESPACE
+    bogus = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x", "namespace": NAMESPACE},
+        "datta": {},
+    }
     with pytest.raises(ApiError, match="datta"):  # the check itself can fail
         dry_apply(real_cluster, bogus)
     refused, applied = [], 0

@@ -458,8 +458,12 @@ def test_whole_gpu_and_shares_fill_capacity_exactly(dra: DraNode) -> None:
     assert not pod["spec"].get("nodeName")
     message = pod["status"]["conditions"][0]["message"]
     assert "cannot allocate all claims" in message
-    for pod, name in (("dra-one-more", "one-more"), ("dra-rest", "rest"), ("dra-whole", "whole")):
-        release(api, pod, name)
+    for pod_name, name in (
+        ("dra-one-more", "one-more"),
+        ("dra-rest", "rest"),
+        ("dra-whole", "whole"),
+    ):
+        release(api, pod_name, name)
 
 
 def test_claims_asking_more_than_a_gpu_are_refused_with_a_reason(dra: DraNode) -> None:

@@ -72,7 +72,7 @@ def kube_client(real_apiserver: RealCluster) -> Iterator[Any]:
     config.key_file = str(real_cluster.pki / "admin.key")
     api_client = client.ApiClient(config)
     yield api_client
-    api_client.close()
+    api_client.close()  # type: ignore[no-untyped-call]
     _clean(real_cluster)
 
 

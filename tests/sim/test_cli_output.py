@@ -8,6 +8,7 @@ import importlib.util
 import io
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -106,16 +107,17 @@ def test_plot_labels_carry_trace_seeds_and_figures() -> None:
 def test_plot_draws_the_100_percent_arrival_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import matplotlib.pyplot as plt
+    from matplotlib.axes import Axes
+    from matplotlib.lines import Line2D
 
     drawn: dict[str, object] = {}
-    original = plt.Axes.axvline
+    original = Axes.axvline
 
-    def spy(self: plt.Axes, x: float = 0, *args: object, **kwargs: object) -> object:
+    def spy(self: Axes, x: float = 0, ymin: float = 0, ymax: float = 1, **kwargs: Any) -> Line2D:
         drawn["x"] = x
-        return original(self, x, *args, **kwargs)
+        return original(self, x, ymin, ymax, **kwargs)
 
-    monkeypatch.setattr(plt.Axes, "axvline", spy)
+    monkeypatch.setattr(Axes, "axvline", spy)
     plot([result("fgd", 95.0)], str(tmp_path / "p.png"), trace="openb default")
     assert drawn["x"] == 100
 
