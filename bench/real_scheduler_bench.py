@@ -9,8 +9,10 @@ would), half full: even nodes hold one pod with four whole GPUs, odd nodes one p
 50-core containers. For each N it creates the same sequence of pods asking 50 cores,
 created while kube-scheduler is stopped; it then starts kube-scheduler and prints pods/s from its
 first binding to its last (timestamps from its own log):
-  * with the extender, `percentageOfNodesToScore` unset (kube-scheduler's adaptive default);
-  * with the extender, `percentageOfNodesToScore: 100`;
+  * with the extender as shipped (`--filter-best 1`, no prioritize), `percentageOfNodesToScore`
+    unset (kube-scheduler's adaptive default), and with `percentageOfNodesToScore: 100`;
+  * with the extender's filter passing every node that fits and prioritize called
+    (`--filter-best 0`, the extender restarted with it), `percentageOfNodesToScore: 100`;
   * without the extender (kube-scheduler alone counting vgpu.io/cores as an extended resource),
     with both settings.
 The admission policy is not installed (the fill pods are created bound, as admin). Needs Go and
