@@ -1,0 +1,53 @@
+"""With the shipped configuration the real kube-scheduler calls the extender once per vGPU pod.
+
+The extender's filter passes the one node its policy scores best (`--filter-best 1`), the
+shipped scheduler configuration has no prioritizeVerb, and kube-scheduler skips scoring when one
+node is left (pkg/scheduler/schedule_one.go, schedulePod): filter and bind, never prioritize.
+Counted from the extender's own `vgpu_extender_request_seconds_count{verb}`.
+"""
+
+from __future__ import annotations
+
+import re
+import ssl
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from tests.realk8s import pods
+from tests.realk8s.cluster import RealCluster
+from tests.realk8s.rest import Rest
+
+pytestmark = pytest.mark.realk8s
+
+COUNT = re.compile(r'^vgpu_extender_request_seconds_count\{verb="(\w+)"\} (\S+)$', re.M)
+
+
+@pytest.fixture
+def api(real_cluster: RealCluster) -> Iterator[Rest]:
+    pods.delete_all(real_cluster.admin)
+    yield real_cluster.admin
+    pods.delete_all(real_cluster.admin)
+
+
+def _calls(cluster: RealCluster) -> dict[str, float]:
+    """Requests per verb the leading extender has answered so far."""
+    context = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
+    url = f"https://127.0.0.1:{cluster.ports['extender']}/metrics"
+    with urllib.request.urlopen(url, context=context, timeout=10) as reply:
+        text = reply.read().decode()
+    return {verb: float(value) for verb, value in COUNT.findall(text)}
+
+
+def test_a_vgpu_pod_costs_one_filter_and_one_bind(real_cluster: RealCluster, api: Rest) -> None:
+    before = _calls(real_cluster)
+    names = [f"one-call-{i}" for i in range(3)]
+    for name in names:
+        api.post(pods.PODS, pods.pod(name, pods.container("main", 30, 8)))
+    for name in names:
+        pods.wait_running(api, name)
+    after = _calls(real_cluster)
+    added = {verb: after.get(verb, 0.0) - before.get(verb, 0.0) for verb in after}
+    assert added.get("prioritize", 0.0) == 0.0, added
+    assert added["bind"] >= len(names) and added["filter"] >= len(names), added
