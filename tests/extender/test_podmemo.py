@@ -1,4 +1,5 @@
-"""`read_digest` covers all that `pod_spec` reads of a pod, so equal digests parse alike."""
+"""`read_digest` covers all that `pod_spec` reads of a pod but what `ParsedPods` sets itself
+(the node name and whether the phase is terminal), so a kept parse is what parsing would give."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ READ = {
     "metadata": {"uid", "name", "namespace", "labels", "annotations"},
     "status": {"phase"},
 }
-"""What the digest holds of the pod, its metadata and its status (labels, annotations but the
-unread ones, and the spec are held whole)."""
+"""What the digest holds of the pod, its metadata and its status, or `ParsedPods` sets (the
+phase); labels, annotations but the unread ones, and the spec are held whole (its node name is
+set by `ParsedPods`)."""
 
 
 class Reads(dict[str, Any]):
@@ -106,19 +108,32 @@ def _held(where: str, key: str) -> bool:
 def test_versions_differing_in_what_is_not_read_share_a_digest() -> None:
     pod = make_pod("p", cores=30, annotations={"vgpu.io/gpu-type": "A100"})
     pod["metadata"] |= {"uid": "u", "resourceVersion": "1"}
-    other = {**pod, "status": {"phase": "Running", "hostIP": "10.0.0.1"}}
+    other = {**pod, "status": {"phase": "Succeeded", "hostIP": "10.0.0.1"}}
     other["metadata"] = {**pod["metadata"], "resourceVersion": "2", "managedFields": [{}]}
     other["metadata"]["annotations"] = {**pod["metadata"]["annotations"], "vgpu.io/admitted": "1"}
+    other["spec"] = {**pod["spec"], "nodeName": "n1"}
     assert read_digest(other) == read_digest(pod) is not None
     for changed in (
-        {**pod, "status": {"phase": "Succeeded"}},
         {**pod, "metadata": {**pod["metadata"], "uid": "u2"}},
         {**pod, "metadata": {**pod["metadata"], "labels": {"a": "b"}}},
         {**pod, "metadata": {**pod["metadata"], "annotations": {"vgpu.io/gpu-type": "H100"}}},
-        {**pod, "spec": {**pod["spec"], "nodeName": "n1"}},
+        {**pod, "spec": {**pod["spec"], "priority": 1}},
         {**pod, "spec": {**pod["spec"], "containers": [{"name": "other"}]}},
     ):
         assert read_digest(changed) != read_digest(pod)
+
+
+def test_a_kept_parse_gets_each_versions_node_and_phase() -> None:
+    memo = ParsedPods(lambda p: pod_spec(p, memory_unit_mib=256))
+    pod = make_pod("p", cores=30)
+    versions = []
+    for rv, node, phase in [("1", "", "Pending"), ("2", "n1", "Running"), ("3", "n1", "Failed")]:
+        pod = {**pod, "spec": {**pod["spec"], "nodeName": node}, "status": {"phase": phase}}
+        pod["metadata"] = {**pod["metadata"], "uid": "u", "resourceVersion": rv}
+        versions.append(pod)
+    for pod in versions:
+        assert memo.parse(pod) == pod_spec(pod, memory_unit_mib=256)
+    assert memo.parse(versions[1]).node == "n1" and memo.parse(versions[2]).terminal
 
 
 @pytest.mark.parametrize(

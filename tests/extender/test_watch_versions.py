@@ -249,6 +249,7 @@ BLIND = [[(0, "bind", 0), (0, "admit", 0)], [(0, "same", 0), (0, "annotate", 1)]
 @settings(max_examples=500, deadline=None)
 @example(BLIND[0])
 @example(BLIND[1])
+@example([(0, "same", 0), (0, "bind", 1), (0, "status", 3)])  # the parse kept: a new node, ended
 @given(STEPS)
 def test_skipping_versions_ends_where_applying_every_version_does(
     steps: list[tuple[int, str, int]],

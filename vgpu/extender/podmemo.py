@@ -1,21 +1,23 @@
 """Parsing and applying a pod once per content, not once per version.
 
-A pod's version changes with every write to it, and most writes change nothing `pod_spec` reads:
-the kubelet's status (conditions, container statuses, IPs, a phase that is not terminal),
+A pod's version changes with every write to it, and most writes change little that `pod_spec`
+reads: the kubelet's status (conditions, container statuses, IPs, a phase that is not terminal),
 managedFields, the deletion timestamp, and the annotations of the hand-off (the extender's
-assignment and its signature, the node agent's `vgpu.io/admitted`), which the cache reads
-itself, never through `pod_spec`. Parses are kept by (uid, resourceVersion), as kube-scheduler
-sends the version it has to filter and prioritize, and by a digest of what `pod_spec` reads
-(`read_digest`), so that a new version reading alike is not parsed again. A bound pod's version
-that also has the same hand-off annotations (`notes_of`) as the one the cache last applied
-(`Observed`) is not applied again either (`ClusterCache.apply_pod`). bench/pod_watch_cost.py
-measures both; tests/extender/test_podmemo.py checks that the digest holds all `pod_spec` reads.
+assignment and its signature, the node agent's `vgpu.io/admitted`), which the cache reads itself,
+never through `pod_spec`; the binding and the end of the pod change only its node and whether it is
+terminal. Parses are kept by (uid, resourceVersion), as kube-scheduler sends the version it has to
+filter and prioritize, and by a digest of the rest of what `pod_spec` reads (`read_digest`), so
+that a new version reading alike is not parsed again. A bound pod's version that also has the same
+hand-off annotations (`notes_of`) as the one the cache last applied (`Observed`) is not applied
+again either (`ClusterCache.apply_pod`). bench/pod_watch_cost.py measures both;
+tests/extender/test_podmemo.py checks that the digest holds all `pod_spec` reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, NamedTuple, TypeVar
 
 from vgpu.adapters import fastjson
@@ -23,7 +25,7 @@ from vgpu.api.admitted import ADMITTED
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE
 from vgpu.api.podread import is_terminal
 from vgpu.core.model import Assignment
-from vgpu.extender.podspec import PodSpec
+from vgpu.extender.podspec import PodSpec, node_of
 
 Obj = dict[str, Any]
 K = TypeVar("K")
@@ -52,12 +54,13 @@ def notes_of(annotations: Obj) -> Notes | None:
 
 
 def read_digest(pod: Obj) -> bytes | None:
-    """A digest of all that `pod_spec` reads of a decoded pod: uid, name, namespace, labels,
-    annotations but `UNREAD_ANNOTATIONS`, the whole spec, and whether its phase is terminal (all
-    it reads of the status). Equal digests parse alike. None when it cannot be told (metadata or annotations not maps, values JSON
+    """A digest of what `pod_spec` reads of a decoded pod but its node and whether its phase is
+    terminal: uid, name, namespace, labels, annotations but `UNREAD_ANNOTATIONS`, and the spec
+    but its node name. Pods with equal digests parse alike but for those two (`ParsedPods` sets
+    them). None when it cannot be told (metadata, annotations or spec not maps, values JSON
     cannot carry): such a pod is parsed every time."""
-    meta = pod.get("metadata")
-    if not isinstance(meta, dict):
+    meta, spec = pod.get("metadata"), pod.get("spec") or {}
+    if not isinstance(meta, dict) or not isinstance(spec, dict):
         return None
     annotations = meta.get("annotations") or {}
     if not isinstance(annotations, dict):
@@ -68,8 +71,7 @@ def read_digest(pod: Obj) -> bytes | None:
         meta.get("namespace"),
         meta.get("labels"),
         {k: v for k, v in annotations.items() if k not in UNREAD_ANNOTATIONS},
-        pod.get("spec"),
-        is_terminal(pod),
+        {k: v for k, v in spec.items() if k != "nodeName"},
     )
     try:
         return hashlib.sha256(fastjson.dumps(read)).digest()
@@ -103,12 +105,19 @@ class ParsedPods:
         return spec
 
     def _by_digest(self, pod: Obj) -> PodSpec:
+        """The parse kept for the pod's content, with its node and phase (the one kept is
+        replaced by one with this version's: the next version most likely has the same)."""
         digest = read_digest(pod)
         spec = None if digest is None else self._by_content.get(digest)
         if spec is None:
             spec = self._parse(pod)
-            if digest is not None:
-                _keep(self._by_content, digest, spec, self._kept)
+        else:
+            node, terminal = node_of(pod.get("spec") or {}), is_terminal(pod)
+            if (spec.node, spec.terminal) == (node, terminal):
+                return spec
+            spec = replace(spec, node=node, terminal=terminal)
+        if digest is not None:
+            _keep(self._by_content, digest, spec, self._kept)
         return spec
 
 
