@@ -303,6 +303,29 @@ def test_watch_relists_on_410_and_emits_the_difference(
     assert got[3] == ("SYNCED", "")
 
 
+def test_a_relist_deletion_carries_the_last_object_seen(
+    stop: threading.Event, kube: KubeApi, kube_server: FakeApiServer
+) -> None:
+    """The reflector keeps objects encoded; a DELETED found by a relist still carries the whole
+    last version: from the listing (a) or from the watch stream (b)."""
+    kube_server.watch_expired = "event"  # type: ignore[assignment]
+    kube_server.store.put(pod("a", {"v": "1"}, node="n1"))
+    kube_server.store.put(pod("b", {"v": "1"}))
+    events = kube.watch_pods(NS, stop=stop, timeout_seconds=1)
+    assert take(events, 3, stop) == [("ADDED", "a"), ("ADDED", "b"), ("SYNCED", "")]
+    threading.Timer(0.05, lambda: kube_server.store.put(pod("b", {"v": "2"}, node="n2"))).start()
+    last_b = next(events).object
+    assert last_b["metadata"]["labels"] == {"v": "2"}
+    kube_server.store.remove("Pod", NS, "a")
+    kube_server.store.remove("Pod", NS, "b")
+    kube_server.store.compact()
+    deleted = {e.object["metadata"]["name"]: e.object for e in (next(events), next(events))}
+    assert deleted["b"] == last_b
+    assert deleted["a"]["metadata"]["labels"] == {"v": "1"}
+    assert deleted["a"]["spec"]["nodeName"] == "n1"
+    assert deleted["a"]["kind"] == "Pod"
+
+
 def test_watch_retries_transient_errors(
     stop: threading.Event, kube_server: FakeApiServer, kube_client: Any
 ) -> None:

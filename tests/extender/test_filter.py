@@ -127,6 +127,9 @@ def test_a_pod_version_is_parsed_once_and_a_new_version_again(harness: Harness) 
     first = daemon.cache.parse(pod)
     assert daemon.cache.parse(pod) is first
     pod["metadata"]["resourceVersion"] = "8"
+    pod["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled"}]}
+    assert daemon.cache.parse(pod) is first  # nothing that is read changed: not parsed again
+    pod["metadata"]["resourceVersion"] = "9"
     pod["spec"]["containers"][0]["resources"]["limits"]["vgpu.io/cores"] = "40"
     assert daemon.cache.parse(pod).request.containers[0].cores == 40
     unversioned = make_pod("q", cores=30)

@@ -8,6 +8,7 @@ import pytest
 
 from tests.extender.builders import eventually, make_node, make_pod
 from tests.extender.conftest import Harness
+from vgpu.adapters import fastjson
 from vgpu.extender import wire
 
 
@@ -113,9 +114,9 @@ def test_encoders_agree_with_and_without_orjson(
     fast: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if not fast:
-        monkeypatch.setattr(wire, "_fast_dumps", None)
-        monkeypatch.setattr(wire, "_fast_loads", None)
-    elif wire._fast_dumps is None:
+        monkeypatch.setattr(fastjson, "_fast_dumps", None)
+        monkeypatch.setattr(fastjson, "_fast_loads", None)
+    elif fastjson._fast_dumps is None:
         pytest.skip("orjson is not installed")
     odd = ['n"1', "n\\2", "nœud-3", "n4"]
     scores = dict(zip(odd, (0, 10, 7, 3), strict=True))

@@ -27,6 +27,7 @@ import urllib3
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from vgpu.adapters import fastjson
 from vgpu.adapters.kubeconfig import load_configuration
 from vgpu.adapters.kubeerrors import (
     KubeConfigMissing,
@@ -128,7 +129,7 @@ class KubeApi:
     def _call(self, what: str, method: str, path: str, params: Params, **kwargs: Any) -> Obj:
         resp = self._raw(what, method, path, params, **kwargs)
         try:
-            return cast(Obj, json.loads(resp.data))
+            return cast(Obj, fastjson.loads(resp.data))
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise KubeUnavailable(f"{what}: reading the reply failed: {e}") from e
         finally:
@@ -156,7 +157,7 @@ class KubeApi:
         query: Query,
         timeout: int,
         since: str,
-    ) -> Generator[Obj, None, None]:
+    ) -> Generator[bytes, None, None]:
         watch_query = {
             **query,
             "watch": True,
@@ -172,7 +173,7 @@ class KubeApi:
             for chunk in resp.stream(None, decode_content=False):
                 buffer += chunk
                 *lines, buffer = buffer.split(b"\n")
-                yield from (cast(Obj, json.loads(line)) for line in lines if line.strip())
+                yield from (line for line in lines if line.strip())
         except (urllib3.exceptions.HTTPError, OSError) as e:
             raise KubeUnavailable(f"{what}: stream broke: {type(e).__name__}: {e}") from e
         finally:

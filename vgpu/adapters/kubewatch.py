@@ -11,6 +11,12 @@
 
 Objects are keyed by uid, so a pod deleted and recreated under the same name during a gap
 shows up as DELETED + ADDED. ADDED and MODIFIED should both be treated as upserts.
+
+The watch stream arrives as JSON lines, decoded here. What is remembered of each object for the
+next relist (its resourceVersion, and the object itself for a DELETED event) is kept encoded,
+not as the decoded dicts: a watch replaces every object of the cluster again and again, and
+decoded objects kept until their next version are what makes Python's cyclic garbage collector
+run often and long (measured in bench/pod_watch_cost.py). Bytes are not tracked by it.
 """
 
 from __future__ import annotations
@@ -20,6 +26,8 @@ import threading
 from collections.abc import Callable, Generator, Iterator
 from contextlib import closing
 from typing import Any, NamedTuple
+
+from vgpu.adapters import fastjson
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +48,23 @@ class Listing(NamedTuple):
     resource_version: str
 
 
+class Seen(NamedTuple):
+    """What a reflector keeps of an object: its version, and the object encoded (`wrapped`:
+    inside a watch event line, `{"type", "object"}`)."""
+
+    version: str
+    raw: bytes
+    wrapped: bool
+
+    def object(self) -> Obj:
+        doc = fastjson.loads(self.raw)
+        return dict((doc.get("object") or {}) if self.wrapped else doc)
+
+
 ListFn = Callable[[], Listing]
 WatchFn = Callable[
-    [str], Generator[Obj, None, None]
-]  # resourceVersion → raw events {"type", "object"}
+    [str], Generator[bytes, None, None]
+]  # resourceVersion → raw event lines, each one JSON {"type", "object"}
 
 
 def object_key(obj: Obj) -> str:
@@ -76,7 +97,7 @@ class Reflector:
         self._stop = stop or threading.Event()
         self._base_delay, self._max_delay = retry_delay, max_retry_delay
         self._delay = retry_delay
-        self._known: dict[str, Obj] = {}
+        self._known: dict[str, Seen] = {}
 
     def events(self) -> Iterator[WatchEvent]:
         while not self._stop.is_set():
@@ -102,10 +123,15 @@ class Reflector:
             old = self._known.get(key)
             if old is None:
                 changes.append(WatchEvent("ADDED", obj))
-            elif resource_version(old) != resource_version(obj):
+            elif old.version != resource_version(obj):
                 changes.append(WatchEvent("MODIFIED", obj))
-        changes += [WatchEvent("DELETED", o) for k, o in self._known.items() if k not in fresh]
-        self._known, self._rv = fresh, listing.resource_version
+        gone = [seen for key, seen in self._known.items() if key not in fresh]
+        changes += [WatchEvent("DELETED", seen.object()) for seen in gone]
+        self._known = {
+            key: Seen(resource_version(obj), fastjson.dumps(obj), wrapped=False)
+            for key, obj in fresh.items()
+        }
+        self._rv = listing.resource_version
         changes.append(WatchEvent(SYNCED, {"metadata": {"resourceVersion": self._rv}}))
         yield from self._until_stopped(changes)
 
@@ -118,14 +144,16 @@ class Reflector:
                     if self._stop.is_set():
                         return
 
-    def _apply(self, raw: Obj) -> WatchEvent | None:
+    def _apply(self, line: bytes) -> WatchEvent | None:
+        raw = fastjson.loads(line)
         kind, obj = str(raw.get("type", "")), raw.get("object") or {}
         if kind == "ERROR":
             raise self._status_error(obj)
-        if rv := resource_version(obj):
+        rv = resource_version(obj)
+        if rv:
             self._rv = rv
         if kind in ("ADDED", "MODIFIED"):
-            self._known[object_key(obj)] = obj
+            self._known[object_key(obj)] = Seen(rv, line, wrapped=True)
         elif kind == "DELETED":
             self._known.pop(object_key(obj), None)
         else:  # BOOKMARK, or anything newer we do not understand

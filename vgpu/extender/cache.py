@@ -8,7 +8,7 @@ One `ClusterState` + `Ledger` holds every node's free capacity and every pod's h
 * the bind flow *assumes* pods it is binding, the gang coordinator *reserves* gang members;
 * a deleted or finished pod releases its holding at once.
 
-It also indexes what the verbs need: pods by key (parsed once per version), pending containers
+It also indexes what the verbs need: pods by key (parsed once per content), pending containers
 per node (invariant I of docs/handshake.md) and gang members, and it owns the gang coordinator
 (`vgpu.extender.gangs`) and the bind gate of gangs whose members use ResourceClaims
 (`vgpu.extender.claimgangs`), both sharing its lock. It is the one owner of this state and of its lock:
@@ -44,13 +44,12 @@ from vgpu.extender.cacheops import CacheOps
 from vgpu.extender.claimgangs import ClaimGangs
 from vgpu.extender.gangs import GangCoordinator, Planner, core_planner
 from vgpu.extender.nodespec import node_spec
+from vgpu.extender.podmemo import Notes, Observed, ParsedPods, notes_of
 from vgpu.extender.podspec import PodSpec, key_of, pod_spec
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-PARSED_KEPT = 4096
-"""Parsed pod versions kept (a burst of pending pods is parsed once per verb otherwise)."""
 InvalidHook = Callable[[Obj, str], None]
 """(the pod object, what is wrong with it): a watched pod the cache skipped."""
 _MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError)
@@ -83,7 +82,7 @@ class ClusterCache(CacheOps):
         self._unit = memory_unit_mib
         self._names = names
         self._feed_limit = feed_limit
-        self._parsed: dict[tuple[object, object], PodSpec] = {}
+        self._parsed = ParsedPods(self._parse)
         self._gangs = GangCoordinator(self, self._lock, timeout=gang_timeout, planner=planner)
         self._claim_gangs = ClaimGangs(self, self._gangs, gang_timeout)
         self._scheduler = None
@@ -104,6 +103,7 @@ class ClusterCache(CacheOps):
         self._node_states: dict[str, NodeState] = {}
         self._problems: dict[NodeName, str] = {}
         self._pods: dict[PodKey, PodSpec] = {}
+        self._observed: dict[PodKey, Observed] = {}
         self._invalid: dict[PodKey, str] = {}
         self._unheld: dict[PodKey, Assignment] = {}
         self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
@@ -147,25 +147,10 @@ class ClusterCache(CacheOps):
 
     # -- pods ----------------------------------------------------------------------------------
     def parse(self, obj: Obj) -> PodSpec:
-        """Parse a pod with this cache's memory unit (raises `InvalidRequest`).
-
-        kube-scheduler sends the same pod version to filter and prioritize, so parses are kept
-        per (uid, resourceVersion): one version of one object never changes in Kubernetes.
-        An object of the wrong shape is an `InvalidRequest` too, never another exception."""
-        meta = obj.get("metadata")
-        uid, version = (
-            (meta.get("uid"), meta.get("resourceVersion")) if isinstance(meta, dict) else (0, 0)
-        )
-        if not isinstance(uid, str) or not isinstance(version, str) or not uid or not version:
-            return self._parse(obj)
-        memo = (uid, version)
-        spec = self._parsed.get(memo)
-        if spec is None:
-            spec = self._parse(obj)
-            if len(self._parsed) >= PARSED_KEPT:
-                self._parsed.clear()
-            self._parsed[memo] = spec
-        return spec
+        """Parse a pod with this cache's memory unit (raises `InvalidRequest`), once per version
+        and once per content (`vgpu.extender.podmemo`). An object of the wrong shape is an
+        `InvalidRequest` too, never another exception."""
+        return self._parsed.parse(obj)
 
     def _parse(self, obj: Obj) -> PodSpec:
         try:
@@ -177,24 +162,49 @@ class ClusterCache(CacheOps):
 
     def apply_pod(self, kind: str, obj: Obj) -> None:
         """Apply one pod watch event. Never raises on the pod's content: a pod that cannot be
-        read holds nothing, is kept in `invalid` and reported to the `invalid` hook (`subscribe`)."""
+        read holds nothing, is kept in `invalid` and reported to the `invalid` hook (`subscribe`).
+        A version that changes nothing the cache reads (the pod's status...) changes nothing."""
         key = key_of(obj)
+        if kind == "DELETED":  # its key is all that is needed
+            with self._lock:
+                self._forget(key)
+                self._changed.notify_all()
+            return
         try:
             spec: PodSpec | None = self.parse(obj)
             problem = None
         except InvalidRequest as err:
             spec, problem = None, str(err)
         with self._lock:
-            if kind == "DELETED" or spec is None or spec.terminal:
+            if spec is not None and self._unchanged(key, spec, obj):
+                return
+            if spec is None or spec.terminal:
                 self._forget(key)
             else:
                 self._invalid.pop(key, None)
                 problem = self._upsert_or_drop(key, spec, obj)
-            if problem and kind != "DELETED":
+            if problem:
                 self._invalid[key] = problem
             self._changed.notify_all()
-        if problem and kind != "DELETED":
+        if problem:
             self._on_invalid(obj, problem)
+
+    def _unchanged(self, key: PodKey, spec: PodSpec, obj: Obj) -> bool:
+        """Whether applying this version would change nothing: it parses as the pod's last one
+        did (the very same parse), and a bound pod has the same annotations the cache reads and
+        still holds what they gave it."""
+        if self._pods.get(key) is not spec or key in self._invalid:
+            return False
+        if not spec.node:
+            return True
+        seen = self._observed.get(key)
+        if seen is None or seen.spec is not spec or key in self._unheld:
+            return False
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        if not isinstance(annotations, dict) or notes_of(annotations) != seen.notes:
+            return False
+        held = self._ledger.holding(key)
+        return held is not None and held.phase is Phase.BOUND and held.assignment == seen.assignment
 
     def _upsert_or_drop(self, key: PodKey, spec: PodSpec, obj: Obj) -> str | None:
         """Upsert a parsed pod; if its annotations cannot be read, forget it instead."""
@@ -231,22 +241,13 @@ class ClusterCache(CacheOps):
             self._members.setdefault(spec.gang.key, set()).add(key)
         if spec.node:
             self._observe_bound(key, spec, obj)
+        else:
+            self._observed.pop(key, None)
 
     def _observe_bound(self, key: PodKey, spec: PodSpec, obj: Obj) -> None:
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        req = spec.request
-        signed = verify(annotations, self._key)
-        if (
-            signed is not None
-            and signed.node == spec.node
-            and signed.pod == key
-            and (not req.uid or signed.uid == req.uid)
-        ):
-            assignment = signed
-        else:
-            assignment = Assignment(
-                key, NodeName(spec.node), req.cpu_milli, req.memory_mib, (), req.uid
-            )
+        notes = notes_of(annotations)
+        assignment = self._assignment_of(key, spec, annotations, notes)
         self._hold_observed(assignment)
         node_pending = self._pending.setdefault(NodeName(spec.node), {})
         self._feed.mark(spec.node)
@@ -259,6 +260,30 @@ class ClusterCache(CacheOps):
             node_pending.pop(key, None)
             if not node_pending:
                 del self._pending[NodeName(spec.node)]
+        if notes is None:
+            self._observed.pop(key, None)
+        else:
+            self._observed[key] = Observed(spec, notes, assignment)
+
+    def _assignment_of(
+        self, key: PodKey, spec: PodSpec, annotations: Obj, notes: Notes | None
+    ) -> Assignment:
+        """The pod's signed assignment if it is this pod's, else its CPU and memory alone.
+        Verified once per text (an HMAC and a JSON decoding): the node agent's admission
+        changes the annotations, not the assignment."""
+        seen = self._observed.get(key)
+        if seen is not None and seen.spec is spec and notes and seen.notes[:2] == notes[:2]:
+            return seen.assignment
+        req = spec.request
+        signed = verify(annotations, self._key)
+        if (
+            signed is not None
+            and signed.node == spec.node
+            and signed.pod == key
+            and (not req.uid or signed.uid == req.uid)
+        ):
+            return signed
+        return Assignment(key, NodeName(spec.node), req.cpu_milli, req.memory_mib, (), req.uid)
 
     def _hold_observed(self, assignment: Assignment) -> None:
         current = self._ledger.holding(assignment.pod)
@@ -278,6 +303,7 @@ class ClusterCache(CacheOps):
 
     def _forget(self, key: PodKey) -> None:
         spec = self._pods.pop(key, None)
+        self._observed.pop(key, None)
         self._invalid.pop(key, None)
         self._unheld.pop(key, None)
         held = self._ledger.release(key)

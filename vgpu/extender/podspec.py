@@ -84,6 +84,11 @@ def key_of(pod: Obj) -> PodKey:
     return pod_key(namespace_of(meta), str(meta.get("name") or ""))
 
 
+def node_of(spec: Obj) -> str:
+    """The node a pod spec is bound to ("" when none)."""
+    return str(spec.get("nodeName") or "")
+
+
 def _split(value: object) -> tuple[str, ...]:
     if not isinstance(value, str):
         return ()
@@ -194,7 +199,7 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         request=request,
         gang=gang_of(pod),
         memory_blocks={a.name: a.memory_blocks for a in asks.containers if a.cores},
-        node=str(spec.get("nodeName") or ""),
+        node=node_of(spec),
         terminal=is_terminal(pod),
         roles={a.name: a.role for a in asks.containers if a.cores},
         cores_limit=cores_limit(annotations).value,

@@ -10,45 +10,24 @@ Malformed requests raise `BadRequest` (answered with HTTP 400); nothing else is 
 
 Requests name up to every node of the cluster (5,000 names), so decoding and encoding are on the
 hot path: `orjson` is used when installed (the `extender` extra), the standard library otherwise,
-with the same results; priorities are written per group of equal scores (`Grouped`).
+with the same results; priorities are written per group of equal scores (`Grouped`). Both
+through `vgpu.adapters.fastjson`, which the watches use too.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
+from vgpu.adapters.fastjson import dumps as _dumps
+from vgpu.adapters.fastjson import loads as _loads
 from vgpu.core.errors import VgpuError
 
 Obj = dict[str, Any]
-
-_fast_loads: Callable[[bytes], Any] | None
-_fast_dumps: Callable[[Any], bytes] | None
-try:
-    import orjson
-
-    _fast_loads, _fast_dumps = orjson.loads, orjson.dumps
-except ImportError:  # pragma: no cover - orjson is optional
-    _fast_loads = _fast_dumps = None
-
-
-def _loads(body: bytes) -> Any:
-    if _fast_loads is not None:
-        try:
-            return _fast_loads(body)
-        except ValueError:
-            pass  # what orjson refuses (NaN, huge ints) the standard library may accept
-    return json.loads(body)
-
-
-def _dumps(doc: Any) -> bytes:
-    if _fast_dumps is not None:
-        return _fast_dumps(doc)
-    return json.dumps(doc, separators=(",", ":")).encode()
 
 
 class BadRequest(VgpuError):
