@@ -308,7 +308,7 @@ def test_a_relist_deletion_carries_the_last_object_seen(
 ) -> None:
     """The reflector keeps objects encoded; a DELETED found by a relist still carries the whole
     last version: from the listing (a) or from the watch stream (b)."""
-    kube_server.watch_expired = "event"  # type: ignore[assignment]
+    kube_server.watch_expired = "event"
     kube_server.store.put(pod("a", {"v": "1"}, node="n1"))
     kube_server.store.put(pod("b", {"v": "1"}))
     events = kube.watch_pods(NS, stop=stop, timeout_seconds=1)

@@ -9,7 +9,7 @@ import pytest
 
 from tests.extender.builders import make_pod
 from vgpu.extender.podmemo import UNREAD_ANNOTATIONS, ParsedPods, read_digest
-from vgpu.extender.podspec import pod_spec
+from vgpu.extender.podspec import PodSpec, pod_spec
 
 Obj = dict[str, Any]
 READ = {
@@ -146,7 +146,12 @@ def test_an_unusual_pod_has_no_digest_and_is_parsed_each_time(meta: object) -> N
     expected = meta["uid"] == 2**70 if isinstance(meta, dict) and "uid" in meta else False
     assert (read_digest(pod) is not None) is expected
     parsed: list[Obj] = []
-    memo = ParsedPods(lambda p: parsed.append(p) or pod_spec(make_pod("p"), memory_unit_mib=256))
+
+    def parse(p: Obj) -> PodSpec:
+        parsed.append(p)
+        return pod_spec(make_pod("p"), memory_unit_mib=256)
+
+    memo = ParsedPods(parse)
     pod = {"metadata": {"uid": "u", "resourceVersion": "1", "annotations": ["x"]}}
     memo.parse(pod)
     memo.parse({**pod, "metadata": {**pod["metadata"], "resourceVersion": "2"}})

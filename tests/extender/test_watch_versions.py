@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pytest
@@ -32,6 +33,11 @@ from vgpu.extender.podspec import PodSpec
 Obj = dict[str, Any]
 KEY = b"k" * 32
 PODS = 2
+
+
+def _tell(told: list[str], pod: dict[str, Any], problem: str) -> None:
+    """The cache's invalid-pod hook: keep what it said."""
+    told.append(problem)
 
 
 class FullParse(ClusterCache):
@@ -172,7 +178,7 @@ class Life:
         self.caches = caches
         self.told: list[list[str]] = [[] for _ in caches]
         for cache, told in zip(caches, self.told, strict=True):
-            cache.subscribe(invalid=lambda pod, problem, told=told: told.append(problem))
+            cache.subscribe(invalid=partial(_tell, told))
             cache.apply_node("ADDED", make_node("n1", gpus=2))
         self.pods = [self._new(i) for i in range(PODS)]
         self.version = 10
@@ -208,7 +214,7 @@ class Life:
         self._each(lambda c: c.apply_pod(kind, json.loads(text)))  # each decodes its own
 
     def _each(self, act: Callable[[ClusterCache], object]) -> None:
-        outcomes = []
+        outcomes: list[str | None] = []
         for cache in self.caches:
             try:
                 act(cache)
