@@ -85,3 +85,28 @@ def test_a_broken_checkpoint_is_logged_once_and_publishes_nothing(
         assert _stale(box) == {}
         assert not wait(lambda: said() > 1, 0.6), "logged once, not at every step"
     assert agent.ready()
+
+
+def test_with_an_unreadable_checkpoint_a_deletion_is_followed_by_list_alone(
+    box: Box, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The fallback: nothing can be judged from the checkpoint, so after a deletion the agent
+    calls `List` until the kubelet no longer reports the pod (its grace period), and only then
+    sends its device lists again (the kubelet checkpoints what that List freed)."""
+    (box.dir / CHECKPOINT_FILE).write_text('{"Data": {"PodDeviceEntries": 3}}')  # a format unknown
+    with caplog.at_level(logging.INFO, logger="vgpu"):
+        agent = box.start_agent(release_sync_s=0.1, reconcile_s=60)
+        box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
+        box.admit("a", "main", CORES, 30)
+        assert wait(lambda: box.admitted("a") == ["main"])
+        before = box.kubelet.connection(CORES).updates
+        box.api.store.remove("Pod", "default", "a")  # the kubelet still reports it: terminating
+        assert wait(lambda: agent.stale.following == ("default/a",))
+        assert not wait(lambda: box.kubelet.connection(CORES).updates > before, 0.6), (
+            "device lists resent while the kubelet still holds the pod"
+        )
+        box.podres.pods.clear()  # the kubelet dropped it; the agent's next List freed it
+        assert box.kubelet.wait_for(lambda: box.kubelet.connection(CORES).updates > before)
+        assert wait(lambda: not agent.stale.following)
+        assert "deleted pod(s) default/a freed by the kubelet" in caplog.text
+        assert "pod-resources List alone" in caplog.text and _stale(box) == {}

@@ -12,7 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.api.resources import DEFAULT_NAMES
-from vgpu.node.checkpoint import StaleDevices, parse_checkpoint, read_checkpoint, stale_devices
+from vgpu.node.checkpoint import (
+    CheckpointRead,
+    StaleDevices,
+    parse_checkpoint,
+    read_checkpoint,
+    stale_devices,
+)
 
 UNIT = 256
 
@@ -48,9 +54,11 @@ def test_stale_devices_are_those_of_pods_no_longer_bound_here() -> None:
     assert stale_devices(parse_checkpoint(TEXT), {"live", "dead"}, DEFAULT_NAMES, UNIT) == {}
 
 
-def test_a_missing_checkpoint_holds_nothing(tmp_path: Path) -> None:
-    entries, problem = read_checkpoint(tmp_path / "kubelet_internal_checkpoint")
-    assert entries == () and problem is None
+def test_a_missing_checkpoint_is_not_read_and_no_problem(tmp_path: Path) -> None:
+    """The kubelet writes it at its first device-plugin update; until then nothing is judged
+    from it (the agent follows deletions by pod-resources List alone)."""
+    got = read_checkpoint(tmp_path / "kubelet_internal_checkpoint")
+    assert got.entries is None and got.problem is None
 
 
 def test_a_broken_checkpoint_is_a_named_problem(tmp_path: Path) -> None:
@@ -63,9 +71,22 @@ def test_a_broken_checkpoint_is_a_named_problem(tmp_path: Path) -> None:
         (_text(_entry("u", DEFAULT_NAMES.cores, [])).replace("[]", "7", 1), "DeviceIDs"),
     ]:
         path.write_text(text)
-        entries, problem = read_checkpoint(path)
-        assert entries == () and problem is not None and word in problem, (text, problem)
+        got = read_checkpoint(path)
+        problem = got.problem
+        assert got.entries is None and problem is not None and word in problem, (text, problem)
         assert str(path.name) in problem
+
+
+def test_a_readable_checkpoint_gives_its_entries_and_a_directory_is_a_problem(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "kubelet_internal_checkpoint"
+    path.write_text(TEXT)
+    assert read_checkpoint(path) == CheckpointRead(parse_checkpoint(TEXT))
+    path.unlink()
+    path.mkdir()  # an OSError other than a missing file, as a permission error would be
+    got = read_checkpoint(path)
+    assert got.entries is None and "cannot read the kubelet's device checkpoint" in str(got.problem)
 
 
 def test_foreign_device_ids_of_our_resources_are_skipped() -> None:

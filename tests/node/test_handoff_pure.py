@@ -195,3 +195,26 @@ def test_a_kubelet_withholding_the_assigned_devices_is_named_in_the_log_and_the_
     refusal = policy.allocate("vgpu.io/cores", [ids])
     assert isinstance(refusal, Refusal)
     assert "pending with this ask elsewhere: ns/p/c on G1" in refusal.reason
+
+
+@pytest.mark.parametrize("end", ["finished, then deleted", "replaced, its deletion unseen"])
+def test_a_new_pod_of_a_reused_name_gets_its_admitted_annotation(end: str) -> None:
+    """What was written to a pod's `vgpu.io/admitted` belongs to that incarnation: a new pod of
+    the same name, admitted alike, is written too (else the extender waits on it for ever)."""
+    handoff = Handoff("n", KEY, clock=lambda: 0.0)
+    key = PodKey("ns/p")
+
+    def admit(uid: str) -> list[tuple[PodKey, str]]:
+        raw = pod("p", uid, [("c", 30)], **signed("p", uid, {"c": ("G0", 30)}))
+        assert handoff.observe(pod_info(raw)) is None
+        handoff.admit(key, "c", UnitKind.CORES, [f"G0::c{i}" for i in range(30)])
+        return handoff.annotation_updates()
+
+    assert admit("u1") == [(key, '["c"]')]
+    handoff.patched(key, '["c"]')
+    if end == "finished, then deleted":
+        done = pod("p", "u1", [("c", 30)], **signed("p", "u1", {"c": ("G0", 30)}))
+        done["status"]["phase"] = "Succeeded"
+        handoff.observe(pod_info(done))
+        handoff.forget(key, "u1")
+    assert admit("u2") == [(key, '["c"]')]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.realk8s import configs, pods
+from tests.realk8s import configs
 from tests.realk8s.processes import Processes, free_port, wait_until
 from tests.realk8s.rest import ApiError, Identity, Obj, Rest
 
@@ -116,7 +116,13 @@ class NodeControl:
             node / "kubelet": "/var/lib/kubelet",
             node / "container-logs": "/var/log/containers",
         }
-        script = " && ".join(f'mount --bind "{src}" {dst}' for src, dst in binds.items())
+        # An empty working directory of its own: with the fake CRI runtime's empty log paths
+        # the kubelet's log cleanup globs "*" relative to it and removes what it matches
+        # (`Clean` in pkg/kubelet/logs/container_log_manager.go), the repository's files included.
+        scratch = node / "kubelet-cwd"
+        scratch.mkdir(exist_ok=True)
+        script = f'cd "{scratch}" && '
+        script += " && ".join(f'mount --bind "{src}" {dst}' for src, dst in binds.items())
         script += ' && exec "$@"'
         for target in binds.values():
             Path(target).mkdir(parents=True, exist_ok=True)
@@ -190,20 +196,7 @@ class NodeControl:
         self.start_kubelet(spec.name)
         self.start_agent(spec.name)
         self.wait_node_gpus(spec.name, since=since)
-        seconds = time.time() - since
-        self.settle_kubelet(spec.name)
-        return seconds
-
-    def settle_kubelet(self, name: str) -> None:
-        """Run a pod without vGPUs on a restarted kubelet and delete it: the kubelet frees the
-        devices of pods deleted before its restart only once its pod source has delivered a
-        first update (docs/handshake.md, "Devices the kubelet still counts after its restart"),
-        so vGPU pods bound after this see the devices their GPUs really have free."""
-        canary = pods.pod(f"canary-{name}", pods.container("main"))
-        canary["spec"]["nodeName"] = name
-        self.admin.post(pods.PODS, canary)
-        pods.wait_running(self.admin, f"canary-{name}", timeout=90)
-        pods.delete_all(self.admin)
+        return time.time() - since
 
     def gpu_count(self, name: str) -> int:
         gpus = self.nodes[name].gpus

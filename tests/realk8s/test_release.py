@@ -93,3 +93,41 @@ def test_devices_the_restarted_kubelet_still_counts_are_not_given_to_a_new_pod(
         f"after the kubelet's start ({time.time() - since:.1f}s after the deletion)"
     )
     pods.delete_all(api)
+
+
+def test_a_node_emptied_across_a_kubelet_restart_is_filled_again_by_pods_of_the_same_names(
+    real_cluster: RealCluster,
+) -> None:
+    """Every GPU of a node is held by a whole-GPU pod; the pods are deleted while the kubelet is
+    down, so the restarted kubelet reloads all of them as taken. No pod without vGPUs is run to
+    settle it: the agent publishes the held devices and has the kubelet free them, and new pods
+    of the same names (interchangeable, so settled by the kubelet's pod-resources record, which
+    lists one entry per device) all run; and again after a deletion with the kubelet up."""
+    api, node = real_cluster.admin, "node-a"
+    names = [f"fill-{i}" for i in range(real_cluster.gpu_count(node))]
+
+    def fill() -> None:
+        for name in names:
+            spec = pods.pod(name, pods.container("main", 100))
+            spec["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+            api.post(pods.PODS, spec)
+        for name in names:
+            assert pods.wait_running(api, name, timeout=90)["spec"]["nodeName"] == node
+
+    pods.delete_all(api)
+    fill()
+    real_cluster.procs.stop(f"kubelet-{node}")
+    pods.delete_all(api)
+    wait_until(lambda: len(_stale_on(real_cluster, node)) == len(names), 20, "all GPUs stale")
+    real_cluster.start_kubelet(node)
+    started = time.monotonic()
+    fill()
+    print(f"a node emptied across a kubelet restart: full again {time.monotonic() - started:.1f}s")
+    pods.delete_all(api)  # and once more with the kubelet up: the names are reused again
+    fill()
+    assert _stale_on(real_cluster, node) == {}
+    refusals = [
+        e for n in names for e in pods.events_for(api, n) if "Admission" in e.get("reason", "")
+    ]
+    assert not refusals, json.dumps(refusals)[:2000]
+    pods.delete_all(api)

@@ -50,12 +50,15 @@ def test_kubelet_restart_plugins_register_again(real_cluster: RealCluster) -> No
     assert {"kubelet.sock"} < _fresh_sockets(plugins, since)
     real_cluster.wait_node_gpus(NODE, since=since)
     capacity_s = time.monotonic() - started
+    kubelet = real_cluster.procs.children[f"kubelet-{NODE}"].pid
+    cwd = Path(f"/proc/{kubelet}/cwd").resolve()  # its log cleanup removes what "*" matches
+    scratch = (real_cluster.node_dir(NODE) / "kubelet-cwd").resolve()
+    assert cwd == scratch and not any(cwd.iterdir()), cwd
     assert registered_s <= capacity_s
     print(
         f"kubelet restart: plugins registered again after {registered_s:.1f}s; the capacity "
         f"reported by the new kubelet after {capacity_s:.1f}s"
     )
-    real_cluster.settle_kubelet(NODE)  # this test is about registering again
     after = pods.pod("after-restart", pods.container("main", 100))
     after["spec"]["nodeSelector"] = {"kubernetes.io/hostname": NODE}  # the restarted kubelet
     real_cluster.admin.post(pods.PODS, after)

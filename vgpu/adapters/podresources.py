@@ -16,7 +16,7 @@ import grpc
 from vgpu.api._proto.podresources.v1 import api_pb2, api_pb2_grpc
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import pod_key
-from vgpu.node.devices import ResourceNames
+from vgpu.node.devices import ResourceNames, UnitKind
 from vgpu.node.handoff import HeldDevices
 
 DEFAULT_POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
@@ -50,16 +50,22 @@ class PodResourcesClient:
             raise PodResourcesError(
                 f"pod-resources List on {self.socket} failed: {e.code().name}: {e.details()}"
             ) from e
+        return self._holdings(reply)
+
+    def _holdings(self, reply: api_pb2.ListPodResourcesResponse) -> list[HeldDevices]:
+        """One holding per (pod, container, resource): the kubelet lists one `ContainerDevices`
+        per device ID, and per NUMA node of it (pkg/kubelet/cm/container_manager.go
+        `containerDevicesFromResourceDeviceInstances`), so the IDs are gathered, each once."""
         out = []
         for pod in reply.pod_resources:
             key = pod_key(pod.namespace, pod.name)
             for container in pod.containers:
+                ids: dict[UnitKind, dict[str, None]] = {}
                 for devices in container.devices:
                     try:
                         kind = self._names.kind_of(devices.resource_name)
                     except ValueError:
                         continue
-                    ids = tuple(devices.device_ids)
-                    if ids:
-                        out.append(HeldDevices(key, container.name, kind, ids))
+                    ids.setdefault(kind, {}).update(dict.fromkeys(devices.device_ids))
+                out += [HeldDevices(key, container.name, k, tuple(i)) for k, i in ids.items() if i]
         return out

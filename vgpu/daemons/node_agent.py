@@ -53,7 +53,7 @@ from vgpu.daemons.node_metrics import NodeMetrics
 from vgpu.daemons.node_mode import device_plugins, handoff_policy, local_policy
 from vgpu.daemons.node_pods import PodFeed
 from vgpu.daemons.node_publish import NodePublisher
-from vgpu.daemons.node_release import KubeletStale, ReleaseSync
+from vgpu.daemons.node_release import KubeletStale
 from vgpu.daemons.node_usage import GpuCollector, UsageView
 from vgpu.daemons.node_watchdog import WatchdogRunner
 from vgpu.daemons.signals import run_until_signal
@@ -84,7 +84,7 @@ class AgentConfig:
     reconcile_s: float = 30.0
     unsure_reconcile_s: float = 1.0  # sooner while an attribution waits for the kubelet's record
     admission_grace_s: float = 30.0
-    release_sync_s: float = 1.0  # after a pod holding devices is deleted: `ReleaseSync`
+    release_sync_s: float = 1.0  # `KubeletStale` steps: pods gone, devices the kubelet holds
     metrics_port: int | None = None
     watch_timeout_s: int = 300
     retry_s: float = 1.0  # first retry after an API failure; doubles up to max_retry_s
@@ -127,13 +127,13 @@ class NodeAgent:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._synced = threading.Event()
-        self.release = ReleaseSync(time.monotonic, delay_s=config.release_sync_s)
         checkpoint = config.plugin_dir / CHECKPOINT_FILE
         self.stale = KubeletStale(
             lambda: read_checkpoint(checkpoint),
             lambda: checkpoint_signature(checkpoint),
             self.names,
             config.memory_unit_mib,
+            clock=time.monotonic,
         )
         self.publisher = NodePublisher(
             config, kube, self.names, self.handoff, self.stale, self._node_state
@@ -150,7 +150,7 @@ class NodeAgent:
             config,
             kube,
             self.names,
-            (self.handoff, self.containers, self.stale, self.release),
+            (self.handoff, self.containers, self.stale),
             (self._stop, self._wake, self._synced),
             self.publisher.pod_event,
         )

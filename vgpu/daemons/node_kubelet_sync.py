@@ -3,7 +3,8 @@
 The kubelet is the authority on which containers got which devices: its pod-resources `List`
 rebuilds the admitted set (and exposes assignment mismatches), and its device-manager
 checkpoint shows devices it still counts for pods gone from the node (`KubeletStale`), which
-the inventory must publish so the extender does not promise that capacity twice.
+the inventory must publish so the extender does not promise that capacity twice, and which the
+kubelet is asked to free.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class KubeletSync:
         self._plugins = plugins
         self.mismatches: list[tuple[PodKey, str]] = []
         self.reconciled = threading.Event()  # tried once: readiness waits for it
-        self._stale_problem: str | None = None
+        self._mode: tuple[bool | None, str | None] = (True, None)  # as last logged
         self._streak = Streak(log, "reconciliation with the kubelet's pod-resources API")
 
     def reconcile(self) -> list[HeldDevices] | None:
@@ -73,32 +74,47 @@ class KubeletSync:
         held = self.reconcile()
         return None if held is None else {h.pod for h in held}
 
-    def check_stale(self) -> None:
-        """Publish the devices the kubelet's checkpoint holds for pods gone (`KubeletStale`)."""
-        if self.stale.step(self._free_stale):
+    def release(self) -> None:
+        """One step of `KubeletStale`: publish what the kubelet's checkpoint holds for pods gone
+        and have the kubelet free it, or on the List-only fallback follow deleted pods."""
+        step = self.stale.step(self.listed, self._resend)
+        if step.changed:
             self.publisher.dirty = True
             gpus = ", ".join(
                 f"{gpu}: {s.cores} cores, {s.memory_mib} MiB (pods {', '.join(s.pods)})"
                 for gpu, s in self.stale.stale.items()
             )
             log.info("kubelet checkpoint: devices of pods gone from this node: %s", gpus or "none")
-        if self.stale.problem != self._stale_problem:
-            self._stale_problem = self.stale.problem
-            if self.stale.problem:
-                log.warning("%s; stale devices are not published", self.stale.problem)
+        if step.freed:
+            log.info(
+                "deleted pod(s) %s freed by the kubelet: device lists sent again (checkpoint)",
+                ", ".join(step.freed),
+            )
+        if step.given_up:
+            log.warning(
+                "the kubelet still reports deleted pod(s) %s: device lists sent again anyway",
+                ", ".join(step.given_up),
+            )
+        self._log_mode()
 
-    def _free_stale(self) -> None:
-        """Have the kubelet free devices of vanished pods (List) and checkpoint that (resend)."""
-        self.reconcile()
+    def _log_mode(self) -> None:
+        """Say once when the checkpoint cannot be read, and so the List-only fallback is on."""
+        mode = (self.stale.readable, self.stale.problem)
+        if mode == self._mode or self.stale.readable is None:
+            return
+        self._mode = mode
+        fallback = "deleted pods are followed by pod-resources List alone"
+        if self.stale.problem:
+            log.warning("%s; stale devices are not published, %s", self.stale.problem, fallback)
+        elif not self.stale.readable:
+            log.info("no kubelet device checkpoint (yet): %s", fallback)
+        else:
+            log.info("kubelet device checkpoint read: stale devices are published from it")
+
+    def _resend(self) -> None:
+        """Send the device lists again so the kubelet checkpoints what it freed."""
         plugins = self._plugins()
         if plugins is not None:
-            plugins.republish()
-
-    def republish(self) -> None:
-        """Send the device lists again so the kubelet checkpoints what deleted pods freed."""
-        plugins = self._plugins()
-        if plugins is not None:
-            log.info("deleted pod(s) freed by the kubelet: device lists sent again (checkpoint)")
             plugins.republish()
 
     def _update_gauges(self) -> None:

@@ -43,10 +43,8 @@ def run_maintenance(
         if synced.is_set() and (now >= reconcile_at or (unsure and now >= unsure_at)):
             agent.kubelet.reconcile()
             reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
-        if agent.release.at is not None and now >= agent.release.at:
-            agent.release.step(agent.kubelet.listed, agent.kubelet.republish)
         if now >= stale_at or agent.stale.dirty:  # a deletion: publish before a bind
-            agent.kubelet.check_stale()
+            agent.kubelet.release()
             stale_at = now + cfg.release_sync_s
         if now >= patch_retry:
             if agent.publisher.patch_admitted():
@@ -62,7 +60,6 @@ def run_maintenance(
             reconcile_at if synced.is_set() else forever,
             unsure_at if synced.is_set() and agent.handoff.has_unsure() else forever,
             patch_retry if patch_retry > now else forever,
-            agent.release.at if agent.release.at is not None else forever,
             stale_at,
         )
         wake.wait(min(max(due - time.monotonic(), 0.0), cfg.reconcile_s))

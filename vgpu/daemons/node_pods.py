@@ -1,7 +1,7 @@
 """Feeds the pods bound to this node into the hand-off ledger and the agent's other views.
 
 One place sees every pod event, so the ledger (`Handoff`), the container directory, the
-kubelet-stale tracker and the release sync all learn of a pod the same way, whether from the
+kubelet release tracker (`KubeletStale`) all learn of a pod the same way, whether from the
 watch or from a refresh an unmatched Allocate asked for (issue 10: the kubelet's watch can be
 ahead of ours).
 """
@@ -18,7 +18,7 @@ from vgpu.api.podread import is_terminal
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
 from vgpu.daemons.backoff import Backoff
-from vgpu.daemons.node_release import KubeletStale, ReleaseSync
+from vgpu.daemons.node_release import KubeletStale
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
 from vgpu.node.handoff import Handoff
@@ -45,7 +45,7 @@ class PodFeed:
         config: AgentConfig,
         kube: KubeApi | None,
         names: ResourceNames,
-        views: tuple[Handoff, ContainerDirectory, KubeletStale, ReleaseSync],
+        views: tuple[Handoff, ContainerDirectory, KubeletStale],
         flags: tuple[threading.Event, threading.Event, threading.Event],
         event: PodEvent,
     ) -> None:
@@ -53,7 +53,7 @@ class PodFeed:
         self.config = config
         self._kube = kube
         self.names = names
-        self.handoff, self.containers, self.stale, self.release = views
+        self.handoff, self.containers, self.stale = views
         self._stop, self._wake, self.synced = flags
         self._event = event
         self._warned: set[str] = set()
@@ -108,9 +108,9 @@ class PodFeed:
             return
         info = pod_info(pod, self.names)
         mirror = ((pod.get("metadata") or {}).get("annotations") or {}).get(MIRROR, "")
-        self.stale.pod((info.uid, str(mirror)), kind != "DELETED" and not is_terminal(pod))
-        if (kind == "DELETED" or info.terminal) and self.handoff.holds_devices(info.key):
-            self.release.deleted(info.key)  # finished, deleting or deleted: see ReleaseSync
+        live = kind != "DELETED" and not is_terminal(pod)
+        held = (kind == "DELETED" or info.terminal) and self.handoff.holds_devices(info.key)
+        self.stale.pod(info.key, (info.uid, str(mirror)), live, held)  # finished, deleting or gone
         if kind == "DELETED":
             self.handoff.forget(info.key, info.uid)
             self.containers.forget(pod)

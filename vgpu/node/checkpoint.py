@@ -85,21 +85,33 @@ def _entry(raw: Any, where: str) -> CheckpointEntry:
     return CheckpointEntry(uid, resource, tuple(flat))
 
 
-def read_checkpoint(path: Path) -> tuple[tuple[CheckpointEntry, ...], str | None]:
-    """(entries, problem): a missing file holds nothing; an unreadable one is a problem."""
+@dataclass(frozen=True, slots=True)
+class CheckpointRead:
+    """One read of the checkpoint: `entries` None when it could not be read (no file, or the
+    `problem` named), so nothing can be judged stale from it."""
+
+    entries: tuple[CheckpointEntry, ...] | None
+    problem: str | None = None
+
+
+def read_checkpoint(path: Path) -> CheckpointRead:
+    """The checkpoint's entries; a missing file is not read (no problem: a kubelet writes it at
+    the first device-plugin update); an unreadable one is a named problem."""
     try:
         with path.open("rb") as f:
             raw = f.read(MAX_CHECKPOINT_BYTES + 1)
     except FileNotFoundError:
-        return (), None
+        return CheckpointRead(None)
     except OSError as e:
-        return (), f"{path}: cannot read the kubelet's device checkpoint ({e.strerror})"
+        return CheckpointRead(
+            None, f"{path}: cannot read the kubelet's device checkpoint ({e.strerror})"
+        )
     if len(raw) > MAX_CHECKPOINT_BYTES:
-        return (), f"{path}: larger than {MAX_CHECKPOINT_BYTES} bytes, not read"
+        return CheckpointRead(None, f"{path}: larger than {MAX_CHECKPOINT_BYTES} bytes, not read")
     try:
-        return parse_checkpoint(raw.decode("utf-8", errors="replace")), None
+        return CheckpointRead(parse_checkpoint(raw.decode("utf-8", errors="replace")))
     except CheckpointError as e:
-        return (), f"{path}: {e}"
+        return CheckpointRead(None, f"{path}: {e}")
 
 
 def stale_devices(

@@ -76,12 +76,14 @@ class Handoff:
             old = self._pods.get(info.key)
             if info.terminal or info.node != self.node or not info.asks:
                 self._pods.pop(info.key, None)
+                self._patched.pop(info.key, None)  # what was written belongs to that pod
                 return None
             assignment, problem = check_assignment(info, self.node, self._key)
             if old is not None and old.info.uid == info.uid:
                 entry = old
                 entry.info, entry.assignment, entry.problem = info, assignment, problem
-            else:
+            else:  # a new pod, or a new one of the same name: nothing written to it yet
+                self._patched.pop(info.key, None)
                 self._seq += 1
                 entry = PodEntry(info, assignment, problem, self._seq)
                 self._pods[info.key] = entry
