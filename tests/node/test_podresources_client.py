@@ -18,7 +18,10 @@ from vgpu.node.devices import UnitKind
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
 
 
-def _container(name: str, entries: list[tuple[str, list[str], list[int]]]) -> object:
+Entry = tuple[str, list[str], list[int]]
+
+
+def _container(name: str, entries: list[Entry]) -> api_pb2.ContainerResources:
     """entries: (resource, device IDs, NUMA nodes) per `ContainerDevices`."""
     devices = [
         api_pb2.ContainerDevices(
@@ -33,7 +36,9 @@ def _container(name: str, entries: list[tuple[str, list[str], list[int]]]) -> ob
     return api_pb2.ContainerResources(name=name, devices=devices)
 
 
-def _held(sockdir: Path, containers: list[object]) -> dict[tuple[str, UnitKind], tuple[str, ...]]:
+def _held(
+    sockdir: Path, containers: list[api_pb2.ContainerResources]
+) -> dict[tuple[str, UnitKind], tuple[str, ...]]:
     server = FakePodResources(sockdir / "pod-resources" / "kubelet.sock")
     server.pods = [api_pb2.PodResources(name="p", namespace="ns", containers=containers)]
     server.start()
@@ -47,8 +52,9 @@ def _held(sockdir: Path, containers: list[object]) -> dict[tuple[str, UnitKind],
 
 def test_one_entry_per_device_is_one_holding_per_container_and_resource(sockdir: Path) -> None:
     cores = [f"GPU-a::c{i}" for i in range(30)]
-    entries = [(CORES, [i], []) for i in cores] + [(MEMORY, ["GPU-a::m0"], [])]
-    entries += [("example.com/other", ["x"], [])]
+    none: list[int] = []
+    entries: list[Entry] = [(CORES, [i], none) for i in cores] + [(MEMORY, ["GPU-a::m0"], none)]
+    entries += [("example.com/other", ["x"], none)]
     numa = [(CORES, [i], [0, 1]) for i in ("GPU-b::c0", "GPU-b::c1")]  # one per NUMA node
     held = _held(sockdir, [_container("main", entries), _container("side", numa)])
     assert held == {
@@ -66,7 +72,8 @@ def test_any_split_into_entries_gives_the_same_holding(
     """However the IDs are split across entries (and repeated, as for devices on two NUMA
     nodes), the holding is every ID once, in the kubelet's order."""
     ids = [f"GPU-a::c{i}" for i in range(sum(sizes))]
-    entries, at = [], 0
+    entries: list[Entry] = []
+    at = 0
     for size in sizes:
         entries += [(CORES, ids[at : at + size], [])] * (1 + copies)
         at += size
