@@ -54,7 +54,8 @@ class H2Client:
         self.terminated: ConnectionTerminated | None = None
         self._flush()
 
-    def request(self, method: str, path: str, body: bytes = b"") -> int:
+    def request(self, method: str, path: str, body: bytes = b"", *, hold: bool = False) -> int:
+        """Send a request; with `hold`, only its headers (the body never follows)."""
         stream_id = self.h2.get_next_available_stream_id()
         headers = [
             (b":method", method.encode()),
@@ -64,10 +65,10 @@ class H2Client:
         ]
         if body:
             headers.append((b"content-length", str(len(body)).encode()))
-        self.h2.send_headers(stream_id, headers, end_stream=not body)
+        self.h2.send_headers(stream_id, headers, end_stream=not body and not hold)
         self.responses[stream_id] = Response()
         sent = 0
-        while sent < len(body):
+        while sent < len(body) and not hold:
             room = min(
                 self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size
             )
