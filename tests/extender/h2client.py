@@ -52,7 +52,7 @@ class H2Client:
         self.h2.initiate_connection()
         self.responses: dict[int, Response] = {}
         self.terminated: ConnectionTerminated | None = None
-        self._flush()
+        self.flush()
 
     def request(self, method: str, path: str, body: bytes = b"", *, hold: bool = False) -> int:
         """Send a request; with `hold`, only its headers (the body never follows)."""
@@ -73,13 +73,13 @@ class H2Client:
                 self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size
             )
             if room <= 0:
-                self._flush()
+                self.flush()
                 self.read_once()
                 continue
             end = min(len(body), sent + room)
             self.h2.send_data(stream_id, body[sent:end], end_stream=end == len(body))
             sent = end
-        self._flush()
+        self.flush()
         return stream_id
 
     def wait(self, *stream_ids: int) -> list[Response]:
@@ -98,7 +98,7 @@ class H2Client:
             return False
         for event in self.h2.receive_data(data):
             self._event(event)
-        self._flush()
+        self.flush()
         return True
 
     def _event(self, event: object) -> None:
@@ -118,7 +118,7 @@ class H2Client:
         elif isinstance(event, ConnectionTerminated):
             self.terminated = event
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         data = self.h2.data_to_send()
         if data:
             self.sock.sendall(data)

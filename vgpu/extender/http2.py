@@ -121,7 +121,9 @@ class Http2Connection:
             self._h2.close_connection()
         if not self._writer.is_closing():
             self._writer.write(self._h2.data_to_send())
-            self._writer.transport.pause_reading()  # no data may follow the EOF fed here
+            transport = self._writer.transport
+            if isinstance(transport, asyncio.ReadTransport):  # no data may follow the EOF fed
+                transport.pause_reading()
         self._reader.feed_eof()
 
     def abort(self) -> None:
