@@ -11,6 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.extender.h2client import H2Client, tls_socket
 from vgpu.extender.http import HttpLimits, HttpServer
@@ -30,6 +32,8 @@ class _Routes:
     def post(self, verb: str, body: bytes) -> tuple[int, bytes]:
         if verb == "bind":
             self.release.wait(30)
+        if verb == "echo":
+            return 200, body
         return 200, b'{"verb":"' + verb.encode() + b'"}'
 
     def ready(self) -> str | None:
@@ -48,6 +52,15 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def served(certs: Path) -> Iterator[tuple[HttpServer, _Routes, list[str]]]:
+    yield from _served(certs, LIMITS)
+
+
+@pytest.fixture(scope="module")
+def echoing(certs: Path) -> Iterator[tuple[HttpServer, _Routes, list[str]]]:
+    yield from _served(certs, HttpLimits())
+
+
+def _served(certs: Path, limits: HttpLimits) -> Iterator[tuple[HttpServer, _Routes, list[str]]]:
     routes, refused = _Routes(), list[str]()
     tls = server_context(
         TlsFiles(
@@ -58,7 +71,7 @@ def served(certs: Path) -> Iterator[tuple[HttpServer, _Routes, list[str]]]:
         routes,  # type: ignore[arg-type]
         host="127.0.0.1",
         tls=tls,
-        limits=LIMITS,
+        limits=limits,
         on_refused=refused.append,
     )
     server.start()
@@ -119,3 +132,32 @@ def test_an_idle_connection_gets_goaway(
         pass
     assert client.terminated is not None
     assert time.monotonic() - start >= LIMITS.idle_timeout * 0.9
+
+
+@settings(max_examples=25, deadline=None)
+@given(size=st.integers(0, 300_000), window=st.integers(256, 70_000), seed=st.binary(max_size=64))
+def test_any_body_passes_both_ways_through_any_window(
+    echoing: tuple[HttpServer, _Routes, list[str]], certs: Path, size: int, window: int, seed: bytes
+) -> None:
+    """Uploads are acknowledged as read, replies wait for the client's window: whatever the
+    sizes, what goes up comes back whole."""
+    body = (seed or b"x") * (size // max(1, len(seed)) + 1)
+    body = body[:size]
+    client = H2Client(tls_socket(echoing[0].port, certs, certs, ["h2"]), window=window)
+    try:
+        (reply,) = client.wait(client.request("POST", "/scheduler/echo", body))
+    finally:
+        client.close()
+    assert (reply.status, bytes(reply.body)) == (200, body)
+
+
+def test_uploads_past_the_first_window_keep_flowing(
+    echoing: tuple[HttpServer, _Routes, list[str]], certs: Path
+) -> None:
+    """The connection's receive window (1 MiB) is handed back as data is read."""
+    client = H2Client(tls_socket(echoing[0].port, certs, certs, ["h2"]))
+    body = bytes(range(256)) * 2000  # 512,000 bytes, three times on one connection
+    for _ in range(3):
+        (reply,) = client.wait(client.request("POST", "/scheduler/echo", body))
+        assert (reply.status, len(reply.body)) == (200, len(body))
+    client.close()
