@@ -287,6 +287,7 @@ class HttpServer:
             verified=verified,
             limits=self.limits,
             answer=self._answer,
+            answer_now=self._answer_now,
             on_refused=self.on_refused,
         )
         self._http2[writer] = connection
@@ -329,19 +330,26 @@ class HttpServer:
         await self._send(writer, reply, close=head.close or not verified)
         return verified and not head.close
 
-    async def _answer(self, method: str, target: str, body: bytes) -> Reply:
-        """The reply to one request, over HTTP/1.1 or HTTP/2."""
+    def _answer_now(self, method: str, target: str, body: bytes) -> Reply | None:
+        """The reply when it is made on the loop's thread (probes, `INLINE_VERBS`), else None."""
         path = target.split("?", 1)[0].rstrip("/")
         if method == "GET":
-            if path.endswith("/metrics"):
-                data = await self._loop.run_in_executor(self._pool, self.routes.metrics.exposition)
-                return 200, data, "text/plain; version=0.0.4"
-            return self._get(path)
+            return None if path.endswith("/metrics") else self._get(path)
         if method != "POST":
             return 405, _message(f"method {method[:20]!r} not allowed; use POST or GET"), TEXT
         verb = path.rsplit("/", 1)[-1]
-        if verb in INLINE_VERBS:
-            return self._post(verb, body)
+        return self._post(verb, body) if verb in INLINE_VERBS else None
+
+    async def _answer(self, method: str, target: str, body: bytes) -> Reply:
+        """The reply to one request, over HTTP/1.1 or HTTP/2: on the loop's thread where
+        `_answer_now` makes it, else on a worker."""
+        reply = self._answer_now(method, target, body)
+        if reply is not None:
+            return reply
+        if method == "GET":  # /metrics
+            data = await self._loop.run_in_executor(self._pool, self.routes.metrics.exposition)
+            return 200, data, "text/plain; version=0.0.4"
+        verb = target.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
         return await self._loop.run_in_executor(self._pool, self._post, verb, body)
 
     def _get(self, path: str) -> Reply:

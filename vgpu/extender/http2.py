@@ -56,6 +56,8 @@ arrives without waiting on a WINDOW_UPDATE round trip."""
 _READ = 65536
 Answer = Callable[[str, str, bytes], Awaitable[Reply]]
 """(method, path, body) -> the reply."""
+AnswerNow = Callable[[str, str, bytes], Reply | None]
+"""The reply if it is made on the loop's thread (`INLINE_VERBS`), else None."""
 
 
 @dataclass(slots=True)
@@ -68,6 +70,11 @@ class _Stream:
     """The request arrived whole and is being answered."""
     window: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when the client may have opened its window for this stream."""
+    out: bytes = b""
+    """The reply's body, of which `sent` bytes are out."""
+    sent: int = 0
+    reset: bool = False
+    """Refused: reset once answered, so that a client still sending stops."""
 
 
 class Http2Connection:
@@ -81,11 +88,19 @@ class Http2Connection:
         verified: bool,
         limits: HttpLimits,
         answer: Answer,
+        answer_now: AnswerNow,
         on_refused: Callable[[str], None],
     ) -> None:
         self._reader, self._writer, self._verified = reader, writer, verified
-        self._limits, self._answer, self._on_refused = limits, answer, on_refused
-        self._h2 = H2Connection(H2Configuration(client_side=False, header_encoding=None))
+        self._limits, self._answer, self._answer_now = limits, answer, answer_now
+        self._on_refused = on_refused
+        config = H2Configuration(
+            client_side=False,
+            header_encoding=None,
+            validate_outbound_headers=False,  # our own three, lower-case and valid
+            normalize_outbound_headers=False,
+        )
+        self._h2 = H2Connection(config)
         self._h2.local_settings = Settings(
             client=False,
             initial_values={
@@ -135,12 +150,14 @@ class Http2Connection:
         """The next bytes; b"" at EOF or after an idle timeout (GOAWAY sent)."""
         while True:
             try:
-                return await asyncio.wait_for(self._reader.read(_READ), self._wait())
+                async with asyncio.timeout(self._wait()):
+                    return await self._reader.read(_READ)
             except TimeoutError:
                 if not self._streams:
                     self.goaway()
                     return b""
                 self._expire()
+                await self._flush()
 
     def _wait(self) -> float:
         now = asyncio.get_running_loop().time()
@@ -210,29 +227,77 @@ class Http2Connection:
 
     # -- answering -------------------------------------------------------------------------------
     def _complete(self, stream_id: int) -> None:
+        """Answer a whole request: at once where `answer_now` can (filter and prioritize, so no
+        task is made for them), else on a task."""
         stream = self._streams[stream_id]
         stream.complete = True
-        self._spawn(self._answered(stream_id, stream))
+        body = bytes(stream.body)
+        reply = self._answer_now(stream.method, stream.path, body)
+        if reply is None:
+            self._spawn(self._answered(stream_id, stream, body))
+        else:
+            self._reply(stream_id, stream, reply)
 
-    async def _answered(self, stream_id: int, stream: _Stream) -> None:
-        reply = await self._answer(stream.method, stream.path, bytes(stream.body))
-        await self._send(stream_id, stream, reply)
-        self._streams.pop(stream_id, None)
-        if not self._verified:
-            self.goaway()
+    async def _answered(self, stream_id: int, stream: _Stream, body: bytes) -> None:
+        self._reply(stream_id, stream, await self._answer(stream.method, stream.path, body))
+        await self._flush()
 
     def _refuse(self, stream_id: int, reason: str, reply: Reply) -> None:
         """Answer a request that will not be served, then reset its stream (a client still
         sending stops); without a certificate, also close the connection."""
         self._on_refused(reason)
         stream = self._streams.pop(stream_id, None) or _Stream("", "", 0.0)
-        self._spawn(self._refused(stream_id, stream, reply))
+        stream.reset = True
+        self._reply(stream_id, stream, reply)
 
-    async def _refused(self, stream_id: int, stream: _Stream, reply: Reply) -> None:
-        await self._send(stream_id, stream, reply)
-        with contextlib.suppress(ProtocolError):  # the client closed it meanwhile
-            self._h2.reset_stream(stream_id)
+    def _reply(self, stream_id: int, stream: _Stream, reply: Reply) -> None:
+        """Headers and what the client's window allows of the body now, the rest on a task."""
+        status, stream.out, content_type = reply
+        headers = [
+            (b":status", b"%d" % status),
+            (b"content-type", content_type.encode()),
+            (b"content-length", b"%d" % len(stream.out)),
+        ]
+        try:
+            self._h2.send_headers(stream_id, headers, end_stream=not stream.out)
+        except ProtocolError:  # the client reset the stream
+            stream.out = b""
+        if self._push(stream_id, stream):
+            self._finish(stream_id, stream)
+        else:
+            self._spawn(self._rest(stream_id, stream))
+
+    def _push(self, stream_id: int, stream: _Stream) -> bool:
+        """Send what the window allows of the body; whether it is all out (or the stream gone)."""
+        h2, out = self._h2, stream.out
+        try:
+            while stream.sent < len(out):
+                size = min(h2.local_flow_control_window(stream_id), h2.max_outbound_frame_size)
+                if size <= 0:
+                    return False
+                end = min(len(out), stream.sent + size)
+                h2.send_data(stream_id, out[stream.sent : end], end_stream=end == len(out))
+                stream.sent = end
+        except ProtocolError:
+            pass  # the client reset the stream
+        return True
+
+    async def _rest(self, stream_id: int, stream: _Stream) -> None:
+        while True:
+            stream.window.clear()
+            await self._flush()
+            async with asyncio.timeout(self._limits.read_timeout):  # a client that never reads
+                await stream.window.wait()
+            if self._push(stream_id, stream):
+                break
+        self._finish(stream_id, stream)
         await self._flush()
+
+    def _finish(self, stream_id: int, stream: _Stream) -> None:
+        self._streams.pop(stream_id, None)
+        if stream.reset:
+            with contextlib.suppress(ProtocolError):  # the client closed it meanwhile
+                self._h2.reset_stream(stream_id)
         if not self._verified:
             self.goaway()
 
@@ -248,33 +313,6 @@ class Http2Connection:
         except (ConnectionError, ssl.SSLError, TimeoutError) as err:
             log.debug("HTTP/2 reply not sent: %s", err)
             self._writer.transport.abort()
-
-    async def _send(self, stream_id: int, stream: _Stream, reply: Reply) -> None:
-        """Headers, then the body in pieces as the window allows; a reset stream gets no more."""
-        status, body, content_type = reply
-        h2 = self._h2
-        headers = [
-            (b":status", b"%d" % status),
-            (b"content-type", content_type.encode()),
-            (b"content-length", b"%d" % len(body)),
-        ]
-        try:
-            h2.send_headers(stream_id, headers, end_stream=not body)
-            sent = 0
-            while sent < len(body):
-                size = min(h2.local_flow_control_window(stream_id), h2.max_outbound_frame_size)
-                if size <= 0:
-                    stream.window.clear()
-                    await self._flush()
-                    async with asyncio.timeout(self._limits.read_timeout):
-                        await stream.window.wait()
-                    continue
-                end = min(len(body), sent + size)
-                h2.send_data(stream_id, body[sent:end], end_stream=end == len(body))
-                sent = end
-        except ProtocolError:
-            pass  # the client reset the stream
-        await self._flush()
 
     async def _flush(self) -> None:
         data = self._h2.data_to_send()
