@@ -4,6 +4,8 @@ connection is closed (GOAWAY). The real server over real TLS; verbs stubbed."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import subprocess
 import threading
 import time
@@ -161,3 +163,56 @@ def test_uploads_past_the_first_window_keep_flowing(
         (reply,) = client.wait(client.request("POST", "/scheduler/echo", body))
         assert (reply.status, len(reply.body)) == (200, len(body))
     client.close()
+
+
+class _Errors(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.seen: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.seen.append(record.getMessage())
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    frames=st.lists(
+        st.tuples(
+            st.integers(0, 12), st.integers(0, 255), st.integers(0, 7), st.binary(max_size=40)
+        ),
+        max_size=6,
+    )
+)
+def test_random_frames_end_at_most_their_connection(
+    echoing: tuple[HttpServer, _Routes, list[str]],
+    certs: Path,
+    frames: list[tuple[int, int, int, bytes]],
+) -> None:
+    """Frames of any type, flags, stream and payload after a valid preface: the server answers
+    or closes that connection, logs no error, and serves the next one."""
+    errors = _Errors()
+    logging.getLogger().addHandler(errors)
+    try:
+        sock = tls_socket(echoing[0].port, certs, certs, ["h2"])
+        wire = PREFACE + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # an empty SETTINGS
+        for kind, flags, stream, payload in frames:
+            head = (
+                len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big")
+            )
+            wire += head + payload
+        sock.sendall(wire)
+        sock.settimeout(0.3)
+        with contextlib.suppress(TimeoutError, OSError):
+            while sock.recv(65536):
+                pass
+        sock.close()
+        client = H2Client(tls_socket(echoing[0].port, certs, certs, ["h2"]))
+        (health,) = client.wait(client.request("GET", "/healthz"))
+        client.close()
+        assert health.status == 200
+        assert errors.seen == []
+    finally:
+        logging.getLogger().removeHandler(errors)
