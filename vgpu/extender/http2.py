@@ -182,6 +182,8 @@ class Http2Connection:
             self._done = True
             return
         for event in events:
+            if self._done:  # GOAWAY sent (a client without a certificate was answered)
+                break
             self._event(event)
 
     def _event(self, event: Event) -> None:
