@@ -9,7 +9,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
-EXTRAS = ("kubernetes", "grpc", "google", "yaml", "prometheus_client", "pynvml", "orjson")
+EXTRAS = (
+    "kubernetes",
+    "grpc",
+    "google",
+    "yaml",
+    "prometheus_client",
+    "pynvml",
+    "orjson",
+    "h2",
+    "hpack",
+    "hyperframe",
+)
 
 _PRELUDE = f"""
 import importlib.abc, sys

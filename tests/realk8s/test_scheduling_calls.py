@@ -22,6 +22,7 @@ from tests.realk8s.rest import Rest
 pytestmark = pytest.mark.realk8s
 
 COUNT = re.compile(r'^vgpu_extender_request_seconds_count\{verb="(\w+)"\} (\S+)$', re.M)
+CONNECTIONS = re.compile(r"^vgpu_extender_connections_total (\S+)$", re.M)
 
 
 @pytest.fixture
@@ -31,13 +32,23 @@ def api(real_cluster: RealCluster) -> Iterator[Rest]:
     pods.delete_all(real_cluster.admin)
 
 
-def _calls(cluster: RealCluster) -> dict[str, float]:
-    """Requests per verb the leading extender has answered so far."""
+def _metrics(cluster: RealCluster) -> str:
+    """The leading extender's /metrics (this request is one more connection)."""
     context = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
     url = f"https://127.0.0.1:{cluster.ports['extender']}/metrics"
     with urllib.request.urlopen(url, context=context, timeout=10) as reply:
-        text = reply.read().decode()
-    return {verb: float(value) for verb, value in COUNT.findall(text)}
+        return str(reply.read().decode())
+
+
+def _calls(cluster: RealCluster) -> dict[str, float]:
+    """Requests per verb the leading extender has answered so far."""
+    return {verb: float(value) for verb, value in COUNT.findall(_metrics(cluster))}
+
+
+def _connections(cluster: RealCluster) -> float:
+    found = CONNECTIONS.search(_metrics(cluster))
+    assert found, "vgpu_extender_connections_total not exported"
+    return float(found.group(1))
 
 
 def test_a_vgpu_pod_costs_one_filter_and_one_bind(real_cluster: RealCluster, api: Rest) -> None:
@@ -51,3 +62,18 @@ def test_a_vgpu_pod_costs_one_filter_and_one_bind(real_cluster: RealCluster, api
     added = {verb: after.get(verb, 0.0) - before.get(verb, 0.0) for verb in after}
     assert added.get("prioritize", 0.0) == 0.0, added
     assert added["bind"] >= len(names) and added["filter"] >= len(names), added
+
+
+def test_kube_scheduler_keeps_one_connection(real_cluster: RealCluster, api: Rest) -> None:
+    """kube-scheduler's client negotiates HTTP/2 with the extender (ALPN "h2") and multiplexes
+    filters and the binds running beside them on one TLS connection. Over HTTP/1.1 it keeps at
+    most 2 idle connections, so binds in flight made it open (and handshake) new ones, about one
+    every few pods."""
+    before = _connections(real_cluster)
+    names = [f"one-conn-{i}" for i in range(16)]
+    for name in names:
+        api.post(pods.PODS, pods.pod(name, pods.container("main", 10, 2)))
+    for name in names:
+        pods.wait_running(api, name)
+    added = _connections(real_cluster) - before
+    assert added <= 3, f"{added} connections: the scrape, and at most 2 from kube-scheduler"

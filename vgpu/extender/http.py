@@ -1,7 +1,10 @@
 """The extender's HTTP server: POST filter / prioritize / bind / preempt, GET /healthz /readyz
 /metrics.
 
-HTTP/1.1 with keep-alive (kube-scheduler reuses connections), optionally over TLS. The verbs are
+HTTP/1.1 with keep-alive (kube-scheduler reuses connections), optionally over TLS; over TLS
+also HTTP/2 (ALPN "h2", `vgpu.extender.http2`), which kube-scheduler's Go client prefers: it then
+multiplexes every call on one connection instead of opening new ones (new TLS handshakes) while
+binds are in flight. The verbs are
 matched on the last path segment, so any `urlPrefix` works (`/scheduler/filter`, `/filter`).
 Malformed requests get 4xx with a message; verb failures go back in-band (`Error`) with 200, as
 kube-scheduler expects; an unexpected exception is logged and answered 500, never crashing the
@@ -35,7 +38,18 @@ from typing import Any
 
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder
-from vgpu.extender.httpwire import MAX_BODY, MAX_LINE, Head, HttpError, read_body, read_head
+from vgpu.extender.http2 import Http2Connection
+from vgpu.extender.httpwire import (
+    MAX_BODY,
+    MAX_LINE,
+    NO_CERTIFICATE,
+    TEXT,
+    Head,
+    HttpError,
+    Reply,
+    read_body,
+    read_head,
+)
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.podspec import key_of
 from vgpu.extender.preemption import Preemptor, encode_preemption, parse_preemption_args
@@ -53,7 +67,6 @@ from vgpu.extender.wire import (
 log = logging.getLogger(__name__)
 
 JSON = "application/json"
-TEXT = "text/plain"
 
 
 class Routes:
@@ -135,14 +148,12 @@ class HttpLimits:
     max_body: int = MAX_BODY
 
 
-Reply = tuple[int, bytes, str]
 INLINE_VERBS = frozenset({"filter", "prioritize"})
 """Verbs answered on the loop's own thread. They are in kube-scheduler's serial scheduling
 cycle, take well under a millisecond of CPU and never wait on the API server; handing them to a
 worker and back cost more than the verb on a busy machine (about 2.5 ms per request measured
 with the real kube-scheduler, bench/real_scheduler_bench.py), and a worker pool busy with binds
 waiting on a slow API server would hold them up. Bind and preempt stay on the workers."""
-_NO_CERTIFICATE = b"a client certificate from the extender's client CA is required\n"
 
 
 class HttpServer:
@@ -175,6 +186,7 @@ class HttpServer:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._open: set[asyncio.StreamWriter] = set()
+        self._http2: dict[asyncio.StreamWriter, Http2Connection] = {}
         self._unverified = 0
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -218,12 +230,18 @@ class HttpServer:
     async def _close(self) -> None:
         assert self._server is not None
         self._server.close()
+        http2 = [self._http2[w] for w in self._open if w in self._http2]
         for writer in list(self._open):
-            writer.transport.abort()
-        if self._tasks:  # the aborted connections' tasks end at their next read
+            if writer not in self._http2:
+                writer.transport.abort()
+        for connection in http2:  # HTTP/2 clients are told (GOAWAY) before the socket closes
+            connection.goaway()
+        if self._tasks:  # the connections' tasks end at their next read
             _, late = await asyncio.wait(list(self._tasks), timeout=1)
             for task in late:
                 task.cancel()
+        for connection in http2:
+            connection.abort()
 
     # -- one connection --------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -246,15 +264,34 @@ class HttpServer:
             # still add up to 40 ms per reply on a keep-alive connection.
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
-            while await self._exchange(reader, writer, verified):
-                pass
+            if _alpn(writer) == "h2":
+                await self._serve_http2(reader, writer, verified)
+            else:
+                while await self._exchange(reader, writer, verified):
+                    pass
         except (ConnectionError, ssl.SSLError, asyncio.IncompleteReadError, TimeoutError):
             pass  # the client went away or stalled: nothing to answer
         finally:
             self._open.discard(writer)
+            self._http2.pop(writer, None)
             self._unverified -= not verified
             self._tasks.discard(task)
             writer.close()
+
+    async def _serve_http2(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, verified: bool
+    ) -> None:
+        connection = Http2Connection(
+            reader,
+            writer,
+            verified=verified,
+            limits=self.limits,
+            answer=self._answer,
+            answer_now=self._answer_now,
+            on_refused=self.on_refused,
+        )
+        self._http2[writer] = connection
+        await connection.serve()
 
     async def _exchange(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, verified: bool
@@ -276,7 +313,7 @@ class HttpServer:
                 head = await read_head(first, reader)
                 if not verified and (head.method != "GET" or _has_body(head)):
                     self.on_refused("no-client-certificate")
-                    await self._send(writer, (403, _NO_CERTIFICATE, TEXT), close=True)
+                    await self._send(writer, (403, NO_CERTIFICATE, TEXT), close=True)
                     return False
                 body = await read_body(
                     head, reader, max_body=limits.max_body, go_on=lambda: _continue(writer)
@@ -289,22 +326,30 @@ class HttpServer:
             self.on_refused("timeout")
             await self._send(writer, (408, b"request not received in time\n", TEXT), close=True)
             return False
-        reply = await self._answer(head, body)
+        reply = await self._answer(head.method, head.path, body)
         await self._send(writer, reply, close=head.close or not verified)
         return verified and not head.close
 
-    async def _answer(self, head: Head, body: bytes) -> Reply:
-        path = head.path.split("?", 1)[0].rstrip("/")
-        if head.method == "GET":
-            if path.endswith("/metrics"):
-                data = await self._loop.run_in_executor(self._pool, self.routes.metrics.exposition)
-                return 200, data, "text/plain; version=0.0.4"
-            return self._get(path)
-        if head.method != "POST":
-            return 405, _message(f"method {head.method[:20]!r} not allowed; use POST or GET"), TEXT
+    def _answer_now(self, method: str, target: str, body: bytes) -> Reply | None:
+        """The reply when it is made on the loop's thread (probes, `INLINE_VERBS`), else None."""
+        path = target.split("?", 1)[0].rstrip("/")
+        if method == "GET":
+            return None if path.endswith("/metrics") else self._get(path)
+        if method != "POST":
+            return 405, _message(f"method {method[:20]!r} not allowed; use POST or GET"), TEXT
         verb = path.rsplit("/", 1)[-1]
-        if verb in INLINE_VERBS:
-            return self._post(verb, body)
+        return self._post(verb, body) if verb in INLINE_VERBS else None
+
+    async def _answer(self, method: str, target: str, body: bytes) -> Reply:
+        """The reply to one request, over HTTP/1.1 or HTTP/2: on the loop's thread where
+        `_answer_now` makes it, else on a worker."""
+        reply = self._answer_now(method, target, body)
+        if reply is not None:
+            return reply
+        if method == "GET":  # /metrics
+            data = await self._loop.run_in_executor(self._pool, self.routes.metrics.exposition)
+            return 200, data, "text/plain; version=0.0.4"
+        verb = target.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
         return await self._loop.run_in_executor(self._pool, self._post, verb, body)
 
     def _get(self, path: str) -> Reply:
@@ -341,6 +386,12 @@ class HttpServer:
 
 
 _PHRASES = {s.value: s.phrase for s in HTTPStatus}
+
+
+def _alpn(writer: asyncio.StreamWriter) -> str | None:
+    """The protocol the TLS client chose (None over plain TCP or without ALPN)."""
+    tls = writer.get_extra_info("ssl_object")
+    return tls.selected_alpn_protocol() if tls is not None else None
 
 
 def _has_body(head: Head) -> bool:

@@ -17,6 +17,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 MAX_BODY = 64 * 1024 * 1024
+TEXT = "text/plain"
+Reply = tuple[int, bytes, str]
+"""(status, body, content type), over HTTP/1.1 or HTTP/2."""
+NO_CERTIFICATE = b"a client certificate from the extender's client CA is required\n"
 MAX_HEADERS = 100
 MAX_LINE = 65536
 _HEX = frozenset(b"0123456789abcdefABCDEF")

@@ -25,6 +25,11 @@ from vgpu.core.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
+ALPN = ["h2", "http/1.1"]
+"""Offered in this order: kube-scheduler's Go client asks for both and takes HTTP/2, which
+multiplexes its calls on one connection (`vgpu.extender.http2`); other clients keep HTTP/1.1."""
+
+
 @dataclass(frozen=True, slots=True)
 class TlsFiles:
     """PEM files: the serving certificate and key, and the CA that signs client certificates."""
@@ -40,6 +45,7 @@ def server_context(files: TlsFiles) -> ssl.SSLContext:
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     load(context, files)
     context.verify_mode = ssl.CERT_OPTIONAL
+    context.set_alpn_protocols(ALPN)
     return context
 
 

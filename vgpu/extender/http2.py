@@ -1,0 +1,328 @@
+"""HTTP/2 on the extender's TLS connections (ALPN "h2"), with the sans-IO `h2` library.
+
+Why: kube-scheduler's extender client is Go's net/http with HTTP/2 configured
+(pkg/scheduler/extender.go makeTransport -> apimachinery pkg/util/net/http.go
+SetTransportDefaults). Over HTTP/1.1 it keeps at most 2 idle connections and resumes no TLS
+session, so binds running beside the next pods' filters keep opening connections, each a full
+TLS handshake inside the serial scheduling cycle. Over HTTP/2 it multiplexes every call as a
+stream of one connection.
+
+The rules are HTTP/1.1's (`vgpu.extender.http`, which answers the requests): a stream's request
+must arrive whole within `read_timeout` of its HEADERS (else 408) with a body of at most
+`max_body` (else 413); a connection with no stream open for `idle_timeout` gets GOAWAY; at most
+`MAX_STREAMS` streams are open at once (SETTINGS_MAX_CONCURRENT_STREAMS, which Go honours, so
+in-flight verbs are bounded too). A client without a certificate gets one GET; anything else is
+answered 403 and the connection closed. Streams are answered as they finish, each reply sent as
+the client's flow-control window allows; received data is acknowledged as it is read, so large
+uploads flow. A protocol error ends the connection (h2 queues the GOAWAY), counted "malformed".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from h2.config import H2Configuration
+from h2.connection import H2Connection
+from h2.events import (
+    ConnectionTerminated,
+    DataReceived,
+    Event,
+    RemoteSettingsChanged,
+    RequestReceived,
+    StreamEnded,
+    StreamReset,
+    WindowUpdated,
+)
+from h2.exceptions import ProtocolError
+from h2.settings import SettingCodes, Settings
+
+from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
+
+if TYPE_CHECKING:
+    from vgpu.extender.http import HttpLimits
+
+log = logging.getLogger(__name__)
+
+MAX_STREAMS = 64
+WINDOW = 1 << 20
+"""Receive window, per stream and for the connection: a 100 KB filter body (5,000 node names)
+arrives without waiting on a WINDOW_UPDATE round trip."""
+_READ = 65536
+Answer = Callable[[str, str, bytes], Awaitable[Reply]]
+"""(method, path, body) -> the reply."""
+AnswerNow = Callable[[str, str, bytes], Reply | None]
+"""The reply if it is made on the loop's thread (`INLINE_VERBS`), else None."""
+
+
+@dataclass(slots=True)
+class _Stream:
+    method: str
+    path: str
+    deadline: float
+    body: bytearray = field(default_factory=bytearray)
+    complete: bool = False
+    """The request arrived whole and is being answered."""
+    window: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set when the client may have opened its window for this stream."""
+    out: bytes = b""
+    """The reply's body, of which `sent` bytes are out."""
+    sent: int = 0
+    reset: bool = False
+    """Refused: reset once answered, so that a client still sending stops."""
+
+
+class Http2Connection:
+    """One HTTP/2 connection: `serve()` until the client leaves, idles, or breaks the protocol."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        *,
+        verified: bool,
+        limits: HttpLimits,
+        answer: Answer,
+        answer_now: AnswerNow,
+        on_refused: Callable[[str], None],
+    ) -> None:
+        self._reader, self._writer, self._verified = reader, writer, verified
+        self._limits, self._answer, self._answer_now = limits, answer, answer_now
+        self._on_refused = on_refused
+        config = H2Configuration(
+            client_side=False,
+            header_encoding=None,
+            validate_outbound_headers=False,  # our own three, lower-case and valid
+            normalize_outbound_headers=False,
+        )
+        self._h2 = H2Connection(config)
+        self._h2.local_settings = Settings(
+            client=False,
+            initial_values={
+                SettingCodes.MAX_CONCURRENT_STREAMS: MAX_STREAMS,
+                SettingCodes.INITIAL_WINDOW_SIZE: WINDOW,
+            },
+        )
+        self._streams: dict[int, _Stream] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._done = False
+
+    async def serve(self) -> None:
+        """Read and answer; connection errors reach the caller, which closes the socket."""
+        self._h2.initiate_connection()
+        self._h2.increment_flow_control_window(WINDOW - 65535)
+        try:
+            await self._flush()
+            while not self._done:
+                data = await self._read()
+                if not data:
+                    break
+                self._receive(data)
+                await self._flush()
+        finally:
+            for task in self._tasks:
+                task.cancel()
+
+    def goaway(self) -> None:
+        """Tell the client no new stream will be served and stop reading (`serve` returns; the
+        caller closes the socket)."""
+        self._done = True
+        with contextlib.suppress(ProtocolError):  # already closed
+            self._h2.close_connection()
+        if not self._writer.is_closing():
+            self._writer.write(self._h2.data_to_send())
+            transport = self._writer.transport
+            if isinstance(transport, asyncio.ReadTransport):  # no data may follow the EOF fed
+                transport.pause_reading()
+        self._reader.feed_eof()
+
+    def abort(self) -> None:
+        """Close the socket at once (the server is stopping)."""
+        self._writer.transport.abort()
+
+    # -- reading ---------------------------------------------------------------------------------
+    async def _read(self) -> bytes:
+        """The next bytes; b"" at EOF or after an idle timeout (GOAWAY sent)."""
+        while True:
+            try:
+                async with asyncio.timeout(self._wait()):
+                    return await self._reader.read(_READ)
+            except TimeoutError:
+                if not self._streams:
+                    self.goaway()
+                    return b""
+                self._expire()
+                await self._flush()
+
+    def _wait(self) -> float:
+        now = asyncio.get_running_loop().time()
+        pending = [s.deadline for s in self._streams.values() if not s.complete]
+        if pending:
+            return max(0.0, min(pending) - now)
+        limits = self._limits
+        return limits.idle_timeout if self._verified else limits.read_timeout
+
+    def _expire(self) -> None:
+        now = asyncio.get_running_loop().time()
+        for stream_id, stream in list(self._streams.items()):
+            if not stream.complete and stream.deadline <= now:
+                self._refuse(stream_id, "timeout", (408, b"request not received in time\n", TEXT))
+
+    def _receive(self, data: bytes) -> None:
+        try:
+            events = self._h2.receive_data(data)
+        except ProtocolError as err:
+            log.debug("HTTP/2 protocol error: %s", err)
+            self._on_refused("malformed")
+            self._done = True
+            return
+        for event in events:
+            if self._done:  # GOAWAY sent (a client without a certificate was answered)
+                break
+            self._event(event)
+
+    def _event(self, event: Event) -> None:
+        if isinstance(event, RequestReceived):
+            self._request(event)
+        elif isinstance(event, DataReceived):
+            self._data(event)
+        elif isinstance(event, StreamEnded) and event.stream_id in self._streams:
+            self._complete(event.stream_id)
+        elif isinstance(event, StreamReset):
+            stream = self._streams.pop(event.stream_id or 0, None)
+            if stream is not None:
+                stream.window.set()
+        elif isinstance(event, WindowUpdated | RemoteSettingsChanged):
+            only = event.stream_id if isinstance(event, WindowUpdated) else 0
+            for stream_id, stream in self._streams.items():
+                if not only or only == stream_id:
+                    stream.window.set()
+        elif isinstance(event, ConnectionTerminated):
+            self._done = True
+
+    def _request(self, event: RequestReceived) -> None:
+        stream_id = event.stream_id or 0
+        fields = {_text(name): _text(value) for name, value in event.headers or []}
+        method, path = fields.get(":method", ""), fields.get(":path", "/")
+        if not self._verified and (method != "GET" or event.stream_ended is None):
+            self._refuse(stream_id, "no-client-certificate", (403, NO_CERTIFICATE, TEXT))
+            return
+        deadline = asyncio.get_running_loop().time() + self._limits.read_timeout
+        self._streams[stream_id] = _Stream(method, path, deadline)
+
+    def _data(self, event: DataReceived) -> None:
+        stream_id, data = event.stream_id or 0, event.data or b""
+        self._h2.acknowledge_received_data(event.flow_controlled_length or 0, stream_id)
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            return
+        if len(stream.body) + len(data) > self._limits.max_body:
+            message = f"body over {self._limits.max_body} bytes\n".encode()
+            self._refuse(stream_id, "malformed", (413, message, TEXT))
+            return
+        stream.body += data
+
+    # -- answering -------------------------------------------------------------------------------
+    def _complete(self, stream_id: int) -> None:
+        """Answer a whole request: at once where `answer_now` can (filter and prioritize, so no
+        task is made for them), else on a task."""
+        stream = self._streams[stream_id]
+        stream.complete = True
+        body = bytes(stream.body)
+        reply = self._answer_now(stream.method, stream.path, body)
+        if reply is None:
+            self._spawn(self._answered(stream_id, stream, body))
+        else:
+            self._reply(stream_id, stream, reply)
+
+    async def _answered(self, stream_id: int, stream: _Stream, body: bytes) -> None:
+        self._reply(stream_id, stream, await self._answer(stream.method, stream.path, body))
+        await self._flush()
+
+    def _refuse(self, stream_id: int, reason: str, reply: Reply) -> None:
+        """Answer a request that will not be served, then reset its stream (a client still
+        sending stops); without a certificate, also close the connection."""
+        self._on_refused(reason)
+        stream = self._streams.pop(stream_id, None) or _Stream("", "", 0.0)
+        stream.reset = True
+        self._reply(stream_id, stream, reply)
+
+    def _reply(self, stream_id: int, stream: _Stream, reply: Reply) -> None:
+        """Headers and what the client's window allows of the body now, the rest on a task."""
+        status, stream.out, content_type = reply
+        headers = [
+            (b":status", b"%d" % status),
+            (b"content-type", content_type.encode()),
+            (b"content-length", b"%d" % len(stream.out)),
+        ]
+        try:
+            self._h2.send_headers(stream_id, headers, end_stream=not stream.out)
+        except ProtocolError:  # the client reset the stream
+            stream.out = b""
+        if self._push(stream_id, stream):
+            self._finish(stream_id, stream)
+        else:
+            self._spawn(self._rest(stream_id, stream))
+
+    def _push(self, stream_id: int, stream: _Stream) -> bool:
+        """Send what the window allows of the body; whether it is all out (or the stream gone)."""
+        h2, out = self._h2, stream.out
+        try:
+            while stream.sent < len(out):
+                size = min(h2.local_flow_control_window(stream_id), h2.max_outbound_frame_size)
+                if size <= 0:
+                    return False
+                end = min(len(out), stream.sent + size)
+                h2.send_data(stream_id, out[stream.sent : end], end_stream=end == len(out))
+                stream.sent = end
+        except ProtocolError:
+            pass  # the client reset the stream
+        return True
+
+    async def _rest(self, stream_id: int, stream: _Stream) -> None:
+        while True:
+            stream.window.clear()
+            await self._flush()
+            async with asyncio.timeout(self._limits.read_timeout):  # a client that never reads
+                await stream.window.wait()
+            if self._push(stream_id, stream):
+                break
+        self._finish(stream_id, stream)
+        await self._flush()
+
+    def _finish(self, stream_id: int, stream: _Stream) -> None:
+        self._streams.pop(stream_id, None)
+        if stream.reset:
+            with contextlib.suppress(ProtocolError):  # the client closed it meanwhile
+                self._h2.reset_stream(stream_id)
+        if not self._verified:
+            self.goaway()
+
+    def _spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(self._guarded(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _guarded(self, work: Awaitable[None]) -> None:
+        """A stream's failure to write (client gone, never reading) ends the connection."""
+        try:
+            await work
+        except (ConnectionError, ssl.SSLError, TimeoutError) as err:
+            log.debug("HTTP/2 reply not sent: %s", err)
+            self._writer.transport.abort()
+
+    async def _flush(self) -> None:
+        data = self._h2.data_to_send()
+        if data and not self._writer.is_closing():
+            self._writer.write(data)
+            async with asyncio.timeout(self._limits.read_timeout):  # a client that never reads
+                await self._writer.drain()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("latin-1") if isinstance(value, bytes) else value
