@@ -9,8 +9,10 @@ gangs of 2-4. The kubelet model (tests/kubelet_model, written from the kubelet's
 and topology manager) allocates resources in random order, reuses init containers' devices,
 ignores 2 % of GetPreferredAllocation answers and restarts between containers 2 % of the time;
 agents restart 0.5 % of steps; with --watch-lag P, each bind reaches the kubelet before the
-agent's pod watch with probability P (the agent re-lists its pods on a miss). Prints admitted / refused-avoidably / refused-unavoidably /
-swapped (targets: 0 swapped, 0 refused-avoidably) and the pods given up as unschedulable.
+agent's pod watch with probability P (the agent re-lists its pods on a miss and before a call
+surely starts a pod's admission; the lists are counted). Prints admitted / refused-avoidably /
+refused-unavoidably / swapped (targets: 0 swapped, 0 refused-avoidably), the pods given up as
+unschedulable and the agents' pod lists.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ def main() -> int:
     print(f"refused-unavoidably: {t['refused-unavoidably']}")
     print(f"swapped: {t['swapped']}")
     print(f"unschedulable (given up): {unschedulable}")
+    per = world.relists / max(1, t["admitted"] + t["refused-avoidably"] + t["refused-unavoidably"])
+    print(f"agent pod lists at device-plugin calls: {world.relists} ({per:.2f} per admission)")
     for line in world.refusals[:5] + world.swaps[:5]:
         print("  ", line)
     return 0 if not t["swapped"] and not t["refused-avoidably"] else 1

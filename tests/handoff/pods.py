@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from vgpu.api.assignment import binding_annotations
@@ -76,13 +77,26 @@ def ids(gpu: str, kind: str, n: int, start: int = 0) -> list[str]:
     return [f"{gpu}::{kind}{k}" for k in range(start, start + n)]
 
 
-def agent(*pods: dict[str, Any]) -> tuple[Handoff, HandoffPolicy, list[str]]:
-    """A hand-off ledger with these pods observed and the policy answering from it."""
+def agent(
+    *pods: dict[str, Any], unseen: Sequence[dict[str, Any]] = ()
+) -> tuple[Handoff, HandoffPolicy, list[str]]:
+    """A hand-off ledger with these pods observed and the policy answering from it; `unseen`
+    pods are bound but not yet shown by the watch: the policy's re-list (`refresh`) finds
+    them, as they are then (a test may change their phase)."""
     handoff = Handoff(NODE, KEY, clock=lambda: 0.0, grace_s=5.0)
     for raw in pods:
         handoff.observe(pod_info(raw))
+
+    def relist() -> None:
+        for raw in unseen:
+            handoff.observe(pod_info(raw))
+
     admitted: list[str] = []
     policy = HandoffPolicy(
-        handoff, GPUS, memory_unit_mib=UNIT_MIB, on_admit=lambda p: admitted.append(p)
+        handoff,
+        GPUS,
+        memory_unit_mib=UNIT_MIB,
+        on_admit=lambda p: admitted.append(p),
+        refresh=relist,
     )
     return handoff, policy, admitted

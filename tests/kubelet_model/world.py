@@ -94,6 +94,7 @@ class World:
         self.swaps: list[str] = []
         self.deleted_gangs: set[str] = set()
         self.nodes: dict[str, Node] = {}
+        self.relists = 0  # pod lists the agents asked for at device-plugin calls
         self._uid = 0
         for i in range(nodes):
             self._add_node(f"node-{i}", gpus, topology, report_numa, ignore_preferred, restart_p)
@@ -132,9 +133,14 @@ class World:
     def _agent(self, name: str, gpus: list[GpuInfo]) -> tuple[Handoff, HandoffPolicy]:
         handoff = Handoff(name, KEY, clock=lambda: 0.0, grace_s=0.0)
         policy = HandoffPolicy(
-            handoff, gpus, memory_unit_mib=UNIT_MIB, refresh=lambda: self._list(name)
+            handoff, gpus, memory_unit_mib=UNIT_MIB, refresh=lambda: self._relist(name)
         )
         return handoff, policy
+
+    def _relist(self, name: str) -> None:
+        """A re-list the agent asks for at a device-plugin call (counted: each is an API call)."""
+        self.relists += 1
+        self._list(name)
 
     def _list(self, name: str) -> None:
         """The agent lists its node's pods from the API server (its watch catches up)."""

@@ -46,9 +46,27 @@ def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
     with caplog.at_level(logging.INFO, logger="vgpu"):
         ids, envs = box.admit("a", "main", CORES, 30)
     assert gpu_of(ids) == {last} and envs["NVIDIA_VISIBLE_DEVICES"] == last
-    assert "refresh for an unmatched device-plugin call found default/a" in caplog.text
+    assert "refresh for a device-plugin call found default/a" in caplog.text
     assert "GetPreferredAllocation of 30 devices matched default/a only after" in caplog.text
     assert wait(lambda: box.admitted("a") == ["main"])
+
+
+def test_a_twin_the_agents_watch_has_not_shown_makes_the_first_call_unsure(
+    box: Box, caplog: pytest.LogCaptureFixture
+) -> None:
+    """a and b are equal (same ask, GPU and grant); our watch shows a, not yet b, and the
+    kubelet admits b. Its Allocate matches a, but would start a's admission for sure: the agent
+    re-lists first, finds b, and reports nobody admitted until the kubelet's record says."""
+    box.start_agent()
+    box.place("a", [("main", 25, 0)], {"main": [(1, 25)]})
+    box.place("b", [("main", 25, 0)], {"main": [(1, 25)]})
+    box.agent.handoff.forget(PodKey("default/b"))  # as if our watch had not delivered it yet
+    with caplog.at_level(logging.INFO, logger="vgpu"):
+        ids, _ = box.admit("b", "main", CORES, 25)  # pod-resources: b holds them
+    assert gpu_of(ids) == {box.gpus[1]}
+    assert "refresh for a device-plugin call found default/b" in caplog.text
+    assert wait(lambda: box.admitted("b") == ["main"])  # settled by reconciliation
+    assert box.admitted("a") in (None, []), "a reported admitted by b's call"
 
 
 def test_equal_pods_pending_on_different_gpus_are_never_swapped(box: Box) -> None:

@@ -2,7 +2,7 @@
 
 One place sees every pod event, so the ledger (`Handoff`), the container directory, the
 kubelet release tracker (`KubeletStale`) all learn of a pod the same way, whether from the
-watch or from a refresh an unmatched Allocate asked for (issue 10: the kubelet's watch can be
+watch or from a refresh a device-plugin call asked for (issue 10: the kubelet's watch can be
 ahead of ours).
 """
 
@@ -86,20 +86,20 @@ class PodFeed:
 
     def refresh(self) -> None:
         """Read this node's pods from the API server now, for a GetPreferredAllocation or an
-        Allocate our watch is behind on."""
+        Allocate our watch may be behind on (`HandoffPolicy`: a miss, or a pod's first call)."""
         if self._kube is None:
             return
         try:
             listing = self._kube.list_pods(field_selector=self.selector)
         except VgpuError as e:
-            log.warning("could not refresh this node's pods for an unmatched Allocate: %s", e)
+            log.warning("could not refresh this node's pods for a device-plugin call: %s", e)
             return
         known = set(self.handoff.pods())
         for pod in listing.items:
             self.on_event("MODIFIED", pod)
         new = sorted(set(self.handoff.pods()) - known)
         if new:  # the kubelet's watch was ahead of ours (issue 10's race): say so
-            log.info("refresh for an unmatched device-plugin call found %s", ", ".join(new))
+            log.info("refresh for a device-plugin call found %s", ", ".join(new))
 
     def on_event(self, kind: str, pod: dict[str, Any]) -> None:
         """One watch event (or SYNCED, the end of a listing) into every view."""

@@ -7,7 +7,9 @@
   available there, it falls back to the default binpacked choice.
 - Allocate: the GPUs are read from the IDs. A pending container asking `len(ids)` devices on
   exactly those GPUs is admitted and its grant returned (cores: the full grant from the
-  assignment; memory: an acknowledgement, the limits came with cores). When another pod waits
+  assignment; memory: an acknowledgement, the limits came with cores). Before a miss is
+  refused, and before a call surely starts a pod's admission, the node's pods are re-listed
+  (a twin the watch has not shown may be the caller: `_match`). When another pod waits
   with a container confusable with it (`vgpu.core.handoff_rule`), the call is refused rather
   than guessed; interchangeable ones make the attribution *unsure* (`Handoff.admit`); a call
   matching nothing may reclaim an unsure attribution (`Handoff.reclaim`). Otherwise it is
@@ -209,17 +211,7 @@ class HandoffPolicy:
         if unknown:
             return Refusal(f"{resource}: unknown GPU {unknown[0]} (not on this node)")
         gpus = frozenset(groups)
-        matches = self._handoff.candidates(kind, len(ids), gpus)
-        if not matches:
-            # The kubelet learns of a bound pod through its own watch and may admit it before
-            # ours has shown it: catch up with the API server once before refusing.
-            self._refresh()
-            matches = self._handoff.candidates(kind, len(ids), gpus)
-            if matches:
-                log.info(_CAUGHT_UP, resource, "Allocate", len(ids), matches[0].pod)
-        if not matches and not self._handoff.waiting_unassigned(kind, len(ids)):
-            reclaimed = self._handoff.reclaim(kind, len(ids), gpus)
-            matches = [reclaimed] if reclaimed is not None else []
+        matches = self._match(kind, resource, len(ids), gpus)
         if not matches:
             return self._unmatched(kind, resource, ids, groups)
         chosen = matches[0]
@@ -239,6 +231,44 @@ class HandoffPolicy:
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
         )
         return grant, (chosen.pod, chosen.container.name)
+
+    def _match(
+        self, kind: UnitKind, resource: str, size: int, gpus: frozenset[str]
+    ) -> list[Candidate]:
+        """The containers an Allocate of `size` devices of `kind` on `gpus` could be for, judged
+        on a view of the node's pods as new as the kubelet's wherever the answer depends on it.
+
+        The kubelet learns of a bound pod through its own watch and may admit it before ours
+        has shown it (pkg/kubelet/config/apiserver.go; pkg/kubelet/kubelet.go
+        `HandlePodAdditions`). On a miss the agent catches up with the API server once before
+        refusing. On a hit that would *surely* start a pod's admission it catches up too: a
+        twin we do not see yet (same ask, GPU and grant: invariant I lets both wait) may be the
+        caller, and a sure attribution would report the wrong pod admitted, or fail it with its
+        twin when the twin's next call is refused. The kubelet only admits pods it has seen
+        bound, so after the re-list every pod it may be admitting is in the ledger.
+        """
+        matches = self._handoff.candidates(kind, size, gpus)
+        if not matches:
+            self._refresh()
+            matches = self._handoff.candidates(kind, size, gpus)
+            if matches:
+                log.info(_CAUGHT_UP, resource, "Allocate", size, matches[0].pod)
+        elif self._sure_start(kind, size, gpus, matches[0]):
+            self._refresh()
+            matches = self._handoff.candidates(kind, size, gpus)
+        if not matches and not self._handoff.waiting_unassigned(kind, size):
+            reclaimed = self._handoff.reclaim(kind, size, gpus)
+            matches = [reclaimed] if reclaimed is not None else []
+        return matches
+
+    def _sure_start(
+        self, kind: UnitKind, size: int, gpus: frozenset[str], chosen: Candidate
+    ) -> bool:
+        """Whether attributing the call to `chosen` would start its pod's admission and be
+        sure (no other pod seen waiting with this ask on these GPUs)."""
+        if chosen.in_progress:
+            return False
+        return not self._handoff.others_waiting(kind, size, gpus, chosen.pod)
 
     def _ambiguity(self, kind: UnitKind, size: int, chosen: Candidate) -> str | None:
         """Why this Allocate might be for another pod than `chosen` (None: it cannot be).
