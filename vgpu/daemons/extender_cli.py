@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,13 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8443  # HTTPS, as the chart and daemonset/extender.yaml pass it
 DEFAULT_LEASE_NAMESPACE = "vgpu-system"  # where the manifests install the extender
+GIL_SWITCH_S = 0.0005
+"""The interpreter's thread switch interval in the extender (CPython's default is 5 ms). Filter
+runs on the HTTP loop's thread inside kube-scheduler's serial cycle; when a request wakes that
+thread while a bind worker or the watch thread runs Python, it waits up to this long for the GIL.
+Measured with the real kube-scheduler at 1,000 nodes (README): what the extender adds to a pod's
+scheduling time fell from a median 34 % to 27 % of kube-scheduler's own; the CPU cost of more
+frequent switches is within the noise."""
 DEFAULT_FILTER_BEST = 1  # the chart's extender.filterBest; docs/operations.md says why
 
 
@@ -206,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     )
     api = KubeApi.from_environment(args.kubeconfig)
     daemon = ExtenderDaemon(api, config)
+    sys.setswitchinterval(GIL_SWITCH_S)
     try:
         daemon.start()  # binds the port before anything else starts
     except OSError as e:
