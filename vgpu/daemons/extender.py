@@ -28,9 +28,10 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.daemons.backoff import Backoff
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.http import HttpLimits, HttpServer, Routes
+from vgpu.extender.http import HttpLimits, HttpServer
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
+from vgpu.extender.routes import Routes
 from vgpu.extender.service import Extender, ExtenderConfig
 from vgpu.extender.tls import Reloader, TlsFiles, server_context
 

@@ -29,15 +29,12 @@ import logging
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from vgpu.core.errors import InvalidRequest
-from vgpu.extender.binder import Binder
 from vgpu.extender.http2 import Http2Connection
 from vgpu.extender.httpwire import (
     MAX_BODY,
@@ -50,85 +47,10 @@ from vgpu.extender.httpwire import (
     read_body,
     read_head,
 )
-from vgpu.extender.metrics import ExtenderMetrics
-from vgpu.extender.podspec import key_of
-from vgpu.extender.preemption import Preemptor, encode_preemption, parse_preemption_args
-from vgpu.extender.service import Extender
-from vgpu.extender.wire import (
-    BadRequest,
-    NamesMemo,
-    encode_binding_result,
-    encode_filter,
-    encode_priorities,
-    parse_binding_args,
-    parse_extender_args,
-)
+from vgpu.extender.routes import JSON, Routes, message
+from vgpu.extender.wire import BadRequest
 
 log = logging.getLogger(__name__)
-
-JSON = "application/json"
-
-
-class Routes:
-    """What the handler calls; built by the composition root."""
-
-    def __init__(
-        self,
-        extender: Extender,
-        binder: Binder,
-        metrics: ExtenderMetrics,
-        *,
-        ready: Callable[[], str | None],
-    ) -> None:
-        self.extender = extender
-        self.binder = binder
-        self.metrics = metrics
-        self.ready = ready
-        """None when ready to serve, else why not."""
-        self.preemptor = Preemptor(extender)
-        self._observe = {
-            v: metrics.observer(v) for v in ("filter", "prioritize", "bind", "preempt")
-        }
-        self._filter_names = NamesMemo()
-        """Filter requests repeat their node names from one pod to the next."""
-        self._prioritize_names = NamesMemo(learn=False)
-        """Prioritize requests name the last filter reply's survivors."""
-
-    def post(self, verb: str, body: bytes) -> tuple[int, bytes]:
-        """Serve one verb; (status, JSON body)."""
-        start = time.perf_counter()
-        try:
-            if verb == "filter":
-                args = parse_extender_args(body, self._filter_names)
-                result = self.extender.filter(args)
-                if args.nodes is None:
-                    self._prioritize_names.expect(result.passed)
-                return 200, encode_filter(result, args.nodes)
-            if verb == "prioritize":
-                args = parse_extender_args(body, self._prioritize_names)
-                return 200, encode_priorities(self.extender.prioritize(args))
-            if verb == "preempt":
-                return self._preempt(body)
-            if verb == "bind":
-                error = self.binder.bind(parse_binding_args(body))
-                self.metrics.binds.labels("error" if error else "ok").inc()
-                return 200, encode_binding_result(error)
-            return 404, _message(f"unknown verb {verb!r}; use filter, prioritize, bind or preempt")
-        finally:
-            if verb in self._observe:
-                self._observe[verb](time.perf_counter() - start)
-
-    def _preempt(self, body: bytes) -> tuple[int, bytes]:
-        """The preempt verb; an invalid pod is a 400 (kube-scheduler then drops the attempt)."""
-        args = parse_preemption_args(body)
-        try:
-            return 200, encode_preemption(self.preemptor.preempt(args))
-        except InvalidRequest as err:
-            return 400, _message(f"preempt: pod {key_of(args.pod)}: {err}")
-
-
-def _message(text: str) -> bytes:
-    return (text + "\n").encode()
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +242,7 @@ class HttpServer:
                 )
         except HttpError as err:
             self.on_refused("malformed")
-            await self._send(writer, (err.status, _message(str(err)), TEXT), close=True)
+            await self._send(writer, (err.status, message(str(err)), TEXT), close=True)
             return False
         except TimeoutError:
             self.on_refused("timeout")
@@ -336,7 +258,7 @@ class HttpServer:
         if method == "GET":
             return None if path.endswith("/metrics") else self._get(path)
         if method != "POST":
-            return 405, _message(f"method {method[:20]!r} not allowed; use POST or GET"), TEXT
+            return 405, message(f"method {method[:20]!r} not allowed; use POST or GET"), TEXT
         verb = path.rsplit("/", 1)[-1]
         return self._post(verb, body) if verb in INLINE_VERBS else None
 
@@ -357,7 +279,7 @@ class HttpServer:
             return 200, b"ok\n", TEXT
         if path.endswith("/readyz"):
             why = self.routes.ready()
-            return (503 if why else 200), _message(why or "ok"), TEXT
+            return (503 if why else 200), message(why or "ok"), TEXT
         return 404, b"not found\n", TEXT
 
     def _post(self, verb: str, body: bytes) -> Reply:
@@ -366,10 +288,10 @@ class HttpServer:
             status, payload = self.routes.post(verb, body)
             return status, payload, JSON if status == 200 else TEXT
         except BadRequest as err:
-            return 400, _message(f"{verb}: {err}"), TEXT
+            return 400, message(f"{verb}: {err}"), TEXT
         except Exception as err:
             log.exception("%s failed", verb)
-            return 500, _message(f"{verb}: internal error: {err}"), TEXT
+            return 500, message(f"{verb}: internal error: {err}"), TEXT
 
     async def _send(self, writer: asyncio.StreamWriter, reply: Reply, *, close: bool) -> None:
         status, body, content_type = reply
