@@ -23,11 +23,10 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.fit import Code, Verdict, check
+from vgpu.core.fit import Verdict, check
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
@@ -38,8 +37,18 @@ from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.cacheops import place_read
 from vgpu.extender.gangs import GangWait
+from vgpu.extender.outcomes import (
+    FIT,
+    NO_GPU,
+    UNKNOWN,
+    UNWATCHED,
+    Outcome,
+    filter_view,
+    outcome_of,
+    placed_outcome,
+    view_key,
+)
 from vgpu.extender.podspec import PodSpec, key_of
-from vgpu.extender.replies import FilterView
 from vgpu.extender.resolve import (
     DEFAULT_POLICY,
     GroupSize,
@@ -49,7 +58,7 @@ from vgpu.extender.resolve import (
     no_pod_groups,
 )
 from vgpu.extender.scores import ScoreView
-from vgpu.extender.views import FeedView, ViewBook
+from vgpu.extender.views import ViewBook
 from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
@@ -132,7 +141,7 @@ class Extender:
         with self.cache.atomic():
             watched = self.cache.watched(spec)
             if spec.gang is not None and not watched:
-                return FilterResult(failed=dict.fromkeys(args.node_names, _UNWATCHED))
+                return FilterResult(failed=dict.fromkeys(args.node_names, UNWATCHED))
             if watched:
                 self.cache.drop_pick(spec.request.key)
             target = self.cache.held_place(spec, size, self.scheduler, self.clock())
@@ -179,9 +188,9 @@ class Extender:
         if spec.node:  # pending on its own node: placements would exclude itself, not memoised
             return self._filter_slow(spec, names, policy)
         view = (
-            self.views.get(self.cache.feed, ("filter", *_view_key(spec), id(policy)), _filter_view)
+            self.views.get(self.cache.feed, ("filter", *view_key(spec), id(policy)), filter_view)
             if policy.cacheable
-            else _filter_view(self.cache.feed)
+            else filter_view(self.cache.feed)
         )
         if view.generation != policy.generation:
             view.forget(self.cache.busy_nodes())
@@ -208,7 +217,7 @@ class Extender:
         result = FilterResult()
         for name in names:
             outcome = self.outcome(spec, name, policy)
-            if outcome is _FIT:
+            if outcome is FIT:
                 result.passed.append(name)
             else:
                 (result.unresolvable if outcome.unresolvable else result.failed)[name] = (
@@ -223,12 +232,12 @@ class Extender:
         pending containers of pods in `gone` (preemption victims) do not count."""
         ns = self.cache.node_states.get(name)
         if ns is None:
-            return _UNKNOWN
+            return UNKNOWN
         node = NodeName(name)
         if not reuses(spec.request, spec.roles):  # else charged as the kubelet reuses: placed
-            outcome = _outcome(check(ns, spec.request))
-            if outcome is not _FIT:
-                problem = self.cache.problems.get(node) if outcome.code == _NO_GPU else None
+            outcome = outcome_of(check(ns, spec.request))
+            if outcome is not FIT:
+                problem = self.cache.problems.get(node) if outcome.code == NO_GPU else None
                 return outcome._replace(reason=problem) if problem else outcome
         return self._admissible(spec, node, policy, gone)
 
@@ -243,8 +252,8 @@ class Extender:
         if gone:
             pending = [c for c in pending if c.pod not in gone]
         if not pending and not reuses(spec.request, spec.roles):
-            return _FIT
-        return _placed(place_read(self.scheduler, spec, node, pending, policy))
+            return FIT
+        return placed_outcome(place_read(self.scheduler, spec, node, pending, policy))
 
     # -- prioritize ------------------------------------------------------------------------------
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
@@ -275,7 +284,7 @@ class Extender:
 
     def _score_view(self, spec: PodSpec, policy: Policy) -> ScoreView:
         """The pod shape's raw scores under `policy` (shared by filter and prioritize)."""
-        key = ("score", *_view_key(spec), id(policy), policy.generation)
+        key = ("score", *view_key(spec), id(policy), policy.generation)
         if policy.cacheable:
             return self.views.get(self.cache.feed, key, ScoreView)
         return ScoreView(self.cache.feed)
@@ -288,47 +297,8 @@ class Extender:
         def score(name: str) -> float | None:
             ns = states.get(name)
             ev = None if ns is None else evaluate(ns, pod, rng)
-            if ev is None or self._admissible(spec, NodeName(name), policy) is not _FIT:
+            if ev is None or self._admissible(spec, NodeName(name), policy) is not FIT:
                 return None
             return ev.score
 
         return score
-
-
-class Outcome(NamedTuple):
-    """A node's filter answer for a pod shape; `_FIT` (compared by identity) if it fits."""
-
-    code: str
-    """The core's `Code` value (or "unknown-node"), counted in the rejection metrics."""
-    unresolvable: bool
-    """True when preempting pods would not help (GPU type, count, missing inventory)."""
-    reason: str
-
-
-_FIT = Outcome(Code.FITS.value, False, "")
-_UNKNOWN = Outcome("unknown-node", False, "node is not in the vgpu extender's cache yet")
-_NO_GPU = Code.NO_GPU.value
-_UNWATCHED = "the vgpu extender's pod watch has not shown this gang member yet"
-
-
-def _outcome(verdict: Verdict) -> Outcome:
-    if verdict.code is Code.FITS:
-        return _FIT
-    return Outcome(verdict.code.value, not verdict.resolvable, str(verdict))
-
-
-def _placed(placed: Assignment | Verdict) -> Outcome:
-    return _outcome(placed) if isinstance(placed, Verdict) else _FIT
-
-
-def _filter_view(feed: FeedView) -> FilterView[Outcome]:
-    return FilterView(feed, _FIT)
-
-
-def _view_key(spec: PodSpec) -> tuple[object, ...]:
-    """What a pod's answers depend on besides the node: its shape, and for invariant-I
-    placements its container names (reasons quote them) and memory blocks."""
-    req = spec.request
-    blocks = tuple(sorted(spec.memory_blocks.items()))
-    roles = tuple(sorted((name, role.value) for name, role in spec.roles.items()))
-    return (req.shape, tuple(c.name for c in req.containers), blocks, roles, spec.cores_limit)
