@@ -157,7 +157,8 @@ class Extender:
                 if watched:
                     policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
-                if watched and self.config.filter_best and len(result.passed) == 1:
+                one = self.config.filter_best and len(result.passed) == 1
+                if one and watched and spec.gang is None:  # gangs hold their plan instead
                     self._pick(spec, result.passed[0], policy)
         return result
 
