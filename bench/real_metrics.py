@@ -102,3 +102,13 @@ def print_profile(path: Path, top: int = 25) -> None:
     stats = pstats.Stats(str(path))
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats(top)
+
+
+ALGORITHM = "scheduler_scheduling_algorithm_duration_seconds[]"
+
+
+def algorithm_ms(before: Totals, after: Totals) -> float | None:
+    """kube-scheduler's mean scheduling-algorithm time per pod between two scrapes, in ms."""
+    total, count = after.get(ALGORITHM, [0.0, 0.0])
+    old = before.get(ALGORITHM, [0.0, 0.0])
+    return 1000 * (total - old[0]) / (count - old[1]) if count > old[1] else None

@@ -15,6 +15,8 @@ first binding to its last (timestamps from its own log):
     (`--filter-best 0`, the extender restarted with it), `percentageOfNodesToScore: 100`;
   * without the extender (kube-scheduler alone counting vgpu.io/cores as an extended resource),
     with both settings.
+Last, for each variant with the extender, what it adds to kube-scheduler's scheduling-algorithm
+time per pod over kube-scheduler alone with the same percentageOfNodesToScore.
 The admission policy is not installed (the fill pods are created bound, as admin). Needs Go and
 the machine to itself for figures worth comparing; nothing is asserted.
 """
@@ -212,6 +214,7 @@ def _run(cluster: RealCluster, label: str, count: int, timeout: float, edit: Edi
     scheduler_url = f"https://127.0.0.1:{cluster.ports['scheduler']}/metrics"
     after.update(real_metrics.scrape(scheduler_url, cluster.pki, verify=False))
     print(f"    per call: {real_metrics.report(before, after)}", flush=True)
+    ALGORITHM_MS[label] = real_metrics.algorithm_ms(before, after)
     cpu = real_metrics.cpu_report(cpu_before, _cpu(cluster), count)
     print(f"    CPU ms per pod (scheduler start to last bind): {cpu}", flush=True)
     now = {"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}
@@ -225,6 +228,20 @@ def _run(cluster: RealCluster, label: str, count: int, timeout: float, edit: Edi
 
 
 COMPONENTS = ("etcd", "kube-apiserver", "kube-scheduler", "extender-0")
+ALGORITHM_MS: dict[str, float | None] = {}
+"""kube-scheduler's scheduling-algorithm ms per pod of each variant run (for `_added`)."""
+
+
+def _added() -> None:
+    """What the extender adds to kube-scheduler's time per pod, against kube-scheduler alone
+    in the same cluster (the issue's measure), for each pair of variants that ran."""
+    for scored in ("pct-100", "default-pct"):
+        alone = ALGORITHM_MS.get(f"no-extender-{scored}")
+        for label, ms in ALGORITHM_MS.items():
+            if alone and ms and label.startswith("extender") and label.endswith(scored):
+                print(
+                    f"  {label}: +{100 * (ms / alone - 1):.0f} % per pod over kube-scheduler alone"
+                )
 
 
 def _cpu(cluster: RealCluster) -> dict[str, float]:
@@ -390,6 +407,8 @@ def main() -> None:
                     _sample_run(cluster, label, args.timeout, _with_qps(edit, args.qps))
                 elif not sample:
                     _run(cluster, label, args.pods, args.timeout, _with_qps(edit, args.qps))
+            _added()
+            ALGORITHM_MS.clear()
             if args.profile_extender:
                 cluster.procs.stop("extender-0", grace=30)
                 real_metrics.print_profile(args.profile_extender)
