@@ -51,13 +51,19 @@ def _connections(cluster: RealCluster) -> float:
     return float(found.group(1))
 
 
-def test_a_vgpu_pod_costs_one_filter_and_one_bind(real_cluster: RealCluster, api: Rest) -> None:
-    before = _calls(real_cluster)
-    names = [f"one-call-{i}" for i in range(3)]
+def _run_pods(api: Rest, prefix: str, count: int, cores: int, memory: int) -> list[str]:
+    """Create `count` vGPU pods and wait until each runs; their names."""
+    names = [f"{prefix}-{i}" for i in range(count)]
     for name in names:
-        api.post(pods.PODS, pods.pod(name, pods.container("main", 30, 8)))
+        api.post(pods.PODS, pods.pod(name, pods.container("main", cores, memory)))
     for name in names:
         pods.wait_running(api, name)
+    return names
+
+
+def test_a_vgpu_pod_costs_one_filter_and_one_bind(real_cluster: RealCluster, api: Rest) -> None:
+    before = _calls(real_cluster)
+    names = _run_pods(api, "one-call", 3, 30, 8)
     after = _calls(real_cluster)
     added = {verb: after.get(verb, 0.0) - before.get(verb, 0.0) for verb in after}
     assert added.get("prioritize", 0.0) == 0.0, added
@@ -70,10 +76,6 @@ def test_kube_scheduler_keeps_one_connection(real_cluster: RealCluster, api: Res
     most 2 idle connections, so binds in flight made it open (and handshake) new ones, about one
     every few pods."""
     before = _connections(real_cluster)
-    names = [f"one-conn-{i}" for i in range(16)]
-    for name in names:
-        api.post(pods.PODS, pods.pod(name, pods.container("main", 10, 2)))
-    for name in names:
-        pods.wait_running(api, name)
+    _run_pods(api, "one-conn", 16, 10, 2)
     added = _connections(real_cluster) - before
     assert added <= 3, f"{added} connections: the scrape, and at most 2 from kube-scheduler"
