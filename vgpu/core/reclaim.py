@@ -1,0 +1,66 @@
+"""Taking back from queues over their share, only when it lets a waiting job in.
+
+Reclaim is opt-in per queue. For a waiting job of such a queue, `victims` picks running jobs of
+other queues, youngest first among those past `min_runtime_s`, until `fits_without(job, victims)`
+(the caller's what-if: the job placed whole on real GPUs with the victims gone) says it fits. It
+never evicts on units alone (kube-batch and its heirs count quota, not GPUs, and may evict for a
+job that still fits nowhere), and only when:
+
+* the reclaiming queue stays within what it deserves after admission;
+* every victim's queue stays at or above what it deserves after the eviction (dominant share >= 1);
+* no ping-pong: the reclaimer's share after admission is at most the victim queue's after eviction,
+  so the victim's queue could not reclaim the same capacity straight back.
+
+Evictions go through the Eviction API (the adapter), so PodDisruptionBudgets hold. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from vgpu.core.queues import ZERO, QueueSpec, Vec, add, fits_within, share, sub
+from vgpu.core.release import Job
+
+
+@dataclass(frozen=True, slots=True)
+class Running:
+    """A released job holding GPUs: what eviction would give back."""
+
+    key: str
+    queue: str
+    ask: Vec
+    started: float
+
+
+def victims(
+    job: Job,
+    specs: Sequence[QueueSpec],
+    held: Mapping[str, Vec],
+    due: Mapping[str, Vec],
+    running: Sequence[Running],
+    fits_without: Callable[[Job, Sequence[Running]], bool],
+    *,
+    now: float,
+    min_runtime_s: float,
+) -> tuple[Running, ...] | None:
+    """The running jobs to evict so `job` fits, or None when reclaim may not or would not help."""
+    spec = next((s for s in specs if s.name == job.queue), None)
+    if spec is None or not spec.reclaim:
+        return None
+    mine_after = add(held.get(job.queue, ZERO), job.ask)
+    if not fits_within(mine_after, due.get(job.queue, ZERO)):
+        return None
+    after = dict(held)
+    chosen: list[Running] = []
+    old_enough = [r for r in running if r.queue != job.queue and now - r.started >= min_runtime_s]
+    for r in sorted(old_enough, key=lambda r: (-r.started, r.key)):
+        left = sub(after.get(r.queue, ZERO), r.ask)
+        victim_share = share(left, due.get(r.queue, ZERO))
+        if victim_share < 1 or share(mine_after, due[job.queue]) > victim_share:
+            continue
+        after[r.queue] = left
+        chosen.append(r)
+        if fits_without(job, chosen):
+            return tuple(chosen)
+    return None

@@ -1,0 +1,164 @@
+"""Which held jobs to release now, in fair order, and only where they fit.
+
+Queued pods wait behind a scheduling gate; each pass of the extender's leader (and each step of the
+simulator) asks `plan` which jobs to let go. A **job** is one pod or a whole gang: it is released
+whole or not at all. The order:
+
+1. queues by proportion: those below what they deserve first (lowest share first, `queues.share`),
+   then, when the pass is **work-conserving**, queues at or over their share take what is left;
+2. inside a queue: priority, then DRF over **namespaces** (the namespace holding the smallest
+   dominant share of the cluster first), then age. Namespaces rather than jobs: a job is released
+   whole, so every pending job holds nothing yet and job-level DRF would be a tie that falls back to
+   arrival order (see kube-batch's drf plugin); a namespace's share says which team has had least;
+3. **fit-aware**: a job is released only when `fits(job)` places it whole on real GPUs now; that
+   callback also holds the place (the caller's ledger), so what is released can bind.
+
+A queue in strict mode whose head does not fit holds every other queue back for at most its
+`strict_s` (the fragmentation case: a queue of large shares starving behind small ones), then the
+pass goes on work-conserving. Pure: no I/O, no clock (the caller passes `now`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from vgpu.core.queues import ZERO, QueueSpec, Vec, add, deserved, fits_within, overused, share
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One pod, or a gang released whole; `ask` is the sum of its members' units."""
+
+    key: str
+    queue: str
+    namespace: str
+    ask: Vec
+    priority: int = 0
+    created: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Book:
+    """What is bound or released already: per queue and per namespace, and the cluster's size."""
+
+    capacity: Vec
+    by_queue: Mapping[str, Vec] = field(default_factory=dict)
+    by_namespace: Mapping[str, Vec] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """A pass's outcome: released job keys in order, why the others wait, strict holds running."""
+
+    released: tuple[str, ...]
+    waiting: Mapping[str, str]
+    held_since: Mapping[str, float]
+    deserved: Mapping[str, Vec]
+
+
+def dominant(held: Vec, capacity: Vec) -> Fraction:
+    """DRF's dominant share of `held` in a cluster of `capacity`."""
+    return max(
+        (Fraction(h, c) for h, c in zip(held, capacity, strict=True) if c > 0), default=Fraction(0)
+    )
+
+
+class _Pending:
+    """The jobs of one queue, picked by priority, namespace DRF share, then age."""
+
+    def __init__(self, jobs: Sequence[Job]) -> None:
+        self._by_ns: dict[str, list[Job]] = {}
+        for job in sorted(jobs, key=lambda j: (-j.priority, j.created, j.key)):
+            self._by_ns.setdefault(job.namespace, []).append(job)
+
+    def __bool__(self) -> bool:
+        return any(self._by_ns.values())
+
+    def next(self, ns_held: Mapping[str, Vec], capacity: Vec) -> Job:
+        heads = [jobs[0] for jobs in self._by_ns.values() if jobs]
+        return min(
+            heads,
+            key=lambda j: (
+                -j.priority,
+                dominant(ns_held.get(j.namespace, ZERO), capacity),
+                j.created,
+                j.key,
+            ),
+        )
+
+    def drop(self, job: Job) -> None:
+        self._by_ns[job.namespace].remove(job)
+
+    def remaining(self) -> list[Job]:
+        return [job for jobs in self._by_ns.values() for job in jobs]
+
+
+def _requests(book: Book, jobs: Sequence[Job]) -> dict[str, Vec]:
+    asked = dict(book.by_queue)
+    for job in jobs:
+        asked[job.queue] = add(asked.get(job.queue, ZERO), job.ask)
+    return asked
+
+
+def plan(
+    specs: Sequence[QueueSpec],
+    book: Book,
+    jobs: Sequence[Job],
+    fits: Callable[[Job], bool],
+    *,
+    now: float,
+    held_since: Mapping[str, float] | None = None,
+    work_conserving: bool = True,
+) -> Pass:
+    """Release what fits, fairest first; `fits` places a job whole and holds it, or says no."""
+    by_name = {s.name: s for s in specs}
+    jobs = [j for j in jobs if j.queue in by_name]
+    due = deserved(book.capacity, specs, _requests(book, jobs))
+    held = dict(book.by_queue)
+    ns_held = dict(book.by_namespace)
+    pending = {q: _Pending([j for j in jobs if j.queue == q]) for q in by_name}
+    holds = {q: t for q, t in (held_since or {}).items() if q in by_name}
+    released: list[str] = []
+    waiting: dict[str, str] = {}
+    tried: set[str] = set()
+
+    def order(q: str) -> tuple[bool, Fraction, str]:
+        return (overused(held.get(q, ZERO), due[q]), share(held.get(q, ZERO), due[q]), q)
+
+    while True:
+        live = sorted((q for q, p in pending.items() if p), key=order)
+        if not work_conserving:
+            live = [q for q in live if not overused(held.get(q, ZERO), due[q])]
+        if not live:
+            break
+        q = live[0]
+        job = pending[q].next(ns_held, book.capacity)
+        pending[q].drop(job)
+        spec = by_name[q]
+        if spec.cap is not None and not fits_within(add(held.get(q, ZERO), job.ask), spec.cap):
+            waiting[job.key] = f"queue {q} is at its cap {spec.cap}"
+            continue
+        head = q not in tried
+        tried.add(q)
+        if fits(job):
+            released.append(job.key)
+            held[q] = add(held.get(q, ZERO), job.ask)
+            ns_held[job.namespace] = add(ns_held.get(job.namespace, ZERO), job.ask)
+            if head:
+                holds.pop(q, None)
+            continue
+        waiting[job.key] = "does not fit whole on any GPU now"
+        if head and spec.strict_s > 0 and not overused(held.get(q, ZERO), due[q]):
+            since = holds.setdefault(q, now)
+            if now - since < spec.strict_s:
+                _wait_all(pending, waiting, f"held for strict queue {q}'s head ({job.key})")
+                break
+    return Pass(tuple(released), waiting, holds, due)
+
+
+def _wait_all(pending: Mapping[str, _Pending], waiting: dict[str, str], why: str) -> None:
+    for jobs in pending.values():
+        for job in jobs.remaining():
+            waiting.setdefault(job.key, why)
