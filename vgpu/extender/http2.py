@@ -40,6 +40,7 @@ from h2.events import (
     RequestReceived,
     StreamEnded,
     StreamReset,
+    UnknownFrameReceived,
     WindowUpdated,
 )
 from h2.exceptions import ProtocolError
@@ -57,7 +58,9 @@ MAX_STREAMS = 64
 WINDOW = 1 << 20
 """Receive window, per stream and for the connection: a 100 KB filter body (5,000 node names)
 arrives without waiting on a WINDOW_UPDATE round trip."""
-_READ = 65536
+_READ = 16384
+"""Bytes handed to h2 at a time: a flood is checked against its budget after at most ~960
+frames parsed (a 64 KiB read held the loop, and the filters, for tens of milliseconds)."""
 Answer = Callable[[str, str, bytes], Awaitable[Reply]]
 """(method, path, body) -> the reply."""
 AnswerNow = Callable[[str, str, bytes], Reply | None]
@@ -236,9 +239,15 @@ class Http2Connection:
             return budgets.resets.take(now)
         if isinstance(event, PingReceived | RemoteSettingsChanged | PriorityUpdated):
             return budgets.control.take(now)
-        if isinstance(event, WindowUpdated):
+        if isinstance(event, UnknownFrameReceived):
             return budgets.control.take(now)
+        if isinstance(event, WindowUpdated) and not self._waiting():
+            return budgets.control.take(now)  # it opens a window for nothing
         return True
+
+    def _waiting(self) -> bool:
+        """Whether a reply waits for the client's window (its WINDOW_UPDATEs are then due)."""
+        return any(s.sent < len(s.out) for s in self._streams.values())
 
     def _calm(self, reason: str) -> None:
         """End a connection that spent a budget: GOAWAY ENHANCE_YOUR_CALM, and none of the

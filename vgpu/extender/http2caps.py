@@ -36,8 +36,8 @@ class Http2Caps:
     resets: Rate = Rate(100, 10.0)
     """Streams the client resets (RST_STREAM) or that are refused for being over the limit."""
     control: Rate = Rate(200, 20.0)
-    """PING, SETTINGS, PRIORITY and WINDOW_UPDATE frames: each costs a parse, PING and SETTINGS
-    also a reply."""
+    """PING, SETTINGS, PRIORITY, unknown frames, and WINDOW_UPDATE while no reply waits for the
+    window: each costs a parse, PING and SETTINGS also a reply."""
 
 
 @dataclass(slots=True)
