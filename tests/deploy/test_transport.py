@@ -40,10 +40,13 @@ def test_the_extender_serves_https_requiring_client_certificates() -> None:
     tls = _mounted(spec, container, "vgpu-extender-tls")
     assert flags["--tls-cert"] == f"{tls}/tls.crt" and flags["--tls-key"] == f"{tls}/tls.key"
     assert flags["--client-ca"] == f"{tls}/client-ca.crt"
-    (port,) = container["ports"]
+    ports = {p["name"]: p for p in container["ports"]}
+    port = ports["https"]
     assert port["containerPort"] == int(flags["--port"])
-    for probe in ("livenessProbe", "readinessProbe"):
-        assert container[probe]["httpGet"]["scheme"] == "HTTPS"
+    assert ports["probes"]["containerPort"] == int(flags["--probe-port"])
+    for probe in ("livenessProbe", "readinessProbe"):  # plain HTTP on a port of their own
+        assert container[probe]["httpGet"]["port"] == "probes"
+        assert container[probe]["httpGet"].get("scheme", "HTTP") == "HTTP"
     service = by_name("Service", "vgpu-extender")
     assert [p["targetPort"] for p in service["spec"]["ports"]] == [port["name"]]
 
@@ -81,7 +84,8 @@ def test_only_the_schedulers_pods_reach_the_extender_port() -> None:
     assert source["podSelector"]["matchLabels"].items() <= scheduler.items()
     assert source["podSelector"]["matchLabels"].get("app.kubernetes.io/component") == "scheduler"
     _, container = _container("Deployment", "vgpu-extender")
-    assert [p["port"] for p in rule["ports"]] == [p["name"] for p in container["ports"]]
+    # not the probe port: only the node (the kubelet's probes) needs it
+    assert [p["port"] for p in rule["ports"]] == [container["ports"][0]["name"]] == ["https"]
 
 
 def test_no_private_key_is_committed() -> None:

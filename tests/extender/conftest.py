@@ -42,6 +42,7 @@ class Harness:
         wait: bool = True,
         pod_policies: tuple[str, ...] = (),
         tls: TlsFiles | None = None,
+        probe_port: int | None = None,
     ) -> ExtenderDaemon:
         api_client = self.server.api_client()
         self.clients.append(api_client)
@@ -57,6 +58,7 @@ class Harness:
             port=0,
             leader=leader,
             tls=tls,
+            probe_port=probe_port,
             watch_timeout=30,
             sweep_interval=3600,
             retry_delay=0.05,

@@ -13,6 +13,7 @@ from h2.connection import H2Connection
 from h2.events import (
     ConnectionTerminated,
     DataReceived,
+    PingAckReceived,
     ResponseReceived,
     StreamEnded,
     StreamReset,
@@ -52,6 +53,7 @@ class H2Client:
         self.h2.initiate_connection()
         self.responses: dict[int, Response] = {}
         self.terminated: ConnectionTerminated | None = None
+        self.ping_acks = 0
         self.flush()
 
     def request(self, method: str, path: str, body: bytes = b"", *, hold: bool = False) -> int:
@@ -115,6 +117,8 @@ class H2Client:
             self.responses[event.stream_id or 0].ended = True
         elif isinstance(event, StreamReset):
             self.responses[event.stream_id or 0].reset = True
+        elif isinstance(event, PingAckReceived):
+            self.ping_acks += 1
         elif isinstance(event, ConnectionTerminated):
             self.terminated = event
 

@@ -24,7 +24,7 @@ from typing import Any
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
 from vgpu.adapters.kubewatch import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
-from vgpu.core.errors import InvalidRequest
+from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.daemons.backoff import Backoff
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
@@ -37,6 +37,9 @@ from vgpu.extender.tls import Reloader, TlsFiles, server_context
 
 log = logging.getLogger(__name__)
 MAX_RETRY_S = 30.0  # cap of the capped, jittered exponential backoff after API failures
+PROBE_LIMITS = HttpLimits(read_timeout=5.0, workers=1, max_unverified=256)
+"""The probe port: one GET per connection, whole within 5 s (kubelet's probes time out in 3 to
+5 s), up to 256 at once; its answers are made on its loop's thread, so no verb thread is used."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +54,9 @@ class DaemonConfig:
     tls: TlsFiles | None = None
     """HTTPS with client certificates; None serves plain HTTP (`--insecure-http`)."""
     http: HttpLimits = field(default_factory=HttpLimits)
+    probe_port: int | None = None
+    """Plain-HTTP port for /healthz and /readyz on its own loop (kubelet probes), where clients
+    misbehaving on the main port cannot starve them; None serves probes on the main port only."""
     tls_reload_interval: float = 30.0
     """Seconds between checks of the TLS files for renewal."""
     watch_timeout: int = 300
@@ -110,8 +116,20 @@ class ExtenderDaemon:
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         tls = server_context(config.tls) if config.tls is not None else None
         self.tls_reloader = Reloader(tls, config.tls) if tls and config.tls else None
+        routes = Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready)
+        self.probes = (
+            HttpServer(
+                routes,
+                host=config.host,
+                port=config.probe_port,
+                limits=PROBE_LIMITS,
+                probes_only=True,
+            )
+            if config.probe_port is not None
+            else None
+        )
         self.http = HttpServer(
-            Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready),
+            routes,
             host=config.host,
             port=config.port,
             tls=tls,
@@ -136,10 +154,24 @@ class ExtenderDaemon:
         """The HTTP port served."""
         return self.http.port
 
+    @property
+    def probe_port(self) -> int | None:
+        """The probe port served, if any."""
+        return self.probes.port if self.probes is not None else None
+
     def start(self) -> None:
-        """Bind the HTTP port first (an `OSError` if it is taken, before any thread starts),
+        """Bind the HTTP ports first (an `OSError` if one is taken, before any thread starts),
         then start watches, the sweeper and leader election."""
         self.http.start()
+        if self.probes is not None:
+            try:
+                self.probes.start()
+            except OSError as err:
+                self.http.stop()
+                raise ConfigError(
+                    f"--probe-port: cannot listen on {self.config.host}:{self.config.probe_port}: "
+                    f"{err.strerror or err}; pick a free port (or 0 to serve probes on --port)"
+                ) from err
         self._spawn(
             "nodes", self._watch, self._node_events, self.cache.apply_node, self._nodes_synced
         )
@@ -163,6 +195,8 @@ class ExtenderDaemon:
         """Stop serving and end every thread."""
         self._stop.set()
         self.http.stop()
+        if self.probes is not None:
+            self.probes.stop()
         self.invalid_pods.close()
         for thread in self._threads:
             # Watch threads may sit in a blocking read until the server's next event; they are

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8443  # HTTPS, as the chart and daemonset/extender.yaml pass it
+DEFAULT_PROBE_PORT = 8081  # plain HTTP, /healthz and /readyz only (the chart's probes)
 DEFAULT_LEASE_NAMESPACE = "vgpu-system"  # where the manifests install the extender
 GIL_SWITCH_S = 0.0005
 """The interpreter's thread switch interval in the extender (CPython's default is 5 ms). Filter
@@ -64,6 +65,13 @@ def _add_serving_flags(p: argparse.ArgumentParser) -> None:
         type=port_number,
         default=DEFAULT_PORT,
         help="HTTPS port (plain HTTP with --insecure-http)",
+    )
+    p.add_argument(
+        "--probe-port",
+        type=port_number,
+        default=DEFAULT_PROBE_PORT,
+        help="plain-HTTP port serving only GET /healthz and /readyz, for kubelet probes: clients "
+        "misbehaving on the main port cannot starve it; 0 turns it off (probes then go to --port)",
     )
     p.add_argument("--tls-cert", metavar="FILE", help="serving certificate (PEM)")
     p.add_argument("--tls-key", metavar="FILE", help="serving certificate's private key (PEM)")
@@ -210,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
         extender=extender,
         host=args.host,
         port=args.port,
+        probe_port=args.probe_port or None,
         leader=leader,
     )
     api = KubeApi.from_environment(args.kubeconfig)

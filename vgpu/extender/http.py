@@ -31,11 +31,12 @@ import ssl
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
 from vgpu.extender.http2 import Http2Connection
+from vgpu.extender.http2caps import Http2Caps
 from vgpu.extender.httpwire import (
     MAX_BODY,
     MAX_LINE,
@@ -68,7 +69,13 @@ class HttpLimits:
     """Connections without a client certificate (probes, scrapers) open at once; they may only
     GET, one request each, so they can neither fill `max_connections` nor send a body."""
     max_body: int = MAX_BODY
+    max_buffered: int = MAX_BODY
+    """Bytes one HTTP/2 connection may hold: request bodies being read, and replies waiting for
+    the client's flow-control window or for the socket; past it the connection is closed."""
+    http2: Http2Caps = field(default_factory=Http2Caps)
 
+
+PROBES_ONLY = b"this port serves GET /healthz and /readyz only; call the verbs on the main port\n"
 
 INLINE_VERBS = frozenset({"filter", "prioritize"})
 """Verbs answered on the loop's own thread. They are in kube-scheduler's serial scheduling
@@ -91,8 +98,12 @@ class HttpServer:
         limits: HttpLimits = HttpLimits(),
         on_refused: Callable[[str], None] = lambda reason: None,
         on_connection: Callable[[], None] = lambda: None,
+        probes_only: bool = False,
     ) -> None:
         self.routes, self.limits, self._tls = routes, limits, tls
+        self.probes_only = probes_only
+        """Serve GET /healthz and /readyz only, every connection as one without a certificate:
+        the probe port, on its own loop, where strangers on the main port cannot starve it."""
         self.on_refused = on_refused
         """Called with why a request or connection was refused (a metric's label)."""
         self.on_connection = on_connection
@@ -168,7 +179,9 @@ class HttpServer:
     # -- one connection --------------------------------------------------------------------------
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.on_connection()
-        verified = self._tls is None or bool(writer.get_extra_info("peercert"))
+        verified = not self.probes_only and (
+            self._tls is None or bool(writer.get_extra_info("peercert"))
+        )
         if len(self._open) >= self.limits.max_connections or (
             not verified and self._unverified >= self.limits.max_unverified
         ):
@@ -235,7 +248,8 @@ class HttpServer:
                 head = await read_head(first, reader)
                 if not verified and (head.method != "GET" or _has_body(head)):
                     self.on_refused("no-client-certificate")
-                    await self._send(writer, (403, NO_CERTIFICATE, TEXT), close=True)
+                    refusal = PROBES_ONLY if self.probes_only else NO_CERTIFICATE
+                    await self._send(writer, (403, refusal, TEXT), close=True)
                     return False
                 body = await read_body(
                     head, reader, max_body=limits.max_body, go_on=lambda: _continue(writer)
@@ -255,6 +269,8 @@ class HttpServer:
     def _answer_now(self, method: str, target: str, body: bytes) -> Reply | None:
         """The reply when it is made on the loop's thread (probes, `INLINE_VERBS`), else None."""
         path = target.split("?", 1)[0].rstrip("/")
+        if self.probes_only:
+            return self._get(path) if method == "GET" else (403, PROBES_ONLY, TEXT)
         if method == "GET":
             return None if path.endswith("/metrics") else self._get(path)
         if method != "POST":

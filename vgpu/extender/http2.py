@@ -23,25 +23,30 @@ import asyncio
 import contextlib
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from h2.config import H2Configuration
 from h2.connection import H2Connection
+from h2.errors import ErrorCodes
 from h2.events import (
     ConnectionTerminated,
     DataReceived,
     Event,
+    PingReceived,
+    PriorityUpdated,
     RemoteSettingsChanged,
     RequestReceived,
     StreamEnded,
     StreamReset,
+    UnknownFrameReceived,
     WindowUpdated,
 )
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
+from vgpu.extender.http2caps import Budgets
 from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
 
 if TYPE_CHECKING:
@@ -53,7 +58,9 @@ MAX_STREAMS = 64
 WINDOW = 1 << 20
 """Receive window, per stream and for the connection: a 100 KB filter body (5,000 node names)
 arrives without waiting on a WINDOW_UPDATE round trip."""
-_READ = 65536
+_READ = 16384
+"""Bytes handed to h2 at a time: a flood is checked against its budget after at most ~960
+frames parsed (a 64 KiB read held the loop, and the filters, for tens of milliseconds)."""
 Answer = Callable[[str, str, bytes], Awaitable[Reply]]
 """(method, path, body) -> the reply."""
 AnswerNow = Callable[[str, str, bytes], Reply | None]
@@ -75,6 +82,9 @@ class _Stream:
     sent: int = 0
     reset: bool = False
     """Refused: reset once answered, so that a client still sending stops."""
+    task: asyncio.Task[None] | None = None
+    """The work answering it (a verb on a worker, or the reply's rest): cancelled when the
+    client resets the stream, so that a reset stream queues nothing."""
 
 
 class Http2Connection:
@@ -111,6 +121,13 @@ class Http2Connection:
         self._streams: dict[int, _Stream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._done = False
+        now = asyncio.get_running_loop().time()
+        self._budgets = Budgets.of(limits.http2, now)
+        self._deadline = None if verified else now + limits.read_timeout
+        """A connection without a certificate ends by then, whatever it sends (a PING every
+        few seconds kept it open for good)."""
+        self._asked = False
+        """Whether it has made its one request."""
 
     async def serve(self) -> None:
         """Read and answer; connection errors reach the caller, which closes the socket."""
@@ -128,12 +145,12 @@ class Http2Connection:
             for task in self._tasks:
                 task.cancel()
 
-    def goaway(self) -> None:
+    def goaway(self, error: ErrorCodes = ErrorCodes.NO_ERROR) -> None:
         """Tell the client no new stream will be served and stop reading (`serve` returns; the
         caller closes the socket)."""
         self._done = True
         with contextlib.suppress(ProtocolError):  # already closed
-            self._h2.close_connection()
+            self._h2.close_connection(error)
         if not self._writer.is_closing():
             self._writer.write(self._h2.data_to_send())
             transport = self._writer.transport
@@ -153,6 +170,11 @@ class Http2Connection:
                 async with asyncio.timeout(self._wait()):
                     return await self._reader.read(_READ)
             except TimeoutError:
+                now = asyncio.get_running_loop().time()
+                if self._deadline is not None and now >= self._deadline:
+                    self._on_refused("timeout")
+                    self.goaway()
+                    return b""
                 if not self._streams:
                     self.goaway()
                     return b""
@@ -162,10 +184,11 @@ class Http2Connection:
     def _wait(self) -> float:
         now = asyncio.get_running_loop().time()
         pending = [s.deadline for s in self._streams.values() if not s.complete]
+        if self._deadline is not None:
+            pending.append(self._deadline)
         if pending:
             return max(0.0, min(pending) - now)
-        limits = self._limits
-        return limits.idle_timeout if self._verified else limits.read_timeout
+        return self._limits.idle_timeout
 
     def _expire(self) -> None:
         now = asyncio.get_running_loop().time()
@@ -174,6 +197,8 @@ class Http2Connection:
                 self._refuse(stream_id, "timeout", (408, b"request not received in time\n", TEXT))
 
     def _receive(self, data: bytes) -> None:
+        if self._done:  # read before a reply's task ended the connection
+            return
         try:
             events = self._h2.receive_data(data)
         except ProtocolError as err:
@@ -187,16 +212,16 @@ class Http2Connection:
             self._event(event)
 
     def _event(self, event: Event) -> None:
-        if isinstance(event, RequestReceived):
+        if not self._within_budget(event):
+            self._calm("flood")
+        elif isinstance(event, RequestReceived):
             self._request(event)
         elif isinstance(event, DataReceived):
             self._data(event)
         elif isinstance(event, StreamEnded) and event.stream_id in self._streams:
             self._complete(event.stream_id)
         elif isinstance(event, StreamReset):
-            stream = self._streams.pop(event.stream_id or 0, None)
-            if stream is not None:
-                stream.window.set()
+            self._reset(event.stream_id or 0)
         elif isinstance(event, WindowUpdated | RemoteSettingsChanged):
             only = event.stream_id if isinstance(event, WindowUpdated) else 0
             for stream_id, stream in self._streams.items():
@@ -205,10 +230,55 @@ class Http2Connection:
         elif isinstance(event, ConnectionTerminated):
             self._done = True
 
+    def _within_budget(self, event: Event) -> bool:
+        """Charge the event to the connection's budgets; False once one is spent."""
+        budgets, now = self._budgets, asyncio.get_running_loop().time()
+        if isinstance(event, RequestReceived):
+            return budgets.streams.take(now)
+        if isinstance(event, StreamReset):
+            return budgets.resets.take(now)
+        if isinstance(event, PingReceived | RemoteSettingsChanged | PriorityUpdated):
+            return budgets.control.take(now)
+        if isinstance(event, UnknownFrameReceived):
+            return budgets.control.take(now)
+        if isinstance(event, WindowUpdated) and not self._waiting():
+            return budgets.control.take(now)  # it opens a window for nothing
+        return True
+
+    def _waiting(self) -> bool:
+        """Whether a reply waits for the client's window (its WINDOW_UPDATEs are then due)."""
+        return any(s.sent < len(s.out) for s in self._streams.values())
+
+    def _calm(self, reason: str) -> None:
+        """End a connection that spent a budget: GOAWAY ENHANCE_YOUR_CALM, and none of the
+        replies h2 queued for the flood (PING and SETTINGS acknowledgements) go out."""
+        if self._done:
+            return
+        log.debug("HTTP/2 connection over its %s budget: closed", reason)
+        self._on_refused(reason)
+        self._h2.data_to_send()  # the flood's acknowledgements, dropped
+        self.goaway(ErrorCodes.ENHANCE_YOUR_CALM)
+
+    def _reset(self, stream_id: int) -> None:
+        """The client reset a stream: its work is cancelled (nothing stays queued for it); a
+        client without a certificate has spent its one request."""
+        stream = self._streams.pop(stream_id, None)
+        if stream is not None:
+            stream.window.set()
+            if stream.task is not None:
+                stream.task.cancel()
+        if not self._verified:
+            self.goaway()
+
     def _request(self, event: RequestReceived) -> None:
         stream_id = event.stream_id or 0
         fields = {_text(name): _text(value) for name, value in event.headers or []}
         method, path = fields.get(":method", ""), fields.get(":path", "/")
+        if not self._verified and self._asked:  # one request per connection, as over HTTP/1.1
+            with contextlib.suppress(ProtocolError):
+                self._h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
+            return
+        self._asked = True
         if not self._verified and (method != "GET" or event.stream_ended is None):
             self._refuse(stream_id, "no-client-certificate", (403, NO_CERTIFICATE, TEXT))
             return
@@ -226,6 +296,8 @@ class Http2Connection:
             self._refuse(stream_id, "malformed", (413, message, TEXT))
             return
         stream.body += data
+        if self._buffered() > self._limits.max_buffered:
+            self._calm("buffered")
 
     # -- answering -------------------------------------------------------------------------------
     def _complete(self, stream_id: int) -> None:
@@ -236,7 +308,7 @@ class Http2Connection:
         body = bytes(stream.body)
         reply = self._answer_now(stream.method, stream.path, body)
         if reply is None:
-            self._spawn(self._answered(stream_id, stream, body))
+            stream.task = self._spawn(self._answered(stream_id, stream, body))
         else:
             self._reply(stream_id, stream, reply)
 
@@ -255,6 +327,9 @@ class Http2Connection:
     def _reply(self, stream_id: int, stream: _Stream, reply: Reply) -> None:
         """Headers and what the client's window allows of the body now, the rest on a task."""
         status, stream.out, content_type = reply
+        if self._buffered() > self._limits.max_buffered:  # replies the client does not take
+            self._calm("buffered")
+            return
         headers = [
             (b":status", b"%d" % status),
             (b"content-type", content_type.encode()),
@@ -267,7 +342,11 @@ class Http2Connection:
         if self._push(stream_id, stream):
             self._finish(stream_id, stream)
         else:
-            self._spawn(self._rest(stream_id, stream))
+            stream.task = self._spawn(self._rest(stream_id, stream))
+
+    def _buffered(self) -> int:
+        """Bytes held for this connection's streams: bodies being read, replies not yet out."""
+        return sum(len(s.body) + len(s.out) - s.sent for s in self._streams.values())
 
     def _push(self, stream_id: int, stream: _Stream) -> bool:
         """Send what the window allows of the body; whether it is all out (or the stream gone)."""
@@ -285,13 +364,15 @@ class Http2Connection:
         return True
 
     async def _rest(self, stream_id: int, stream: _Stream) -> None:
-        while True:
-            stream.window.clear()
-            await self._flush()
-            async with asyncio.timeout(self._limits.read_timeout):  # a client that never reads
+        """The rest of a reply, as the client's window opens: all of it within the read timeout
+        (a client opening its window a byte at a time does not hold the reply longer)."""
+        async with asyncio.timeout(self._limits.read_timeout):
+            while True:
+                stream.window.clear()
+                await self._flush()
                 await stream.window.wait()
-            if self._push(stream_id, stream):
-                break
+                if self._push(stream_id, stream):
+                    break
         self._finish(stream_id, stream)
         await self._flush()
 
@@ -303,12 +384,14 @@ class Http2Connection:
         if not self._verified:
             self.goaway()
 
-    def _spawn(self, work: Awaitable[None]) -> None:
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
         task = asyncio.ensure_future(self._guarded(work))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(lambda _: work.close())  # cancelled before it started
+        return task
 
-    async def _guarded(self, work: Awaitable[None]) -> None:
+    async def _guarded(self, work: Coroutine[Any, Any, None]) -> None:
         """A stream's failure to write (client gone, never reading) ends the connection."""
         try:
             await work
@@ -319,6 +402,12 @@ class Http2Connection:
     async def _flush(self) -> None:
         data = self._h2.data_to_send()
         if data and not self._writer.is_closing():
+            held = self._writer.transport.get_write_buffer_size() + len(data)
+            if held > self._limits.max_buffered:  # a client that does not read its socket
+                self._on_refused("buffered")
+                self._done = True
+                self._writer.transport.abort()
+                return
             self._writer.write(data)
             async with asyncio.timeout(self._limits.read_timeout):  # a client that never reads
                 await self._writer.drain()

@@ -1,0 +1,78 @@
+"""What one HTTP/2 connection may cost the extender, and the token buckets that count it.
+
+HTTP/2 lets a client make the server work without asking it anything: every PING and SETTINGS
+frame obliges a reply, a stream opened and reset at once ("rapid reset", CVE-2023-44487) queues a
+verb that nobody will read, and a client that never opens its flow-control window leaves replies
+in the server's memory. A well-behaved kube-scheduler does none of this at any rate that matters:
+it opens one stream per call (a few per pod), resets one only when a call times out, pings
+rarely (Go's transport: only with ReadIdleTimeout set) and acknowledges settings once. So each
+connection has a budget per kind, refilled at a steady rate; a client that spends one is sent
+GOAWAY (ENHANCE_YOUR_CALM) and its connection closed (`vgpu.extender.http2`), as Go's and
+nghttp2's servers do. The budgets hold for clients with the scheduler's certificate too: a stolen
+certificate must not be a way to starve the filter.
+
+Pure: the caller passes the clock's reading.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """At most `burst` at once, then `per_second` on average."""
+
+    burst: int
+    per_second: float
+
+
+@dataclass(frozen=True, slots=True)
+class Http2Caps:
+    """Per-connection budgets; exceeding one ends the connection."""
+
+    streams: Rate = Rate(1000, 500.0)
+    """New streams (requests). kube-scheduler needs a few per pod scheduled."""
+    resets: Rate = Rate(100, 10.0)
+    """Streams the client resets (RST_STREAM) or that are refused for being over the limit."""
+    control: Rate = Rate(200, 20.0)
+    """PING, SETTINGS, PRIORITY, unknown frames, and WINDOW_UPDATE while no reply waits for the
+    window: each costs a parse, PING and SETTINGS also a reply."""
+
+
+@dataclass(slots=True)
+class Bucket:
+    """A token bucket: `take` spends one token, refilled continuously at the rate."""
+
+    rate: Rate
+    tokens: float = field(init=False)
+    at: float = field(default=0.0)
+
+    def __post_init__(self) -> None:
+        self.tokens = float(self.rate.burst)
+
+    def take(self, now: float, n: int = 1) -> bool:
+        """Spend `n` tokens at time `now`; False when the budget is spent (nothing is taken)."""
+        elapsed = max(0.0, now - self.at)
+        self.at = now
+        self.tokens = min(float(self.rate.burst), self.tokens + elapsed * self.rate.per_second)
+        if self.tokens < n:
+            return False
+        self.tokens -= n
+        return True
+
+
+@dataclass(slots=True)
+class Budgets:
+    """One connection's buckets."""
+
+    streams: Bucket
+    resets: Bucket
+    control: Bucket
+
+    @classmethod
+    def of(cls, caps: Http2Caps, now: float) -> Budgets:
+        """Full buckets at time `now`."""
+        return cls(
+            Bucket(caps.streams, at=now), Bucket(caps.resets, at=now), Bucket(caps.control, at=now)
+        )
