@@ -10,6 +10,8 @@ device plugins, starts the health pump and, with a `KubeApi`:
 - reconciles the admitted set with the kubelet's pod-resources API at start and every
   `reconcile_s`, logging and recording an Event for containers whose IDs differ from their
   assignment;
+- in mode vgpu-core, rewrites elastic allowances every refill period and removes the
+  directories of containers gone (`vgpu.daemons.node_elastic`), with or without a `KubeApi`;
 - runs the usage watchdog every `watchdog_s` (`vgpu.daemons.node_watchdog`): containers over
   their GPU memory grant and GPU processes outside any known pod are reported, and with
   `watchdog_kill` over-grant processes are stopped.
@@ -48,6 +50,7 @@ from vgpu.adapters.procfs import (
 )
 from vgpu.core.ids import PodKey
 from vgpu.daemons.node_kubelet_sync import KubeletSync, checkpoint_signature
+from vgpu.daemons.node_elastic import ElasticDuty, run_elastic
 from vgpu.daemons.node_maintenance import run_maintenance
 from vgpu.daemons.node_metrics import NodeMetrics
 from vgpu.daemons.node_mode import device_plugins, handoff_policy, local_policy
@@ -64,6 +67,7 @@ from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.handoff import Handoff
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
+from vgpu.node.vgpucore import VgpuCore
 from vgpu.node.watchdog import Throttle, WatchdogPolicy
 
 log = logging.getLogger(__name__)
@@ -157,6 +161,7 @@ class NodeAgent:
         self._usage_parts(backend, cgroups, killer)
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
+        self.elastic: ElasticDuty | None = None
         self._stopped = False
 
     def _usage_parts(
@@ -218,11 +223,20 @@ class NodeAgent:
             log.info("%s: /metrics, /healthz, /readyz on port %s", cfg.node_name, self.metrics.port)
         self.plugins.manager.start()
         self._pump.start()
+        self._start_elastic()
         if self._kube is not None:
             self._spawn("vgpu-pod-watch", self.pods.watch)
             self._spawn("vgpu-agent-loop", self._loop)
             if cfg.watchdog_s > 0:
                 self._spawn("vgpu-watchdog", self._watchdog_loop)
+
+    def _start_elastic(self) -> None:
+        """Mode vgpu-core: allowances every refill period, and directory cleanup."""
+        core = self.config.grants.core
+        if isinstance(core, VgpuCore):
+            checkpoint = self.config.plugin_dir / CHECKPOINT_FILE
+            self.elastic = duty = ElasticDuty(core.dirs, checkpoint)
+            self._spawn("vgpu-elastic", lambda: run_elastic(duty, self._stop))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)
