@@ -156,3 +156,48 @@ def test_a_function_an_older_driver_lacks_degrades_with_one_log_line(
     assert len(warnings) == 3, err
     for name in ("nvmlDeviceGetPciInfo", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetMigMode"):
         assert sum(name in w for w in warnings) == 1, err
+
+
+AGENT_PROGRAM = r"""
+import sys
+from tests.node.agent_harness import CORES, make_box
+from vgpu.adapters.gpu import NvmlBackend
+boxes = make_box()
+box = next(boxes)
+box.start_agent(backend=NvmlBackend())  # as on a GPU node: discovery through NVML
+def health():
+    by_gpu = {}
+    for device, state in box.kubelet.devices(CORES).items():
+        by_gpu.setdefault(device.split("::")[0], set()).add(state)
+    return {gpu: sorted(states) for gpu, states in by_gpu.items()}
+print(repr(health()), flush=True)
+sys.stdin.readline()
+box.kubelet.wait_for(lambda: len(health().get(sys.argv[1], ())) == 1
+                     and health()[sys.argv[1]] == ["Unhealthy"], timeout=10)
+print(repr(health()), flush=True)
+boxes.close()
+"""
+
+
+def test_the_agent_on_a_gpu_node_offers_nvml_gpus_and_an_xid_makes_one_unhealthy(
+    node: Node,
+) -> None:
+    agent = subprocess.Popen(
+        [sys.executable, "-c", AGENT_PROGRAM, B],
+        env=node.env({"PYTHONPATH": str(ROOT)}),
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert agent.stdout is not None and agent.stdin is not None
+    first = agent.stdout.readline()
+    assert first, agent.communicate(timeout=30)[1]
+    assert ast.literal_eval(first) == {A: ["Healthy"], B: ["Healthy"]}
+    node.inject_xid(B, 79)  # "GPU has fallen off the bus": not an application XID
+    agent.stdin.write("\n")
+    agent.stdin.flush()
+    out, err = agent.communicate(timeout=60)
+    assert agent.returncode == 0, err
+    assert ast.literal_eval(out) == {A: ["Healthy"], B: ["Unhealthy"]}
