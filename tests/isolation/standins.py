@@ -133,7 +133,10 @@ def _library_args(
 
 
 def build(out: Path, *, sanitize: bool = False, omit: Sequence[str] = ()) -> Standins:
-    """Compile the stand-ins into `out` (optionally with ASan+UBSan, or lacking `omit`)."""
+    """Compile the stand-ins into `out` (optionally with ASan+UBSan, or lacking `omit`).
+
+    A sanitized build needs a sanitized program to load it (the sanitizer runtime must come
+    first), so drive it with `cuprobe` from the same build, not with ctypes from Python."""
     out.mkdir(parents=True, exist_ok=True)
     flags = [*_CFLAGS, *(_SANITIZE if sanitize else ())]
     jobs = [
