@@ -6,47 +6,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.node.libs import CC, hook_libraries, needs_cc
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.node_cli import add_parser, grant_settings
 from vgpu.node.elf_symbols import CUDA_HOOKS, ElfError, exported_functions, missing_hooks
 from vgpu.node.grants import GrantMode
 from vgpu.node.vgpucore import LIBRARY_IN_CONTAINER, VgpuCore
 
-CC = shutil.which("cc") or shutil.which("gcc")
-needs_cc = pytest.mark.skipif(CC is None, reason="needs a C compiler to build a test library")
-
-
-def build_library(directory: Path, name: str, functions: list[str]) -> Path:
-    """A shared library defining `functions` (and one undefined reference, one static)."""
-    source = directory / f"{name}.c"
-    body = "".join(f"int {f}(void) {{ return {n}; }}\n" for n, f in enumerate(functions))
-    source.write_text(
-        body + "extern int elsewhere(void);\nstatic int hidden(void) { return elsewhere(); }\n"
-        "int (*keep)(void) = hidden;\n"
-    )
-    out = directory / f"{name}.so"
-    assert CC is not None
-    subprocess.run([CC, "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
-    return out
-
 
 @pytest.fixture(scope="module")
 def libraries(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     if CC is None:
         pytest.skip("needs a C compiler")
-    d = tmp_path_factory.mktemp("libs")
-    return {
-        "hooks": build_library(d, "libhooks", [*CUDA_HOOKS, "dlsym_wrapper"]),
-        "release": build_library(d, "librelease", ["dlsym"]),
-    }
+    return hook_libraries(tmp_path_factory.mktemp("libs"))
 
 
 @needs_cc

@@ -49,8 +49,8 @@ from vgpu.adapters.procfs import (
     SignalKiller,
 )
 from vgpu.core.ids import PodKey
-from vgpu.daemons.node_kubelet_sync import KubeletSync, checkpoint_signature
 from vgpu.daemons.node_elastic import ElasticDuty, run_elastic
+from vgpu.daemons.node_kubelet_sync import KubeletSync, checkpoint_signature
 from vgpu.daemons.node_maintenance import run_maintenance
 from vgpu.daemons.node_metrics import NodeMetrics
 from vgpu.daemons.node_mode import device_plugins, handoff_policy, local_policy
@@ -64,6 +64,7 @@ from vgpu.node.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
+from vgpu.node.hami import HamiCore
 from vgpu.node.handoff import Handoff
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
@@ -231,12 +232,16 @@ class NodeAgent:
                 self._spawn("vgpu-watchdog", self._watchdog_loop)
 
     def _start_elastic(self) -> None:
-        """Mode vgpu-core: allowances every refill period, and directory cleanup."""
-        core = self.config.grants.core
-        if isinstance(core, VgpuCore):
-            checkpoint = self.config.plugin_dir / CHECKPOINT_FILE
-            self.elastic = duty = ElasticDuty(core.dirs, checkpoint)
+        """Mode vgpu-core: allowances every refill period, and directory cleanup; mode hami
+        with per-container caches: cleanup only."""
+        grants = self.config.grants
+        checkpoint = self.config.plugin_dir / CHECKPOINT_FILE
+        if isinstance(grants.core, VgpuCore):
+            self.elastic = duty = ElasticDuty(grants.core.dirs, checkpoint)
             self._spawn("vgpu-elastic", lambda: run_elastic(duty, self._stop))
+        elif isinstance(grants.hami, HamiCore) and grants.hami.dirs is not None:
+            self.elastic = duty = ElasticDuty(grants.hami.dirs, checkpoint, allowances=False)
+            self._spawn("vgpu-collect", lambda: run_elastic(duty, self._stop, 1.0))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

@@ -215,7 +215,9 @@ def check_plugin_dir(path: Path) -> None:
 
 
 def hami_core(args: argparse.Namespace) -> HamiCore | None:
-    """HAMi-core's location from the flags (mode hami only)."""
+    """HAMi-core's location from the flags (mode hami only), its exports checked."""
+    from vgpu.daemons.node_enforce import checked_library
+    from vgpu.node.container_dirs import ContainerDirs
     from vgpu.node.hami import HamiCore
 
     if args.hami_core_library is None:
@@ -226,7 +228,9 @@ def hami_core(args: argparse.Namespace) -> HamiCore | None:
         return None
     if args.mode != "hami":
         raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
-    return HamiCore(args.hami_core_library, args.hami_preload_file)
+    hami = HamiCore(args.hami_core_library, args.hami_preload_file, ContainerDirs(args.state_dir))
+    checked_library("--hami-core-library", Path(args.hami_core_library))
+    return hami
 
 
 def grant_settings(args: argparse.Namespace) -> GrantSettings:

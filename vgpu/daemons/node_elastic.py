@@ -7,6 +7,7 @@ atomically. The agent is the one writer, so it keeps each container's limits in 
 first read (a restarted agent reads them back from disk) and a step costs one small read per
 container plus a write only on change. Every `collect_s` it removes the directories of
 containers the kubelet no longer holds (`ContainerDirs.collect`, from the kubelet's checkpoint).
+In mode hami (per-container caches, no limits files) it only collects.
 
 A step never raises: an unreadable file skips that container (its limits stay as they were,
 which is never less than its guarantee), any other error is logged and the next period tries
@@ -57,8 +58,10 @@ class ElasticDuty:
         window_s: float = DEFAULT_WINDOW_S,
         collect_s: float = DEFAULT_COLLECT_S,
         clock_ns: Callable[[], int] = time.monotonic_ns,
+        allowances: bool = True,
     ) -> None:
         self._dirs = dirs
+        self._with_allowances = allowances
         self._checkpoint = checkpoint
         self._window_ns = int(window_s * 1e9)
         self._collect_s = collect_s
@@ -71,7 +74,8 @@ class ElasticDuty:
     def step(self) -> None:
         """One period; never raises."""
         try:
-            self._allowances()
+            if self._with_allowances:
+                self._allowances()
             if time.monotonic() >= self._next_collect:
                 self._next_collect = time.monotonic() + self._collect_s
                 self._collect()
