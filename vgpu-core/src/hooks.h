@@ -4,6 +4,9 @@
 #define VGPU_HOOKS_H
 
 #define VGPU_EXPORT __attribute__((visibility("default")))
+/* dlsym runs inside the AddressSanitizer runtime's own start-up (it looks up what it intercepts)
+ * before shadow memory exists, so the lookup path is never instrumented for it. */
+#define VGPU_NO_ASAN __attribute__((no_sanitize_address))
 
 #define VGPU_CUDA_HOOKS(X)                                                                        \
     X(cuInit) X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuMemAlloc_v2) X(cuMemAllocPitch_v2)   \
@@ -36,12 +39,15 @@ void *vgpu_real_cuda(int index);
 /* The real NVML function; loads libnvidia-ml.so.1 on first use. */
 void *vgpu_real_nvml(int index);
 /* glibc's own dlsym, never ours. */
-void *vgpu_real_dlsym(void *handle, const char *name);
+VGPU_NO_ASAN void *vgpu_real_dlsym(void *handle, const char *name);
+typedef void *(*vgpu_dlsym_fn)(void *, const char *);
+/* glibc's dlsym itself (for a tail call that keeps the caller's return address). */
+VGPU_NO_ASAN vgpu_dlsym_fn vgpu_glibc_dlsym(void);
 
 /* Our hook for a real driver function pointer the driver handed out, or the pointer itself. */
 void *vgpu_hook_for_real(void *real);
 /* Our hook for a symbol name, or NULL when the name is not hooked. */
-void *vgpu_hook_for_name(const char *name);
+VGPU_NO_ASAN void *vgpu_hook_for_name(const char *name);
 
 #define REAL_CU(type, name) ((type)vgpu_real_cuda(VGPU_##name))
 #define REAL_NVML(type, name) ((type)vgpu_real_nvml(VGPU_##name))

@@ -9,9 +9,10 @@
 
 #include "budget.h"
 #include "hooks.h"
+#include "signature.h"
 #include "state.h"
 
-#define RING 32
+#define RING 16
 #define POOL (2 * RING + 2)
 #define TRACKS 32
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
@@ -25,6 +26,7 @@ typedef CUresult (*get_ctx_fn)(CUcontext *);
 typedef struct {
     CUevent start, end;
     int index;
+    uint64_t signature;
 } pending;
 
 typedef struct {
@@ -41,6 +43,7 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 void vgpu_launch_forget(void)
 {
     memset(tracks, 0, sizeof tracks);
+    vgpu_signature_forget();
     pthread_mutex_init(&mu, NULL);
 }
 
@@ -87,7 +90,8 @@ static void settle(const vgpu_state *s, track *t, int block)
             break;
         float ms = 0;
         if (rc == CUDA_SUCCESS && elapsed(&ms, p->start, p->end) == CUDA_SUCCESS && ms > 0)
-            vgpu_budget_charge(s, p->index, (int64_t)((double)ms * 1e6));
+            vgpu_budget_charge(s, p->index,
+                               vgpu_signature_charge(p->signature, (int64_t)((double)ms * 1e6)));
         give_event(t, p->start);
         give_event(t, p->end);
         t->head = (t->head + 1) % RING;
@@ -118,7 +122,8 @@ static void wait_for_budget(const vgpu_state *s, track *t, int index)
     }
 }
 
-CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_stream)
+CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_stream,
+                           uint64_t signature)
 {
     const vgpu_state *s = vgpu_state_get();
     memset(l, 0, sizeof *l);
@@ -150,6 +155,7 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
         return CUDA_SUCCESS;
     }
     l->track = t;
+    l->signature = signature;
     l->measure = 1;
     return CUDA_SUCCESS;
 }
@@ -163,7 +169,7 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
     ev_record_fn record = REAL_CU(ev_record_fn, cuEventRecord);
     if (end && record(end, l->stream) == CUDA_SUCCESS && t->count < RING) {
         int tail = (t->head + t->count) % RING;
-        t->ring[tail] = (pending){l->start, end, l->index};
+        t->ring[tail] = (pending){l->start, end, l->index, l->signature};
         t->count++;
     } else {
         give_event(t, l->start);

@@ -3,6 +3,7 @@
  * measured around the graph as a whole. */
 #include "hooks.h"
 #include "launch.h"
+#include "signature.h"
 
 typedef CUresult (*kernel_fn)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void **, void **);
@@ -19,7 +20,8 @@ static CUresult kernel(kernel_fn real, int ptsz, CUfunction f, unsigned gx, unsi
     vgpu_launch l;
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = vgpu_launch_begin(&l, stream, ptsz);
+    uint64_t sig = vgpu_signature(f, gx, gy, gz, bx, by, bz, shared);
+    CUresult rc = vgpu_launch_begin(&l, stream, ptsz, sig);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = real(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra);
@@ -51,7 +53,10 @@ static CUresult kernel_ex(kernel_ex_fn real, int ptsz, const CUlaunchConfig *con
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!config)
         return real(config, f, params, extra);
-    CUresult rc = vgpu_launch_begin(&l, config->hStream, ptsz);
+    uint64_t sig = vgpu_signature(f, config->gridDimX, config->gridDimY, config->gridDimZ,
+                                  config->blockDimX, config->blockDimY, config->blockDimZ,
+                                  config->sharedMemBytes);
+    CUresult rc = vgpu_launch_begin(&l, config->hStream, ptsz, sig);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = real(config, f, params, extra);
@@ -78,7 +83,8 @@ static CUresult cooperative(coop_fn real, int ptsz, CUfunction f, unsigned gx, u
     vgpu_launch l;
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = vgpu_launch_begin(&l, stream, ptsz);
+    uint64_t sig = vgpu_signature(f, gx, gy, gz, bx, by, bz, shared);
+    CUresult rc = vgpu_launch_begin(&l, stream, ptsz, sig);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = real(f, gx, gy, gz, bx, by, bz, shared, stream, params);
@@ -113,7 +119,10 @@ VGPU_EXPORT CUresult cuLaunchCooperativeKernelMultiDevice(CUDA_LAUNCH_PARAMS *li
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!list || n == 0)
         return real(list, n, flags);
-    CUresult rc = vgpu_launch_begin(&l, list[0].hStream, 0);
+    const CUDA_LAUNCH_PARAMS *p = &list[0];
+    uint64_t sig = vgpu_signature(p->function, p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX,
+                                  p->blockDimY, p->blockDimZ, n);
+    CUresult rc = vgpu_launch_begin(&l, p->hStream, 0, sig);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = real(list, n, flags);
@@ -126,7 +135,7 @@ static CUresult graph(graph_fn real, int ptsz, CUgraphExec exec, CUstream stream
     vgpu_launch l;
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = vgpu_launch_begin(&l, stream, ptsz);
+    CUresult rc = vgpu_launch_begin(&l, stream, ptsz, vgpu_signature(exec, 0, 0, 0, 0, 0, 0, 0));
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = real(exec, stream);

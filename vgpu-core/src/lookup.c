@@ -1,10 +1,8 @@
 /* Symbol lookup: a program that reaches the driver through dlopen + dlsym (as the CUDA runtime
- * and ctypes do) gets our hooks, not the driver's functions. RTLD_NEXT lookups of other names are
- * answered as glibc would answer them for the caller, not for this library. */
+ * and ctypes do) gets our hooks, not the driver's functions. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
-#include <link.h>
-#include <string.h>
+#include <stddef.h>
 
 #include "hooks.h"
 
@@ -25,12 +23,25 @@ typedef struct {
 static const hook_entry table[] = {VGPU_CUDA_HOOKS(VGPU_CUDA_ENTRY) VGPU_NVML_HOOKS(VGPU_NVML_ENTRY)};
 #define TABLE_SIZE (sizeof table / sizeof table[0])
 
-void *vgpu_hook_for_name(const char *name)
+/* No libc string functions here: dlsym runs inside the AddressSanitizer runtime's start-up, whose
+ * interceptors of strcmp and friends are not ready yet. */
+VGPU_NO_ASAN static int same(const char *a, const char *b)
 {
-    if (!name || (strncmp(name, "cu", 2) != 0 && strncmp(name, "nvml", 4) != 0))
-        return NULL;
+    while (*a && *a == *b) {
+        a++;
+        b++;
+    }
+    return *a == *b;
+}
+
+VGPU_NO_ASAN void *vgpu_hook_for_name(const char *name)
+{
+    if (!name || name[0] != 'c' || name[1] != 'u') {
+        if (!name || name[0] != 'n' || name[1] != 'v' || name[2] != 'm' || name[3] != 'l')
+            return NULL;
+    }
     for (size_t i = 0; i < TABLE_SIZE; i++)
-        if (strcmp(table[i].name, name) == 0)
+        if (same(table[i].name, name))
             return (void *)table[i].hook;
     return NULL;
 }
@@ -46,29 +57,13 @@ void *vgpu_hook_for_real(void *real)
     return real;
 }
 
-/* RTLD_NEXT relative to the caller: search the objects loaded after the caller's, in order. */
-static void *lookup_next(const void *caller, const char *name)
+/* A name we do not hook goes to glibc by a tail call, so glibc sees the caller's return address
+ * and answers RTLD_NEXT for the caller, not for this library. A hooked name answers our hook
+ * whenever the real lookup finds the driver's function (by any handle, RTLD_NEXT included). */
+VGPU_EXPORT VGPU_NO_ASAN void *dlsym(void *handle, const char *name)
 {
-    Dl_info info;
-    struct link_map *map = NULL;
-    if (!dladdr1(caller, &info, (void **)&map, RTLD_DL_LINKMAP) || !map)
-        return vgpu_real_dlsym(RTLD_NEXT, name);
-    for (struct link_map *l = map->l_next; l; l = l->l_next) {
-        void *handle = dlopen(l->l_name, RTLD_LAZY | RTLD_NOLOAD);
-        if (!handle)
-            continue;
-        void *sym = vgpu_real_dlsym(handle, name);
-        dlclose(handle);
-        if (sym)
-            return sym;
-    }
-    return NULL;
-}
-
-VGPU_EXPORT void *dlsym(void *handle, const char *name)
-{
-    void *real = handle == RTLD_NEXT ? lookup_next(__builtin_return_address(0), name)
-                                     : vgpu_real_dlsym(handle, name);
-    void *hook = real ? vgpu_hook_for_name(name) : NULL;
-    return hook ? hook : real;
+    void *hook = vgpu_hook_for_name(name);
+    if (!hook)
+        return vgpu_glibc_dlsym()(handle, name);
+    return vgpu_glibc_dlsym()(handle, name) ? hook : NULL;
 }

@@ -12,27 +12,37 @@
 static const char *const cuda_names[] = {VGPU_CUDA_HOOKS(VGPU_NAME) VGPU_CUDA_USED(VGPU_NAME)};
 static const char *const nvml_names[] = {VGPU_NVML_HOOKS(VGPU_NAME) VGPU_NVML_USED(VGPU_NAME)};
 
-typedef void *(*dlsym_fn)(void *, const char *);
 
 static void *cuda_real[VGPU_CUDA_COUNT];
 static void *nvml_real[VGPU_NVML_COUNT];
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static pthread_once_t nvml_once = PTHREAD_ONCE_INIT;
 
-void *vgpu_real_dlsym(void *handle, const char *name)
+/* glibc versions its dl functions: 2.34 on current x86-64, 2.2.5 and 2.17 on older/aarch64. */
+VGPU_NO_ASAN static void *glibc(const char *name)
 {
-    static dlsym_fn real;
-    dlsym_fn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
+    void *fn = NULL;
+    for (size_t i = 0; !fn && i < sizeof versions / sizeof versions[0]; i++)
+        fn = dlvsym(RTLD_NEXT, name, versions[i]);
+    return fn;
+}
+
+VGPU_NO_ASAN vgpu_dlsym_fn vgpu_glibc_dlsym(void)
+{
+    static vgpu_dlsym_fn real;
+    vgpu_dlsym_fn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
     if (!fn) {
-        /* glibc versions its dlsym: 2.34 on current x86-64, 2.2.5 and 2.17 on older/aarch64. */
-        static const char *const versions[] = {"GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17"};
-        for (size_t i = 0; !fn && i < sizeof versions / sizeof versions[0]; i++)
-            fn = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-        if (!fn)
-            return NULL;
+        fn = (vgpu_dlsym_fn)glibc("dlsym");
         __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
     }
-    return fn(handle, name);
+    return fn;
+}
+
+VGPU_NO_ASAN void *vgpu_real_dlsym(void *handle, const char *name)
+{
+    vgpu_dlsym_fn fn = vgpu_glibc_dlsym();
+    return fn ? fn(handle, name) : NULL;
 }
 
 static void load(const char *soname, const char *const *names, void **table, int count)

@@ -25,6 +25,8 @@ void vgpu_region_forget_self(void)
     my_slot = -1;
 }
 
+/* The start time of a live process (0 when it is gone or a zombie: a killed process whose parent
+ * has not reaped it holds no GPU memory any more, but kill(pid, 0) still succeeds). */
 static uint64_t proc_starttime(pid_t pid)
 {
     char path[64], buf[1024];
@@ -39,10 +41,11 @@ static uint64_t proc_starttime(pid_t pid)
     buf[n] = '\0';
     char *p = strrchr(buf, ')'); /* the command name may hold spaces; fields follow the last ')' */
     unsigned long long start = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                     &start) != 1)
+    char state = 0;
+    if (!p || sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+                     &state, &start) != 2)
         return 0;
-    return start;
+    return state == 'Z' || state == 'X' ? 0 : start;
 }
 
 void vgpu_region_lock(vgpu_region *r)
@@ -64,7 +67,7 @@ static void reap(vgpu_region *r, int thorough)
         if (s->pid == 0 || i == my_slot)
             continue;
         int dead = kill(s->pid, 0) < 0 && errno == ESRCH;
-        if (!dead && thorough)
+        if (!dead && thorough) /* a zombie, or the pid now names another process */
             dead = proc_starttime(s->pid) != s->starttime;
         if (dead)
             memset(s, 0, sizeof *s);
