@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.node.libs import hook_libraries, needs_cc
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_parser, hami_core
+from vgpu.daemons.node_cli import add_parser, grant_settings, hami_core
 from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import (
     ContainerGrant,
@@ -78,7 +78,9 @@ def test_flags_build_the_setting_with_a_checked_library(tmp_path: Path) -> None:
     hami = hami_core(_args("--mode", "hami", "--hami-core-library", str(libs["hooks"]), *state))
     assert hami is not None and hami.library == str(libs["hooks"]) and hami.dirs is not None
     with pytest.raises(ConfigError, match=r"does not export cuMemAlloc_v2.*Release build"):
-        hami_core(_args("--mode", "hami", "--hami-core-library", str(libs["release"]), *state))
+        grant_settings(_args("--mode", "hami", "--hami-core-library", str(libs["release"]), *state))
+    hooked = ["--mode", "hami", "--hami-core-library", str(libs["hooks"]), *state]
+    assert grant_settings(_args(*hooked)).hami is not None
 
 
 U0, U1 = "GPU-aaaa", "GPU-bbbb"

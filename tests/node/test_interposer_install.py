@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,22 @@ def test_vgpu_core_without_the_library_stops_the_agent(tmp_path: Path) -> None:
                 str(tmp_path),
             )
         )
+
+
+@needs_cc
+def test_the_real_vgpu_core_build_passes_the_agents_check(tmp_path: Path) -> None:
+    """hack/build-interposer.sh's library (what the image carries) exports every hook the
+    agent checks for, and installs."""
+    script = Path(__file__).resolve().parents[2] / "hack" / "build-interposer.sh"
+    if not script.is_file():
+        pytest.skip("vgpu-core's build script is not in this tree")
+    done = subprocess.run(
+        ["bash", str(script), str(tmp_path / "out")], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    library = Path(done.stdout.strip().splitlines()[-1])
+    assert missing_hooks(library.read_bytes()) == []
+    grants = grant_settings(
+        args("--vgpu-core-library", str(library), "--state-dir", str(tmp_path / "state"))
+    )
+    assert grants.mode is GrantMode.VGPU_CORE

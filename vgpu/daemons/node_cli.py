@@ -215,8 +215,7 @@ def check_plugin_dir(path: Path) -> None:
 
 
 def hami_core(args: argparse.Namespace) -> HamiCore | None:
-    """HAMi-core's location from the flags (mode hami only), its exports checked."""
-    from vgpu.daemons.node_enforce import checked_library
+    """HAMi-core's location from the flags (mode hami only); `grant_settings` checks the file."""
     from vgpu.node.container_dirs import ContainerDirs
     from vgpu.node.hami import HamiCore
 
@@ -228,19 +227,19 @@ def hami_core(args: argparse.Namespace) -> HamiCore | None:
         return None
     if args.mode != "hami":
         raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
-    hami = HamiCore(args.hami_core_library, args.hami_preload_file, ContainerDirs(args.state_dir))
-    checked_library("--hami-core-library", Path(args.hami_core_library))
-    return hami
+    return HamiCore(args.hami_core_library, args.hami_preload_file, ContainerDirs(args.state_dir))
 
 
 def grant_settings(args: argparse.Namespace) -> GrantSettings:
     """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
-    from vgpu.daemons.node_enforce import choose_mode, install_vgpu_core
+    from vgpu.daemons.node_enforce import checked_library, choose_mode, install_vgpu_core
     from vgpu.node.container_dirs import ContainerDirs
     from vgpu.node.grants import GrantMode, GrantSettings
 
     mode = choose_mode(args.mode, args.vgpu_core_library)
     hami = hami_core(args)
+    if hami is not None:  # a build without the CUDA exports would enforce nothing
+        checked_library("--hami-core-library", Path(hami.library))
     core = None
     if mode is GrantMode.VGPU_CORE:
         core = install_vgpu_core(
