@@ -3,8 +3,8 @@ the way Python frameworks reach NVML), optionally after using CUDA first.
 
     python3 -m tests.isolation.programs.nvml_memory [cuda-first] [alloc BYTES]
 
-Prints `UUID total BYTES` per GPU NVML lists; with `alloc`, then allocates BYTES through CUDA on
-every device it can and prints `cuda DEVICE rc CODE`.
+Prints `UUID total BYTES` per GPU NVML lists; with `alloc`, allocates BYTES twice through CUDA
+on every device it can and prints `cuda DEVICE rc CODE` for each.
 """
 
 from __future__ import annotations
@@ -57,12 +57,12 @@ def main(argv: list[str]) -> None:
     cuda = ctypes.CDLL("libcuda.so.1")
     if cuda_first:
         print(f"cuInit {cuda.cuInit(0)}")
-        if size:
+        for _ in range(2 if size else 0):
             cuda_alloc(cuda, size)
     nvml_report(ctypes.CDLL("libnvidia-ml.so.1"))
     if not cuda_first:
         print(f"cuInit {cuda.cuInit(0)}")
-        if size:
+        for _ in range(2 if size else 0):
             cuda_alloc(cuda, size)
 
 
