@@ -6,7 +6,7 @@
  *   cuload info                                   per device: uuid, totals, free
  *   cuload alloc DEV PATH BYTES COUNT [hold]      PATH: mem pitch managed async pool vmm vmmhost
  *                                                 array array3d mipmap; prints each result code
- *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph; prints window_ns
+ *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph; prints pid, window_ns
  *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads */
 #include <pthread.h>
 #include <stdint.h>
@@ -214,6 +214,7 @@ static int spin(int ordinal, double seconds, uint64_t kernel_us, const char *mod
         check(cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiateWithFlags");
     }
     LaunchConfig config = {1, 1, 1, 1, 1, 1, 0, NULL, NULL, 0};
+    printf("pid %d\n", (int)getpid());
     uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
     while (now_ns() < stop) {
         if (!strcmp(mode, "kernel"))
