@@ -7,7 +7,8 @@
  *   cuload alloc DEV PATH BYTES COUNT [hold]      PATH: mem pitch managed async pool vmm vmmhost
  *                                                 array array3d mipmap; prints each result code
  *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph; prints pid, window_ns
- *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads */
+ *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads
+ *   cuload bench DEV COUNT                        ns per launch and per allocate/free pair */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -287,6 +288,31 @@ static int threads(int ordinal, int n, int rounds, size_t bytes)
     return 0;
 }
 
+/* Launches of a 1 ns kernel and allocate/free pairs, timed on the host. */
+static int bench(int ordinal, int count)
+{
+    static const char image[] = "vgpu-standin-module\nfunc tiny 1\n";
+    CUmodule mod;
+    CUfunction f;
+    use_device(ordinal);
+    check(cuModuleLoadData(&mod, image), "cuModuleLoadData");
+    check(cuModuleGetFunction(&f, mod, "tiny"), "cuModuleGetFunction");
+    uint64_t start = now_ns();
+    for (int i = 0; i < count; i++)
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL), "cuLaunchKernel");
+    uint64_t launches = now_ns() - start;
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    start = now_ns();
+    for (int i = 0; i < count; i++) {
+        CUdeviceptr d;
+        check(cuMemAlloc_v2(&d, 1 << 20), "cuMemAlloc_v2");
+        check(cuMemFree_v2(d), "cuMemFree_v2");
+    }
+    uint64_t pairs = now_ns() - start;
+    printf("launch_ns %.1f pair_ns %.1f\n", (double)launches / count, (double)pairs / count);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -306,6 +332,8 @@ int main(int argc, char **argv)
         return spin(atoi(argv[2]), atof(argv[3]), strtoull(argv[4], NULL, 10), argv[5]);
     if (!strcmp(argv[1], "threads") && argc == 6)
         return threads(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), strtoull(argv[5], NULL, 10));
+    if (!strcmp(argv[1], "bench") && argc == 4)
+        return bench(atoi(argv[2]), atoi(argv[3]));
     fprintf(stderr, "cuload: bad arguments\n");
     return 2;
 }
