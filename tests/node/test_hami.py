@@ -151,3 +151,14 @@ def test_the_kubelet_receives_the_mounts_over_the_device_plugin_socket() -> None
             (LIBRARY_IN_CONTAINER, LIB, True),
             (PRELOAD_IN_CONTAINER, "/etc/hami.pre", True),
         ]
+
+
+def test_the_dra_driver_flags_build_hami_core_without_a_state_dir() -> None:
+    """`vgpu dra-driver` shares `hami_core` and has no --state-dir: no per-container cache."""
+    from vgpu.daemons import dra_cli
+
+    parser = argparse.ArgumentParser(prog="vgpu")
+    dra_cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["dra-driver", "--mode", "hami", "--hami-core-library", LIB])
+    hami = hami_core(args)
+    assert hami is not None and hami.library == LIB and hami.dirs is None

@@ -227,7 +227,9 @@ def hami_core(args: argparse.Namespace) -> HamiCore | None:
         return None
     if args.mode != "hami":
         raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
-    return HamiCore(args.hami_core_library, args.hami_preload_file, ContainerDirs(args.state_dir))
+    state = getattr(args, "state_dir", None)  # `vgpu dra-driver` shares this; it has no state dir
+    dirs = ContainerDirs(state) if state is not None else None
+    return HamiCore(args.hami_core_library, args.hami_preload_file, dirs)
 
 
 def grant_settings(args: argparse.Namespace) -> GrantSettings:
