@@ -6,7 +6,21 @@
 # overrides that with runAsUser: 0, because the kubelet's device-plugin directory and
 # pod-resources socket are root-owned (it still drops every capability and keeps a read-only
 # root filesystem); see daemonset/node-agent.yaml.
+#
+# The image carries vgpu-core, vgpu's CUDA interposer, at /opt/vgpu/lib/libvgpu-core.so, built
+# by hack/build-interposer.sh (the same command CI runs); the node agent checks it at start and
+# installs it on the host for mode vgpu-core (docs/isolation.md).
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS interposer
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY vgpu-core/src vgpu-core/src
+COPY hack/build-interposer.sh hack/build-interposer.sh
+RUN bash hack/build-interposer.sh /out
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
@@ -28,6 +42,7 @@ ENV PATH=/opt/vgpu/bin:$PATH \
 RUN groupadd --system --gid 10001 vgpu \
     && useradd --system --uid 10001 --gid vgpu --no-create-home --shell /usr/sbin/nologin vgpu
 COPY --from=build /opt/vgpu /opt/vgpu
+COPY --from=interposer /out/libvgpu-core.so /opt/vgpu/lib/libvgpu-core.so
 USER 10001:10001
 ENTRYPOINT ["vgpu"]
 CMD ["--help"]

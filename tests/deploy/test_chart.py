@@ -198,7 +198,7 @@ def test_prioritize_is_called_only_when_the_filter_passes_every_node(best: str) 
 @pytest.mark.parametrize(
     ("key", "value", "message"),
     [
-        ("nodeAgent.mode", "strict", "/nodeAgent/mode': value must be one of 'plain', 'hami'"),
+        ("nodeAgent.mode", "strict", "/nodeAgent/mode': value must be one of 'auto', 'vgpu-core'"),
         ("extender.policy", "fastest", "/extender/policy': 'fastest' does not match pattern"),
         ("scheduler.profile", "some", "/scheduler/profile'"),
         ("extender.replicas", "zero", "/extender/replicas': got string, want integer"),
@@ -260,6 +260,37 @@ def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> N
         except SystemExit:
             pytest.fail(f"{values}: `vgpu {' '.join(container['args'])}` is refused")
         checks[args.command](args)
+
+
+def test_the_enforcement_policy_follows_the_resource_domain_and_can_be_turned_off() -> None:
+    policy = find(
+        render(resourceDomain="gpu.example.com"),
+        "ValidatingAdmissionPolicy",
+        "vgpu-protect-enforcement",
+    )
+    asks = {v["name"]: v["expression"] for v in policy["spec"]["variables"]}["asksVgpu"]
+    assert "'gpu.example.com/'" in asks and "vgpu.io" not in asks
+    off = render(admissionPolicy__enforcement="false")
+    assert not [o for o in off if o["metadata"]["name"] == "vgpu-protect-enforcement"]
+    assert find(off, "ValidatingAdmissionPolicy", "vgpu-protect-handoff-annotations")
+
+
+def test_the_node_agent_mounts_its_state_dir_only_in_modes_that_use_it() -> None:
+    for mode, mounted in [
+        ("auto", True),
+        ("vgpu-core", True),
+        ("hami", True),
+        ("plain", False),
+        ("mps", False),
+    ]:
+        agent = find(render(nodeAgent__mode=mode), "DaemonSet", "vgpu-node-agent")["spec"][
+            "template"
+        ]["spec"]
+        paths = {v["hostPath"]["path"] for v in agent["volumes"] if "hostPath" in v}
+        assert ("/var/lib/vgpu" in paths) is mounted, mode
+        assert (
+            any(a == "--state-dir=/var/lib/vgpu" for a in agent["containers"][0]["args"]) is mounted
+        )
 
 
 def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:

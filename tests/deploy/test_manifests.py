@@ -172,7 +172,11 @@ def test_applying_the_manifests_never_touches_the_key_secret() -> None:
 def test_node_agent_reaches_kubelet_sockets_and_only_vgpu_nodes() -> None:
     spec = by_name("DaemonSet", "vgpu-node-agent")["spec"]["template"]["spec"]
     paths = {v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    assert paths == {"/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources"}
+    assert paths == {
+        "/var/lib/kubelet/device-plugins",
+        "/var/lib/kubelet/pod-resources",
+        "/var/lib/vgpu",  # mode auto: vgpu-core installed there, per-container limits
+    }
     assert spec["nodeSelector"] == {"vgpu.io/enabled": "true"}
     assert any(t["key"] == "nvidia.com/gpu" for t in spec["tolerations"])
 
@@ -194,6 +198,25 @@ def test_admission_policy_allows_exactly_the_vgpu_accounts() -> None:
     assert {"pods", "pods/binding"} <= {r for rule in rules_ for r in rule["resources"]}
     binding = by_name("ValidatingAdmissionPolicyBinding", "vgpu-protect-handoff-annotations")
     assert binding["spec"]["policyName"] == policy["metadata"]["name"]
+    assert binding["spec"]["validationActions"] == ["Deny"]
+
+
+def test_the_node_agent_installs_vgpu_core_into_its_state_dir_at_the_hosts_path() -> None:
+    """Mode auto: the library the image carries goes to the state dir, which the agent sees at
+    the host's own path, so the paths it writes are the ones the runtime mounts."""
+    spec = by_name("DaemonSet", "vgpu-node-agent")["spec"]["template"]["spec"]
+    (container,) = spec["containers"]
+    assert "--mode=auto" in container["args"] and "--state-dir=/var/lib/vgpu" in container["args"]
+    (volume,) = [v for v in spec["volumes"] if v.get("hostPath", {}).get("path") == "/var/lib/vgpu"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["mountPath"] == "/var/lib/vgpu" and not mount.get("readOnly")
+
+
+def test_the_enforcement_policy_is_installed_and_denies() -> None:
+    policy = by_name("ValidatingAdmissionPolicy", "vgpu-protect-enforcement")
+    assert policy["spec"]["failurePolicy"] == "Fail"
+    binding = by_name("ValidatingAdmissionPolicyBinding", "vgpu-protect-enforcement")
+    assert binding["spec"]["policyName"] == "vgpu-protect-enforcement"
     assert binding["spec"]["validationActions"] == ["Deny"]
 
 

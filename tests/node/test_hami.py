@@ -4,15 +4,32 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.node.libs import hook_libraries, needs_cc
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_parser, hami_core
-from vgpu.node.grants import GpuLimit, GrantMode, GrantSettings, Mount, Refusal, container_grant
-from vgpu.node.hami import LIBRARY_IN_CONTAINER, PRELOAD_IN_CONTAINER, HamiCore
+from vgpu.daemons.node_cli import add_parser, grant_settings, hami_core
+from vgpu.node.container_dirs import ContainerDirs
+from vgpu.node.grants import (
+    ContainerGrant,
+    GpuLimit,
+    GrantMode,
+    GrantSettings,
+    Mount,
+    Refusal,
+    container_grant,
+)
+from vgpu.node.hami import (
+    CACHE_DIR_IN_CONTAINER,
+    CACHE_FILE,
+    LIBRARY_IN_CONTAINER,
+    PRELOAD_IN_CONTAINER,
+    HamiCore,
+)
 
 LIB = "/usr/local/vgpu/libvgpu.so"
 gpu_limits = st.lists(
@@ -24,7 +41,11 @@ gpu_limits = st.lists(
 )
 
 
-@given(gpu_limits, st.sampled_from(list(GrantMode)), st.booleans())
+@given(
+    gpu_limits,
+    st.sampled_from([m for m in GrantMode if m is not GrantMode.VGPU_CORE]),
+    st.booleans(),
+)
 def test_only_hami_mode_with_the_library_preloads_it(
     gpus: list[GpuLimit], mode: GrantMode, with_file: bool
 ) -> None:
@@ -49,9 +70,53 @@ def _args(*argv: str) -> argparse.Namespace:
     return parser.parse_args(["node-agent", *argv])
 
 
-def test_flags_build_the_setting() -> None:
+@needs_cc
+def test_flags_build_the_setting_with_a_checked_library(tmp_path: Path) -> None:
+    libs = hook_libraries(tmp_path)
     assert hami_core(_args("--mode", "hami")) is None
-    assert hami_core(_args("--mode", "hami", "--hami-core-library", LIB)) == HamiCore(LIB)
+    state = ["--state-dir", str(tmp_path / "state")]
+    hami = hami_core(_args("--mode", "hami", "--hami-core-library", str(libs["hooks"]), *state))
+    assert hami is not None and hami.library == str(libs["hooks"]) and hami.dirs is not None
+    with pytest.raises(ConfigError, match=r"does not export cuMemAlloc_v2.*Release build"):
+        grant_settings(_args("--mode", "hami", "--hami-core-library", str(libs["release"]), *state))
+    hooked = ["--mode", "hami", "--hami-core-library", str(libs["hooks"]), *state]
+    assert grant_settings(_args(*hooked)).hami is not None
+
+
+U0, U1 = "GPU-aaaa", "GPU-bbbb"
+
+
+def test_devices_go_by_index_with_per_gpu_limits_as_hami_core_reads_them() -> None:
+    """HAMi-core maps each CUDA_VISIBLE_DEVICES entry with atoi: UUIDs all became device 0 and
+    the second GPU of a grant went unlimited. The runtime still picks devices by UUID."""
+    gpus = [GpuLimit(U0, 100, 16384), GpuLimit(U1, 100, 8192)]
+    grant = container_grant(gpus, GrantSettings(GrantMode.HAMI))
+    assert isinstance(grant, ContainerGrant)
+    assert grant.envs["NVIDIA_VISIBLE_DEVICES"] == f"{U0},{U1}"
+    assert grant.envs["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert (grant.envs["CUDA_DEVICE_MEMORY_LIMIT_0"], grant.envs["CUDA_DEVICE_MEMORY_LIMIT_1"]) == (
+        "16384m",
+        "8192m",
+    )
+    assert grant.envs["CUDA_DEVICE_SM_LIMIT_0"] == grant.envs["CUDA_DEVICE_SM_LIMIT_1"] == "100"
+    limited = container_grant(
+        [GpuLimit(U0, 30, 4096)], GrantSettings(GrantMode.HAMI), cores_limit=60
+    )
+    assert isinstance(limited, ContainerGrant) and limited.envs["CUDA_DEVICE_SM_LIMIT_0"] == "60"
+
+
+def test_each_container_gets_its_own_writable_cache(tmp_path: Path) -> None:
+    """Without a writable cache file every CUDA process under HAMi-core exits at its first
+    call: a read-only root with no writable /tmp could not use CUDA at all."""
+    settings = GrantSettings(GrantMode.HAMI, hami=HamiCore(LIB, dirs=ContainerDirs(tmp_path)))
+    a = container_grant([GpuLimit(U0, 30, 4096)], settings)
+    b = container_grant([GpuLimit(U0, 30, 4096)], settings)
+    assert isinstance(a, ContainerGrant) and isinstance(b, ContainerGrant)
+    assert a.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] == CACHE_FILE
+    caches = [[m for m in g.mounts if m.container_path == CACHE_DIR_IN_CONTAINER] for g in (a, b)]
+    assert all(len(c) == 1 and not c[0].read_only for c in caches)
+    assert caches[0][0].host_path != caches[1][0].host_path
+    assert all(Path(c[0].host_path).is_dir() for c in caches)
 
 
 @pytest.mark.parametrize(
@@ -86,3 +151,14 @@ def test_the_kubelet_receives_the_mounts_over_the_device_plugin_socket() -> None
             (LIBRARY_IN_CONTAINER, LIB, True),
             (PRELOAD_IN_CONTAINER, "/etc/hami.pre", True),
         ]
+
+
+def test_the_dra_driver_flags_build_hami_core_without_a_state_dir() -> None:
+    """`vgpu dra-driver` shares `hami_core` and has no --state-dir: no per-container cache."""
+    from vgpu.daemons import dra_cli
+
+    parser = argparse.ArgumentParser(prog="vgpu")
+    dra_cli.add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["dra-driver", "--mode", "hami", "--hami-core-library", LIB])
+    hami = hami_core(args)
+    assert hami is not None and hami.library == LIB and hami.dirs is None

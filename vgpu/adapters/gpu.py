@@ -3,6 +3,11 @@
 The rest of the node side only sees the `GpuBackend` protocol and the frozen value types of
 `vgpu.node.model`; NVML (the `nvidia-ml-py` binding, module `pynvml`) stays inside
 `NvmlBackend`, and every `NVMLError` leaves this module as a `GpuBackendError` (chained).
+
+Drivers differ in what their NVML exports. A function this driver's library lacks (pynvml's
+`NVMLError_FunctionNotFound`) or does not support on a GPU degrades: the fact it gives is
+reported unknown, with one log line per missing function, and the agent keeps running. Only
+what no GPU can be offered without (count, handles, UUID, name, memory) stops discovery.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ __all__ = [
     "GpuBackend",
     "GpuBackendError",
     "GpuBackendUnavailable",
+    "GpuFunctionMissing",
     "GpuInfo",
     "GpuInventory",
     "GpuStats",
@@ -43,6 +49,10 @@ class GpuBackendError(VgpuError):
 
 class GpuBackendUnavailable(GpuBackendError):
     """No usable GPU driver/library on this machine."""
+
+
+class GpuFunctionMissing(GpuBackendError):
+    """The driver's NVML library lacks a function (an older driver than nvidia-ml-py knows)."""
 
 
 class GpuBackend(Protocol):
@@ -81,6 +91,7 @@ class NvmlBackend:
         self._nvml: Any = pynvml
         self._sysfs_pci = sysfs_pci
         self._events: Any = None
+        self._missing: set[str] = set()  # functions already reported missing (one line each)
         self._call(self._nvml.nvmlInit)
 
     def _call(self, fn: Callable[..., _T], *args: Any) -> _T:
@@ -89,6 +100,9 @@ class NvmlBackend:
         except self._nvml.NVMLError as e:
             if isinstance(e, self._nvml.NVMLError_LibraryNotFound):
                 raise GpuBackendUnavailable(f"NVML library not found: {e}") from e
+            if isinstance(e, self._nvml.NVMLError_FunctionNotFound):
+                msg = f"NVML {fn.__name__} is missing from this driver's libnvidia-ml"
+                raise GpuFunctionMissing(msg) from e
             raise GpuBackendError(f"NVML {fn.__name__} failed: {e}") from e
 
     def _handles(self) -> Iterator[Any]:
@@ -99,16 +113,19 @@ class NvmlBackend:
         handles = list(self._handles())
         uuids = [str(self._call(self._nvml.nvmlDeviceGetUUID, h)) for h in handles]
         gpus = tuple(self._gpu(i, h, uuids, handles) for i, h in enumerate(handles))
-        cuda = int(self._call(self._nvml.nvmlSystemGetCudaDriverVersion))
+        cuda = self._optional(self._nvml.nvmlSystemGetCudaDriverVersion)
+        driver = self._optional(self._nvml.nvmlSystemGetDriverVersion)
         return GpuInventory(
             gpus=gpus,
-            driver_version=str(self._call(self._nvml.nvmlSystemGetDriverVersion)),
-            cuda_version=f"{cuda // 1000}.{(cuda % 1000) // 10}",
+            driver_version="" if driver is None else str(driver),
+            cuda_version="" if cuda is None else f"{int(cuda) // 1000}.{(int(cuda) % 1000) // 10}",
         )
 
     def _gpu(self, i: int, handle: Any, uuids: list[str], handles: list[Any]) -> GpuInfo:
         nv = self._nvml
-        bus_id = str(self._call(nv.nvmlDeviceGetPciInfo, handle).busId)
+        pci = self._optional(nv.nvmlDeviceGetPciInfo, handle)
+        bus_id = "" if pci is None else str(pci.busId)
+        index = self._optional(nv.nvmlDeviceGetIndex, handle)
         peers = tuple(
             uuid
             for j, (uuid, other) in enumerate(zip(uuids, handles, strict=True))
@@ -116,7 +133,7 @@ class NvmlBackend:
         )
         return GpuInfo(
             uuid=uuids[i],
-            index=int(self._call(nv.nvmlDeviceGetIndex, handle)),
+            index=i if index is None else int(index),
             model=str(self._call(nv.nvmlDeviceGetName, handle)),
             memory_mib=int(self._call(nv.nvmlDeviceGetMemoryInfo, handle).total) // _MIB,
             pci_bus_id=bus_id,
@@ -127,9 +144,17 @@ class NvmlBackend:
         )
 
     def _optional(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call an NVML getter that older drivers/GPUs may not support; None when unsupported."""
+        """Call an NVML getter that older drivers/GPUs may not support; None when unsupported.
+
+        A function missing from the driver's library is logged once (the operator learns why a
+        fact is absent; a poll loop does not repeat it)."""
         try:
             result = self._call(fn, *args)
+        except GpuFunctionMissing as e:
+            if fn.__name__ not in self._missing:
+                self._missing.add(fn.__name__)
+                log.warning("%s; reporting it as unknown (a newer NVIDIA driver has it)", e)
+            return None
         except GpuBackendError:
             return None
         return tuple(result) if isinstance(result, list) else result
@@ -146,6 +171,8 @@ class NvmlBackend:
     def _numa_node(self, handle: Any, bus_id: str) -> int | None:
         node = self._optional(getattr(self._nvml, "nvmlDeviceGetNumaNodeId", _unsupported), handle)
         if node is None:
+            if not bus_id:
+                return None
             # NVML busId has an 8-digit PCI domain, sysfs a 4-digit one.
             path = self._sysfs_pci / bus_id.lower().removeprefix("0000") / "numa_node"
             try:

@@ -10,6 +10,8 @@ device plugins, starts the health pump and, with a `KubeApi`:
 - reconciles the admitted set with the kubelet's pod-resources API at start and every
   `reconcile_s`, logging and recording an Event for containers whose IDs differ from their
   assignment;
+- in mode vgpu-core, rewrites elastic allowances every refill period and removes the
+  directories of containers gone (`vgpu.daemons.node_elastic`), with or without a `KubeApi`;
 - runs the usage watchdog every `watchdog_s` (`vgpu.daemons.node_watchdog`): containers over
   their GPU memory grant and GPU processes outside any known pod are reported, and with
   `watchdog_kill` over-grant processes are stopped.
@@ -47,6 +49,7 @@ from vgpu.adapters.procfs import (
     SignalKiller,
 )
 from vgpu.core.ids import PodKey
+from vgpu.daemons.node_elastic import ElasticDuty, run_elastic
 from vgpu.daemons.node_kubelet_sync import KubeletSync, checkpoint_signature
 from vgpu.daemons.node_maintenance import run_maintenance
 from vgpu.daemons.node_metrics import NodeMetrics
@@ -61,9 +64,11 @@ from vgpu.node.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
+from vgpu.node.hami import HamiCore
 from vgpu.node.handoff import Handoff
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
+from vgpu.node.vgpucore import VgpuCore
 from vgpu.node.watchdog import Throttle, WatchdogPolicy
 
 log = logging.getLogger(__name__)
@@ -157,6 +162,7 @@ class NodeAgent:
         self._usage_parts(backend, cgroups, killer)
         self._threads: list[threading.Thread] = []
         self._pump: HealthPump | None = None
+        self.elastic: ElasticDuty | None = None
         self._stopped = False
 
     def _usage_parts(
@@ -218,11 +224,24 @@ class NodeAgent:
             log.info("%s: /metrics, /healthz, /readyz on port %s", cfg.node_name, self.metrics.port)
         self.plugins.manager.start()
         self._pump.start()
+        self._start_elastic()
         if self._kube is not None:
             self._spawn("vgpu-pod-watch", self.pods.watch)
             self._spawn("vgpu-agent-loop", self._loop)
             if cfg.watchdog_s > 0:
                 self._spawn("vgpu-watchdog", self._watchdog_loop)
+
+    def _start_elastic(self) -> None:
+        """Mode vgpu-core: allowances every refill period, and directory cleanup; mode hami
+        with per-container caches: cleanup only."""
+        grants = self.config.grants
+        checkpoint = self.config.plugin_dir / CHECKPOINT_FILE
+        if isinstance(grants.core, VgpuCore):
+            self.elastic = duty = ElasticDuty(grants.core.dirs, checkpoint)
+            self._spawn("vgpu-elastic", lambda: run_elastic(duty, self._stop))
+        elif isinstance(grants.hami, HamiCore) and grants.hami.dirs is not None:
+            self.elastic = duty = ElasticDuty(grants.hami.dirs, checkpoint, allowances=False)
+            self._spawn("vgpu-collect", lambda: run_elastic(duty, self._stop, 1.0))
 
     def _spawn(self, name: str, target: Callable[[], None]) -> None:
         thread = threading.Thread(target=target, name=name, daemon=True)

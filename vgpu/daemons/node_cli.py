@@ -24,6 +24,7 @@ from vgpu.flags import HelpFormatter, port_number
 if TYPE_CHECKING:
     from vgpu.adapters.gpu import GpuBackend
     from vgpu.daemons.node_agent import NodeAgent
+    from vgpu.node.grants import GrantSettings
     from vgpu.node.hami import HamiCore
     from vgpu.node.watchdog import WatchdogPolicy
 
@@ -86,12 +87,27 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _add_mode_flags(p: argparse.ArgumentParser) -> None:
-    """How a container's GPU share is passed to it (plain, MPS, HAMi-core)."""
+    """How a container's GPU share is enforced (vgpu-core, plain, MPS, HAMi-core)."""
     p.add_argument(
         "--mode",
-        choices=["plain", "mps", "hami"],
-        default="plain",
-        help="how a container's GPU share is passed to it; what each enforces: docs/isolation.md",
+        choices=["auto", "vgpu-core", "plain", "mps", "hami"],
+        default="auto",
+        help="how a container's GPU share is enforced; auto: vgpu-core when --vgpu-core-library "
+        "exists (the image carries it), else plain; what each enforces: docs/isolation.md",
+    )
+    p.add_argument(
+        "--vgpu-core-library",
+        type=Path,
+        default=Path("/opt/vgpu/lib/libvgpu-core.so"),
+        metavar="PATH",
+        help="mode vgpu-core: the interposer in the agent's image, installed into --state-dir",
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path("/var/lib/vgpu"),
+        help="host directory, mounted at the same path: the installed library and the "
+        "per-container limits (modes vgpu-core and hami)",
     )
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
     p.add_argument(
@@ -199,7 +215,8 @@ def check_plugin_dir(path: Path) -> None:
 
 
 def hami_core(args: argparse.Namespace) -> HamiCore | None:
-    """HAMi-core's location from the flags (mode hami only)."""
+    """HAMi-core's location from the flags (mode hami only); `grant_settings` checks the file."""
+    from vgpu.node.container_dirs import ContainerDirs
     from vgpu.node.hami import HamiCore
 
     if args.hami_core_library is None:
@@ -210,7 +227,27 @@ def hami_core(args: argparse.Namespace) -> HamiCore | None:
         return None
     if args.mode != "hami":
         raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
-    return HamiCore(args.hami_core_library, args.hami_preload_file)
+    state = getattr(args, "state_dir", None)  # `vgpu dra-driver` shares this; it has no state dir
+    dirs = ContainerDirs(state) if state is not None else None
+    return HamiCore(args.hami_core_library, args.hami_preload_file, dirs)
+
+
+def grant_settings(args: argparse.Namespace) -> GrantSettings:
+    """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
+    from vgpu.daemons.node_enforce import checked_library, choose_mode, install_vgpu_core
+    from vgpu.node.container_dirs import ContainerDirs
+    from vgpu.node.grants import GrantMode, GrantSettings
+
+    mode = choose_mode(args.mode, args.vgpu_core_library)
+    hami = hami_core(args)
+    if hami is not None:  # a build without the CUDA exports would enforce nothing
+        checked_library("--hami-core-library", Path(hami.library))
+    core = None
+    if mode is GrantMode.VGPU_CORE:
+        core = install_vgpu_core(
+            args.vgpu_core_library, args.state_dir, ContainerDirs(args.state_dir)
+        )
+    return GrantSettings(mode, args.mps_pipe_dir, hami, core)
 
 
 def gpu_backend(args: argparse.Namespace) -> GpuBackend:
@@ -243,7 +280,6 @@ def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
     from vgpu.adapters.kube import KubeApi, KubeConfigMissing
     from vgpu.daemons.node_agent import AgentConfig, NodeAgent
-    from vgpu.node.grants import GrantMode, GrantSettings
     from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
 
     if args.memory_unit_mib <= 0:
@@ -266,6 +302,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
     key = load_assignment_key(  # a bad or missing key fails before NVML
         args.assignment_key_file, allow_development_key=args.insecure_development_key
     )
+    grants = grant_settings(args)
     backend = gpu_backend(args)
     kube: KubeApi | None
     try:
@@ -282,7 +319,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         pod_resources_socket=args.pod_resources_socket,
         domain=names.domain,
         memory_unit_mib=args.memory_unit_mib,
-        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
+        grants=grants,
         allow_unassigned=args.allow_unassigned,
         report_numa=args.report_numa,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),

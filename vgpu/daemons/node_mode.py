@@ -31,12 +31,15 @@ def local_policy(
     cfg: AgentConfig, names: ResourceNames, gpus: Sequence[GpuInfo]
 ) -> AllocationPolicy:
     """Without cluster credentials: open with --allow-unassigned, else closed."""
-    default = DefaultAllocationPolicy(gpus, names=names, memory_unit_mib=cfg.memory_unit_mib)
+    default = DefaultAllocationPolicy(
+        gpus, names=names, memory_unit_mib=cfg.memory_unit_mib, settings=cfg.grants
+    )
     if cfg.allow_unassigned:
         log.warning(
             "mode: OPEN (no cluster credentials, --allow-unassigned): node labels, the "
             "gpu-inventory annotation and the hand-off are skipped; Allocate admits any "
-            "devices with the default binpacking policy"
+            "devices with the default binpacking policy and mode %s's enforcement",
+            cfg.grants.mode.value,
         )
         return default
     log.error(

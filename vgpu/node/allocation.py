@@ -8,7 +8,8 @@ picked are acceptable (Allocate, binding). The default policy:
   fits (binpacking); requests larger than one GPU take whole free GPUs first.
 - allocate: every ID must be a known unit of this resource; a request that spans several GPUs
   must take every unit of each of those GPUs (only whole GPUs can be combined), otherwise the
-  share is refused, because a fraction split over GPUs can't be enforced.
+  share is refused, because a fraction split over GPUs can't be enforced. The grant is the
+  mode's (`vgpu.node.unassigned`): an enforcing mode enforces here too.
 
 Pure: no I/O; GPUs are passed in at construction.
 """
@@ -28,8 +29,9 @@ from vgpu.node.devices import (
     split_by_gpu,
     units_per_gpu,
 )
-from vgpu.node.grants import ContainerGrant, Refusal, cores_grant, memory_grant
+from vgpu.node.grants import ContainerGrant, GrantSettings, Refusal
 from vgpu.node.model import GpuInfo
+from vgpu.node.unassigned import unassigned_grant
 
 
 class AllocationPolicy(Protocol):
@@ -76,8 +78,10 @@ class DefaultAllocationPolicy:
         *,
         names: ResourceNames | None = None,
         memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB,
+        settings: GrantSettings | None = None,
     ) -> None:
         self._gpus = {g.uuid: g for g in sorted(gpus, key=lambda g: g.index)}
+        self._settings = settings or GrantSettings()
         self._order = {uuid: n for n, uuid in enumerate(self._gpus)}
         self._names = names or ResourceNames()
         self._unit_mib = memory_unit_mib
@@ -149,9 +153,7 @@ class DefaultAllocationPolicy:
         if problem is not None:
             return Refusal(problem)
         shares = [(uuid, len(groups[uuid])) for uuid in self._gpus if uuid in groups]
-        if kind is UnitKind.CORES:
-            return cores_grant(shares)
-        return memory_grant([(uuid, n * self._unit_mib) for uuid, n in shares])
+        return unassigned_grant(kind, shares, self._gpus, self._unit_mib, self._settings)
 
     def _check_units(self, kind: UnitKind, groups: dict[str, list[UnitId]]) -> str | None:
         for uuid, units in groups.items():

@@ -14,14 +14,16 @@ read from its signed assignment (a container without a memory ask makes no memor
 | `VGPU_CORES` | guaranteed cores (percent of SMs) per visible GPU, same order |
 | `VGPU_CORES_LIMIT` | elastic upper bound from the pod annotation `vgpu.io/cores-limit`, if set |
 | `VGPU_MEMORY_LIMIT_MIB`, `VGPU_MEMORY_LIMIT_BYTES` | memory limit per visible GPU, same order |
-| `VGPU_MODE` | `plain`, `mps` or `hami` |
+| `VGPU_MODE` | `plain`, `mps`, `hami` or `vgpu-core` |
+| mode `vgpu-core` | `LD_PRELOAD`, and the contract's four mounts (vgpu-core/README.md) with the limits written in a per-container directory (`vgpu.node.vgpucore`); without the library installed every Allocate is refused |
 | mode `mps` | `CUDA_MPS_ACTIVE_THREAD_PERCENTAGE` (limit or cores), `CUDA_MPS_PINNED_DEVICE_MEM_LIMIT` (`0=4096M,1=…`, by visible index), `CUDA_MPS_PIPE_DIRECTORY` plus a mount of the node's MPS pipe directory |
-| mode `hami` | `CUDA_DEVICE_MEMORY_LIMIT_<i>=<n>m` per visible index, `CUDA_DEVICE_SM_LIMIT` (limit or cores), as HAMi-core reads them; with `GrantSettings.hami`, HAMi-core's library mounted and preloaded (`vgpu.node.hami`) |
+| mode `hami` | `CUDA_VISIBLE_DEVICES` as indices `0,1,…` (HAMi-core parses entries with `atoi`), `CUDA_DEVICE_MEMORY_LIMIT_<i>=<n>m` and `CUDA_DEVICE_SM_LIMIT_<i>` per visible index, `CUDA_DEVICE_SM_LIMIT` (limit or cores); with `GrantSettings.hami`, HAMi-core's library mounted and preloaded and a per-container cache mounted writable (`vgpu.node.hami`) |
 
 The hand-off **memory** grant only confirms where the blocks are: `VGPU_MEMORY_GPUS` and
 `VGPU_MEMORY_BLOCKS`. Without the hand-off (no cluster credentials) the default policy grants
 `VGPU_CORES` with the visible devices on cores and `VGPU_MEMORY_GPUS` / `VGPU_MEMORY_LIMIT_MIB`
-on memory. Pure: no I/O.
+on memory; in an enforcing mode they get the mode's enforcement too (`vgpu.node.unassigned`).
+Pure: no I/O, except through the injected `Enforcer` (it writes the container's limits).
 """
 
 from __future__ import annotations
@@ -38,11 +40,18 @@ DEFAULT_MPS_PIPE_DIR = "/tmp/nvidia-mps"
 
 
 class GrantMode(enum.Enum):
-    """How the node enforces shares: plain variables only, NVIDIA MPS, or HAMi-core."""
+    """How the node enforces shares: plain variables only, NVIDIA MPS, HAMi-core, or vgpu's
+    own interposer (vgpu-core)."""
 
     PLAIN = "plain"
     MPS = "mps"
     HAMI = "hami"
+    VGPU_CORE = "vgpu-core"
+
+    @property
+    def enforcing(self) -> bool:
+        """Whether the mode limits what a container uses (plain only passes variables)."""
+        return self is not GrantMode.PLAIN
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +85,8 @@ class GpuLimit:
 
 
 class Preload(Protocol):
-    """A library mode hami loads in every container: its variables and mounts.
+    """A library mode hami loads in every container: its variables and mounts, and a writable
+    per-container cache (HAMi-core's shared accounting file).
 
     `vgpu.node.hami.HamiCore` is the one implementation; naming it through this protocol keeps
     the arrow one way (hami builds `Mount`s, grants only asks for them).
@@ -86,12 +96,27 @@ class Preload(Protocol):
 
     def mounts(self) -> tuple[Mount, ...]: ...
 
+    def cache(self) -> ContainerGrant | Refusal: ...
+
+
+class Enforcer(Protocol):
+    """What mode vgpu-core adds to a container's grant after preparing its limits.
+
+    `vgpu.node.vgpucore.VgpuCore` is the implementation (it writes the limits file: the one
+    piece of I/O a grant causes); naming it through this protocol keeps the arrow one way.
+    """
+
+    def enforce(
+        self, gpus: Sequence[GpuLimit], cores_limit: int | None
+    ) -> ContainerGrant | Refusal: ...
+
 
 @dataclass(frozen=True, slots=True)
 class GrantSettings:
     mode: GrantMode = GrantMode.PLAIN
     mps_pipe_dir: str = DEFAULT_MPS_PIPE_DIR  # on the host; mounted at the same path
     hami: Preload | None = None  # HAMi-core on the node: mode hami then preloads it
+    core: Enforcer | None = None  # vgpu-core installed on the node: mode vgpu-core needs it
 
 
 def cores_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:
@@ -163,10 +188,38 @@ def container_grant(
         envs["CUDA_MPS_PIPE_DIRECTORY"] = settings.mps_pipe_dir
         mounts = (Mount(settings.mps_pipe_dir, settings.mps_pipe_dir),)
     elif settings.mode is GrantMode.HAMI:
-        for i, g in enumerate(gpus):
-            envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{g.memory_mib}m"
-        envs["CUDA_DEVICE_SM_LIMIT"] = str(sm)
-        if settings.hami is not None:
-            envs.update(settings.hami.envs())
-            mounts = settings.hami.mounts()
+        return _hami_grant(gpus, settings.hami, envs, cores_limit)
+    elif settings.mode is GrantMode.VGPU_CORE:
+        if settings.core is None:
+            return Refusal("mode vgpu-core without the library installed on the node (fail closed)")
+        extra = settings.core.enforce(gpus, cores_limit)
+        if isinstance(extra, Refusal):
+            return extra
+        envs.update(extra.envs)
+        mounts = extra.mounts
     return ContainerGrant(envs=envs, mounts=mounts)
+
+
+def _hami_grant(
+    gpus: Sequence[GpuLimit],
+    hami: Preload | None,
+    envs: dict[str, str],
+    cores_limit: int | None,
+) -> ContainerGrant | Refusal:
+    """Mode hami, as HAMi-core reads it: devices by **index** in `CUDA_VISIBLE_DEVICES` (it maps
+    each entry with `atoi`, so UUIDs all became device 0 and later GPUs went unlimited), per-GPU
+    memory and SM limits by that index, and a writable per-container cache (without one every
+    CUDA process exits at its first call under a read-only root)."""
+    envs["CUDA_VISIBLE_DEVICES"] = _joined(range(len(gpus)))
+    for i, g in enumerate(gpus):
+        envs[f"CUDA_DEVICE_MEMORY_LIMIT_{i}"] = f"{g.memory_mib}m"
+        envs[f"CUDA_DEVICE_SM_LIMIT_{i}"] = str(cores_limit or g.cores)
+    envs["CUDA_DEVICE_SM_LIMIT"] = str(cores_limit or max(g.cores for g in gpus))
+    if hami is None:
+        return ContainerGrant(envs=envs)
+    cache = hami.cache()
+    if isinstance(cache, Refusal):
+        return cache
+    envs.update(hami.envs())
+    envs.update(cache.envs)
+    return ContainerGrant(envs=envs, mounts=hami.mounts() + cache.mounts)

@@ -11,8 +11,16 @@ it. When the operator installs it on the node, the agent mounts it into every vG
   `ld.so.preload`), also that file mounted read-only at `/etc/ld.so.preload`, which still applies
   when a program clears its environment. It replaces the image's own /etc/ld.so.preload.
 
-Statically linked programs and setuid binaries ignore both. Pure: paths are checked for form only;
-the kubelet's runtime fails the container start, naming the path, when a host file is missing.
+HAMi-core keeps its accounting in a shared cache file (`CUDA_DEVICE_MEMORY_SHARED_CACHE`, by
+default under `/tmp`); without a writable one every CUDA process exits at its first call, so a pod
+with a read-only root and no writable `/tmp` could not use CUDA at all. With a state dir the agent
+gives each container its own directory, mounted writable at `CACHE_DIR_IN_CONTAINER`, and points
+the variable there. The library itself is checked at the agent's start
+(`vgpu.daemons.node_enforce.checked_library`): a build that does not export the CUDA calls is
+refused.
+
+Statically linked programs and setuid binaries ignore both. Paths are checked for form only; the
+kubelet's runtime fails the container start, naming the path, when a host file is missing.
 """
 
 from __future__ import annotations
@@ -21,10 +29,13 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from vgpu.core.errors import ConfigError
-from vgpu.node.grants import Mount
+from vgpu.node.container_dirs import ContainerDirs, DirectoryLimit
+from vgpu.node.grants import ContainerGrant, Mount, Refusal
 
 LIBRARY_IN_CONTAINER = "/usr/local/vgpu/libvgpu.so"
 PRELOAD_IN_CONTAINER = "/etc/ld.so.preload"
+CACHE_DIR_IN_CONTAINER = "/run/vgpu-shared"
+CACHE_FILE = f"{CACHE_DIR_IN_CONTAINER}/hami.cache"
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +44,7 @@ class HamiCore:
 
     library: str
     preload_file: str | None = None
+    dirs: ContainerDirs | None = None  # per-container cache directories (the agent's state dir)
 
     def __post_init__(self) -> None:
         _absolute("--hami-core-library", self.library, "/usr/local/vgpu/libvgpu.so")
@@ -47,6 +59,19 @@ class HamiCore:
     def envs(self) -> dict[str, str]:
         """Variables added to a hami-mode grant."""
         return {"LD_PRELOAD": LIBRARY_IN_CONTAINER}
+
+    def cache(self) -> ContainerGrant | Refusal:
+        """A writable cache directory of the container's own, and the variable naming it."""
+        if self.dirs is None:
+            return ContainerGrant()
+        try:
+            cid = self.dirs.create(None)
+        except DirectoryLimit as e:
+            return Refusal(f"hami: {e}; the container is not admitted without its cache")
+        return ContainerGrant(
+            envs={"CUDA_DEVICE_MEMORY_SHARED_CACHE": CACHE_FILE},
+            mounts=(Mount(CACHE_DIR_IN_CONTAINER, str(self.dirs.shared_dir(cid))),),
+        )
 
     def mounts(self) -> tuple[Mount, ...]:
         """Mounts added to a hami-mode grant."""

@@ -79,7 +79,7 @@ class HandoffPolicy:
         self._on_admit = on_admit
         self._refresh = refresh
         self._default = DefaultAllocationPolicy(
-            gpus, names=self._names, memory_unit_mib=memory_unit_mib
+            gpus, names=self._names, memory_unit_mib=memory_unit_mib, settings=self._settings
         )
 
     # ----- GetPreferredAllocation ----------------------------------------------------------------

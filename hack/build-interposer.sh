@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Builds vgpu-core (libvgpu-core.so) with the machine's C compiler into DIR and prints the
+# library's path as its last line. CI and the Dockerfile call exactly this.
+#   hack/build-interposer.sh DIR            # release build (-O2)
+#   hack/build-interposer.sh --sanitize DIR # AddressSanitizer + UndefinedBehaviorSanitizer
+# VGPU_SANITIZE=1 does the same as --sanitize; CC picks the compiler (default: cc).
+set -euo pipefail
+sanitize="${VGPU_SANITIZE:-0}"
+if [[ "${1:-}" == "--sanitize" ]]; then
+    sanitize=1
+    shift
+fi
+if [[ $# -ne 1 ]]; then
+    echo "usage: $0 [--sanitize] DIR" >&2
+    exit 2
+fi
+out="$1"
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../vgpu-core/src" && pwd)"
+mkdir -p "$out"
+flags=(-std=gnu11 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -pthread)
+if [[ "$sanitize" == "1" ]]; then
+    flags+=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+fi
+"${CC:-cc}" "${flags[@]}" -Wl,-soname,libvgpu-core.so -Wl,--no-undefined \
+    -o "$out/libvgpu-core.so" "$src"/*.c -ldl
+echo "$(cd "$out" && pwd)/libvgpu-core.so"

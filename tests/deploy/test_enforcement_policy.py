@@ -1,0 +1,189 @@
+"""The shipped `vgpu-protect-enforcement` ValidatingAdmissionPolicy, evaluated: its CEL runs here
+(cel-python) over pod specs as the API server would run it on CREATE, variables first, in order,
+then the validations. A vGPU pod cannot set the interposer's variables, take unchecked envFrom,
+or mount over the enforcement paths; other pods are left alone. The real API server runs the same
+policy in tests/realk8s/test_enforcement.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+celpy = pytest.importorskip("celpy")
+from celpy import celtypes  # noqa: E402
+
+POLICY = Path(__file__).resolve().parents[2] / "daemonset" / "enforcement-policy.yaml"
+RESERVED = ("LD_PRELOAD", "VGPU_", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT", "CUDA_MPS_")
+
+
+def _join(items: Any, sep: Any = "") -> Any:
+    """Kubernetes' CEL strings library `join` (k8s.io/apiserver cel library), as documented."""
+    return celtypes.StringType(str(sep).join(str(x) for x in items))
+
+
+def _policy() -> dict[str, Any]:
+    docs = [d for d in yaml.safe_load_all(POLICY.read_text()) if d]
+    (policy,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
+    return dict(policy)
+
+
+ENV = celpy.Environment()
+SPEC = _policy()["spec"]
+VARIABLES = [
+    (v["name"], ENV.program(ENV.compile(v["expression"]), functions={"join": _join}))
+    for v in SPEC["variables"]
+]
+CHECKS = [
+    (
+        ENV.program(ENV.compile(v["expression"]), functions={"join": _join}),
+        ENV.program(ENV.compile(v["messageExpression"]), functions={"join": _join}),
+    )
+    for v in SPEC["validations"]
+]
+
+
+def refusals(pod: dict[str, Any]) -> list[str]:
+    """The messages of the validations `pod` fails (empty: admitted)."""
+    variables: dict[str, Any] = {}
+    base = {"object": celpy.json_to_cel(pod), "oldObject": None}
+
+    def activation() -> dict[str, Any]:
+        return {
+            **base,
+            "variables": celtypes.MapType(
+                {celtypes.StringType(k): v for k, v in variables.items()}
+            ),
+        }
+
+    for name, program in VARIABLES:
+        variables[name] = program.evaluate(activation())
+    out = []
+    for check, message in CHECKS:
+        if not check.evaluate(activation()):
+            out.append(str(message.evaluate(activation())))
+    return out
+
+
+def container(name: str = "main", vgpu: bool = True, **fields: Any) -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "busybox", **fields}
+    if vgpu:
+        c["resources"] = {"limits": {"vgpu.io/cores": "30"}}
+    return c
+
+
+def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": list(containers), **spec},
+    }
+
+
+def test_a_plain_vgpu_pod_and_a_non_vgpu_pod_with_ld_preload_are_admitted() -> None:
+    assert refusals(pod(container())) == []
+    assert (
+        refusals(
+            pod(container(vgpu=False, env=[{"name": "LD_PRELOAD", "value": "libjemalloc.so"}]))
+        )
+        == []
+    )
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LD_PRELOAD",
+        "VGPU_CORES",
+        "VGPU_MODE",
+        "CUDA_DEVICE_MEMORY_LIMIT_0",
+        "CUDA_DEVICE_MEMORY_LIMIT",
+        "CUDA_DEVICE_SM_LIMIT",
+        "CUDA_DEVICE_SM_LIMIT_1",
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+        "CUDA_MPS_PIPE_DIRECTORY",
+        "CUDA_DEVICE_MEMORY_SHARED_CACHE",
+    ],
+)
+def test_a_vgpu_pod_setting_an_enforcement_variable_is_refused_naming_the_container(
+    name: str,
+) -> None:
+    (message,) = refusals(pod(container("worker", env=[{"name": name, "value": "x"}])))
+    assert "container(s) worker" in message and "remove them" in message
+
+
+@pytest.mark.parametrize("where", ["initContainers", "ephemeralContainers"])
+def test_init_and_ephemeral_containers_are_checked_too(where: str) -> None:
+    bad = container("side", vgpu=False, env=[{"name": "LD_PRELOAD", "value": "x"}])
+    assert refusals(pod(container(), **{where: [bad]}))
+
+
+def test_a_vgpu_request_without_a_limit_counts_as_a_vgpu_pod() -> None:
+    c = container(vgpu=False, env=[{"name": "VGPU_CORES", "value": "100"}])
+    c["resources"] = {"requests": {"vgpu.io/memory": "4"}}
+    assert refusals(pod(c))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "refused"),
+    [
+        (None, True),
+        ("", True),
+        ("C", True),
+        ("CUDA_M", True),
+        ("CUDA_MPS_X", True),
+        ("LD_", True),
+        ("VGPU", True),
+        ("APP_", False),
+        ("CUDA_X", False),
+        ("LD_PRELOADX", True),
+    ],
+)
+def test_env_from_needs_a_prefix_clear_of_the_reserved_names(
+    prefix: str | None, refused: bool
+) -> None:
+    source: dict[str, Any] = {"configMapRef": {"name": "cfg"}}
+    if prefix is not None:
+        source["prefix"] = prefix
+    got = refusals(pod(container(envFrom=[source])))
+    assert bool(got) is refused, got
+    assert not got or "set envFrom[].prefix" in got[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "refused"),
+    [
+        ("/run/vgpu", True),
+        ("/run/vgpu/", True),
+        ("/run/vgpu/limits", True),
+        ("/run/vgpu-shared", True),
+        ("/usr/local/vgpu", True),
+        ("/usr/local/vgpu/libvgpu-core.so", True),
+        ("/etc/ld.so.preload", True),
+        ("//run/vgpu", True),
+        ("/run/./vgpu", True),
+        ("/x/../run/vgpu", True),
+        ("/run/vgpux", False),
+        ("/data", False),
+        ("/etc/ld.so.preload.d", False),
+    ],
+)
+def test_mounts_over_the_enforcement_paths_are_refused(path: str, refused: bool) -> None:
+    c = container(volumeMounts=[{"name": "v", "mountPath": path}])
+    got = refusals(pod(c, volumes=[{"name": "v", "emptyDir": {}}]))
+    assert bool(got) is refused, got
+
+
+names = st.from_regex(r"[A-Z_][A-Z0-9_]{0,30}", fullmatch=True)
+
+
+@given(names)
+def test_exactly_the_reserved_names_are_refused(name: str) -> None:
+    got = refusals(pod(container(env=[{"name": name, "value": "1"}])))
+    reserved = name.startswith(RESERVED) or name.startswith("CUDA_DEVICE_MEMORY_SHARED_CACHE")
+    assert bool(got) is reserved

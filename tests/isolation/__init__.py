@@ -1,0 +1,1 @@
+"""CPU-only isolation tier: stand-in driver libraries, the interposer, sandboxes."""

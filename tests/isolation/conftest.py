@@ -1,0 +1,132 @@
+"""Fixtures of the isolation tier: the interposer (plain and ASan+UBSan builds), the stand-in
+driver libraries, the test programs, and a sandbox on a fresh simulated node per test."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.isolation import standins
+from tests.isolation.sandbox import Container, Sandbox, grant_for
+from vgpu.node.grants import GpuLimit
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = Path(__file__).parent / "programs"
+GIB = 1 << 30
+MIB = 1 << 20
+
+if shutil.which("bwrap") is None or shutil.which("cc") is None:
+    pytest.skip(
+        "the isolation tier needs bwrap (Debian: bubblewrap) and cc", allow_module_level=True
+    )
+
+
+@dataclass(frozen=True)
+class Build:
+    library: Path
+    standins: standins.Standins
+    cuload: Path
+    ld_cache: Path
+    asan_runtime: str | None
+
+
+def _build(root: Path, sanitize: bool) -> Build:
+    flag = ["--sanitize"] if sanitize else []
+    done = subprocess.run(
+        [str(ROOT / "hack/build-interposer.sh"), *flag, str(root / "core")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    library = Path(done.stdout.strip().splitlines()[-1])
+    built = standins.cached_build(root, sanitize=sanitize)
+    cuload = root / "cuload"
+    subprocess.run(
+        [
+            "cc",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-O1",
+            "-o",
+            str(cuload),
+            str(PROGRAMS / "cuload.c"),
+            f"-L{built.dir}",
+            "-l:libcuda.so.1",
+            "-lpthread",
+        ],
+        check=True,
+    )
+    conf = root / "ld.so.conf"
+    conf.write_text(f"include /etc/ld.so.conf.d/*.conf\n{built.dir}\n")
+    cache = root / "ld.so.cache"
+    subprocess.run(["ldconfig", "-X", "-C", str(cache), "-f", str(conf)], check=True)
+    asan = None
+    if sanitize:
+        asan = subprocess.run(
+            ["cc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    return Build(library, built, cuload, cache, asan)
+
+
+@pytest.fixture(scope="session", params=["plain", "sanitized"])
+def build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Build:
+    """The interposer and stand-ins, once per session and variant (ASan+UBSan in `sanitized`)."""
+    sanitize = request.param == "sanitized"
+    return _build(tmp_path_factory.mktemp(f"build-{request.param}"), sanitize)
+
+
+@pytest.fixture(scope="session")
+def plain_build(tmp_path_factory: pytest.TempPathFactory) -> Build:
+    """The release build only: for the timing tests (sanitizers change their cost)."""
+    return _build(tmp_path_factory.mktemp("build-timing"), False)
+
+
+class Cluster:
+    """A simulated node with the sandbox and a way to admit containers on it."""
+
+    def __init__(self, build: Build, gpus: int, tmp: Path) -> None:
+        self.build = build
+        self.node = standins.Node(build.standins, standins.node_gpus(gpus, seed=str(tmp)), dir=tmp)
+        env = {"PATH": "/usr/bin:/bin"}
+        if build.asan_runtime:
+            env["ASAN_OPTIONS"] = "detect_leaks=0"
+        self.sandbox = Sandbox(
+            self.node,
+            build.ld_cache,
+            visible=(build.cuload.parent, ROOT / "tests"),
+            preload_first=build.asan_runtime,
+            env_base=env,
+        )
+        self.state = tmp / "agent"
+
+    @property
+    def uuids(self) -> list[str]:
+        return [g.uuid for g in self.node.gpus]
+
+    def admit(
+        self, shares: list[tuple[int, int, int]], cores_limit: int | None = None
+    ) -> Container:
+        """A container holding (gpu index, cores, memory MiB) shares, as the agent answers it."""
+        gpus = [GpuLimit(self.uuids[i], cores, mib) for i, cores, mib in shares]
+        return grant_for(self.build.library, self.state, gpus, cores_limit)
+
+    def cuload(
+        self, container: Container, *args: str, **kw: object
+    ) -> subprocess.CompletedProcess[str]:
+        return self.sandbox.run(container, [str(self.build.cuload), *args], **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def cluster(build: Build, tmp_path: Path) -> Iterator[Cluster]:
+    yield Cluster(build, 2, tmp_path)
+
+
+@pytest.fixture
+def timing_cluster(plain_build: Build, tmp_path: Path) -> Iterator[Cluster]:
+    yield Cluster(plain_build, 2, tmp_path)

@@ -1,0 +1,100 @@
+/* The real-GPU program of hack/gpu-check.sh: a hand-written PTX kernel that spins on %clock64 for
+ * a given number of cycles, JIT-compiled by the driver (cuModuleLoadData; no nvcc), plus the
+ * memory queries. Prototypes declared here from NVIDIA's public Driver API reference.
+ *
+ *   gpuspin mem BYTES COUNT       cuMemGetInfo total, then COUNT allocations' result codes
+ *   gpuspin spin SECONDS US       kernels of US microseconds for SECONDS; prints kernels, window */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef int CUresult;
+typedef void *CUcontext, *CUmodule, *CUfunction;
+typedef unsigned long long CUdeviceptr;
+
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuDeviceGetAttribute(int *, int, int);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, void *, void **, void **);
+
+static const char ptx[] =
+    ".version 6.0\n.target sm_50\n.address_size 64\n"
+    ".visible .entry spin(.param .u64 cycles)\n{\n"
+    "  .reg .u64 %t0, %t1, %d, %c;\n  .reg .pred %p;\n"
+    "  ld.param.u64 %c, [cycles];\n  mov.u64 %t0, %clock64;\n"
+    "LOOP:\n  mov.u64 %t1, %clock64;\n  sub.u64 %d, %t1, %t0;\n"
+    "  setp.lt.u64 %p, %d, %c;\n  @%p bra LOOP;\n  ret;\n}\n";
+
+#define CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13 /* kHz */
+
+static void check(CUresult rc, const char *what)
+{
+    if (rc != 0) {
+        printf("{\"error\": \"%s\", \"code\": %d}\n", what, rc);
+        exit(3);
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int mem(size_t bytes, int count)
+{
+    size_t free_b = 0, total = 0;
+    check(cuMemGetInfo_v2(&free_b, &total), "cuMemGetInfo_v2");
+    printf("{\"total\": %zu, \"codes\": [", total);
+    for (int i = 0; i < count; i++) {
+        CUdeviceptr p;
+        printf("%s%d", i ? ", " : "", cuMemAlloc_v2(&p, bytes));
+    }
+    printf("]}\n");
+    return 0;
+}
+
+static int spin(double seconds, double us)
+{
+    int khz = 0;
+    CUmodule mod;
+    CUfunction f;
+    check(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), "cuDeviceGetAttribute");
+    check(cuModuleLoadData(&mod, ptx), "cuModuleLoadData");
+    check(cuModuleGetFunction(&f, mod, "spin"), "cuModuleGetFunction");
+    uint64_t cycles = (uint64_t)(us * khz / 1000.0);
+    void *params[] = {&cycles};
+    long kernels = 0;
+    double start = now_s();
+    while (now_s() - start < seconds) {
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+        kernels++;
+    }
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    printf("{\"kernels\": %ld, \"window_s\": %.4f}\n", kernels, now_s() - start);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    CUcontext ctx;
+    check(cuInit(0), "cuInit");
+    check(cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    if (argc == 4 && !strcmp(argv[1], "mem"))
+        return mem(strtoull(argv[2], NULL, 10), atoi(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "spin"))
+        return spin(atof(argv[2]), atof(argv[3]));
+    fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin SECONDS US\n");
+    return 2;
+}

@@ -1,0 +1,290 @@
+/* Stand-in libcuda.so.1: initialisation, devices and contexts.
+ *
+ * A context takes `context` bytes of device memory (config; 64 MiB by default), charged when it
+ * is created (or a primary context first retained) and given back when it is destroyed (or its
+ * last retain released), or when the process exits. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_local.h"
+
+pthread_mutex_t si_cu_mu = PTHREAD_MUTEX_INITIALIZER;
+static int initialised;
+static __thread struct si_ctx *current;
+static struct si_ctx *primary[SI_MAX_GPUS];
+
+struct si_node *si_cu_node(CUresult *rc) {
+    struct si_node *n = initialised ? si_node(NULL, 0) : NULL;
+    *rc = n ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+    return n;
+}
+
+struct si_ctx *si_cu_current(void) { return current && current->active ? current : NULL; }
+
+CUresult si_cu_take(struct si_ctx *ctx, int dev, uint64_t bytes, int kind,
+                    unsigned long long *ptr) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    if (!n)
+        return rc;
+    if (!ctx && dev < 0)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (dev < 0)
+        dev = ctx->dev;
+    if (dev >= n->cfg.ngpus)
+        return CUDA_ERROR_INVALID_DEVICE;
+    si_lock(n);
+    uint64_t p = 0;
+    int failed = si_mem_take(n, dev, bytes, kind, &p);
+    si_unlock(n);
+    *ptr = p;
+    return failed ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+CUresult si_cu_give(uint64_t ptr, int kind) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    if (!n)
+        return rc;
+    si_lock(n);
+    int failed = si_mem_give(n, ptr, kind, NULL);
+    si_unlock(n);
+    return failed ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuInit(unsigned flags) {
+    char err[512];
+    if (flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct si_node *n = si_node(err, sizeof(err));
+    if (!n) {
+        fprintf(stderr, "%s\n", err);
+        return CUDA_ERROR_NO_DEVICE;
+    }
+    if (n->cfg.ngpus == 0)
+        return CUDA_ERROR_NO_DEVICE;
+    initialised = 1;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDriverGetVersion(int *version) {
+    char err[8];
+    struct si_node *n = si_node(err, sizeof(err));
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = n ? n->cfg.cuda_version : 12040;
+    return CUDA_SUCCESS;
+}
+
+static CUresult device(CUdevice d, const struct si_gpu_cfg **g) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    if (!n)
+        return rc;
+    if (d < 0 || d >= n->cfg.ngpus)
+        return CUDA_ERROR_INVALID_DEVICE;
+    *g = &n->cfg.gpu[d];
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDeviceGetCount(int *count) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    if (!count)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n)
+        *count = n->cfg.ngpus;
+    return rc;
+}
+
+SI_EXPORT CUresult cuDeviceGet(CUdevice *d, int ordinal) {
+    const struct si_gpu_cfg *g;
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(ordinal, &g);
+    if (rc == CUDA_SUCCESS)
+        *d = ordinal;
+    return rc;
+}
+
+SI_EXPORT CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    const struct si_gpu_cfg *g;
+    if (!name || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(d, &g);
+    if (rc == CUDA_SUCCESS)
+        snprintf(name, (size_t)len, "%s", g->name);
+    return rc;
+}
+
+SI_EXPORT CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice d) {
+    const struct si_gpu_cfg *g;
+    if (!uuid)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(d, &g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    const char *p = g->uuid + 4; /* "GPU-" then 32 hex digits and 4 dashes */
+    for (int i = 0; i < 16; i++) {
+        if (*p == '-')
+            p++;
+        unsigned v = 0;
+        sscanf(p, "%2x", &v);
+        uuid->bytes[i] = (unsigned char)v;
+        p += 2;
+    }
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice d) { return cuDeviceGetUuid(uuid, d); }
+
+SI_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
+    const struct si_gpu_cfg *g;
+    if (!bytes)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(d, &g);
+    if (rc == CUDA_SUCCESS)
+        *bytes = g->memory;
+    return rc;
+}
+
+static int attribute(const struct si_gpu_cfg *g, int attr, int *value) {
+    unsigned dom = 0, bus = 0, dev = 0;
+    sscanf(g->pci, "%x:%x:%x", &dom, &bus, &dev);
+    switch (attr) {
+    case 1: *value = 1024; return 0;         /* MAX_THREADS_PER_BLOCK */
+    case 10: *value = 32; return 0;          /* WARP_SIZE */
+    case 16: *value = g->sms; return 0;      /* MULTIPROCESSOR_COUNT */
+    case 33: *value = (int)bus; return 0;    /* PCI_BUS_ID */
+    case 34: *value = (int)dev; return 0;    /* PCI_DEVICE_ID */
+    case 50: *value = (int)dom; return 0;    /* PCI_DOMAIN_ID */
+    case 41: case 83: case 95: case 102: case 115:
+        *value = 1; return 0; /* UNIFIED_ADDRESSING, MANAGED_MEMORY, COOPERATIVE_LAUNCH,
+                                 VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, MEMORY_POOLS_SUPPORTED */
+    case 75: *value = g->cc_major; return 0; /* COMPUTE_CAPABILITY_MAJOR */
+    case 76: *value = g->cc_minor; return 0; /* COMPUTE_CAPABILITY_MINOR */
+    default: *value = 0; return attr > 0 && attr < 200 ? 0 : -1;
+    }
+}
+
+SI_EXPORT CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice d) {
+    const struct si_gpu_cfg *g;
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(d, &g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    return attribute(g, attr, value) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult ctx_open(struct si_ctx *c) {
+    CUresult rc = si_cu_take(NULL, c->dev, si_node(NULL, 0)->cfg.context_bytes, SI_CONTEXT,
+                             &c->mem);
+    if (rc == CUDA_SUCCESS) {
+        c->active = 1;
+        c->null_stream.ctx = c;
+    }
+    return rc;
+}
+
+SI_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
+    const struct si_gpu_cfg *g;
+    (void)flags;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(d, &g);
+    struct si_ctx *c = rc == CUDA_SUCCESS ? calloc(1, sizeof(*c)) : NULL;
+    if (!c)
+        return rc == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : rc;
+    c->dev = d;
+    rc = ctx_open(c);
+    if (rc != CUDA_SUCCESS) {
+        free(c);
+        return rc;
+    }
+    current = c;
+    *pctx = c;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
+    if (!c || c->primary || !c->active)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    si_sleep_until(c->null_stream.last_end);
+    si_cu_give(c->mem, SI_CONTEXT);
+    if (current == c)
+        current = NULL;
+    free(c);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d) {
+    const struct si_gpu_cfg *g;
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(d, &g);
+    pthread_mutex_lock(&si_cu_mu);
+    if (rc == CUDA_SUCCESS && !primary[d] && !(primary[d] = calloc(1, sizeof(struct si_ctx))))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS && !primary[d]->active) {
+        primary[d]->dev = d;
+        primary[d]->primary = 1;
+        rc = ctx_open(primary[d]);
+    }
+    if (rc == CUDA_SUCCESS) {
+        primary[d]->refs++;
+        *pctx = primary[d];
+    }
+    pthread_mutex_unlock(&si_cu_mu);
+    return rc;
+}
+
+SI_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
+    const struct si_gpu_cfg *g;
+    CUresult rc = device(d, &g);
+    pthread_mutex_lock(&si_cu_mu);
+    struct si_ctx *c = rc == CUDA_SUCCESS ? primary[d] : NULL;
+    if (rc == CUDA_SUCCESS && (!c || !c->active))
+        rc = CUDA_ERROR_INVALID_CONTEXT;
+    if (rc == CUDA_SUCCESS && --c->refs == 0) {
+        c->active = 0;
+        si_cu_give(c->mem, SI_CONTEXT);
+    }
+    pthread_mutex_unlock(&si_cu_mu);
+    return rc;
+}
+
+SI_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return cuDevicePrimaryCtxRelease_v2(d); }
+
+SI_EXPORT CUresult cuCtxSetCurrent(CUcontext c) {
+    if (c && !c->active)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    current = c;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuCtxGetCurrent(CUcontext *pctx) {
+    if (!pctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = si_cu_current();
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuCtxGetDevice(CUdevice *d) {
+    struct si_ctx *c = si_cu_current();
+    if (!d)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *d = c->dev;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuCtxSynchronize(void) {
+    struct si_ctx *c = si_cu_current();
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    si_sleep_until(c->null_stream.last_end); /* every stream of c advances this (see exec.c) */
+    return CUDA_SUCCESS;
+}

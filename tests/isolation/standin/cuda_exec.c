@@ -1,0 +1,254 @@
+/* Stand-in libcuda.so.1: modules, launches, streams, events and graphs.
+ *
+ * A kernel takes simulated time: blocks (gridX * gridY * gridZ) times its function's cost. A
+ * module image in the stand-in's own text format sets each function's cost:
+ *
+ *   vgpu-standin-module
+ *   func spin 0        # 0: ns per block from the first kernel parameter (a uint64)
+ *   func fixed 1000    # 1000 ns per block
+ *
+ * Any other image (PTX, cubin) loads too, and all its functions cost SI_DEFAULT_COST per block.
+ * Each GPU is one serial timeline shared by all processes: a kernel starts when the device is
+ * free. Launches return at once (a stream holds up to SI_QUEUE launches in flight, then a launch
+ * waits); synchronising sleeps until the stream's last kernel ends. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_local.h"
+
+#define SI_DEFAULT_COST 1000ull
+#define SI_MAGIC_TEXT "vgpu-standin-module"
+
+static struct si_stream *stream_of(CUstream s) {
+    struct si_ctx *c = si_cu_current();
+    /* NULL, CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2) name the context's own. */
+    if ((uintptr_t)s <= 2)
+        return c ? &c->null_stream : NULL;
+    return s;
+}
+
+struct si_stream *si_cu_stream(CUstream s) { return stream_of(s); }
+
+CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns, CUstream s) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    struct si_stream *st = stream_of(s);
+    if (!n)
+        return rc;
+    if (!st || !st->ctx->active)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (!f || blocks == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t cost = f->ns_per_block ? f->ns_per_block : param_ns;
+    pthread_mutex_lock(&si_cu_mu);
+    uint64_t slot_end = st->ring[st->head % SI_QUEUE];
+    pthread_mutex_unlock(&si_cu_mu);
+    if (slot_end > si_now_ns()) /* the queue is full: wait for its oldest launch */
+        si_sleep_until(slot_end);
+    si_lock(n);
+    si_register(n);
+    uint64_t end = si_timeline_run(n, st->ctx->dev, blocks * cost);
+    si_unlock(n);
+    pthread_mutex_lock(&si_cu_mu);
+    st->ring[st->head++ % SI_QUEUE] = end;
+    st->last_end = end > st->last_end ? end : st->last_end;
+    struct si_stream *all = &st->ctx->null_stream; /* context-wide: cuCtxSynchronize */
+    all->last_end = end > all->last_end ? end : all->last_end;
+    pthread_mutex_unlock(&si_cu_mu);
+    return CUDA_SUCCESS;
+}
+
+static uint64_t param_ns(struct si_func *f, void **params) {
+    if (!f || f->ns_per_block || !params || !params[0])
+        return 0;
+    uint64_t v;
+    memcpy(&v, params[0], sizeof(v));
+    return v;
+}
+
+static uint64_t blocks(unsigned x, unsigned y, unsigned z) { return (uint64_t)x * y * z; }
+
+static int needs_param(struct si_func *f, void **params) {
+    return f && !f->ns_per_block && (!params || !params[0]);
+}
+
+SI_EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                  unsigned bx, unsigned by, unsigned bz, unsigned shmem,
+                                  CUstream s, void **params, void **extra) {
+    (void)bx, (void)by, (void)bz, (void)shmem, (void)extra;
+    if (needs_param(f, params))
+        return CUDA_ERROR_INVALID_VALUE;
+    return si_cu_launch(f, blocks(gx, gy, gz), param_ns(f, params), s);
+}
+
+SI_EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig *cfg, CUfunction f, void **params,
+                                    void **extra) {
+    (void)extra;
+    if (!cfg || needs_param(f, params))
+        return CUDA_ERROR_INVALID_VALUE;
+    return si_cu_launch(f, blocks(cfg->gridDimX, cfg->gridDimY, cfg->gridDimZ),
+                        param_ns(f, params), cfg->hStream);
+}
+
+SI_EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                             unsigned bx, unsigned by, unsigned bz,
+                                             unsigned shmem, CUstream s, void **params) {
+    return cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}
+
+/* ---- modules ---- */
+
+static int parse_module(struct si_module *m, const char *text) {
+    const char *line = strchr(text, '\n');
+    while (line && *line) {
+        char name[64];
+        unsigned long long cost;
+        line++;
+        if (sscanf(line, "func %63s %llu", name, &cost) == 2) {
+            if (m->nfuncs == 32)
+                return -1;
+            snprintf(m->funcs[m->nfuncs].name, sizeof(name), "%s", name);
+            m->funcs[m->nfuncs++].ns_per_block = cost;
+        }
+        line = strchr(line, '\n');
+    }
+    return 0;
+}
+
+SI_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
+    if (!mod || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!si_cu_current())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct si_module *m = calloc(1, sizeof(*m));
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (strncmp(image, SI_MAGIC_TEXT, strlen(SI_MAGIC_TEXT)) != 0)
+        m->any = 1;
+    else if (parse_module(m, image) != 0) {
+        free(m);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    *mod = m;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name) {
+    if (!f || !m || !name)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < m->nfuncs; i++)
+        if (strcmp(m->funcs[i].name, name) == 0) {
+            *f = &m->funcs[i];
+            return CUDA_SUCCESS;
+        }
+    if (!m->any || m->nfuncs == 32)
+        return CUDA_ERROR_NOT_FOUND;
+    struct si_func *nf = &m->funcs[m->nfuncs++];
+    snprintf(nf->name, sizeof(nf->name), "%s", name);
+    nf->ns_per_block = SI_DEFAULT_COST;
+    *f = nf;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuModuleUnload(CUmodule m) {
+    if (!m)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+/* ---- streams ---- */
+
+SI_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
+    struct si_ctx *c = si_cu_current();
+    (void)flags;
+    if (!s)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct si_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    st->ctx = c;
+    *s = st;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuStreamSynchronize(CUstream s) {
+    struct si_stream *st = stream_of(s);
+    if (!st)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&si_cu_mu);
+    uint64_t end = st->last_end;
+    pthread_mutex_unlock(&si_cu_mu);
+    si_sleep_until(end);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
+    if ((uintptr_t)s <= 2)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(s); /* like the driver: pending work still completes on the device timeline */
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuStreamDestroy(CUstream s) { return cuStreamDestroy_v2(s); }
+
+/* ---- events ---- */
+
+SI_EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    (void)flags;
+    if (!e)
+        return CUDA_ERROR_INVALID_VALUE;
+    *e = calloc(1, sizeof(struct si_event));
+    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
+    struct si_stream *st = stream_of(s);
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!st)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    uint64_t now = si_now_ns();
+    pthread_mutex_lock(&si_cu_mu);
+    e->t = st->last_end > now ? st->last_end : now;
+    e->recorded = 1;
+    pthread_mutex_unlock(&si_cu_mu);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuEventQuery(CUevent e) {
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return !e->recorded || si_now_ns() >= e->t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+SI_EXPORT CUresult cuEventSynchronize(CUevent e) {
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (e->recorded)
+        si_sleep_until(e->t);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
+    if (!ms || !start || !end)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!start->recorded || !end->recorded)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cuEventQuery(start) || cuEventQuery(end))
+        return CUDA_ERROR_NOT_READY;
+    *ms = (float)((double)((int64_t)(end->t - start->t)) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
+    if (!e)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuEventDestroy(CUevent e) { return cuEventDestroy_v2(e); }

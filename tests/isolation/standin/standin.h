@@ -1,0 +1,133 @@
+/* Internal interface shared by the stand-in libcuda.so.1 and libnvidia-ml.so.1.
+ *
+ * Both libraries simulate ONE node: a small text config names the GPUs, and a memory-mapped
+ * state file (path named in the config) holds what several processes must agree on: memory in
+ * use per GPU, each GPU's timeline, per-process busy time, injected XID events. Everything here
+ * has hidden visibility, so the two libraries loaded into one process never see each other's
+ * copies (and -Wl,-Bsymbolic keeps their own calls internal). */
+#ifndef VGPU_STANDIN_H
+#define VGPU_STANDIN_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SI_HIDDEN __attribute__((visibility("hidden")))
+#define SI_EXPORT __attribute__((visibility("default")))
+
+#define SI_MAX_GPUS 16
+#define SI_MAX_PEERS 8
+#define SI_MAX_PROCS 256  /* live processes using the node at once */
+#define SI_MAX_ALLOCS 8192
+#define SI_MAX_BUSY 512   /* per-pid busy records, kept after the process exits */
+#define SI_KRING 1024     /* recent kernels per GPU, for utilisation */
+#define SI_XRING 32       /* recent XID events per GPU */
+#define SI_DEFAULT_CONFIG "/etc/vgpu-standin/gpus"
+#define SI_CONFIG_ENV "VGPU_STANDIN_CONFIG"
+
+struct si_gpu_cfg {
+    char uuid[48];
+    char name[64];
+    char pci[32]; /* NVML form: 00000000:3B:00.0 */
+    uint64_t memory;
+    int numa;      /* -1: none */
+    int mig;       /* -1: MIG not supported, 0 off, 1 on */
+    int sms;
+    int cc_major, cc_minor;
+    int npeers;
+    char peers[SI_MAX_PEERS][48];
+};
+
+struct si_config {
+    char state_path[256];
+    char driver_version[32];
+    int cuda_version;       /* 1000 * major + 10 * minor */
+    uint64_t context_bytes; /* device memory one context takes */
+    int ngpus;
+    struct si_gpu_cfg gpu[SI_MAX_GPUS];
+};
+
+enum si_kind { SI_FREE = 0, SI_MEM, SI_CONTEXT, SI_VMM };
+
+struct si_alloc {
+    uint64_t ptr; /* fake device address or VMM handle */
+    uint64_t bytes;
+    int32_t proc; /* slot index */
+    int32_t gpu;
+    int32_t kind;
+    int32_t pad;
+};
+
+struct si_proc {
+    int32_t pid; /* 0: slot free */
+    int32_t pad;
+    uint64_t used[SI_MAX_GPUS];
+};
+
+struct si_busy {
+    int32_t pid;
+    int32_t pad;
+    uint64_t seq; /* for replacing the oldest record when full */
+    uint64_t ns[SI_MAX_GPUS];
+};
+
+struct si_kernel {
+    uint64_t start, end; /* CLOCK_MONOTONIC ns */
+    int32_t pid;
+    int32_t pad;
+};
+
+struct si_xid {
+    uint64_t seq;
+    uint64_t xid;
+};
+
+struct si_gpu_state {
+    uint64_t used;
+    uint64_t busy_until;
+    uint64_t next_va;
+    uint64_t khead; /* kernels recorded so far */
+    struct si_kernel kring[SI_KRING];
+    uint64_t xseq; /* XIDs injected so far */
+    struct si_xid xring[SI_XRING];
+};
+
+struct si_shared {
+    uint64_t magic;
+    pthread_mutex_t lock; /* robust, process-shared */
+    uint64_t busy_seq;
+    struct si_gpu_state gpu[SI_MAX_GPUS];
+    struct si_proc proc[SI_MAX_PROCS];
+    struct si_alloc alloc[SI_MAX_ALLOCS];
+    struct si_busy busy[SI_MAX_BUSY];
+};
+
+/* config.c */
+SI_HIDDEN int si_config_load(struct si_config *cfg, char *err, size_t errlen);
+SI_HIDDEN int si_gpu_by_uuid(const struct si_config *cfg, const char *uuid);
+SI_HIDDEN int si_gpu_by_pci(const struct si_config *cfg, const char *pci);
+
+/* node.c: the process's view of the node (config + mapped state), loaded once */
+struct si_node {
+    struct si_config cfg;
+    struct si_shared *sh;
+    int fd;
+    int slot; /* this process's proc slot, -1 until registered */
+    int pid;
+};
+SI_HIDDEN struct si_node *si_node(char *err, size_t errlen);
+SI_HIDDEN struct si_shared *si_lock(struct si_node *n);
+SI_HIDDEN void si_unlock(struct si_node *n);
+SI_HIDDEN int si_register(struct si_node *n); /* under lock; returns slot or -1 */
+SI_HIDDEN uint64_t si_now_ns(void);
+SI_HIDDEN void si_sleep_until(uint64_t ns);
+
+/* pool.c: memory and timeline, all under the lock */
+SI_HIDDEN int si_mem_take(struct si_node *n, int gpu, uint64_t bytes, int kind, uint64_t *ptr);
+SI_HIDDEN int si_mem_give(struct si_node *n, uint64_t ptr, int kind, int *gpu_out);
+SI_HIDDEN uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns);
+SI_HIDDEN void si_reap(struct si_node *n);
+SI_HIDDEN uint64_t si_busy_window(struct si_shared *sh, int gpu, int pid, uint64_t from,
+                                  uint64_t to);
+
+#endif

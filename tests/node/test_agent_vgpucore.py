@@ -1,0 +1,84 @@
+"""The agent in mode vgpu-core, through the device-plugin socket as the kubelet calls it: the
+answer carries the library, preload, limits and shared mounts and nothing else, the limits file
+holds the signed grant, and the running agent's elastic duty lends idle capacity up to
+`vgpu.io/cores-limit` and takes it back when a neighbour starts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.node.agent_harness import CORES, make_box
+from vgpu.node.container_dirs import ContainerDirs
+from vgpu.node.grants import GrantMode, GrantSettings
+from vgpu.node.limits_file import ACTIVITY_NAME, read_limits, render_activity
+from vgpu.node.vgpucore import (
+    LIBRARY_IN_CONTAINER,
+    LIMITS_IN_CONTAINER,
+    PRELOAD_IN_CONTAINER,
+    SHARED_IN_CONTAINER,
+    VgpuCore,
+)
+
+LIB, PRELOAD = "/var/lib/vgpu/lib/libvgpu-core.so", "/var/lib/vgpu/lib/ld.so.preload"
+
+
+def _mounts(response: object) -> dict[str, tuple[str, bool]]:
+    (grant,) = response.container_responses  # type: ignore[attr-defined]
+    return {m.container_path: (m.host_path, m.read_only) for m in grant.mounts}
+
+
+def _allowance_reaches(limits: Path, value: int, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if read_limits(limits)[0].allowance == value:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _launching(shared: Path) -> None:
+    (shared / ACTIVITY_NAME).write_bytes(render_activity([time.monotonic_ns()]))
+
+
+def test_the_kubelet_gets_the_contract_mounts_and_the_duty_moves_the_allowance(
+    tmp_path: Path,
+) -> None:
+    core = VgpuCore(LIB, PRELOAD, ContainerDirs(tmp_path / "state"))
+    for box in make_box():
+        box.start_agent(grants=GrantSettings(GrantMode.VGPU_CORE, core=core))
+        box.place(
+            "a", [("main", 30, 0)], {"main": [(0, 30)]}, annotations={"vgpu.io/cores-limit": "60"}
+        )
+        _, response = box.kubelet.allocate(CORES, 30)
+        (grant,) = response.container_responses
+        assert grant.envs["LD_PRELOAD"] == LIBRARY_IN_CONTAINER
+        mounts = _mounts(response)
+        assert set(mounts) == {
+            LIBRARY_IN_CONTAINER,
+            PRELOAD_IN_CONTAINER,
+            LIMITS_IN_CONTAINER,
+            SHARED_IN_CONTAINER,
+        }
+        assert mounts[LIBRARY_IN_CONTAINER] == (LIB, True)
+        assert mounts[PRELOAD_IN_CONTAINER] == (PRELOAD, True)
+        assert mounts[LIMITS_IN_CONTAINER][1] and not mounts[SHARED_IN_CONTAINER][1]
+        limits_a = Path(mounts[LIMITS_IN_CONTAINER][0])
+        (device,) = read_limits(limits_a)
+        assert (device.uuid, device.cores, device.limit, device.allowance) == (
+            box.gpus[0],
+            30,
+            60,
+            30,
+        )
+        assert device.memory == 15360 * 30 // 100 * (1 << 20)
+
+        _launching(Path(mounts[SHARED_IN_CONTAINER][0]))
+        assert _allowance_reaches(limits_a, 60), "never lent idle capacity"
+
+        box.place("b", [("main", 50, 0)], {"main": [(0, 50)]})
+        _, response_b = box.kubelet.allocate(CORES, 50)
+        shared_b = Path(_mounts(response_b)[SHARED_IN_CONTAINER][0])
+        _launching(shared_b)
+        _launching(Path(mounts[SHARED_IN_CONTAINER][0]))
+        assert _allowance_reaches(limits_a, 50), "never gave back"

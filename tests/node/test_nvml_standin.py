@@ -1,0 +1,203 @@
+"""The node agent's NVML path (`NvmlBackend` over `pynvml`) against the stand-in
+libnvidia-ml.so.1: discovery, usage, XID health, and a driver that lacks functions.
+
+pynvml loads `libnvidia-ml.so.1` by name (`CDLL`), so the backend runs in a child process
+whose `LD_LIBRARY_PATH` holds the stand-in: this test process never loads any NVML.
+"""
+
+from __future__ import annotations
+
+import ast
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.isolation.standins import (
+    CONTEXT_BYTES,
+    GIB,
+    Node,
+    StandinGpu,
+    Standins,
+    cached_build,
+    gcc_available,
+    gpu_uuid,
+)
+
+pytestmark = pytest.mark.skipif(not gcc_available(), reason="needs gcc")
+
+ROOT = Path(__file__).resolve().parents[2]
+A, B = gpu_uuid("agent", 0), gpu_uuid("agent", 1)
+GPUS = [
+    StandinGpu(A, 16 * GIB, "00000000:3B:00.0", numa=0, mig="off", peers=(B,), name="Tesla T4"),
+    StandinGpu(B, 40 * GIB, "00000000:5E:00.0", numa=1, mig="on", peers=(A,), name="A100"),
+]
+
+BACKEND_PROGRAM = r"""
+import logging, sys
+logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s %(message)s")
+from vgpu.adapters.gpu import NvmlBackend
+backend = NvmlBackend()
+inv = backend.inventory()
+out = {"driver": inv.driver_version, "cuda": inv.cuda_version,
+       "gpus": [(g.uuid, g.index, g.model, g.memory_mib, g.pci_bus_id, g.numa_node,
+                 g.nvlink_peers, g.compute_capability, g.mig_enabled) for g in inv.gpus],
+       "usage": [(u.gpu_uuid, u.pid, u.used_bytes) for u in backend.process_usage()],
+       "stats": [(s.gpu_uuid, s.memory_used_bytes, s.utilization_ratio)
+                 for s in backend.gpu_stats()]}
+if "xid" in sys.argv:
+    backend.wait_xid(0)  # registers the event set
+    print("registered", flush=True)
+    sys.stdin.readline()
+    out["xid"] = [(e.xid, e.gpu_uuid) for e in backend.wait_xid(5)]
+backend.close()
+print(repr(out))
+"""
+
+
+@pytest.fixture(scope="session")
+def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
+    return cached_build(tmp_path_factory.getbasetemp())
+
+
+@pytest.fixture
+def node(standins: Standins) -> Iterator[Node]:
+    node = Node(standins, GPUS)
+    yield node
+    node.close()
+
+
+def backend_child(node: Node, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", BACKEND_PROGRAM, *args],
+        env=node.env({"PYTHONPATH": str(ROOT)}),
+        cwd=ROOT,
+        stdin=stdin,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_backend(node: Node) -> tuple[dict[str, Any], str]:
+    child = backend_child(node)
+    out, err = child.communicate(timeout=60)
+    assert child.returncode == 0, err
+    result: dict[str, Any] = ast.literal_eval(out)
+    return result, err
+
+
+def test_discovery_reads_every_gpu_fact_through_nvml(node: Node) -> None:
+    out, err = run_backend(node)
+    assert (out["driver"], out["cuda"]) == ("550.54.15", "12.4")
+    assert out["gpus"] == [
+        (A, 0, "Tesla T4", 16 * 1024, "00000000:3B:00.0", 0, (B,), (7, 5), False),
+        (B, 1, "A100", 40 * 1024, "00000000:5E:00.0", 1, (A,), (7, 5), True),
+    ]
+    assert "WARNING" not in err
+
+
+def test_usage_is_what_the_cuda_side_holds(node: Node) -> None:
+    holder = subprocess.Popen(
+        [str(node.built.cuprobe), "alloc:5000000", "hold"],
+        env=node.env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline()
+        for line in holder.stdout:
+            if line.startswith("holding"):
+                break
+        out, _ = run_backend(node)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    used = 5000000 + CONTEXT_BYTES
+    assert out["usage"] == [(A, holder.pid, used)]
+    assert out["stats"] == [(A, used, 0.0), (B, 0, 0.0)]
+
+
+def test_an_injected_xid_is_reported_for_its_gpu(node: Node) -> None:
+    child = backend_child(node, "xid", stdin=subprocess.PIPE)
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().strip() == "registered"
+    node.inject_xid(B, 48)
+    child.stdin.write("\n")
+    child.stdin.flush()
+    out, err = child.communicate(timeout=30)
+    assert child.returncode == 0, err
+    assert ast.literal_eval(out)["xid"] == [(48, B)]
+
+
+@pytest.fixture
+def old_driver_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    lacking = cached_build(
+        tmp_path_factory.getbasetemp(),
+        omit=("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetMigMode"),
+    )
+    node = Node(lacking, GPUS)
+    yield node
+    node.close()
+
+
+def test_a_function_an_older_driver_lacks_degrades_with_one_log_line(
+    old_driver_node: Node,
+) -> None:
+    out, err = run_backend(old_driver_node)
+    assert [g[0] for g in out["gpus"]] == [A, B]
+    assert [(g[4], g[5], g[8]) for g in out["gpus"]] == [("", None, False)] * 2
+    assert [g[6] for g in out["gpus"]] == [(B,), (A,)]  # what the driver has still works
+    warnings = [line for line in err.splitlines() if line.startswith("WARNING")]
+    assert len(warnings) == 3, err
+    for name in ("nvmlDeviceGetPciInfo", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetMigMode"):
+        assert sum(name in w for w in warnings) == 1, err
+
+
+AGENT_PROGRAM = r"""
+import sys
+from tests.node.agent_harness import CORES, make_box
+from vgpu.adapters.gpu import NvmlBackend
+boxes = make_box()
+box = next(boxes)
+box.start_agent(backend=NvmlBackend())  # as on a GPU node: discovery through NVML
+def health():
+    by_gpu = {}
+    for device, state in box.kubelet.devices(CORES).items():
+        by_gpu.setdefault(device.split("::")[0], set()).add(state)
+    return {gpu: sorted(states) for gpu, states in by_gpu.items()}
+print(repr(health()), flush=True)
+sys.stdin.readline()
+box.kubelet.wait_for(lambda: len(health().get(sys.argv[1], ())) == 1
+                     and health()[sys.argv[1]] == ["Unhealthy"], timeout=10)
+print(repr(health()), flush=True)
+boxes.close()
+"""
+
+
+def test_the_agent_on_a_gpu_node_offers_nvml_gpus_and_an_xid_makes_one_unhealthy(
+    node: Node,
+) -> None:
+    agent = subprocess.Popen(
+        [sys.executable, "-c", AGENT_PROGRAM, B],
+        env=node.env({"PYTHONPATH": str(ROOT)}),
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert agent.stdout is not None and agent.stdin is not None
+    first = agent.stdout.readline()
+    assert first, agent.communicate(timeout=30)[1]
+    assert ast.literal_eval(first) == {A: ["Healthy"], B: ["Healthy"]}
+    node.inject_xid(B, 79)  # "GPU has fallen off the bus": not an application XID
+    agent.stdin.write("\n")
+    agent.stdin.flush()
+    out, err = agent.communicate(timeout=60)
+    assert agent.returncode == 0, err
+    assert ast.literal_eval(out) == {A: ["Healthy"], B: ["Unhealthy"]}

@@ -1,0 +1,78 @@
+/* A chained hash table keyed by (kind, pointer or handle), guarded by one mutex: allocation and free
+ * are rare next to launches, and exact accounting matters more here than speed. */
+#include "allocs.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define BUCKETS 4096
+
+typedef struct node {
+    struct node *next;
+    uint64_t key;
+    uint64_t bytes;
+    int kind;
+    int dev;
+} node;
+
+static node *buckets[BUCKETS];
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned bucket_of(int kind, uint64_t key)
+{
+    uint64_t h = (key ^ (uint64_t)kind) * 0x9e3779b97f4a7c15ULL;
+    return (unsigned)(h >> 52) % BUCKETS;
+}
+
+int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes)
+{
+    node *n = malloc(sizeof *n);
+    if (!n)
+        return -1;
+    n->key = key;
+    n->kind = kind;
+    n->dev = dev;
+    n->bytes = bytes;
+    unsigned b = bucket_of(kind, key);
+    pthread_mutex_lock(&mu);
+    n->next = buckets[b];
+    buckets[b] = n;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
+
+int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes)
+{
+    unsigned b = bucket_of(kind, key);
+    node *found = NULL;
+    pthread_mutex_lock(&mu);
+    for (node **p = &buckets[b]; *p; p = &(*p)->next) {
+        if ((*p)->key == key && (*p)->kind == kind) {
+            found = *p;
+            *p = found->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&mu);
+    if (!found)
+        return -1;
+    *dev = found->dev;
+    *bytes = found->bytes;
+    free(found);
+    return 0;
+}
+
+void vgpu_allocs_forget(void)
+{
+    /* Called in a forked child; the parent's nodes are copies the child may free. */
+    for (unsigned b = 0; b < BUCKETS; b++) {
+        node *n = buckets[b];
+        buckets[b] = NULL;
+        while (n) {
+            node *next = n->next;
+            free(n);
+            n = next;
+        }
+    }
+    pthread_mutex_init(&mu, NULL);
+}

@@ -1,0 +1,16 @@
+/* What this process allocated, so a free gives back exactly what the allocation counted. */
+#ifndef VGPU_ALLOCS_H
+#define VGPU_ALLOCS_H
+
+#include <stdint.h>
+
+enum { VGPU_KIND_POINTER = 1, VGPU_KIND_VMM = 2, VGPU_KIND_ARRAY = 3, VGPU_KIND_MIPMAP = 4 };
+
+/* Records an allocation; -1 if it cannot be recorded (out of host memory). */
+int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes);
+/* Removes the allocation and returns 0 with its device and size, or -1 when unknown. */
+int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes);
+/* Forgets every record (a forked child holds none of its parent's allocations). */
+void vgpu_allocs_forget(void);
+
+#endif

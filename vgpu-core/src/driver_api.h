@@ -1,0 +1,112 @@
+/* The few CUDA driver API and NVML types and prototypes vgpu-core touches, declared from NVIDIA's
+ * public API documentation (CUDA Driver API reference, NVML reference) so that no NVIDIA header is
+ * needed to build. Only the ABI matters here: handles are opaque pointers, sizes are size_t, and
+ * device pointers are 64-bit. */
+#ifndef VGPU_DRIVER_API_H
+#define VGPU_DRIVER_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct vgpu_ctx *CUcontext;
+typedef struct vgpu_stream *CUstream;
+typedef struct vgpu_event *CUevent;
+typedef struct vgpu_function *CUfunction;
+typedef struct vgpu_graph_exec *CUgraphExec;
+typedef struct vgpu_pool *CUmemoryPool;
+typedef struct vgpu_array *CUarray;
+typedef struct vgpu_mipmap *CUmipmappedArray;
+
+enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_NOT_FOUND = 500,
+    CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_NOT_PERMITTED = 800,
+};
+
+/* cuArrayCreate_v2's descriptor. */
+typedef struct {
+    size_t Width;
+    size_t Height;
+    int Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+
+/* cuArray3DCreate_v2's and cuMipmappedArrayCreate's descriptor. */
+typedef struct {
+    size_t Width;
+    size_t Height;
+    size_t Depth;
+    int Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+/* cuMemCreate's allocation properties (only the location is read). */
+typedef struct {
+    int type;
+    int id;
+} CUmemLocation;
+enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
+
+typedef struct {
+    int type;
+    int requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} CUmemAllocationProp;
+
+/* cuLaunchKernelEx's configuration (only the stream is read). */
+typedef struct {
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    void *attrs;
+    unsigned int numAttrs;
+} CUlaunchConfig;
+
+/* cuLaunchCooperativeKernelMultiDevice's per-device parameters. */
+typedef struct {
+    CUfunction function;
+    unsigned int gridDimX, gridDimY, gridDimZ;
+    unsigned int blockDimX, blockDimY, blockDimZ;
+    unsigned int sharedMemBytes;
+    CUstream hStream;
+    void **kernelParams;
+} CUDA_LAUNCH_PARAMS;
+
+/* NVML */
+typedef int nvmlReturn_t;
+typedef struct vgpu_nvml_device *nvmlDevice_t;
+enum {
+    NVML_SUCCESS = 0,
+    NVML_ERROR_INVALID_ARGUMENT = 2,
+    NVML_ERROR_NO_PERMISSION = 4,
+    NVML_ERROR_NOT_FOUND = 6,
+};
+
+typedef struct {
+    unsigned long long total;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int version;
+    unsigned long long total;
+    unsigned long long reserved;
+    unsigned long long free;
+    unsigned long long used;
+} nvmlMemory_v2_t;
+
+#endif

@@ -1,0 +1,156 @@
+/* Linear device memory: plain, pitched, managed, stream-ordered and pool allocations, counted on
+ * the current context's device before the driver is asked, and given back when freed. */
+#include "account.h"
+#include "allocs.h"
+#include "hooks.h"
+#include "state.h"
+
+typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
+typedef CUresult (*managed_fn)(CUdeviceptr *, size_t, unsigned int);
+typedef CUresult (*async_fn)(CUdeviceptr *, size_t, CUstream);
+typedef CUresult (*pool_fn)(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+typedef CUresult (*pitch_fn)(CUdeviceptr *, size_t *, size_t, size_t, unsigned int);
+typedef CUresult (*free_fn)(CUdeviceptr);
+typedef CUresult (*free_async_fn)(CUdeviceptr, CUstream);
+
+/* Reserves on the current device; on success *index names it. */
+static CUresult begin(size_t bytes, int *index)
+{
+    CUresult rc = vgpu_current_index(index);
+    return rc != CUDA_SUCCESS ? rc : vgpu_reserve(*index, bytes);
+}
+
+#define MISSING(fn) if (!(fn)) return CUDA_ERROR_NOT_INITIALIZED
+
+VGPU_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes)
+{
+    alloc_fn real = REAL_CU(alloc_fn, cuMemAlloc_v2);
+    int index;
+    MISSING(real);
+    CUresult rc = begin(bytes, &index);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytes);
+    return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
+}
+
+VGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned int flags)
+{
+    managed_fn real = REAL_CU(managed_fn, cuMemAllocManaged);
+    int index;
+    MISSING(real);
+    CUresult rc = begin(bytes, &index);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytes, flags);
+    return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
+}
+
+static CUresult alloc_async(async_fn real, CUdeviceptr *dptr, size_t bytes, CUstream stream)
+{
+    int index;
+    MISSING(real);
+    CUresult rc = begin(bytes, &index);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytes, stream);
+    return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
+}
+
+VGPU_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream stream)
+{
+    return alloc_async(REAL_CU(async_fn, cuMemAllocAsync), dptr, bytes, stream);
+}
+
+VGPU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream stream)
+{
+    return alloc_async(REAL_CU(async_fn, cuMemAllocAsync_ptsz), dptr, bytes, stream);
+}
+
+static CUresult alloc_pool(pool_fn real, CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                           CUstream stream)
+{
+    int index;
+    MISSING(real);
+    CUresult rc = begin(bytes, &index);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, bytes, pool, stream);
+    return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
+}
+
+VGPU_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                                             CUstream stream)
+{
+    return alloc_pool(REAL_CU(pool_fn, cuMemAllocFromPoolAsync), dptr, bytes, pool, stream);
+}
+
+VGPU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
+                                                  CUmemoryPool pool, CUstream stream)
+{
+    return alloc_pool(REAL_CU(pool_fn, cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool, stream);
+}
+
+/* The driver chooses the pitch, so the estimate (width x height) is corrected afterwards and the
+ * allocation undone if the corrected size no longer fits. */
+VGPU_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
+                                        size_t height, unsigned int element_bytes)
+{
+    pitch_fn real = REAL_CU(pitch_fn, cuMemAllocPitch_v2);
+    free_fn real_free = REAL_CU(free_fn, cuMemFree_v2);
+    uint64_t estimate, actual;
+    int index;
+    MISSING(real);
+    if (__builtin_mul_overflow((uint64_t)width, (uint64_t)height, &estimate))
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = begin(estimate, &index);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(dptr, pitch, width, height, element_bytes);
+    if (rc != CUDA_SUCCESS)
+        return vgpu_settle(rc, VGPU_KIND_POINTER, 0, index, estimate);
+    if (__builtin_mul_overflow((uint64_t)*pitch, (uint64_t)height, &actual))
+        actual = UINT64_MAX;
+    if (actual > estimate && vgpu_reserve(index, actual - estimate) != CUDA_SUCCESS) {
+        if (real_free)
+            real_free(*dptr);
+        vgpu_unreserve(index, estimate);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (actual < estimate)
+        vgpu_unreserve(index, estimate - actual);
+    return vgpu_settle(rc, VGPU_KIND_POINTER, *dptr, index, actual);
+}
+
+VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    free_fn real = REAL_CU(free_fn, cuMemFree_v2);
+    int index = 0;
+    uint64_t bytes = 0;
+    MISSING(real);
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    int found = vgpu_forget(VGPU_KIND_POINTER, dptr, &index, &bytes);
+    return vgpu_freed(real(dptr), found, VGPU_KIND_POINTER, dptr, index, bytes);
+}
+
+static CUresult free_async(free_async_fn real, CUdeviceptr dptr, CUstream stream)
+{
+    int index = 0;
+    uint64_t bytes = 0;
+    MISSING(real);
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    int found = vgpu_forget(VGPU_KIND_POINTER, dptr, &index, &bytes);
+    return vgpu_freed(real(dptr, stream), found, VGPU_KIND_POINTER, dptr, index, bytes);
+}
+
+VGPU_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream)
+{
+    return free_async(REAL_CU(free_async_fn, cuMemFreeAsync), dptr, stream);
+}
+
+VGPU_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream)
+{
+    return free_async(REAL_CU(free_async_fn, cuMemFreeAsync_ptsz), dptr, stream);
+}

@@ -1,0 +1,58 @@
+/* The container's shared state: memory in use per process and GPU, and the cores budget per GPU.
+ * It lives in a file under the read-write shared directory the agent mounts, mapped by every
+ * process of the container, so the container is held to its grant as a whole. */
+#ifndef VGPU_REGION_H
+#define VGPU_REGION_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "limits.h"
+
+#define VGPU_MAX_PROCS 1024
+
+typedef struct {
+    int32_t pid;
+    uint32_t pad;
+    uint64_t starttime; /* from /proc/<pid>/stat, to tell a reused pid from its first owner */
+    uint64_t used[VGPU_MAX_DEVICES];
+} vgpu_proc_slot;
+
+typedef struct {
+    int64_t budget_ns; /* busy time the container may still start this period; may go negative */
+    int32_t allowance; /* percent, as last read from `limits` */
+    int32_t pad;
+} vgpu_dev_slot;
+
+typedef struct {
+    char magic[8];
+    uint32_t version;
+    uint32_t size;
+    pthread_mutex_t lock; /* process-shared and robust: a killed holder cannot wedge the others */
+    uint64_t next_refill_ns; /* read and written with __atomic builtins */
+    vgpu_dev_slot dev[VGPU_MAX_DEVICES];
+    vgpu_proc_slot proc[VGPU_MAX_PROCS];
+} vgpu_region;
+
+/* Maps (creating it if needed) the region and the activity file; -1 with a reason on failure. */
+int vgpu_region_open(const char *dir, vgpu_region **region, uint64_t **activity, char *err,
+                     size_t errlen);
+
+void vgpu_region_lock(vgpu_region *r);
+void vgpu_region_unlock(vgpu_region *r);
+
+/* Adds `bytes` to this process's use of device `dev` if the container stays within `limit`;
+ * returns 0, or -1 when it would not (nothing changed). */
+int vgpu_region_reserve(vgpu_region *r, int dev, uint64_t bytes, uint64_t limit);
+
+/* Gives back `bytes` of this process's use of device `dev`. */
+void vgpu_region_release(vgpu_region *r, int dev, uint64_t bytes);
+
+/* The container's total use of device `dev` (live processes only). */
+uint64_t vgpu_region_used(vgpu_region *r, int dev);
+
+/* Forgets this process's slot (in a forked child, which holds none of its parent's memory). */
+void vgpu_region_forget_self(void);
+
+#endif

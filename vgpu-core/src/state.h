@@ -1,0 +1,38 @@
+/* The process's view of its container's grant: the limits, the shared region, and the mapping from
+ * the devices CUDA and NVML hand out to `device` lines, always by UUID. */
+#ifndef VGPU_STATE_H
+#define VGPU_STATE_H
+
+#include <stdint.h>
+
+#include "driver_api.h"
+#include "limits.h"
+#include "region.h"
+
+#ifndef VGPU_LIMITS_DIR
+#define VGPU_LIMITS_DIR "/run/vgpu"
+#endif
+#ifndef VGPU_SHARED_DIR
+#define VGPU_SHARED_DIR "/run/vgpu-shared"
+#endif
+#define VGPU_PERIOD_NS 100000000LL /* the cores budget's refill period (100 ms) */
+
+typedef struct {
+    vgpu_limits limits;
+    vgpu_region *region;
+    uint64_t *activity;
+} vgpu_state;
+
+/* The state, loaded once; NULL when the library fails closed (the reason was printed once). */
+const vgpu_state *vgpu_state_get(void);
+
+/* Limits index of the current context's device: 0 and *index, or a CUDA error. */
+CUresult vgpu_current_index(int *index);
+/* Limits index of a device ordinal: 0 and *index, or a CUDA error (unlisted: invalid device). */
+CUresult vgpu_device_index(CUdevice dev, int *index);
+/* Remembers which device a context belongs to (for drivers without cuCtxGetDevice). */
+void vgpu_note_context(CUcontext ctx, CUdevice dev);
+
+uint64_t vgpu_now_ns(void);
+
+#endif
