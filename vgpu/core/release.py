@@ -41,11 +41,17 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Book:
-    """What is bound or released already: per queue and per namespace, and the cluster's size."""
+    """What is bound or released already: per queue and per namespace, and the cluster's size.
+
+    `backlog` is what each queue's pending jobs that are *not* offered to this pass ask (a caller
+    that offers only the oldest jobs of a long queue): it counts towards what the queue requests,
+    so its deserved share is the same as if every job were offered.
+    """
 
     capacity: Vec
     by_queue: Mapping[str, Vec] = field(default_factory=dict)
     by_namespace: Mapping[str, Vec] = field(default_factory=dict)
+    backlog: Mapping[str, Vec] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +103,8 @@ class _Pending:
 
 def _requests(book: Book, jobs: Sequence[Job]) -> dict[str, Vec]:
     asked = dict(book.by_queue)
+    for name, more in book.backlog.items():
+        asked[name] = add(asked.get(name, ZERO), more)
     for job in jobs:
         asked[job.queue] = add(asked.get(job.queue, ZERO), job.ask)
     return asked
