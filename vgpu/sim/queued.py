@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from random import Random
 
+from vgpu.core.ids import NodeName
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policies import Policy
@@ -68,6 +69,10 @@ class QueuedReplay:
     """Cores the pending pods of each queue ask."""
     holds: dict[str, float] = field(init=False, default_factory=dict)
     due: dict[str, Vec] = field(init=False, default_factory=dict)
+    unfit: set[object] = field(init=False, default_factory=set)
+    """Pod shapes that fit nowhere at the end of the last pass."""
+    freed: set[NodeName] = field(init=False, default_factory=set)
+    """Nodes where pods left (or were evicted) since the last pass."""
 
     def __post_init__(self) -> None:
         self.state = ClusterState(self.nodes)
@@ -118,7 +123,9 @@ class QueuedReplay:
 
     def _stop(self, key: str) -> _Run:
         run = self.running.pop(key)
-        self.ledger.release(run.arrival.pod.key)
+        released = self.ledger.release(run.arrival.pod.key)
+        if released is not None:
+            self.freed.add(released.node)
         self.held[run.arrival.queue] -= run.arrival.cores
         return run
 
@@ -171,6 +178,7 @@ class QueuedReplay:
         offered: dict[str, Arrival] = {}
         backlog: dict[str, Vec] = {}
         fits_now = self._shapes_that_fit()
+        unfit = {shape for shape, fits in fits_now.items() if not fits}
         for q, queue in self.pending.items():
             head = [
                 a
@@ -182,7 +190,6 @@ class QueuedReplay:
         jobs = [Job(k, a.queue, a.queue, (a.cores, 0), created=a.at) for k, a in offered.items()]
         held = {q: (c, 0) for q, c in self.held.items()}
         book = Book(self.capacity, held, held, backlog)
-        unfit: set[object] = set()
         out = plan(
             self.setup.specs,
             book,
@@ -191,6 +198,7 @@ class QueuedReplay:
             now=now,
             held_since=self.holds,
         )
+        self.unfit, self.freed = unfit, set()
         self.holds = dict(out.held_since)
         self.due = dict(out.deserved)
         for key in out.released:
@@ -200,19 +208,22 @@ class QueuedReplay:
             self._reclaim(now)
 
     def _shapes_that_fit(self) -> dict[object, bool]:
-        """Whether each shape among the queues' oldest pods fits somewhere before the pass.
+        """Whether each shape among the queues' oldest pods may fit before the pass.
 
         A pass only fills GPUs, so a pod whose shape does not fit now cannot be released in it:
-        offering it to `plan` would change nothing but the time a pass takes. Each queue's head is
-        offered all the same, so a strict queue sees that its head does not fit.
+        offering it to `plan` would change nothing but the time a pass takes. A shape that did not
+        fit at the end of the last pass can fit now only on a node that pods left since, so only
+        those nodes are scored. Each queue's head is offered all the same, so a strict queue
+        sees that its head does not fit.
         """
         out: dict[object, bool] = {}
+        nodes = sorted(self.freed)
         for queue in self.pending.values():
             for a in queue[: self.setup.window]:
-                shape = a.shape
-                if shape not in out:
-                    with self.state.what_if():
-                        out[shape] = self.scheduler.select(a.pod) is not None
+                if a.shape not in out:
+                    out[a.shape] = a.shape not in self.unfit or (
+                        bool(nodes) and self.scheduler.select(a.pod, nodes) is not None
+                    )
         return out
 
     def _reclaim(self, now: float) -> None:
