@@ -248,3 +248,40 @@ def test_random_arrivals_and_departures_never_release_part_of_a_gang_or_ping_pon
             w.running[waiting.key] = (waiting, now)
             w.pending.remove(waiting)
     assert reclaims > 0  # the walk reached reclaim, so its assertions were exercised
+
+
+def test_reclaim_spares_victims_on_gpus_the_job_does_not_use() -> None:
+    specs = [QueueSpec("a"), QueueSpec("b", 3, reclaim=True)]
+    due = deserved((400, 0), specs, {"a": (440, 0), "b": (200, 0)})
+    assert due == {"a": (200, 0), "b": (200, 0)}
+    # youngest first reaches a3 (GPU 3, beside the too young a4), then a2 (GPU 2, whole): only
+    # a2's GPU takes b0, so a3 keeps running
+    gpus = Gpus([0, 0, 0, 0])
+    gpus.members = {k: (c,) for k, c in [("a0", 100), ("a1", 100), ("a2", 100), ("b0", 100)]}
+    gpus.members |= {"a3": (40,), "a4": (60,)}
+    gpus.placed = {k: [(int(k[1]), c[0])] for k, c in gpus.members.items() if k < "a3"}
+    gpus.placed |= {"a3": [(3, 40)], "a4": [(3, 60)]}
+    started = {"a0": 0.0, "a1": 1.0, "a2": 2.0, "a3": 3.0, "a4": 99.5}
+    running = [Running(k, "a", (gpus.members[k][0], 0), t) for k, t in started.items()]
+
+    def frees_enough(jb: Job, vs: Sequence[Running]) -> bool:
+        trial = Gpus(list(gpus.free), dict(gpus.members), dict(gpus.placed))
+        for v in vs:
+            trial.free_job(v.key)
+        return trial.fits(jb)
+
+    b0 = job("b0", "b", 100)
+    got = victims(b0, specs, {"a": (440, 0)}, due, running, frees_enough, now=100, min_runtime_s=1)
+    assert got is not None and [r.key for r in got] == ["a2"]
+
+
+def test_a_backlog_not_offered_counts_towards_what_its_queue_deserves() -> None:
+    gpus = Gpus([100] * 4)
+    gpus.members = {"a0": (100,), "b0": (100,)}
+    specs = [QueueSpec("a", 1), QueueSpec("b", 3)]
+    jobs = [job("a0", "a", 100), job("b0", "b", 100)]
+    offered_only = plan(specs, Book((400, 0)), jobs, gpus.fits, now=0)
+    assert offered_only.deserved["b"] == (100, 0)
+    book = Book((400, 0), backlog={"a": (900, 0), "b": (900, 0)})
+    with_backlog = plan(specs, book, jobs, Gpus([100] * 4, dict(gpus.members)).fits, now=0)
+    assert with_backlog.deserved == {"a": (100, 0), "b": (300, 0)}

@@ -16,9 +16,14 @@ from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, parse_policy
 from vgpu.flags import HelpFormatter
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli
+from vgpu.sim.queue_report import as_json
+from vgpu.sim.queue_report import plot as plot_shares
+from vgpu.sim.queue_report import table as queue_table
+from vgpu.sim.queue_run import run as run_queued
+from vgpu.sim.queue_setup import build
 from vgpu.sim.report import check_plot_path, plot, table
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary
-from vgpu.sim.trace import Trace, read_trace
+from vgpu.sim.trace import DEFAULT_PODS, Trace, embedded, read_trace
 from vgpu.sim.variants import VARIANTS
 from vgpu.sim.workload import arrivals
 
@@ -65,7 +70,60 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     _add_scenario_flags(p)
     _add_run_flags(p)
+    _add_queue_flags(p)
     p.set_defaults(run=run)
+
+
+def _add_queue_flags(p: argparse.ArgumentParser) -> None:
+    """A queued replay in time (docs/queues.md): Poisson arrivals per queue, pods that leave."""
+    g = p.add_argument_group("queues (docs/queues.md)")
+    g.add_argument(
+        "--queues",
+        metavar="A=1,B=3",
+        help="replay in time with these queues and weights instead of the placement replay",
+    )
+    g.add_argument(
+        "--queue-start",
+        action="append",
+        default=[],
+        metavar="B=2h",
+        help="when a queue starts sending pods (repeatable; default: at once)",
+    )
+    g.add_argument(
+        "--load",
+        type=float,
+        default=1.5,
+        help="per queue: arrival rate x mean pod core-time, in cluster cores",
+    )
+    g.add_argument("--reclaim", action="store_true", help="every queue may reclaim (default off)")
+    g.add_argument(
+        "--strict",
+        action="append",
+        default=[],
+        metavar="B=10m",
+        help="hold other queues back at most this long while this queue's head does not fit "
+        "(repeatable; default: work-conserving)",
+    )
+    g.add_argument(
+        "--fcfs",
+        action="store_true",
+        help="no queues: one global arrival order, as kube-scheduler alone (default off)",
+    )
+    g.add_argument(
+        "--queue-large",
+        metavar="A",
+        help="this queue gets every pod asking a whole GPU or more, the others the fractional ones",
+    )
+    g.add_argument("--measure", default="4h", help="how long to run after the last queue starts")
+    g.add_argument("--min-runtime", default="5m", help="reclaim spares pods younger than this")
+    g.add_argument("--max-duration", default="6h", help="pods run at most this long")
+    g.add_argument(
+        "--cluster-nodes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="replay on N of the trace's GPU nodes, spread evenly (default 0: all)",
+    )
 
 
 def _add_scenario_flags(p: argparse.ArgumentParser) -> None:
@@ -122,6 +180,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the replays and print the results."""
+    if args.queues is not None:
+        return run_queues(args)
     policies = [parse_policy(p, "--policy") for p in args.policy or DEFAULT_POLICIES]
     if not 0 < args.tune <= 10:
         raise InvalidRequest("--tune", f"{args.tune} is out of range", "use a factor such as 1.3")
@@ -180,3 +240,62 @@ def _output(args: argparse.Namespace, results: list[RunResult]) -> None:
         print(json.dumps({"policies": summary(results)}, indent=2))
     else:
         print(table(results, paper=args.variant == "none"))
+
+
+def run_queues(args: argparse.Namespace) -> int:
+    """`--queues`: one queued replay in time; a table, or `--json` with its inputs."""
+    setup = build(
+        args.queues,
+        starts=args.queue_start,
+        stricts=args.strict,
+        reclaim=args.reclaim,
+        large=args.queue_large,
+        fcfs=args.fcfs,
+        load=args.load,
+        measure=args.measure,
+        min_runtime=args.min_runtime,
+        max_duration=args.max_duration,
+    )
+    policies = [parse_policy(p, "--policy") for p in args.policy or ["default"]]
+    seeds = parse_seeds(args.seeds)
+    if len(policies) > 1 or len(seeds) > 1:
+        raise InvalidRequest("--queues", "runs one policy and one seed", "give one of each")
+    if args.cluster_nodes < 0:
+        raise InvalidRequest("--cluster-nodes", f"{args.cluster_nodes}", "use 0 (all) or more")
+    if args.plot:
+        check_plot_path(args.plot)
+    trace = read_trace(args.nodes, args.pods)
+    pods_csv = args.pods or embedded(DEFAULT_PODS)
+    result = run_queued(
+        trace, pods_csv, setup, policies[0], seed=seeds[0], node_count=args.cluster_nodes
+    )
+    if args.plot:
+        title = f"{trace_name(args)}: queues {args.queues}, load {args.load:g}, seed {seeds[0]}"
+        plot_shares(result, args.plot, title=title + (", FCFS" if args.fcfs else ""))
+        print(f"wrote {args.plot}", file=sys.stderr)
+    if args.json:
+        inputs = {k: v for k, v in sorted(vars(args).items()) if k in QUEUE_INPUTS}
+        inputs["trace"] = trace_name(args)
+        print(json.dumps(as_json(result, inputs), indent=2))
+    else:
+        print(queue_table(result))
+    return 0
+
+
+QUEUE_INPUTS = frozenset(
+    [
+        "queues",
+        "queue_start",
+        "load",
+        "reclaim",
+        "strict",
+        "fcfs",
+        "queue_large",
+        "measure",
+        "min_runtime",
+        "max_duration",
+        "cluster_nodes",
+        "policy",
+        "seeds",
+    ]
+)

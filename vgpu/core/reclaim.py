@@ -11,6 +11,10 @@ job that still fits nowhere), and only when:
 * no ping-pong: the reclaimer's share after admission is at most the victim queue's after eviction,
   so the victim's queue could not reclaim the same capacity straight back.
 
+Youngest first over the whole cluster may pick victims on GPUs the job will never use (a young pod
+on another node). Once the job fits, each victim, oldest of them first, is spared again when the job
+still fits without it, so every eviction returned is one the job needs.
+
 Evictions go through the Eviction API (the adapter), so PodDisruptionBudgets hold. Pure.
 """
 
@@ -62,5 +66,17 @@ def victims(
         after[r.queue] = left
         chosen.append(r)
         if fits_without(job, chosen):
-            return tuple(chosen)
+            return _needed(job, chosen, fits_without)
     return None
+
+
+def _needed(
+    job: Job, chosen: list[Running], fits_without: Callable[[Job, Sequence[Running]], bool]
+) -> tuple[Running, ...]:
+    """`chosen` less every victim the job fits without, trying the oldest first."""
+    kept = list(chosen)
+    for r in reversed(chosen):
+        fewer = [k for k in kept if k is not r]
+        if fewer and fits_without(job, fewer):
+            kept = fewer
+    return tuple(kept)

@@ -20,6 +20,7 @@ pass goes on work-conserving. Pure: no I/O, no clock (the caller passes `now`).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -41,11 +42,17 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Book:
-    """What is bound or released already: per queue and per namespace, and the cluster's size."""
+    """What is bound or released already: per queue and per namespace, and the cluster's size.
+
+    `backlog` is what each queue's pending jobs that are *not* offered to this pass ask (a caller
+    that offers only the oldest jobs of a long queue): it counts towards what the queue requests,
+    so its deserved share is the same as if every job were offered.
+    """
 
     capacity: Vec
     by_queue: Mapping[str, Vec] = field(default_factory=dict)
     by_namespace: Mapping[str, Vec] = field(default_factory=dict)
+    backlog: Mapping[str, Vec] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,30 +73,28 @@ def dominant(held: Vec, capacity: Vec) -> Fraction:
 
 
 class _Pending:
-    """The jobs of one queue, picked by priority, namespace DRF share, then age."""
+    """The jobs of one queue, picked by priority, namespace DRF share, then age.
+
+    A pass may offer thousands of jobs; each pick looks only at the namespaces' heads, whose
+    dominant shares the caller keeps (`ns_share`), so a pick costs the namespaces, not the jobs.
+    """
 
     def __init__(self, jobs: Sequence[Job]) -> None:
-        self._by_ns: dict[str, list[Job]] = {}
+        self._by_ns: dict[str, deque[Job]] = {}
         for job in sorted(jobs, key=lambda j: (-j.priority, j.created, j.key)):
-            self._by_ns.setdefault(job.namespace, []).append(job)
+            self._by_ns.setdefault(job.namespace, deque()).append(job)
+        self._left = len(jobs)
 
     def __bool__(self) -> bool:
-        return any(self._by_ns.values())
+        return self._left > 0
 
-    def next(self, ns_held: Mapping[str, Vec], capacity: Vec) -> Job:
+    def take(self, ns_share: Callable[[str], Fraction]) -> Job:
+        """The next job (taken off the queue)."""
         heads = [jobs[0] for jobs in self._by_ns.values() if jobs]
-        return min(
-            heads,
-            key=lambda j: (
-                -j.priority,
-                dominant(ns_held.get(j.namespace, ZERO), capacity),
-                j.created,
-                j.key,
-            ),
-        )
-
-    def drop(self, job: Job) -> None:
-        self._by_ns[job.namespace].remove(job)
+        job = min(heads, key=lambda j: (-j.priority, ns_share(j.namespace), j.created, j.key))
+        self._by_ns[job.namespace].popleft()
+        self._left -= 1
+        return job
 
     def remaining(self) -> list[Job]:
         return [job for jobs in self._by_ns.values() for job in jobs]
@@ -97,6 +102,8 @@ class _Pending:
 
 def _requests(book: Book, jobs: Sequence[Job]) -> dict[str, Vec]:
     asked = dict(book.by_queue)
+    for name, more in book.backlog.items():
+        asked[name] = add(asked.get(name, ZERO), more)
     for job in jobs:
         asked[job.queue] = add(asked.get(job.queue, ZERO), job.ask)
     return asked
@@ -124,18 +131,29 @@ def plan(
     waiting: dict[str, str] = {}
     tried: set[str] = set()
 
-    def order(q: str) -> tuple[bool, Fraction, str]:
-        return (overused(held.get(q, ZERO), due[q]), share(held.get(q, ZERO), due[q]), q)
+    # Queue order and namespace shares change only when a job is released: kept, not recomputed
+    # for each of the pass's (possibly thousands of) jobs.
+    order: dict[str, tuple[bool, Fraction, str]] = {}
+    ns_share: dict[str, Fraction] = {}
+
+    def rank(q: str) -> tuple[bool, Fraction, str]:
+        if q not in order:
+            order[q] = (overused(held.get(q, ZERO), due[q]), share(held.get(q, ZERO), due[q]), q)
+        return order[q]
+
+    def dominance(ns: str) -> Fraction:
+        if ns not in ns_share:
+            ns_share[ns] = dominant(ns_held.get(ns, ZERO), book.capacity)
+        return ns_share[ns]
 
     while True:
-        live = sorted((q for q, p in pending.items() if p), key=order)
+        live = sorted((q for q, p in pending.items() if p), key=rank)
         if not work_conserving:
-            live = [q for q in live if not overused(held.get(q, ZERO), due[q])]
+            live = [q for q in live if not rank(q)[0]]
         if not live:
             break
         q = live[0]
-        job = pending[q].next(ns_held, book.capacity)
-        pending[q].drop(job)
+        job = pending[q].take(dominance)
         spec = by_name[q]
         if spec.cap is not None and not fits_within(add(held.get(q, ZERO), job.ask), spec.cap):
             waiting[job.key] = f"queue {q} is at its cap {spec.cap}"
@@ -146,6 +164,8 @@ def plan(
             released.append(job.key)
             held[q] = add(held.get(q, ZERO), job.ask)
             ns_held[job.namespace] = add(ns_held.get(job.namespace, ZERO), job.ask)
+            order.pop(q, None)
+            ns_share.pop(job.namespace, None)
             if head:
                 holds.pop(q, None)
             continue

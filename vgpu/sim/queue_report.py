@@ -1,0 +1,102 @@
+"""Rendering a queued replay: a table per queue, the `--json` document, the shares plot."""
+
+from __future__ import annotations
+
+from vgpu.sim.queue_run import QueueResult
+
+COLUMNS = (
+    ("queue", None),
+    ("weight", "weight"),
+    ("start", "start_min"),
+    ("deserved%", "deserved_share_pct"),
+    ("share%", "share_mean_pct"),
+    ("final%", "share_final_pct"),
+    ("converge", "converge_min"),
+    ("evicted", "evictions"),
+    ("lostGPUh", "lost_gpu_hours"),
+    ("wait50", "wait_p50_min"),
+    ("wait95", "wait_p95_min"),
+)
+
+LEGEND = """\
+  start       minutes after the replay's start when the queue starts sending pods
+  deserved%   the queue's part of the deserved cores at the end (water-filling over weights
+              and what each asks)
+  share%      its part of the cores the queues use, mean over the measured window (after the
+              last queue starts); final%: at the end
+  converge    minutes from its start until its share stays within 5 points of deserved% (at
+              the end, every queue backlogged) to the end; n/a: it never settles there
+  evicted     its pods evicted by reclaim; lostGPUh: the GPU-hours they had run (lost)
+  wait50/95   minutes from arrival to first start, p50 and p95 (pods still waiting at the end
+              count with what they waited so far)"""
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def table(result: QueueResult) -> str:
+    """The per-queue table, the cluster's figures and the legend."""
+    rows = [[title for title, _ in COLUMNS]]
+    for name, figures in result.queues.items():
+        rows.append([name, *(_cell(figures[key]) for _, key in COLUMNS[1:] if key)])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = [
+        "  ".join(
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in rows
+    ]
+    mode = "FCFS (one arrival order, no queues)" if result.setup.fcfs else "queues"
+    lines += [
+        "",
+        f"{mode}: utilisation {_cell(result.utilisation_pct)} % of cores, Jain's index "
+        f"{_cell(result.jain) if result.jain is None else f'{result.jain:.3f}'} "
+        f"(measured over {result.setup.measure_s / 60:.0f} min after the last queue starts); "
+        f"{result.arrivals} arrivals, seed {result.seed}, {result.seconds:.1f} s",
+        LEGEND,
+    ]
+    return "\n".join(lines)
+
+
+def as_json(result: QueueResult, inputs: dict[str, object]) -> dict[str, object]:
+    """The `--json` document: the inputs (flags, seed, trace) and the figures."""
+    return {
+        "inputs": {**inputs, "seed": result.seed, "arrivals": result.arrivals},
+        "utilisation_pct": result.utilisation_pct,
+        "jain": result.jain,
+        "queues": result.queues,
+        "series": result.series,
+        "seconds": round(result.seconds, 2),
+    }
+
+
+def plot(result: QueueResult, path: str, *, title: str) -> None:
+    """Each queue's share of used cores over time, its deserved share dashed, and utilisation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    minutes = [p["min"] for p in result.series]
+    for name, figures in result.queues.items():
+        line = ax.plot(minutes, [p[name] for p in result.series], label=f"{name} share")[0]
+        due = figures["deserved_share_pct"]
+        if due is not None:
+            ax.axhline(float(due), color=line.get_color(), linestyle="--", linewidth=0.8)
+    ax.plot(minutes, [p["used"] for p in result.series], color="grey", label="utilisation")
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("minutes")
+    ax.set_ylabel("% of used cores (utilisation: % of all cores)")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

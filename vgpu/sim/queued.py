@@ -1,0 +1,285 @@
+"""A queued replay in time: pods arrive, wait, are released by `release.plan`, run, and leave.
+
+Time moves in ticks (`tick_s`). In each tick, pods that finish give their GPUs back, pods that arrive
+join their queue, then one release pass runs, as the extender's leader would:
+
+* **queues**: `release.plan` over each queue's oldest `window` pods (the rest of a queue counts as
+  its backlog), with `fits` placing the pod through the replay's `Scheduler` (the placement path
+  every replay uses) and holding that place in the ledger; then, for queues with reclaim, up to
+  `RECLAIMS` waiting pods per queue ask `reclaim.victims`, whose what-if evicts on a fork of the
+  cluster state that is always reverted. Victims go back to their queue (keeping their arrival time)
+  and their run so far is lost GPU time;
+* **FCFS** (no queues): the oldest `window` pods of one global arrival order, each placed if it fits
+  (kube-scheduler's behaviour without queues: later pods pass a head that does not fit).
+
+A shape that found no place in a pass is not tried again in that pass: a pass only fills GPUs, so a
+shape that does not fit stays unfit until the next tick.
+"""
+
+from __future__ import annotations
+
+import heapq
+from bisect import insort
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from random import Random
+
+from vgpu.core.ids import NodeName
+from vgpu.core.ledger import Ledger
+from vgpu.core.model import Node
+from vgpu.core.policies import Policy
+from vgpu.core.queues import ZERO, Vec, deserved, share
+from vgpu.core.reclaim import Running, victims
+from vgpu.core.release import Book, Job, plan
+from vgpu.core.scheduler import Scheduler
+from vgpu.core.state import ClusterState
+from vgpu.sim.fairness import Sample, Tallies
+from vgpu.sim.poisson import Arrival
+from vgpu.sim.queue_setup import QueueSetup
+
+RECLAIMS = 8
+"""Waiting pods per queue and pass that may ask for reclaim."""
+SAMPLE_S = 60.0
+
+
+@dataclass(slots=True)
+class _Run:
+    arrival: Arrival
+    started: float
+    incarnation: int
+
+
+@dataclass(slots=True)
+class QueuedReplay:
+    """The cluster, the queues' pending pods and the running ones, advanced tick by tick."""
+
+    nodes: tuple[Node, ...]
+    policy: Policy
+    setup: QueueSetup
+    seed: int
+    tallies: Tallies = field(init=False)
+    state: ClusterState = field(init=False)
+    ledger: Ledger = field(init=False)
+    scheduler: Scheduler = field(init=False)
+    pending: dict[str, list[Arrival]] = field(init=False)
+    running: dict[str, _Run] = field(init=False, default_factory=dict)
+    ends: list[tuple[float, str, int]] = field(init=False, default_factory=list)
+    held: dict[str, int] = field(init=False)
+    asked: dict[str, int] = field(init=False)
+    """Cores the pending pods of each queue ask."""
+    holds: dict[str, float] = field(init=False, default_factory=dict)
+    due: dict[str, Vec] = field(init=False, default_factory=dict)
+    unfit: set[object] = field(init=False, default_factory=set)
+    """Pod shapes that fit nowhere at the end of the last pass."""
+    freed: set[NodeName] = field(init=False, default_factory=set)
+    """Nodes where pods left (or were evicted) since the last pass."""
+
+    def __post_init__(self) -> None:
+        self.state = ClusterState(self.nodes)
+        self.ledger = Ledger(self.state)
+        self.scheduler = Scheduler(self.state, self.policy, rng=Random(self.seed))
+        names = self.setup.names
+        self.pending = {n: [] for n in names}
+        self.held = dict.fromkeys(names, 0)
+        self.asked = dict.fromkeys(names, 0)
+        self.tallies = Tallies(names, sum(len(n.gpus) for n in self.nodes) * 100)
+
+    @property
+    def capacity(self) -> Vec:
+        """The cluster's cores (memory is not a dimension here: trace pods ask it in proportion)."""
+        return (self.tallies.capacity, 0)
+
+    def run(self, arrivals: Sequence[Arrival]) -> Tallies:
+        """Replay `arrivals` (in time order) until the setup's end; the figures."""
+        i, now, next_sample = 0, 0.0, 0.0
+        while now < self.setup.end_s:
+            now += self.setup.tick_s
+            self._finish(now)
+            while i < len(arrivals) and arrivals[i].at <= now:
+                self._wait(arrivals[i])
+                i += 1
+            if self.setup.fcfs:
+                self._fcfs_pass(now)
+            else:
+                self._queue_pass(now)
+            if now >= next_sample:
+                self._sample(now)
+                next_sample += SAMPLE_S
+        for queue in self.pending.values():
+            for a in queue:
+                self.tallies.censored(a.queue, now - a.at)
+        return self.tallies
+
+    def _finish(self, now: float) -> None:
+        while self.ends and self.ends[0][0] <= now:
+            _, key, incarnation = heapq.heappop(self.ends)
+            run = self.running.get(key)
+            if run is not None and run.incarnation == incarnation:
+                self._stop(key)
+
+    def _wait(self, arrival: Arrival) -> None:
+        insort(self.pending[arrival.queue], arrival, key=lambda a: (a.at, a.pod.key))
+        self.asked[arrival.queue] += arrival.cores
+
+    def _stop(self, key: str) -> _Run:
+        run = self.running.pop(key)
+        released = self.ledger.release(run.arrival.pod.key)
+        if released is not None:
+            self.freed.add(released.node)
+        self.held[run.arrival.queue] -= run.arrival.cores
+        return run
+
+    def _start(self, arrival: Arrival, now: float) -> None:
+        key = arrival.pod.key
+        incarnation = self.tallies.started(arrival.queue, now - arrival.at, key)
+        self.running[key] = _Run(arrival, now, incarnation)
+        self.held[arrival.queue] += arrival.cores
+        heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
+
+    def _place(self, arrival: Arrival, unfit: set[object]) -> bool:
+        """Place the pod through the scheduler and hold its place, or note its shape unfit."""
+        if arrival.shape in unfit:
+            return False
+        selection = self.scheduler.select(arrival.pod)
+        if selection is None:
+            unfit.add(arrival.shape)
+            return False
+        self.ledger.confirm(selection.assignment)
+        return True
+
+    def _fcfs_pass(self, now: float) -> None:
+        waiting = sorted(
+            (a for q in self.pending.values() for a in q[: self.setup.window]),
+            key=lambda a: (a.at, a.pod.key),
+        )[: self.setup.window]
+        unfit: set[object] = set()
+        started: set[str] = set()
+        for a in waiting:
+            if self._place(a, unfit):
+                self._start(a, now)
+                started.add(a.pod.key)
+        self._drop(started)
+        self.due = deserved(self.capacity, self.setup.specs, self._requests())
+
+    def _requests(self) -> dict[str, Vec]:
+        return {q: (self.held[q] + self.asked[q], 0) for q in self.setup.names}
+
+    def _drop(self, started: set[str]) -> None:
+        """Take started pods (all among each queue's oldest `window`) off their queues."""
+        if not started:
+            return
+        n = self.setup.window
+        for q, queue in self.pending.items():
+            head = [a for a in queue[:n] if a.pod.key not in started]
+            self.asked[q] -= sum(a.cores for a in queue[:n]) - sum(a.cores for a in head)
+            self.pending[q] = head + queue[n:]
+
+    def _queue_pass(self, now: float) -> None:
+        offered: dict[str, Arrival] = {}
+        backlog: dict[str, Vec] = {}
+        fits_now = self._shapes_that_fit()
+        unfit = {shape for shape, fits in fits_now.items() if not fits}
+        for q, queue in self.pending.items():
+            head = [
+                a
+                for i, a in enumerate(queue[: self.setup.window])
+                if i == 0 or fits_now.get(a.shape, True)
+            ]
+            offered.update((a.pod.key, a) for a in head)
+            backlog[q] = (self.asked[q] - sum(a.cores for a in head), 0)
+        jobs = [Job(k, a.queue, a.queue, (a.cores, 0), created=a.at) for k, a in offered.items()]
+        held = {q: (c, 0) for q, c in self.held.items()}
+        book = Book(self.capacity, held, held, backlog)
+        out = plan(
+            self.setup.specs,
+            book,
+            jobs,
+            lambda j: self._place(offered[j.key], unfit),
+            now=now,
+            held_since=self.holds,
+        )
+        self.unfit, self.freed = unfit, set()
+        self.holds = dict(out.held_since)
+        self.due = dict(out.deserved)
+        for key in out.released:
+            self._start(offered[key], now)
+        self._drop(set(out.released))
+        if any(s.reclaim for s in self.setup.specs):
+            self._reclaim(now)
+
+    def _shapes_that_fit(self) -> dict[object, bool]:
+        """Whether each shape among the queues' oldest pods may fit before the pass.
+
+        A pass only fills GPUs, so a pod whose shape does not fit now cannot be released in it:
+        offering it to `plan` would change nothing but the time a pass takes. A shape that did not
+        fit at the end of the last pass can fit now only on a node that pods left since, so only
+        those nodes are scored. Each queue's head is offered all the same, so a strict queue
+        sees that its head does not fit.
+        """
+        out: dict[object, bool] = {}
+        nodes = sorted(self.freed)
+        for queue in self.pending.values():
+            for a in queue[: self.setup.window]:
+                if a.shape not in out:
+                    out[a.shape] = a.shape not in self.unfit or (
+                        bool(nodes) and self.scheduler.select(a.pod, nodes) is not None
+                    )
+        return out
+
+    def _reclaim(self, now: float) -> None:
+        tried: set[object] = set()
+        for spec in self.setup.specs:
+            for arrival in list(self.pending[spec.name][:RECLAIMS]):
+                mine = (self.held[spec.name], 0)
+                if share(mine, self.due.get(spec.name, ZERO)) >= 1:
+                    break
+                if arrival.shape in tried:
+                    continue
+                tried.add(arrival.shape)
+                if self._reclaim_for(arrival, now):
+                    tried.discard(arrival.shape)
+
+    def _reclaim_for(self, arrival: Arrival, now: float) -> bool:
+        job = Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)
+        running = [
+            Running(k, r.arrival.queue, (r.arrival.cores, 0), r.started)
+            for k, r in self.running.items()
+        ]
+        held = {q: (c, 0) for q, c in self.held.items()}
+        chosen = victims(
+            job,
+            self.setup.specs,
+            held,
+            self.due,
+            running,
+            lambda _j, vs: self._fits_without(arrival, vs),
+            now=now,
+            min_runtime_s=self.setup.min_runtime_s,
+        )
+        if chosen is None:
+            return False
+        for v in chosen:
+            run = self._stop(v.key)
+            self.tallies.evicted(v.queue, run.arrival.cores * (now - run.started))
+            self._wait(run.arrival)
+        if not self._place(arrival, set()):
+            return False  # pragma: no cover - the what-if just placed it on this very state
+        self._start(arrival, now)
+        self.pending[arrival.queue].remove(arrival)
+        self.asked[arrival.queue] -= arrival.cores
+        return True
+
+    def _fits_without(self, arrival: Arrival, gone: Sequence[Running]) -> bool:
+        """The what-if: with `gone` evicted, does the pod fit? Only their nodes can have room
+        (the pod fit nowhere before), so only those are scored; the fork is always reverted."""
+        nodes = set()
+        with self.state.what_if():
+            for v in gone:
+                released = self.ledger.release(self.running[v.key].arrival.pod.key)
+                if released is not None:
+                    nodes.add(released.node)
+            return self.scheduler.select(arrival.pod, sorted(nodes)) is not None
+
+    def _sample(self, now: float) -> None:
+        due = self.due or deserved(self.capacity, self.setup.specs, self._requests())
+        self.tallies.samples.append(Sample(now, dict(self.held), {q: v[0] for q, v in due.items()}))
