@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.decode import MALFORMED, guard
 from vgpu.api.dra import uses_claims
 from vgpu.api.gang import gang_ref
 from vgpu.api.podasks import ContainerAsk, pod_asks, role_of
@@ -176,7 +177,19 @@ def _size(value: object, field: str) -> int:
 
 
 def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES) -> PodSpec:
-    """Parse a pod dict; raises `InvalidRequest` naming the bad field."""
+    """Parse a pod dict; raises `InvalidRequest` naming the bad field, and nothing else whatever
+    the object's shape (`vgpu.api.decode.guard`)."""
+    with guard("Pod", _malformed, MALFORMED):
+        return _pod_spec(pod, memory_unit_mib, names)
+
+
+def _malformed(message: str) -> InvalidRequest:
+    return InvalidRequest(
+        "Pod", f"malformed object ({message.partition(': ')[2]})", "send a v1.Pod"
+    )
+
+
+def _pod_spec(pod: Obj, memory_unit_mib: int, names: ResourceNames) -> PodSpec:
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if not meta.get("name"):
         raise InvalidRequest("Pod.metadata.name", "missing", "send the whole pod")

@@ -15,12 +15,12 @@ its restart"). Pure apart from `read_checkpoint`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vgpu.api.decode import guard, load_json
 from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import VgpuError
 from vgpu.node.devices import DeviceIdError, parse_unit_id
@@ -51,11 +51,14 @@ class StaleDevices:
 
 
 def parse_checkpoint(text: str) -> tuple[CheckpointEntry, ...]:
-    """The checkpoint's entries; raises CheckpointError naming what is wrong."""
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{CHECKPOINT_FILE}: not valid JSON ({e})") from None
+    """The checkpoint's entries; raises CheckpointError naming what is wrong, and nothing else
+    whatever the text (`vgpu.api.decode`)."""
+    doc = load_json(text, CHECKPOINT_FILE, MAX_CHECKPOINT_BYTES, CheckpointError)
+    with guard(CHECKPOINT_FILE, CheckpointError):
+        return _entries(doc)
+
+
+def _entries(doc: object) -> tuple[CheckpointEntry, ...]:
     if not isinstance(doc, dict):
         raise CheckpointError(f"{CHECKPOINT_FILE}: expected a JSON object")
     data = doc.get("Data")
