@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vgpu.api.decode import DECODING_ERRORS, DecodeError, load_json
+from vgpu.api.decode import DECODING_ERRORS, DecodeError, brief, load_json
 from vgpu.dra.prepare import PreparedClaim, PreparedDevice
 
 log = logging.getLogger(__name__)
@@ -75,13 +75,13 @@ class Checkpoint:
                 text = f.read(MAX_CHECKPOINT_CHARS + 1)
             doc: Any = load_json(text, str(self.path), MAX_CHECKPOINT_CHARS)
             if doc.get("v") != VERSION:
-                raise DecodeError(f"version {doc.get('v')!r}, expected {VERSION}")
+                raise DecodeError(f"field v: not version {VERSION}")
             return {str(uid): _decode(str(uid), raw) for uid, raw in doc["claims"].items()}
         except FileNotFoundError:
             return {}
         except (OSError, DecodeError, KeyError, AttributeError, *DECODING_ERRORS) as e:
             aside = self.path.with_suffix(".corrupt")
-            log.error("checkpoint %s is unreadable (%s); moved to %s", self.path, e, aside)
+            log.error("checkpoint %s is unreadable (%s); moved to %s", self.path, brief(e), aside)
             with contextlib.suppress(OSError):
                 self.path.replace(aside)
             return {}

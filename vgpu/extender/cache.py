@@ -329,6 +329,14 @@ class ClusterCache(CacheOps):
             self._assumed_at.clear()
             self._picked_at.clear()
             for node in nodes:
-                self.apply_node("ADDED", node)
+                self._apply_one(self.apply_node, node)
             for pod in pods:
-                self.apply_pod("ADDED", pod)
+                self._apply_one(self.apply_pod, pod)
+
+    def _apply_one(self, apply: Callable[[str, Obj], None], obj: Obj) -> None:
+        """One object of a rebuild: one that cannot be applied is skipped and logged (as the
+        watch skips its event), never the end of the rebuild (issue 25, finding 1)."""
+        try:
+            apply("ADDED", obj)
+        except Exception:  # a bug, not the listing: the other objects still count
+            log.exception("rebuilding the cache: an object could not be applied; skipped")
