@@ -235,7 +235,7 @@ class ClusterCache(CacheOps):
             and old.gang is not None
             and (spec.gang is None or old.gang.key != spec.gang.key)
         ):
-            self._members.get(old.gang.key, set()).discard(key)
+            self._leave(old.gang.key, key)
         self._pods[key] = spec
         if spec.gang is not None:
             self._members.setdefault(spec.gang.key, set()).add(key)
@@ -315,9 +315,18 @@ class ClusterCache(CacheOps):
                 del self._pending[NodeName(node)]
         gang = spec.gang.key if spec is not None and spec.gang is not None else None
         if gang is not None:
-            self._members.get(gang, set()).discard(key)
+            self._leave(gang, key)
         if spec is not None:
             self._gangs.member_gone(key, gang)
+
+    def _leave(self, gang: GangKey, key: PodKey) -> None:
+        """The pod is no longer a member; a gang without members is forgotten, so the index
+        holds the gangs with pods, not every gang name ever seen (issue 25, finding 8)."""
+        members = self._members.get(gang)
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self._members[gang]
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
