@@ -104,6 +104,7 @@ class ExtenderDaemon:
             clock=clock,
             group_size=PodGroupSizes(api),
             on_rejections=self.metrics.count_rejections,
+            on_unwatched=self.metrics.unwatched_filters.inc,
         )
         self.metrics.watch(self.extender)
         self.invalid_pods = InvalidPods(api, self.metrics)

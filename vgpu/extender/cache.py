@@ -152,6 +152,11 @@ class ClusterCache(CacheOps):
         `InvalidRequest` too, never another exception."""
         return self._parsed.parse(obj)
 
+    def parse_fresh(self, obj: Obj) -> PodSpec:
+        """Parse a pod as `parse` does but keep nothing: for request bodies, which must never
+        stand for a version the watch will see (`vgpu.extender.resolve`)."""
+        return self._parse(obj)
+
     def _parse(self, obj: Obj) -> PodSpec:
         try:
             return pod_spec(obj, memory_unit_mib=self._unit, names=self._names)
@@ -214,12 +219,6 @@ class ClusterCache(CacheOps):
             self._forget(key)
             return f"metadata.annotations: unreadable ({type(err).__name__}: {err})"
         return None
-
-    def watched(self, spec: PodSpec) -> bool:
-        """Whether the watch shows this pod (same key and UID): a request's pod may be forged or
-        stale, and only watched pods take part in what is written."""
-        cached = self._pods.get(spec.request.key)
-        return cached is not None and cached.request.uid == spec.request.uid
 
     def remember(self, obj: Obj, spec: PodSpec) -> None:
         """Add a pod the API server has just returned (bind reads a pod the watch has not shown

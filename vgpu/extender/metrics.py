@@ -5,6 +5,8 @@ process in tests).
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
 * `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
 * `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
+* `vgpu_extender_unwatched_filters_total`: filters for a pod the watch does not show (or shows
+  with another UID): answered from the request, holding nothing;
 * `vgpu_extender_refused_requests_total{reason}`: requests refused before any verb ran
   (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
   kube-scheduler, or one misbehaving;
@@ -121,6 +123,12 @@ class ExtenderMetrics:
         self.invalid_pods = PromCounter(
             "vgpu_extender_invalid_pods",
             "Watched pod versions skipped because they cannot be read",
+            registry=self.registry,
+        )
+        self.unwatched_filters = PromCounter(
+            "vgpu_extender_unwatched_filters",
+            "Filters for a pod the watch does not show (or shows with another UID): answered "
+            "from the request, holding nothing",
             registry=self.registry,
         )
 

@@ -44,6 +44,8 @@ GPU_TYPE_EXCLUDE = "vgpu.io/gpu-type-exclude"
 GPU_UUID = "vgpu.io/gpu-uuid"
 GPU_UUID_EXCLUDE = "vgpu.io/gpu-uuid-exclude"
 POLICY = "vgpu.io/policy"
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server sets an absent spec.schedulerName to (pkg/apis/core/v1/defaults.go)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,8 @@ class PodSpec:
     roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
     cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
     claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.claimgangs`)
+    scheduler: str = DEFAULT_SCHEDULER
+    """spec.schedulerName: only pods of the schedulers the extender serves hold places."""
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -217,4 +221,11 @@ def _pod_spec(pod: Obj, memory_unit_mib: int, names: ResourceNames) -> PodSpec:
         roles={a.name: a.role for a in asks.containers if a.cores},
         cores_limit=cores_limit(annotations).value,
         claims=uses_claims(spec),
+        scheduler=scheduler_of(spec),
     )
+
+
+def scheduler_of(spec: Obj) -> str:
+    """The pod's spec.schedulerName, defaulted as the API server defaults it."""
+    name = spec.get("schedulerName")
+    return name if isinstance(name, str) and name else DEFAULT_SCHEDULER
