@@ -251,6 +251,8 @@ class ExtenderDaemon:
                     backoff.reset()
                     if event.type == SYNCED:
                         if not synced.is_set():  # the first listing; later relists are quiet
+                            if synced is self._pods_synced:
+                                self.extender.restore_gangs()  # before any pod is served
                             log.info("%s", self._synced_line(synced))
                         synced.set()
                         continue
@@ -309,7 +311,9 @@ class ExtenderDaemon:
             try:
                 nodes = self.api.list_nodes().items
                 pods = self.api.list_pods().items
-                self.cache.replace_all(nodes, pods)
+                with self.cache.atomic():
+                    self.cache.replace_all(nodes, pods)
+                    self.extender.restore_gangs()
             except Exception as err:  # an API failure or a bug: retry, never end the term's resync
                 delay = backoff.next_delay()
                 log.warning("resync for term %d failed, retrying in %.1fs: %s", term, delay, err)

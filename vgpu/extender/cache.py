@@ -19,7 +19,7 @@ read-only views (`pods`, `pending`, `ledger`, `feed`...) inside `atomic()`, whic
 holds across several steps that must see one state. Binds waiting for a gang wake on every pod
 event (`wait_changed`). After a restart or a new leadership term, `replace_all` rebuilds it
 from a fresh listing: bound pods are counted again, reservations and assumptions made before
-are simply gone.
+are gone, and `restore_gangs` reserves again the places of gangs that have bound members.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
+from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.cacheops import CacheOps
 from vgpu.extender.claimgangs import ClaimGangs
@@ -330,7 +331,8 @@ class ClusterCache(CacheOps):
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
         """Rebuild everything from a fresh listing (start-up, new leadership term): gangs and
-        assumptions are forgotten (their holdings are gone); binds in flight still finish."""
+        assumptions are forgotten (their holdings are gone; `restore_gangs` reserves again the
+        places of gangs with bound members); binds in flight still finish."""
         with self._lock:
             self._reset()
             self._gangs.reset()
@@ -340,6 +342,14 @@ class ClusterCache(CacheOps):
                 self._apply_one(self.apply_node, node)
             for pod in pods:
                 self._apply_one(self.apply_pod, pod)
+
+    def restore_gangs(
+        self, scheduler: Scheduler, size_of: Callable[[GangKey], int | None]
+    ) -> list[GangKey]:
+        """Reserve again the places of gangs with bound members (after `replace_all` or the
+        first sync): see `GangCoordinator.restore`."""
+        with self._lock:
+            return self._gangs.restore(scheduler, size_of)
 
     def _apply_one(self, apply: Callable[[str, Obj], None], obj: Obj) -> None:
         """One object of a rebuild: one that cannot be applied is skipped and logged (as the

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Verdict, check
-from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
 from vgpu.core.policies import Policy
@@ -136,6 +136,23 @@ class Extender:
     def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
         """A fresh assignment on `node` keeping invariant I."""
         return self.cache.place(spec, node, policy, self.scheduler)
+
+    def restore_gangs(self) -> None:
+        """After the cache is rebuilt or first synced: gangs with bound members get their
+        other members' places reserved again, before any other pod is served."""
+
+        def size_of(gang: GangKey) -> int | None:
+            for key in sorted(self.cache.members.get(gang, ())):
+                spec = self.cache.pods.get(key)
+                if spec is not None:
+                    try:
+                        return self.pods.resolve(spec).gang_size
+                    except InvalidRequest:
+                        return None
+            return None
+
+        with self.cache.atomic():
+            self.cache.restore_gangs(self.scheduler, size_of)
 
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
