@@ -15,6 +15,7 @@ from tests.extender.conftest import Harness
 from tests.extender.test_leader import _lease
 from vgpu.api.admitted import ADMITTED
 from vgpu.core.ids import PodKey
+from vgpu.daemons.extender import ExtenderDaemon
 from vgpu.extender.cache import ClusterCache
 
 Obj = dict[str, Any]
@@ -129,3 +130,33 @@ def test_readyz_turns_red_when_a_watch_loop_has_ended(harness: Harness) -> None:
     status, body = harness.wire(daemon).raw("GET", "/readyz")
     assert status == 503
     assert b"pods loop has ended" in body
+
+
+def _unreadable(daemon: ExtenderDaemon, kind: str) -> float | None:
+    return daemon.metrics.registry.get_sample_value(
+        "vgpu_extender_unreadable_objects", {"kind": kind}
+    )
+
+
+@pytest.mark.timeout(30)
+def test_unreadable_inventories_and_admitted_values_are_counted_by_kind_until_repaired(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=1))
+    harness.put(make_node("n2", gpus=1))
+    harness.put(make_node("plain", inventory=False))  # no inventory: not unreadable
+    harness.put(make_pod("held", cores=100))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    assert wire.bind(harness.pod("held"), "n1") == ""
+    assert (_unreadable(daemon, "node"), _unreadable(daemon, "pod")) == (0, 0)
+    harness.put(_poisoned("n2", HUGE))
+    pod = harness.pod("held")
+    pod["metadata"]["annotations"][ADMITTED] = DEEP[:20_000]
+    harness.put(pod)
+    eventually(lambda: (_unreadable(daemon, "node"), _unreadable(daemon, "pod")) == (1, 1))
+    harness.put(make_node("n2", gpus=1))
+    pod = harness.pod("held")
+    pod["metadata"]["annotations"][ADMITTED] = '["main"]'
+    harness.put(pod)
+    eventually(lambda: (_unreadable(daemon, "node"), _unreadable(daemon, "pod")) == (0, 0))

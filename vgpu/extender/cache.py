@@ -109,6 +109,9 @@ class ClusterCache(CacheOps):
         self._unheld: dict[PodKey, Assignment] = {}
         self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
         self._members: dict[GangKey, set[PodKey]] = {}
+        self._unreadable_nodes: set[NodeName] = set()
+        self._unreadable_notes: dict[PodKey, str] = {}
+        """Bound pods whose `vgpu.io/admitted` cannot be read (counted with their assignment)."""
 
     def subscribe(self, *, invalid: InvalidHook) -> None:
         """Be told when a watched pod cannot be read (the daemon's Events), outside the lock."""
@@ -120,6 +123,10 @@ class ClusterCache(CacheOps):
         spec = node_spec(obj, self._names)
         name = spec.node.name
         with self._lock:
+            if spec.unreadable and kind != "DELETED":
+                self._unreadable_nodes.add(name)
+            else:
+                self._unreadable_nodes.discard(name)
             if kind == "DELETED":
                 self._feed.mark(name)
                 self._state.remove_node(name)
@@ -252,7 +259,12 @@ class ClusterCache(CacheOps):
         node_pending = self._pending.setdefault(NodeName(spec.node), {})
         self._feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
-        admitted = read_admitted(annotations.get(ADMITTED)).among(names)
+        read = read_admitted(annotations.get(ADMITTED))
+        if read.problem:
+            self._unreadable_notes[key] = read.problem
+        else:
+            self._unreadable_notes.pop(key, None)
+        admitted = read.among(names)
         waiting = spec.pending(assignment, admitted)
         if waiting:
             node_pending[key] = waiting
@@ -306,6 +318,7 @@ class ClusterCache(CacheOps):
         self._observed.pop(key, None)
         self._invalid.pop(key, None)
         self._unheld.pop(key, None)
+        self._unreadable_notes.pop(key, None)
         held = self._ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
         if node and NodeName(node) in self._pending:
@@ -342,6 +355,14 @@ class ClusterCache(CacheOps):
                 self._apply_one(self.apply_node, node)
             for pod in pods:
                 self._apply_one(self.apply_pod, pod)
+
+    def unreadable(self) -> dict[str, int]:
+        """Objects the cache holds that carry a value it cannot read, by kind: nodes (an
+        unreadable inventory or allocatable) and pods (unreadable, or with an unreadable
+        `vgpu.io/admitted`), for the `vgpu_extender_unreadable_objects` metric."""
+        with self._lock:
+            pods = len(self._invalid) + len(self._unreadable_notes.keys() - self._invalid.keys())
+            return {"node": len(self._unreadable_nodes), "pod": pods}
 
     def restore_gangs(
         self, scheduler: Scheduler, size_of: Callable[[GangKey], int | None]

@@ -11,6 +11,8 @@ process in tests).
   (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
   kube-scheduler, or one misbehaving;
 * `vgpu_extender_connections_total`: connections accepted (each a TLS handshake);
+* `vgpu_extender_unreadable_objects{kind}`: nodes and pods carrying a value that cannot be read
+  (read at scrape time);
 * `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`,
   `vgpu_extender_pending_containers{node}` (bound, not yet admitted): read at scrape time;
 * `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
@@ -43,6 +45,16 @@ class _StateCollector(Collector):
             counts = ext.cache.gangs.counts()
             phases = Counter(h.phase for h in ext.cache.ledger.holdings())
             pending = {n: sum(map(len, pods.values())) for n, pods in ext.cache.pending.items()}
+        unreadable = GaugeMetricFamily(
+            "vgpu_extender_unreadable_objects",
+            "Watched objects carrying a value the extender cannot read, by kind: a node with an "
+            "unreadable inventory (unschedulable for vGPU pods), a pod that cannot be read or "
+            "whose vgpu.io/admitted cannot be (counted with its assignment)",
+            labels=["kind"],
+        )
+        for kind, n in sorted(ext.cache.unreadable().items()):
+            unreadable.add_metric([kind], n)
+        yield unreadable
         gangs = GaugeMetricFamily("vgpu_extender_gangs", "Gangs by state", labels=["state"])
         for state, n in sorted(counts.items()):
             gangs.add_metric([state], n)

@@ -28,6 +28,8 @@ class NodeSpec:
 
     node: Node
     problem: str | None
+    unreadable: bool = False
+    """The node carries a value that cannot be read (not merely no inventory): reported."""
 
 
 def node_spec(obj: Obj, names: ResourceNames = DEFAULT_NAMES) -> NodeSpec:
@@ -40,7 +42,7 @@ def node_spec(obj: Obj, names: ResourceNames = DEFAULT_NAMES) -> NodeSpec:
         with guard(f"node {name}", errors=MALFORMED):
             return _node_spec(obj, name, names)
     except DecodeError as err:
-        return NodeSpec(Node(name, 0, 0, ()), str(err))
+        return NodeSpec(Node(name, 0, 0, ()), str(err), unreadable=True)
 
 
 def _node_spec(obj: Obj, name: NodeName, names: ResourceNames) -> NodeSpec:
@@ -56,7 +58,7 @@ def _node_spec(obj: Obj, name: NodeName, names: ResourceNames) -> NodeSpec:
     gpus, broken = _gpus(annotations, names.inventory)
     if names.inventory in annotations:  # a broken inventory is the news; a missing one is not
         problem = broken or problem
-    return NodeSpec(Node(name, cpu, mem, gpus), problem or broken)
+    return NodeSpec(Node(name, cpu, mem, gpus), problem or broken, unreadable=problem is not None)
 
 
 def _gpus(annotations: Obj, key: str) -> tuple[tuple[Gpu, ...], str | None]:
