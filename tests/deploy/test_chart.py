@@ -318,3 +318,22 @@ def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
         render(kube_version="v1.33.0", dra__enabled="true")
     with pytest.raises(chart.ChartError, match=r"dra[./]sliceOrder"):
         render(kube_version="v1.37.0", dra__enabled="true", dra__sliceOrder="random")
+
+
+def test_a_node_agent_may_update_only_its_own_node_and_its_pods() -> None:
+    """Issue 25: the agents' ClusterRole names no node; the admission policy binds an agent's
+    request to the node its token names (`authentication.kubernetes.io/node-name`)."""
+    objs = render()
+    policy = find(objs, "ValidatingAdmissionPolicy", "vgpu-node-agent-own-node")["spec"]
+    assert policy["failurePolicy"] == "Fail"
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert set(rule["resources"]) >= {"nodes", "pods"} and rule["operations"] == ["UPDATE"]
+    (condition,) = policy["matchConditions"]
+    assert "system:serviceaccount:gpu:vgpu-node-agent" in condition["expression"]
+    text = yaml.safe_dump(policy)
+    assert "authentication.kubernetes.io/node-name" in text
+    assert "oldObject.spec.nodeName" in text and "oldObject.metadata.name" in text
+    binding = find(objs, "ValidatingAdmissionPolicyBinding", "vgpu-node-agent-own-node")
+    assert binding["spec"]["validationActions"] == ["Deny"]
+    names = {o["metadata"]["name"] for o in render(admissionPolicy__agentOwnNodeOnly="false")}
+    assert "vgpu-node-agent-own-node" not in names

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,3 +105,13 @@ def test_limits_follow_consumed_capacity(index: int, cores: int, units: int) -> 
     e = envs(out)
     assert e["VGPU_CORES"] == str(cores)
     assert int(e["VGPU_MEMORY_LIMIT_MIB"]) == min(units * 256, INV.gpus[index].memory_mib)
+
+
+@pytest.mark.parametrize("memory", ["0", "1", "255Mi", "41Gi"])
+def test_memory_outside_the_slices_range_is_refused_not_capped(memory: str) -> None:
+    """The slice offers 256 MiB .. the GPU's memory; a claim whose allocation records less (0
+    or 1 byte) or more (beyond the 40 GB GPU) is refused with the field and the bound."""
+    out = prepare_claim(claim(result("gpu-1", cores="30", memory=memory)), "uid-1", NODE)
+    assert isinstance(out, Refusal)
+    assert "consumedCapacity.memory" in out.reason and "reallocate" in out.reason
+    assert ("smallest share, 256 MiB" in out.reason) or ("more than the GPU's" in out.reason)

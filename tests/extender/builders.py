@@ -72,7 +72,7 @@ def make_pod(
             "annotations": annotations or {},
         },
         "spec": {
-            "schedulerName": "default-scheduler",
+            "schedulerName": "vgpu-scheduler",
             "containers": [
                 {
                     "name": "main",

@@ -6,8 +6,11 @@ import json
 import threading
 from dataclasses import replace
 
+import pytest
+
 from tests.extender.builders import Wire, eventually, make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.extender.test_leader import _lease
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import ExtenderDaemon
@@ -166,7 +169,9 @@ def test_reservations_expire_in_full(harness: Harness) -> None:
     assert len(_phases(daemon)) == 3
 
 
-def test_restart_mid_gang_drops_reservations_keeps_bound_members(harness: Harness) -> None:
+def test_restart_mid_gang_keeps_bound_members_and_reserves_the_rest_again(
+    harness: Harness,
+) -> None:
     pods = _gang(harness, "job", 4)
     first, wire = _start(harness)
     chosen = _filter_all(harness, wire, pods)
@@ -175,8 +180,36 @@ def test_restart_mid_gang_drops_reservations_keeps_bound_members(harness: Harnes
     first.stop()
     second = harness.start()
     phases = _phases(second)
-    assert phases == {pods[0]: Phase.BOUND, pods[1]: Phase.BOUND}  # no leaked reservations
+    assert phases == {  # nothing leaked, nothing lost: the gang's places are held again
+        pods[0]: Phase.BOUND,
+        pods[1]: Phase.BOUND,
+        pods[2]: Phase.RESERVED,
+        pods[3]: Phase.RESERVED,
+    }
     wire2 = harness.wire(second)
+    rest = _filter_all(harness, wire2, pods[2:])
+    for pod in pods[2:]:
+        _bind_admitted(harness, wire2, second, pod, rest[pod])
+    eventually(lambda: _phases(second) == dict.fromkeys(pods, Phase.BOUND))
+
+
+@pytest.mark.parametrize("leader", [False, True], ids=["restart", "new-leadership-term"])
+def test_a_rival_cannot_take_a_half_bound_gangs_gpu_after_a_rebuild(
+    harness: Harness, leader: bool
+) -> None:
+    pods = _gang(harness, "job", 4)
+    first, wire = _start(harness)  # 2 nodes x 2 GPUs: one whole GPU per member
+    chosen = _filter_all(harness, wire, pods)
+    for pod in pods[:2]:
+        _bind_admitted(harness, wire, first, pod, chosen[pod])
+    first.stop()
+    harness.put(make_pod("rival", cores=100))
+    second = harness.start(leader=_lease("b") if leader else None, wait=False)
+    assert second.wait_ready(10), second.why_not_ready()
+    wire2 = harness.wire(second)
+    assert wire2.filter(harness.pod("rival"), NODES)["NodeNames"] == []
+    for node in NODES:
+        assert wire2.bind(harness.pod("rival"), node) != ""
     rest = _filter_all(harness, wire2, pods[2:])
     for pod in pods[2:]:
         _bind_admitted(harness, wire2, second, pod, rest[pod])

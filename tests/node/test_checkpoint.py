@@ -54,6 +54,19 @@ def test_stale_devices_are_those_of_pods_no_longer_bound_here() -> None:
     assert stale_devices(parse_checkpoint(TEXT), {"live", "dead"}, DEFAULT_NAMES, UNIT) == {}
 
 
+def test_devices_an_app_container_reuses_from_an_init_container_count_once() -> None:
+    """The kubelet checkpoints one entry per container; an app container that drew its devices
+    from the pod's reuse pool (manager.go `devicesToReuse`) lists the init container's IDs."""
+    init = _entry("dead", DEFAULT_NAMES.cores, CORES[:20]) | {"ContainerName": "setup"}
+    app = _entry("dead", DEFAULT_NAMES.cores, CORES) | {"ContainerName": "main"}
+    memory = _entry("dead", DEFAULT_NAMES.memory, MEMORY) | {"ContainerName": "setup"}
+    reused = _entry("dead", DEFAULT_NAMES.memory, MEMORY[:4]) | {"ContainerName": "main"}
+    stale = stale_devices(
+        parse_checkpoint(_text(init, app, memory, reused)), set(), DEFAULT_NAMES, UNIT
+    )
+    assert stale == {"GPU-a": StaleDevices(cores=30, memory_mib=10 * UNIT, pods=("dead",))}
+
+
 def test_a_missing_checkpoint_is_not_read_and_no_problem(tmp_path: Path) -> None:
     """The kubelet writes it at its first device-plugin update; until then nothing is judged
     from it (the agent follows deletions by pod-resources List alone)."""

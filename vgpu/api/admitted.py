@@ -9,7 +9,9 @@ Hand-written values are read too: `true`, `*` or `all` for every container, or a
 list. A JSON object names the containers whose value is true (`{"a": true, "b": false}` admits
 `a` only). Any other value admits nothing: a container not known to be admitted is counted
 pending, which is the safe side for the hand-off (it only keeps other pods off look-alike asks).
-Pure.
+A value that cannot be decoded (too long, an integer past Python's digit limit, deep nesting:
+`vgpu.api.decode`) admits nothing either and says why in `problem`: the pod is still counted
+with what its assignment holds, never forgotten. Pure.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from vgpu.api.decode import MAX_ADMITTED_CHARS, DecodeError, check_size, guard
 
 ADMITTED = "vgpu.io/admitted"
 _EVERYONE = frozenset({"true", "*", "all"})
@@ -28,6 +32,8 @@ class Admitted:
 
     names: frozenset[str] = frozenset()
     everyone: bool = False
+    problem: str = ""
+    """Why the value could not be read ("" when it could): report it, admit nothing."""
 
     def includes(self, container: str) -> bool:
         return self.everyone or container in self.names
@@ -44,17 +50,34 @@ def encode_admitted(containers: Iterable[str]) -> str:
 
 def read_admitted(value: object) -> Admitted:
     """Parse the annotation value (None or a non-string: nothing admitted); never raises."""
+    try:
+        return _read(value)
+    except DecodeError as err:
+        return Admitted(problem=str(err))
+
+
+def _read(value: object) -> Admitted:
     if not isinstance(value, str) or not value.strip():
         return Admitted()
     text = value.strip()
     if text.lower() in _EVERYONE:
         return Admitted(everyone=True)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError:
-        return Admitted(frozenset(p.strip() for p in text.split(",") if p.strip()))
-    if isinstance(doc, list):
-        return Admitted(frozenset(str(x) for x in doc))
-    if isinstance(doc, dict):
-        return Admitted(frozenset(str(k) for k, v in doc.items() if v))
+    check_size(text, ADMITTED, MAX_ADMITTED_CHARS, DecodeError)
+    with guard(ADMITTED):
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:  # not JSON: the hand-written comma-separated list
+            return Admitted(_names(p.strip() for p in text.split(",") if p.strip()))
+        if isinstance(doc, list):
+            return Admitted(_names(str(x) for x in doc))
+        if isinstance(doc, dict):
+            return Admitted(_names(str(k) for k, v in doc.items() if v))
     return Admitted()
+
+
+def _names(names: Iterable[str]) -> frozenset[str]:
+    """Container names; a value longer than any pod's names cannot be one."""
+    chosen = frozenset(names)
+    if sum(len(n) for n in chosen) > MAX_ADMITTED_CHARS:
+        raise DecodeError(f"{ADMITTED}: more than {MAX_ADMITTED_CHARS} characters of names")
+    return chosen

@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping
 
 from vgpu.api.admitted import ADMITTED as ADMITTED  # re-exported: one definition
+from vgpu.api.decode import MAX_ASSIGNMENT_CHARS, guard, load_json
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
@@ -94,12 +95,20 @@ def _shares(name: str, raw: object) -> tuple[GpuShare, ...]:
     return tuple(shares)
 
 
-def decode(text: str) -> Assignment:
-    """Parse an assignment annotation; raises `InvalidRequest` naming the bad field."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InvalidRequest(ASSIGNMENT, f"not JSON ({err.msg})", "re-bind the pod") from err
+def _unreadable(message: str) -> InvalidRequest:
+    field, _, problem = message.partition(": ")
+    return InvalidRequest(field, problem, "re-bind the pod")
+
+
+def decode(text: object) -> Assignment:
+    """Parse an assignment annotation; raises `InvalidRequest` naming the bad field, and nothing
+    else whatever the value (`vgpu.api.decode`)."""
+    doc = load_json(text, ASSIGNMENT, MAX_ASSIGNMENT_CHARS, _unreadable)
+    with guard(ASSIGNMENT, _unreadable):
+        return _assignment(doc)
+
+
+def _assignment(doc: object) -> Assignment:
     if not isinstance(doc, dict):
         raise InvalidRequest(ASSIGNMENT, "not a JSON object", "re-bind the pod")
     if doc.get("v") != VERSION:
@@ -123,7 +132,12 @@ def verify(pod_annotations: Mapping[str, str], key: bytes) -> Assignment | None:
     """The pod's assignment if present and correctly signed under `key`, else None."""
     text = pod_annotations.get(ASSIGNMENT)
     signature = pod_annotations.get(SIGNATURE, "")
-    if text is None or not hmac.compare_digest(sign(text, key), signature):
+    if not isinstance(text, str) or not isinstance(signature, str) or not signature.isascii():
+        return None
+    try:
+        if len(text) > MAX_ASSIGNMENT_CHARS or not hmac.compare_digest(sign(text, key), signature):
+            return None
+    except UnicodeEncodeError:  # a lone surrogate: JSON can carry one, UTF-8 cannot
         return None
     try:
         return decode(text)

@@ -21,6 +21,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.decode import MAX_INVENTORY_CHARS, guard, load_json
 from vgpu.core.errors import InvalidInventory
 
 INVENTORY_VERSION = 1
@@ -79,12 +80,15 @@ def _encode_gpu(g: InventoryGpu) -> dict[str, Any]:
     return doc
 
 
-def parse_inventory(text: str) -> NodeGpuInventory:
-    """Parse and validate an annotation value; raises InventoryError naming the bad field."""
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InventoryError(f"gpu-inventory: not valid JSON ({e})") from e
+def parse_inventory(text: object) -> NodeGpuInventory:
+    """Parse and validate an annotation value; raises InventoryError naming the bad field, and
+    nothing else whatever the value (`vgpu.api.decode`)."""
+    doc = load_json(text, "gpu-inventory", MAX_INVENTORY_CHARS, InventoryError)
+    with guard("gpu-inventory", InventoryError):
+        return _inventory(doc)
+
+
+def _inventory(doc: object) -> NodeGpuInventory:
     if not isinstance(doc, dict):
         raise InventoryError("gpu-inventory: expected a JSON object")
     version = doc.get("version")

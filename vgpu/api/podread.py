@@ -26,7 +26,8 @@ CORES_LIMIT = "vgpu.io/cores-limit"
 
 def namespace_of(meta: Mapping[str, Any]) -> str:
     """The pod's namespace ("default" when the object names none)."""
-    return str(meta.get("namespace") or "default")
+    namespace = meta.get("namespace")
+    return namespace if isinstance(namespace, str) and namespace else "default"
 
 
 def is_terminal(pod: Mapping[str, Any]) -> bool:
@@ -49,11 +50,19 @@ class CoresLimit(NamedTuple):
 
 
 def cores_limit(annotations: Mapping[str, Any]) -> CoresLimit:
-    """Read `vgpu.io/cores-limit`; never raises."""
-    raw = annotations.get(CORES_LIMIT)
-    if raw is None or not str(raw).strip():
+    """Read `vgpu.io/cores-limit`; never raises (a value of any type or size is a problem)."""
+    raw = annotations.get(CORES_LIMIT) if isinstance(annotations, Mapping) else None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
         return CoresLimit()
-    text = str(raw).strip()
+    text = raw.strip() if isinstance(raw, str) else _small_int(raw)
     if not (text.isascii() and text.isdigit() and len(text) <= 3) or not 1 <= int(text) <= 100:
-        return CoresLimit(problem=f"{CORES_LIMIT}={raw!r}: expected a whole percentage 1..100")
+        shown = text[:20] if text else f"a {type(raw).__name__}"
+        return CoresLimit(problem=f"{CORES_LIMIT}={shown!r}: expected a whole percentage 1..100")
     return CoresLimit(int(text))
+
+
+def _small_int(raw: object) -> str:
+    """A number written unquoted (hand-made objects), as text; "" for anything else or huge."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and -1000 < raw < 1000:
+        return str(raw)
+    return ""

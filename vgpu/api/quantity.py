@@ -87,6 +87,8 @@ def _text(value: object, field: str) -> str:
 
 
 def _shown(value: object) -> str:
+    if not isinstance(value, str | int | float):  # a list or map, maybe nested past repr's depth
+        return f"a {type(value).__name__}"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

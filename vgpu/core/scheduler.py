@@ -32,6 +32,12 @@ from vgpu.core.state import ClusterState, NodeState
 _MISSING = object()
 _KEYS: WeakKeyDictionary[Policy, dict[tuple[int, object], int]] = WeakKeyDictionary()
 _SERIAL = count()
+SHAPES_KEPT = 4096
+"""Pod shapes keyed per policy before the keys start anew (each shape is a new key: without a
+bound the table grew with every pod of a new shape; issue 25)."""
+NODE_MEMO_KEPT = 1024
+"""Evaluations a node keeps while it is unchanged; a node nobody places on would otherwise keep
+one per pod shape ever asked about (issue 25)."""
 MAX_EXTENDER_SCORE = 10
 
 
@@ -54,6 +60,14 @@ class Selection:
     assignment: Assignment
 
 
+def _remember(ns: NodeState, key: int, value: object) -> object:
+    """Keep an evaluation in the node's memo, emptied first when it holds `NODE_MEMO_KEPT`."""
+    if len(ns.cache) >= NODE_MEMO_KEPT:
+        ns.cache.clear()
+    ns.cache[key] = value
+    return value
+
+
 class Scheduler:
     """Filter, score and select over a `ClusterState` with one policy."""
 
@@ -71,6 +85,8 @@ class Scheduler:
         full = (pol.generation, pod.shape)
         key = keys.get(full)
         if key is None:
+            if len(keys) >= SHAPES_KEPT:
+                keys.clear()  # old keys only miss in node memos, themselves bounded
             key = keys[full] = next(_SERIAL)
         return key
 
@@ -84,7 +100,7 @@ class Scheduler:
         key = self._key(pol, pod)
         hit = ns.cache.get(key, _MISSING)
         if hit is _MISSING:
-            hit = ns.cache[key] = pol.evaluate(ns, pod, self.rng)
+            hit = _remember(ns, key, pol.evaluate(ns, pod, self.rng))
         return hit  # type: ignore[return-value]
 
     def _nodes(self, names: Iterable[NodeName] | None) -> Iterable[NodeState]:
@@ -111,7 +127,7 @@ class Scheduler:
             if cacheable:
                 ev = ns.cache.get(key, _MISSING)
                 if ev is _MISSING:
-                    ev = ns.cache[key] = evaluate(ns, pod, rng)
+                    ev = _remember(ns, key, evaluate(ns, pod, rng))
             else:
                 ev = evaluate(ns, pod, rng)
             if ev is None:

@@ -153,6 +153,7 @@ class DraDriver:
             gpus={g.index: g for g in self.inventory.gpus},
             settings=self.config.grants,
             unhealthy=self._unhealthy,
+            memory_unit_mib=self.config.memory_unit_mib,
         )
 
     def prepare(self, namespace: str, name: str, uid: str) -> PreparedClaim | Refusal:

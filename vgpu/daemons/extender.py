@@ -26,6 +26,7 @@ from vgpu.adapters.kubewatch import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.daemons.backoff import Backoff
+from vgpu.daemons.liveness import Liveness, done
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.http import HttpLimits, HttpServer
@@ -109,6 +110,7 @@ class ExtenderDaemon:
             clock=clock,
             group_size=PodGroupSizes(api),
             on_rejections=self.metrics.count_rejections,
+            on_unwatched=self.metrics.unwatched_filters.inc,
         )
         self.metrics.watch(self.extender)
         self.invalid_pods = InvalidPods(api, self.metrics)
@@ -147,6 +149,7 @@ class ExtenderDaemon:
         self._pods_synced = threading.Event()
         self._term_ready = 0
         self._threads: list[threading.Thread] = []
+        self.liveness = Liveness()
 
     # -- lifecycle -------------------------------------------------------------------------------
     @property
@@ -217,13 +220,23 @@ class ExtenderDaemon:
             target=target, args=args, name=f"vgpu-extender-{name}", daemon=True
         )
         self._threads.append(thread)
+        if not name.startswith("resync-"):  # a resync ends when done; the others never end
+            self.liveness.register(name, thread, self._stuck_after(name))
         thread.start()
+
+    def _stuck_after(self, name: str) -> float:
+        """How long a loop may go without a turn before `/readyz` calls it stuck."""
+        if name == "sweeper":
+            return 3 * self.config.sweep_interval + MAX_RETRY_S
+        return float("inf")  # watches block in reads; they are watched for ending only
 
     # -- readiness -------------------------------------------------------------------------------
     def why_not_ready(self) -> str | None:
         """None when this replica should receive kube-scheduler's calls."""
         if not (self._nodes_synced.is_set() and self._pods_synced.is_set()):
             return "cache not synced yet"
+        if (dead := self.liveness.why_not_live()) is not None:
+            return f"vgpu extender: {dead}"
         return self.why_not_binding()
 
     def why_not_binding(self) -> str | None:
@@ -272,6 +285,8 @@ class ExtenderDaemon:
                     backoff.reset()
                     if event.type == SYNCED:
                         if not synced.is_set():  # the first listing; later relists are quiet
+                            if synced is self._pods_synced:
+                                self.extender.restore_gangs()  # before any pod is served
                             log.info("%s", self._synced_line(synced))
                         synced.set()
                         continue
@@ -292,10 +307,11 @@ class ExtenderDaemon:
         """Renewed certificates (a Secret updated in place) take effect without a restart."""
         assert self.tls_reloader is not None
         while not self._stop.wait(self.config.tls_reload_interval):
-            self.tls_reloader.check()
+            self.liveness.run_duty("reloading TLS files", done(self.tls_reloader.check))
 
     def _sweep(self) -> None:
         while not self._stop.wait(self.config.sweep_interval):
+            self.liveness.beat("sweeper")
             try:
                 self.extender.sweep()
                 self._gang_events()
@@ -329,12 +345,14 @@ class ExtenderDaemon:
             try:
                 nodes = self.api.list_nodes().items
                 pods = self.api.list_pods().items
-            except KubeError as err:
+                with self.cache.atomic():
+                    self.cache.replace_all(nodes, pods)
+                    self.extender.restore_gangs()
+            except Exception as err:  # an API failure or a bug: retry, never end the term's resync
                 delay = backoff.next_delay()
                 log.warning("resync for term %d failed, retrying in %.1fs: %s", term, delay, err)
                 self._stop.wait(delay)
                 continue
-            self.cache.replace_all(nodes, pods)
             self._term_ready = term
             log.info(
                 "leader term %d: cache resynced (%d nodes, %d pods)", term, len(nodes), len(pods)

@@ -108,6 +108,14 @@ def _add_placement_flags(p: argparse.ArgumentParser) -> None:
         "default: none besides --policy)",
     )
     p.add_argument(
+        "--scheduler-name",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a spec.schedulerName whose pods the extender serves (repeatable; default "
+        "vgpu-scheduler): a filter for another scheduler's pod is answered but holds nothing",
+    )
+    p.add_argument(
         "--filter-best",
         type=int,
         default=DEFAULT_FILTER_BEST,
@@ -209,6 +217,7 @@ def run(args: argparse.Namespace) -> int:
         bind_wait=args.bind_wait,
         pod_policies=tuple(args.allow_pod_policy),
         filter_best=args.filter_best,
+        schedulers=frozenset(args.scheduler_name or ["vgpu-scheduler"]),
     )
     config = DaemonConfig(
         tls=_tls(args),

@@ -49,9 +49,10 @@ from vgpu.adapters.procfs import (
     SignalKiller,
 )
 from vgpu.core.ids import PodKey
+from vgpu.daemons.liveness import Liveness
 from vgpu.daemons.node_elastic import ElasticDuty, run_elastic
 from vgpu.daemons.node_kubelet_sync import KubeletSync, checkpoint_signature
-from vgpu.daemons.node_maintenance import run_maintenance
+from vgpu.daemons.node_maintenance import LOOP, run_maintenance
 from vgpu.daemons.node_metrics import NodeMetrics
 from vgpu.daemons.node_mode import device_plugins, handoff_policy, local_policy
 from vgpu.daemons.node_pods import PodFeed
@@ -161,6 +162,7 @@ class NodeAgent:
         )
         self._usage_parts(backend, cgroups, killer)
         self._threads: list[threading.Thread] = []
+        self.liveness = Liveness(self._clock)
         self._pump: HealthPump | None = None
         self.elastic: ElasticDuty | None = None
         self._stopped = False
@@ -220,14 +222,15 @@ class NodeAgent:
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
-            self.metrics.serve(cfg.metrics_port, ready=self.ready)
+            self.metrics.serve(cfg.metrics_port, ready=self.ready, live=self.liveness.why_not_live)
             log.info("%s: /metrics, /healthz, /readyz on port %s", cfg.node_name, self.metrics.port)
         self.plugins.manager.start()
         self._pump.start()
         self._start_elastic()
         if self._kube is not None:
             self._spawn("vgpu-pod-watch", self.pods.watch)
-            self._spawn("vgpu-agent-loop", self._loop)
+            stuck_s = max(3 * cfg.reconcile_s, 60.0) + cfg.max_retry_s
+            self._spawn("vgpu-agent-loop", self._loop, (LOOP, stuck_s))
             if cfg.watchdog_s > 0:
                 self._spawn("vgpu-watchdog", self._watchdog_loop)
 
@@ -243,8 +246,14 @@ class NodeAgent:
             self.elastic = duty = ElasticDuty(grants.hami.dirs, checkpoint, allowances=False)
             self._spawn("vgpu-collect", lambda: run_elastic(duty, self._stop, 1.0))
 
-    def _spawn(self, name: str, target: Callable[[], None]) -> None:
+    def _spawn(
+        self, name: str, target: Callable[[], None], beats: tuple[str, float] | None = None
+    ) -> None:
+        """Start a loop; its liveness is watched (`beats`: the name it beats under and the
+        longest it may go between beats; without, only that its thread runs)."""
         thread = threading.Thread(target=target, name=name, daemon=True)
+        loop, stuck_s = beats or (name, float("inf"))
+        self.liveness.register(loop, thread, stuck_s)
         thread.start()
         self._threads.append(thread)
 

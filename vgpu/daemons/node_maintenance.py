@@ -3,7 +3,10 @@
 One loop rather than a thread per duty because the duties feed each other (a stale device found
 marks the node dirty; a reconciliation settles a release) and share one wake-up event, which the
 pod watch, health changes and admissions set so that the next step runs at once. Each duty has its
-own deadline; API failures back off (capped, jittered, exponential) from the first one.
+own deadline; API failures back off (capped, jittered, exponential) from the first one. Any
+exception in one duty (a bug, an object no reader foresaw) is logged and retried after the
+duty's next deadline, never the end of the loop; the loop beats `agent.liveness` every turn, so a
+dead or stuck loop turns `/healthz` red (`vgpu.daemons.liveness`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,13 @@ from typing import TYPE_CHECKING
 
 from vgpu.daemons.backoff import Backoff
 from vgpu.daemons.heap import release_free_heap
+from vgpu.daemons.liveness import done
 
 if TYPE_CHECKING:
     from vgpu.daemons.node_agent import NodeAgent
+
+LOOP = "maintenance"
+"""The loop's name in `agent.liveness`."""
 
 
 def run_maintenance(
@@ -30,24 +37,26 @@ def run_maintenance(
     patch_backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
     node_at = node_retry = reconcile_at = unsure_at = patch_retry = stale_at = 0.0
     settled = False
+    duty = agent.liveness.run_duty
     while not stop.is_set():
+        agent.liveness.beat(LOOP)
         wake.clear()
         now = time.monotonic()
         if now >= node_at or (agent.publisher.dirty and now >= node_retry):
-            if agent.publisher.sync_node():
+            if duty("publishing the node's inventory", agent.publisher.sync_node):
                 node_backoff.reset()
                 node_at, node_retry = now + cfg.reconcile_s, now
             else:
                 node_at = node_retry = now + node_backoff.next_delay()
         unsure = agent.handoff.has_unsure()  # an attribution waits for the kubelet's record
         if synced.is_set() and (now >= reconcile_at or (unsure and now >= unsure_at)):
-            agent.kubelet.reconcile()
+            duty("reconciling with the kubelet", done(agent.kubelet.reconcile))
             reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
         if now >= stale_at or agent.stale.dirty:  # a deletion: publish before a bind
-            agent.kubelet.release()
+            duty("publishing kubelet-held devices", done(agent.kubelet.release))
             stale_at = now + cfg.release_sync_s
         if now >= patch_retry:
-            if agent.publisher.patch_admitted():
+            if duty("writing vgpu.io/admitted", agent.publisher.patch_admitted):
                 patch_backoff.reset()
             else:
                 patch_retry = now + patch_backoff.next_delay()

@@ -65,11 +65,17 @@ class NodeMetrics:
         self._server: ThreadingHTTPServer | None = None
 
     def serve(
-        self, port: int, addr: str = "0.0.0.0", *, ready: Callable[[], bool] = lambda: True
+        self,
+        port: int,
+        addr: str = "0.0.0.0",
+        *,
+        ready: Callable[[], bool] = lambda: True,
+        live: Callable[[], str | None] = lambda: None,
     ) -> None:
-        """Serve `/metrics`, `/healthz` (the process answers) and `/readyz` (`ready()` is true)."""
+        """Serve `/metrics`, `/healthz` (every loop runs: `live()` is None) and `/readyz`
+        (`ready()` is true)."""
         try:
-            server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready))
+            server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready, live))
         except OSError as e:
             raise ConfigError(
                 f"--metrics-port: cannot listen on {addr}:{port}: {e.strerror or e}; pick a free "
@@ -92,7 +98,7 @@ class NodeMetrics:
 
 
 def _handler(
-    registry: CollectorRegistry, ready: Callable[[], bool]
+    registry: CollectorRegistry, ready: Callable[[], bool], live: Callable[[], str | None]
 ) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -100,7 +106,8 @@ def _handler(
             if path == "/metrics":
                 self._send(200, generate_latest(registry), CONTENT_TYPE_LATEST)
             elif path == "/healthz":
-                self._send(200, b"ok\n")
+                dead = live()
+                self._send(503 if dead else 200, f"{dead}\n".encode() if dead else b"ok\n")
             elif path == "/readyz":
                 ok = ready()
                 self._send(200 if ok else 503, b"ready\n" if ok else b"not ready\n")

@@ -78,11 +78,19 @@ class PodFeed:
                     if self._stop.is_set():
                         return
                     backoff.reset()
-                    self.on_event(event.type, event.object)
+                    self._apply(event.type, event.object)
             except Exception as e:  # a broken watch must never take the agent down
                 delay = backoff.next_delay()
                 log.error("pod watch failed, restarting in %.1fs: %s", delay, e)
                 self._stop.wait(delay)
+
+    def _apply(self, kind: str, pod: dict[str, Any]) -> None:
+        """One event; a pod that cannot be applied is logged and skipped, never a restart of
+        the watch (which would meet the same pod again at its relist)."""
+        try:
+            self.on_event(kind, pod)
+        except Exception:  # a bug or a pod no reader foresaw: the other pods still count
+            log.exception("applying a %s pod event failed; skipped", kind)
 
     def refresh(self) -> None:
         """Read this node's pods from the API server now, for a GetPreferredAllocation or an

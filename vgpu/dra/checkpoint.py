@@ -20,10 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from vgpu.api.decode import DECODING_ERRORS, DecodeError, brief, load_json
 from vgpu.dra.prepare import PreparedClaim, PreparedDevice
 
 log = logging.getLogger(__name__)
 VERSION = 1
+MAX_CHECKPOINT_CHARS = 64 << 20
+"""A larger file is not read: a node's prepared claims are kilobytes."""
 
 
 def _encode(claim: PreparedClaim) -> dict[str, Any]:
@@ -68,15 +71,17 @@ class Checkpoint:
 
     def _load(self) -> dict[str, PreparedClaim]:
         try:
-            doc = json.loads(self.path.read_text())
+            with self.path.open(encoding="utf-8", errors="replace") as f:
+                text = f.read(MAX_CHECKPOINT_CHARS + 1)
+            doc: Any = load_json(text, str(self.path), MAX_CHECKPOINT_CHARS)
             if doc.get("v") != VERSION:
-                raise ValueError(f"version {doc.get('v')!r}, expected {VERSION}")
-            return {uid: _decode(uid, raw) for uid, raw in doc["claims"].items()}
+                raise DecodeError(f"field v: not version {VERSION}")
+            return {str(uid): _decode(str(uid), raw) for uid, raw in doc["claims"].items()}
         except FileNotFoundError:
             return {}
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (OSError, DecodeError, KeyError, AttributeError, *DECODING_ERRORS) as e:
             aside = self.path.with_suffix(".corrupt")
-            log.error("checkpoint %s is unreadable (%s); moved to %s", self.path, e, aside)
+            log.error("checkpoint %s is unreadable (%s); moved to %s", self.path, brief(e), aside)
             with contextlib.suppress(OSError):
                 self.path.replace(aside)
             return {}

@@ -23,7 +23,7 @@ from typing import Any
 
 from vgpu.api.dra import DRIVER, DeviceShare, claim_shares, device_index
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.units import CORES_PER_GPU
+from vgpu.core.units import CORES_PER_GPU, DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.grants import ContainerGrant, GpuLimit, GrantSettings, Refusal, container_grant
 from vgpu.node.model import GpuInfo
 
@@ -62,6 +62,8 @@ class NodeGpus:
     """By GPU index (the device name's number)."""
     settings: GrantSettings = field(default_factory=GrantSettings)
     unhealthy: Collection[str] = ()
+    memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
+    """The smallest memory share the slices offer (their `validRange` min and step)."""
 
 
 def cdi_name(uid: str, request: str) -> str:
@@ -69,9 +71,18 @@ def cdi_name(uid: str, request: str) -> str:
     return f"{uid}-{request}"
 
 
-def _limit(share: DeviceShare, gpu: GpuInfo) -> GpuLimit:
+def _limit(share: DeviceShare, gpu: GpuInfo, unit_mib: int) -> GpuLimit | Refusal:
+    """The share's limits on its GPU. Memory outside what the slice offers (at least one
+    unit, at most the GPU: `vgpu.dra.slices`) is refused, never capped or granted as asked: the
+    allocator never records such a value, so whoever wrote it did not use the allocator, and a
+    0- or 1-byte limit or one beyond the GPU would not mean what it says (issue 25)."""
     cores = CORES_PER_GPU if share.cores is None else share.cores
-    memory = gpu.memory_mib if share.memory_mib is None else min(share.memory_mib, gpu.memory_mib)
+    memory = gpu.memory_mib if share.memory_mib is None else share.memory_mib
+    where = f"device {share.device}: consumedCapacity.memory {memory} MiB"
+    if memory < unit_mib:
+        return Refusal(f"{where} is less than the smallest share, {unit_mib} MiB; reallocate")
+    if memory > gpu.memory_mib:
+        return Refusal(f"{where} is more than the GPU's {gpu.memory_mib} MiB; reallocate")
     return GpuLimit(gpu.uuid, cores, memory)
 
 
@@ -124,8 +135,13 @@ def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> Prepare
         by_request.setdefault(share.request, []).append((share, gpu))
     cdi_devices, first_of = [], {}
     for request, pairs in by_request.items():
-        limits = [_limit(s, g) for s, g in sorted(pairs, key=lambda p: p[1].index)]
-        grant = container_grant(limits, node.settings)
+        limits = [
+            _limit(s, g, node.memory_unit_mib) for s, g in sorted(pairs, key=lambda p: p[1].index)
+        ]
+        refused = next((r for r in limits if isinstance(r, Refusal)), None)
+        if refused is not None:
+            return Refusal(f"claim {namespace}/{name}, request {request}: {refused.reason}")
+        grant = container_grant([x for x in limits if isinstance(x, GpuLimit)], node.settings)
         if isinstance(grant, Refusal):
             return Refusal(f"claim {namespace}/{name}, request {request}: {grant.reason}")
         cdi_devices.append({"name": cdi_name(uid, request), "containerEdits": _edits(grant)})

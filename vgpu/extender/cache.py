@@ -19,7 +19,7 @@ read-only views (`pods`, `pending`, `ledger`, `feed`...) inside `atomic()`, whic
 holds across several steps that must see one state. Binds waiting for a gang wake on every pod
 event (`wait_changed`). After a restart or a new leadership term, `replace_all` rebuilds it
 from a fresh listing: bound pods are counted again, reservations and assumptions made before
-are simply gone.
+are gone, and `restore_gangs` reserves again the places of gangs that have bound members.
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Node, Phase
+from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.cacheops import CacheOps
 from vgpu.extender.claimgangs import ClaimGangs
@@ -108,6 +109,9 @@ class ClusterCache(CacheOps):
         self._unheld: dict[PodKey, Assignment] = {}
         self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
         self._members: dict[GangKey, set[PodKey]] = {}
+        self._unreadable_nodes: set[NodeName] = set()
+        self._unreadable_notes: dict[PodKey, str] = {}
+        """Bound pods whose `vgpu.io/admitted` cannot be read (counted with their assignment)."""
 
     def subscribe(self, *, invalid: InvalidHook) -> None:
         """Be told when a watched pod cannot be read (the daemon's Events), outside the lock."""
@@ -119,6 +123,10 @@ class ClusterCache(CacheOps):
         spec = node_spec(obj, self._names)
         name = spec.node.name
         with self._lock:
+            if spec.unreadable and kind != "DELETED":
+                self._unreadable_nodes.add(name)
+            else:
+                self._unreadable_nodes.discard(name)
             if kind == "DELETED":
                 self._feed.mark(name)
                 self._state.remove_node(name)
@@ -151,6 +159,11 @@ class ClusterCache(CacheOps):
         and once per content (`vgpu.extender.podmemo`). An object of the wrong shape is an
         `InvalidRequest` too, never another exception."""
         return self._parsed.parse(obj)
+
+    def parse_fresh(self, obj: Obj) -> PodSpec:
+        """Parse a pod as `parse` does but keep nothing: for request bodies, which must never
+        stand for a version the watch will see (`vgpu.extender.resolve`)."""
+        return self._parse(obj)
 
     def _parse(self, obj: Obj) -> PodSpec:
         try:
@@ -215,12 +228,6 @@ class ClusterCache(CacheOps):
             return f"metadata.annotations: unreadable ({type(err).__name__}: {err})"
         return None
 
-    def watched(self, spec: PodSpec) -> bool:
-        """Whether the watch shows this pod (same key and UID): a request's pod may be forged or
-        stale, and only watched pods take part in what is written."""
-        cached = self._pods.get(spec.request.key)
-        return cached is not None and cached.request.uid == spec.request.uid
-
     def remember(self, obj: Obj, spec: PodSpec) -> None:
         """Add a pod the API server has just returned (bind reads a pod the watch has not shown
         yet) before its watch event; never overrides the watch. Never fed from a request body."""
@@ -235,7 +242,7 @@ class ClusterCache(CacheOps):
             and old.gang is not None
             and (spec.gang is None or old.gang.key != spec.gang.key)
         ):
-            self._members.get(old.gang.key, set()).discard(key)
+            self._leave(old.gang.key, key)
         self._pods[key] = spec
         if spec.gang is not None:
             self._members.setdefault(spec.gang.key, set()).add(key)
@@ -252,7 +259,12 @@ class ClusterCache(CacheOps):
         node_pending = self._pending.setdefault(NodeName(spec.node), {})
         self._feed.mark(spec.node)
         names = [c.name for c in assignment.containers]
-        admitted = read_admitted(annotations.get(ADMITTED)).among(names)
+        read = read_admitted(annotations.get(ADMITTED))
+        if read.problem:
+            self._unreadable_notes[key] = read.problem
+        else:
+            self._unreadable_notes.pop(key, None)
+        admitted = read.among(names)
         waiting = spec.pending(assignment, admitted)
         if waiting:
             node_pending[key] = waiting
@@ -306,6 +318,7 @@ class ClusterCache(CacheOps):
         self._observed.pop(key, None)
         self._invalid.pop(key, None)
         self._unheld.pop(key, None)
+        self._unreadable_notes.pop(key, None)
         held = self._ledger.release(key)
         node = spec.node if spec is not None and spec.node else (held.node if held else "")
         if node and NodeName(node) in self._pending:
@@ -315,20 +328,54 @@ class ClusterCache(CacheOps):
                 del self._pending[NodeName(node)]
         gang = spec.gang.key if spec is not None and spec.gang is not None else None
         if gang is not None:
-            self._members.get(gang, set()).discard(key)
+            self._leave(gang, key)
         if spec is not None:
             self._gangs.member_gone(key, gang)
+
+    def _leave(self, gang: GangKey, key: PodKey) -> None:
+        """The pod is no longer a member; a gang without members is forgotten, so the index
+        holds the gangs with pods, not every gang name ever seen (issue 25, finding 8)."""
+        members = self._members.get(gang)
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self._members[gang]
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
         """Rebuild everything from a fresh listing (start-up, new leadership term): gangs and
-        assumptions are forgotten (their holdings are gone); binds in flight still finish."""
+        assumptions are forgotten (their holdings are gone; `restore_gangs` reserves again the
+        places of gangs with bound members); binds in flight still finish."""
         with self._lock:
             self._reset()
             self._gangs.reset()
             self._assumed_at.clear()
             self._picked_at.clear()
             for node in nodes:
-                self.apply_node("ADDED", node)
+                self._apply_one(self.apply_node, node)
             for pod in pods:
-                self.apply_pod("ADDED", pod)
+                self._apply_one(self.apply_pod, pod)
+
+    def unreadable(self) -> dict[str, int]:
+        """Objects the cache holds that carry a value it cannot read, by kind: nodes (an
+        unreadable inventory or allocatable) and pods (unreadable, or with an unreadable
+        `vgpu.io/admitted`), for the `vgpu_extender_unreadable_objects` metric."""
+        with self._lock:
+            pods = len(self._invalid) + len(self._unreadable_notes.keys() - self._invalid.keys())
+            return {"node": len(self._unreadable_nodes), "pod": pods}
+
+    def restore_gangs(
+        self, scheduler: Scheduler, size_of: Callable[[GangKey], int | None]
+    ) -> list[GangKey]:
+        """Reserve again the places of gangs with bound members (after `replace_all` or the
+        first sync): see `GangCoordinator.restore`."""
+        with self._lock:
+            return self._gangs.restore(scheduler, size_of)
+
+    def _apply_one(self, apply: Callable[[str, Obj], None], obj: Obj) -> None:
+        """One object of a rebuild: one that cannot be applied is skipped and logged (as the
+        watch skips its event), never the end of the rebuild (issue 25, finding 1)."""
+        try:
+            apply("ADDED", obj)
+        except Exception:  # a bug, not the listing: the other objects still count
+            log.exception("rebuilding the cache: an object could not be applied; skipped")

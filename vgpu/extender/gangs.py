@@ -196,6 +196,34 @@ class GangCoordinator:
         return None
 
     @_locked
+    def restore(
+        self, scheduler: Scheduler, size_of: Callable[[GangKey], int | None]
+    ) -> list[GangKey]:
+        """After a rebuild (restart, new leadership term): reserve again the places of every
+        gang with a bound member, whose reservations lived in memory only, before any other pod
+        is served; held until each member binds, as `_keep` holds them (issue 25, finding 6).
+        A gang that no longer fits says why on its next filter. Returns the gangs restored."""
+        restored = []
+        for gang in sorted(self._cache.members):
+            members = self._members(gang)
+            claims = any(
+                s.claims for k in self._cache.members[gang] if (s := self._cache.pods.get(k))
+            )
+            if not members or claims or gang in self._gangs or not self.started(gang):
+                continue  # claim gangs are held at bind (`vgpu.extender.claimgangs`)
+            ref = GangRef(gang, size_of(gang) or len(self._cache.members[gang]))
+            result = self._plan(scheduler, gang, [_with_gang(m, ref) for m in members])
+            if isinstance(result, GangWait):
+                self._failures[gang] = result.reason
+                log.warning("gang %s: half bound, cannot re-reserve: %s", gang, result.reason)
+                continue
+            self._cache.reserve_gang(result, _FOREVER)
+            self._gangs[gang] = _Gang(_FOREVER)
+            restored.append(gang)
+            log.info("gang %s: re-reserved %d member(s) after a rebuild", gang, len(members))
+        return restored
+
+    @_locked
     def hold(self, assignment: Assignment, gang: GangKey, deadline: float) -> None:
         """Reserve one member's place, already confirmed (a claim member at bind:
         `vgpu.extender.claimgangs`); the gang's deadline is its first member's."""

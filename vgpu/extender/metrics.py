@@ -5,10 +5,14 @@ process in tests).
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
 * `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
 * `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
+* `vgpu_extender_unwatched_filters_total`: filters for a pod the watch does not show (or shows
+  with another UID): answered from the request, holding nothing;
 * `vgpu_extender_refused_requests_total{reason}`: requests refused before any verb ran
   (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
   kube-scheduler, or one misbehaving;
 * `vgpu_extender_connections_total`: connections accepted (each a TLS handshake);
+* `vgpu_extender_unreadable_objects{kind}`: nodes and pods carrying a value that cannot be read
+  (read at scrape time);
 * `vgpu_extender_gangs{state}`, `vgpu_extender_reservations`, `vgpu_extender_assumed`,
   `vgpu_extender_pending_containers{node}` (bound, not yet admitted): read at scrape time;
 * `vgpu_extender_leader` (this replica holds the Lease) and `vgpu_extender_binding_ready` (it may
@@ -41,6 +45,16 @@ class _StateCollector(Collector):
             counts = ext.cache.gangs.counts()
             phases = Counter(h.phase for h in ext.cache.ledger.holdings())
             pending = {n: sum(map(len, pods.values())) for n, pods in ext.cache.pending.items()}
+        unreadable = GaugeMetricFamily(
+            "vgpu_extender_unreadable_objects",
+            "Watched objects carrying a value the extender cannot read, by kind: a node with an "
+            "unreadable inventory (unschedulable for vGPU pods), a pod that cannot be read or "
+            "whose vgpu.io/admitted cannot be (counted with its assignment)",
+            labels=["kind"],
+        )
+        for kind, n in sorted(ext.cache.unreadable().items()):
+            unreadable.add_metric([kind], n)
+        yield unreadable
         gangs = GaugeMetricFamily("vgpu_extender_gangs", "Gangs by state", labels=["state"])
         for state, n in sorted(counts.items()):
             gangs.add_metric([state], n)
@@ -121,6 +135,12 @@ class ExtenderMetrics:
         self.invalid_pods = PromCounter(
             "vgpu_extender_invalid_pods",
             "Watched pod versions skipped because they cannot be read",
+            registry=self.registry,
+        )
+        self.unwatched_filters = PromCounter(
+            "vgpu_extender_unwatched_filters",
+            "Filters for a pod the watch does not show (or shows with another UID): answered "
+            "from the request, holding nothing",
             registry=self.registry,
         )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.decode import MALFORMED, DecodeError, guard
 from vgpu.api.inventory import parse_inventory
 from vgpu.api.quantity import mib_floor, milli_floor
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
@@ -27,12 +28,25 @@ class NodeSpec:
 
     node: Node
     problem: str | None
+    unreadable: bool = False
+    """The node carries a value that cannot be read (not merely no inventory): reported."""
 
 
 def node_spec(obj: Obj, names: ResourceNames = DEFAULT_NAMES) -> NodeSpec:
-    """Parse a node dict; never raises for bad inventory (reported as `problem`)."""
+    """Parse a node dict; never raises (a bad inventory or shape is reported as `problem`, and
+    the node has no GPUs: unschedulable for vGPU pods, with the reason)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    raw_name = meta.get("name") if isinstance(meta, dict) else None
+    name = NodeName(raw_name if isinstance(raw_name, str) else "")
+    try:
+        with guard(f"node {name}", errors=MALFORMED):
+            return _node_spec(obj, name, names)
+    except DecodeError as err:
+        return NodeSpec(Node(name, 0, 0, ()), str(err), unreadable=True)
+
+
+def _node_spec(obj: Obj, name: NodeName, names: ResourceNames) -> NodeSpec:
     meta = obj.get("metadata") or {}
-    name = NodeName(str(meta.get("name") or ""))
     allocatable = (obj.get("status") or {}).get("allocatable") or {}
     problem: str | None = None
     try:
@@ -44,7 +58,7 @@ def node_spec(obj: Obj, names: ResourceNames = DEFAULT_NAMES) -> NodeSpec:
     gpus, broken = _gpus(annotations, names.inventory)
     if names.inventory in annotations:  # a broken inventory is the news; a missing one is not
         problem = broken or problem
-    return NodeSpec(Node(name, cpu, mem, gpus), problem or broken)
+    return NodeSpec(Node(name, cpu, mem, gpus), problem or broken, unreadable=problem is not None)
 
 
 def _gpus(annotations: Obj, key: str) -> tuple[tuple[Gpu, ...], str | None]:

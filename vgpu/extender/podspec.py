@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.api.decode import MALFORMED, guard
 from vgpu.api.dra import uses_claims
 from vgpu.api.gang import gang_ref
 from vgpu.api.podasks import ContainerAsk, pod_asks, role_of
@@ -43,6 +44,8 @@ GPU_TYPE_EXCLUDE = "vgpu.io/gpu-type-exclude"
 GPU_UUID = "vgpu.io/gpu-uuid"
 GPU_UUID_EXCLUDE = "vgpu.io/gpu-uuid-exclude"
 POLICY = "vgpu.io/policy"
+DEFAULT_SCHEDULER = "default-scheduler"
+"""What the API server sets an absent spec.schedulerName to (pkg/apis/core/v1/defaults.go)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +70,8 @@ class PodSpec:
     roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
     cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
     claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.claimgangs`)
+    scheduler: str = DEFAULT_SCHEDULER
+    """spec.schedulerName: only pods of the schedulers the extender serves hold places."""
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -176,7 +181,19 @@ def _size(value: object, field: str) -> int:
 
 
 def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES) -> PodSpec:
-    """Parse a pod dict; raises `InvalidRequest` naming the bad field."""
+    """Parse a pod dict; raises `InvalidRequest` naming the bad field, and nothing else whatever
+    the object's shape (`vgpu.api.decode.guard`)."""
+    with guard("Pod", _malformed, MALFORMED):
+        return _pod_spec(pod, memory_unit_mib, names)
+
+
+def _malformed(message: str) -> InvalidRequest:
+    return InvalidRequest(
+        "Pod", f"malformed object ({message.partition(': ')[2]})", "send a v1.Pod"
+    )
+
+
+def _pod_spec(pod: Obj, memory_unit_mib: int, names: ResourceNames) -> PodSpec:
     meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
     if not meta.get("name"):
         raise InvalidRequest("Pod.metadata.name", "missing", "send the whole pod")
@@ -204,4 +221,11 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
         roles={a.name: a.role for a in asks.containers if a.cores},
         cores_limit=cores_limit(annotations).value,
         claims=uses_claims(spec),
+        scheduler=scheduler_of(spec),
     )
+
+
+def scheduler_of(spec: Obj) -> str:
+    """The pod's spec.schedulerName, defaulted as the API server defaults it."""
+    name = spec.get("schedulerName")
+    return name if isinstance(name, str) and name else DEFAULT_SCHEDULER

@@ -1,8 +1,12 @@
-"""Reading a request's pod as every verb uses it: its spec (parsed once per version by the cache),
-the policy it names (among those the operator allowed) and its gang's minimum size.
+"""Reading a request's pod as every verb uses it: its spec, the policy it names (among those the
+operator allowed) and its gang's minimum size.
 
 Filter, prioritize, preemption and bind all read a pod this one way (`PodReader`), so a pod
-cannot pass filter under one policy or gang size and be bound under another.
+cannot pass filter under one policy or gang size and be bound under another. A request only
+names its pod: when the watch shows a pod of that namespace, name and UID, the watch's parse is
+the pod (the body is not even parsed); only a pod the watch does not show is read from the
+body, as a hypothesis that holds nothing, parsed in a memo of its own so that no request body
+can ever stand for a version the watch will see (issue 25, finding 7).
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from vgpu.core.policies import Policy
 from vgpu.core.registry import PolicySpec, make_policy, parse_policy
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
+from vgpu.extender.podmemo import ParsedPods
 from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
-from vgpu.extender.podspec import PodSpec
+from vgpu.extender.podspec import PodSpec, key_of
 
 GroupSize = Callable[[str, str], int | None]
 """(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
@@ -78,6 +83,15 @@ class Resolved(NamedTuple):
     """The gang's minimum (0: no gang)."""
 
 
+class Read(NamedTuple):
+    """A request's pod and where it was read from."""
+
+    resolved: Resolved
+    watched: bool
+    """True: the watch's view of the pod the request names (same UID); False: the request's
+    body, a hypothesis that may answer but never holds anything."""
+
+
 def no_pod_groups(namespace: str, name: str) -> int | None:
     """A `GroupSize` for setups without the PodGroup CRD."""
     return None
@@ -92,10 +106,22 @@ class PodReader:
         self._cache = cache
         self.policies = policies
         self._group_size = group_size
+        self._bodies = ParsedPods(cache.parse_fresh)
+        """Parses of request bodies, never shared with the watch's (`ClusterCache.parse`)."""
 
     def parse(self, pod: dict[str, object]) -> Resolved:
-        """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        return self.resolve(self._cache.parse(pod))
+        """A request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
+        return self.read(pod).resolved
+
+    def read(self, pod: dict[str, object]) -> Read:
+        """The pod a request names, from the watch when it shows that pod (same UID), else
+        from the request's body (`Read.watched` says which). Raises InvalidRequest."""
+        meta = pod.get("metadata")
+        uid = meta.get("uid") if isinstance(meta, dict) else None
+        watched = self._cache.pod(key_of(pod)) if isinstance(uid, str) and uid else None
+        if watched is not None and watched.request.uid == uid:
+            return Read(self.resolve(watched), True)
+        return Read(self.resolve(self._bodies.parse(pod)), False)
 
     def resolve(self, spec: PodSpec) -> Resolved:
         """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""

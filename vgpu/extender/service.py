@@ -10,10 +10,13 @@ kube-scheduler then skips scoring when one is left, so a pod costs it one call t
 and its own scoring still chooses among nodes equal for the GPUs. Without it, the filter never
 narrows a pod to one node unless the pod already holds a place there.
 
-What a request says about a pod is a hypothesis: the ledger changes only from the watches and
-the extender's own binds. Filter and prioritize answer for any pod without writing anything;
-only a pod the watch shows (same UID) feeds the policy's learner or takes part in a gang plan
-(whose reservations are writes), so a forged request can neither charge capacity nor reserve it.
+State comes only from the watches and the extender's own binds. A request only names its pod:
+for a pod the watch shows (same namespace, name and UID) every verb reads the watch's view, never
+the request's body (`PodReader.read`). Only such a pod, of a scheduler the extender serves
+(`ExtenderConfig.schedulers`), feeds the policy's learner, holds a pick or takes part in a gang
+plan (whose reservations are writes). A pod the watch does not show is answered from its body
+as a hypothesis that holds nothing, and counted (`on_unwatched`): a forged request can neither
+charge capacity nor reserve it (issue 25, finding 7).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Verdict, check
-from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
 from vgpu.core.policies import Policy
@@ -82,6 +85,10 @@ class ExtenderConfig:
     """Filter passes at most this many nodes, those sharing the policy's best score (0: every
     node that fits; --filter-best). kube-scheduler then scores only those, or none when one is
     left, and needs no prioritize call (pkg/scheduler/schedule_one.go, schedulePod)."""
+    schedulers: frozenset[str] = frozenset({"vgpu-scheduler"})
+    """The pods' spec.schedulerName values the extender serves (--scheduler-name): kube-scheduler
+    only schedules pods of its own profiles, so a request for another scheduler's pod is forged
+    and holds nothing."""
 
 
 class Extender:
@@ -95,11 +102,14 @@ class Extender:
         clock: Callable[[], float] = time.monotonic,
         group_size: GroupSize = no_pod_groups,
         on_rejections: Callable[[Counter[str]], None] = lambda c: None,
+        on_unwatched: Callable[[], None] = lambda: None,
     ) -> None:
         self.cache = cache
         self.config = config
         self.clock = clock
         self.on_rejections = on_rejections
+        self.on_unwatched = on_unwatched
+        """Told of each filter for a pod the watch does not show (it holds nothing)."""
         self.pods = PodReader(cache, PolicyBook(config.policy, config.pod_policies), group_size)
         """How the verbs read a request's pod (shared with `Binder` and `Preemptor`)."""
         self.views = ViewBook()
@@ -127,6 +137,23 @@ class Extender:
         """A fresh assignment on `node` keeping invariant I."""
         return self.cache.place(spec, node, policy, self.scheduler)
 
+    def restore_gangs(self) -> None:
+        """After the cache is rebuilt or first synced: gangs with bound members get their
+        other members' places reserved again, before any other pod is served."""
+
+        def size_of(gang: GangKey) -> int | None:
+            for key in sorted(self.cache.members.get(gang, ())):
+                spec = self.cache.pods.get(key)
+                if spec is not None:
+                    try:
+                        return self.pods.resolve(spec).gang_size
+                    except InvalidRequest:
+                        return None
+            return None
+
+        with self.cache.atomic():
+            self.cache.restore_gangs(self.scheduler, size_of)
+
     def sweep(self) -> None:
         """Release expired gang reservations and assumptions whose bind never completed."""
         self.cache.sweep(self.clock(), self.config.assume_ttl, self.config.pick_ttl)
@@ -135,11 +162,13 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> FilterResult:
         """The filter verb."""
         try:
-            spec, policy, size = self.parse(args.pod)
+            (spec, policy, size), watched = self.pods.read(args.pod)
         except InvalidRequest as err:
             return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
+        if not watched:
+            self._unwatched(spec)
+        watched = watched and spec.scheduler in self.config.schedulers
         with self.cache.atomic():
-            watched = self.cache.watched(spec)
             if spec.gang is not None and not watched:
                 return FilterResult(failed=dict.fromkeys(args.node_names, UNWATCHED))
             if watched:
@@ -161,6 +190,16 @@ class Extender:
                 if one and watched and spec.gang is None:  # gangs hold their plan instead
                     self._pick(spec, result.passed[0], policy)
         return result
+
+    def _unwatched(self, spec: PodSpec) -> None:
+        """Say that a filter is answered for a pod the watch does not show: it holds nothing."""
+        log.debug(
+            "filter for %s (uid %r): the watch does not show this pod; answered from the "
+            "request, nothing held",
+            spec.request.key,
+            spec.request.uid,
+        )
+        self.on_unwatched()
 
     def _pick(self, spec: PodSpec, node: str, policy: Policy) -> None:
         """Hold the one node's place for the pod until its bind (`ClusterCache.pick`); only
@@ -261,7 +300,7 @@ class Extender:
         """The prioritize verb: 0..10 per node (0 for nodes the pod cannot use)."""
         names = args.node_names
         try:
-            spec, policy, _ = self.parse(args.pod)
+            (spec, policy, _), watched = self.pods.read(args.pod)
         except InvalidRequest:
             return Priorities(names, [0] * len(names))
         with self.cache.atomic():
@@ -271,7 +310,7 @@ class Extender:
                 return Priorities(names, [10 if n == there else 0 for n in names])
             if not spec.request.wants_gpu:
                 return Priorities(names, [0] * len(names))
-            if self.cache.watched(spec):
+            if watched and spec.scheduler in self.config.schedulers:
                 policy.observe(spec.request)
             return self._priorities(spec, names, policy)
 

@@ -14,8 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from vgpu.api.decode import MALFORMED, brief
 from vgpu.api.inventory import InventoryError, InventoryGpu, NodeGpuInventory, parse_inventory
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
+from vgpu.core.errors import InvalidRequest
 from vgpu.inspect.dra import claim_holders, slice_inventories
 from vgpu.inspect.gangs import GangMembership, gang_views, membership, pod_group_minimums
 from vgpu.inspect.model import GpuView, Holder, NodeView, Problem, Report, Unscheduled, Usage
@@ -42,7 +44,7 @@ def build_report(
     inventories = _inventories(snapshot.nodes, names.inventory, collect)
     dra_nodes = _dra(snapshot, inventories, collect)
     minimums = pod_group_minimums(snapshot.pod_groups)
-    facts = [(pod_facts(p, names), membership(p, minimums)) for p in snapshot.pods]
+    facts = _facts(snapshot.pods, names, minimums, collect)
     for pod, _ in facts:
         if not pod.terminal:
             _place(pod, inventories, collect)
@@ -66,6 +68,23 @@ def build_report(
         problems=tuple(p for p in collect.problems if _concerns(p, wanted, only)),
         taken_at=snapshot.taken_at,
     )
+
+
+def _facts(
+    pods: Iterable[Obj], names: ResourceNames, minimums: Mapping[str, int], collect: _Collect
+) -> list[tuple[PodFacts, GangMembership | None]]:
+    """Every pod's facts; a pod that cannot be read is a problem of its own, never the end of
+    the report (issue 25: one bad value once made the whole report exit 1)."""
+    out = []
+    for pod in pods:
+        try:
+            out.append((pod_facts(pod, names), membership(pod, minimums)))
+        except (InvalidRequest, *MALFORMED) as err:
+            meta = pod.get("metadata") if isinstance(pod, dict) else None
+            name = meta.get("name") if isinstance(meta, dict) else None
+            subject = f"pod {name}" if isinstance(name, str) else "a pod"
+            collect.problems.append(Problem(subject, f"unreadable: {brief(err)}", ""))
+    return out
 
 
 def _name(node: Obj) -> str:
@@ -96,6 +115,9 @@ def _inventories(nodes: Iterable[Obj], key: str, collect: _Collect) -> dict[str,
 
 
 def _place(pod: PodFacts, inventories: Mapping[str, NodeGpuInventory], collect: _Collect) -> None:
+    if pod.admitted.problem:
+        message = f"{pod.admitted.problem}; its containers are counted pending"
+        collect.problems.append(_problem(pod, message))
     if pod.assignment_error:
         collect.problems.append(_problem(pod, f"unreadable assignment: {pod.assignment_error}"))
         return

@@ -77,7 +77,7 @@ def pod_facts(pod: Obj, names: ResourceNames = DEFAULT_NAMES) -> PodFacts:
         asks_memory_blocks=held.memory_blocks,
         assignment=assignment,
         assignment_error=error,
-        admitted=Admitted(admitted.names | _started(status), admitted.everyone),
+        admitted=Admitted(admitted.names | _started(status), admitted.everyone, admitted.problem),
     )
 
 

@@ -15,12 +15,12 @@ its restart"). Pure apart from `read_checkpoint`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from vgpu.api.decode import guard, load_json
 from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import VgpuError
 from vgpu.node.devices import DeviceIdError, parse_unit_id
@@ -51,11 +51,14 @@ class StaleDevices:
 
 
 def parse_checkpoint(text: str) -> tuple[CheckpointEntry, ...]:
-    """The checkpoint's entries; raises CheckpointError naming what is wrong."""
-    try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as e:
-        raise CheckpointError(f"{CHECKPOINT_FILE}: not valid JSON ({e})") from None
+    """The checkpoint's entries; raises CheckpointError naming what is wrong, and nothing else
+    whatever the text (`vgpu.api.decode`)."""
+    doc = load_json(text, CHECKPOINT_FILE, MAX_CHECKPOINT_BYTES, CheckpointError)
+    with guard(CHECKPOINT_FILE, CheckpointError):
+        return _entries(doc)
+
+
+def _entries(doc: object) -> tuple[CheckpointEntry, ...]:
     if not isinstance(doc, dict):
         raise CheckpointError(f"{CHECKPOINT_FILE}: expected a JSON object")
     data = doc.get("Data")
@@ -120,10 +123,17 @@ def stale_devices(
     names: ResourceNames,
     memory_unit_mib: int,
 ) -> dict[str, StaleDevices]:
-    """Per GPU UUID, our devices checkpointed for pods whose UID is not in `live_uids`."""
+    """Per GPU UUID, our devices checkpointed for pods whose UID is not in `live_uids`.
+
+    Each device is counted once, however many entries name it: the checkpoint has one entry per
+    container, and a container that drew devices from its pod's reuse pool (a regular init
+    container's, pkg/kubelet/cm/devicemanager/manager.go `devicesToReuse`,
+    `allocateContainerResources`; `vgpu.core.kubelet_reuse`) lists the very IDs that init
+    container lists. The kubelet holds such a device once (issue 25: it was counted twice)."""
     cores: dict[str, int] = {}
     units: dict[str, int] = {}
     pods: dict[str, set[str]] = {}
+    seen: set[tuple[str, str]] = set()
     for entry in entries:
         if entry.pod_uid in live_uids or entry.resource not in (names.cores, names.memory):
             continue
@@ -133,8 +143,10 @@ def stale_devices(
                 gpu = parse_unit_id(device_id).gpu_uuid
             except DeviceIdError:
                 continue  # not one of ours: nothing the extender counts
-            counts[gpu] = counts.get(gpu, 0) + 1
             pods.setdefault(gpu, set()).add(entry.pod_uid)
+            if (entry.resource, device_id) not in seen:
+                seen.add((entry.resource, device_id))
+                counts[gpu] = counts.get(gpu, 0) + 1
     return {
         gpu: StaleDevices(cores.get(gpu, 0), units.get(gpu, 0) * memory_unit_mib, tuple(sorted(p)))
         for gpu, p in sorted(pods.items())

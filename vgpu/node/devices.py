@@ -27,7 +27,9 @@ from vgpu.node.model import GpuInfo
 
 MAX_DEVICE_ID_LEN = 63
 
-_UNIT_ID = re.compile(r"^(?P<uuid>[^:\s]+)::(?P<kind>[cm])(?P<index>0|[1-9][0-9]*)$")
+_UNIT_ID = re.compile(r"^(?P<uuid>[^:\s]+)::(?P<kind>[cm])(?P<index>0|[1-9][0-9]{0,8})$")
+"""At most 9 digits of unit index: more than any GPU has, and never past Python's int-digits
+limit (a checkpoint entry with a 5,000-digit index once ended the agent's maintenance loop)."""
 
 
 class DeviceIdError(VgpuError, ValueError):
@@ -91,7 +93,7 @@ def split_by_gpu(device_ids: Iterable[str]) -> dict[str, list[str]]:
             or not uuid
             or ":" in uuid
             or unit[:1] not in ("c", "m")
-            or not number.isdigit()
+            or not (number.isascii() and number.isdigit() and len(number) <= 9)
             or (number[0] == "0" and number != "0")
         ):
             parse_unit_id(device_id)  # raises DeviceIdError with the standard message

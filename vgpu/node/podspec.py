@@ -47,21 +47,30 @@ class PodInfo:
 def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodInfo:
     """Read a pod object (wire form, as from the API server) into a `PodInfo`."""
     names = names or DEFAULT_NAMES
-    meta = pod.get("metadata") or {}
-    spec = pod.get("spec") or {}
-    status = pod.get("status") or {}
+    meta, spec, status = (_object(pod.get(part)) for part in ("metadata", "spec", "status"))
     asks = pod_asks(pod, names)
-    annotations = {str(k): str(v) for k, v in (meta.get("annotations") or {}).items()}
+    raw = _object(meta.get("annotations"))
+    annotations = {str(k): v for k, v in raw.items() if isinstance(v, str)}
     return PodInfo(
-        key=pod_key(namespace_of(meta), str(meta.get("name", ""))),
-        uid=str(meta.get("uid", "")),
-        node=str(spec.get("nodeName") or ""),
+        key=pod_key(namespace_of(meta), _text(meta.get("name"))),
+        uid=_text(meta.get("uid")),
+        node=_text(spec.get("nodeName")),
         containers=asks.containers,
         annotations=annotations,
         terminal=is_terminal(pod) or is_deleting(pod),  # nothing is admitted for either
-        phase=str(status.get("phase") or ""),
+        phase=_text(status.get("phase")),
         problems=tuple(str(p) for p in asks.problems),
     )
+
+
+def _object(value: object) -> Mapping[str, Any]:
+    """A part of the pod, or nothing when it is not an object (its problem is `pod_asks`')."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str:
+    """A name the API server writes as a string; anything else is no name."""
+    return value if isinstance(value, str) else ""
 
 
 def cores_limit(info: PodInfo) -> CoresLimit:

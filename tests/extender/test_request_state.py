@@ -1,0 +1,114 @@
+"""Issue 25, finding 7: with the scheduler's certificate, a filter request only names its pod.
+The pick and the parse come from the watch's view of the pod, never from the request's body; a
+request body never feeds the watch's parse memo; a pod the watch does not show, or another
+scheduler's pod, holds nothing. Over real HTTP against the fake API server."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.conftest import Harness
+from vgpu.core.ids import PodKey
+from vgpu.core.model import Phase
+from vgpu.daemons.extender import ExtenderDaemon
+
+Obj = dict[str, Any]
+
+
+def _holdings(daemon: ExtenderDaemon) -> list[Any]:
+    with daemon.cache.atomic():
+        return sorted(((h.assignment, h.phase) for h in daemon.cache.ledger.holdings()), key=repr)
+
+
+def _metric(daemon: ExtenderDaemon, name: str) -> float:
+    value = daemon.metrics.registry.get_sample_value(name)
+    return 0.0 if value is None else value
+
+
+def test_a_filter_picks_what_the_watched_pod_asks_not_what_the_body_says(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=4))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    harness.put(make_pod("p", cores=10))
+    eventually(lambda: daemon.cache.pod(PodKey("default/p")) is not None)
+    forged = harness.pod("p")
+    limits = forged["spec"]["containers"][0]["resources"]["limits"]
+    limits["vgpu.io/cores"] = "400"  # four whole GPUs, same name and UID
+    forged["metadata"]["resourceVersion"] = "999999"  # a version the watch has not parsed
+    assert wire.filter(forged, ["n1"])["NodeNames"] == ["n1"]
+    held = daemon.cache.holding(PodKey("default/p"))
+    assert held is not None and held.phase is Phase.ASSUMED
+    assert [s.cores for c in held.assignment.containers for s in c.shares] == [10]
+
+
+def test_forged_future_versions_never_make_the_watch_forget_a_running_pod(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=1))
+    harness.put(make_pod("held", cores=100))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    assert wire.bind(harness.pod("held"), "n1") == ""
+    eventually(lambda: daemon.cache.node_states["n1"].free_cores == [0])
+    pod = harness.pod("held")
+    version = int(pod["metadata"]["resourceVersion"])
+    for ahead in range(1, 201):  # every version the next writes will have, ended
+        forged = copy.deepcopy(pod)
+        forged["metadata"]["resourceVersion"] = str(version + ahead)
+        forged["status"]["phase"] = "Succeeded"
+        wire.raw(
+            "POST", "/scheduler/filter", json.dumps({"Pod": forged, "NodeNames": ["n1"]}).encode()
+        )
+    running = harness.pod("held")
+    running["status"]["phase"] = "Running"
+    harness.put(running)  # a real write: its version is one of those forged
+    harness.put(make_pod("next", cores=100))  # seen after that write: the watch keeps order
+    eventually(lambda: daemon.cache.pod(PodKey("default/next")) is not None)
+    assert daemon.cache.pod(PodKey("default/held")) is not None
+    assert daemon.cache.node_states["n1"].free_cores == [0]
+    assert wire.filter(harness.pod("next"), ["n1"])["NodeNames"] == []
+
+
+def test_a_filter_for_a_pod_the_watch_does_not_show_holds_nothing_and_says_so(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    harness.put(make_pod("real", cores=10))
+    eventually(lambda: daemon.cache.pod(PodKey("default/real")) is not None)
+    ghost = make_pod("ghost", cores=100)
+    ghost["metadata"]["uid"] = "uid-ghost"
+    other_uid = harness.pod("real")
+    other_uid["metadata"]["uid"] = "not-the-watched-one"
+    for pod in (ghost, other_uid):
+        assert wire.filter(pod, ["n1"])["NodeNames"] == ["n1"]  # a hypothesis, answered
+    assert _holdings(daemon) == []
+    assert _metric(daemon, "vgpu_extender_unwatched_filters_total") == 2
+
+
+def test_decoy_pods_of_another_scheduler_reserve_nothing(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    decoy = make_pod("decoy", cores=100)
+    decoy["spec"]["schedulerName"] = "another-scheduler"
+    harness.put(decoy)
+    gang = make_pod("decoy-gang", cores=100, annotations={"vgpu.io/gang-name": "g"})
+    gang["metadata"]["annotations"]["vgpu.io/gang-size"] = "1"
+    gang["spec"]["schedulerName"] = "another-scheduler"
+    harness.put(gang)
+    eventually(lambda: daemon.cache.pod(PodKey("default/decoy-gang")) is not None)
+    for _ in range(3):  # renewed as the attack renewed it
+        wire.filter(harness.pod("decoy"), ["n1"])
+        wire.filter(harness.pod("decoy-gang"), ["n1"])
+    assert _holdings(daemon) == []
+    harness.put(make_pod("ours", cores=100))
+    eventually(lambda: daemon.cache.pod(PodKey("default/ours")) is not None)
+    assert wire.filter(harness.pod("ours"), ["n1"])["NodeNames"] == ["n1"]
+    assert wire.bind(harness.pod("ours"), "n1") == ""
