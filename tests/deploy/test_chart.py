@@ -237,11 +237,11 @@ def test_plain_http_only_when_tls_is_off_and_then_said_so() -> None:
 def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> None:
     """The rendered args go through `vgpu`'s own parsers and flag checks (nothing runs)."""
     from vgpu.cli.main import _load, _parser
-    from vgpu.daemons import extender_cli, node_cli
+    from vgpu.daemons import extender_cli, mode_flags, node_cli
 
     objs = render(values, kube_version="v1.37.0")
     checks: dict[str, Callable[[argparse.Namespace], object]] = {
-        "node-agent": lambda a: (node_cli.hami_core(a), node_cli.watchdog_policy(a)),
+        "node-agent": lambda a: (mode_flags.hami_core(a), node_cli.watchdog_policy(a)),
         "extender": lambda a: extender_cli._tls(a),
         "dra-driver": lambda a: None,
     }

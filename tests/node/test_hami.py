@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.node.libs import hook_libraries, needs_cc
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_parser, grant_settings, hami_core
+from vgpu.daemons.mode_flags import grant_settings, hami_core
+from vgpu.daemons.node_cli import add_parser
 from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import (
     ContainerGrant,

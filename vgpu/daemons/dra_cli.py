@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_gpu_flags, gpu_backend, hami_core
+from vgpu.daemons.gpu_flags import add_gpu_flags, gpu_backend
+from vgpu.daemons.mode_flags import hami_core
 from vgpu.flags import HelpFormatter
 
 if TYPE_CHECKING:
