@@ -37,7 +37,7 @@ def add_mode_flags(p: argparse.ArgumentParser, *, default: str = "auto") -> None
         type=Path,
         default=Path("/opt/vgpu/lib/libvgpu-core.so"),
         metavar="PATH",
-        help="mode vgpu-core: the interposer in the agent's image, installed into --state-dir",
+        help="mode vgpu-core: the interposer in vgpu's image, installed into --state-dir",
     )
     p.add_argument(
         "--state-dir",
@@ -76,10 +76,9 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
         return None
     if args.mode != "hami":
         raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
-    state = getattr(args, "state_dir", None)  # `vgpu dra-driver` has no state dir
-    if dirs is None and state is not None:
-        dirs = ContainerDirs(state)
-    return HamiCore(args.hami_core_library, args.hami_preload_file, dirs)
+    return HamiCore(
+        args.hami_core_library, args.hami_preload_file, dirs or ContainerDirs(args.state_dir)
+    )
 
 
 def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
