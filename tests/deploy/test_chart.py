@@ -293,6 +293,17 @@ def test_the_node_agent_mounts_its_state_dir_only_in_modes_that_use_it() -> None
         )
 
 
+def test_the_dra_driver_mounts_its_state_dir_only_in_modes_that_use_it() -> None:
+    for mode, mounted in [("auto", True), ("vgpu-core", True), ("hami", True), ("plain", False)]:
+        objs = render(kube_version="v1.37.0", dra__enabled="true", dra__mode=mode)
+        driver = find(objs, "DaemonSet", "vgpu-dra-driver")["spec"]["template"]["spec"]
+        paths = {v["hostPath"]["path"] for v in driver["volumes"] if "hostPath" in v}
+        assert ("/var/lib/vgpu" in paths) is mounted, mode
+        args = driver["containers"][0]["args"]
+        assert f"--mode={mode}" in args
+        assert ("--state-dir=/var/lib/vgpu" in args) is mounted, mode
+
+
 def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
     assert not [o for o in render() if "dra" in o["metadata"]["name"]]
     objs = render(kube_version="v1.37.0", dra__enabled="true", memoryUnitMiB="512")
