@@ -289,6 +289,7 @@ class RealCluster(NodeControl):
                 f"--lease-namespace={SYSTEM}",
                 "--lease-name=vgpu-extender",
                 f"--identity={identity}",
+                f"--probe-port={free_port()}",  # replicas share the host: not the default 8081
                 *flags,
             ],
         )
