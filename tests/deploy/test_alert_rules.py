@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,10 @@ import pytest
 import yaml
 
 from tests.deploy.test_chart import _helm_or_skip
-from tests.deploy.test_monitoring import CHART, chart
+from tests.deploy.test_monitoring import CHART
+
+sys.path.insert(0, str(CHART.parents[1] / "hack"))
+import chart
 
 Series = dict[str, list[float | None]]
 
@@ -120,7 +124,7 @@ GPU = 'vgpu_gpu_healthy{node="n1",gpu="0"}'
 LEADER_A, LEADER_B = 'vgpu_extender_leader{pod="a"}', 'vgpu_extender_leader{pod="b"}'
 READY_A, READY_B = 'vgpu_extender_binding_ready{pod="a"}', 'vgpu_extender_binding_ready{pod="b"}'
 REFUSED = 'vgpu_node_allocations_total{node="n1",resource="vgpu.io/cores",outcome="refused"}'
-ALLOCATED = 'vgpu_node_allocations_total{node="n1",resource="vgpu.io/cores",outcome="ok"}'
+ALLOCATED = 'vgpu_node_allocations_total{node="n1",resource="vgpu.io/cores",outcome="granted"}'
 OVER = 'vgpu_container_gpu_memory_over_grant_bytes{namespace="a",pod="p",container="c",gpu="0"}'
 UNKNOWN = 'vgpu_unknown_process_gpu_memory_bytes{node="n1",gpu="0"}'
 PENDING = 'vgpu_extender_pending_containers{node="n1"}'
