@@ -21,6 +21,7 @@ from typing import Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import VgpuError
+from vgpu.extras import install_hint
 from vgpu.flags import HelpFormatter
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as e:  # a plain install: the extra's packages are missing
         print(
             f"error: this needs the Python package {e.name!r}, not installed: "
-            "pip install 'vgpu[cli]'",
+            f"{install_hint('cli')}",
             file=sys.stderr,
         )
         return 1
