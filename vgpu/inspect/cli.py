@@ -22,7 +22,7 @@ from typing import Any
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import VgpuError
 from vgpu.extras import install_hint
-from vgpu.flags import HelpFormatter
+from vgpu.flags import HelpFormatter, count
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
 from vgpu.inspect.export import render_json, render_yaml
@@ -57,7 +57,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--width",
-        type=int,
+        type=count,
         metavar="COLUMNS",
         help="condense the table to fit (default: the terminal's width, $COLUMNS; 0: never)",
     )
