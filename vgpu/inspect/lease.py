@@ -61,6 +61,9 @@ def extender_status(lease: Mapping[str, Any] | None, name: str, now: datetime) -
     if lease is None:
         return ExtenderStatus(name, found=False)
     spec = lease.get("spec") or {}
+    meta = lease.get("metadata") or {}
+    if meta.get("name"):  # a saved snapshot's Lease is named in it
+        name = f"{meta.get('namespace') or 'default'}/{meta['name']}"
     holder = spec.get("holderIdentity")
     renewed = parse_time(spec.get("renewTime")) or parse_time(spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds")
