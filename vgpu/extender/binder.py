@@ -74,6 +74,18 @@ class Deferral(str):
     the metrics count it as `deferred`, not `error`."""
 
 
+def chosen_gpus(assignment: Assignment) -> str:
+    """The decision in one log line: each container's GPUs with cores and memory (on call,
+    "which GPU did it get?" is answered by the extender's log, issue 24)."""
+    parts = []
+    for c in assignment.containers:
+        shares = ", ".join(
+            f"{s.uuid} {s.cores} cores {s.memory_mmib // 1000} MiB" for s in c.shares
+        )
+        parts.append(f"{c.name} on {shares}" if shares else f"{c.name} no GPU")
+    return "; ".join(parts) or "no GPU"
+
+
 def bind_outcome(error: str) -> str:
     """The `vgpu_extender_binds_total` outcome of a bind verb's result."""
     if not error:
@@ -227,7 +239,7 @@ class Binder:
             self.api.bind_pod(
                 ns, name, assignment.node, annotations=annotations, uid=spec.request.uid or None
             )
-            log.info("bound %s to %s", key, assignment.node)
+            log.info("bound %s to %s: %s", key, assignment.node, chosen_gpus(assignment))
             return ""
         except KubeConflict as err:
             return self._after_conflict(key, assignment, annotations, err)
