@@ -59,3 +59,15 @@ def test_no_hint_sends_anyone_to_a_package_index() -> None:
         if re.search(r"install\W+vgpu\[", line)
     ]
     assert named == []
+
+
+def test_the_yaml_example_without_the_cli_extra_says_to_install_it() -> None:
+    """The README's `--fake-cluster examples/cluster-snapshot.yaml` on a plain install: one
+    line naming what to install from the checkout (the quick start installs '.[cli]')."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "cluster-snapshot.yaml"
+    done = run_plain("kubectl-inspect-vgpu", "--fake-cluster", str(example), "-d")
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip() == (
+        "error: this needs the Python package 'yaml', not installed: "
+        "pip install '.[cli]' (in a vgpu checkout)"
+    )
