@@ -2,7 +2,8 @@
 # Build the Go tools the chart checks use, from their modules with the Go toolchain (no prebuilt
 # download), into .bin/:
 #   .bin/helm    helm.sh/helm/v3/cmd/helm at the version in hack/tools/go.mod;
-#   .bin/promql  Prometheus's PromQL parser (hack/tools/promql) for the alerts and dashboard;
+#   .bin/promql  Prometheus's PromQL parser (hack/tools/promql) for the alerts and dashboard, and
+#                its engine (`promql eval`) for the alert-rule tests;
 #   .bin/strictkinds  strict decoding of ServiceMonitor, PodMonitor, PrometheusRule and
 #                KubeSchedulerConfiguration into their projects' Go types (hack/tools/strictkinds).
 # A tool already built at that version is kept. Prints each build's time.

@@ -22,7 +22,16 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         text = action.help or ""
         if action.default in (None, False, argparse.SUPPRESS) or STATES_DEFAULT.search(text):
             return text
-        return super()._get_help_string(action)
+        if "%(default)" in text or not (action.option_strings or action.nargs in ("?", "*")):
+            return text
+        return f"{text} (default: {shown_default(action.default).replace('%', '%%')})"
+
+
+def shown_default(value: object) -> str:
+    """A default as a person types it: a value with a `name` (a policy) by that name, never its
+    dataclass repr (issue 24: `--help` printed `PolicySpec(name='default', ...)`)."""
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else str(value)
 
 
 def port_number(text: str) -> int:
@@ -33,4 +42,16 @@ def port_number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0-{MAX_PORT})") from None
     if not 0 <= value <= MAX_PORT:
         raise argparse.ArgumentTypeError(f"{value} is not a port number: use 0-{MAX_PORT}")
+    return value
+
+
+def count(text: str) -> int:
+    """A whole number, 0 or more (a width, a number of jobs or nodes; 0 as the flag's help
+    says): a negative one is a usage error, not a silent surprise (issue 24: `--width -5`)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (0 or more)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: use 0 or more")
     return value

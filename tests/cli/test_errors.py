@@ -58,6 +58,51 @@ def test_kubeconfig_that_is_not_yaml(
 
 
 @pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("junk\n", "expected a mapping"),
+        ("- a\n- b\n", "expected a mapping"),
+        ("apiVersion: v1\nclusters: 5\n", "clusters"),
+        ("apiVersion: v1\nclusters: [x]\n", "clusters[0]"),
+        ("apiVersion: v1\nclusters: [{name: a, cluster: x}]\n", "clusters[0].cluster"),
+        ("apiVersion: v1\ncontexts: [{context: {}}]\n", "contexts[0].name"),
+        ("apiVersion: v1\nusers: {a: b}\n", "users"),
+        ("apiVersion: v1\ncurrent-context: [a]\n", "current-context"),
+    ],
+)
+@pytest.mark.parametrize("command", ["extender", "inspect"])
+def test_a_kubeconfig_of_the_wrong_shape_names_the_field(
+    command: str, text: str, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once `'str' object does not support item assignment` (issue 24)."""
+    config = tmp_path / "config"
+    config.write_text(text)
+    extra = ["--insecure-http"] if command == "extender" else []
+    assert main([command, "--kubeconfig", str(config), *extra]) in (1, 2)
+    err = one_line_error(capsys)
+    assert field in err and str(config) in err and "object" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["inspect", "--width", "-5"], "--width"),
+        (["inspect", "--width", "wide"], "--width"),
+        (["simulate", "--jobs", "-3"], "--jobs"),
+        (["simulate", "--cluster-nodes", "-1"], "--cluster-nodes"),
+    ],
+)
+def test_a_negative_count_is_a_usage_error(
+    argv: list[str], flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"argument {flag}" in err and "0 or more" in err
+
+
+@pytest.mark.parametrize(
     ("argv", "flag"),
     [
         (["node-agent", "--metrics-port", "99999"], "--metrics-port"),

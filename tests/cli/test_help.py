@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.cli.main import COMMANDS, _load, _parser, log_level
 from vgpu.daemons.extender_cli import DEFAULT_LEASE_NAMESPACE, DEFAULT_PORT
 from vgpu.daemons.gpu_flags import FAKE_GPUS_EXAMPLE
+from vgpu.flags import shown_default
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,8 +42,15 @@ def test_help_shows_every_set_default(command: str) -> None:
         if isinstance(action.default, bool) or action.default == []:
             assert "default" in (action.help or ""), action.option_strings[0]
             continue
-        shown = "".join(str(action.default).split())
+        shown = "".join(shown_default(action.default).split())
         assert shown in text, f"{action.option_strings[0]}: default {shown!r} not in --help"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_help_shows_defaults_as_typed_never_as_reprs(command: str) -> None:
+    text = subparser(command).format_help()
+    assert re.findall(r"\b[A-Z]\w+\(\w+=", text) == []
+    assert " object at 0x" not in text
 
 
 def test_fake_gpus_help_examples_parse() -> None:

@@ -73,6 +73,8 @@ EXPECTED_RULES = {
     ("ClusterRole", "vgpu-inspect"): {
         ("", "nodes"): "list",
         ("", "pods"): "list",
+        ("", "events"): "list",
+        ("coordination.k8s.io", "leases"): "get",
         ("scheduling.x-k8s.io", "podgroups"): "get",
     },
 }

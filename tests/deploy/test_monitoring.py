@@ -176,6 +176,14 @@ def test_every_exported_metric_is_documented() -> None:
     assert stale == set()
 
 
+def test_the_documented_extender_metrics_port_is_the_charts() -> None:
+    """docs/monitoring.md once said 8080 while the chart served 8443 (issue 24)."""
+    docs = (ROOT / "docs" / "monitoring.md").read_text()
+    section = docs.split("## Extender metrics", 1)[1].split("|", 1)[0]
+    port = yaml.safe_load((CHART / "values.yaml").read_text())["extender"]["port"]
+    assert set(re.findall(r"\b(\d{4})\b", section)) == {str(port)}
+
+
 def test_every_query_parses_as_promql_and_a_broken_one_is_caught() -> None:
     """Prometheus's own parser (hack/tools/promql, built by hack/build-tools.sh) on every alert
     and dashboard expression; `hack/chart.py ci` runs the same check on the rendered rules."""

@@ -125,6 +125,7 @@ CALLS: dict[str, Callable[[KubeApi, FakeApiServer], Any]] = {
     "list_nodes": lambda api, s: api.list_nodes(),
     "get_pod": lambda api, s: api.get_pod("ns", "p"),
     "list_pods": lambda api, s: api.list_pods(),
+    "list_events": lambda api, s: api.list_events(field_selector="reason=InvalidPod"),
     "watch_nodes": lambda api, s: _watch(
         lambda stop: api.watch_nodes(stop=stop, timeout_seconds=1, retry_delay=0.05), s
     ),

@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from tests.inspect.builders import node, pod
+from tests.inspect.builders import Obj, node, pod
 from vgpu.inspect.snapshot import Snapshot
 
 T4 = ("Tesla T4", 15360)
@@ -37,7 +37,9 @@ SNAPSHOT_HEADER = """\
 #   gpu-b  4x A100-80GB, GPU3 unhealthy (!): ml/train holds GPU0+GPU1, tf-worker-0 GPU2.
 #   gpu-c  2x A100-80GB + L4, NotReady: tf-worker-1..3, one GPU each.
 #   cpu-1  no vgpu GPUs (listed under "Nodes without vgpu").
-#   Gangs: ml/tfjob (5 members, Running) and ml/bert (3 workers waiting: Unscheduled).
+#   Gangs: ml/tfjob (5 members, Running) and ml/bert (3 workers waiting: Unscheduled, with
+#          the scheduler's last message); default/h100 asks a GPU type no node has (a Problem).
+#   The extender's Lease, renewed 2 s before the snapshot: "Extender: up".
 # Generated from tests/inspect/scenario.py; tests/inspect/test_golden.py keeps it in step.
 """
 
@@ -97,8 +99,18 @@ def demo_cluster() -> Snapshot:
             for i, mib in ((1, 81920), (2, 81920), (3, 23034))
         ),
         *(
-            pod(f"ml/bert-{i}", asks={"main": (100, 0)}, phase="Pending", labels=BERT)
+            unschedulable(
+                pod(f"ml/bert-{i}", asks={"main": (100, 0)}, phase="Pending", labels=BERT),
+                "0/4 nodes are available: 1 node(s) had no vgpu GPUs, 3 gang ml/bert: no "
+                "placement fits 3 members at once.",
+            )
             for i in range(3)
+        ),
+        pod(
+            "default/h100",
+            asks={"main": (50, 0)},
+            phase="Pending",
+            annotations={"vgpu.io/gpu-type": "H100"},
         ),
     )
     groups = (
@@ -109,7 +121,33 @@ def demo_cluster() -> Snapshot:
             "spec": {"minMember": 3},
         },
     )
-    return Snapshot(nodes, pods, groups, "2025-01-01T12:00:00Z")
+    lease = {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "vgpu-extender", "namespace": "vgpu-system"},
+        "spec": {
+            "holderIdentity": "vgpu-extender-6d5f9c-x2x7q",
+            "leaseDurationSeconds": 15,
+            "renewTime": "2025-01-01T11:59:58.000000Z",
+        },
+    }
+    return Snapshot(
+        nodes, pods, groups, "2025-01-01T12:00:00Z", extender_lease=lease, lease_read=True
+    )
+
+
+def unschedulable(obj: Obj, message: str) -> Obj:
+    """The PodScheduled condition kube-scheduler writes on a pod it could not place."""
+    obj["status"]["conditions"] = [
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastTransitionTime": "2025-01-01T11:58:00Z",
+        }
+    ]
+    return obj
 
 
 def wide_cluster() -> Snapshot:

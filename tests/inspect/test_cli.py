@@ -160,3 +160,13 @@ def test_save_snapshot_into_a_missing_folder_is_refused_before_reading(
     assert capsys.readouterr().err == (
         f"error: --save-snapshot: {target.parent} is not an existing directory\n"
     )
+
+
+@pytest.mark.parametrize("value", ["vgpu-extender", "a/b/c", "Bad/x", "/x"])
+def test_a_lease_that_is_not_namespace_slash_name_is_a_usage_error(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["--fake-cluster", str(CLUSTER), "--extender-lease", value])
+    assert exc.value.code == 2
+    assert "argument --extender-lease" in capsys.readouterr().err

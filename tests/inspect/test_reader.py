@@ -99,3 +99,53 @@ def test_reader_needs_only_the_vgpu_inspect_cluster_role(
         for v in rule["verbs"]
     }
     assert used == granted
+
+
+def _lease(renewed: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "vgpu-extender", "namespace": "vgpu-system"},
+        "spec": {"holderIdentity": "ext-0", "leaseDurationSeconds": 15, "renewTime": renewed},
+    }
+
+
+def test_reads_the_extenders_lease_and_the_invalid_pod_events(
+    kube_server: FakeApiServer, kube: KubeApi
+) -> None:
+    store = kube_server.store
+    store.put(node("n1", [T4]))
+    store.put(pod("a/bad", phase="Pending", asks={"m": (30, 0)}))
+    store.put(_lease("2025-01-02T03:04:00.000000Z"))
+    kube.create_event(
+        {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "bad", "namespace": "a"}},
+        reason="InvalidPod",
+        message="vgpu extender cannot schedule this pod: bad gang size",
+        event_type="Warning",
+    )
+    kube.create_event(
+        {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "bad", "namespace": "a"}},
+        reason="Scheduled",
+        message="not this one",
+    )
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    snap = read_snapshot(kube, now=now)
+    assert [e["reason"] for e in snap.events] == ["InvalidPod"]
+    r = build_report(snap)
+    assert r.extender is not None and r.extender.up and r.extender.holder == "ext-0"
+    assert [p.message for p in r.problems] == [
+        "the extender refuses it: vgpu extender cannot schedule this pod: bad gang size"
+    ]
+
+
+def test_a_missing_lease_is_an_extender_down_and_a_forbidden_one_is_unknown(
+    kube_server: FakeApiServer, kube: KubeApi
+) -> None:
+    kube_server.store.put(node("n1", [T4]))
+    now = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
+    down = build_report(read_snapshot(kube, now=now))
+    assert down.extender is not None and not down.extender.found
+    assert [p.subject for p in down.problems] == ["extender"]
+    kube_server.inject("GET", r"/leases/", status=403)
+    unknown = build_report(read_snapshot(kube, now=now))
+    assert unknown.extender is None and unknown.problems == ()

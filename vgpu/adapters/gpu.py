@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from vgpu.core.errors import VgpuError
+from vgpu.extras import install_hint
 from vgpu.node.model import GpuInfo, GpuInventory, GpuStats, ProcessUsage, XidEvent
 
 __all__ = [
@@ -86,7 +87,7 @@ class NvmlBackend:
         try:
             import pynvml
         except ImportError as e:
-            msg = "nvidia-ml-py is not installed (pip install 'vgpu[node]')"
+            msg = f"nvidia-ml-py is not installed ({install_hint('node')})"
             raise GpuBackendUnavailable(msg) from e
         self._nvml: Any = pynvml
         self._sysfs_pci = sysfs_pci

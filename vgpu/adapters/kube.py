@@ -73,6 +73,7 @@ ALL_PODS = "/api/v1/pods"
 PODS = "/api/v1/namespaces/{namespace}/pods"
 POD = PODS + "/{name}"
 EVENTS = "/api/v1/namespaces/{namespace}/events"
+ALL_EVENTS = "/api/v1/events"
 CUSTOM = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 CUSTOM_OBJECT = CUSTOM + "/{name}"
 
@@ -387,6 +388,11 @@ class KubeApi:
             {"namespace": namespace},
             body=body,
         )
+
+    def list_events(self, *, field_selector: str | None = None) -> Listing:
+        """core/v1 Events in every namespace (e.g. `reason=InvalidPod`)."""
+        selectors = _selectors(None, field_selector)
+        return self._list_all("list events", "Event", ALL_EVENTS, {}, selectors)
 
     def get_lease(self, namespace: str, name: str) -> Obj:
         params = {**LEASES, "namespace": namespace, "name": name}

@@ -29,10 +29,70 @@ def _kubeconfig_paths() -> str:
     return os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
 
 
+_ENTRIES = {"clusters": "cluster", "contexts": "context", "users": "user"}
+"""A kubeconfig's lists and the mapping each entry carries beside its name (client-go's
+`clientcmd/api/v1` Config: NamedCluster, NamedContext, NamedAuthInfo)."""
+
+
+def shape_problem(doc: object) -> str | None:
+    """What makes a parsed kubeconfig unusable, naming the field; None when its shape is a
+    kubeconfig's. The client library assumes the shape and fails with its own internals
+    (issue 24: "'str' object does not support item assignment" for a file holding a word)."""
+    if not isinstance(doc, dict):
+        return f"expected a mapping (apiVersion, clusters, contexts, users), not {_kind(doc)}"
+    for field, inner in _ENTRIES.items():
+        entries = doc.get(field)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            return f"{field}: expected a list of {{name, {inner}}} entries, not {_kind(entries)}"
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                return f"{field}[{i}]: expected a mapping with name and {inner}"
+            if not isinstance(entry.get("name"), str):
+                return f"{field}[{i}].name: expected a string"
+            if entry.get(inner) is not None and not isinstance(entry[inner], dict):
+                return f"{field}[{i}].{inner}: expected a mapping, not {_kind(entry[inner])}"
+    current = doc.get("current-context")
+    if current is not None and not isinstance(current, str):
+        return f"current-context: expected a context's name, not {_kind(current)}"
+    return None
+
+
+def _kind(value: object) -> str:
+    """What a value is, in a person's words (no Python type names)."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else f"the value {value!r}"
+
+
+def _check_shape(paths: str) -> None:
+    """Refuse a kubeconfig whose shape the client library would trip over (each file of a
+    `KUBECONFIG` list); an unreadable or missing file is left to the loader's own message."""
+    import yaml
+
+    for path in paths.split(os.pathsep):
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        if doc is None:
+            continue  # empty: the loader says no configuration was found
+        problem = shape_problem(doc)
+        if problem is not None:
+            raise KubeConfigMissing(
+                f"kubeconfig {path!r}: {problem}; fix the file or pass --kubeconfig PATH"
+            )
+
+
 def _load_kubeconfig(path: str, configuration: Any, context: str | None = None) -> None:
     import yaml
     from kubernetes.config.kube_config import load_kube_config  # heavy: see the module docstring
 
+    _check_shape(path)
     try:
         cast(Callable[..., None], load_kube_config)(
             config_file=path, client_configuration=configuration, context=context

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from vgpu import __version__
 from vgpu.core.errors import VgpuError
+from vgpu.extras import ALL_DAEMONS, install_hint
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("vgpu.cli.simulate", "replay a cluster trace through the scheduling core", ""),
@@ -52,7 +53,7 @@ def _load(name: str, sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        hint = f" (install it with: pip install 'vgpu[{extra}]')" if extra else ""
+        hint = f" (install it with: {install_hint(extra)})" if extra else ""
         raise VgpuError(f"`vgpu {name}` is unavailable: {err}{hint}") from err
     module.add_parser(sub)
     # -v after the subcommand too (`vgpu node-agent -v`); its own dest, because a subparser's
@@ -66,7 +67,7 @@ def _missing_extra(command: str | None, err: ModuleNotFoundError) -> VgpuError:
     """A package an optional extra provides is not installed: say which extra to install."""
     extra = COMMANDS[command][2] if command in COMMANDS else ""
     what = f"`vgpu {command}`" if command else "this command"
-    hint = f"pip install 'vgpu[{extra}]'" if extra else "pip install 'vgpu[node,extender,cli]'"
+    hint = install_hint(extra or ALL_DAEMONS)
     return VgpuError(f"{what} needs the Python package {err.name!r}, not installed: {hint}")
 
 

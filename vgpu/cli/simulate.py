@@ -13,7 +13,7 @@ from pathlib import Path
 
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, parse_policy
-from vgpu.flags import HelpFormatter
+from vgpu.flags import HelpFormatter, count
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli
 from vgpu.sim.queue_report import as_json
@@ -119,7 +119,7 @@ def _add_queue_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-duration", default="6h", help="pods run at most this long")
     g.add_argument(
         "--cluster-nodes",
-        type=int,
+        type=count,
         default=0,
         metavar="N",
         help="replay on N of the trace's GPU nodes, spread evenly (default 0: all)",
@@ -166,7 +166,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tune", type=float, default=1.3, help="inflate arrivals to this × GPU capacity"
     )
-    p.add_argument("--jobs", type=int, default=0, help="parallel processes (default: CPUs)")
+    p.add_argument("--jobs", type=count, default=0, help="parallel processes (default: CPUs)")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--plot", metavar="FILE.png", help="draw allocation against arrived workload")
     p.add_argument(

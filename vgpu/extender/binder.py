@@ -64,6 +64,35 @@ class BindFailed(VgpuError):
     """The pod was not bound; the message is returned in-band (kube-scheduler retries)."""
 
 
+class BindDeferred(BindFailed):
+    """Not bound yet by design: a gang member waits for its peers or for an equal member's
+    admission on its node, keeping its place. Counted apart from failures (issue 24)."""
+
+
+class Deferral(str):
+    """A bind error that is a deferral (`BindDeferred`): kube-scheduler sees the same text;
+    the metrics count it as `deferred`, not `error`."""
+
+
+def chosen_gpus(assignment: Assignment) -> str:
+    """The decision in one log line: each container's GPUs with cores and memory (on call,
+    "which GPU did it get?" is answered by the extender's log, issue 24)."""
+    parts = []
+    for c in assignment.containers:
+        shares = ", ".join(
+            f"{s.uuid} {s.cores} cores {s.memory_mmib // 1000} MiB" for s in c.shares
+        )
+        parts.append(f"{c.name} on {shares}" if shares else f"{c.name} no GPU")
+    return "; ".join(parts) or "no GPU"
+
+
+def bind_outcome(error: str) -> str:
+    """The `vgpu_extender_binds_total` outcome of a bind verb's result."""
+    if not error:
+        return "ok"
+    return "deferred" if isinstance(error, Deferral) else "error"
+
+
 class Binder:
     """Binds pods: reads them as the other verbs do (the `Extender`'s `PodReader`) and changes
     the state only through its cache's operations."""
@@ -103,6 +132,8 @@ class Binder:
             return self._already_bound(spec, args.node)
         try:
             assignment = self._claim(obj, spec, size, args.node, policy)
+        except BindDeferred as err:
+            return Deferral(err)
         except BindFailed as err:
             return str(err)
         try:
@@ -175,7 +206,7 @@ class Binder:
         pending = self.cache.pending_on(target.node, besides=key)
         problems = conflicts(spec.pending(target), pending)
         if problems:
-            raise BindFailed(
+            raise BindDeferred(
                 f"pod {key} keeps its place on node {target.node} but waits for admission: "
                 f"{problems[0]}"
             )
@@ -195,7 +226,7 @@ class Binder:
         while not self.cache.gangs.ready(gang.key, size):
             left = deadline - time.monotonic()
             if left <= 0 or self.cache.holding(spec.request.key) is None:
-                raise BindFailed(
+                raise BindDeferred(
                     f"gang {gang.key}: waiting until {size} members have their place "
                     f"(member {spec.request.key} keeps its reservation)"
                 )
@@ -208,7 +239,7 @@ class Binder:
             self.api.bind_pod(
                 ns, name, assignment.node, annotations=annotations, uid=spec.request.uid or None
             )
-            log.info("bound %s to %s", key, assignment.node)
+            log.info("bound %s to %s: %s", key, assignment.node, chosen_gpus(assignment))
             return ""
         except KubeConflict as err:
             return self._after_conflict(key, assignment, annotations, err)

@@ -332,14 +332,19 @@ class GangCoordinator:
     @_locked
     def member_gone(self, pod: PodKey, gang: GangKey | None) -> None:
         """A member was deleted: a gang still waiting to bind gives its reservations back (a
-        started gang keeps them: its other members are bound and wait for theirs)."""
+        started gang keeps them: its other members are bound and wait for theirs); a gang with
+        no member left is no longer unplaceable (issue 24: its gauge outlived it)."""
         if gang is not None and gang in self._gangs and not self.started(gang):
             self.abandon(gang, f"member {pod} was deleted")
+        if gang is not None and gang not in self._cache.members:
+            self._failures.pop(gang, None)
 
     @_locked
     def counts(self) -> dict[str, int]:
-        """Gangs by state, for metrics."""
-        return {"reserved": len(self._gangs), "unplaceable": len(self._failures)}
+        """Gangs by state, for metrics: only gangs with members count (the gauges follow the
+        gangs' pods)."""
+        unplaceable = sum(1 for gang in self._failures if gang in self._cache.members)
+        return {"reserved": len(self._gangs), "unplaceable": unplaceable}
 
 
 def _with_gang(pod: PodRequest, ref: GangRef) -> PodRequest:

@@ -3,7 +3,8 @@ process in tests).
 
 * `vgpu_extender_request_seconds{verb}`: latency histogram per verb;
 * `vgpu_extender_filter_rejections_total{reason}`: nodes rejected by filter, by verdict code;
-* `vgpu_extender_binds_total{outcome}`: bind results (ok / error);
+* `vgpu_extender_binds_total{outcome}`: bind results: ok, error, or deferred (a gang member
+  waiting by design for its peers or for an equal member's admission; it keeps its place);
 * `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
 * `vgpu_extender_unwatched_filters_total`: filters for a pod the watch does not show (or shows
   with another UID): answered from the request, holding nothing;
@@ -118,7 +119,10 @@ class ExtenderMetrics:
             registry=self.registry,
         )
         self.binds = PromCounter(
-            "vgpu_extender_binds_total", "Bind results", ["outcome"], registry=self.registry
+            "vgpu_extender_binds_total",
+            "Bind results: ok, error, deferred (a gang member waiting by design)",
+            ["outcome"],
+            registry=self.registry,
         )
         self.refused = PromCounter(
             "vgpu_extender_refused_requests",

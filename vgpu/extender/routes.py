@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from vgpu.core.errors import InvalidRequest
-from vgpu.extender.binder import Binder
+from vgpu.extender.binder import Binder, bind_outcome
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.podspec import key_of
 from vgpu.extender.preemption import Preemptor, encode_preemption, parse_preemption_args
@@ -70,7 +70,7 @@ class Routes:
                 return self._preempt(body)
             if verb == "bind":
                 error = self.binder.bind(parse_binding_args(body))
-                self.metrics.binds.labels("error" if error else "ok").inc()
+                self.metrics.binds.labels(bind_outcome(error)).inc()
                 return 200, encode_binding_result(error)
             return 404, message(f"unknown verb {verb!r}; use filter, prioritize, bind or preempt")
         finally:

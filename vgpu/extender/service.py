@@ -237,6 +237,8 @@ class Extender:
             view.generation = policy.generation
         passed, rest = view.split(names, lambda name: self.outcome(spec, name, policy))
         if self.config.filter_best and len(passed) > 1:
+            if log.isEnabledFor(logging.DEBUG):
+                self._log_top(spec, passed, policy)
             passed = self._score_view(spec, policy).best(
                 passed, self._score_of(spec, policy), self.config.filter_best
             )
@@ -321,6 +323,22 @@ class Extender:
         scores None like one it does not fit: its filter may have run before that other pod's
         bind arrived, and steering the pod there would only get its bind refused."""
         return self._score_view(spec, policy).reply(names, self._score_of(spec, policy))
+
+    def _log_top(self, spec: PodSpec, names: list[str], policy: Policy, top: int = 3) -> None:
+        """At -v: the best-scored nodes of a decision, so a placement can be explained from
+        the log (computed only when debug logging is on: filter is the hot path)."""
+        score = self._score_of(spec, policy)
+        scored = sorted(
+            ((s, n) for n in names if (s := score(n)) is not None), key=lambda x: (-x[0], x[1])
+        )
+        best = ", ".join(f"{n}={s:.4g}" for s, n in scored[:top]) or "none scores"
+        log.debug(
+            "filter %s: %d nodes fit, top scores (%s): %s",
+            spec.request.key,
+            len(names),
+            policy.name,
+            best,
+        )
 
     def _score_view(self, spec: PodSpec, policy: Policy) -> ScoreView:
         """The pod shape's raw scores under `policy` (shared by filter and prioritize)."""

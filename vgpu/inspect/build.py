@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 from vgpu.api.decode import MALFORMED, brief
@@ -20,9 +21,11 @@ from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.inspect.dra import claim_holders, slice_inventories
 from vgpu.inspect.gangs import GangMembership, gang_views, membership, pod_group_minimums
+from vgpu.inspect.lease import DEFAULT_LEASE, ExtenderStatus, extender_status, parse_time
 from vgpu.inspect.model import GpuView, Holder, NodeView, Problem, Report, Unscheduled, Usage
 from vgpu.inspect.pods import PodFacts, pod_facts
 from vgpu.inspect.snapshot import Snapshot
+from vgpu.inspect.waiting import waiting_pods
 
 Obj = Mapping[str, Any]
 
@@ -36,10 +39,16 @@ class _Collect:
 
 
 def build_report(
-    snapshot: Snapshot, only: Sequence[str] = (), names: ResourceNames = DEFAULT_NAMES
+    snapshot: Snapshot,
+    only: Sequence[str] = (),
+    names: ResourceNames = DEFAULT_NAMES,
+    *,
+    now: datetime | None = None,
+    lease: str = DEFAULT_LEASE,
 ) -> Report:
     """The report for the nodes named in `only` (all nodes when empty). Restricted to some
-    nodes, it keeps the gangs with a member there and leaves out unscheduled pods."""
+    nodes, it keeps the gangs with a member there and leaves out unscheduled pods. `now` (else
+    the snapshot's time) dates the extender's Lease named `lease`."""
     collect = _Collect()
     inventories = _inventories(snapshot.nodes, names.inventory, collect)
     dra_nodes = _dra(snapshot, inventories, collect)
@@ -59,14 +68,20 @@ def build_report(
     totals = Usage()
     for view in views:
         totals = totals.plus(view.usage)
+    unscheduled: tuple[Unscheduled, ...] = ()
+    if not only:
+        unscheduled, problems = waiting_pods(facts, snapshot, inventories, names)
+        collect.problems.extend(problems)
+    extender = _extender(snapshot, now, lease, collect)
     return Report(
         nodes=views,
         without_vgpu=tuple(sorted(n for n in wanted - set(inventories) if _exists(n, snapshot))),
         totals=totals,
         gangs=tuple(g for g in gang_views(_members(facts)) if not only or wanted & set(g.nodes)),
-        unscheduled=() if only else _unscheduled(facts),
+        unscheduled=unscheduled,
         problems=tuple(p for p in collect.problems if _concerns(p, wanted, only)),
         taken_at=snapshot.taken_at,
+        extender=extender,
     )
 
 
@@ -267,14 +282,17 @@ def _members(
     return [(gang, pod) for pod, gang in facts if gang is not None]
 
 
-def _unscheduled(
-    facts: Iterable[tuple[PodFacts, GangMembership | None]],
-) -> tuple[Unscheduled, ...]:
-    return tuple(
-        Unscheduled(pod.key, pod.asks_cores, pod.asks_memory_blocks, gang.name if gang else "")
-        for pod, gang in sorted(facts, key=lambda f: f[0].key)
-        if not pod.node and not pod.terminal and pod.asks_vgpu
-    )
+def _extender(
+    snapshot: Snapshot, now: datetime | None, lease: str, collect: _Collect
+) -> ExtenderStatus | None:
+    """The extender's state from its Lease, when it was looked for; not up is a problem."""
+    when = now or parse_time(snapshot.taken_at)
+    if not snapshot.lease_read or when is None:
+        return None
+    status = extender_status(snapshot.extender_lease, lease, when)
+    if not status.up:
+        collect.problems.append(Problem("extender", status.problem()))
+    return status
 
 
 def _problem(pod: PodFacts, message: str) -> Problem:

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import gc
 import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator, Sequence
@@ -21,10 +22,12 @@ from typing import Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import VgpuError
-from vgpu.flags import HelpFormatter
+from vgpu.extras import install_hint
+from vgpu.flags import HelpFormatter, count
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
 from vgpu.inspect.export import render_json, render_yaml
+from vgpu.inspect.lease import DEFAULT_LEASE, parse_time
 from vgpu.inspect.model import Report
 from vgpu.inspect.selector import Test, parse_selector
 from vgpu.inspect.snapshot import Snapshot, dumps, loads
@@ -56,7 +59,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--width",
-        type=int,
+        type=count,
         metavar="COLUMNS",
         help="condense the table to fit (default: the terminal's width, $COLUMNS; 0: never)",
     )
@@ -65,6 +68,14 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         default=DEFAULT_DOMAIN,
         help="domain of the vgpu resources and inventory annotation, as the node agents' "
         "--resource-domain (default vgpu.io)",
+    )
+    parser.add_argument(
+        "--extender-lease",
+        metavar="NAMESPACE/NAME",
+        type=lease_name,
+        default=DEFAULT_LEASE,
+        help="the extender's leader Lease, whose holder and age say whether it is up (as its "
+        "--lease-namespace and --lease-name)",
     )
     parser.add_argument(
         "--fake-cluster",
@@ -108,13 +119,14 @@ def run(args: argparse.Namespace) -> int:
                 as_json = args.save_snapshot.suffix.lower() == ".json"
                 text = dumps(snapshot, as_json=as_json, names=names)
                 args.save_snapshot.write_text(text, encoding="utf-8")
+            now = parse_time(snapshot.taken_at)  # dates the extender's Lease
             if live:  # the "snapshot taken at" header is for saved files only
                 snapshot = dataclasses.replace(snapshot, taken_at="")
             wanted = _wanted(snapshot, args.nodes, matches)
             if not wanted and matches is not None:
                 print(f"No node matches the selector {args.selector!r}.", file=sys.stderr)
                 return 0
-            report = build_report(snapshot, wanted, names)
+            report = build_report(snapshot, wanted, names, now=now, lease=args.extender_lease)
             text = render(report, output=args.output, details=args.details, width=_width(args))
     except VgpuError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -125,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as e:  # a plain install: the extra's packages are missing
         print(
             f"error: this needs the Python package {e.name!r}, not installed: "
-            "pip install 'vgpu[cli]'",
+            f"{install_hint('cli')}",
             file=sys.stderr,
         )
         return 1
@@ -139,6 +151,20 @@ def run(args: argparse.Namespace) -> int:
 
 class InspectUsageError(VgpuError):
     """A flag's value cannot work; the message names the flag."""
+
+
+def lease_name(text: str) -> str:
+    """`namespace/name` of a Lease, both parts DNS labels as the API server wants them."""
+    namespace, slash, name = text.partition("/")
+    if not slash or not _LABEL.fullmatch(namespace) or not _SUBDOMAIN.fullmatch(name):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not NAMESPACE/NAME of a Lease (e.g. {DEFAULT_LEASE})"
+        )
+    return text
+
+
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def render(
@@ -198,7 +224,7 @@ def _snapshot(args: argparse.Namespace) -> tuple[Snapshot, bool]:
 
     api = connect(args.kubeconfig, args.context)
     try:
-        return read_snapshot(api, selector=args.selector), True
+        return read_snapshot(api, selector=args.selector, lease=args.extender_lease), True
     finally:
         api.close()
 

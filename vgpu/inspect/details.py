@@ -84,6 +84,12 @@ def _gangs(report: Report) -> list[str]:
 
 
 def _unscheduled(report: Report) -> list[str]:
+    """Each waiting pod, its asks ("auto": memory comes with its cores) and, under it, the
+    scheduler's or the extender's last word on it."""
     rows = [["UNSCHEDULED POD", "CORES", "MEMORY BLOCKS", "GANG"]]
-    rows += [[u.pod, str(u.cores), str(u.memory_blocks), u.gang or "-"] for u in report.unscheduled]
-    return columns(rows, gap=2)
+    rows += [[u.pod, str(u.cores), u.memory, u.gang or "-"] for u in report.unscheduled]
+    lines = columns(rows, gap=2)
+    out = lines[:1]
+    for line, u in zip(lines[1:], report.unscheduled, strict=True):
+        out += [line, f"    why: {u.reason or 'not yet tried by the scheduler'}"]
+    return out

@@ -34,10 +34,32 @@ def report_document(report: Report) -> dict[str, Any]:
             for g in report.gangs
         ],
         "unscheduled": [
-            {"pod": u.pod, "cores": u.cores, "memoryBlocks": u.memory_blocks, "gang": u.gang}
+            {
+                "pod": u.pod,
+                "cores": u.cores,
+                "memoryBlocks": u.memory_blocks,
+                "memoryAuto": u.memory == "auto",
+                "gang": u.gang,
+                "reason": u.reason,
+            }
             for u in report.unscheduled
         ],
         "problems": [{"subject": p.subject, "message": p.message} for p in report.problems],
+        "extender": _extender(report),
+    }
+
+
+def _extender(report: Report) -> dict[str, Any] | None:
+    """The extender's Lease as read (None: not looked for, as in an older snapshot)."""
+    e = report.extender
+    if e is None:
+        return None
+    return {
+        "lease": e.lease,
+        "found": e.found,
+        "holder": e.holder,
+        "renewedSecondsAgo": e.age_s,
+        "up": e.up,
     }
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.gangs import GangView
+from vgpu.inspect.lease import ExtenderStatus
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +94,14 @@ class Unscheduled:
     cores: int
     memory_blocks: int
     gang: str
+    reason: str = ""
+    """The scheduler's or the extender's last word on it (`vgpu.inspect.waiting`)."""
+
+    @property
+    def memory(self) -> str:
+        """Its memory ask as shown: "auto" when its cores bring their share of memory (a
+        memory ask of 0 with cores is no ask of nothing)."""
+        return "auto" if self.cores and not self.memory_blocks else str(self.memory_blocks)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,3 +123,5 @@ class Report:
     unscheduled: tuple[Unscheduled, ...]
     problems: tuple[Problem, ...]
     taken_at: str = ""
+    extender: ExtenderStatus | None = None
+    """Whether the extender is up, when its Lease was looked for (`vgpu.inspect.lease`)."""

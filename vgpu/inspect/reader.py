@@ -2,7 +2,8 @@
 
 Needs only read access: list nodes, list pods in all namespaces and, when pods name
 scheduler-plugins PodGroups, get those (a missing CRD or permission just leaves their minimum
-unknown). Kubernetes errors become `InspectError`s whose message says what to do.
+unknown); list Events (the extender's InvalidPod) and get the extender's Lease (without
+permission, the report just says less). Kubernetes errors become `InspectError`s whose message says what to do.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from vgpu.adapters.kube import (
 from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.api.gang import POD_GROUP_LABEL
 from vgpu.core.errors import VgpuError
+from vgpu.inspect.lease import DEFAULT_LEASE
 from vgpu.inspect.snapshot import Snapshot
+from vgpu.inspect.waiting import INVALID_POD
 
 LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 RBAC_HINT = (
@@ -43,10 +46,14 @@ def connect(kubeconfig: str | None, context: str | None = None) -> KubeApi:
 
 
 def read_snapshot(
-    api: KubeApi, *, now: datetime | None = None, selector: str | None = None
+    api: KubeApi,
+    *,
+    now: datetime | None = None,
+    selector: str | None = None,
+    lease: str = DEFAULT_LEASE,
 ) -> Snapshot:
-    """Nodes (those `selector` matches), live pods and the PodGroups they name, as one
-    consistent-enough snapshot."""
+    """Nodes (those `selector` matches), live pods and the PodGroups they name, the extender's
+    InvalidPod Events and its `lease` (`namespace/name`), as one consistent-enough snapshot."""
     taken = (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         nodes = api.list_nodes(label_selector=selector).items
@@ -58,7 +65,45 @@ def read_snapshot(
     except KubeError as e:
         raise InspectError(f"the Kubernetes API server refused the request: {e}") from e
     slices, claims = _dra_objects(api)
-    return Snapshot(tuple(nodes), tuple(pods), _pod_groups(api, pods), taken, slices, claims)
+    lease_read, extender_lease = _lease(api, lease)
+    return Snapshot(
+        tuple(nodes),
+        tuple(pods),
+        _pod_groups(api, pods),
+        taken,
+        slices,
+        claims,
+        events=_invalid_pod_events(api, pods),
+        extender_lease=extender_lease,
+        lease_read=lease_read,
+    )
+
+
+def _invalid_pod_events(api: KubeApi, pods: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The extender's InvalidPod Events about pods bound to no node (the only ones the report
+    explains); none where the reader may not list Events: the PodScheduled message remains."""
+    if not any(not (p.get("spec") or {}).get("nodeName") for p in pods):
+        return ()
+    try:
+        listing = api.list_events(field_selector=f"reason={INVALID_POD}")
+    except (KubeNotFound, KubeForbidden):
+        return ()
+    except KubeError as e:
+        raise InspectError(f"reading InvalidPod Events failed: {e}") from e
+    return tuple(e for e in listing.items if e.get("reason") == INVALID_POD)
+
+
+def _lease(api: KubeApi, lease: str) -> tuple[bool, dict[str, Any] | None]:
+    """(whether the Lease could be looked for, the Lease or None when there is none)."""
+    namespace, _, name = lease.partition("/")
+    try:
+        return True, api.get_lease(namespace, name)
+    except KubeNotFound:
+        return True, None
+    except KubeForbidden:
+        return False, None  # unknown, not down: the report says nothing of the extender
+    except KubeError as e:
+        raise InspectError(f"reading the extender's Lease {lease} failed: {e}") from e
 
 
 def _dra_objects(api: KubeApi) -> tuple[tuple[dict[str, Any], ...], tuple[dict[str, Any], ...]]:

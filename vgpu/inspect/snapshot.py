@@ -8,11 +8,14 @@ Format (YAML or JSON; YAML shown)::
     nodes: [<Node objects>]              # as the API server returns them
     pods: [<Pod objects>]
     podGroups: [<scheduling.x-k8s.io PodGroup objects>]   # optional
+    events: [<InvalidPod Events of pods>]                 # optional
+    extenderLease: <the extender's coordination.k8s.io Lease>   # optional
 
 A `kind: List` of Nodes, Pods and PodGroups (the output of
 `kubectl get nodes,pods -A -o yaml`) is accepted too. Saved snapshots are trimmed to what the
 report reads (names, labels, vgpu and gang annotations, resources, node name, phase, container
-states, node addresses and conditions): no environment variables, commands or images, so a
+states, the PodScheduled condition, node addresses and conditions, the Events' reason and
+message, the Lease's holder and times): no environment variables, commands or images, so a
 snapshot can be attached to a bug report.
 """
 
@@ -45,6 +48,13 @@ class Snapshot:
     resource_slices: tuple[Obj, ...] = ()
     """resource.k8s.io ResourceSlices and ResourceClaims: DRA-mode nodes and their claims."""
     resource_claims: tuple[Obj, ...] = ()
+    events: tuple[Obj, ...] = ()
+    """InvalidPod Events: the extender's word on pods it cannot read (`vgpu.inspect.waiting`)."""
+    extender_lease: Obj | None = None
+    """The extender's leader Lease, None when there is none (`vgpu.inspect.lease`)."""
+    lease_read: bool = False
+    """Whether the Lease was looked for (and could be read): only then does its absence say
+    the extender is down."""
 
 
 def parse_document(text: str, source: str) -> Any:
@@ -80,7 +90,24 @@ def loads(text: str, *, source: str = "snapshot") -> Snapshot:
         taken_at=str(doc.get("takenAt") or ""),
         resource_slices=_objects(doc, "resourceSlices", source),
         resource_claims=_objects(doc, "resourceClaims", source),
+        events=_events(doc, source),
+        extender_lease=_lease(doc, source),
+        lease_read="extenderLease" in doc,
     )
+
+
+def _events(doc: Mapping[str, Any], source: str) -> tuple[Obj, ...]:
+    value = doc.get("events") or []
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise SnapshotError(f"{source}.events: expected a list of Event objects")
+    return tuple(value)
+
+
+def _lease(doc: Mapping[str, Any], source: str) -> Obj | None:
+    value = doc.get("extenderLease")
+    if value is not None and not isinstance(value, dict):
+        raise SnapshotError(f"{source}.extenderLease: expected a Lease object or null")
+    return value
 
 
 def _from_list(doc: Mapping[str, Any], source: str) -> Snapshot:
@@ -94,6 +121,7 @@ def _from_list(doc: Mapping[str, Any], source: str) -> Snapshot:
         tuple(by_kind["PodGroup"]),
         resource_slices=tuple(by_kind.get("ResourceSlice", ())),
         resource_claims=tuple(by_kind.get("ResourceClaim", ())),
+        events=tuple(by_kind.get("Event", ())),
     )
 
 
@@ -112,7 +140,7 @@ def dumps(
 ) -> str:
     """Serialise a snapshot, trimmed (see the module docstring); `names` says which node
     annotation holds the inventory."""
-    doc = {
+    doc: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": KIND,
         "takenAt": snapshot.taken_at,
@@ -120,6 +148,13 @@ def dumps(
         "pods": [trim_pod(p) for p in snapshot.pods],
         "podGroups": [_trim_meta(g) | {"spec": g.get("spec", {})} for g in snapshot.pod_groups],
     }
+    if snapshot.events:
+        doc["events"] = [trim_event(e) for e in snapshot.events]
+    if snapshot.lease_read:
+        lease = snapshot.extender_lease
+        doc["extenderLease"] = (
+            None if lease is None else _trim_meta(lease) | {"spec": lease.get("spec", {})}
+        )
     if snapshot.resource_slices:  # DRA mode: the GPUs and claims as the API server has them
         doc["resourceSlices"] = [
             _trim_meta(s) | {"spec": s.get("spec", {})} for s in snapshot.resource_slices
@@ -179,9 +214,24 @@ def trim_pod(pod: Mapping[str, Any]) -> Obj:
         if spec.get(key):
             kept_spec[key] = spec[key]
     kept_status: Obj = {"phase": status.get("phase", "Pending")}
+    scheduled = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
+    if scheduled:  # its message is the scheduler's last word on a pending pod
+        kept_status["conditions"] = scheduled
     for key in ("containerStatuses", "initContainerStatuses"):
         if status.get(key):
             kept_status[key] = [
                 {"name": s.get("name"), "state": s.get("state") or {}} for s in status[key]
             ]
     return _trim_meta({"kind": "Pod", **pod}) | {"spec": kept_spec, "status": kept_status}
+
+
+def trim_event(event: Mapping[str, Any]) -> Obj:
+    """What the report reads of an Event: whom it is about, why, and when."""
+    kept = {
+        k: event[k]
+        for k in ("reason", "message", "type", "lastTimestamp", "eventTime", "firstTimestamp")
+        if event.get(k)
+    }
+    ref = event.get("involvedObject") or {}
+    involved = {k: ref[k] for k in ("kind", "namespace", "name", "uid") if ref.get(k)}
+    return {"apiVersion": "v1", "kind": "Event", "involvedObject": involved} | kept

@@ -155,7 +155,7 @@ def summary(report: Report, *, details: bool = False) -> list[str]:
 
 
 def _footer(report: Report, *, details: bool = False) -> list[str]:
-    lines = []
+    lines = [report.extender.line()] if report.extender is not None else []
     if report.unscheduled:
         n = len(report.unscheduled)
         more = "" if details else " (-d lists them)"

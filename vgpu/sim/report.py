@@ -12,6 +12,7 @@ from pathlib import Path
 from statistics import median
 
 from vgpu.core.errors import InvalidRequest
+from vgpu.extras import install_hint
 from vgpu.sim.engine import RunResult
 from vgpu.sim.runner import figure, median_at_100, percent_or_na
 
@@ -104,9 +105,7 @@ def check_plot_path(path: str) -> None:
     try:
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError as err:
-        raise InvalidRequest(
-            "--plot", f"needs matplotlib ({err})", "pip install 'vgpu[plot]'"
-        ) from err
+        raise InvalidRequest("--plot", f"needs matplotlib ({err})", install_hint("plot")) from err
     formats = FigureCanvasBase.get_supported_filetypes()
     if target.suffix.lstrip(".").lower() not in formats:
         raise InvalidRequest(

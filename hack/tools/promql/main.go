@@ -1,6 +1,7 @@
 // Command promql checks PromQL expressions with Prometheus's own parser, offline: one JSON string
 // per input line (an expression), one error line per expression that does not parse. Exit status
 // 1 when any fails. hack/chart.py feeds it the chart's alert rules and dashboard queries.
+// `promql eval` evaluates one expression over given series instead (eval.go).
 package main
 
 import (
@@ -13,6 +14,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "eval" {
+		if err := runEval(os.Stdin); err != nil {
+			fmt.Fprintf(os.Stderr, "promql eval: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	scanner := bufio.NewScanner(os.Stdin)
 	scanner.Buffer(make([]byte, 1<<20), 1<<20)
 	promql := parser.NewParser(parser.Options{})
