@@ -37,14 +37,32 @@ class QueueCollector(Collector):
 
     def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         figures = self._source()
-        for field, text in (
-            ("deserved", "What the queue deserves (water-filling over the queues that ask)"),
-            ("allocated", "What the queue's released pods hold"),
-            ("pending", "What the queue's held pods ask"),
+        for family, field in (
+            (
+                GaugeMetricFamily(
+                    "vgpu_extender_queue_deserved",
+                    "Units the queue deserves (water-filling over the queues that ask)",
+                    labels=["queue", "resource"],
+                ),
+                "deserved",
+            ),
+            (
+                GaugeMetricFamily(
+                    "vgpu_extender_queue_allocated",
+                    "Units the queue's released pods hold",
+                    labels=["queue", "resource"],
+                ),
+                "allocated",
+            ),
+            (
+                GaugeMetricFamily(
+                    "vgpu_extender_queue_pending",
+                    "Units the queue's held pods ask",
+                    labels=["queue", "resource"],
+                ),
+                "pending",
+            ),
         ):
-            family = GaugeMetricFamily(
-                f"vgpu_extender_queue_{field}", f"{text}, in units", labels=["queue", "resource"]
-            )
             for queue, standing in sorted(figures.standing.items()):
                 value = getattr(standing, field)
                 family.add_metric([queue, "cores"], value[0])
