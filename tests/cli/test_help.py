@@ -11,7 +11,7 @@ import yaml
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.cli.main import COMMANDS, _load, _parser, log_level
 from vgpu.daemons.extender_cli import DEFAULT_LEASE_NAMESPACE, DEFAULT_PORT
-from vgpu.daemons.node_cli import FAKE_GPUS_EXAMPLE
+from vgpu.daemons.gpu_flags import FAKE_GPUS_EXAMPLE
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -237,11 +237,11 @@ def test_plain_http_only_when_tls_is_off_and_then_said_so() -> None:
 def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> None:
     """The rendered args go through `vgpu`'s own parsers and flag checks (nothing runs)."""
     from vgpu.cli.main import _load, _parser
-    from vgpu.daemons import extender_cli, node_cli
+    from vgpu.daemons import extender_cli, mode_flags, node_cli
 
     objs = render(values, kube_version="v1.37.0")
     checks: dict[str, Callable[[argparse.Namespace], object]] = {
-        "node-agent": lambda a: (node_cli.hami_core(a), node_cli.watchdog_policy(a)),
+        "node-agent": lambda a: (mode_flags.hami_core(a), node_cli.watchdog_policy(a)),
         "extender": lambda a: extender_cli._tls(a),
         "dra-driver": lambda a: None,
     }
@@ -291,6 +291,17 @@ def test_the_node_agent_mounts_its_state_dir_only_in_modes_that_use_it() -> None
         assert (
             any(a == "--state-dir=/var/lib/vgpu" for a in agent["containers"][0]["args"]) is mounted
         )
+
+
+def test_the_dra_driver_mounts_its_state_dir_only_in_modes_that_use_it() -> None:
+    for mode, mounted in [("auto", True), ("vgpu-core", True), ("hami", True), ("plain", False)]:
+        objs = render(kube_version="v1.37.0", dra__enabled="true", dra__mode=mode)
+        driver = find(objs, "DaemonSet", "vgpu-dra-driver")["spec"]["template"]["spec"]
+        paths = {v["hostPath"]["path"] for v in driver["volumes"] if "hostPath" in v}
+        assert ("/var/lib/vgpu" in paths) is mounted, mode
+        args = driver["containers"][0]["args"]
+        assert f"--mode={mode}" in args
+        assert ("--state-dir=/var/lib/vgpu" in args) is mounted, mode
 
 
 def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:

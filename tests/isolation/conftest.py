@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +90,11 @@ def plain_build(tmp_path_factory: pytest.TempPathFactory) -> Build:
 class Cluster:
     """A simulated node with the sandbox and a way to admit containers on it."""
 
-    def __init__(self, build: Build, gpus: int, tmp: Path) -> None:
+    def __init__(self, build: Build, gpus: int | Sequence[standins.StandinGpu], tmp: Path) -> None:
+        """`gpus`: how many (T4-like, UUIDs from `tmp`), or the node's GPUs as given."""
         self.build = build
-        self.node = standins.Node(build.standins, standins.node_gpus(gpus, seed=str(tmp)), dir=tmp)
+        listed = standins.node_gpus(gpus, seed=str(tmp)) if isinstance(gpus, int) else list(gpus)
+        self.node = standins.Node(build.standins, listed, dir=tmp)
         env = {"PATH": "/usr/bin:/bin"}
         if build.asan_runtime:
             env["ASAN_OPTIONS"] = "detect_leaks=0"

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from tests.node.libs import hook_libraries, needs_cc
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_parser, grant_settings, hami_core
+from vgpu.daemons.mode_flags import grant_settings, hami_core
+from vgpu.daemons.node_cli import add_parser
 from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import (
     ContainerGrant,
@@ -153,12 +154,25 @@ def test_the_kubelet_receives_the_mounts_over_the_device_plugin_socket() -> None
         ]
 
 
-def test_the_dra_driver_flags_build_hami_core_without_a_state_dir() -> None:
-    """`vgpu dra-driver` shares `hami_core` and has no --state-dir: no per-container cache."""
+def test_the_dra_driver_flags_give_hami_core_per_claim_caches_apart_from_the_agents(
+    tmp_path: Path,
+) -> None:
+    """`vgpu dra-driver` shares the enforcement flags; its caches go under <state dir>/dra."""
     from vgpu.daemons import dra_cli
+    from vgpu.dra.claim_dirs import claim_dirs
 
     parser = argparse.ArgumentParser(prog="vgpu")
     dra_cli.add_parser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["dra-driver", "--mode", "hami", "--hami-core-library", LIB])
-    hami = hami_core(args)
-    assert hami is not None and hami.library == LIB and hami.dirs is None
+    argv = [
+        "dra-driver",
+        "--mode",
+        "hami",
+        "--hami-core-library",
+        LIB,
+        "--state-dir",
+        str(tmp_path),
+    ]
+    args = parser.parse_args(argv)
+    hami = hami_core(args, claim_dirs(args.state_dir))
+    assert hami is not None and hami.library == LIB and hami.dirs is not None
+    assert hami.dirs.root == tmp_path / "dra" / "containers"

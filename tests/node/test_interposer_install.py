@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import struct
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 from tests.node.libs import CC, hook_libraries, needs_cc
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_parser, grant_settings
+from vgpu.daemons.mode_flags import grant_settings
+from vgpu.daemons.node_cli import add_parser
 from vgpu.node.elf_symbols import CUDA_HOOKS, ElfError, exported_functions, missing_hooks
 from vgpu.node.grants import GrantMode
 from vgpu.node.vgpucore import LIBRARY_IN_CONTAINER, VgpuCore
@@ -42,6 +44,28 @@ def test_the_dynamic_symbol_table_lists_defined_functions_only(libraries: dict[s
 def test_what_is_not_a_64_bit_elf_is_a_named_error(data: bytes) -> None:
     with pytest.raises(ElfError):
         exported_functions(data)
+
+
+@needs_cc
+@pytest.mark.parametrize("field", ["section-table-offset", "dynsym-offset"])
+def test_an_offset_past_any_index_is_a_named_error_not_an_overflow(
+    libraries: dict[str, Path], field: str
+) -> None:
+    """Offsets are 64-bit unsigned; one of 2**63 or more cannot index bytes at all (found by
+    the property below: it raised OverflowError, which stops the agent with a traceback)."""
+    raw = bytearray(libraries["hooks"].read_bytes())
+    huge = (1 << 64) - 8
+    if field == "section-table-offset":
+        raw[0x28:0x30] = huge.to_bytes(8, "little")
+    else:
+        (shoff,) = struct.unpack_from("<Q", raw, 0x28)
+        shentsize, shnum = struct.unpack_from("<HH", raw, 0x3A)
+        for i in range(shnum):
+            at = shoff + i * shentsize
+            if struct.unpack_from("<I", raw, at + 4)[0] == 11:  # SHT_DYNSYM: its sh_offset
+                raw[at + 24 : at + 32] = huge.to_bytes(8, "little")
+    with pytest.raises(ElfError):
+        exported_functions(bytes(raw))
 
 
 @needs_cc

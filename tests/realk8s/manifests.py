@@ -59,12 +59,25 @@ def apply_file(rest: Rest, path: Path, skip_kinds: frozenset[str] = frozenset())
     return [create(rest, doc) for doc in load_documents(path) if doc["kind"] not in skip_kinds]
 
 
-def service_account_token(rest: Rest, namespace: str, name: str, seconds: int = 86400) -> str:
-    """A bound token for a service account, through the TokenRequest API (as the kubelet does)."""
+def service_account_token(
+    rest: Rest,
+    namespace: str,
+    name: str,
+    seconds: int = 86400,
+    bound: dict[str, str] | None = None,
+) -> str:
+    """A bound token for a service account, through the TokenRequest API (as the kubelet does).
+
+    `bound` is a `boundObjectRef` (kind, apiVersion, name, uid): a token bound to a Node carries
+    that node's name in the user's extra `authentication.kubernetes.io/node-name`, as a token
+    bound to a pod on that node does (KEP-4193; Node binding GA since 1.33)."""
+    spec: dict[str, Any] = {"expirationSeconds": seconds}
+    if bound is not None:
+        spec["boundObjectRef"] = bound
     request: dict[str, Any] = {
         "apiVersion": "authentication.k8s.io/v1",
         "kind": "TokenRequest",
-        "spec": {"expirationSeconds": seconds},
+        "spec": spec,
     }
     path = f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token"
     return str(rest.post(path, request)["status"]["token"])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.realk8s import configs
+from tests.realk8s import configs, manifests
 from tests.realk8s.processes import Processes, free_port, wait_until
 from tests.realk8s.rest import ApiError, Identity, Obj, Rest
 
@@ -179,12 +179,27 @@ class NodeControl:
                 f"--device-plugin-dir={node / 'kubelet' / 'device-plugins'}",
                 f"--pod-resources-socket={node / 'kubelet' / 'pod-resources' / 'kubelet.sock'}",
                 f"--node-name={name}",
-                f"--kubeconfig={self.kubeconfig('vgpu-node-agent')}",
+                f"--kubeconfig={self.agent_kubeconfig(name)}",
                 f"--assignment-key-file={self.key_file}",
                 "--metrics-port=0",
                 *spec.agent_flags,
             ],
         )
+
+    def agent_kubeconfig(self, name: str) -> Path:
+        """The node agent's identity on `name`: the shipped service account with a token bound to
+        that Node, as the kubelet gives the agent's DaemonSet pod a token bound to the pod (both
+        name the node, which the shipped own-node admission policy compares)."""
+        node = self.admin.get(f"/api/v1/nodes/{name}")
+        bound = {"kind": "Node", "apiVersion": "v1", "name": name, "uid": node["metadata"]["uid"]}
+        token = manifests.service_account_token(
+            self.admin, "vgpu-system", "vgpu-node-agent", bound=bound
+        )
+        path = self.root / "kubeconfigs" / f"vgpu-node-agent-{name}.yaml"
+        configs.write_kubeconfig(
+            path, self.server, self.pki / "ca.crt", Identity("vgpu-node-agent", token=token)
+        )
+        return path
 
     def restart_node(self, spec: NodeSpec) -> float:
         """Restart a node's kubelet and agent as `spec` says; seconds until the restarted

@@ -142,3 +142,36 @@ def test_user_without_binding_rights_cannot_bind(real_cluster: RealCluster, tena
         reader.post(f"{pods.PODS}/nobind/binding", _binding("nobind", "node-a", {}))
     assert err.value.status == 403
     reader.close()
+
+
+def _agent_of(cluster: RealCluster, node: str) -> Rest:
+    """The node agent's identity on `node`, as the harness starts the agent with it."""
+    path = cluster.agent_kubeconfig(node)
+    token = next(
+        line.split("token:", 1)[1].strip()
+        for line in path.read_text().splitlines()
+        if "token:" in line
+    )
+    return Rest(cluster.server, str(cluster.pki / "ca.crt"), Identity("agent", token=token))
+
+
+def test_a_node_agent_may_annotate_only_its_own_node(real_cluster: RealCluster) -> None:
+    agent_b = _agent_of(real_cluster, "node-b")
+    note = {"metadata": {"annotations": {"vgpu.io/probe": "b"}}}
+    agent_b.merge_patch("/api/v1/nodes/node-b", note)  # its own: allowed
+    with pytest.raises(ApiError) as err:
+        agent_b.merge_patch("/api/v1/nodes/node-a", note)
+    assert err.value.status == 403 and "own Node" in err.value.message
+
+
+def test_a_node_agent_may_not_write_admitted_on_another_nodes_pod(
+    real_cluster: RealCluster,
+) -> None:
+    real_cluster.admin.post(pods.PODS, pods.pod("on-a", pods.container("main", 10)))
+    bound = pods.wait_running(real_cluster.admin, "on-a")
+    other = "node-b" if bound["spec"]["nodeName"] == "node-a" else "node-a"
+    with pytest.raises(ApiError) as err:
+        _agent_of(real_cluster, other).merge_patch(
+            f"{pods.PODS}/on-a", {"metadata": {"annotations": {ADMITTED: "[]"}}}
+        )
+    assert err.value.status == 403

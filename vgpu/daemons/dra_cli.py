@@ -1,7 +1,9 @@
 """`vgpu dra-driver`: flags → `DraConfig`, GPU backend and API client → `DraDriver`.
 
-The sibling of `vgpu node-agent` for DRA mode (docs/dra.md): the same GPU backends and grant
-modes, the kubelet's plugin directories instead of the device-plugin directory.
+The sibling of `vgpu node-agent` for DRA mode (docs/dra.md): the same GPU backends and
+enforcement flags (`--mode` defaults to plain here; vgpu-core and auto install the interposer
+into `--state-dir` as the agent does), the kubelet's plugin directories instead of the
+device-plugin directory.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_gpu_flags, gpu_backend, hami_core
+from vgpu.daemons.gpu_flags import add_gpu_flags, gpu_backend
+from vgpu.daemons.mode_flags import add_mode_flags, grant_settings
 from vgpu.flags import HelpFormatter
 
 if TYPE_CHECKING:
@@ -65,15 +68,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and, with --slice-order fullest, allocations update it at once)",
     )
     p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG / ~/.kube/config")
-    p.add_argument(
-        "--mode",
-        choices=["plain", "mps", "hami"],
-        default="plain",
-        help="how a container's GPU share is passed to it",
-    )
-    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
-    p.add_argument("--hami-core-library", metavar="PATH", help="mode hami: HAMi-core's libvgpu.so")
-    p.add_argument("--hami-preload-file", metavar="PATH", help="mode hami: ld.so.preload file")
+    add_mode_flags(p, default="plain")
     p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
     p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
     p.set_defaults(run=run)
@@ -85,7 +80,7 @@ def build(args: argparse.Namespace) -> DraDriver:
     from vgpu.adapters.kube_dra import DraKubeApi
     from vgpu.api.dra import DRIVER
     from vgpu.daemons.dra_driver import DraConfig, DraDriver
-    from vgpu.node.grants import GrantMode, GrantSettings
+    from vgpu.dra.claim_dirs import claim_dirs
     from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
 
     if args.memory_unit_mib <= 0:
@@ -99,6 +94,8 @@ def build(args: argparse.Namespace) -> DraDriver:
     except ValueError as e:
         raise ConfigError(f"--xid-ignore: {e}") from e
     recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
+    dirs = claim_dirs(args.state_dir)
+    grants = grant_settings(args, dirs)  # vgpu-core is installed here, as by the node agent
     kube = DraKubeApi.from_environment(args.kubeconfig)  # a DRA driver needs the API server
     assert isinstance(kube, DraKubeApi)
     config = DraConfig(
@@ -106,7 +103,8 @@ def build(args: argparse.Namespace) -> DraDriver:
         sockets=DraSockets(DRIVER, args.plugins_dir, args.registry_dir),
         cdi_dir=args.cdi_dir,
         memory_unit_mib=args.memory_unit_mib,
-        grants=GrantSettings(GrantMode(args.mode), args.mps_pipe_dir, hami_core(args)),
+        grants=grants,
+        dirs=dirs,
         health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
         slice_order=args.slice_order,
         resync_s=args.resync_s,

@@ -9,7 +9,8 @@
 - serves the kubelet (`vgpu.adapters.draplugin`): `NodePrepareResources` reads the claim,
   prepares it (`vgpu.dra.prepare`), writes its CDI spec and checkpoints it; a claim already in the
   checkpoint is answered from there (idempotent, and intact across driver restarts);
-  `NodeUnprepareResources` removes both; device health is streamed to the kubelet.
+  `NodeUnprepareResources` removes both, and the claim's enforcement directories in modes
+  vgpu-core and hami (`vgpu.dra.claim_dirs`); device health is streamed to the kubelet.
 
 A DRA driver needs the API server (the claims live there), so unlike the node agent it does not
 run without credentials. Every loop survives API failures (logged, retried).
@@ -34,9 +35,11 @@ from vgpu.adapters.kubelet_devices import HealthPump
 from vgpu.api.dra import DRIVER, claim_shares, device_name
 from vgpu.core.errors import VgpuError
 from vgpu.daemons.signals import run_until_signal
+from vgpu.dra import claim_dirs
 from vgpu.dra.checkpoint import Checkpoint
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.dra.slices import build_slice, same_devices, slice_name
+from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.grants import GrantSettings, Refusal
 from vgpu.node.health import HealthPolicy, HealthTracker
@@ -55,6 +58,7 @@ class DraConfig:
     cdi_dir: Path = DEFAULT_CDI_DIR
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
     grants: GrantSettings = field(default_factory=GrantSettings)
+    dirs: ContainerDirs | None = None  # the enforcement directories (vgpu.dra.claim_dirs)
     health: HealthPolicy = field(default_factory=HealthPolicy)
     slice_order: str = "index"  # or "fullest"
     resync_s: float = 30.0
@@ -107,6 +111,7 @@ class DraDriver:
         for claim in self.checkpoint:  # a restart: the runtime may still need these specs
             self._write_cdi(claim)
         log.info("%s: %d prepared claim(s) in the checkpoint", cfg.node_name, len(self.checkpoint))
+        self._collect_dirs()
         self._publish_health()
         tracker = HealthTracker(tuple(g.uuid for g in inventory.gpus), cfg.health, self._clock)
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
@@ -170,11 +175,13 @@ class DraDriver:
             result = prepare_claim(claim, uid, self._node())
             if isinstance(result, Refusal):
                 log.warning("refused to prepare %s/%s: %s", namespace, name, result.reason)
+                self._collect_dirs()  # a request prepared before another was refused
                 return result
             try:
                 self._write_cdi(result)
                 self.checkpoint.put(result)
             except OSError as e:
+                self._collect_dirs()
                 return Refusal(f"cannot write the CDI spec or checkpoint: {e.strerror or e}")
             log.info(
                 "prepared claim %s/%s: %s",
@@ -192,8 +199,14 @@ class DraDriver:
             self._cdi_path(uid).unlink(missing_ok=True)
             if claim is not None:
                 log.info("unprepared claim %s/%s", claim.namespace, claim.name)
+            self._collect_dirs()
             self._wake.set()
             return None
+
+    def _collect_dirs(self) -> None:
+        """Remove the enforcement directories no checkpointed claim names (under the lock)."""
+        if self.config.dirs is not None:
+            claim_dirs.collect(self.config.dirs, self.checkpoint)
 
     def _cdi_path(self, uid: str) -> Path:
         return self.config.cdi_dir / f"{DRIVER}-{uid}.json"

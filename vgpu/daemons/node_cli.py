@@ -2,7 +2,9 @@
 
 Registered by `vgpu.cli.main` through `add_parser(subparsers)` (it lives here, not in the pure
 `vgpu.node`, because it wires adapters); `python -m vgpu.daemons.node_cli ARGS` runs it
-standalone (benchmarks do). Bad flags raise `ConfigError` naming the flag and the fix.
+standalone (benchmarks do). Bad flags raise `ConfigError` naming the flag and the fix. The flags it
+shares with `vgpu dra-driver` live in `vgpu.daemons.gpu_flags` (where the GPUs come from) and
+`vgpu.daemons.mode_flags` (how shares are enforced).
 """
 
 from __future__ import annotations
@@ -18,18 +20,16 @@ from typing import TYPE_CHECKING
 
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import ConfigError, VgpuError
+from vgpu.daemons.gpu_flags import add_gpu_flags, gpu_backend
 from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment_key
+from vgpu.daemons.mode_flags import add_mode_flags, grant_settings
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
-    from vgpu.adapters.gpu import GpuBackend
     from vgpu.daemons.node_agent import NodeAgent
-    from vgpu.node.grants import GrantSettings
-    from vgpu.node.hami import HamiCore
     from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
-FAKE_GPUS_EXAMPLE = "4xA100-SXM4-80GB or 2xT4,1xL4"
 MIN_RECONCILE_S = 1.0
 
 
@@ -43,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_gpu_flags(p)
     _add_kubelet_flags(p)
     _add_cluster_flags(p)
-    _add_mode_flags(p)
+    add_mode_flags(p)
     _add_admission_flags(p)
     _add_watchdog_flags(p.add_argument_group("usage watchdog"))
     p.set_defaults(run=run)
@@ -84,44 +84,6 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
         help=f"HMAC key shared with the extender (else ${KEY_ENV}; one of them is required)",
     )
     add_development_key_flag(p)
-
-
-def _add_mode_flags(p: argparse.ArgumentParser) -> None:
-    """How a container's GPU share is enforced (vgpu-core, plain, MPS, HAMi-core)."""
-    p.add_argument(
-        "--mode",
-        choices=["auto", "vgpu-core", "plain", "mps", "hami"],
-        default="auto",
-        help="how a container's GPU share is enforced; auto: vgpu-core when --vgpu-core-library "
-        "exists (the image carries it), else plain; what each enforces: docs/isolation.md",
-    )
-    p.add_argument(
-        "--vgpu-core-library",
-        type=Path,
-        default=Path("/opt/vgpu/lib/libvgpu-core.so"),
-        metavar="PATH",
-        help="mode vgpu-core: the interposer in the agent's image, installed into --state-dir",
-    )
-    p.add_argument(
-        "--state-dir",
-        type=Path,
-        default=Path("/var/lib/vgpu"),
-        help="host directory, mounted at the same path: the installed library and the "
-        "per-container limits (modes vgpu-core and hami)",
-    )
-    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
-    p.add_argument(
-        "--hami-core-library",
-        metavar="PATH",
-        help="mode hami: HAMi-core's libvgpu.so on the node, mounted and preloaded in containers "
-        "(default: none, the mode then only passes limits; docs/isolation.md)",
-    )
-    p.add_argument(
-        "--hami-preload-file",
-        metavar="PATH",
-        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as "
-        "/etc/ld.so.preload (default: none, LD_PRELOAD only)",
-    )
 
 
 def _add_admission_flags(p: argparse.ArgumentParser) -> None:
@@ -173,20 +135,6 @@ def _add_watchdog_flags(w: argparse._ArgumentGroup) -> None:
     )
 
 
-def add_gpu_flags(p: argparse.ArgumentParser) -> None:
-    """The flags choosing the GPU backend (`gpu_backend`), shared with `vgpu dra-driver`."""
-    gpus = p.add_mutually_exclusive_group()
-    gpus.add_argument(
-        "--fake-gpus",
-        metavar="SPEC",
-        help=f"fake GPUs instead of NVML, e.g. {FAKE_GPUS_EXAMPLE} (COUNTxMODEL,...; "
-        "MODEL:MEMORY_MIB for a model not built in)",
-    )
-    gpus.add_argument(
-        "--fake-gpus-file", metavar="YAML", type=Path, help="fake GPUs from an inventory file"
-    )
-
-
 def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
     from vgpu.node.watchdog import WatchdogPolicy
 
@@ -212,68 +160,6 @@ def check_plugin_dir(path: Path) -> None:
                 f"--device-plugin-dir: {part} is a file, not a directory; give the kubelet's "
                 "device-plugin directory (default /var/lib/kubelet/device-plugins)"
             )
-
-
-def hami_core(args: argparse.Namespace) -> HamiCore | None:
-    """HAMi-core's location from the flags (mode hami only); `grant_settings` checks the file."""
-    from vgpu.node.container_dirs import ContainerDirs
-    from vgpu.node.hami import HamiCore
-
-    if args.hami_core_library is None:
-        if args.hami_preload_file is not None:
-            raise ConfigError(
-                "--hami-preload-file needs --hami-core-library (the library it names)"
-            )
-        return None
-    if args.mode != "hami":
-        raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
-    state = getattr(args, "state_dir", None)  # `vgpu dra-driver` shares this; it has no state dir
-    dirs = ContainerDirs(state) if state is not None else None
-    return HamiCore(args.hami_core_library, args.hami_preload_file, dirs)
-
-
-def grant_settings(args: argparse.Namespace) -> GrantSettings:
-    """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
-    from vgpu.daemons.node_enforce import checked_library, choose_mode, install_vgpu_core
-    from vgpu.node.container_dirs import ContainerDirs
-    from vgpu.node.grants import GrantMode, GrantSettings
-
-    mode = choose_mode(args.mode, args.vgpu_core_library)
-    hami = hami_core(args)
-    if hami is not None:  # a build without the CUDA exports would enforce nothing
-        checked_library("--hami-core-library", Path(hami.library))
-    core = None
-    if mode is GrantMode.VGPU_CORE:
-        core = install_vgpu_core(
-            args.vgpu_core_library, args.state_dir, ContainerDirs(args.state_dir)
-        )
-    return GrantSettings(mode, args.mps_pipe_dir, hami, core)
-
-
-def gpu_backend(args: argparse.Namespace) -> GpuBackend:
-    """Fake GPUs from --fake-gpus or --fake-gpus-file, else the node's own through NVML."""
-    from vgpu.adapters.fakegpu import FakeGpuBackend, FakeGpuSpecError, load_inventory_file
-    from vgpu.adapters.gpu import GpuBackendUnavailable, NvmlBackend
-
-    if args.fake_gpus is not None:
-        if not args.fake_gpus.strip():
-            raise ConfigError(
-                f"--fake-gpus: empty; give GPUs, e.g. {FAKE_GPUS_EXAMPLE}, or drop the flag to "
-                "use the node's real GPUs through NVML"
-            )
-        try:
-            return FakeGpuBackend.from_spec(args.fake_gpus, seed=args.node_name)
-        except FakeGpuSpecError as e:
-            raise ConfigError(f"--fake-gpus: {e}") from e
-    if args.fake_gpus_file:
-        return FakeGpuBackend(load_inventory_file(args.fake_gpus_file, seed=args.node_name))
-    try:
-        return NvmlBackend()
-    except GpuBackendUnavailable as e:
-        raise ConfigError(
-            f"cannot read this node's GPUs: {e}; on a machine without an NVIDIA driver, "
-            f"run with fake GPUs, e.g. --fake-gpus {FAKE_GPUS_EXAMPLE.split()[0]}"
-        ) from e
 
 
 def build(args: argparse.Namespace) -> NodeAgent:

@@ -49,6 +49,8 @@ def exported_functions(data: bytes) -> frozenset[str]:
                 names.update(_symbols(data, s, sections))
     except struct.error as e:
         raise ElfError(f"truncated ({e})") from None
+    except OverflowError:  # a 64-bit offset of 2**63 or more: struct cannot even try it
+        raise ElfError("an offset lies past any file") from None
     return frozenset(names)
 
 

@@ -1,0 +1,98 @@
+"""The enforcement flags, shared by `vgpu node-agent` and `vgpu dra-driver`: the mode and what it
+needs on the node (vgpu-core's library and state dir, the MPS pipe directory, HAMi-core).
+
+`grant_settings` turns them into `GrantSettings` at start: it installs vgpu-core into the state
+dir and checks a HAMi-core library's exports, so a node that would enforce nothing stops with one
+line naming the flag (docs/isolation.md). The per-container directories live under the state dir;
+each daemon says where (`dirs`), so the node agent and the DRA driver never collect each other's.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from vgpu.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from vgpu.node.container_dirs import ContainerDirs
+    from vgpu.node.grants import GrantSettings
+    from vgpu.node.hami import HamiCore
+
+MODES = ("auto", "vgpu-core", "plain", "mps", "hami")
+
+
+def add_mode_flags(p: argparse.ArgumentParser, *, default: str = "auto") -> None:
+    """How a container's GPU share is enforced (vgpu-core, plain, MPS, HAMi-core)."""
+    p.add_argument(
+        "--mode",
+        choices=MODES,
+        default=default,
+        help="how a container's GPU share is enforced; auto: vgpu-core when --vgpu-core-library "
+        "exists (the image carries it), else plain; what each enforces: docs/isolation.md",
+    )
+    p.add_argument(
+        "--vgpu-core-library",
+        type=Path,
+        default=Path("/opt/vgpu/lib/libvgpu-core.so"),
+        metavar="PATH",
+        help="mode vgpu-core: the interposer in vgpu's image, installed into --state-dir",
+    )
+    p.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path("/var/lib/vgpu"),
+        help="host directory, mounted at the same path: the installed library and the "
+        "per-container limits (modes vgpu-core and hami)",
+    )
+    p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
+    p.add_argument(
+        "--hami-core-library",
+        metavar="PATH",
+        help="mode hami: HAMi-core's libvgpu.so on the node, mounted and preloaded in containers "
+        "(default: none, the mode then only passes limits; docs/isolation.md)",
+    )
+    p.add_argument(
+        "--hami-preload-file",
+        metavar="PATH",
+        help="mode hami: a host file naming /usr/local/vgpu/libvgpu.so, mounted as "
+        "/etc/ld.so.preload (default: none, LD_PRELOAD only)",
+    )
+
+
+def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> HamiCore | None:
+    """HAMi-core's location from the flags (mode hami only); `grant_settings` checks the file.
+
+    `dirs`: where the per-container caches go (default: the state dir's `containers/`)."""
+    from vgpu.node.container_dirs import ContainerDirs
+    from vgpu.node.hami import HamiCore
+
+    if args.hami_core_library is None:
+        if args.hami_preload_file is not None:
+            raise ConfigError(
+                "--hami-preload-file needs --hami-core-library (the library it names)"
+            )
+        return None
+    if args.mode != "hami":
+        raise ConfigError(f"--hami-core-library is for --mode hami, not --mode {args.mode}")
+    return HamiCore(
+        args.hami_core_library, args.hami_preload_file, dirs or ContainerDirs(args.state_dir)
+    )
+
+
+def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
+    """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
+    from vgpu.daemons.node_enforce import checked_library, choose_mode, install_vgpu_core
+    from vgpu.node.container_dirs import ContainerDirs
+    from vgpu.node.grants import GrantMode, GrantSettings
+
+    dirs = dirs or ContainerDirs(args.state_dir)
+    mode = choose_mode(args.mode, args.vgpu_core_library)
+    hami = hami_core(args, dirs)
+    if hami is not None:  # a build without the CUDA exports would enforce nothing
+        checked_library("--hami-core-library", Path(hami.library))
+    core = None
+    if mode is GrantMode.VGPU_CORE:
+        core = install_vgpu_core(args.vgpu_core_library, args.state_dir, dirs)
+    return GrantSettings(mode, args.mps_pipe_dir, hami, core)

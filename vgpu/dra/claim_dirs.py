@@ -1,0 +1,53 @@
+"""The DRA driver's enforcement directories: one per prepared claim request, collected at unprepare.
+
+In modes vgpu-core and hami a claim request's CDI edits mount a directory of its own (vgpu-core:
+`limits/` read-only at `/run/vgpu/`, `shared/` read-write at `/run/vgpu-shared/`; hami: the
+writable cache), created by the same `ContainerDirs` the node agent uses, under
+`<state dir>/dra/` so a driver never removes a node agent's. Every container that uses the
+request mounts the same directory, so the claim's share is held across all of them together,
+as one container's processes share a device-plugin grant.
+
+The kubelet tells a DRA driver when a claim is done (`NodeUnprepareResources`), so collection is
+exact: a directory is removed as soon as no prepared claim in the checkpoint names it. That also
+removes what a refused or failed preparation left behind and, at start, what a crash between
+creating a directory and checkpointing its claim did. The caller holds the driver's lock, so no
+preparation is between those two steps while it collects.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from vgpu.dra.prepare import PreparedClaim
+from vgpu.node.container_dirs import CONTAINERS, ContainerDirs
+
+log = logging.getLogger(__name__)
+DRA_SUBDIR = "dra"
+_ID = re.compile("/" + CONTAINERS + r"/([0-9a-f]{32})/")
+
+
+def claim_dirs(state_dir: Path) -> ContainerDirs:
+    """The driver's directories: `<state dir>/dra/containers/`, collected without a grace."""
+    return ContainerDirs(state_dir / DRA_SUBDIR, grace_s=0.0)
+
+
+def dir_ids(claim: PreparedClaim) -> frozenset[str]:
+    """The directory ids a prepared claim's CDI mounts name (their host paths)."""
+    ids = set()
+    for device in claim.cdi_spec.get("devices") or ():
+        for mount in (device.get("containerEdits") or {}).get("mounts") or ():
+            ids.update(_ID.findall(str(mount.get("hostPath") or "") + "/"))
+    return frozenset(ids)
+
+
+def collect(dirs: ContainerDirs, prepared: Iterable[PreparedClaim]) -> list[str]:
+    """Remove the directories no prepared claim names; the removed ids (never raises)."""
+    try:
+        named = frozenset().union(*(dir_ids(c) for c in prepared))
+        return dirs.collect(named)
+    except OSError as e:
+        log.warning("cannot collect claim directories under %s: %s", dirs.root, e)
+        return []
