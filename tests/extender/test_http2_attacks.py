@@ -238,13 +238,17 @@ def test_a_verified_client_opening_streams_faster_than_its_budget_gets_goaway(
 ) -> None:
     client = served.client()
     answered = 0
-    for _ in range(4):  # 160 requests at once, 40 at a time (under the 64 open streams)
-        replies = client.wait(*[client.request("GET", "/healthz") for _ in range(40)])
-        answered += sum(r.status == 200 for r in replies)
-        if client.terminated is not None:
-            break
+    try:
+        for _ in range(4):  # 160 requests at once, 40 at a time (under the 64 open streams)
+            replies = client.wait(*[client.request("GET", "/healthz") for _ in range(40)])
+            answered += sum(r.status == 200 for r in replies)
+            if client.terminated is not None:
+                break
+    except (OSError, ssl.SSLError):
+        pass  # the server closed while the client was still writing: its GOAWAY may go unread
     _until_closed(client, 2)
-    assert client.terminated is not None and client.terminated.error_code == CALM
+    assert "flood" in served.refused
+    assert client.terminated is None or client.terminated.error_code == CALM
     assert answered <= CAPS.streams.burst
     _still_serves(served)
 
