@@ -43,6 +43,14 @@ CASES = [
         3,
     ),
     (_pod(annotations={"vgpu.io/gang-name": "tf", "vgpu.io/gang-size": "4"}), "tf", 4),
+    (  # Kueue's plain-pod group: a label names it, an annotation counts it (issue 22)
+        _pod(
+            {"kueue.x-k8s.io/pod-group-name": "tf"},
+            {"kueue.x-k8s.io/pod-group-total-count": "3"},
+        ),
+        "tf",
+        3,
+    ),
     (_pod(), None, None),
 ]
 

@@ -59,13 +59,15 @@ EXPECTED_RULES = {
     },
     ("ClusterRole", "vgpu-extender"): {
         ("", "nodes"): "list watch",
-        ("", "pods"): "get list watch",
+        ("", "pods"): "get list watch patch",  # patch: the queue gate (issue 22)
+        ("", "pods/eviction"): "create",  # queue reclaim, so PodDisruptionBudgets hold
         ("", "pods/binding"): "create",
         ("scheduling.x-k8s.io", "podgroups"): "get",
         ("", "events"): "create",
     },
     ("Role", "vgpu-extender-leader-election"): {
-        ("coordination.k8s.io", "leases"): "get create update"
+        ("coordination.k8s.io", "leases"): "get create update",
+        ("", "configmaps"): "get",  # the queue ConfigMap
     },
     ("Role", "vgpu-scheduler-leader-election"): {
         ("coordination.k8s.io", "leases"): "get create update"

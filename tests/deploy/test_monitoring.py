@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "hack"))
 import chart  # noqa: E402
 
 CHART = ROOT / "charts" / "vgpu"
-COUNTERS = {"Counter", "PromCounter"}
+COUNTERS = {"Counter", "PromCounter", "CounterMetricFamily"}
 HISTOGRAMS = {"Histogram"}
 METRIC_CALLS = COUNTERS | HISTOGRAMS | {"Gauge", "GaugeMetricFamily"}
 NAME = re.compile(r"\bvgpu_[a-z0-9_]+\b")

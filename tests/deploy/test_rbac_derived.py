@@ -9,6 +9,7 @@ into RBAC attributes the way the API server does (method + path + ?watch)."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ import pytest
 
 from tests.deploy.test_manifests import by_name
 from tests.kubeapi.server import FakeApiServer, RecordedRequest
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube import KubeApi, KubeError
 
 SRC = Path(__file__).resolve().parents[2] / "vgpu"
 Triple = tuple[str, str, str]
@@ -140,7 +141,19 @@ CALLS: dict[str, Callable[[KubeApi, FakeApiServer], Any]] = {
     "create_lease": lambda api, s: api.create_lease("ns", {**LEASE, "metadata": {"name": "l2"}}),
     "replace_lease": lambda api, s: api.replace_lease("ns", "l", api.get_lease("ns", "l")),
     "get_pod_group": lambda api, s: api.get_pod_group("ns", "g"),
+    "remove_scheduling_gate": lambda api, s: _refused(
+        lambda: api.remove_scheduling_gate("ns", "p", ["vgpu.io/queue"], "vgpu.io/queue")
+    ),
+    "evict_pod": lambda api, s: api.evict_pod("ns", "p"),
+    "get_config_map": lambda api, s: _refused(lambda: api.get_config_map("ns", "queues")),
 }
+
+
+def _refused(call: Callable[[], Any]) -> None:
+    """A call whose request is what counts, whatever the fake server answers (a failed JSON
+    patch test, a missing object)."""
+    with contextlib.suppress(KubeError):
+        call()
 
 
 @pytest.fixture(scope="module")

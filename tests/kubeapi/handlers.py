@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from tests.kubeapi.eviction import evict
 from tests.kubeapi.patch import json_patch, merge_patch, strategic_merge_patch
 from tests.kubeapi.resources import PODS, ApiError, Resource, conflict, success_status
 from tests.kubeapi.selectors import Predicate, field_selector, label_selector
@@ -113,6 +114,8 @@ class Api:
         r = route(self.store, path)
         if r.subresource == "bindings" and method == "POST":
             return self._bind(r.namespace or "", (body or {}).get("metadata", {}).get("name"), body)
+        if r.subresource == "eviction" and method == "POST" and r.res is PODS and r.name:
+            return Reply(201, evict(self.store, r.namespace or "", r.name))
         if r.subresource not in (None, "status", "binding"):
             raise ApiError(404, _NOT_FOUND)
         ns = r.namespace or ""

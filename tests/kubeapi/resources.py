@@ -118,6 +118,7 @@ DEFAULT_RESOURCES: tuple[Resource, ...] = (
     PODGROUPS,
     RESOURCESLICES,
     RESOURCECLAIMS,
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, True),
 )
 
 _REASONS = {

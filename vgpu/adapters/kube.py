@@ -74,6 +74,7 @@ PODS = "/api/v1/namespaces/{namespace}/pods"
 POD = PODS + "/{name}"
 EVENTS = "/api/v1/namespaces/{namespace}/events"
 ALL_EVENTS = "/api/v1/events"
+CONFIGMAP = "/api/v1/namespaces/{namespace}/configmaps/{name}"
 CUSTOM = "/apis/{group}/{version}/namespaces/{namespace}/{plural}"
 CUSTOM_OBJECT = CUSTOM + "/{name}"
 
@@ -344,6 +345,52 @@ class KubeApi:
         except (http.client.HTTPException, OSError) as e:
             raise KubeUnavailable(f"{what}: {type(e).__name__}: {e}") from e
 
+    def remove_scheduling_gate(
+        self, namespace: str, name: str, gates: list[str], gate: str, *, uid: str = ""
+    ) -> Obj:
+        """Remove `gate` from a pod whose gates are `gates` (as last read), in one JSON patch
+        that first tests the gate list (and the UID when given): if anyone changed them since,
+        the patch fails whole (KubeInvalid), so a gate is never removed from a pod not seen."""
+        kept = [{"name": g} for g in gates if g != gate]
+        ops: list[Obj] = [
+            {"op": "test", "path": "/spec/schedulingGates", "value": [{"name": g} for g in gates]}
+        ]
+        if uid:
+            ops.insert(0, {"op": "test", "path": "/metadata/uid", "value": uid})
+        ops.append(
+            {"op": "replace", "path": "/spec/schedulingGates", "value": kept}
+            if kept
+            else {"op": "remove", "path": "/spec/schedulingGates"}
+        )
+        return self._call(
+            f"remove scheduling gate {gate} from pod {namespace}/{name}",
+            "PATCH",
+            POD,
+            {"namespace": namespace, "name": name},
+            body=ops,
+            content_type=_JSON_PATCH,
+        )
+
+    def evict_pod(self, namespace: str, name: str, *, uid: str = "") -> None:
+        """Evict a pod through the Eviction API, so PodDisruptionBudgets hold: a budget that
+        allows no disruption now is `KubeError` 429 (TooManyRequests), nothing is deleted."""
+        meta: Obj = {"name": name, "namespace": namespace}
+        body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
+        if uid:
+            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+        self._call(
+            f"evict pod {namespace}/{name}",
+            "POST",
+            POD + "/eviction",
+            {"namespace": namespace, "name": name},
+            body=body,
+        )
+
+    def get_config_map(self, namespace: str, name: str) -> Obj:
+        """A ConfigMap (NotFound → KubeNotFound)."""
+        params = {"namespace": namespace, "name": name}
+        return self._call(f"get configmap {namespace}/{name}", "GET", CONFIGMAP, params)
+
     # ----- events, leases, pod groups ------------------------------------------------------------
     def create_event(
         self,
@@ -417,6 +464,7 @@ class KubeApi:
 
 
 _MERGE_PATCH = "application/merge-patch+json"
+_JSON_PATCH = "application/json-patch+json"
 
 
 @dataclass(frozen=True, slots=True)

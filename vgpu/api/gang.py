@@ -19,6 +19,9 @@ LEGACY_GROUP_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 LEGACY_GROUP_OLD = "pod-group.scheduling.sigs.k8s.io"
 """The older bare form of the lightweight label."""
 LEGACY_GROUP_MIN = "pod-group.scheduling.sigs.k8s.io/min-available"
+KUEUE_GROUP_NAME = "kueue.x-k8s.io/pod-group-name"
+KUEUE_GROUP_COUNT = "kueue.x-k8s.io/pod-group-total-count"
+"""Kueue's plain-pod groups: a label naming the group, an annotation with its total count."""
 GANG_NAME = "vgpu.io/gang-name"
 GANG_SIZE = "vgpu.io/gang-size"
 
@@ -49,6 +52,11 @@ def gang_ref(metadata: Mapping[str, Any]) -> GangRef | None:
             size = labels.get(LEGACY_GROUP_MIN)
             field = f"metadata.labels[{LEGACY_GROUP_MIN}]"
             return GangRef(_name(name, "metadata.labels"), _size(size, field), field, False)
+        if name := labels.get(KUEUE_GROUP_NAME):
+            size = annotations.get(KUEUE_GROUP_COUNT)
+            field = f"metadata.annotations[{KUEUE_GROUP_COUNT}]"
+            name = _name(name, f"metadata.labels[{KUEUE_GROUP_NAME}]")
+            return GangRef(name, _size(size, field), field, False)
         if name := annotations.get(GANG_NAME):
             size = annotations.get(GANG_SIZE)
             field = f"metadata.annotations[{GANG_SIZE}]"

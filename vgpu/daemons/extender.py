@@ -27,11 +27,14 @@ from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.daemons.backoff import Backoff
 from vgpu.daemons.liveness import Liveness, done
+from vgpu.daemons.queue_release import QueueReleaser
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.http import HttpLimits, HttpServer
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
+from vgpu.extender.queue_metrics import QueueCollector
+from vgpu.extender.queues import QueueIndex
 from vgpu.extender.routes import Routes
 from vgpu.extender.service import Extender, ExtenderConfig
 from vgpu.extender.tls import Reloader, TlsFiles, server_context
@@ -63,6 +66,9 @@ class DaemonConfig:
     watch_timeout: int = 300
     sweep_interval: float = 1.0
     retry_delay: float = 1.0
+    queues: tuple[str, str] | None = None
+    """(namespace, name) of the queue ConfigMap: the leader runs the release loop
+    (`vgpu.daemons.queue_release`); None: no queues, pods are never held by vgpu."""
 
 
 class PodGroupSizes:
@@ -116,6 +122,8 @@ class ExtenderDaemon:
         self.invalid_pods = InvalidPods(api, self.metrics)
         self.cache.subscribe(invalid=self.invalid_pods)
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
+        self.queue_index = QueueIndex(self.extender)
+        self.queues = self._queue_releaser()
         tls = server_context(config.tls) if config.tls is not None else None
         self.tls_reloader = Reloader(tls, config.tls) if tls and config.tls else None
         routes = Routes(self.extender, self.binder, self.metrics, ready=self.why_not_ready)
@@ -151,6 +159,28 @@ class ExtenderDaemon:
         self._threads: list[threading.Thread] = []
         self.liveness = Liveness()
 
+    def _queue_releaser(self) -> QueueReleaser | None:
+        """The leader's queue release loop, when queues are configured (its metrics too)."""
+        if self.config.queues is None:
+            return None
+        namespace, name = self.config.queues
+        releaser = QueueReleaser(
+            self.api,
+            self.extender,
+            self.queue_index,
+            namespace=namespace,
+            config_map=name,
+            may_act=self.why_not_binding,
+        )
+        self.metrics.registry.register(QueueCollector(releaser.figures))
+        return releaser
+
+    def _apply_pod(self, kind: str, obj: dict[str, Any]) -> None:
+        """A pod event: the cache, then the queue index (when queues are on)."""
+        self.cache.apply_pod(kind, obj)
+        if self.queues is not None:
+            self.queue_index.apply(kind, obj)
+
     # -- lifecycle -------------------------------------------------------------------------------
     @property
     def port(self) -> int:
@@ -180,6 +210,9 @@ class ExtenderDaemon:
         )
         self._spawn("pods", self._watch_pods)
         self._spawn("sweeper", self._sweep)
+        if self.queues is not None:
+            queues = self.queues
+            self._spawn("queues", queues.run, self._stop, lambda: self.liveness.beat("queues"))
         if self.tls_reloader is not None:
             self._spawn("tls", self._reload_tls)
         if self.elector is not None:
@@ -270,7 +303,7 @@ class ExtenderDaemon:
         while not self._nodes_synced.wait(0.1):
             if self._stop.is_set():
                 return
-        self._watch(self._pod_events, self.cache.apply_pod, self._pods_synced)
+        self._watch(self._pod_events, self._apply_pod, self._pods_synced)
 
     def _watch(
         self,
@@ -348,6 +381,8 @@ class ExtenderDaemon:
                 with self.cache.atomic():
                     self.cache.replace_all(nodes, pods)
                     self.extender.restore_gangs()
+                if self.queues is not None:
+                    self.queue_index.replace_all(pods)
             except Exception as err:  # an API failure or a bug: retry, never end the term's resync
                 delay = backoff.next_delay()
                 log.warning("resync for term %d failed, retrying in %.1fs: %s", term, delay, err)

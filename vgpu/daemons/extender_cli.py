@@ -161,6 +161,12 @@ def _add_leader_flags(p: argparse.ArgumentParser) -> None:
         help="this replica's name in the Lease ($POD_NAME, else the host name)",
     )
     p.add_argument("--bind-wait", type=float, default=3.0, help="seconds a gang bind may wait")
+    p.add_argument(
+        "--queues-config",
+        metavar="NAMESPACE/NAME",
+        default="",
+        help="the queue ConfigMap (docs/queues.md): the leader releases pods held in queues",
+    )
 
 
 def _policy(text: str, flag: str) -> PolicySpec:
@@ -191,6 +197,16 @@ def _tls(args: argparse.Namespace) -> TlsFiles | None:
             "(make them with hack/make-extender-certs.sh), or --insecure-http for local use"
         )
     return TlsFiles(args.tls_cert, args.tls_key, args.client_ca)
+
+
+def _queues_config(text: str) -> tuple[str, str] | None:
+    """`--queues-config NAMESPACE/NAME`, or None (no queue release loop)."""
+    if not text:
+        return None
+    namespace, _, name = text.partition("/")
+    if not namespace or not name or "/" in name:
+        raise ConfigError(f"--queues-config {text!r}: give NAMESPACE/NAME, e.g. vgpu/vgpu-queues")
+    return namespace, name
 
 
 def run(args: argparse.Namespace) -> int:
@@ -229,6 +245,7 @@ def run(args: argparse.Namespace) -> int:
         port=args.port,
         probe_port=args.probe_port or None,
         leader=leader,
+        queues=_queues_config(args.queues_config),
     )
     api = KubeApi.from_environment(args.kubeconfig)
     daemon = ExtenderDaemon(api, config)

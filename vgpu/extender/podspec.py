@@ -11,7 +11,8 @@
   `vgpu.io/gpu-uuid`, `vgpu.io/gpu-uuid-exclude` (lists separated by `|` or `,`).
 * Gangs: label `scheduling.x-k8s.io/pod-group` (minMember from the PodGroup object), labels
   `pod-group.scheduling.sigs.k8s.io/name` + `/min-available`, or annotations
-  `vgpu.io/gang-name` + `vgpu.io/gang-size`.
+  `vgpu.io/gang-name` + `vgpu.io/gang-size`, or Kueue's label `kueue.x-k8s.io/pod-group-name` +
+  annotation `kueue.x-k8s.io/pod-group-total-count`.
 
 Bad values raise `InvalidRequest` naming the field, before anything is changed.
 """

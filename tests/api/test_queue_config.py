@@ -1,0 +1,128 @@
+"""The queue ConfigMap's reader: what the chart renders is read as written, and anything malformed
+is refused with one line naming the field (issue 22), never a traceback or a silent default."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vgpu.api.queues import (
+    UNLIMITED,
+    QueueConfig,
+    gates_of,
+    kueue_managed,
+    queue_of,
+    read_config,
+)
+from vgpu.core.errors import ConfigError
+from vgpu.core.queues import QueueSpec
+
+
+def _text(**top: Any) -> str:
+    return json.dumps(top)
+
+
+def test_queues_are_read_as_the_chart_renders_them() -> None:
+    text = _text(
+        queues=[
+            {"name": "a", "weight": 1},
+            {"name": "b", "weight": 3, "cap": {"cores": 400}, "reclaim": True},
+            {"name": "big", "strictSeconds": 600},
+        ],
+        minRuntimeSeconds=60,
+        intervalSeconds=1,
+    )
+    config = read_config(text)
+    assert config.queues == (
+        QueueSpec("a", 1),
+        QueueSpec("b", 3, (400, UNLIMITED), reclaim=True),
+        QueueSpec("big", 1, strict_s=600.0),
+    )
+    assert (config.min_runtime_s, config.interval_s, config.reclaim_per_pass) == (60.0, 1.0, 4)
+
+
+def test_an_empty_configuration_has_no_queues() -> None:
+    assert read_config("{}") == QueueConfig()
+
+
+BAD = [
+    ("not json", "queues.json: not JSON"),
+    ("[]", "queues.json: a list, must be an object"),
+    (_text(queue=[]), "queues.json.queue: unknown setting"),
+    (_text(queues={}), "queues.json.queues: must be a list"),
+    (_text(queues=[{"name": ""}]), "queues[0].name: '' must be a label value"),
+    (_text(queues=[{"name": "a b"}]), "queues[0].name: 'a b' must be a label value"),
+    (_text(queues=[{"name": "a", "weight": 0}]), "queues[0].weight: 0 must be a whole number"),
+    (_text(queues=[{"name": "a", "weight": "3"}]), "queues[0].weight: '3' must be a whole"),
+    (_text(queues=[{"name": "a", "weight": True}]), "queues[0].weight: True must be"),
+    (_text(queues=[{"name": "a", "weight": 1.5}]), "queues[0].weight: 1.5 must be"),
+    (_text(queues=[{"name": "a", "reclaim": "yes"}]), "queues[0].reclaim: 'yes' must be true"),
+    (_text(queues=[{"name": "a", "cap": {"cores": -1}}]), "queues[0].cap.cores: -1 must be"),
+    (_text(queues=[{"name": "a", "cap": {"gpus": 1}}]), "queues[0].cap.gpus: unknown setting"),
+    (_text(queues=[{"name": "a", "cap": {}}]), "queues[0].cap: name cores and/or memory"),
+    (_text(queues=[{"name": "a", "strictSeconds": -5}]), "queues[0].strictSeconds: -5 is out"),
+    (_text(queues=[{"name": "a", "wieght": 2}]), "queues[0].wieght: unknown setting"),
+    (_text(queues=[{"name": "a"}, {"name": "a"}]), "queues[1].name: 'a' appears twice"),
+    (_text(minRuntimeSeconds="5m"), "minRuntimeSeconds: '5m' must be a number"),
+    (_text(intervalSeconds=0), "intervalSeconds: 0 is out of range"),
+    (_text(reclaimPerPass=1.5), "reclaimPerPass: 1.5 must be a whole number"),
+]
+
+
+@pytest.mark.parametrize(("text", "line"), BAD)
+def test_malformed_configuration_is_refused_in_one_line_naming_the_field(
+    text: str, line: str
+) -> None:
+    with pytest.raises(ConfigError) as err:
+        read_config(text)
+    message = str(err.value)
+    assert message.startswith(line), message
+    assert "\n" not in message
+
+
+JSONISH = st.recursive(
+    st.none() | st.booleans() | st.integers(-10, 10**7) | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+QUEUE_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": st.text(max_size=70) | JSONISH,
+        "weight": JSONISH,
+        "cap": st.dictionaries(st.sampled_from(["cores", "memory", "x"]), JSONISH) | JSONISH,
+        "reclaim": JSONISH,
+        "strictSeconds": JSONISH,
+    },
+)
+
+
+@given(st.lists(QUEUE_FIELDS, max_size=4), JSONISH)
+def test_any_configuration_is_read_or_refused_with_one_line(
+    queues: list[dict[str, Any]], runtime: Any
+) -> None:
+    text = json.dumps({"queues": queues, "minRuntimeSeconds": runtime}, allow_nan=True)
+    try:
+        config = read_config(text)
+    except ConfigError as err:
+        assert "\n" not in str(err) and str(err)
+        return
+    assert len(config.queues) == len(queues)
+    assert all(q.weight >= 1 for q in config.queues)
+
+
+def test_pods_name_their_queue_by_label_and_kueue_pods_are_recognised() -> None:
+    assert queue_of({"labels": {"vgpu.io/queue": "a"}}) == "a"
+    assert queue_of({"labels": {"app": "x"}}) is None
+    assert queue_of({}) is None
+    spec = {"schedulingGates": [{"name": "vgpu.io/queue"}, {"name": "other"}]}
+    assert gates_of(spec) == ["vgpu.io/queue", "other"]
+    assert kueue_managed({"labels": {"kueue.x-k8s.io/queue-name": "q"}}, {})
+    assert kueue_managed({}, {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
+    assert not kueue_managed({"labels": {"vgpu.io/queue": "a"}}, spec)

@@ -1,0 +1,283 @@
+"""The extender leader's queue release loop against the fake API server (issue 22): held pods
+are released in fair order only where they fit whole, gangs whole or not at all, through a JSON
+patch that tests the gate list; a second leader releases nothing twice; reclaim evicts through
+the Eviction API so a PodDisruptionBudget holds; bad configuration releases nothing."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tests.extender.builders import Wire, eventually, make_node, make_pod
+from tests.extender.conftest import KEY, Harness
+from vgpu.adapters.kube import KubeApi
+from vgpu.core.ids import PodKey
+from vgpu.core.model import Phase
+from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.daemons.queue_release import QueueReleaser
+from vgpu.extender.queues import QueueIndex
+from vgpu.extender.service import ExtenderConfig
+
+Obj = dict[str, Any]
+GATE = [{"name": "vgpu.io/queue"}]
+
+
+def _daemon(harness: Harness, *, queues: bool = False) -> ExtenderDaemon:
+    client = harness.server.api_client()
+    harness.clients.append(client)
+    config = DaemonConfig(
+        key=KEY,
+        extender=ExtenderConfig(gang_timeout=60.0, bind_wait=0.5),
+        host="127.0.0.1",
+        port=0,
+        watch_timeout=30,
+        sweep_interval=3600,
+        retry_delay=0.05,
+        queues=("vgpu", "vgpu-queues") if queues else None,
+    )
+    daemon = ExtenderDaemon(KubeApi(client), config, clock=harness.clock)
+    daemon.start()
+    harness.daemons.append(daemon)
+    assert daemon.wait_ready(10), daemon.why_not_ready()
+    return daemon
+
+
+def _releaser(daemon: ExtenderDaemon, wall: float = 2_000_000_000.0) -> QueueReleaser:
+    """A release loop driven pass by pass: its index is rebuilt from a listing each pass."""
+    index = QueueIndex(daemon.extender)
+    return QueueReleaser(
+        daemon.api,
+        daemon.extender,
+        index,
+        namespace="vgpu",
+        config_map="vgpu-queues",
+        may_act=lambda: None,
+        wall=lambda: wall,
+    )
+
+
+def _pass(releaser: QueueReleaser) -> list[str]:
+    releaser.index.replace_all(releaser.api.list_pods().items)
+    return [q.pod.key.split("/")[1] for q in releaser.pass_once().release]
+
+
+def _config(harness: Harness, text: str) -> None:
+    harness.put(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "vgpu-queues", "namespace": "vgpu"},
+            "data": {"queues.json": text},
+        }
+    )
+
+
+def _queues(harness: Harness, *queues: Obj, **top: Any) -> None:
+    _config(harness, json.dumps({"queues": list(queues), **top}))
+
+
+def _held(harness: Harness, name: str, queue: str, cores: int, **kw: Any) -> Obj:
+    labels = {"vgpu.io/queue": queue, **kw.pop("labels", {})}
+    pod = make_pod(name, cores=cores, labels=labels, **kw)
+    pod["spec"]["schedulingGates"] = list(GATE)
+    return harness.put(pod)
+
+
+def _gated(harness: Harness, name: str) -> bool:
+    return bool(harness.pod(name)["spec"].get("schedulingGates"))
+
+
+def _watched(daemon: ExtenderDaemon, *names: str) -> None:
+    eventually(lambda: all(daemon.cache.pod(PodKey(f"default/{n}")) for n in names))
+
+
+def test_held_pods_are_released_fairly_where_they_fit_and_their_place_is_held(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=2))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a", "weight": 1}, {"name": "b", "weight": 3})
+    for i in range(4):
+        _held(harness, f"a{i}", "a", 50)
+        _held(harness, f"b{i}", "b", 50)
+    _watched(daemon, *[f"{q}{i}" for q in "ab" for i in range(4)])
+    released = _pass(_releaser(daemon))
+    assert sorted(released) == ["a0", "b0", "b1", "b2"]  # 200 cores: deserved 50 / 150
+    for name in ("a0", "b0", "b1", "b2"):
+        assert not _gated(harness, name)
+        held = daemon.cache.holding(PodKey(f"default/{name}"))
+        assert held is not None and held.phase is Phase.RESERVED
+    assert all(_gated(harness, n) for n in ("a1", "a2", "a3", "b3"))
+    events = [e for e in harness.store.objects("Event") if e["reason"] == "VgpuQueued"]
+    told = {e["involvedObject"]["name"] for e in events}
+    assert told == {"a1", "a2", "a3", "b3"}
+    assert "does not fit whole on any GPU now" in events[0]["message"]
+    assert "queue" in events[0]["message"] and "deserved" in events[0]["message"]
+    wire = Wire(daemon.port)
+    assert wire.filter(harness.pod("b0"), ["n1"])["NodeNames"] == ["n1"]
+
+
+def test_an_unlabelled_pod_is_never_touched_and_events_are_not_repeated(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=1))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a"})
+    plain = make_pod("plain", cores=50)
+    plain["spec"]["schedulingGates"] = [{"name": "someone.else/gate"}]
+    harness.put(plain)
+    _held(harness, "big", "a", 100)
+    _held(harness, "other", "a", 100)
+    _watched(daemon, "plain", "big", "other")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == ["big"]
+    assert _pass(releaser) == []
+    assert harness.pod("plain")["spec"]["schedulingGates"] == [{"name": "someone.else/gate"}]
+    events = [e for e in harness.store.objects("Event") if e["reason"] == "VgpuQueued"]
+    assert [e["involvedObject"]["name"] for e in events] == ["other"]  # once, not per pass
+
+
+def test_a_gang_is_released_whole_in_one_pass_and_none_when_only_part_fits(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=1))
+    harness.put(make_node("n2", gpus=1))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a"})
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "3"}
+    for i in range(3):
+        _held(harness, f"g{i}", "a", 100, annotations=dict(gang))
+    _watched(daemon, "g0", "g1", "g2")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == []  # two GPUs for three whole-GPU members: none released
+    assert all(_gated(harness, f"g{i}") for i in range(3))
+    harness.put(make_node("n3", gpus=1))
+    eventually(lambda: len(daemon.cache.node_states) == 3)
+    assert sorted(_pass(releaser)) == ["g0", "g1", "g2"]
+    with daemon.cache.atomic():
+        holdings = [daemon.cache.ledger.holding(PodKey(f"default/g{i}")) for i in range(3)]
+    assert all(h is not None and h.phase is Phase.RESERVED and h.gang for h in holdings)
+    assert daemon.cache.gangs.deadline(holdings[0].gang) is not None  # type: ignore[union-attr,arg-type]
+
+
+def test_a_new_leader_releases_nothing_twice_and_finishes_a_gang_cut_short(
+    harness: Harness,
+) -> None:
+    harness.put(make_node("n1", gpus=4))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a"})
+    _held(harness, "p0", "a", 100)
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    for i in range(2):
+        _held(harness, f"g{i}", "a", 100, annotations=dict(gang))
+    # The old leader removed g0's gate and died before g1's: the gang was being released.
+    g0 = harness.pod("g0")
+    g0["spec"]["schedulingGates"] = []
+    harness.put(g0)
+    _watched(daemon, "p0", "g0", "g1")
+    first = _releaser(daemon)
+    assert sorted(_pass(first)) == ["g1", "p0"]
+    patches = [r for r in harness.server.requests if r.method == "PATCH"]
+    second = _releaser(daemon)  # the next leader, from a fresh listing
+    assert _pass(second) == []
+    assert [r for r in harness.server.requests if r.method == "PATCH"] == patches
+
+
+def test_a_gate_list_changed_since_it_was_read_is_not_patched(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=1))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a"})
+    _held(harness, "p", "a", 50)
+    _watched(daemon, "p")
+    releaser = _releaser(daemon)
+    releaser.index.replace_all(releaser.api.list_pods().items)
+    pod = harness.pod("p")
+    pod["spec"]["schedulingGates"] = [*GATE, {"name": "late.example/gate"}]
+    harness.put(pod)  # changed after the pass read it
+    releaser.pass_once()
+    assert harness.pod("p")["spec"]["schedulingGates"] == [*GATE, {"name": "late.example/gate"}]
+
+
+def _running(
+    harness: Harness,
+    daemon: ExtenderDaemon,
+    wire: Wire,
+    name: str,
+    queue: str,
+    cores: int,
+    started: str = "2030-01-01T00:00:00Z",
+) -> None:
+    """Schedule and bind a queued pod, then play its node agent (admitted, running)."""
+    harness.put(make_pod(name, cores=cores, labels={"vgpu.io/queue": queue, "app": name}))
+    node, out = wire.schedule(harness.pod(name), ["n1"])
+    assert node == "n1", out
+    pod = harness.pod(name)
+    pod["status"] = {"phase": "Running", "startTime": started}
+    pod["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
+    harness.put(pod)
+    key = PodKey(f"default/{name}")
+    eventually(lambda: all(key not in pods for pods in daemon.cache.pending.values()))
+
+
+def _budget(harness: Harness, app: str, allowed: int) -> None:
+    harness.put(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": f"pdb-{app}", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "maxUnavailable": 0},
+            "status": {"disruptionsAllowed": allowed},
+        }
+    )
+
+
+def test_reclaim_evicts_through_the_eviction_api_and_a_budget_holds(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=2))
+    daemon = _daemon(harness)
+    wire = Wire(daemon.port)
+    _queues(
+        harness,
+        {"name": "a", "weight": 1},
+        {"name": "b", "weight": 1, "reclaim": True},
+        minRuntimeSeconds=60,
+    )
+    _running(harness, daemon, wire, "old", "a", 100)
+    _running(harness, daemon, wire, "young", "a", 100, "2033-05-18T03:00:00Z")
+    _held(harness, "want", "b", 100)
+    _budget(harness, "young", 0)
+    _budget(harness, "old", 0)
+    eventually(lambda: daemon.cache.holding(PodKey("default/young")) is not None)
+    _watched(daemon, "want")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == []
+    evictions = [r for r in harness.server.requests if r.path.endswith("/young/eviction")]
+    assert evictions  # asked, and refused by the budget (429): nothing deleted
+    assert harness.store.get("Pod", "default", "young") is not None
+    assert harness.store.get("Pod", "default", "old") is not None
+    _budget(harness, "young", 1)
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 1
+    assert harness.store.get("Pod", "default", "old") is not None
+    eventually(lambda: harness.store.get("Pod", "default", "young") is None)
+
+
+def test_malformed_configuration_releases_nothing(harness: Harness, caplog: Any) -> None:
+    harness.put(make_node("n1", gpus=1))
+    daemon = _daemon(harness)
+    _config(harness, json.dumps({"queues": [{"name": "a", "weight": 0}]}))
+    _held(harness, "p", "a", 50)
+    _watched(daemon, "p")
+    assert _pass(_releaser(daemon)) == []
+    assert _gated(harness, "p")
+    assert "queues[0].weight: 0 must be a whole number" in caplog.text
+
+
+def test_the_leader_loop_releases_from_its_watch(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=1))
+    _queues(harness, {"name": "a"}, intervalSeconds=0.5)
+    daemon = _daemon(harness, queues=True)
+    _held(harness, "p", "a", 50)
+    eventually(lambda: not _gated(harness, "p"), timeout=15)
+    assert daemon.queues is not None and daemon.queues.released_total == 1
+    metrics = daemon.metrics.exposition().decode()
+    assert 'vgpu_extender_queue_allocated{queue="a",resource="cores"} 50.0' in metrics

@@ -1,0 +1,171 @@
+"""The extender leader's release loop: held pods let go in fair order, through the API.
+
+Every `intervalSeconds` (the queue ConfigMap), on the replica that may bind (the leader, its cache
+resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside the cache's lock:
+
+* each released pod loses the gate `vgpu.io/queue` in one JSON patch that tests the gate list and
+  the UID first. Removing a gate that is gone is not possible, and a new leader rebuilds its view
+  from a fresh listing, so failover releases nothing twice; a gang cut short by a failover is
+  finished by the next leader (`vgpu.core.queue_jobs`);
+* reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
+  that allows no disruption now answers 429 and nothing is deleted);
+* each held pod gets an Event (`VgpuQueued`) when why it waits changes, saying where its queue
+  stands; at most `EVENTS_PER_PASS` per pass, the rest on later passes.
+
+The configuration is read from the ConfigMap every pass; a malformed one is logged once (one line
+naming the field) and the last good one is kept; with none, nothing is released (pods stay held:
+fail closed). Strict holds are kept across passes (in memory: a new leader starts them again).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
+from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
+from vgpu.core.errors import ConfigError
+from vgpu.extender.queue_metrics import QueueFigures
+from vgpu.extender.queues import Decision, Queued, QueueIndex, Standing, decide, reason_line
+from vgpu.extender.service import Extender
+
+log = logging.getLogger(__name__)
+EVENTS_PER_PASS = 20
+REASON = "VgpuQueued"
+
+
+class QueueReleaser:
+    """The loop (module doc); `pass_once` is one pass, for tests."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        extender: Extender,
+        index: QueueIndex,
+        *,
+        namespace: str,
+        config_map: str,
+        may_act: Callable[[], str | None],
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.api, self.extender, self.index = api, extender, index
+        self._where = (namespace, config_map)
+        self._may_act = may_act
+        self._wall = wall
+        self._config: QueueConfig | None = None
+        self._config_problem: str | None = None
+        self._held_since: Mapping[str, float] = {}
+        self._told: dict[str, str] = {}
+        self.last: Decision = Decision()
+        self.released_total = 0
+        self.evicted_total = 0
+
+    def figures(self) -> QueueFigures:
+        """The last pass's standing and the counts, for metrics."""
+        return QueueFigures(self.last.standing, self.released_total, self.evicted_total)
+
+    def run(self, stop: threading.Event, beat: Callable[[], None]) -> None:
+        """Pass after pass until `stop`; a failed pass is logged, never the end of the loop."""
+        while not stop.wait(self._config.interval_s if self._config else 2.0):
+            beat()
+            if self._may_act() is not None:
+                self._told.clear()  # a follower: a new term tells every held pod again
+                continue
+            try:
+                self.pass_once()
+            except Exception:
+                log.exception("queue release pass failed")
+
+    def pass_once(self) -> Decision:
+        """Read the configuration, decide, then remove gates, evict and tell."""
+        config = self._read_config()
+        if config is None:
+            return self.last
+        decision = decide(
+            self.extender,
+            self.index,
+            config,
+            now=self._wall(),
+            held_since=self._held_since,
+            may_reclaim=any(q.reclaim for q in config.queues),
+        )
+        self._held_since = decision.held_since
+        for queued in decision.release:
+            self._release(queued)
+        for victim in decision.evict:
+            self._evict(victim)
+        self._tell(decision.waiting, decision.standing)
+        self.last = decision
+        return decision
+
+    def _read_config(self) -> QueueConfig | None:
+        namespace, name = self._where
+        try:
+            data = self.api.get_config_map(namespace, name).get("data") or {}
+            config = read_config(str(data.get(CONFIG_KEY) or "{}"))
+        except KubeNotFound:
+            config = QueueConfig()
+        except KubeError as err:
+            log.warning("cannot read queue configuration %s/%s: %s", namespace, name, err)
+            return self._config
+        except ConfigError as err:
+            if str(err) != self._config_problem:
+                log.error(
+                    "ConfigMap %s/%s: %s (keeping the last good queues)", namespace, name, err
+                )
+                self._config_problem = str(err)
+            return self._config
+        self._config_problem = None
+        self._config = config
+        return config
+
+    def _release(self, queued: Queued) -> None:
+        namespace, name = queued.pod.key.split("/", 1)
+        try:
+            self.api.remove_scheduling_gate(
+                namespace, name, list(queued.gates), QUEUE_GATE, uid=queued.uid
+            )
+        except KubeError as err:  # changed or gone since the watch showed it: next pass decides
+            log.info("pod %s keeps its queue gate this pass: %s", queued.pod.key, err)
+            return
+        self.index.released(queued.pod.key)
+        self._told.pop(queued.pod.key, None)
+        self.released_total += 1
+        log.info("released pod %s of queue %s", queued.pod.key, queued.pod.queue)
+
+    def _evict(self, victim: Queued) -> None:
+        namespace, name = victim.pod.key.split("/", 1)
+        try:
+            self.api.evict_pod(namespace, name, uid=victim.uid)
+        except KubeError as err:  # a PodDisruptionBudget (429) or a pod already gone
+            log.info("reclaim: pod %s not evicted: %s", victim.pod.key, err)
+            return
+        self.evicted_total += 1
+        log.info("reclaim: evicted pod %s of queue %s", victim.pod.key, victim.pod.queue)
+
+    def _tell(self, waiting: Mapping[str, str], standing: Mapping[str, Standing]) -> None:
+        for key in [k for k in self._told if k not in waiting]:
+            del self._told[key]
+        recs = self.index.snapshot()
+        sent = 0
+        for key, why in sorted(waiting.items()):
+            if self._told.get(key) == why or key not in recs or sent >= EVENTS_PER_PASS:
+                continue
+            queued = recs[key]
+            namespace, name = key.split("/", 1)
+            involved = {
+                "kind": "Pod",
+                "metadata": {"namespace": namespace, "name": name, "uid": queued.uid},
+            }
+            message = reason_line(why, queued.pod.queue, standing.get(queued.pod.queue))
+            try:
+                self.api.create_event(
+                    involved, reason=REASON, message=message, component="vgpu-extender"
+                )
+            except KubeError as err:
+                log.warning("cannot record event %s for %s: %s", REASON, key, err)
+                continue
+            self._told[key] = why
+            sent += 1

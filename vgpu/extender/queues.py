@@ -1,0 +1,309 @@
+"""The leader's queue pass over the extender's cache: which held pods to release, which to evict.
+
+`QueueIndex` is a second reader of the pod watch: it keeps the pods carrying the queue label
+(`vgpu.api.queues`), with their gates, asks and ages; the cache keeps the GPUs. `decide` runs one
+pass under the cache's lock:
+
+* pods are grouped into whole jobs (`vgpu.core.queue_jobs`) and offered to `release.plan`;
+* `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
+  gang planner makes: a gang through the gang coordinator (`GangCoordinator.place_of`, held until
+  kube-scheduler binds its members or the gang timeout passes), a single pod as a gang of one
+  under its own key (`queue:` + the pod's name), released by the same sweep when it expires. Its
+  filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
+  a place already (a pass whose gate removal failed) fits without a second reservation;
+* reclaim (opt-in per queue) asks `reclaim.victims` with a what-if on the cache
+  (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist.
+
+What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
+outside the lock (`vgpu.daemons.queue_release`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from fractions import Fraction
+from typing import Any
+
+from vgpu.api.queues import QUEUE_GATE, QueueConfig, gates_of, queue_of
+from vgpu.core import gang as gang_planning
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.ids import GangKey, PodKey
+from vgpu.core.model import Assignment, GangRef
+from vgpu.core.queue_jobs import QueuedPod, group
+from vgpu.core.queues import ZERO, Vec, add, share, sub
+from vgpu.core.reclaim import Running, victims
+from vgpu.core.release import Job, plan
+from vgpu.core.state import NodeState
+from vgpu.extender.podspec import key_of
+from vgpu.extender.service import Extender
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A pod carrying the queue label, as last watched."""
+
+    pod: QueuedPod
+    uid: str
+    gates: tuple[str, ...]
+    node: str
+    started: float
+    deleting: bool
+
+
+class QueueIndex:
+    """The queued pods of the watch (a second subscriber to its events, with a lock of its own)."""
+
+    def __init__(self, extender: Extender) -> None:
+        self._ext = extender
+        self._lock = threading.Lock()
+        self._pods: dict[str, Queued] = {}
+
+    def apply(self, kind: str, obj: Obj) -> None:
+        """One pod watch event; pods without the queue label, or unreadable, are not kept."""
+        key = str(key_of(obj))
+        found = None if kind == "DELETED" else self._read(obj)
+        with self._lock:
+            if found is None:
+                self._pods.pop(key, None)
+            else:
+                self._pods[key] = found
+
+    def replace_all(self, pods: Iterable[Obj]) -> None:
+        """Rebuild from a fresh listing (a new leadership term)."""
+        read = [q for q in map(self._read, pods) if q is not None]
+        with self._lock:
+            self._pods = {q.pod.key: q for q in read}
+
+    def released(self, key: str) -> None:
+        """Its gate is gone (the patch succeeded): count it released before the watch says so."""
+        with self._lock:
+            found = self._pods.get(key)
+            if found is not None:
+                self._pods[key] = replace(found, pod=replace(found.pod, gated=False), gates=())
+
+    def snapshot(self) -> dict[str, Queued]:
+        with self._lock:
+            return dict(self._pods)
+
+    def _read(self, obj: Obj) -> Queued | None:
+        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+        queue = queue_of(meta)
+        if queue is None:
+            return None
+        try:
+            parsed = self._ext.cache.parse(obj)
+            size = self._ext.pods.resolve(parsed).gang_size if parsed.gang else 1
+        except InvalidRequest:
+            return None  # the cache reports it (an Event and a metric)
+        if parsed.terminal:
+            return None
+        cores = sum(c.cores for c in parsed.request.containers)
+        gates = tuple(gates_of(spec))
+        created = _epoch(meta.get("creationTimestamp"))
+        started = _epoch((obj.get("status") or {}).get("startTime")) or created
+        pod = QueuedPod(
+            key=str(parsed.request.key),
+            queue=queue,
+            namespace=str(parsed.request.key).split("/", 1)[0],
+            ask=(cores, sum(parsed.memory_blocks.values())),
+            gated=QUEUE_GATE in gates,
+            priority=int(spec.get("priority") or 0),
+            created=created,
+            gang=str(parsed.gang.key) if parsed.gang else None,
+            gang_size=max(1, size),
+        )
+        deleting = bool(meta.get("deletionTimestamp"))
+        return Queued(pod, str(meta.get("uid") or ""), gates, parsed.node, started, deleting)
+
+
+def _epoch(stamp: object) -> float:
+    if not isinstance(stamp, str) or not stamp:
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a queue stands after a pass (Events, metrics, `kubectl inspect vgpu --queues`)."""
+
+    deserved: Vec
+    allocated: Vec
+    pending: Vec
+    share: Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A pass's outcome, to carry out outside the cache's lock."""
+
+    release: tuple[Queued, ...] = ()
+    waiting: Mapping[str, str] = field(default_factory=dict)
+    standing: Mapping[str, Standing] = field(default_factory=dict)
+    evict: tuple[Queued, ...] = ()
+    held_since: Mapping[str, float] = field(default_factory=dict)
+
+
+def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
+    """The cluster's healthy vGPU capacity: 100 core units and its memory blocks per GPU."""
+    cores = memory = 0
+    for ns in nodes:
+        for gpu in ns.gpus:
+            if gpu.healthy:
+                cores += 100
+                memory += gpu.memory_mib // unit_mib
+    return (cores, memory)
+
+
+def decide(
+    ext: Extender,
+    index: QueueIndex,
+    config: QueueConfig,
+    *,
+    now: float,
+    held_since: Mapping[str, float],
+    may_reclaim: bool,
+) -> Decision:
+    """One pass (module doc); `now` is wall time (strict holds, minimum runtimes)."""
+    recs = index.snapshot()
+    cache = ext.cache
+    with cache.atomic():
+        capacity = capacity_of(cache.node_states.values(), ext.config.memory_unit_mib)
+        live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
+        grouped = group(live, capacity)
+        fits = _Fits(ext, recs, grouped.members)
+        outcome = plan(
+            config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since
+        )
+        names = {s.name for s in config.queues}
+        keys = [*grouped.finishing]
+        for job in outcome.released:
+            keys += grouped.members[job]
+        waiting = dict(grouped.waiting)
+        for job, why in outcome.waiting.items():
+            waiting.update(dict.fromkeys(grouped.members[job], why))
+        for r in recs.values():
+            if r.pod.gated and r.pod.queue not in names:
+                waiting[r.pod.key] = f"queue {r.pod.queue} is not configured"
+        held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
+        by_key = {j.key: j for j in grouped.jobs}
+        for job in outcome.released:
+            held[by_key[job].queue] = add(held.get(by_key[job].queue, ZERO), by_key[job].ask)
+            pending[by_key[job].queue] = sub(pending.get(by_key[job].queue, ZERO), by_key[job].ask)
+        evict: tuple[Queued, ...] = ()
+        if may_reclaim and not any(r.deleting and not r.pod.gated for r in recs.values()):
+            waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
+            evict = _reclaim(ext, config, recs, waiting_jobs, held, outcome.deserved, fits, now)
+    standing = {
+        q: Standing(
+            outcome.deserved.get(q, ZERO),
+            held.get(q, ZERO),
+            pending.get(q, ZERO),
+            share(held.get(q, ZERO), outcome.deserved.get(q, ZERO)),
+        )
+        for q in sorted(names)
+    }
+    release = tuple(recs[k] for k in keys if k in recs)
+    return Decision(release, waiting, standing, evict, dict(outcome.held_since))
+
+
+class _Fits:
+    """`release.plan`'s `fits`: a job placed whole now and its place held (module doc)."""
+
+    def __init__(
+        self, ext: Extender, recs: Mapping[str, Queued], members: Mapping[str, tuple[str, ...]]
+    ) -> None:
+        self._ext, self._recs, self._members = ext, recs, members
+
+    def __call__(self, job: Job) -> bool:
+        cache, keys = self._ext.cache, self._members[job.key]
+        if all(cache.holding(PodKey(k)) is not None for k in keys):
+            return True
+        if job.ask == ZERO:
+            return True
+        specs = [cache.pod(PodKey(k)) for k in keys]
+        if any(s is None for s in specs):
+            return False
+        first = specs[0]
+        assert first is not None
+        scheduler, now = self._ext.scheduler, self._ext.clock()
+        if first.gang is not None:
+            size = self._recs[keys[0]].pod.gang_size
+            placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now)
+            return isinstance(placed, Assignment)
+        gang = GangKey(f"{job.namespace}/queue:{keys[0].split('/', 1)[1]}")
+        result = gang_planning.plan(scheduler, gang, [first.request])
+        if isinstance(result, gang_planning.GangFailure):
+            return False
+        cache.reserve_gang(result, now + self._ext.config.gang_timeout)
+        return True
+
+    def whole(self, job: Job) -> bool:
+        """Whether the job would be placed whole now (no place held: a what-if)."""
+        specs = [self._ext.cache.pod(PodKey(k)) for k in self._members[job.key]]
+        requests = [s.request for s in specs if s is not None]
+        if len(requests) < len(specs):
+            return False
+        ref = GangRef(GangKey(job.key), len(requests))
+        requests = [replace(r, gang=ref) for r in requests]
+        result = gang_planning.plan(self._ext.scheduler, GangKey(job.key), requests)
+        return isinstance(result, gang_planning.GangPlan)
+
+
+def _reclaim(
+    ext: Extender,
+    config: QueueConfig,
+    recs: Mapping[str, Queued],
+    jobs: list[Job],
+    held: Mapping[str, Vec],
+    due: Mapping[str, Vec],
+    fits: _Fits,
+    now: float,
+) -> tuple[Queued, ...]:
+    """The pods to evict for the first waiting job reclaim lets in (at most one per pass)."""
+    running = [
+        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started)
+        for r in recs.values()
+        if not r.pod.gated and r.node and not r.deleting
+    ]
+
+    def fits_without(job: Job, gone: Iterable[Running]) -> bool:
+        with ext.cache.without([PodKey(g.key) for g in gone]):
+            return fits.whole(job)
+
+    tried: dict[str, int] = {}
+    for job in sorted(jobs, key=lambda j: (j.created, j.key)):
+        if tried.get(job.queue, 0) >= config.reclaim_per_pass:
+            continue
+        tried[job.queue] = tried.get(job.queue, 0) + 1
+        chosen = victims(
+            job,
+            config.queues,
+            held,
+            due,
+            running,
+            fits_without,
+            now=now,
+            min_runtime_s=config.min_runtime_s,
+        )
+        if chosen:
+            return tuple(recs[v.key] for v in chosen)
+    return ()
+
+
+def reason_line(why: str, queue: str, standing: Standing | None) -> str:
+    """An Event's message: why the pod waits and where its queue stands."""
+    if standing is None:
+        return why
+    d, a, p = standing.deserved, standing.allocated, standing.pending
+    return (
+        f"{why}; queue {queue} holds {a[0]} cores / {a[1]} memory units of {d[0]} / {d[1]} "
+        f"deserved (share {float(standing.share):.2f}), {p[0]} cores / {p[1]} units pending"
+    )
