@@ -15,15 +15,15 @@ import pytest
 
 from tests.kubeapi.server import FakeApiServer
 from tests.node.agent_harness import wait
+from vgpu.adapters._proto.dra.v1 import api_pb2 as dra_pb2
+from vgpu.adapters._proto.dra.v1 import api_pb2_grpc as dra_grpc
+from vgpu.adapters._proto.drahealth.v1 import api_pb2 as health_pb2
+from vgpu.adapters._proto.drahealth.v1 import api_pb2_grpc as health_grpc
+from vgpu.adapters._proto.pluginregistration.v1 import api_pb2 as reg_pb2
+from vgpu.adapters._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from vgpu.adapters.draplugin import DraSockets
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube_dra import DraKubeApi
-from vgpu.api._proto.dra.v1 import api_pb2 as dra_pb2
-from vgpu.api._proto.dra.v1 import api_pb2_grpc as dra_grpc
-from vgpu.api._proto.drahealth.v1 import api_pb2 as health_pb2
-from vgpu.api._proto.drahealth.v1 import api_pb2_grpc as health_grpc
-from vgpu.api._proto.pluginregistration.v1 import api_pb2 as reg_pb2
-from vgpu.api._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from vgpu.daemons.dra_driver import DraConfig, DraDriver
 from vgpu.node.health import HealthPolicy
 

@@ -24,7 +24,7 @@ from typing import Any
 import grpc
 
 from tests.e2e.cluster import Cluster, NodeBox, Obj, wait_until
-from vgpu.api._proto.podresources.v1 import api_pb2 as pr
+from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 from vgpu.api.resources import ResourceNames
 
 DEFAULT_NAMES = ResourceNames()

@@ -17,10 +17,10 @@ import grpc
 from tests.kubeapi.server import FakeApiServer
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.kubelet_standin.podresources import FakePodResources
+from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.procfs import CgroupReader, ProcessKiller
-from vgpu.api._proto.podresources.v1 import api_pb2 as pr
 from vgpu.api.assignment import ADMITTED, binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare

@@ -9,9 +9,9 @@ import pytest
 
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import CORES, MEMORY, Node, start_plugins
+from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kubelet_devices import HealthPump
-from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.node.health import HealthPolicy, HealthTracker
 
 
