@@ -29,7 +29,8 @@ from vgpu.daemons.backoff import Backoff
 from vgpu.daemons.liveness import Liveness, done
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.http import HttpLimits, HttpServer
+from vgpu.extender.http import HttpServer
+from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.routes import Routes
