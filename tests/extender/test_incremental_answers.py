@@ -5,7 +5,7 @@ assignment, admitted, finished, deleted), ledger assumptions and releases as the
 them, and filter/prioritize requests that mostly repeat the last node list (the patched reply)
 and sometimes name another subset or order. After every request the reply is compared with the
 slow path over the same cache, and with a fresh extender over a cache rebuilt from the same
-objects (`replace_all`, plus the assumptions in flight): the views must never be stale.
+objects (`replace_all`, plus the assumptions in flight): the answer sets must never be stale.
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class World:
 
     def __init__(self, feed_limit: int | None) -> None:
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT)
-        if feed_limit is not None:  # a short feed: views fall behind its trims and rebuild
+        if feed_limit is not None:  # a short feed: answer sets fall behind its trims and rebuild
             self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT, feed_limit=feed_limit)
         allowed = (parse_policy("binpack"), parse_policy("spread"))
         every = ExtenderConfig(pod_policies=allowed, filter_best=0)  # passes every node that fits
