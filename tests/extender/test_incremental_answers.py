@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from tests.extender.builders import ledger_of, make_node
+from tests.pods import container
+from tests.pods import pod_obj as build_pod
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
@@ -63,33 +65,24 @@ PROBES: tuple[tuple[tuple[int, ...], int | None, str, dict[str, str]], ...] = (
 def pod_obj(
     name: str, cores: tuple[int, ...], blocks: int | None, cpu: str, annotations: dict[str, str]
 ) -> Obj:
-    containers = []
-    for i, c in enumerate(cores):
-        limits = {}
-        if c:
-            limits["vgpu.io/cores"] = str(c)
-            if blocks is not None:
-                limits["vgpu.io/memory"] = str(blocks)
-        containers.append(
-            {
-                "name": f"c{i}",
-                "image": "busybox",
-                "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits},
-            }
+    containers = [
+        container(
+            f"c{i}",
+            cores=c,
+            memory=blocks if c else None,
+            requests={"cpu": cpu, "memory": "1Gi"},
         )
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "labels": {},
-            "annotations": dict(annotations),
-        },
-        "spec": {"schedulerName": "default-scheduler", "containers": containers},
-        "status": {"phase": "Pending"},
-    }
+        for i, c in enumerate(cores)
+    ]
+    return build_pod(
+        name,
+        containers,
+        uid=f"uid-{name}",
+        labels={},
+        annotations=dict(annotations),
+        scheduler="default-scheduler",
+        phase="Pending",
+    )
 
 
 def node_obj(name: str, broken: bool = False) -> Obj:
