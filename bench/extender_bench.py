@@ -10,7 +10,7 @@ numFeasibleNodesToFind, 10 % of 5,000 nodes by default and 5 % at least, is reac
 verb's p50 round trip. The fake API server and the kube-scheduler stand-in
 (bench/scheduler_standin.py) run in processes of their own, as in a cluster, so that their work
 does not compete with the extender's for the GIL. Each timed run follows 40 untimed pods of the
-same shape (the first calls for a shape build its views of every node), so the rates are
+same shape (the first calls for a shape build its answer sets of every node), so the rates are
 sustained ones. Nothing admits the bound pods, so their containers stay pending (invariant I) as
 in a burst.
 With --tls everything goes over HTTPS with client certificates (made by
@@ -53,7 +53,7 @@ Obj = dict[str, Any]
 GPU_MIB = 81920
 WARMUP = 40
 """Pods scheduled before each timed run: the sustained rate leaves out the first calls for a
-pod shape, which build its views of all nodes (tens of milliseconds, once per shape)."""
+pod shape, which build its answer sets of all nodes (tens of milliseconds, once per shape)."""
 
 
 def _fill(server: FakeApiServer, nodes: int) -> list[str]:
@@ -132,7 +132,7 @@ def _latency(wire: Wire, names: list[str], requests: int) -> None:
 def _throughput(stand_in: Connection, names: list[str], pods: list[Obj], mode: str) -> None:
     """One run of the stand-in; also the extender's own CPU per pod (this process holds only the
     extender: its CPU time divided by the pods is the cost a core pays per pod scheduled)."""
-    stand_in.send((names, pods[:WARMUP], mode))  # first calls build the pod shape's views
+    stand_in.send((names, pods[:WARMUP], mode))  # first calls build the pod shape's answer sets
     stand_in.recv()
     pods = pods[WARMUP:]
     cpu = time.process_time()

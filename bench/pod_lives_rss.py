@@ -6,7 +6,7 @@ Feeds the extender's cache the watch events of `--lives` vGPU pod lives (`bench/
 created, bound, kubelet status, admitted, running, deleting, terminated, deleted), `--batch`
 pods at a time, decoded as `KubeApi` decodes watch lines and applied by `ClusterCache.apply_pod`;
 each pod is filtered once while pending (`Extender.filter` over every node: the policy's memo,
-the per-shape views and a pick). Every pod has a CPU request of its own among 7,919 (a new
+the per-shape answer sets and a pick). Every pod has a CPU request of its own among 7,919 (a new
 filter shape for each, so the evaluation memo keeps being filled), and one pod in ten is a gang
 of one (PodGroup labels: the gang index). Prints RSS every `--every` lives and the growth from
 the first print to the last (the target: within 10 %).

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Regenerate the Python code for the vendored kubelet protos (proto/) into vgpu/api/_proto/.
+# Regenerate the Python code for the vendored kubelet protos (proto/) into vgpu/adapters/_proto/.
 #
 # Usage: hack/update-proto.sh [OUTPUT_ROOT]
-#   OUTPUT_ROOT defaults to the repository root; the files land in OUTPUT_ROOT/vgpu/api/_proto/.
+#   OUTPUT_ROOT defaults to the repository root; the files land in OUTPUT_ROOT/vgpu/adapters/_proto/.
 #   PYTHON selects the interpreter that has grpcio-tools installed (default: python3).
 #
-# The protos are mapped to the virtual include path vgpu/api/_proto/ so that the descriptor-pool
+# The protos are mapped to the virtual include path vgpu/adapters/_proto/ so that the descriptor-pool
 # names are unique (both upstream files are called api.proto) and the generated modules import
 # each other by their full package path.
 set -euo pipefail
@@ -13,7 +13,7 @@ set -euo pipefail
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out_root="${1:-$repo_root}"
 python="${PYTHON:-python3}"
-pkg="vgpu/api/_proto"
+pkg="vgpu/adapters/_proto"
 protos=(
     deviceplugin/v1beta1/api.proto
     podresources/v1/api.proto

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.kubeapi import FakeApiServer
+from tests.pods import pod_obj
 from vgpu.adapters.kube import (
     KubeApi,
     KubeConfigMissing,
@@ -30,15 +31,8 @@ NS = "default"
 def pod(
     name: str, labels: dict[str, str] | None = None, node: str = "", ns: str = NS
 ) -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox"}]}
-    if node:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns, "labels": labels or {}},
-        "spec": spec,
-    }
+    main = {"name": "main", "image": "busybox"}
+    return pod_obj(name, [main], namespace=ns, labels=labels or {}, node=node)
 
 
 def node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

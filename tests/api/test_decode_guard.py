@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.extender.builders import make_node, make_pod
+from vgpu.adapters.dra_checkpoint import Checkpoint
 from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, decode, verify
 from vgpu.api.gang import GANG_NAME, GANG_SIZE, gang_ref
@@ -24,7 +25,6 @@ from vgpu.api.podasks import pod_asks
 from vgpu.api.podread import CORES_LIMIT, cores_limit
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.core.errors import InvalidRequest
-from vgpu.dra.checkpoint import Checkpoint
 from vgpu.extender.nodespec import node_spec
 from vgpu.extender.podspec import pod_spec
 from vgpu.node.checkpoint import CheckpointError, parse_checkpoint, stale_devices

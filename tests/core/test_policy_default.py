@@ -9,8 +9,8 @@ from vgpu.core.learning import WorkloadLearner, distance
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import GpuSelector, PodRequest
 from vgpu.core.placement import assignment_for
-from vgpu.core.policy_config import DefaultConfig
 from vgpu.core.policy_default import DefaultPolicy
+from vgpu.core.policy_default_knobs import DefaultConfig
 from vgpu.core.registry import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState

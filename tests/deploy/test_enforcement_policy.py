@@ -14,6 +14,8 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.pods import pod_obj
+
 celpy = pytest.importorskip("celpy")
 from celpy import celtypes  # noqa: E402
 
@@ -77,12 +79,7 @@ def container(name: str = "main", vgpu: bool = True, **fields: Any) -> dict[str,
 
 
 def pod(*containers: dict[str, Any], **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p"},
-        "spec": {"containers": list(containers), **spec},
-    }
+    return pod_obj("p", list(containers), namespace=None, **spec)
 
 
 def test_a_plain_vgpu_pod_and_a_non_vgpu_pod_with_ld_preload_are_admitted() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vgpu.dra.checkpoint import Checkpoint
+from vgpu.adapters.dra_checkpoint import Checkpoint
+from vgpu.dra.checkpoint import decode_checkpoint, encode_checkpoint
 from vgpu.dra.prepare import PreparedClaim, PreparedDevice
 
 CLAIM = PreparedClaim(
@@ -34,3 +35,10 @@ def test_unreadable_checkpoint_is_set_aside(tmp_path: Path) -> None:
         assert len(Checkpoint(path)) == 0
         assert path.with_suffix(".corrupt").read_text() == text
         assert not path.exists()
+
+
+def test_document_round_trips_without_a_file() -> None:
+    other = PreparedClaim("uid-0", "ns", "d", (), {})
+    text = encode_checkpoint([CLAIM, other])
+    assert decode_checkpoint(text, "test") == {"uid-0": other, "uid-1": CLAIM}
+    assert text == encode_checkpoint([other, CLAIM])  # the order given changes no byte

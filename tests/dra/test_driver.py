@@ -14,16 +14,16 @@ import grpc
 import pytest
 
 from tests.kubeapi.server import FakeApiServer
-from tests.node.agent_harness import wait
+from tests.waiting import holds_within
+from vgpu.adapters._proto.dra.v1 import api_pb2 as dra_pb2
+from vgpu.adapters._proto.dra.v1 import api_pb2_grpc as dra_grpc
+from vgpu.adapters._proto.drahealth.v1 import api_pb2 as health_pb2
+from vgpu.adapters._proto.drahealth.v1 import api_pb2_grpc as health_grpc
+from vgpu.adapters._proto.pluginregistration.v1 import api_pb2 as reg_pb2
+from vgpu.adapters._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from vgpu.adapters.draplugin import DraSockets
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube_dra import DraKubeApi
-from vgpu.api._proto.dra.v1 import api_pb2 as dra_pb2
-from vgpu.api._proto.dra.v1 import api_pb2_grpc as dra_grpc
-from vgpu.api._proto.drahealth.v1 import api_pb2 as health_pb2
-from vgpu.api._proto.drahealth.v1 import api_pb2_grpc as health_grpc
-from vgpu.api._proto.pluginregistration.v1 import api_pb2 as reg_pb2
-from vgpu.api._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from vgpu.daemons.dra_driver import DraConfig, DraDriver
 from vgpu.node.health import HealthPolicy
 
@@ -195,20 +195,20 @@ def test_unhealthy_gpu_is_withdrawn_reported_and_restored(env: Env) -> None:
         env.backend.inject_xid(79, env.gpus[1])
         second = next(stream)
         assert second.devices[1].health == health_pb2.UNHEALTHY
-        assert wait(lambda: env.slice_devices() == ["gpu-0"])
+        assert holds_within(lambda: env.slice_devices() == ["gpu-0"])
         uid = env.put_claim("c1", share("gpu-1", "10", "1Gi"))
         assert "unhealthy" in env.prepare("c1", uid).error
         third = next(stream)  # recovery after a quiet second
         assert third.devices[1].health == health_pb2.HEALTHY
         stream.cancel()
-    assert wait(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])
+    assert holds_within(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])
 
 
 def test_fullest_first_slice_follows_allocations(env: Env) -> None:
     env.start(slice_order="fullest")
     assert env.slice_devices() == ["gpu-0", "gpu-1"]
     env.put_claim("c1", share("gpu-1", "40", "1Gi"))
-    assert wait(lambda: env.slice_devices() == ["gpu-1", "gpu-0"])
+    assert holds_within(lambda: env.slice_devices() == ["gpu-1", "gpu-0"])
     stored = env.api.store.get("ResourceSlice", None, "node-a-vgpu-io")
     assert stored is not None
     generation = stored["spec"]["pool"]
@@ -223,6 +223,6 @@ def test_a_registering_kubelet_gets_the_slice_back_at_once(env: Env) -> None:
     with env.channel(driver.config.sockets.registration_socket) as ch:
         stub = reg_grpc.RegistrationStub(ch)  # type: ignore[no-untyped-call]
         stub.NotifyRegistrationStatus(reg_pb2.RegistrationStatus(plugin_registered=True))
-    assert wait(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])
+    assert holds_within(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])
     env.api.store.remove("ResourceSlice", None, "node-a-vgpu-io")  # wiped a moment later
-    assert wait(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])
+    assert holds_within(lambda: env.slice_devices() == ["gpu-0", "gpu-1"])

@@ -16,8 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -26,6 +24,7 @@ from typing import Any
 from tests.kubeapi.server import FakeApiServer
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.kubelet_standin.podresources import FakePodResources
+from tests.waiting import wait_until
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT
@@ -37,18 +36,6 @@ from vgpu.extender.service import ExtenderConfig
 KEY = b"e2e-shared-key"
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
 Obj = dict[str, Any]
-
-
-def wait_until(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """Poll `check` until it returns something truthy; fail naming `what` after `timeout`."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
 
 
 @dataclass
@@ -96,6 +83,7 @@ class Cluster:
         for box in self.nodes.values():
             wait_until(
                 partial(self._extender_knows, box),
+                10.0,
                 what=f"the extender to learn {box.name}'s GPUs",
             )
         return self

@@ -23,8 +23,11 @@ from typing import Any
 
 import grpc
 
-from tests.e2e.cluster import Cluster, NodeBox, Obj, wait_until
-from vgpu.api._proto.podresources.v1 import api_pb2 as pr
+from tests.e2e.cluster import Cluster, NodeBox, Obj
+from tests.pods import container as pod_container
+from tests.pods import pod_obj
+from tests.waiting import wait_until
+from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 from vgpu.api.resources import ResourceNames
 
 DEFAULT_NAMES = ResourceNames()
@@ -42,31 +45,25 @@ def make_pod(
 ) -> Obj:
     """A pending pod; containers are (name, vgpu cores, vgpu memory blocks), 0 = not asked."""
 
-    def container(spec: tuple[str, int, int]) -> Obj:
-        limits = {}
-        if spec[1]:
-            limits[names.cores] = str(spec[1])
-        if spec[2]:
-            limits[names.memory] = str(spec[2])
-        resources = {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits}
-        return {"name": spec[0], "image": "busybox", "resources": resources}
+    def one(spec: tuple[str, int, int]) -> Obj:
+        return pod_container(
+            spec[0],
+            cores=spec[1],
+            memory=spec[2] or None,
+            requests={"cpu": cpu, "memory": "1Gi"},
+            cores_name=names.cores,
+            memory_name=names.memory,
+        )
 
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "labels": labels or {},
-            "annotations": annotations or {},
-        },
-        "spec": {
-            "schedulerName": "vgpu-scheduler",
-            "initContainers": [container(c) for c in init or []],
-            "containers": [container(c) for c in containers or [("main", 0, 0)]],
-        },
-        "status": {"phase": "Pending"},
-    }
+    return pod_obj(
+        name,
+        [one(c) for c in containers or [("main", 0, 0)]],
+        labels=labels or {},
+        annotations=annotations or {},
+        init=[one(c) for c in init or []],
+        scheduler="vgpu-scheduler",
+        phase="Pending",
+    )
 
 
 @dataclass
@@ -237,7 +234,7 @@ def run(cluster: Cluster, driver: SchedulerDriver, names: list[str], *, rounds: 
             outcome.admissions[name] = admit(cluster, name)
         for name in bound:
             if not outcome.admissions[name].refusal and gpu_asks(cluster.pod(name), cluster.names):
-                wait_until(partial(_admission_seen, cluster, name), what=f"{name} admitted")
+                wait_until(partial(_admission_seen, cluster, name), 10.0, what=f"{name} admitted")
         queue = [n for n in queue if n not in bound]
     outcome.unplaced = {n: driver.last[n] for n in queue}
     return outcome

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from tests.e2e.cluster import MEMORY, Cluster, wait_until
+from tests.e2e.cluster import MEMORY, Cluster
 from tests.e2e.conftest import ClusterFactory
 from tests.e2e.driver import Admission, Outcome, admit, gpu_asks, make_pod, run
+from tests.waiting import wait_until
 from vgpu.api.assignment import decode
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, Phase
@@ -195,10 +196,10 @@ def test_kubelet_ignoring_the_preference_is_refused_never_swapped(
 
     good = admit(cluster, "other")  # the other pod is untouched: its own GPU, its own grant
     assert not good.refusal and good.envs["main"]["NVIDIA_VISIBLE_DEVICES"] == low
-    assert wait_until(lambda: cluster.admitted("other") == ["main"], what="other admitted")
+    assert wait_until(lambda: cluster.admitted("other") == ["main"], 10.0, what="other admitted")
 
     # The kubelet failed the victim; its controller recreates it, and this time it works.
-    wait_until(lambda: _released(cluster, "victim"), what="victim released by the extender")
+    wait_until(lambda: _released(cluster, "victim"), 10.0, what="victim released by the extender")
     cluster.delete("victim")
     cluster.put(make_pod("victim", containers=[("main", 30, 0)], annotations=_pin(high)))
     assert driver.round(["victim"])["victim"].node == "node-a"

@@ -5,10 +5,9 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-import time
-from collections.abc import Callable
 from typing import Any
 
+from tests.pods import container, pod_obj
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.core.ledger import Ledger
 from vgpu.extender.cacheviews import CacheFields
@@ -57,32 +56,17 @@ def make_pod(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> Obj:
-    limits: dict[str, Any] = {}
-    if cores:
-        limits["vgpu.io/cores"] = str(cores)
-    if memory is not None:
-        limits["vgpu.io/memory"] = str(memory)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": labels or {},
-            "annotations": annotations or {},
-        },
-        "spec": {
-            "schedulerName": "vgpu-scheduler",
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "busybox",
-                    "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits},
-                }
-            ],
-        },
-        "status": {"phase": "Pending"},
-    }
+    """A pending pod of the extender's scheduler with one container `main`."""
+    main = container(cores=cores, memory=memory, requests={"cpu": cpu, "memory": "1Gi"})
+    return pod_obj(
+        name,
+        [main],
+        namespace=namespace,
+        labels=labels or {},
+        annotations=annotations or {},
+        scheduler="vgpu-scheduler",
+        phase="Pending",
+    )
 
 
 class Wire:
@@ -134,17 +118,6 @@ class Wire:
         best = max(feasible, key=lambda n: scores[n])
         error = self.bind(pod, best)
         return (best if not error else None), {**result, "BindError": error}
-
-
-def eventually(check: Callable[[], Any], timeout: float = 5.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
 
 
 class FakeClock:

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from tests.extender.builders import FakeClock, Wire, eventually
+from tests.extender.builders import FakeClock, Wire
 from tests.kubeapi.fixtures import kube_client, kube_server
 from tests.kubeapi.server import FakeApiServer
+from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.leader import LeaderConfig
 from vgpu.core.registry import parse_policy
@@ -82,7 +83,7 @@ class Harness:
         return pod
 
     def seen(self, daemon: ExtenderDaemon, check: Callable[[], Any]) -> Any:
-        return eventually(check)
+        return wait_until(check)
 
     def close(self) -> None:
         for daemon in self.daemons:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 
-from tests.extender.builders import eventually, ledger_of, make_node, make_pod
+from tests.extender.builders import ledger_of, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
+from tests.waiting import wait_until
 from vgpu.api.assignment import ASSIGNMENT, verify
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import NodeName, PodKey
@@ -29,7 +30,7 @@ def test_bind_writes_a_signed_assignment_and_counts_it(harness: Harness) -> None
     assert assignment.uid == pod["metadata"]["uid"]
     (share,) = assignment.containers[0].shares
     assert share.cores == 30 and share.memory_mmib == 8 * 256 * 1000
-    eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
+    wait_until(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
     ns = daemon.cache.node_states["n1"]
     assert sorted(ns.free_cores) == [70, 100]
 
@@ -38,7 +39,7 @@ def test_bind_of_a_watched_pod_reads_nothing_back(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=1))
     harness.put(make_pod("p", cores=30))
     daemon = harness.start()
-    eventually(lambda: PodKey("default/p") in daemon.cache.pods)
+    wait_until(lambda: PodKey("default/p") in daemon.cache.pods)
     harness.server.clear_requests()
     assert harness.wire(daemon).bind(harness.pod("p"), "n1") == ""
     calls = [(r.method, r.path) for r in harness.server.requests if "watch" not in r.query]
@@ -52,7 +53,7 @@ def test_retried_bind_never_allocates_twice(harness: Harness) -> None:
     wire = harness.wire(daemon)
     assert wire.bind(harness.pod("p"), "n1") == ""
     assert wire.bind(harness.pod("p"), "n1") == ""  # kube-scheduler retried after a lost reply
-    eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
+    wait_until(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
     assert daemon.cache.node_states["n1"].free_cores == [40]
     assert "already bound to n1" in wire.bind(harness.pod("p"), "n2")
 
@@ -67,8 +68,8 @@ def test_reply_lost_then_409_with_same_assignment_is_success(harness: Harness) -
     error = wire.bind(harness.pod("p"), "n1")
     assert "will retry" in error
     assert _holding_phase(daemon, "p") is not None  # kept: it may have been bound
-    eventually(lambda: harness.pod("p")["spec"].get("nodeName") == "n1")
-    eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
+    wait_until(lambda: harness.pod("p")["spec"].get("nodeName") == "n1")
+    wait_until(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
     assert daemon.cache.node_states["n1"].free_cores == [40]
     assert wire.bind(harness.pod("p"), "n1") == ""
 
@@ -97,7 +98,7 @@ def test_500_and_timeouts_fail_in_band_without_leaking(harness: Harness) -> None
     assert wire.bind(harness.pod("p"), "n1") != ""
     assert daemon.cache.node_states["n1"].free_cores == [40]
     assert wire.bind(harness.pod("p"), "n1") == ""
-    eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
+    wait_until(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
     assert daemon.cache.node_states["n1"].free_cores == [40]
 
 
@@ -138,18 +139,18 @@ def test_invariant_i_equal_shares_go_to_the_pending_gpu(harness: Harness) -> Non
     daemon = harness.start()
     wire = harness.wire(daemon)
     assert wire.bind(harness.pod("a"), "n1") == ""
-    eventually(lambda: _holding_phase(daemon, "a") is Phase.BOUND)
+    wait_until(lambda: _holding_phase(daemon, "a") is Phase.BOUND)
     assert wire.bind(harness.pod("b"), "n1") == ""  # a not admitted yet: b must share its GPU
 
     assert _gpu(harness, "a") == _gpu(harness, "b")
-    eventually(lambda: _holding_phase(daemon, "b") is Phase.BOUND)
+    wait_until(lambda: _holding_phase(daemon, "b") is Phase.BOUND)
     out = wire.filter(harness.pod("c"), ["n1"])  # the pending GPU is full: wait, resolvably
     assert "waiting for admission" in out["FailedNodes"]["n1"]
     for name in ("a", "b"):
         pod = harness.pod(name)
         pod["metadata"]["annotations"]["vgpu.io/admitted"] = "main"
         harness.put(pod)
-    eventually(lambda: wire.filter(harness.pod("c"), ["n1"])["NodeNames"] == ["n1"])
+    wait_until(lambda: wire.filter(harness.pod("c"), ["n1"])["NodeNames"] == ["n1"])
     assert wire.bind(harness.pod("c"), "n1") == ""
     assert _gpu(harness, "c") != _gpu(harness, "a")
 
@@ -164,7 +165,7 @@ def test_admission_on_a_node_still_pending_refreshes_the_filter(harness: Harness
     wire = harness.wire(daemon)
     for name in ("a", "b", "d"):
         assert wire.bind(harness.pod(name), "n1") == ""
-        eventually(lambda n=name: _holding_phase(daemon, n) is Phase.BOUND)  # type: ignore[misc]
+        wait_until(lambda n=name: _holding_phase(daemon, n) is Phase.BOUND)  # type: ignore[misc]
     assert _gpu(harness, "a") == _gpu(harness, "b") != _gpu(harness, "d")
     out = wire.filter(harness.pod("c"), ["n1"])  # a's GPU is full, the other one confusable
     assert "waiting for admission" in out["FailedNodes"]["n1"]
@@ -173,7 +174,7 @@ def test_admission_on_a_node_still_pending_refreshes_the_filter(harness: Harness
         pod["metadata"]["annotations"]["vgpu.io/admitted"] = "main"
         harness.put(pod)
     # d is still pending (30 cores: not confusable with c), so the node is still pending
-    eventually(lambda: wire.filter(harness.pod("c"), ["n1"])["NodeNames"] == ["n1"])
+    wait_until(lambda: wire.filter(harness.pod("c"), ["n1"])["NodeNames"] == ["n1"])
     assert wire.bind(harness.pod("c"), "n1") == ""
 
 
@@ -184,12 +185,12 @@ def test_whole_gpu_pods_bind_one_after_another(harness: Harness) -> None:
     daemon = harness.start()
     wire = harness.wire(daemon)
     assert wire.bind(harness.pod("a"), "n1") == ""
-    eventually(lambda: _holding_phase(daemon, "a") is Phase.BOUND)
+    wait_until(lambda: _holding_phase(daemon, "a") is Phase.BOUND)
     assert "waiting for admission" in wire.bind(harness.pod("b"), "n1")
     pod = harness.pod("a")
     pod["metadata"]["annotations"]["vgpu.io/admitted"] = '["main"]'
     harness.put(pod)
-    eventually(lambda: wire.filter(harness.pod("b"), ["n1"])["NodeNames"] == ["n1"])
+    wait_until(lambda: wire.filter(harness.pod("b"), ["n1"])["NodeNames"] == ["n1"])
     assert wire.bind(harness.pod("b"), "n1") == ""
 
 
@@ -199,10 +200,10 @@ def test_deleted_pod_frees_its_share_at_once(harness: Harness) -> None:
     daemon = harness.start()
     wire = harness.wire(daemon)
     assert wire.bind(harness.pod("p"), "n1") == ""
-    eventually(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
+    wait_until(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
     assert wire.filter(make_pod("q", cores=20), ["n1"])["NodeNames"] == []
     harness.store.remove("Pod", "default", "p")
-    eventually(lambda: wire.filter(make_pod("q", cores=20), ["n1"])["NodeNames"] == ["n1"])
+    wait_until(lambda: wire.filter(make_pod("q", cores=20), ["n1"])["NodeNames"] == ["n1"])
 
 
 def test_restart_counts_bound_pods_from_their_assignments(harness: Harness) -> None:

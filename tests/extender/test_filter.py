@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 
 H100 = "NVIDIA H100 80GB HBM3"
 
@@ -34,7 +35,7 @@ def test_busy_gpus_fail_resolvably_and_never_one_node_forced(harness: Harness) -
     for i, node in enumerate(("n1", "n2")):
         harness.put(make_pod(f"big{i}", cores=80))
         assert wire.bind(harness.pod(f"big{i}"), node) == ""
-    eventually(lambda: len(daemon.cache.ledger.holdings()) == 2)
+    wait_until(lambda: len(daemon.cache.ledger.holdings()) == 2)
     out = wire.filter(make_pod("p", cores=30), ["n1", "n2", "n3"])
     assert out["NodeNames"] == ["n3"]  # the only node that fits, not a forced choice
     assert "no GPU with 30 cores" in out["FailedNodes"]["n1"]
@@ -88,7 +89,7 @@ def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> No
     wire = harness.wire(daemon)
     harness.put(make_pod("first", cores=50))
     assert wire.bind(harness.pod("first"), "n1") == ""
-    eventually(lambda: daemon.cache.ledger.holding("default/first"))  # type: ignore[arg-type]
+    wait_until(lambda: daemon.cache.ledger.holding("default/first"))  # type: ignore[arg-type]
     packed = make_pod("p", cores=30, annotations={"vgpu.io/policy": "binpack"})
     scores = wire.prioritize(packed, ["n1", "n2"])
     assert scores["n1"] == 10 and scores["n2"] < 10
@@ -110,7 +111,7 @@ def test_the_default_policy_learns_the_workload_from_filtered_pods(harness: Harn
     before = policy.generation
     for i in range(150):  # rebuilt after 16 and 16 + 128 pods, adopted once far from the prior
         harness.put(make_pod(f"p{i}", cores=35, memory=7))
-    eventually(lambda: len(daemon.cache.pods) == 150)
+    wait_until(lambda: len(daemon.cache.pods) == 150)
     for i in range(150):  # only pods the watch shows teach it (a request may be forged)
         wire.filter(harness.pod(f"p{i}"), ["n1"])
     assert policy.generation > before

@@ -8,9 +8,10 @@ from dataclasses import replace
 
 import pytest
 
-from tests.extender.builders import Wire, eventually, make_node, make_pod
+from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.extender.test_leader import _lease
+from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import ExtenderDaemon
@@ -71,7 +72,7 @@ def _bind_admitted(
         seen = held is not None and held.phase is Phase.BOUND
         return seen and all(key not in pods for pods in daemon.cache.pending.values())
 
-    eventually(admitted_seen)
+    wait_until(admitted_seen)
 
 
 def _filter_all(harness: Harness, wire: Wire, pods: list[str]) -> dict[str, str]:
@@ -92,7 +93,7 @@ def test_full_fit_reserves_every_member_then_binds(harness: Harness) -> None:
     assert wire.prioritize(harness.pod(pods[0]), NODES)[chosen[pods[0]]] == 10
     for pod in pods:
         _bind_admitted(harness, wire, daemon, pod, chosen[pod])
-    eventually(lambda: set(_phases(daemon).values()) == {Phase.BOUND})
+    wait_until(lambda: set(_phases(daemon).values()) == {Phase.BOUND})
     assert all(harness.pod(p)["spec"]["nodeName"] == chosen[p] for p in pods)
 
 
@@ -140,7 +141,7 @@ def test_two_competing_gangs_first_wins_whole_other_waits_whole(harness: Harness
     assert set(phases) == set(b) and not any(p in phases for p in a)
     for pod in b:
         harness.store.remove("Pod", "default", pod)
-    eventually(lambda: _phases(daemon) == {})
+    wait_until(lambda: _phases(daemon) == {})
     assert len(_filter_all(harness, wire, a)) == 4
 
 
@@ -150,7 +151,7 @@ def test_member_deleted_while_waiting_releases_the_gang(harness: Harness) -> Non
     wire.filter(harness.pod(pods[0]), NODES)
     assert len(_phases(daemon)) == 3
     harness.store.remove("Pod", "default", pods[2])
-    eventually(lambda: _phases(daemon) == {})
+    wait_until(lambda: _phases(daemon) == {})
     out = wire.filter(harness.pod(pods[0]), NODES)
     assert "2 of 3 exist" in next(iter(out["FailedNodes"].values()))
 
@@ -190,7 +191,7 @@ def test_restart_mid_gang_keeps_bound_members_and_reserves_the_rest_again(
     rest = _filter_all(harness, wire2, pods[2:])
     for pod in pods[2:]:
         _bind_admitted(harness, wire2, second, pod, rest[pod])
-    eventually(lambda: _phases(second) == dict.fromkeys(pods, Phase.BOUND))
+    wait_until(lambda: _phases(second) == dict.fromkeys(pods, Phase.BOUND))
 
 
 @pytest.mark.parametrize("leader", [False, True], ids=["restart", "new-leadership-term"])
@@ -213,7 +214,7 @@ def test_a_rival_cannot_take_a_half_bound_gangs_gpu_after_a_rebuild(
     rest = _filter_all(harness, wire2, pods[2:])
     for pod in pods[2:]:
         _bind_admitted(harness, wire2, second, pod, rest[pod])
-    eventually(lambda: _phases(second) == dict.fromkeys(pods, Phase.BOUND))
+    wait_until(lambda: _phases(second) == dict.fromkeys(pods, Phase.BOUND))
 
 
 def test_tfjob_seed_cpu_only_ps_is_placed_with_the_workers(harness: Harness) -> None:
@@ -228,7 +229,7 @@ def test_tfjob_seed_cpu_only_ps_is_placed_with_the_workers(harness: Harness) -> 
     assert len(_phases(daemon)) == 5
     for pod, node in chosen.items():
         _bind_admitted(harness, wire, daemon, pod, node)
-    eventually(lambda: all(harness.pod(p)["spec"].get("nodeName") for p in chosen))
+    wait_until(lambda: all(harness.pod(p)["spec"].get("nodeName") for p in chosen))
 
 
 def test_tfjob_seed_does_not_fit_so_nothing_is_placed(harness: Harness) -> None:
@@ -284,5 +285,5 @@ def test_equal_members_on_one_node_bind_one_after_another(harness: Harness) -> N
     obj = harness.pod(pods[0])
     obj["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
     harness.put(obj)
-    eventually(lambda: wire.bind(harness.pod(pods[1]), "n1") == "")
+    wait_until(lambda: wire.bind(harness.pod(pods[1]), "n1") == "")
     assert harness.pod(pods[1])["spec"]["nodeName"] == "n1"

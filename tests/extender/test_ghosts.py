@@ -9,8 +9,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.daemons.extender import ExtenderDaemon
 
@@ -56,7 +57,7 @@ def test_a_stale_version_of_a_watched_pod_is_not_written_either(harness: Harness
     daemon = harness.start()
     wire = harness.wire(daemon)
     harness.put(make_pod("p", cpu="1"))
-    eventually(lambda: "default/p" in daemon.cache.pods)
+    wait_until(lambda: "default/p" in daemon.cache.pods)
     before = _ledger(daemon)
     stale = harness.pod("p")
     stale["metadata"]["uid"] = "someone-else"
@@ -102,7 +103,7 @@ def test_no_sequence_of_requests_for_unwatched_pods_changes_the_ledger(
         harness.put(make_pod("real", cpu="1", cores=30))
         daemon = harness.start()
         assert harness.wire(daemon).bind(harness.pod("real"), "n1") == ""
-        eventually(lambda: daemon.cache.pods[PodKey("default/real")].node == "n1")
+        wait_until(lambda: daemon.cache.pods[PodKey("default/real")].node == "n1")
     daemon = harness.daemons[0]
     wire = harness.wire(daemon)
     before = _ledger(daemon)

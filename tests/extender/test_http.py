@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from vgpu.extender.http import HttpLimits, HttpServer
+from vgpu.extender.http import HttpServer
+from vgpu.extender.httplimits import HttpLimits
 
 
 class _Routes:

@@ -17,7 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.extender.h2client import H2Client, tls_socket
-from vgpu.extender.http import HttpLimits, HttpServer
+from vgpu.extender.http import HttpServer
+from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.tls import TlsFiles, server_context
 
 SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"

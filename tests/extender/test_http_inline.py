@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from vgpu.extender.http import HttpLimits, HttpServer
+from vgpu.extender.http import HttpServer
+from vgpu.extender.httplimits import HttpLimits
 
 LIMITS = HttpLimits(read_timeout=2.0, idle_timeout=5.0, workers=2)
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 from vgpu.adapters.leader import LeaderConfig
 
 
@@ -25,7 +26,7 @@ def test_only_the_leader_is_ready_and_binds_then_a_follower_takes_over(harness: 
     a = harness.start(leader=_lease("a"), wait=False)
     assert a.wait_ready(5)
     b = harness.start(leader=_lease("b"), wait=False)
-    eventually(lambda: b.why_not_ready() == "vgpu extender: this replica is not the leader")
+    wait_until(lambda: b.why_not_ready() == "vgpu extender: this replica is not the leader")
     wa, wb = harness.wire(a), harness.wire(b)
     assert wb.raw("GET", "/readyz")[0] == 503 and wa.raw("GET", "/readyz")[0] == 200
     assert wb.filter(harness.pod("p"), ["n1"])["NodeNames"] == ["n1"]  # warm cache answers
@@ -49,7 +50,7 @@ def test_leadership_gauges_follow_the_lease(harness: Harness) -> None:
     a = harness.start(leader=_lease("a"), wait=False)
     assert a.wait_ready(5)
     b = harness.start(leader=_lease("b"), wait=False)
-    eventually(lambda: b.why_not_ready() == "vgpu extender: this replica is not the leader")
+    wait_until(lambda: b.why_not_ready() == "vgpu extender: this replica is not the leader")
     ma = harness.wire(a).raw("GET", "/metrics")[1].decode()
     mb = harness.wire(b).raw("GET", "/metrics")[1].decode()
     assert (_gauge(ma, "vgpu_extender_leader"), _gauge(ma, "vgpu_extender_binding_ready")) == (1, 1)

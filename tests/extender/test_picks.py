@@ -8,8 +8,9 @@ its bind would be refused. Over real HTTP against the fake API server.
 
 from __future__ import annotations
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import ExtenderDaemon
@@ -20,7 +21,7 @@ NODES = ["n1", "n2", "n3"]
 def _watched(harness: Harness, daemon: ExtenderDaemon, *pods: tuple[str, int]) -> None:
     for name, cores in pods:
         harness.put(make_pod(name, cores=cores))
-    eventually(lambda: all(daemon.cache.pod(PodKey(f"default/{n}")) for n, _ in pods))
+    wait_until(lambda: all(daemon.cache.pod(PodKey(f"default/{n}")) for n, _ in pods))
 
 
 def _start(harness: Harness, gpus: int = 1) -> ExtenderDaemon:

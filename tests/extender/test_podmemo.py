@@ -9,17 +9,17 @@ import pytest
 
 from tests.extender.builders import make_pod
 from vgpu.extender.podmemo import UNREAD_ANNOTATIONS, ParsedPods, read_digest
-from vgpu.extender.podspec import PodSpec, pod_spec
+from vgpu.extender.podspec import READ_METADATA, READ_STATUS, PodSpec, pod_spec, read_part
 
 Obj = dict[str, Any]
 READ = {
     "pod": {"metadata", "spec", "status"},
-    "metadata": {"uid", "name", "namespace", "labels", "annotations"},
-    "status": {"phase"},
+    "metadata": set(READ_METADATA),
+    "status": set(READ_STATUS),
 }
 """What the digest holds of the pod, its metadata and its status, or `ParsedPods` sets (the
-phase); labels, annotations but the unread ones, and the spec are held whole (its node name is
-set by `ParsedPods`)."""
+phase): the reader's own table; labels, annotations but the unread ones, and the spec are held
+whole (its node name is set by `ParsedPods`)."""
 
 
 class Reads(dict[str, Any]):
@@ -121,6 +121,25 @@ def test_versions_differing_in_what_is_not_read_share_a_digest() -> None:
         {**pod, "spec": {**pod["spec"], "containers": [{"name": "other"}]}},
     ):
         assert read_digest(changed) != read_digest(pod)
+
+
+@pytest.mark.parametrize("name", READ_METADATA)
+def test_every_metadata_field_the_reader_reads_is_in_the_memo_key(name: str) -> None:
+    pod = make_pod("p", cores=30, labels={"a": "b"}, annotations={"vgpu.io/gpu-type": "A100"})
+    pod["metadata"] |= {"uid": "u"}
+    changed = {**pod, "metadata": {**pod["metadata"], name: {"x": "1"}}}
+    assert read_digest(changed) != read_digest(pod) is not None
+
+
+def test_the_reader_sees_only_the_fields_of_its_table() -> None:
+    pod = make_pod("p", cores=30)
+    pod["metadata"] |= {"uid": "u", "generation": 3, "managedFields": [{}]}
+    pod["status"] = {"phase": "Running", "hostIP": "10.0.0.1"}
+    part = read_part(pod)
+    assert set(part["metadata"]) == {k for k in READ_METADATA if k in pod["metadata"]}
+    assert "generation" not in part["metadata"] and "managedFields" not in part["metadata"]
+    assert part["status"] == {"phase": "Running"} and part["spec"] is pod["spec"]
+    assert pod_spec(pod, memory_unit_mib=256) == pod_spec(part, memory_unit_mib=256)
 
 
 def test_a_kept_parse_gets_each_versions_node_and_phase() -> None:

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey
 
@@ -43,20 +44,20 @@ def test_poisoned_pods_in_the_watch_are_reported_and_skipped(harness: Harness) -
     harness.put(make_pod("frozen", cpu="1e10000000"))
     harness.put(_malformed("odd"))
     harness.put(_bound(make_pod("real", cpu="2"), "n1"))
-    eventually(lambda: "default/real" in daemon.cache.pods)
+    wait_until(lambda: "default/real" in daemon.cache.pods)
     assert daemon.why_not_ready() is None
     assert set(daemon.cache.invalid) == {"default/huge", "default/frozen", "default/odd"}
     assert (
         "spec.containers[0].resources.requests.cpu" in daemon.cache.invalid[PodKey("default/huge")]
     )
-    eventually(lambda: len(_events(harness)) == 3)
+    wait_until(lambda: len(_events(harness)) == 3)
     names = {e["involvedObject"]["name"] for e in _events(harness)}
     assert names == {"huge", "frozen", "odd"}
     _, metrics = wire.raw("GET", "/metrics")
     assert b"vgpu_extender_invalid_pods_total 3.0" in metrics
     # The watch is still live: a deletion after the poison releases the pod's holding.
     harness.store.remove("Pod", "default", "real")
-    eventually(lambda: daemon.cache.ledger.holdings() == [])
+    wait_until(lambda: daemon.cache.ledger.holdings() == [])
     assert wire.filter(make_pod("next", cpu="7"), ["n1"])["NodeNames"] == ["n1"]
 
 
@@ -124,7 +125,7 @@ def test_reporting_never_holds_up_the_watch_and_stays_bounded() -> None:
         report(pod, "bad")  # the same version: reported once
     assert b"vgpu_extender_invalid_pods_total 1000.0" in metrics.exposition()
     release.set()
-    eventually(lambda: len(sent) >= QUEUED)
+    wait_until(lambda: len(sent) >= QUEUED)
     report.close()
     assert len(sent) <= QUEUED + 1
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.extender.builders import Wire, eventually, make_node, make_pod
+from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 
 Obj = dict[str, Any]
 
@@ -23,7 +24,7 @@ def _cluster(harness: Harness) -> tuple[Wire, dict[str, str]]:
     for name, cores in (("a", 60), ("b", 50), ("c", 0)):
         harness.put(make_pod(name, cores=cores))
         assert wire.bind(harness.pod(name), "n1") == ""
-    eventually(lambda: len(daemon.cache.ledger.on_node("n1")) == 3)  # type: ignore[arg-type]
+    wait_until(lambda: len(daemon.cache.ledger.on_node("n1")) == 3)  # type: ignore[arg-type]
     return wire, {n: harness.pod(n)["metadata"]["uid"] for n in ("a", "b", "c")}
 
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.extender.builders import Wire, eventually, make_node, make_pod
+from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
+from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
@@ -88,7 +89,7 @@ def _gated(harness: Harness, name: str) -> bool:
 
 
 def _watched(daemon: ExtenderDaemon, *names: str) -> None:
-    eventually(lambda: all(daemon.cache.pod(PodKey(f"default/{n}")) for n in names))
+    wait_until(lambda: all(daemon.cache.pod(PodKey(f"default/{n}")) for n in names))
 
 
 def test_held_pods_are_released_fairly_where_they_fit_and_their_place_is_held(
@@ -152,7 +153,7 @@ def test_a_gang_is_released_whole_in_one_pass_and_none_when_only_part_fits(
     assert _pass(releaser) == []  # two GPUs for three whole-GPU members: none released
     assert all(_gated(harness, f"g{i}") for i in range(3))
     harness.put(make_node("n3", gpus=1))
-    eventually(lambda: len(daemon.cache.node_states) == 3)
+    wait_until(lambda: len(daemon.cache.node_states) == 3)
     assert sorted(_pass(releaser)) == ["g0", "g1", "g2"]
     with daemon.cache.atomic():
         holdings = [daemon.cache.ledger.holding(PodKey(f"default/g{i}")) for i in range(3)]
@@ -216,7 +217,7 @@ def _running(
     pod["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
     harness.put(pod)
     key = PodKey(f"default/{name}")
-    eventually(lambda: all(key not in pods for pods in daemon.cache.pending.values()))
+    wait_until(lambda: all(key not in pods for pods in daemon.cache.pending.values()))
 
 
 def _budget(harness: Harness, app: str, allowed: int) -> None:
@@ -246,7 +247,7 @@ def test_reclaim_evicts_through_the_eviction_api_and_a_budget_holds(harness: Har
     _held(harness, "want", "b", 100)
     _budget(harness, "young", 0)
     _budget(harness, "old", 0)
-    eventually(lambda: daemon.cache.holding(PodKey("default/young")) is not None)
+    wait_until(lambda: daemon.cache.holding(PodKey("default/young")) is not None)
     _watched(daemon, "want")
     releaser = _releaser(daemon)
     assert _pass(releaser) == []
@@ -258,7 +259,7 @@ def test_reclaim_evicts_through_the_eviction_api_and_a_budget_holds(harness: Har
     assert _pass(releaser) == []
     assert releaser.evicted_total == 1
     assert harness.store.get("Pod", "default", "old") is not None
-    eventually(lambda: harness.store.get("Pod", "default", "young") is None)
+    wait_until(lambda: harness.store.get("Pod", "default", "young") is None)
 
 
 def test_malformed_configuration_releases_nothing(harness: Harness, caplog: Any) -> None:
@@ -277,7 +278,7 @@ def test_the_leader_loop_releases_from_its_watch(harness: Harness) -> None:
     _queues(harness, {"name": "a"}, intervalSeconds=0.5)
     daemon = _daemon(harness, queues=True)
     _held(harness, "p", "a", 50)
-    eventually(lambda: not _gated(harness, "p"), timeout=15)
+    wait_until(lambda: not _gated(harness, "p"), timeout=15)
     assert daemon.queues is not None and daemon.queues.released_total == 1
     metrics = daemon.metrics.exposition().decode()
     assert 'vgpu_extender_queue_allocated{queue="a",resource="cores"} 50.0' in metrics

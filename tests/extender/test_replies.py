@@ -1,5 +1,5 @@
-"""Units of the incremental replies: prioritize's score view, scaling and encoding, the filter
-view's patched reply, and the view book (`vgpu.extender.scores`, `.replies`, `.views`)."""
+"""Units of the incremental replies: prioritize's score answers, scaling and encoding, the filter's
+answer set's patched reply, and the answer book (`vgpu.extender.scores`, `.replies`, `.answers`)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import json
 import pytest
 
 from vgpu.core.changes import ChangeFeed
-from vgpu.extender.replies import FilterView
-from vgpu.extender.scores import ScoreView
-from vgpu.extender.views import NodeView, ViewBook
+from vgpu.extender.answers import AnswerBook, NodeAnswers
+from vgpu.extender.replies import FilterAnswers
+from vgpu.extender.scores import ScoreAnswers
 from vgpu.extender.wire import Grouped, Priorities, encode_priorities
 
 OK = "fits"
@@ -21,7 +21,9 @@ Raw = dict[str, float | None]
 
 def scored(raw: Raw, names: list[str] | None = None) -> dict[str, int]:
     """A fresh score view's reply for `names` (default: all of `raw`), as a dict."""
-    return ScoreView(ChangeFeed()).reply(list(raw if names is None else names), raw.get).as_dict()
+    return (
+        ScoreAnswers(ChangeFeed()).reply(list(raw if names is None else names), raw.get).as_dict()
+    )
 
 
 def decoded(reply: Grouped) -> dict[str, int]:
@@ -49,13 +51,13 @@ def test_scores_are_min_max_scaled_over_the_request_and_rounded() -> None:
 
 def test_a_request_naming_no_node_gets_an_empty_list() -> None:
     nothing: dict[str, float | None] = {}
-    reply = ScoreView(ChangeFeed()).reply([], nothing.get)
+    reply = ScoreAnswers(ChangeFeed()).reply([], nothing.get)
     assert reply.as_dict() == {} and encode_priorities(reply) == b"[]"
 
 
 def test_names_that_need_escaping_are_encoded_apart() -> None:
     raw: Raw = {"n0": 0.25, 'quote"d': 1.0, "back\\slash": None, "ünïcode": 0.5, "n1": 0.25}
-    reply = ScoreView(ChangeFeed()).reply(list(raw), raw.get)
+    reply = ScoreAnswers(ChangeFeed()).reply(list(raw), raw.get)
     assert {h for h, _ in reply.odd} == {'quote"d', "back\\slash", "ünïcode"}
     expected = {"n0": 0, 'quote"d': 10, "back\\slash": 0, "ünïcode": 3, "n1": 0}
     assert reply.as_dict() == expected and decoded(reply) == expected
@@ -71,7 +73,7 @@ def test_changed_nodes_are_rescored_and_new_names_scored() -> None:
         calls.append(name)
         return raw.get(name)
 
-    view = ScoreView(feed)
+    view = ScoreAnswers(feed)
     assert decoded(view.reply(["a", "b"], evaluate)) == {"a": 0, "b": 10}
     raw["a"] = 3.0
     assert decoded(view.reply(["a", "b"], evaluate)) == {"a": 0, "b": 10}  # not marked: kept
@@ -110,7 +112,7 @@ class Nodes:
         outcome = self.outcomes.get(name, "unknown")
         return OK if outcome == OK else outcome  # `ok` is compared by identity
 
-    def split(self, view: FilterView[str], names: list[str]) -> tuple[list[str], list[str]]:
+    def split(self, view: FilterAnswers[str], names: list[str]) -> tuple[list[str], list[str]]:
         passed, rest = view.split(list(names), self.evaluate)
         expected = [n for n in names if self.outcomes.get(n) == OK]
         assert passed == expected
@@ -123,7 +125,7 @@ NAMES = ["a", "b", "c", "d", "e"]
 
 def test_a_repeated_request_evaluates_only_the_changed_nodes() -> None:
     nodes = Nodes(dict.fromkeys(NAMES, OK) | {"c": "busy"})
-    view = FilterView(nodes.feed, OK)
+    view = FilterAnswers(nodes.feed, OK)
     nodes.split(view, NAMES)
     assert sorted(nodes.evaluated) == NAMES
     nodes.evaluated.clear()
@@ -136,7 +138,7 @@ def test_a_repeated_request_evaluates_only_the_changed_nodes() -> None:
 
 def test_patched_replies_follow_nodes_failing_and_fitting_again() -> None:
     nodes = Nodes(dict.fromkeys(NAMES, OK))
-    view = FilterView(nodes.feed, OK)
+    view = FilterAnswers(nodes.feed, OK)
     nodes.split(view, NAMES)
     for name, outcome in [
         ("b", "busy"),
@@ -155,7 +157,7 @@ def test_patched_replies_follow_nodes_failing_and_fitting_again() -> None:
 
 def test_several_changes_between_requests_are_all_applied() -> None:
     nodes = Nodes(dict.fromkeys(NAMES, OK))
-    view = FilterView(nodes.feed, OK)
+    view = FilterAnswers(nodes.feed, OK)
     nodes.split(view, NAMES)
     nodes.set("a", "busy")
     nodes.set("e", "busy")
@@ -170,7 +172,7 @@ def test_several_changes_between_requests_are_all_applied() -> None:
 
 def test_another_node_list_is_answered_in_its_own_order() -> None:
     nodes = Nodes(dict.fromkeys(NAMES, OK) | {"b": "busy"})
-    view = FilterView(nodes.feed, OK)
+    view = FilterAnswers(nodes.feed, OK)
     assert nodes.split(view, NAMES) == (["a", "c", "d", "e"], ["b"])
     assert nodes.split(view, ["e", "b", "a"]) == (["e", "a"], ["b"])
     nodes.set("a", "busy")
@@ -182,7 +184,7 @@ def test_another_node_list_is_answered_in_its_own_order() -> None:
 
 def test_replies_are_copies_the_caller_may_change() -> None:
     nodes = Nodes(dict.fromkeys(NAMES, OK) | {"c": "busy"})
-    view = FilterView(nodes.feed, OK)
+    view = FilterAnswers(nodes.feed, OK)
     passed, rest = nodes.split(view, NAMES)
     passed.clear()
     rest.append("bogus")
@@ -192,7 +194,7 @@ def test_replies_are_copies_the_caller_may_change() -> None:
 def test_a_trimmed_feed_makes_the_view_start_over() -> None:
     nodes = Nodes(dict.fromkeys(NAMES, OK))
     nodes.feed = ChangeFeed(limit=2)
-    view = FilterView(nodes.feed, OK)
+    view = FilterAnswers(nodes.feed, OK)
     nodes.split(view, NAMES)
     for name in ("a", "b", "c", "b"):
         nodes.set(name, "busy")
@@ -210,7 +212,7 @@ def test_node_view_keeps_answers_until_the_node_changes_and_ok_ones_as_a_set() -
         calls.append(name)
         return outcome[name]
 
-    view: NodeView[str] = NodeView(feed, OK)
+    view: NodeAnswers[str] = NodeAnswers(feed, OK)
     view.sync()
     assert view.passing(["a", "b", "c"], evaluate) == (["a", "c"], ["b"])
     assert view.good == {"a", "c"} and view.answers == {"b": "busy"}  # ok ones: a set entry
@@ -222,25 +224,25 @@ def test_node_view_keeps_answers_until_the_node_changes_and_ok_ones_as_a_set() -
     assert calls == ["c"]
 
 
-def test_view_book_keeps_recent_views_and_drops_all_for_a_new_feed() -> None:
-    book = ViewBook(limit=2)
+def test_answer_book_keeps_recent_answer_sets_and_drops_all_for_a_new_feed() -> None:
+    book = AnswerBook(limit=2)
     feed = ChangeFeed()
-    a: NodeView[float] = book.get(feed, "a", NodeView)
-    b: NodeView[float] = book.get(feed, "b", NodeView)
-    assert book.get(feed, "a", NodeView) is a  # a is now the most recent
-    book.get(feed, "c", NodeView)  # evicts b, the least recently used
+    a: NodeAnswers[float] = book.get(feed, "a", NodeAnswers)
+    b: NodeAnswers[float] = book.get(feed, "b", NodeAnswers)
+    assert book.get(feed, "a", NodeAnswers) is a  # a is now the most recent
+    book.get(feed, "c", NodeAnswers)  # evicts b, the least recently used
     assert len(book) == 2
-    assert book.get(feed, "a", NodeView) is a
-    assert book.get(feed, "b", NodeView) is not b
+    assert book.get(feed, "a", NodeAnswers) is a
+    assert book.get(feed, "b", NodeAnswers) is not b
     other = ChangeFeed()
-    fresh: NodeView[float] = book.get(other, "a", NodeView)
+    fresh: NodeAnswers[float] = book.get(other, "a", NodeAnswers)
     assert fresh is not a and fresh.feed is other and len(book) == 1
 
 
 @pytest.mark.parametrize("limit", [1, 3])
 def test_view_book_never_holds_more_than_its_limit(limit: int) -> None:
-    book = ViewBook(limit=limit)
+    book = AnswerBook(limit=limit)
     feed = ChangeFeed()
     for key in range(10):
-        book.get(feed, key, NodeView)
+        book.get(feed, key, NodeAnswers)
         assert len(book) <= limit

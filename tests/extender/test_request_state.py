@@ -9,8 +9,9 @@ import copy
 import json
 from typing import Any
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import ExtenderDaemon
@@ -35,7 +36,7 @@ def test_a_filter_picks_what_the_watched_pod_asks_not_what_the_body_says(
     daemon = harness.start()
     wire = harness.wire(daemon)
     harness.put(make_pod("p", cores=10))
-    eventually(lambda: daemon.cache.pod(PodKey("default/p")) is not None)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/p")) is not None)
     forged = harness.pod("p")
     limits = forged["spec"]["containers"][0]["resources"]["limits"]
     limits["vgpu.io/cores"] = "400"  # four whole GPUs, same name and UID
@@ -54,7 +55,7 @@ def test_forged_future_versions_never_make_the_watch_forget_a_running_pod(
     daemon = harness.start()
     wire = harness.wire(daemon)
     assert wire.bind(harness.pod("held"), "n1") == ""
-    eventually(lambda: daemon.cache.node_states["n1"].free_cores == [0])
+    wait_until(lambda: daemon.cache.node_states["n1"].free_cores == [0])
     pod = harness.pod("held")
     version = int(pod["metadata"]["resourceVersion"])
     for ahead in range(1, 201):  # every version the next writes will have, ended
@@ -68,7 +69,7 @@ def test_forged_future_versions_never_make_the_watch_forget_a_running_pod(
     running["status"]["phase"] = "Running"
     harness.put(running)  # a real write: its version is one of those forged
     harness.put(make_pod("next", cores=100))  # seen after that write: the watch keeps order
-    eventually(lambda: daemon.cache.pod(PodKey("default/next")) is not None)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/next")) is not None)
     assert daemon.cache.pod(PodKey("default/held")) is not None
     assert daemon.cache.node_states["n1"].free_cores == [0]
     assert wire.filter(harness.pod("next"), ["n1"])["NodeNames"] == []
@@ -81,7 +82,7 @@ def test_a_filter_for_a_pod_the_watch_does_not_show_holds_nothing_and_says_so(
     daemon = harness.start()
     wire = harness.wire(daemon)
     harness.put(make_pod("real", cores=10))
-    eventually(lambda: daemon.cache.pod(PodKey("default/real")) is not None)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/real")) is not None)
     ghost = make_pod("ghost", cores=100)
     ghost["metadata"]["uid"] = "uid-ghost"
     other_uid = harness.pod("real")
@@ -103,12 +104,12 @@ def test_decoy_pods_of_another_scheduler_reserve_nothing(harness: Harness) -> No
     gang["metadata"]["annotations"]["vgpu.io/gang-size"] = "1"
     gang["spec"]["schedulerName"] = "another-scheduler"
     harness.put(gang)
-    eventually(lambda: daemon.cache.pod(PodKey("default/decoy-gang")) is not None)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/decoy-gang")) is not None)
     for _ in range(3):  # renewed as the attack renewed it
         wire.filter(harness.pod("decoy"), ["n1"])
         wire.filter(harness.pod("decoy-gang"), ["n1"])
     assert _holdings(daemon) == []
     harness.put(make_pod("ours", cores=100))
-    eventually(lambda: daemon.cache.pod(PodKey("default/ours")) is not None)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/ours")) is not None)
     assert wire.filter(harness.pod("ours"), ["n1"])["NodeNames"] == ["n1"]
     assert wire.bind(harness.pod("ours"), "n1") == ""

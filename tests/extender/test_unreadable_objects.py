@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.extender.test_leader import _lease
+from tests.waiting import wait_until
 from vgpu.api.admitted import ADMITTED
 from vgpu.core.ids import PodKey
 from vgpu.daemons.extender import ExtenderDaemon
@@ -47,7 +48,7 @@ def test_an_unreadable_inventory_in_the_watch_makes_its_node_unschedulable_with_
     wire = harness.wire(daemon)
     # The GPU is marked unhealthy in the same write: it must not stay in use.
     harness.put(_poisoned("n1", value, healthy=False))
-    eventually(lambda: "n1" in daemon.cache.problems)
+    wait_until(lambda: "n1" in daemon.cache.problems)
     reply = wire.filter(make_pod("p", cores=100), ["n1", "n2"])
     assert reply["NodeNames"] == ["n2"]
     failed = {**(reply.get("FailedNodes") or {}), **(reply.get("FailedAndUnresolvableNodes") or {})}
@@ -87,13 +88,13 @@ def test_an_unreadable_admitted_annotation_keeps_the_pod_counted(
     daemon = harness.start()
     wire = harness.wire(daemon)
     assert wire.bind(harness.pod("held"), "n1") == ""
-    eventually(lambda: daemon.cache.node_states["n1"].free_cores == [0])
+    wait_until(lambda: daemon.cache.node_states["n1"].free_cores == [0])
     pod = harness.pod("held")
     pod["status"]["phase"] = "Running"
     pod["metadata"]["annotations"][ADMITTED] = value  # the node agent's token may patch pods
     harness.put(pod)
     harness.put(make_pod("next", cores=100))  # seen after the patch: the watch keeps order
-    eventually(lambda: PodKey("default/next") in daemon.cache.pods)
+    wait_until(lambda: PodKey("default/next") in daemon.cache.pods)
     assert daemon.cache.node_states["n1"].free_cores == [0]
     assert PodKey("default/held") in daemon.cache.pods
     assert wire.filter(harness.pod("next"), ["n1"])["NodeNames"] == []
@@ -154,9 +155,9 @@ def test_unreadable_inventories_and_admitted_values_are_counted_by_kind_until_re
     pod = harness.pod("held")
     pod["metadata"]["annotations"][ADMITTED] = DEEP[:20_000]
     harness.put(pod)
-    eventually(lambda: (_unreadable(daemon, "node"), _unreadable(daemon, "pod")) == (1, 1))
+    wait_until(lambda: (_unreadable(daemon, "node"), _unreadable(daemon, "pod")) == (1, 1))
     harness.put(make_node("n2", gpus=1))
     pod = harness.pod("held")
     pod["metadata"]["annotations"][ADMITTED] = '["main"]'
     harness.put(pod)
-    eventually(lambda: (_unreadable(daemon, "node"), _unreadable(daemon, "pod")) == (0, 0))
+    wait_until(lambda: (_unreadable(daemon, "node"), _unreadable(daemon, "pod")) == (0, 0))

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from tests.extender.builders import eventually, make_node, make_pod
+from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.waiting import wait_until
 from vgpu.adapters import fastjson
 from vgpu.extender import wire
 
@@ -197,10 +198,10 @@ def test_bound_but_not_admitted_containers_are_a_gauge_per_node(harness: Harness
     body = {"PodName": "p", "PodNamespace": "default", "PodUID": pod["metadata"]["uid"]}
     assert wire.post("bind", {**body, "Node": "n1"}) == {"Error": ""}
     line = 'vgpu_extender_pending_containers{node="n1"} 1.0'
-    eventually(lambda: line in wire.raw("GET", "/metrics")[1].decode())
+    wait_until(lambda: line in wire.raw("GET", "/metrics")[1].decode())
     admitted = harness.pod("p")
     admitted["metadata"].setdefault("annotations", {})["vgpu.io/admitted"] = "true"
     harness.put(admitted)
-    eventually(
+    wait_until(
         lambda: "vgpu_extender_pending_containers{" not in wire.raw("GET", "/metrics")[1].decode()
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tests.pods import container as pod_container
+from tests.pods import pod_obj
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
@@ -24,10 +26,7 @@ Ctr = tuple[str, int, int, str]
 
 
 def container(name: str, cores: int, blocks: int, **extra: Any) -> dict[str, Any]:
-    limits = {"vgpu.io/cores": str(cores)}
-    if blocks:
-        limits["vgpu.io/memory"] = str(blocks)
-    return {"name": name, "image": "x", "resources": {"limits": limits}, **extra}
+    return pod_container(name, cores=cores, memory=blocks or None, image="x", **extra)
 
 
 def share(cores: int, blocks: int, gpu: str) -> GpuShare:
@@ -62,15 +61,17 @@ def pod(
     notes = dict(annotations or {})
     if sign:
         notes |= binding_annotations(assignment, KEY)
-    return {
-        "metadata": {"name": name, "namespace": "ns", "uid": uid, "annotations": notes},
-        "spec": {
-            "nodeName": NODE,
-            "initContainers": [spec(c) for c in inits],
-            "containers": [spec(c) for c in apps],
-        },
-        "status": {"phase": "Pending"},
-    }
+    return pod_obj(
+        name,
+        [spec(c) for c in apps],
+        namespace="ns",
+        uid=uid,
+        annotations=notes,
+        init=[spec(c) for c in inits],
+        node=NODE,
+        phase="Pending",
+        kind=False,
+    )
 
 
 def ids(gpu: str, kind: str, n: int, start: int = 0) -> list[str]:

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from tests.extender.builders import A100, eventually, make_node, make_pod
+from tests.extender.builders import A100, make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.kubelet_model.pods import container, pod
 from tests.kubelet_model.soak import SoakConfig, soak
 from tests.kubelet_model.world import World
+from tests.waiting import wait_until
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.inspect.build import build_report
 from vgpu.inspect.snapshot import Snapshot
@@ -34,12 +35,12 @@ def test_stale_devices_are_not_offered_until_the_agent_clears_them(harness: Harn
     harness.put(_node("n1", 30, 2560))
     daemon = harness.start()
     wire = harness.wire(daemon)
-    state = eventually(lambda: daemon.cache.node_state("n1"))
+    state = wait_until(lambda: daemon.cache.node_state("n1"))
     assert state.free_cores == [70, 100]
     # A pod needing all of a GPU goes to the GPU the kubelet will offer in full.
     harness.put(make_pod("whole", cores=100))
     assert wire.bind(harness.pod("whole"), "n1") == ""
-    (holding,) = eventually(lambda: daemon.cache.ledger.holdings())
+    (holding,) = wait_until(lambda: daemon.cache.ledger.holdings())
     assert [s.uuid for c in holding.assignment.containers for s in c.shares] == ["GPU-n1-1"]
     # With that GPU taken, an 80-core pod does not fit until the stale devices go.
     out = wire.filter(make_pod("second", cores=80), ["n1"])
@@ -47,7 +48,7 @@ def test_stale_devices_are_not_offered_until_the_agent_clears_them(harness: Harn
     reason = out["FailedNodes"]["n1"]  # says why 70 cores look free with no pod on the rest
     assert "GPU 0: the kubelet still holds 30 cores and 2560 MiB for deleted pods" in reason, out
     harness.put(_node("n1", 0, 0))
-    eventually(lambda: getattr(daemon.cache.node_state("n1"), "free_cores", None) == [100, 0])
+    wait_until(lambda: getattr(daemon.cache.node_state("n1"), "free_cores", None) == [100, 0])
     out = wire.filter(make_pod("second", cores=80), ["n1"])
     assert out["NodeNames"] == ["n1"], out
 

@@ -51,7 +51,7 @@ def test_a_lagging_pod_watch_costs_no_avoidable_refusal() -> None:
     ],
     ids=["cores-first", "memory-first"],
 )
-def test_found_by_the_soak_a_twin_the_watch_has_not_shown_is_not_failed_for_its_twin(
+def test_a_twin_the_watch_has_not_shown_is_not_failed_for_its_twin(
     first: tuple[str, list[str]], then: tuple[str, list[str]]
 ) -> None:
     """a and b: 25 cores + 2 memory blocks on G0, the same grant, both bound; the agent's watch
@@ -78,7 +78,7 @@ def test_found_by_the_soak_a_twin_the_watch_has_not_shown_is_not_failed_for_its_
     assert handoff.annotation_updates() == [(PodKey("ns/a"), '["main"]')]
 
 
-def test_found_by_the_soak_a_twin_the_watch_has_not_shown_is_not_reported_admitted() -> None:
+def test_a_twin_the_watch_has_not_shown_is_not_reported_admitted() -> None:
     """The same pods; the kubelet admits b in full on G0. Taken as a's calls, a would be
     reported admitted while it still waits: the extender would lift invariant I for it and
     could bind a pod confusable with it. The kubelet's record settles who holds what."""
@@ -113,7 +113,7 @@ def _twins(seed: int) -> World:
     return world
 
 
-def test_found_by_the_soak_twins_under_a_lagging_watch_cost_no_avoidable_refusal() -> None:
+def test_twins_under_a_lagging_watch_cost_no_avoidable_refusal() -> None:
     """The soak's life (seed 24 of `pytest -m soak`), shrunk by hand to the two pods that met:
     default/p11 and default/p12 on node-1, refused "no pending container asks 25 cores"."""
     tally: Counter[str] = Counter()

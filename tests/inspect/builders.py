@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tests.pods import container, pod_obj
 from vgpu.api.assignment import ADMITTED, binding_annotations
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.api.resources import ResourceNames
@@ -68,14 +69,12 @@ def pod(
     Running pods' containers have started, so they count as admitted."""
     namespace, name = key.split("/")
     uid = f"uid-{namespace}-{name}"
-    containers = []
-    for cname, (cores, blocks) in (asks or {"main": (0, 0)}).items():
-        limits = {k: str(v) for k, v in (("vgpu.io/cores", cores), ("vgpu.io/memory", blocks)) if v}
-        limits["cpu"] = "1"
-        containers.append(
-            {"name": cname, "image": "example/app:1", "resources": {"limits": limits}}
+    containers = [
+        container(
+            cname, cores=cores, memory=blocks or None, limits={"cpu": "1"}, image="example/app:1"
         )
-    meta: Obj = {"name": name, "namespace": namespace, "uid": uid, "labels": labels or {}}
+        for cname, (cores, blocks) in (asks or {"main": (0, 0)}).items()
+    ]
     notes = dict(annotations or {})
     if shares is not None:
         assignment = Assignment(
@@ -99,15 +98,20 @@ def pod(
         notes.update(binding_annotations(assignment, KEY))
     if admitted is not None:
         notes[ADMITTED] = admitted
-    if notes:
-        meta["annotations"] = notes
-    spec: Obj = {"containers": containers, "schedulerName": "vgpu-scheduler"}
-    if node:
-        spec["nodeName"] = node
-    status: Obj = {"phase": phase}
+    obj = pod_obj(
+        name,
+        containers,
+        namespace=namespace,
+        uid=uid,
+        labels=labels or {},
+        annotations=notes or None,
+        node=node,
+        scheduler="vgpu-scheduler",
+        phase=phase,
+    )
     if phase == "Running":
-        status["containerStatuses"] = [
+        obj["status"]["containerStatuses"] = [
             {"name": c["name"], "state": {"running": {"startedAt": "2025-01-01T00:00:00Z"}}}
             for c in containers
         ]
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
+    return obj

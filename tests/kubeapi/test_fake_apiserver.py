@@ -14,20 +14,14 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from tests.kubeapi import FakeApiServer
+from tests.pods import pod_obj
 
 NS = "default"
 
 
 def make_pod(name: str, labels: dict[str, str] | None = None, node: str = "") -> dict[str, Any]:
-    spec: dict[str, Any] = {"containers": [{"name": "main", "image": "busybox"}]}
-    if node:
-        spec["nodeName"] = node
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "labels": labels or {}},
-        "spec": spec,
-    }
+    main = {"name": "main", "image": "busybox"}
+    return pod_obj(name, [main], namespace=NS, labels=labels or {}, node=node)
 
 
 def make_node(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:

@@ -6,34 +6,23 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from tests.pods import container as pod_container
+from tests.pods import pod_obj
+
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
 SHARES = (10, 20, 25, 30, 40, 50, 60, 75)
 GPU_BLOCKS = 15  # a T4 (15360 MiB) in 1 GiB blocks
 
 
 def container(name: str, cores: int, blocks: int = 0, *, sidecar: bool = False) -> dict[str, Any]:
-    limits = {CORES: str(cores)}
-    if blocks:
-        limits[MEMORY] = str(blocks)
-    raw: dict[str, Any] = {"name": name, "image": "x", "resources": {"limits": limits}}
-    if sidecar:
-        raw["restartPolicy"] = "Always"
-    return raw
+    extra: dict[str, Any] = {"restartPolicy": "Always"} if sidecar else {}
+    return pod_container(name, cores=cores, memory=blocks or None, image="x", **extra)
 
 
 def pod(name: str, containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     init = extra.pop("init", [])
     annotations = extra.pop("annotations", {})
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "annotations": annotations},
-        "spec": {
-            "containers": containers,
-            "initContainers": init,
-            **extra,
-        },
-    }
+    return pod_obj(name, containers, annotations=annotations, init=init, **extra)
 
 
 def share(rng: random.Random, name: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import grpc
 
-from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any
 
 import grpc
 
-from vgpu.api._proto.podresources.v1 import api_pb2, api_pb2_grpc
+from vgpu.adapters._proto.podresources.v1 import api_pb2, api_pb2_grpc
 
 
 class FakePodResources(api_pb2_grpc.PodResourcesListerServicer):

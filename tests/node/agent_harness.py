@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,10 +16,11 @@ import grpc
 from tests.kubeapi.server import FakeApiServer
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.kubelet_standin.podresources import FakePodResources
+from tests.waiting import holds_within
+from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.procfs import CgroupReader, ProcessKiller
-from vgpu.api._proto.podresources.v1 import api_pb2 as pr
 from vgpu.api.assignment import ADMITTED, binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
@@ -35,15 +35,6 @@ T4_MIB = 15360
 
 # (name, cores, memory blocks) per container
 Spec = tuple[str, int, int]
-
-
-def wait(predicate: Callable[[], bool], timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
 
 
 @dataclass
@@ -170,7 +161,7 @@ class Box:
             client.close()
         key = PodKey(f"default/{meta['name']}")
         if wait_seen:
-            assert wait(lambda: key in self.agent.handoff.pods()), f"agent never saw {key}"
+            assert holds_within(lambda: key in self.agent.handoff.pods()), f"agent never saw {key}"
 
     def place(
         self,

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.agent_harness import CORES, KEY, MEMORY, Box, gpu_of, make_box, wait
+from tests.node.agent_harness import CORES, KEY, MEMORY, Box, gpu_of, make_box
+from tests.waiting import holds_within
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, binding_annotations
 from vgpu.core.ids import PodKey
 from vgpu.node.handoff import HeldDevices
@@ -29,7 +30,7 @@ def test_pending_pod_is_steered_to_its_gpu_granted_and_marked_admitted(box: Box)
     assert envs["NVIDIA_VISIBLE_DEVICES"] == envs["CUDA_VISIBLE_DEVICES"] == box.gpus[1]
     assert envs["VGPU_CORES"] == "30"
     assert envs["VGPU_MEMORY_LIMIT_MIB"] == str(15360 * 30 // 100)
-    assert wait(lambda: box.admitted("a") == ["main"])
+    assert holds_within(lambda: box.admitted("a") == ["main"])
 
 
 def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
@@ -48,7 +49,7 @@ def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
     assert gpu_of(ids) == {last} and envs["NVIDIA_VISIBLE_DEVICES"] == last
     assert "refresh for a device-plugin call found default/a" in caplog.text
     assert "GetPreferredAllocation of 30 devices matched default/a only after" in caplog.text
-    assert wait(lambda: box.admitted("a") == ["main"])
+    assert holds_within(lambda: box.admitted("a") == ["main"])
 
 
 def test_a_twin_the_agents_watch_has_not_shown_makes_the_first_call_unsure(
@@ -65,7 +66,7 @@ def test_a_twin_the_agents_watch_has_not_shown_makes_the_first_call_unsure(
         ids, _ = box.admit("b", "main", CORES, 25)  # pod-resources: b holds them
     assert gpu_of(ids) == {box.gpus[1]}
     assert "refresh for a device-plugin call found default/b" in caplog.text
-    assert wait(lambda: box.admitted("b") == ["main"])  # settled by reconciliation
+    assert holds_within(lambda: box.admitted("b") == ["main"])  # settled by reconciliation
     assert box.admitted("a") in (None, []), "a reported admitted by b's call"
 
 
@@ -77,10 +78,10 @@ def test_equal_pods_pending_on_different_gpus_are_never_swapped(box: Box) -> Non
     message = box.refused(CORES, 30)  # the kubelet admits one of them: which, nobody knows
     assert "default/a" in message and "default/b" in message and "swap" in message
     box.set_phase("b", "Failed")  # the kubelet fails the pod it was admitting
-    assert wait(lambda: "default/b" not in box.agent.handoff.pods())
+    assert holds_within(lambda: "default/b" not in box.agent.handoff.pods())
     ids, envs = box.admit("a", "main", CORES, 30)
     assert gpu_of(ids) == {box.gpus[0]} and envs["NVIDIA_VISIBLE_DEVICES"] == box.gpus[0]
-    assert wait(lambda: box.admitted("a") == ["main"])
+    assert holds_within(lambda: box.admitted("a") == ["main"])
 
 
 def test_multi_container_pod_in_spec_order_with_memory(box: Box) -> None:
@@ -96,7 +97,7 @@ def test_multi_container_pod_in_spec_order_with_memory(box: Box) -> None:
     assert gpu_of(ids1) == gpu_of(mem) == {box.gpus[1]} and gpu_of(ids2) == {box.gpus[0]}
     assert envs1["VGPU_MEMORY_LIMIT_MIB"] == "4096" and envs2["VGPU_MEMORY_LIMIT_MIB"] == "4608"
     assert envs_mem == {"VGPU_MEMORY_GPUS": box.gpus[1], "VGPU_MEMORY_BLOCKS": "4"}
-    assert wait(lambda: box.admitted("p") == ["c1", "c2"])
+    assert holds_within(lambda: box.admitted("p") == ["c1", "c2"])
 
 
 def test_init_container_is_admitted_first(box: Box) -> None:
@@ -108,14 +109,14 @@ def test_init_container_is_admitted_first(box: Box) -> None:
     assert gpu_of(ids) == {box.gpus[1]}
     ids, _ = box.admit("i", "main", CORES, 20)
     assert gpu_of(ids) == {box.gpus[0]}
-    assert wait(lambda: box.admitted("i") == ["main", "setup"])
+    assert holds_within(lambda: box.admitted("i") == ["main", "setup"])
 
 
 def test_pod_deleted_between_bind_and_admission_is_refused(box: Box) -> None:
     box.start_agent()
     box.place("gone", [("main", 30, 0)], {"main": [(0, 30)]})
     box.api.store.remove("Pod", "default", "gone")
-    assert wait(lambda: "default/gone" not in box.agent.handoff.pods())
+    assert holds_within(lambda: "default/gone" not in box.agent.handoff.pods())
     message = box.refused(CORES, 30)
     assert any(g in message for g in box.gpus) and "nothing assigned there" in message
 
@@ -129,7 +130,7 @@ def test_deleting_an_admitted_pod_has_the_kubelet_free_and_checkpoint_its_device
     agent = box.start_agent(release_sync_s=0.2, reconcile_s=60)
     box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
     box.admit("a", "main", CORES, 30)
-    assert wait(lambda: box.admitted("a") == ["main"])
+    assert holds_within(lambda: box.admitted("a") == ["main"])
     lists: list[float] = []
     held = agent.pod_resources.held
 
@@ -141,7 +142,7 @@ def test_deleting_an_admitted_pod_has_the_kubelet_free_and_checkpoint_its_device
     before = {r: box.kubelet.connection(r).updates for r in (CORES, MEMORY)}
     box.podres.pods.clear()
     box.api.store.remove("Pod", "default", "a")
-    assert wait(lambda: "default/a" not in agent.handoff.pods())
+    assert holds_within(lambda: "default/a" not in agent.handoff.pods())
     assert box.kubelet.wait_for(
         lambda: all(box.kubelet.connection(r).updates > before[r] for r in (CORES, MEMORY))
     ), "no ListAndWatch update after the deletion"
@@ -160,7 +161,7 @@ def test_forged_assignment_is_refused_with_an_event(box: Box) -> None:
     assert "forged" in (box.agent.handoff.problem("default/forged") or "")  # type: ignore[arg-type]
     message = box.refused(CORES, 30)
     assert "no pending container asks 30" in message
-    assert wait(lambda: len(box.events("VgpuUnassigned")) == 1)
+    assert holds_within(lambda: len(box.events("VgpuUnassigned")) == 1)
 
 
 def test_copied_assignment_cannot_take_the_original_pods_share(box: Box) -> None:
@@ -174,7 +175,7 @@ def test_copied_assignment_cannot_take_the_original_pods_share(box: Box) -> None
     message = box.refused(CORES, 30)
     assert "default/copy" in message
     box.set_phase("copy", "Failed")
-    assert wait(lambda: "default/copy" not in box.agent.handoff.pods())
+    assert holds_within(lambda: "default/copy" not in box.agent.handoff.pods())
     ids, _ = box.admit("orig", "main", CORES, 30)
     assert gpu_of(ids) == {box.gpus[1]}
 
@@ -192,7 +193,7 @@ def test_restart_rebuilds_admitted_set_from_pod_resources(box: Box) -> None:
     box.start_agent()
     box.place("a", [("main", 30, 0)], {"main": [(1, 30)]})
     box.admit("a", "main", CORES, 30)
-    assert wait(lambda: box.admitted("a") == ["main"])
+    assert holds_within(lambda: box.admitted("a") == ["main"])
     box.stop_agent()
     agent = box.start_agent()
     assert agent.handoff.admitted_containers("default/a") == ["main"]  # type: ignore[arg-type]
@@ -205,6 +206,6 @@ def test_ids_differing_from_the_assignment_are_reported(box: Box) -> None:
     box.start_agent(admission_grace_s=0.0)
     box.place("a", [("main", 30, 0)], {"main": [(1, 30)]})
     box.hold("a", "main", CORES, [f"{box.gpus[0]}::c{k}" for k in range(30)])
-    assert wait(lambda: len(box.agent.mismatches) == 1)
+    assert holds_within(lambda: len(box.agent.mismatches) == 1)
     assert box.gpus[0] in box.agent.mismatches[0][1]
-    assert wait(lambda: len(box.events("VgpuAssignmentMismatch")) == 1)
+    assert holds_within(lambda: len(box.events("VgpuAssignmentMismatch")) == 1)

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.agent_harness import NODE, Box, make_box, wait
+from tests.node.agent_harness import NODE, Box, make_box
+from tests.waiting import holds_within
 
 
 @pytest.fixture
@@ -48,4 +49,4 @@ def test_a_lasting_failure_is_said_once_and_its_end_too(
         r.getMessage() for r in node_lines
     ]
     box.api.clear_faults()
-    assert wait(lambda: any("works again" in r.getMessage() for r in caplog.records))
+    assert holds_within(lambda: any("works again" in r.getMessage() for r in caplog.records))

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.agent_harness import CORES, MEMORY, Box, make_box, wait
+from tests.node.agent_harness import CORES, MEMORY, Box, make_box
 from tests.node.usage_scenario import (
     GIB,
     MIB,
@@ -18,6 +18,7 @@ from tests.node.usage_scenario import (
     scrape,
     value,
 )
+from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.node.model import GpuInfo
 
@@ -44,7 +45,7 @@ def test_admitted_pod_using_3_of_4_gib_on_its_gpu(box: Box) -> None:
     box.admit("a", "main", CORES, 30)
     box.admit("a", "main", MEMORY, 4)
     uid = run_pod(box, "a", {"main": CID})
-    assert wait(lambda: len(agent.containers) == 1)
+    assert holds_within(lambda: len(agent.containers) == 1)
     cgroups.files[4242] = cgroup_v2(uid, CID)
     backend.set_process(g0, 4242, 3 * GIB)
     backend.set_utilization(g0, 0.55)
@@ -79,7 +80,7 @@ def test_scrapes_follow_usage_over_time_and_count_xids(box: Box) -> None:
     g0, g1 = box.gpus
     box.place("a", [("main", 30, 4)], {"main": [(0, 30)]})
     uid = run_pod(box, "a", {"main": CID})
-    assert wait(lambda: len(agent.containers) == 1)
+    assert holds_within(lambda: len(agent.containers) == 1)
     cgroups.files.update({10: cgroup_v2(uid, CID), 11: cgroup_v2(uid, CID)})
     labels = {"namespace": "default", "pod": "a", "container": "main", "gpu": g0}
 
@@ -93,7 +94,7 @@ def test_scrapes_follow_usage_over_time_and_count_xids(box: Box) -> None:
     backend.set_memory_used(g1, 700 * MIB)  # driver-held memory outside any process
     backend.inject_xid(79, g1)  # fell off the bus
     backend.inject_xid(13, g0)  # application error: counted, GPU stays healthy
-    assert wait(lambda: value(scrape(agent.metrics.port), "vgpu_gpu_healthy", gpu=g1) == 0)
+    assert holds_within(lambda: value(scrape(agent.metrics.port), "vgpu_gpu_healthy", gpu=g1) == 0)
     samples = scrape(agent.metrics.port)
     assert value(samples, "vgpu_container_gpu_memory_used_bytes", **labels) == 3 * GIB
     assert names(samples, "vgpu_container_gpu_memory_over_grant_bytes") == []

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.kubelet_standin.kubelet import FakeKubelet
-from tests.node.agent_harness import CORES, NODE, Box, gpu_of, make_box, wait
+from tests.node.agent_harness import CORES, NODE, Box, gpu_of, make_box
+from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.daemons.node_agent import AgentConfig, NodeAgent
 from vgpu.node.grants import GrantMode, GrantSettings
@@ -40,7 +41,7 @@ def test_labels_and_inventory_patched_once_then_only_on_change(box: Box) -> None
     backend = agent._backend
     assert isinstance(backend, FakeGpuBackend)
     backend.inject_xid(79, box.gpus[1])
-    assert wait(lambda: node_patches(box) == 2)
+    assert holds_within(lambda: node_patches(box) == 2)
     node = box.api.store.get("Node", None, NODE)
     assert node is not None
     inventory = json.loads(node["metadata"]["annotations"]["vgpu.io/gpu-inventory"])

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.node.agent_harness import CORES, MEMORY, NODE, Box, make_box, wait
+from tests.node.agent_harness import CORES, MEMORY, NODE, Box, make_box
+from tests.waiting import holds_within
 from vgpu.api.inventory import parse_inventory
 from vgpu.node.checkpoint import CHECKPOINT_FILE
 
@@ -58,14 +59,14 @@ def test_a_deleted_pods_checkpointed_devices_are_published_until_the_kubelet_dro
     cores = [f"{gpu}::c{i}" for i in range(30)]
     memory = [f"{gpu}::m{i}" for i in range(2)]
     _write(box, (pod["metadata"]["uid"], CORES, cores), (pod["metadata"]["uid"], MEMORY, memory))
-    assert not wait(lambda: _stale(box) != {}, 0.5), "a live pod's devices are not stale"
+    assert not holds_within(lambda: _stale(box) != {}, 0.5), "a live pod's devices are not stale"
     before = box.kubelet.connection(CORES).updates
     box.api.store.remove("Pod", "default", "a")
-    assert wait(lambda: _stale(box) == {gpu: (30, 2 * 1024)}), _stale(box)
+    assert holds_within(lambda: _stale(box) == {gpu: (30, 2 * 1024)}), _stale(box)
     # Until the kubelet has dropped them, the agent has it free them and checkpoint again.
     assert box.kubelet.wait_for(lambda: box.kubelet.connection(CORES).updates > before + 1)
     _write(box)  # the kubelet's checkpoint after that
-    assert wait(lambda: _stale(box) == {}), _stale(box)
+    assert holds_within(lambda: _stale(box) == {}), _stale(box)
     assert agent.ready()
 
 
@@ -80,10 +81,10 @@ def test_a_broken_checkpoint_is_logged_once_and_publishes_nothing(
         def said() -> int:
             return sum("not published" in r.getMessage() for r in caplog.records)
 
-        assert wait(lambda: said() >= 1, 10)
+        assert holds_within(lambda: said() >= 1, 10)
         assert CHECKPOINT_FILE in caplog.text and "not valid JSON" in caplog.text
         assert _stale(box) == {}
-        assert not wait(lambda: said() > 1, 0.6), "logged once, not at every step"
+        assert not holds_within(lambda: said() > 1, 0.6), "logged once, not at every step"
     assert agent.ready()
 
 
@@ -98,15 +99,15 @@ def test_with_an_unreadable_checkpoint_a_deletion_is_followed_by_list_alone(
         agent = box.start_agent(release_sync_s=0.1, reconcile_s=60)
         box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
         box.admit("a", "main", CORES, 30)
-        assert wait(lambda: box.admitted("a") == ["main"])
+        assert holds_within(lambda: box.admitted("a") == ["main"])
         before = box.kubelet.connection(CORES).updates
         box.api.store.remove("Pod", "default", "a")  # the kubelet still reports it: terminating
-        assert wait(lambda: agent.stale.following == ("default/a",))
-        assert not wait(lambda: box.kubelet.connection(CORES).updates > before, 0.6), (
+        assert holds_within(lambda: agent.stale.following == ("default/a",))
+        assert not holds_within(lambda: box.kubelet.connection(CORES).updates > before, 0.6), (
             "device lists resent while the kubelet still holds the pod"
         )
         box.podres.pods.clear()  # the kubelet dropped it; the agent's next List freed it
         assert box.kubelet.wait_for(lambda: box.kubelet.connection(CORES).updates > before)
-        assert wait(lambda: not agent.stale.following)
+        assert holds_within(lambda: not agent.stale.following)
         assert "deleted pod(s) default/a freed by the kubelet" in caplog.text
         assert "pod-resources List alone" in caplog.text and _stale(box) == {}

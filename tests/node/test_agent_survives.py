@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from tests.node.agent_harness import NODE, Box, make_box, wait
+from tests.node.agent_harness import NODE, Box, make_box
+from tests.waiting import holds_within
 from vgpu.api.inventory import InventoryError, parse_inventory
 from vgpu.daemons.liveness import Liveness
 from vgpu.daemons.node_maintenance import LOOP
@@ -57,7 +58,7 @@ def test_the_agent_repairs_its_own_unreadable_inventory_annotation(box: Box, val
     node["metadata"]["annotations"][INVENTORY] = value  # NodeRestriction lets a node do this
     box.api.store.put(node)
     agent.publisher.dirty = True
-    assert wait(lambda: _readable(_inventory(box)))
+    assert holds_within(lambda: _readable(_inventory(box)))
     assert _healthz(agent.metrics.port)[0] == 200
 
 
@@ -75,7 +76,7 @@ def test_a_duty_that_raises_is_logged_and_retried_and_the_loop_goes_on(box: Box)
 
     agent.publisher.patch_admitted = flaky  # type: ignore[method-assign]
     agent._wake.set()
-    assert wait(lambda: len(calls) >= 3)
+    assert holds_within(lambda: len(calls) >= 3)
     assert agent.liveness.failures == {"writing vgpu.io/admitted": 2}
     assert _healthz(agent.metrics.port)[0] == 200
     assert agent.liveness.why_not_live() is None

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from tests.node.agent_harness import CORES, make_box
+from tests.waiting import holds_within
 from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.limits_file import ACTIVITY_NAME, read_limits, render_activity
@@ -29,12 +30,7 @@ def _mounts(response: object) -> dict[str, tuple[str, bool]]:
 
 
 def _allowance_reaches(limits: Path, value: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if read_limits(limits)[0].allowance == value:
-            return True
-        time.sleep(0.05)
-    return False
+    return holds_within(lambda: read_limits(limits)[0].allowance == value, timeout, interval=0.05)
 
 
 def _launching(shared: Path) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.agent_harness import NODE, Box, make_box, wait
+from tests.node.agent_harness import NODE, Box, make_box
 from tests.node.usage_scenario import (
     GIB,
     HOST_PROCESS,
@@ -19,6 +19,7 @@ from tests.node.usage_scenario import (
     scrape,
     value,
 )
+from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.daemons.node_agent import NodeAgent
 from vgpu.node.watchdog import WatchdogPolicy
@@ -53,7 +54,7 @@ def _greedy_pod(box: Box, agent: NodeAgent, backend: FakeGpuBackend, cgroups: Fa
     """Pod `a`, granted 4 GiB on box.gpus[0], whose processes 10 and 11 use 3 + 2 GiB there."""
     box.place("a", [("main", 30, 4)], {"main": [(0, 30)]})
     uid = run_pod(box, "a", {"main": CID})
-    assert wait(lambda: len(agent.containers) == 1)
+    assert holds_within(lambda: len(agent.containers) == 1)
     cgroups.files.update({10: cgroup_v2(uid, CID), 11: cgroup_v2(uid, CID)})
     backend.set_process(box.gpus[0], 10, 3 * GIB)
     backend.set_process(box.gpus[0], 11, 2 * GIB)
@@ -62,13 +63,13 @@ def _greedy_pod(box: Box, agent: NodeAgent, backend: FakeGpuBackend, cgroups: Fa
 
 def _steps_later(agent: NodeAgent, n: int) -> None:
     start = agent.watchdog.steps
-    assert wait(lambda: agent.watchdog.steps >= start + n), "watchdog loop stalled"
+    assert holds_within(lambda: agent.watchdog.steps >= start + n), "watchdog loop stalled"
 
 
 def test_over_grant_is_reported_once_and_nothing_is_stopped_by_default(box: Box) -> None:
     agent, backend, cgroups, killer = _start(box, kill=False)
     uid = _greedy_pod(box, agent, backend, cgroups)
-    assert wait(lambda: len(box.events("VgpuMemoryOverGrant")) == 1)
+    assert holds_within(lambda: len(box.events("VgpuMemoryOverGrant")) == 1)
     _steps_later(agent, 5)  # the condition lasts: still one Event (rate-limited), no kill
 
     [event] = box.events("VgpuMemoryOverGrant")
@@ -94,7 +95,7 @@ def test_over_grant_is_reported_once_and_nothing_is_stopped_by_default(box: Box)
 def test_watchdog_kill_stops_the_largest_process_then_all_is_quiet(box: Box) -> None:
     agent, backend, cgroups, killer = _start(box, kill=True)
     _greedy_pod(box, agent, backend, cgroups)
-    assert wait(lambda: killer.killed == [10])  # 5 GiB - 3 GiB fits the 4 GiB grant
+    assert holds_within(lambda: killer.killed == [10])  # 5 GiB - 3 GiB fits the 4 GiB grant
     _steps_later(agent, 3)
     assert killer.killed == [10]
     [killed] = box.events("VgpuProcessKilled")
@@ -113,13 +114,13 @@ def test_a_pid_reused_between_sample_and_kill_is_spared(box: Box) -> None:
     agent, backend, cgroups, killer = _start(box, kill=True)
     box.place("a", [("main", 30, 4)], {"main": [(0, 30)]})
     uid = run_pod(box, "a", {"main": CID})
-    assert wait(lambda: len(agent.containers) == 1)
+    assert holds_within(lambda: len(agent.containers) == 1)
     cgroups.files[11] = cgroup_v2(uid, CID)
     # PID 10 is pod a's when sampled, a host process's when the kill is about to happen.
     cgroups.then[10] = [cgroup_v2(uid, CID), HOST_PROCESS]
     backend.set_process(box.gpus[0], 11, 2 * GIB)
     backend.set_process(box.gpus[0], 10, 3 * GIB)
-    assert wait(lambda: len(box.events("VgpuMemoryOverGrant")) == 1)
+    assert holds_within(lambda: len(box.events("VgpuMemoryOverGrant")) == 1)
     _steps_later(agent, 3)
     assert killer.killed == [] and box.events("VgpuProcessKilled") == []
 
@@ -128,7 +129,7 @@ def test_unknown_gpu_process_is_reported_on_the_node(box: Box) -> None:
     agent, backend, cgroups, killer = _start(box, kill=True)
     box.place("a", [("main", 30, 4)], {"main": [(0, 30)]})
     uid = run_pod(box, "a", {"main": CID})
-    assert wait(lambda: len(agent.containers) == 1)
+    assert holds_within(lambda: len(agent.containers) == 1)
     g1 = box.gpus[1]
     cgroups.files[777] = HOST_PROCESS  # a host process nobody scheduled
     cgroups.files[778] = cgroup_v2(uid, "ab" * 32)  # pod a's new container, status lags: skip
@@ -137,7 +138,7 @@ def test_unknown_gpu_process_is_reported_on_the_node(box: Box) -> None:
     backend.set_process(g1, 777, GIB)
     backend.set_process(g1, 778, GIB)
     backend.set_process(g1, 779, 512 * 1024 * 1024)
-    assert wait(lambda: len(box.events("VgpuUnknownGpuProcess")) == 2)
+    assert holds_within(lambda: len(box.events("VgpuUnknownGpuProcess")) == 2)
     _steps_later(agent, 5)
 
     events = box.events("VgpuUnknownGpuProcess")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2
+from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.node.container_dirs import ContainerDirs, DirectoryLimit, referenced_ids
 
 

@@ -9,9 +9,10 @@ import pytest
 
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import CORES, MEMORY, Node, start_plugins
+from tests.waiting import wait_until
+from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kubelet_devices import HealthPump
-from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.node.health import HealthPolicy, HealthTracker
 
 
@@ -156,10 +157,7 @@ def test_registration_is_retried_until_the_kubelet_accepts(node: Node) -> None:
     plugins = start_plugins(node.inventory, options)
     try:
         assert kubelet.wait_for(lambda: len(kubelet.registrations) == 2, timeout=5.0)
-        deadline = time.monotonic() + 2.0
-        while not plugins.manager.registered() and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert plugins.manager.registered()
+        wait_until(plugins.manager.registered, 2.0, "the plugins to register")
     finally:
         plugins.manager.stop(0.2)
         kubelet.stop()

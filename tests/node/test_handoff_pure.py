@@ -6,6 +6,7 @@ import logging
 
 import pytest
 
+from tests.pods import Obj, container, pod_obj
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
@@ -17,18 +18,17 @@ from vgpu.node.podspec import pod_info
 KEY = b"k"
 
 
-def pod(name: str, uid: str, containers: list[tuple[str, int]], **annotations: str) -> dict:  # type: ignore[type-arg]
-    return {
-        "metadata": {"name": name, "namespace": "ns", "uid": uid, "annotations": annotations},
-        "spec": {
-            "nodeName": "n",
-            "containers": [
-                {"name": c, "resources": {"limits": {"vgpu.io/cores": str(k)}}}
-                for c, k in containers
-            ],
-        },
-        "status": {"phase": "Pending"},
-    }
+def pod(name: str, uid: str, containers: list[tuple[str, int]], **annotations: str) -> Obj:
+    return pod_obj(
+        name,
+        [container(c, cores=k) for c, k in containers],
+        namespace="ns",
+        uid=uid,
+        annotations=annotations,
+        node="n",
+        phase="Pending",
+        kind=False,
+    )
 
 
 def signed(

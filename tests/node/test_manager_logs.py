@@ -12,6 +12,7 @@ import pytest
 
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import CORES, MEMORY, start_plugins
+from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.adapters.kubelet import PluginOptions
 
@@ -24,15 +25,6 @@ def lines(caplog: pytest.LogCaptureFixture, fragment: str) -> list[str]:
         for r in caplog.records
         if r.name == LOGGER and r.levelno >= logging.INFO and fragment in r.getMessage()
     ]
-
-
-def wait(predicate: object, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def test_waits_once_then_registers_then_reregisters(
@@ -50,12 +42,12 @@ def test_waits_once_then_registers_then_reregisters(
             f"waiting for the kubelet: {sockdir / 'kubelet.sock'} does not exist yet"
         ]
         kubelet.start()
-        assert wait(lambda: lines(caplog, "registered with the kubelet"))
+        assert holds_within(lambda: lines(caplog, "registered with the kubelet"))
         assert lines(caplog, "registered with the kubelet") == [
             f"registered with the kubelet ({sockdir / 'kubelet.sock'}): {CORES}, {MEMORY}"
         ]
         kubelet.restart()
-        assert wait(lambda: lines(caplog, "re-registered"))
+        assert holds_within(lambda: lines(caplog, "re-registered"))
         time.sleep(0.2)
         assert len(lines(caplog, "re-registered with the kubelet")) == 1
         # The restart may be seen mid-way (socket gone): that is a second wait, said once too.
@@ -76,7 +68,7 @@ def test_failed_registrations_warn_once_per_streak(
     try:
         # Registration succeeds after the refusals' backoff (0.5 s doubling, per resource): wait
         # well past it; a wait of 8 s ran out once on a loaded machine.
-        assert wait(plugins.manager.registered, timeout=30.0)
+        assert holds_within(plugins.manager.registered, timeout=30.0)
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) <= 2, [r.getMessage() for r in warnings]  # one per resource
         assert len(lines(caplog, "registered with the kubelet")) == 1

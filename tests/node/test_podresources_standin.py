@@ -8,7 +8,7 @@ import grpc
 import pytest
 
 from tests.kubelet_standin.podresources import FakePodResources
-from vgpu.api._proto.podresources.v1 import api_pb2, api_pb2_grpc
+from vgpu.adapters._proto.podresources.v1 import api_pb2, api_pb2_grpc
 
 
 def test_list_get_allocatable(sockdir: Path) -> None:

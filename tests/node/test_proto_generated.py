@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc_tools
 
 REPO = Path(__file__).resolve().parents[2]
-GENERATED = Path("vgpu/api/_proto")
+GENERATED = Path("vgpu/adapters/_proto")
 
 
 def _relative_files(root: Path) -> set[Path]:
@@ -39,15 +39,15 @@ def test_generated_code_matches_protos(tmp_path: Path) -> None:
 
 
 def test_both_protos_load_in_one_process() -> None:
-    from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2 as dp
-    from vgpu.api._proto.podresources.v1 import api_pb2 as pr
+    from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2 as dp
+    from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 
     assert dp.DESCRIPTOR.package == "v1beta1"
     assert pr.DESCRIPTOR.package == "v1"
 
 
 def test_wire_encoding_matches_upstream_field_numbers() -> None:
-    from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2 as dp
+    from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2 as dp
 
     assert dp.ContainerAllocateRequest(devices_ids=["x"]).SerializeToString() == b"\n\x01x"
     preferred = dp.ContainerPreferredAllocationRequest.DESCRIPTOR.fields_by_name

@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.waiting import poll
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -32,31 +34,34 @@ def wait_until(
     watch: tuple[Path, Callable[[], bool]] | None = None,
     reraise: type[Exception] | None = None,
 ) -> Any:
-    """Poll `check` until truthy (exceptions count as not yet); fail naming `what` after
-    `timeout` seconds. `watch` is a component's (log, alive): the failure then shows the end of
-    its log, and comes at once if the process ends. A `reraise` exception from `check` ends the
-    wait at once."""
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    why = f"timed out after {timeout:.0f}s"
-    while time.monotonic() < deadline:
+    """The tests' poll loop (`tests.waiting.poll`, every 0.2 s) with what a real process adds:
+    exceptions from `check` count as not yet; it fails naming `what` after `timeout` seconds.
+    `watch` is a component's (log, alive): the failure then shows the end of its log, and comes
+    at once if the process ends. A `reraise` exception from `check` ends the wait at once."""
+    last: list[Exception] = []
+    ended: list[bool] = []
+
+    def attempt() -> Any:
         if watch is not None and not watch[1]():
-            why = "its process ended"
-            break
+            ended.append(True)
+            return True  # ends the poll; told apart from success below
         try:
-            value = check()
-            if value:
-                return value
+            return check()
         except Exception as err:  # any other failure means "not yet"
             if reraise is not None and isinstance(err, reraise):
                 raise
-            last = err
-        time.sleep(0.2)
+            last[:] = [err]
+            return None
+
+    value = poll(attempt, timeout, interval=0.2)
+    if value and not ended:
+        return value
+    why = "its process ended" if ended else f"timed out after {timeout:.0f}s"
     tail = ""
     if watch is not None and watch[0].exists():
         lines = watch[0].read_text(errors="replace").splitlines()[-40:]
         tail = f"\n--- end of {watch[0].name} ---\n" + "\n".join(lines)
-    raise TimeoutError(f"{why} waiting for {what} (last: {last}){tail}")
+    raise TimeoutError(f"{why} waiting for {what} (last: {last[0] if last else None}){tail}")
 
 
 class Processes:

@@ -75,16 +75,20 @@ def test_first_fit_choice_always_fits(taken: list[tuple[int, int]], ask: int, wh
         if ns.free_cores[pos] >= cores:
             ledger.confirm(assignment_for(ns, make_pod(f"old{i}", cores), ((pos,),)))
     order = _static if who == "dra" else _fullest_first
+    before = (list(ns.free_cores), list(ns.free_mem))
     choice = first_fit(ns, make_pod("p", ask), order)
-    if choice is None:
-        return
-    for pos in choice[0]:
+    assert (list(ns.free_cores), list(ns.free_mem)) == before  # the trial gives everything back
+    need = 1 if ask < 100 else ask // 100
+    room = [p for p in range(4) if ns.free_cores[p] >= ask or ns.free_cores[p] == 100]
+    assert (choice is None) == (len(room) < need), (choice, ns.free_cores)
+    gpus = choice[0] if choice is not None else ()
+    for pos in gpus:
         assert ns.free_cores[pos] >= min(ask, 100)
         if ask >= 100:
             assert ns.free_cores[pos] == 100
-    if who == "dra-sorted" and ask < 100:
+    if who == "dra-sorted" and ask < 100 and gpus:
         fitting = [p for p in range(4) if ns.free_cores[p] >= ask]
-        assert ns.free_cores[choice[0][0]] == min(ns.free_cores[p] for p in fitting)
+        assert ns.free_cores[gpus[0]] == min(ns.free_cores[p] for p in fitting)
 
 
 def test_cli_compares_device_choices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import grpc
 
-from vgpu.api._proto.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
+from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from vgpu.core.errors import VgpuError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.devices import DeviceEntry

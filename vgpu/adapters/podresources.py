@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 
-from vgpu.api._proto.podresources.v1 import api_pb2, api_pb2_grpc
+from vgpu.adapters._proto.podresources.v1 import api_pb2, api_pb2_grpc
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import pod_key
 from vgpu.node.devices import ResourceNames, UnitKind

@@ -1,1 +1,2 @@
-"""Wire contracts: generated kubelet gRPC code (_proto) and pure (de)serialisation."""
+"""The cluster contract: the names and formats two components agree on, (de)serialised with no
+I/O (the generated kubelet gRPC code is an adapter's: `vgpu.adapters._proto`)."""

@@ -8,7 +8,7 @@ prefer sets of GPUs joined by NVLink, then on one NUMA node, then the lowest ind
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import combinations
 
 from vgpu.core.capacity import candidates
@@ -24,6 +24,9 @@ from vgpu.core.units import memory_need_mmib
 
 Choice = tuple[tuple[int, ...], ...]
 GpuPicker = Callable[[NodeState, ContainerRequest, list[int]], int]
+"""A policy's pick of one GPU for a fractional share among those that fit (`cands`)."""
+ContainerPicker = Callable[[NodeState, ContainerRequest, list[int]], tuple[int, ...] | None]
+"""The GPUs one container takes among those that fit (`cands`), or None when they are too few."""
 
 
 def best_fit_pick(ns: NodeState, c: ContainerRequest, cands: list[int]) -> int:
@@ -62,22 +65,37 @@ def _order(pod: PodRequest) -> list[int]:
 def choose(ns: NodeState, pod: PodRequest, pick: GpuPicker = best_fit_pick) -> Choice | None:
     """A GPU choice for every GPU-wanting container of the pod, or None if they don't all fit."""
     wanting = pod.gpu_containers
-    if len(wanting) == 1:
-        return _choose_one(ns, pod, wanting[0], pick)
+    if len(wanting) == 1:  # the common case: nothing to take and give back
+        chosen = _policy_pick(ns, wanting[0], candidates(ns, wanting[0], pod.selector), pick)
+        return None if chosen is None else (chosen,)
+    return take_in_turn(ns, pod, _order(pod), lambda n, c, cands: _policy_pick(n, c, cands, pick))
+
+
+def _policy_pick(
+    ns: NodeState, c: ContainerRequest, cands: list[int], pick: GpuPicker
+) -> tuple[int, ...] | None:
+    if c.whole:
+        return whole_pick(ns, c.gpus, cands) if len(cands) >= c.gpus else None
+    return (pick(ns, c, cands),) if cands else None
+
+
+def take_in_turn(
+    ns: NodeState, pod: PodRequest, turns: Iterable[int], pick: ContainerPicker
+) -> Choice | None:
+    """Each GPU-wanting container, in the order of `turns` (indices into `pod.gpu_containers`),
+    takes the GPUs `pick` names among those it fits, charged on `ns` so that later containers
+    see them taken; `ns` is given back whole before returning. None when `pick` finds no room
+    for one. The one take-and-undo loop: the policies' choice (`choose`) and the simulator's
+    DRA allocator (`vgpu.sim.dra`) differ only in their turns and their picker."""
+    wanting = pod.gpu_containers
     picked: dict[int, tuple[int, ...]] = {}
     undo: list[tuple[int, int, int]] = []
     try:
-        for i in _order(pod):
+        for i in turns:
             c = wanting[i]
-            cands = candidates(ns, c, pod.selector)
-            if c.whole:
-                if len(cands) < c.gpus:
-                    return None
-                chosen = whole_pick(ns, c.gpus, cands)
-            else:
-                if not cands:
-                    return None
-                chosen = (pick(ns, c, cands),)
+            chosen = pick(ns, c, candidates(ns, c, pod.selector))
+            if chosen is None:
+                return None
             for p in chosen:
                 cores, mem = _take(ns, p, c)
                 undo.append((p, cores, mem))
@@ -87,15 +105,6 @@ def choose(ns: NodeState, pod: PodRequest, pick: GpuPicker = best_fit_pick) -> C
             ns.free_cores[p] += cores
             ns.free_mem[p] += mem
     return tuple(picked[i] for i in range(len(wanting)))
-
-
-def _choose_one(
-    ns: NodeState, pod: PodRequest, c: ContainerRequest, pick: GpuPicker
-) -> Choice | None:
-    cands = candidates(ns, c, pod.selector)
-    if c.whole:
-        return (whole_pick(ns, c.gpus, cands),) if len(cands) >= c.gpus else None
-    return ((pick(ns, c, cands),),) if cands else None
 
 
 def first_fit(ns: NodeState, pod: PodRequest) -> Choice | None:

@@ -29,8 +29,8 @@ from vgpu.core.policies import (
     ShapePolicy,
     SpreadPolicy,
 )
-from vgpu.core.policy_config import DefaultConfig
 from vgpu.core.policy_default import DefaultPolicy
+from vgpu.core.policy_default_knobs import DefaultConfig
 from vgpu.core.workload import Workload
 
 PAPER_POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")

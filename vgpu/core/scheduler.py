@@ -4,7 +4,7 @@
 * `select` picks the best node (with the policy's tie-break) and the assignment there (the
   simulator, gang planning).
 * `place` gives the assignment on a node someone else chose (the extender: kube-scheduler picks
-  the node), or a `Verdict`; `core.placing.place` adds invariant I and init-container reuse.
+  the node), or a `Verdict`; `core.given_node.place` adds invariant I and init-container reuse.
 
 Both reach the GPUs by one path: the policy's evaluation of the node, then its `finish` (where a
 random policy draws its GPU), then the ledger `Assignment`; so for the same state and pod they
@@ -149,7 +149,7 @@ class Scheduler:
     ) -> Assignment | Verdict:
         """The assignment for the pod on `node`: the GPUs `select` would take there (the
         policy's evaluation, then its `finish`), or why there is none. Invariant I and init
-        containers' reuse are `core.placing.place`'s, on top of this."""
+        containers' reuse are `core.given_node.place`'s, on top of this."""
         return self._on_node(pod, node, policy or self.policy)
 
     def _on_node(self, pod: PodRequest, node: NodeName, policy: Policy) -> Assignment | Verdict:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vgpu.adapters.dra_checkpoint import Checkpoint
 from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, HealthBoard
 from vgpu.adapters.gpu import GpuBackend
 from vgpu.adapters.kube import KubeConflict, KubeError
@@ -36,7 +37,6 @@ from vgpu.api.dra import DRIVER, claim_shares, device_name
 from vgpu.core.errors import VgpuError
 from vgpu.daemons.signals import run_until_signal
 from vgpu.dra import claim_dirs
-from vgpu.dra.checkpoint import Checkpoint
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.dra.slices import build_slice, same_devices, slice_name
 from vgpu.node.container_dirs import ContainerDirs

@@ -30,7 +30,8 @@ from vgpu.daemons.liveness import Liveness, done
 from vgpu.daemons.queue_release import QueueReleaser
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.http import HttpLimits, HttpServer
+from vgpu.extender.http import HttpServer
+from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.queue_metrics import QueueCollector

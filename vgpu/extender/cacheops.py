@@ -13,10 +13,10 @@ from functools import partial
 
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Code, Verdict
+from vgpu.core.given_node import place
 from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, Holding, Phase
-from vgpu.core.placing import place
 from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cacheviews import CacheFields

@@ -20,10 +20,10 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Holding, Node
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState, NodeState
+from vgpu.extender.answers import FeedView
 from vgpu.extender.claimgangs import ClaimGangs
 from vgpu.extender.gangs import GangCoordinator
 from vgpu.extender.podspec import PodSpec
-from vgpu.extender.views import FeedView
 
 
 class LedgerView(Protocol):
@@ -65,7 +65,7 @@ class CacheFields:
     @property
     def feed(self) -> FeedView:
         """Names every node whose answers may have changed: its state, its pending containers,
-        its problem (read by the verbs' views, `vgpu.extender.views`)."""
+        its problem (read by the verbs' views, `vgpu.extender.answers`)."""
         return self._feed
 
     @property

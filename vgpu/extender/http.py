@@ -31,14 +31,12 @@ import ssl
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
 
 from vgpu.extender.http2 import Http2Connection
-from vgpu.extender.http2caps import Http2Caps
+from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.httpwire import (
-    MAX_BODY,
     MAX_LINE,
     NO_CERTIFICATE,
     TEXT,
@@ -54,26 +52,7 @@ from vgpu.extender.wire import BadRequest
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    """What one client may cost the server."""
-
-    read_timeout: float = 10.0
-    """Seconds from a request's first byte to its last (and for the TLS handshake)."""
-    idle_timeout: float = 120.0
-    """Seconds a kept-alive connection may wait for its next request."""
-    workers: int = 16
-    """Threads running verbs."""
-    max_connections: int = 4096
-    max_unverified: int = 64
-    """Connections without a client certificate (probes, scrapers) open at once; they may only
-    GET, one request each, so they can neither fill `max_connections` nor send a body."""
-    max_body: int = MAX_BODY
-    max_buffered: int = MAX_BODY
-    """Bytes one HTTP/2 connection may hold: request bodies being read, and replies waiting for
-    the client's flow-control window or for the socket; past it the connection is closed."""
-    http2: Http2Caps = field(default_factory=Http2Caps)
-
+DEFAULT_LIMITS = HttpLimits()
 
 PROBES_ONLY = b"this port serves GET /healthz and /readyz only; call the verbs on the main port\n"
 
@@ -95,7 +74,7 @@ class HttpServer:
         host: str = "0.0.0.0",
         port: int = 0,
         tls: ssl.SSLContext | None = None,
-        limits: HttpLimits = HttpLimits(),
+        limits: HttpLimits = DEFAULT_LIMITS,
         on_refused: Callable[[str], None] = lambda reason: None,
         on_connection: Callable[[], None] = lambda: None,
         probes_only: bool = False,

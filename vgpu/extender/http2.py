@@ -25,7 +25,7 @@ import logging
 import ssl
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from h2.config import H2Configuration
 from h2.connection import H2Connection
@@ -47,10 +47,8 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
 from vgpu.extender.http2caps import Budgets
+from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
-
-if TYPE_CHECKING:
-    from vgpu.extender.http import HttpLimits
 
 log = logging.getLogger(__name__)
 

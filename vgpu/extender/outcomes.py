@@ -1,4 +1,4 @@
-"""A node's filter answer for a pod shape (`Outcome`), and what the extender's per-shape views
+"""A node's filter answer for a pod shape (`Outcome`), and what the extender's per-shape answer sets
 are keyed by: the filter and prioritize verbs (`service`) share these."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from typing import NamedTuple
 
 from vgpu.core.fit import Code, Verdict
 from vgpu.core.model import Assignment
+from vgpu.extender.answers import FeedView
 from vgpu.extender.podspec import PodSpec
-from vgpu.extender.replies import FilterView
-from vgpu.extender.views import FeedView
+from vgpu.extender.replies import FilterAnswers
 
 
 class Outcome(NamedTuple):
@@ -41,11 +41,11 @@ def placed_outcome(placed: Assignment | Verdict) -> Outcome:
     return outcome_of(placed) if isinstance(placed, Verdict) else FIT
 
 
-def filter_view(feed: FeedView) -> FilterView[Outcome]:
-    return FilterView(feed, FIT)
+def filter_answers(feed: FeedView) -> FilterAnswers[Outcome]:
+    return FilterAnswers(feed, FIT)
 
 
-def view_key(spec: PodSpec) -> tuple[object, ...]:
+def shape_key(spec: PodSpec) -> tuple[object, ...]:
     """What a pod's answers depend on besides the node: its shape, and for invariant-I
     placements its container names (reasons quote them) and memory blocks."""
     req = spec.request

@@ -6,8 +6,9 @@ managedFields, the deletion timestamp, and the annotations of the hand-off (the 
 assignment and its signature, the node agent's `vgpu.io/admitted`), which the cache reads itself,
 never through `pod_spec`; the binding and the end of the pod change only its node and whether it is
 terminal. Parses are kept by (uid, resourceVersion), as kube-scheduler sends the version it has to
-filter and prioritize, and by a digest of the rest of what `pod_spec` reads (`read_digest`), so
-that a new version reading alike is not parsed again. A bound pod's version that also has the same
+filter and prioritize, and by a digest of the rest of what `pod_spec` reads (`read_digest`, made
+of the same table of fields, `podspec.READ_METADATA`, through which the parse reads), so that a
+new version reading alike is not parsed again. A bound pod's version that also has the same
 hand-off annotations (`notes_of`) as the one the cache last applied (`Observed`) is not applied
 again either (`ClusterCache.apply_pod`). bench/pod_watch_cost.py measures both;
 tests/extender/test_podmemo.py checks that the digest holds all `pod_spec` reads.
@@ -25,7 +26,7 @@ from vgpu.api.admitted import ADMITTED
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE
 from vgpu.api.podread import is_terminal
 from vgpu.core.model import Assignment
-from vgpu.extender.podspec import PodSpec, node_of
+from vgpu.extender.podspec import READ_METADATA, PodSpec, node_of, read_part
 
 Obj = dict[str, Any]
 K = TypeVar("K")
@@ -54,23 +55,22 @@ def notes_of(annotations: Obj) -> Notes | None:
 
 
 def read_digest(pod: Obj) -> bytes | None:
-    """A digest of what `pod_spec` reads of a decoded pod but its node and whether its phase is
-    terminal: uid, name, namespace, labels, annotations but `UNREAD_ANNOTATIONS`, and the spec
-    but its node name. Pods with equal digests parse alike but for those two (`ParsedPods` sets
-    them). None when it cannot be told (metadata, annotations or spec not maps, values JSON
+    """A digest of what `pod_spec` reads of a decoded pod (`read_part`: the `READ_METADATA`
+    fields, the spec, the phase) but what changes within a pod's life and is set per version or
+    read by the cache itself: the node name, whether the phase is terminal (`ParsedPods` sets
+    both) and `UNREAD_ANNOTATIONS`. Pods with equal digests parse alike but for the node and the
+    phase. None when it cannot be told (metadata, annotations or spec not maps, values JSON
     cannot carry): such a pod is parsed every time."""
-    meta, spec = pod.get("metadata"), pod.get("spec") or {}
+    part = read_part(pod)
+    meta, spec = part["metadata"], part["spec"] or {}
     if not isinstance(meta, dict) or not isinstance(spec, dict):
         return None
     annotations = meta.get("annotations") or {}
     if not isinstance(annotations, dict):
         return None
+    kept = {k: v for k, v in annotations.items() if k not in UNREAD_ANNOTATIONS}
     read = (
-        meta.get("uid"),
-        meta.get("name"),
-        meta.get("namespace"),
-        meta.get("labels"),
-        {k: v for k, v in annotations.items() if k not in UNREAD_ANNOTATIONS},
+        *(kept if name == "annotations" else meta.get(name) for name in READ_METADATA),
         {k: v for k, v in spec.items() if k != "nodeName"},
     )
     try:

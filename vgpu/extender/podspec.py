@@ -47,6 +47,24 @@ GPU_UUID_EXCLUDE = "vgpu.io/gpu-uuid-exclude"
 POLICY = "vgpu.io/policy"
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server sets an absent spec.schedulerName to (pkg/apis/core/v1/defaults.go)."""
+READ_METADATA = ("uid", "name", "namespace", "labels", "annotations")
+"""The metadata `pod_spec` reads. It reads the pod through `read_part`, which holds these and no
+other, and the parse memo's key is made of the same fields (`vgpu.extender.podmemo`): reading a
+new field starts by naming it here, and then the key holds it too."""
+READ_STATUS = ("phase",)
+"""The status `pod_spec` reads: whether the phase is terminal (set per version by the memo)."""
+
+
+def read_part(pod: Obj) -> Obj:
+    """What `pod_spec` may read of a pod: its metadata's `READ_METADATA`, its spec whole, its
+    status's `READ_STATUS`. A part that is not a map is passed as it is, for the parse to refuse
+    with the same message."""
+    meta, status = pod.get("metadata"), pod.get("status")
+    if isinstance(meta, dict):
+        meta = {k: meta[k] for k in READ_METADATA if k in meta}
+    if isinstance(status, dict):
+        status = {k: status[k] for k in READ_STATUS if k in status}
+    return {"metadata": meta, "spec": pod.get("spec"), "status": status}
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +203,7 @@ def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_N
     """Parse a pod dict; raises `InvalidRequest` naming the bad field, and nothing else whatever
     the object's shape (`vgpu.api.decode.guard`)."""
     with guard("Pod", _malformed, MALFORMED):
-        return _pod_spec(pod, memory_unit_mib, names)
+        return _pod_spec(read_part(pod), memory_unit_mib, names)
 
 
 def _malformed(message: str) -> InvalidRequest:

@@ -1,14 +1,14 @@
-"""The filter's view that keeps its last reply, patched when the next request repeats it.
+"""The filter's answer set that keeps its last reply, patched when the next request repeats it.
 
 kube-scheduler's filter requests repeat: with every node feasible it sends the same node names
-pod after pod. `FilterView` remembers the reply it built for those names (and the feed position
+pod after pod. `FilterAnswers` remembers the reply it built for those names (and the feed position
 it was built at), so the next request only looks at the nodes changed since, usually the one the
 last pod went to: comparing the names with the last request's is one C-level pass, the rest is
 in proportion to what changed. A node that fits again falls back to a full (still C-level)
 split, because its place in the passing list must be found.
 
 Replies are handed out as copies: they are encoded after the cache lock is released, while
-another request may already be patching the view.
+another request may already be patching the answer set.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
-from vgpu.extender.views import FeedView, NodeView
+from vgpu.extender.answers import FeedView, NodeAnswers
 
 T = TypeVar("T")
 
 
-class FilterView(NodeView[T]):
+class FilterAnswers(NodeAnswers[T]):
     """Filter outcomes per node, plus the last (passed, failing) reply."""
 
     __slots__ = ("_names", "_passed", "_rest", "generation")

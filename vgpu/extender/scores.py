@@ -1,8 +1,8 @@
-"""Prioritize's view: raw scores per node, grouped by value, replies built one group at a time.
+"""Prioritize's answer set: raw scores per node, grouped by value, replies built one group at a time.
 
 A pod shape's raw scores take few distinct values across a cluster (nodes in the same state
 score the same), while prioritize requests name up to every node, a different set each time
-(the filter's survivors). So the view keeps, besides each node's raw score, the set of nodes
+(the filter's survivors). So the answer set keeps, besides each node's raw score, the set of nodes
 per score. A request intersects each group with the requested names (C-level set operations,
 about one membership test per node in all), scales the few distinct scores min-max over the
 request as the core does, and writes each group's entries with one string join: no per-node
@@ -19,13 +19,13 @@ from itertools import islice
 from json.encoder import encode_basestring_ascii
 
 from vgpu.core.scheduler import scale_score
-from vgpu.extender.views import FeedView
+from vgpu.extender.answers import FeedView
 from vgpu.extender.wire import Grouped
 
 Score = float | None
 
 
-class ScoreView:
+class ScoreAnswers:
     """Raw scores of one pod shape under one policy, as groups of nodes per value."""
 
     __slots__ = ("feed", "groups", "odd", "seq")

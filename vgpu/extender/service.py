@@ -37,6 +37,7 @@ from vgpu.core.policies import Policy
 from vgpu.core.registry import PolicySpec
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
+from vgpu.extender.answers import AnswerBook
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.cacheops import place_read
 from vgpu.extender.gangs import GangWait
@@ -46,10 +47,10 @@ from vgpu.extender.outcomes import (
     UNKNOWN,
     UNWATCHED,
     Outcome,
-    filter_view,
+    filter_answers,
     outcome_of,
     placed_outcome,
-    view_key,
+    shape_key,
 )
 from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.resolve import (
@@ -60,8 +61,7 @@ from vgpu.extender.resolve import (
     Resolved,
     no_pod_groups,
 )
-from vgpu.extender.scores import ScoreView
-from vgpu.extender.views import ViewBook
+from vgpu.extender.scores import ScoreAnswers
 from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class Extender:
         """Told of each filter for a pod the watch does not show (it holds nothing)."""
         self.pods = PodReader(cache, PolicyBook(config.policy, config.pod_policies), group_size)
         """How the verbs read a request's pod (shared with `Binder` and `Preemptor`)."""
-        self.views = ViewBook()
+        self.answers = AnswerBook()
 
     @property
     def scheduler(self) -> Scheduler:
@@ -219,7 +219,7 @@ class Extender:
         return result
 
     def _filter_gpu(self, spec: PodSpec, names: list[str], policy: Policy) -> FilterResult:
-        """Per node outcomes from the pod shape's view; only failures are looked at one by one.
+        """Per node outcomes from the pod shape's answer set; only failures are looked at one by one.
 
         A node's outcome depends on its state, its pending containers (invariant I: the
         placement, hence the policy, its generation, the container names the reasons quote
@@ -227,25 +227,27 @@ class Extender:
         a new policy generation drops the outcomes of nodes with pending containers."""
         if spec.node:  # pending on its own node: placements would exclude itself, not memoised
             return self._filter_slow(spec, names, policy)
-        view = (
-            self.views.get(self.cache.feed, ("filter", *view_key(spec), id(policy)), filter_view)
+        known = (
+            self.answers.get(
+                self.cache.feed, ("filter", *shape_key(spec), id(policy)), filter_answers
+            )
             if policy.cacheable
-            else filter_view(self.cache.feed)
+            else filter_answers(self.cache.feed)
         )
-        if view.generation != policy.generation:
-            view.forget(self.cache.busy_nodes())
-            view.generation = policy.generation
-        passed, rest = view.split(names, lambda name: self.outcome(spec, name, policy))
+        if known.generation != policy.generation:
+            known.forget(self.cache.busy_nodes())
+            known.generation = policy.generation
+        passed, rest = known.split(names, lambda name: self.outcome(spec, name, policy))
         if self.config.filter_best and len(passed) > 1:
             if log.isEnabledFor(logging.DEBUG):
                 self._log_top(spec, passed, policy)
-            passed = self._score_view(spec, policy).best(
+            passed = self._score_answers(spec, policy).best(
                 passed, self._score_of(spec, policy), self.config.filter_best
             )
         result = FilterResult(passed=passed)
         if not rest:
             return result
-        failed, unresolvable, answers = result.failed, result.unresolvable, view.answers
+        failed, unresolvable, answers = result.failed, result.unresolvable, known.answers
         codes: Counter[str] = Counter()
         for name in rest:
             answer = answers[name]
@@ -317,12 +319,12 @@ class Extender:
             return self._priorities(spec, names, policy)
 
     def _priorities(self, spec: PodSpec, names: list[str], policy: Policy) -> Grouped:
-        """Scaled policy scores from the pod's view (raw scores: None = cannot go there now).
+        """Scaled policy scores from the pod's answer set (raw scores: None = cannot go there now).
 
         A node where the pod would have to wait for another pod's admission (invariant I)
         scores None like one it does not fit: its filter may have run before that other pod's
         bind arrived, and steering the pod there would only get its bind refused."""
-        return self._score_view(spec, policy).reply(names, self._score_of(spec, policy))
+        return self._score_answers(spec, policy).reply(names, self._score_of(spec, policy))
 
     def _log_top(self, spec: PodSpec, names: list[str], policy: Policy, top: int = 3) -> None:
         """At -v: the best-scored nodes of a decision, so a placement can be explained from
@@ -340,12 +342,12 @@ class Extender:
             best,
         )
 
-    def _score_view(self, spec: PodSpec, policy: Policy) -> ScoreView:
+    def _score_answers(self, spec: PodSpec, policy: Policy) -> ScoreAnswers:
         """The pod shape's raw scores under `policy` (shared by filter and prioritize)."""
-        key = ("score", *view_key(spec), id(policy), policy.generation)
+        key = ("score", *shape_key(spec), id(policy), policy.generation)
         if policy.cacheable:
-            return self.views.get(self.cache.feed, key, ScoreView)
-        return ScoreView(self.cache.feed)
+            return self.answers.get(self.cache.feed, key, ScoreAnswers)
+        return ScoreAnswers(self.cache.feed)
 
     def _score_of(self, spec: PodSpec, policy: Policy) -> Callable[[str], float | None]:
         """A node's raw score for the pod: None where it cannot go now (see `_priorities`)."""

@@ -17,8 +17,9 @@ Device choices modelled here, for `vgpu simulate --device-choice`:
   then memory, then index), re-published after every allocation on its node. First fit over that
   order is best fit; the model assumes the re-published slice is seen before the next pod.
 
-Capacity is checked with the core's own fit rule (`fit.candidates`), so the comparison isolates
-the choice of device: a claim is taken to ask exactly what our model charges. A pod's claims are
+Capacity is checked with the core's own fit rule (`capacity.candidates`) and charged by the
+core's own take-and-undo loop (`placement.take_in_turn`), so the comparison isolates the choice
+of device: a claim is taken to ask exactly what our model charges. A pod's claims are
 allocated in container order, each greedily; when greedy first fit leaves no room for a later
 claim (the real allocator would backtrack), the policy's choice stands in.
 """
@@ -27,11 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from vgpu.core.capacity import candidates
-from vgpu.core.model import PodRequest
-from vgpu.core.placement import Choice
+from vgpu.core.model import ContainerRequest, PodRequest
+from vgpu.core.placement import Choice, take_in_turn
 from vgpu.core.state import NodeState
-from vgpu.core.units import memory_need_mmib
 
 DEVICE_CHOICES = ("extender", "dra", "dra-sorted")
 DeviceChooser = Callable[[NodeState, PodRequest, Choice], Choice]
@@ -49,31 +48,12 @@ def first_fit(
     ns: NodeState, pod: PodRequest, order: Callable[[NodeState, list[int]], list[int]]
 ) -> Choice | None:
     """The allocator's greedy choice for the pod's claims (container order), or None."""
-    picked: list[tuple[int, ...]] = []
-    undo: list[tuple[int, int, int]] = []
-    try:
-        for c in pod.gpu_containers:
-            cands = order(ns, candidates(ns, c, pod.selector))
-            count = c.gpus if c.whole else 1
-            if len(cands) < count:
-                return None
-            chosen = tuple(cands[:count])
-            for p in chosen:
-                cores = 100 if c.whole else c.cores
-                mem = (
-                    ns.total_mem[p]
-                    if c.whole
-                    else memory_need_mmib(c.cores, c.memory_mib, ns.gpus[p].memory_mib)
-                )
-                ns.free_cores[p] -= cores
-                ns.free_mem[p] -= mem
-                undo.append((p, cores, mem))
-            picked.append(chosen)
-    finally:
-        for p, cores, mem in undo:
-            ns.free_cores[p] += cores
-            ns.free_mem[p] += mem
-    return tuple(picked)
+
+    def first(ns: NodeState, c: ContainerRequest, cands: list[int]) -> tuple[int, ...] | None:
+        count = c.gpus if c.whole else 1
+        return tuple(order(ns, cands)[:count]) if len(cands) >= count else None
+
+    return take_in_turn(ns, pod, range(len(pod.gpu_containers)), first)
 
 
 def chooser(name: str) -> DeviceChooser | None:

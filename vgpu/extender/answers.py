@@ -1,15 +1,17 @@
 """Answers per node for one question, kept current from the cluster's change feed.
 
-A question is "how does a pod of this shape fare on each node" (the filter's `FilterView`, in
-`replies.py`; prioritize's `ScoreView`, in `scores.py`, reads the same feed but keeps its
+(Not to be confused with the cache's read-only *views* of its state, `vgpu.extender.cacheviews`.)
+
+A question is "how does a pod of this shape fare on each node" (the filter's `FilterAnswers`, in
+`replies.py`; prioritize's `ScoreAnswers`, in `scores.py`, reads the same feed but keeps its
 scores grouped). kube-scheduler asks it with up to every node's name, for pod after pod, while
-each bind changes one node. A `NodeView` keeps the answer
+each bind changes one node. A `NodeAnswers` keeps the answer
 for every node it has been asked about and, before each use, forgets only the nodes the feed
 names since it last looked (`vgpu.core.changes`), so a request costs a few passes of C-level
 set and dict operations over the names, plus real work only for nodes that changed.
 
-`ViewBook` keeps the views of the questions asked recently (least recently used go first) and
-drops them all when the cache is rebuilt around a new state.
+`AnswerBook` keeps the answer sets of the questions asked recently (least recently used go
+first) and drops them all when the cache is rebuilt around a new state.
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ from typing import Generic, Protocol, TypeVar, cast
 
 T = TypeVar("T")
 
-MAX_VIEWS = 128
-"""Views kept at once (pod shapes being scheduled, times two verbs). A view holds about one set
-entry per node, under 1 MiB at 5,000 nodes; a shape whose view was dropped pays a cold build
+MAX_ANSWER_SETS = 128
+"""Answer sets kept at once (pod shapes being scheduled, times two verbs). One holds about one
+set entry per node, under 1 MiB at 5,000 nodes; a shape whose answers were dropped pays a cold build
 (every node evaluated, tens of milliseconds at 5,000 nodes) on its next request."""
 
 
 class FeedView(Protocol):
-    """What a view reads of the cluster's change feed (`vgpu.core.changes.FeedView`)."""
+    """What an answer set reads of the cluster's change feed (`vgpu.core.changes.FeedView`)."""
 
     @property
     def seq(self) -> int: ...
@@ -36,9 +38,9 @@ class FeedView(Protocol):
     def since(self, seq: int) -> set[str] | None: ...
 
 
-class NodeView(Generic[T]):
+class NodeAnswers(Generic[T]):
     """Answers per node name: `good` holds the names whose answer is `ok`, `answers` the other
-    answers only. Most nodes usually fit, so a view costs about one set entry per node."""
+    answers only. Most nodes usually fit, so an answer set costs about one set entry per node."""
 
     __slots__ = ("answers", "feed", "good", "ok", "seq")
 
@@ -107,28 +109,28 @@ class NodeView(Generic[T]):
 V = TypeVar("V")
 
 
-class ViewBook:
-    """Views by question key, bounded, tied to one change feed."""
+class AnswerBook:
+    """Answer sets by question key, bounded, tied to one change feed."""
 
-    def __init__(self, limit: int = MAX_VIEWS) -> None:
+    def __init__(self, limit: int = MAX_ANSWER_SETS) -> None:
         self._limit = limit
         self._feed: FeedView | None = None
-        self._views: OrderedDict[Hashable, object] = OrderedDict()
+        self._sets: OrderedDict[Hashable, object] = OrderedDict()
 
     def get(self, feed: FeedView, key: Hashable, make: Callable[[FeedView], V]) -> V:
-        """The view for `key` over `feed`, made by `make` if new (a new feed, i.e. a rebuilt
+        """The answer set for `key` over `feed`, made by `make` if new (a new feed, i.e. a rebuilt
         cache, drops them all). One key must always be made by the same `make`."""
         if feed is not self._feed:
-            self._views.clear()
+            self._sets.clear()
             self._feed = feed
-        view = self._views.get(key)
-        if view is None:
-            view = self._views[key] = make(feed)
-            if len(self._views) > self._limit:
-                self._views.popitem(last=False)
+        answers = self._sets.get(key)
+        if answers is None:
+            answers = self._sets[key] = make(feed)
+            if len(self._sets) > self._limit:
+                self._sets.popitem(last=False)
         else:
-            self._views.move_to_end(key)
-        return cast(V, view)
+            self._sets.move_to_end(key)
+        return cast(V, answers)
 
     def __len__(self) -> int:
-        return len(self._views)
+        return len(self._sets)

@@ -5,7 +5,7 @@ assignment, admitted, finished, deleted), ledger assumptions and releases as the
 them, and filter/prioritize requests that mostly repeat the last node list (the patched reply)
 and sometimes name another subset or order. After every request the reply is compared with the
 slow path over the same cache, and with a fresh extender over a cache rebuilt from the same
-objects (`replace_all`, plus the assumptions in flight): the views must never be stale.
+objects (`replace_all`, plus the assumptions in flight): the answer sets must never be stale.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from tests.extender.builders import ledger_of, make_node
+from tests.pods import container
+from tests.pods import pod_obj as build_pod
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
@@ -63,33 +65,24 @@ PROBES: tuple[tuple[tuple[int, ...], int | None, str, dict[str, str]], ...] = (
 def pod_obj(
     name: str, cores: tuple[int, ...], blocks: int | None, cpu: str, annotations: dict[str, str]
 ) -> Obj:
-    containers = []
-    for i, c in enumerate(cores):
-        limits = {}
-        if c:
-            limits["vgpu.io/cores"] = str(c)
-            if blocks is not None:
-                limits["vgpu.io/memory"] = str(blocks)
-        containers.append(
-            {
-                "name": f"c{i}",
-                "image": "busybox",
-                "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}, "limits": limits},
-            }
+    containers = [
+        container(
+            f"c{i}",
+            cores=c,
+            memory=blocks if c else None,
+            requests={"cpu": cpu, "memory": "1Gi"},
         )
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {
-            "name": name,
-            "namespace": "default",
-            "uid": f"uid-{name}",
-            "labels": {},
-            "annotations": dict(annotations),
-        },
-        "spec": {"schedulerName": "default-scheduler", "containers": containers},
-        "status": {"phase": "Pending"},
-    }
+        for i, c in enumerate(cores)
+    ]
+    return build_pod(
+        name,
+        containers,
+        uid=f"uid-{name}",
+        labels={},
+        annotations=dict(annotations),
+        scheduler="default-scheduler",
+        phase="Pending",
+    )
 
 
 def node_obj(name: str, broken: bool = False) -> Obj:
@@ -110,7 +103,7 @@ class World:
 
     def __init__(self, feed_limit: int | None) -> None:
         self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT)
-        if feed_limit is not None:  # a short feed: views fall behind its trims and rebuild
+        if feed_limit is not None:  # a short feed: answer sets fall behind its trims and rebuild
             self.cache = ClusterCache(key=KEY, memory_unit_mib=UNIT, feed_limit=feed_limit)
         allowed = (parse_policy("binpack"), parse_policy("spread"))
         every = ExtenderConfig(pod_policies=allowed, filter_best=0)  # passes every node that fits

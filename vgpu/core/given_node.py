@@ -1,4 +1,7 @@
-"""Placing a pod on a node that kube-scheduler chose, as the kubelet will admit it.
+"""Placing a pod on a given node (the one kube-scheduler chose), as the kubelet will admit it.
+
+GPU choice itself, on any node, is `vgpu.core.placement`'s; this module adds what a given node
+with pending admissions and init-container reuse asks on top of it.
 
 The extender's one entry to the core's placement (the simulator's is `Scheduler.select`; both
 reach GPUs through `Scheduler.place`/`select`, i.e. the policy's evaluation then its `finish`):

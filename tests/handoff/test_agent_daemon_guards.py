@@ -1,5 +1,7 @@
-"""Issue 10's findings 4, 6 and 7 against a running `NodeAgent` (real gRPC, real HTTP), and the
-flag checks of `vgpu node-agent`. Each failed before the fix."""
+"""A running `NodeAgent`'s guards (real gRPC, real HTTP), each failing before its fix (issue 10):
+Allocate is refused without an assignment source, devices report no NUMA node unless asked, API
+failures back off from the first request; and the flag checks of `vgpu node-agent` (a reconcile
+interval below the minimum, a device list beyond gRPC's message size)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.kubelet_standin.kubelet import FakeKubelet
-from tests.node.agent_harness import CORES, KEY, NODE, Box, make_box, wait
+from tests.node.agent_harness import CORES, KEY, NODE, Box, make_box
+from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend, parse_spec
 from vgpu.adapters.kube import KubeApi
 from vgpu.core.errors import ConfigError
@@ -49,7 +52,7 @@ def _kubeless(sockdir: Path, **overrides: object) -> tuple[FakeKubelet, NodeAgen
     return kubelet, NodeAgent(config, backend, None)
 
 
-def test_finding6_without_an_assignment_source_allocate_is_refused(
+def test_without_an_assignment_source_allocate_is_refused(
     sockdir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -65,7 +68,7 @@ def test_finding6_without_an_assignment_source_allocate_is_refused(
         kubelet.stop()
 
 
-def test_finding4_devices_report_no_numa_node_unless_asked(sockdir: Path) -> None:
+def test_devices_report_no_numa_node_unless_asked(sockdir: Path) -> None:
     """Under a topology manager policy the kubelet narrows the devices it offers to the hinted
     NUMA node, so a GPU the extender chose elsewhere would never be offered. By default the
     agent reports no topology (the kubelet never narrows); `report_numa` turns it on."""
@@ -83,7 +86,7 @@ def test_finding4_devices_report_no_numa_node_unless_asked(sockdir: Path) -> Non
             kubelet.stop()
 
 
-def test_finding7_api_failures_back_off_from_the_first_request(box: Box) -> None:
+def test_api_failures_back_off_from_the_first_request(box: Box) -> None:
     box.api.inject("GET", f"/nodes/{NODE}", status=500, times=None)
     box.api.inject("GET", "/pods", status=403, times=None)
     client = box.api.api_client()
@@ -105,7 +108,7 @@ def test_finding7_api_failures_back_off_from_the_first_request(box: Box) -> None
     gets = [r for r in box.api.requests if r.method == "GET" and r.path.endswith(f"/nodes/{NODE}")]
     # Capped exponential backoff from 0.1 s: about 0.1 + 0.2 + 0.4 + 0.8 within 2 s.
     assert len(gets) <= 8, f"{len(gets)} GET node requests in 2 s"
-    assert wait(lambda: True)
+    assert holds_within(lambda: True)
 
 
 def _flags(*argv: str) -> argparse.Namespace:
@@ -116,12 +119,12 @@ def _flags(*argv: str) -> argparse.Namespace:
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "0.5"])
-def test_finding7_reconcile_interval_below_the_minimum_is_refused(value: str) -> None:
+def test_reconcile_interval_below_the_minimum_is_refused(value: str) -> None:
     with pytest.raises(ConfigError, match=r"--reconcile-s: .* minimum of 1 s"):
         node_cli.build(_flags("--reconcile-s", value))
 
 
-def test_finding7_a_device_list_beyond_grpc_message_size_is_refused(sockdir: Path) -> None:
+def test_a_device_list_beyond_grpc_message_size_is_refused(sockdir: Path) -> None:
     args = _flags("--memory-unit-mib", "1", "--device-plugin-dir", str(sockdir))
     args.fake_gpus = "8xH200"
     agent = node_cli.build(args)

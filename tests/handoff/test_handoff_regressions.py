@@ -1,6 +1,11 @@
-"""Issue 10's findings 1-5, each as the regression it was: these failed before the fix.
+"""Hand-off regressions, each failing before its fix (issue 10): a pod part way through its
+admission never absorbs another pod's Allocate; the extender never binds what the agent would
+refuse; init and app containers share the devices the kubelet reuses; a bound gang member keeps
+the rest of its gang reserved; and what the hand-off's state machine and soak found (pods whose
+next containers differ, attributions that are settled rather than trusted, refusals that fail
+only a pod that could have made the call).
 
-Findings 6 and 7 (the agent's daemon behaviour) are in `test_findings_agent.py`.
+The agent daemon's own guards are in `test_agent_daemon_guards.py`.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from vgpu.node.podspec import pod_info
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
 
 
-def test_finding1_a_pod_part_way_through_admission_never_absorbs_another_pods_allocate() -> None:
+def test_a_pod_part_way_through_admission_never_absorbs_another_pods_allocate() -> None:
     """A's memory is allocated first (Go map order), its cores Allocate then carries IDs on
     another GPU and is refused, so the kubelet fails A. B (same cores ask, same GPU, other
     memory ask) must not receive A's grant."""
@@ -37,7 +42,7 @@ def test_finding1_a_pod_part_way_through_admission_never_absorbs_another_pods_al
         assert "ns/b" in admitted and handoff.admitted_containers("ns/a") == []  # type: ignore[arg-type]
 
 
-def test_finding2_the_extender_never_binds_what_the_agent_would_refuse(harness: Harness) -> None:
+def test_the_extender_never_binds_what_the_agent_would_refuse(harness: Harness) -> None:
     """30 cores + 10 blocks pending on the only GPU: a pod asking 30 cores + 2 blocks would be
     confusable (same cores ask, different grant), so the node must fail resolvably."""
     harness.put(make_node("n1", gpus=1))
@@ -52,7 +57,7 @@ def test_finding2_the_extender_never_binds_what_the_agent_would_refuse(harness: 
     assert "waiting for admission" in out["FailedNodes"]["n1"]
 
 
-def test_finding3_init_and_app_containers_share_the_devices_the_kubelet_reuses(
+def test_init_and_app_containers_share_the_devices_the_kubelet_reuses(
     harness: Harness,
 ) -> None:
     """The kubelet hands the init container's IDs to the app container (devicesToReuse): both
@@ -75,7 +80,7 @@ def test_finding3_init_and_app_containers_share_the_devices_the_kubelet_reuses(
     assert used == 30, f"init and app charged {used} cores; the kubelet holds 30"
 
 
-def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Harness) -> None:
+def test_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Harness) -> None:
     annotations = {"vgpu.io/gang-name": "job", "vgpu.io/gang-size": "2"}
     for i in range(2):
         harness.put(make_pod(f"job-{i}", cores=100, annotations=annotations))
@@ -97,7 +102,7 @@ def test_finding5_a_bound_member_keeps_the_rest_of_its_gang_reserved(harness: Ha
     assert posted and "VgpuGangIncomplete" in str(posted[0].body)
 
 
-def test_found_by_the_state_machine_pods_whose_next_containers_differ_are_confusable() -> None:
+def test_pods_whose_next_containers_differ_are_confusable() -> None:
     """p3 (25 cores) and p4's init container (25 cores, then a 10-core sidecar) on one GPU with
     equal grants: the agent could take p4's init call for p3, and p4's next call (10 cores) would
     then find p4 still waiting for its init container and be refused. The rule counts the
@@ -125,7 +130,7 @@ def test_found_by_the_state_machine_pods_whose_next_containers_differ_are_confus
     assert not conflicts(mine[2:], pending), "main, the last container, is interchangeable"
 
 
-def test_found_by_the_soak_an_interchangeable_attribution_is_settled_not_trusted() -> None:
+def test_an_interchangeable_attribution_is_settled_not_trusted() -> None:
     """a and b ask the same 20 cores on G0 with the same grant. The kubelet admits b first; the
     agent may attribute that call to a (same devices, same limits), but must neither report a
     admitted (the extender would lift invariant I for a pod still waiting) nor refuse a's own
@@ -185,7 +190,7 @@ def test_a_refusal_fails_only_a_pod_that_could_have_made_the_call() -> None:
     assert handoff.admitted_containers(PodKey("ns/a")) == ["one", "two"]
 
 
-def test_found_by_the_soak_calls_matched_through_an_unsure_attribution_are_unsure() -> None:
+def test_calls_matched_through_an_unsure_attribution_are_unsure() -> None:
     """Identical gang members a and b (init 10 cores, then 30) on one GPU. a's init call may be
     taken for b's; a's next call (30) then matches only b's main container, because of that
     guess. b must not be reported admitted: the extender would lift invariant I for it and bind
@@ -215,7 +220,7 @@ def test_found_by_the_soak_calls_matched_through_an_unsure_attribution_are_unsur
     }, reported
 
 
-def test_found_by_the_state_machine_an_unsure_pod_is_not_failed_by_anothers_refusal() -> None:
+def test_an_unsure_pod_is_not_failed_by_anothers_refusal() -> None:
     """a and b: 25 cores + 1 memory block on G0, the same grant. b's memory call is taken for
     a's (unsure); b's cores call carries IDs on several GPUs (the kubelet ignored the
     preference) and is refused, failing b. a's progress was b's: a must still be admitted."""

@@ -5,7 +5,7 @@ filter treats pods assumed by a bind in flight as pending, as bind does (invaria
 from __future__ import annotations
 
 from tests.extender.builders import make_node
-from tests.extender.test_views import SHAPES, Obj, World, pod_obj
+from tests.extender.test_incremental_answers import SHAPES, Obj, World, pod_obj
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import PodKey
 from vgpu.extender.wire import ExtenderArgs
