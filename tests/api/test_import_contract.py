@@ -76,7 +76,6 @@ def test_pure_packages_do_no_file_io() -> None:
 
 
 KNOWN_CIRCLES = [
-    {"cacheops", "cacheviews", "claimgangs", "gangs"},  # the extender cache and gang coordinators
     {
         "node_agent",
         "node_kubelet_sync",

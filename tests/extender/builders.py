@@ -10,7 +10,7 @@ from typing import Any
 from tests.pods import container, pod_obj
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.core.ledger import Ledger
-from vgpu.extender.cacheviews import CacheFields
+from vgpu.extender.cache import ClusterCache
 
 Obj = dict[str, Any]
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -131,7 +131,7 @@ class FakeClock:
         self.now += seconds
 
 
-def ledger_of(cache: CacheFields) -> Ledger:
+def ledger_of(cache: ClusterCache) -> Ledger:
     """The cache's ledger itself, for tests that charge or release it directly (the cache
     shows other modules only a read-only view of it)."""
     ledger = cache.ledger

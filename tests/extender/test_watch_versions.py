@@ -28,6 +28,7 @@ from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
 from vgpu.extender import podmemo
 from vgpu.extender.cache import ClusterCache
+from vgpu.extender.pod_book import PodBook
 from vgpu.extender.podspec import PodSpec
 
 Obj = dict[str, Any]
@@ -40,22 +41,38 @@ def _tell(told: list[str], pod: dict[str, Any], problem: str) -> None:
     told.append(problem)
 
 
+class EveryVersion(PodBook):
+    """A pod book that applies every version in full."""
+
+    def unchanged(self, key: PodKey, spec: PodSpec, obj: Obj) -> bool:
+        return False
+
+
+class AdmittedUnread(PodBook):
+    """A wrong shortcut: skips a bound pod's version whatever its annotations say."""
+
+    def unchanged(self, key: PodKey, spec: PodSpec, obj: Obj) -> bool:
+        held = self._ledger.holding(key)
+        return self.pods.get(key) is spec and (not spec.node or held is not None)
+
+
 class FullParse(ClusterCache):
     """Every version parsed and applied in full, as before the shortcuts."""
 
     def parse(self, obj: Obj) -> PodSpec:
-        return self._parse(obj)
+        return self.parse_fresh(obj)
 
-    def _unchanged(self, key: PodKey, spec: PodSpec, obj: Obj) -> bool:
-        return False
+    def _reset(self) -> None:
+        super()._reset()
+        self._book = EveryVersion(self._state, self._ledger, self._feed, KEY)
 
 
 class IgnoresAdmitted(ClusterCache):
-    """A wrong shortcut: skips a bound pod's version whatever its annotations say."""
+    """A cache with the wrong shortcut."""
 
-    def _unchanged(self, key: PodKey, spec: PodSpec, obj: Obj) -> bool:
-        held = self._ledger.holding(key)
-        return self._pods.get(key) is spec and (not spec.node or held is not None)
+    def _reset(self) -> None:
+        super()._reset()
+        self._book = AdmittedUnread(self._state, self._ledger, self._feed, KEY)
 
 
 def _assignment(pod: Obj, gpu: int) -> Assignment:

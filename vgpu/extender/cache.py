@@ -8,10 +8,14 @@ One `ClusterState` + `Ledger` holds every node's free capacity and every pod's h
 * the bind flow *assumes* pods it is binding, the gang coordinator *reserves* gang members;
 * a deleted or finished pod releases its holding at once.
 
-It also indexes what the verbs need: pods by key (parsed once per content), pending containers
-per node (invariant I of docs/handshake.md) and gang members, and it owns the gang coordinator
-(`vgpu.extender.gangs`) and the bind gate of gangs whose members use ResourceClaims
-(`vgpu.extender.claimgangs`), both sharing its lock. It is the one owner of this state and of its lock:
+It is made of parts by role, each in its own module and each called under the cache's lock:
+the node table (`vgpu.extender.node_table`), the pod book (`vgpu.extender.pod_book`: pods by
+key, parsed once per content, their holdings, pending containers per node, invariant I of
+docs/handshake.md, and gang members), the bind holds (`vgpu.extender.bind_holds`), the gang
+coordinator (`vgpu.extender.gangs`) and the bind gate of gangs whose members use ResourceClaims
+(`vgpu.extender.claimgangs`); the last two see the cache through `GangCache`
+(`vgpu.extender.gang_cache`) only. This class is their facade and the one owner of the state and
+of its lock:
 other modules change it only through its operations (watch events; assume / bind_done /
 held_place / place / bind_failed / sweep for binds; `gangs`, gang_filtered and claim_arrived for gangs;
 `without` for preemption's what-if), each of which takes the lock itself; they read it through
@@ -26,35 +30,43 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from vgpu.api.admitted import ADMITTED, read_admitted
-from vgpu.api.assignment import verify
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
+from vgpu.core import gang as gang_planning
 from vgpu.core.changes import DEFAULT_LIMIT, ChangeFeed
 from vgpu.core.errors import InvalidRequest
+from vgpu.core.fit import Code, Verdict
+from vgpu.core.given_node import place
 from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
-from vgpu.core.model import Assignment, Node, Phase
+from vgpu.core.model import Assignment, Holding, Node
+from vgpu.core.policies import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState, NodeState
-from vgpu.extender.cacheops import CacheOps
-from vgpu.extender.claimgangs import ClaimGangs
-from vgpu.extender.gangs import GangCoordinator, Planner, core_planner
+from vgpu.extender.answers import FeedView
+from vgpu.extender.bind_holds import BindHolds
+from vgpu.extender.cacheviews import LedgerView
+from vgpu.extender.claimgangs import ClaimGangs, is_claim_member
+from vgpu.extender.gang_plans import Planner, core_planner
+from vgpu.extender.gangs import GangCoordinator, GangWait
+from vgpu.extender.node_table import NodeTable
 from vgpu.extender.nodespec import node_spec
-from vgpu.extender.podmemo import Notes, Observed, ParsedPods, notes_of
-from vgpu.extender.podspec import PodSpec, key_of, pod_spec
+from vgpu.extender.pod_book import PodBook
+from vgpu.extender.pod_parser import MALFORMED, PodParser
+from vgpu.extender.podspec import PodSpec, key_of
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 InvalidHook = Callable[[Obj, str], None]
 """(the pod object, what is wrong with it): a watched pod the cache skipped."""
-_MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError)
-"""What reading an object of the wrong shape raises (a string where a map belongs...)."""
 
 
 def canonical(assignment: Assignment) -> Assignment:
@@ -64,7 +76,26 @@ def canonical(assignment: Assignment) -> Assignment:
     )
 
 
-class ClusterCache(CacheOps):
+def place_read(
+    scheduler: Scheduler,
+    spec: PodSpec,
+    node: NodeName,
+    pending: Sequence[PendingContainer],
+    policy: Policy,
+) -> Assignment | Verdict:
+    """The core's placement for a read pod: its init-container roles and its pending grants."""
+    return place(
+        scheduler,
+        spec.request,
+        node,
+        policy,
+        roles=spec.roles,
+        pending=pending,
+        describe=spec.pending,
+    )
+
+
+class ClusterCache:
     """Watch-fed cluster state and ledger: the one owner of the extender's state (module doc)."""
 
     def __init__(
@@ -80,98 +111,65 @@ class ClusterCache(CacheOps):
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
         self._key = key
-        self._unit = memory_unit_mib
         self._names = names
         self._feed_limit = feed_limit
-        self._parsed = ParsedPods(self._parse)
+        self._parser = PodParser(memory_unit_mib, names)
         self._gangs = GangCoordinator(self, self._lock, timeout=gang_timeout, planner=planner)
         self._claim_gangs = ClaimGangs(self, self._gangs, gang_timeout)
-        self._scheduler = None
+        self._scheduler: Scheduler | None = None
         self._on_invalid: InvalidHook = lambda pod, problem: None
-        self._binding: set[PodKey] = set()
-        """Pods with a bind in flight (kept across rebuilds: those binds still finish)."""
-        self._assumed_at: dict[PodKey, float] = {}
-        """When each bind's assumption was made, for `expire_assumptions`."""
-        self._picked_at: dict[PodKey, float] = {}
-        """When each pick (a narrowed filter's assumption, see `pick`) was made."""
+        self._binds = BindHolds()
         self._reset()
 
     def _reset(self) -> None:
         self._feed = ChangeFeed(limit=self._feed_limit)
         self._state = ClusterState(feed=self._feed)
         self._ledger = Ledger(self._state)
-        self._nodes: dict[NodeName, Node] = {}
-        self._node_states: dict[str, NodeState] = {}
-        self._problems: dict[NodeName, str] = {}
-        self._pods: dict[PodKey, PodSpec] = {}
-        self._observed: dict[PodKey, Observed] = {}
-        self._invalid: dict[PodKey, str] = {}
-        self._unheld: dict[PodKey, Assignment] = {}
-        self._pending: dict[NodeName, dict[PodKey, list[PendingContainer]]] = {}
-        self._members: dict[GangKey, set[PodKey]] = {}
-        self._unreadable_nodes: set[NodeName] = set()
-        self._unreadable_notes: dict[PodKey, str] = {}
-        """Bound pods whose `vgpu.io/admitted` cannot be read (counted with their assignment)."""
+        self._table = NodeTable(self._state, self._feed)
+        self._book = PodBook(self._state, self._ledger, self._feed, self._key)
 
     def subscribe(self, *, invalid: InvalidHook) -> None:
         """Be told when a watched pod cannot be read (the daemon's Events), outside the lock."""
         self._on_invalid = invalid
 
-    # -- nodes ---------------------------------------------------------------------------------
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Hold the state still across several steps that must see one state (a verb)."""
+        with self._lock:
+            yield
+
+    def scheduler(self, policy: Policy) -> Scheduler:
+        """The core's scheduler over the current state with `policy` as its default (kept until
+        a rebuild or another default, so its random draws continue)."""
+        with self._lock:
+            if (
+                self._scheduler is None
+                or self._scheduler.state is not self._state
+                or self._scheduler.policy is not policy
+            ):
+                self._scheduler = Scheduler(self._state, policy)
+            return self._scheduler
+
+    # -- the watches ---------------------------------------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
         """Apply one node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
         spec = node_spec(obj, self._names)
-        name = spec.node.name
         with self._lock:
-            if spec.unreadable and kind != "DELETED":
-                self._unreadable_nodes.add(name)
-            else:
-                self._unreadable_nodes.discard(name)
-            if kind == "DELETED":
-                self._feed.mark(name)
-                self._state.remove_node(name)
-                self._nodes.pop(name, None)
-                self._node_states.pop(name, None)
-                self._problems.pop(name, None)
-                return
-            if self._problems.get(name) != (spec.problem or None):
-                self._feed.mark(name)
-            if spec.problem:
-                self._problems[name] = spec.problem
-            else:
-                self._problems.pop(name, None)
-            if self._nodes.get(name) == spec.node:
-                return  # status heartbeats: nothing the scheduler counts changed
-            self._nodes[name] = spec.node
-            self._state.add_node(spec.node)
-            self._node_states[name] = self._state.node(name)
-            for assignment in list(self._unheld.values()):
-                if assignment.node == name:
-                    self._hold_observed(assignment)
+            if self._table.apply(kind, spec):
+                self._book.hold_unheld_on(spec.node.name)
 
     def node_state(self, name: str) -> NodeState | None:
         """The node's state, or None when the extender does not know it."""
-        return self._node_states.get(name)
+        return self._table.node_states.get(name)
 
-    # -- pods ----------------------------------------------------------------------------------
     def parse(self, obj: Obj) -> PodSpec:
-        """Parse a pod with this cache's memory unit (raises `InvalidRequest`), once per version
-        and once per content (`vgpu.extender.podmemo`). An object of the wrong shape is an
-        `InvalidRequest` too, never another exception."""
-        return self._parsed.parse(obj)
+        """Parse a pod (raises `InvalidRequest`), once per version and once per content."""
+        return self._parser.parse(obj)
 
     def parse_fresh(self, obj: Obj) -> PodSpec:
         """Parse a pod as `parse` does but keep nothing: for request bodies, which must never
         stand for a version the watch will see (`vgpu.extender.resolve`)."""
-        return self._parse(obj)
-
-    def _parse(self, obj: Obj) -> PodSpec:
-        try:
-            return pod_spec(obj, memory_unit_mib=self._unit, names=self._names)
-        except _MALFORMED as err:
-            raise InvalidRequest(
-                "Pod", f"malformed object ({type(err).__name__}: {err})", "send a v1.Pod"
-            ) from None
+        return self._parser.parse_fresh(obj)
 
     def apply_pod(self, kind: str, obj: Obj) -> None:
         """Apply one pod watch event. Never raises on the pod's content: a pod that cannot be
@@ -189,41 +187,24 @@ class ClusterCache(CacheOps):
         except InvalidRequest as err:
             spec, problem = None, str(err)
         with self._lock:
-            if spec is not None and self._unchanged(key, spec, obj):
+            if spec is not None and self._book.unchanged(key, spec, obj):
                 return
             if spec is None or spec.terminal:
                 self._forget(key)
             else:
-                self._invalid.pop(key, None)
+                self._book.mark_invalid(key, None)
                 problem = self._upsert_or_drop(key, spec, obj)
             if problem:
-                self._invalid[key] = problem
+                self._book.mark_invalid(key, problem)
             self._changed.notify_all()
         if problem:
             self._on_invalid(obj, problem)
 
-    def _unchanged(self, key: PodKey, spec: PodSpec, obj: Obj) -> bool:
-        """Whether applying this version would change nothing: it parses as the pod's last one
-        did (the very same parse), and a bound pod has the same annotations the cache reads and
-        still holds what they gave it."""
-        if self._pods.get(key) is not spec or key in self._invalid:
-            return False
-        if not spec.node:
-            return True
-        seen = self._observed.get(key)
-        if seen is None or seen.spec is not spec or key in self._unheld:
-            return False
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        if not isinstance(annotations, dict) or notes_of(annotations) != seen.notes:
-            return False
-        held = self._ledger.holding(key)
-        return held is not None and held.phase is Phase.BOUND and held.assignment == seen.assignment
-
     def _upsert_or_drop(self, key: PodKey, spec: PodSpec, obj: Obj) -> str | None:
         """Upsert a parsed pod; if its annotations cannot be read, forget it instead."""
         try:
-            self._upsert(key, spec, obj)
-        except _MALFORMED as err:
+            self._book.upsert(key, spec, obj)
+        except MALFORMED as err:
             self._forget(key)
             return f"metadata.annotations: unreadable ({type(err).__name__}: {err})"
         return None
@@ -232,114 +213,13 @@ class ClusterCache(CacheOps):
         """Add a pod the API server has just returned (bind reads a pod the watch has not shown
         yet) before its watch event; never overrides the watch. Never fed from a request body."""
         with self._lock:
-            if spec.request.key not in self._pods:
-                self._upsert(spec.request.key, spec, obj)
-
-    def _upsert(self, key: PodKey, spec: PodSpec, obj: Obj) -> None:
-        old = self._pods.get(key)
-        if (
-            old is not None
-            and old.gang is not None
-            and (spec.gang is None or old.gang.key != spec.gang.key)
-        ):
-            self._leave(old.gang.key, key)
-        self._pods[key] = spec
-        if spec.gang is not None:
-            self._members.setdefault(spec.gang.key, set()).add(key)
-        if spec.node:
-            self._observe_bound(key, spec, obj)
-        else:
-            self._observed.pop(key, None)
-
-    def _observe_bound(self, key: PodKey, spec: PodSpec, obj: Obj) -> None:
-        annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        notes = notes_of(annotations)
-        assignment = self._assignment_of(key, spec, annotations, notes)
-        self._hold_observed(assignment)
-        node_pending = self._pending.setdefault(NodeName(spec.node), {})
-        self._feed.mark(spec.node)
-        names = [c.name for c in assignment.containers]
-        read = read_admitted(annotations.get(ADMITTED))
-        if read.problem:
-            self._unreadable_notes[key] = read.problem
-        else:
-            self._unreadable_notes.pop(key, None)
-        admitted = read.among(names)
-        waiting = spec.pending(assignment, admitted)
-        if waiting:
-            node_pending[key] = waiting
-        else:
-            node_pending.pop(key, None)
-            if not node_pending:
-                del self._pending[NodeName(spec.node)]
-        if notes is None:
-            self._observed.pop(key, None)
-        else:
-            self._observed[key] = Observed(spec, notes, assignment)
-
-    def _assignment_of(
-        self, key: PodKey, spec: PodSpec, annotations: Obj, notes: Notes | None
-    ) -> Assignment:
-        """The pod's signed assignment if it is this pod's, else its CPU and memory alone.
-        Verified once per text (an HMAC and a JSON decoding): the node agent's admission
-        changes the annotations, not the assignment."""
-        seen = self._observed.get(key)
-        if seen is not None and seen.spec is spec and notes and seen.notes[:2] == notes[:2]:
-            return seen.assignment
-        req = spec.request
-        signed = verify(annotations, self._key)
-        if (
-            signed is not None
-            and signed.node == spec.node
-            and signed.pod == key
-            and (not req.uid or signed.uid == req.uid)
-        ):
-            return signed
-        return Assignment(key, NodeName(spec.node), req.cpu_milli, req.memory_mib, (), req.uid)
-
-    def _hold_observed(self, assignment: Assignment) -> None:
-        current = self._ledger.holding(assignment.pod)
-        if current is not None and current.assignment == assignment:
-            if current.phase is not Phase.BOUND:
-                self._ledger.confirm(assignment)
-            return
-        if current is not None:
-            self._ledger.release(assignment.pod)
-        problem = self._state.can_charge(assignment)
-        if problem is not None:
-            self._unheld[assignment.pod] = assignment
-            log.warning("cannot count bound pod %s yet: %s", assignment.pod, problem)
-            return
-        self._unheld.pop(assignment.pod, None)
-        self._ledger.confirm(assignment)
+            if spec.request.key not in self._book.pods:
+                self._book.upsert(spec.request.key, spec, obj)
 
     def _forget(self, key: PodKey) -> None:
-        spec = self._pods.pop(key, None)
-        self._observed.pop(key, None)
-        self._invalid.pop(key, None)
-        self._unheld.pop(key, None)
-        self._unreadable_notes.pop(key, None)
-        held = self._ledger.release(key)
-        node = spec.node if spec is not None and spec.node else (held.node if held else "")
-        if node and NodeName(node) in self._pending:
-            self._feed.mark(node)
-            self._pending[NodeName(node)].pop(key, None)
-            if not self._pending[NodeName(node)]:
-                del self._pending[NodeName(node)]
-        gang = spec.gang.key if spec is not None and spec.gang is not None else None
-        if gang is not None:
-            self._leave(gang, key)
+        spec = self._book.forget(key)
         if spec is not None:
-            self._gangs.member_gone(key, gang)
-
-    def _leave(self, gang: GangKey, key: PodKey) -> None:
-        """The pod is no longer a member; a gang without members is forgotten, so the index
-        holds the gangs with pods, not every gang name ever seen (issue 25, finding 8)."""
-        members = self._members.get(gang)
-        if members is not None:
-            members.discard(key)
-            if not members:
-                del self._members[gang]
+            self._gangs.member_gone(key, spec.gang.key if spec.gang is not None else None)
 
     # -- rebuild -------------------------------------------------------------------------------
     def replace_all(self, nodes: Iterable[Obj], pods: Iterable[Obj]) -> None:
@@ -349,20 +229,26 @@ class ClusterCache(CacheOps):
         with self._lock:
             self._reset()
             self._gangs.reset()
-            self._assumed_at.clear()
-            self._picked_at.clear()
+            self._binds.forget_times()
             for node in nodes:
                 self._apply_one(self.apply_node, node)
             for pod in pods:
                 self._apply_one(self.apply_pod, pod)
+
+    def _apply_one(self, apply: Callable[[str, Obj], None], obj: Obj) -> None:
+        """One object of a rebuild: one that cannot be applied is skipped and logged (as the
+        watch skips its event), never the end of the rebuild (issue 25, finding 1)."""
+        try:
+            apply("ADDED", obj)
+        except Exception:  # a bug, not the listing: the other objects still count
+            log.exception("rebuilding the cache: an object could not be applied; skipped")
 
     def unreadable(self) -> dict[str, int]:
         """Objects the cache holds that carry a value it cannot read, by kind: nodes (an
         unreadable inventory or allocatable) and pods (unreadable, or with an unreadable
         `vgpu.io/admitted`), for the `vgpu_extender_unreadable_objects` metric."""
         with self._lock:
-            pods = len(self._invalid) + len(self._unreadable_notes.keys() - self._invalid.keys())
-            return {"node": len(self._unreadable_nodes), "pod": pods}
+            return {"node": self._table.unreadable_count(), "pod": self._book.unreadable_count()}
 
     def restore_gangs(
         self, scheduler: Scheduler, size_of: Callable[[GangKey], int | None]
@@ -372,10 +258,213 @@ class ClusterCache(CacheOps):
         with self._lock:
             return self._gangs.restore(scheduler, size_of)
 
-    def _apply_one(self, apply: Callable[[str, Obj], None], obj: Obj) -> None:
-        """One object of a rebuild: one that cannot be applied is skipped and logged (as the
-        watch skips its event), never the end of the rebuild (issue 25, finding 1)."""
-        try:
-            apply("ADDED", obj)
-        except Exception:  # a bug, not the listing: the other objects still count
-            log.exception("rebuilding the cache: an object could not be applied; skipped")
+    # -- binds (the bind holds: `vgpu.extender.bind_holds`) ------------------------------------
+    def pod(self, key: PodKey) -> PodSpec | None:
+        """The pod as the watch (or `remember`) shows it."""
+        with self._lock:
+            return self._book.pods.get(key)
+
+    def holding(self, key: PodKey) -> Holding | None:
+        """What the ledger holds for a pod."""
+        with self._lock:
+            return self._ledger.holding(key)
+
+    def release(self, key: PodKey) -> None:
+        """Give a pod's holding back, whatever its phase."""
+        with self._lock:
+            self._ledger.release(key)
+
+    def binding(self, key: PodKey) -> bool:
+        """Whether a bind of this pod is in flight."""
+        with self._lock:
+            return self._binds.binding(key)
+
+    def assume(self, assignment: Assignment, now: float) -> None:
+        """Hold `assignment` for a bind starting now (see `BindHolds.assume`)."""
+        with self._lock:
+            self._binds.assume(self._ledger, assignment, now)
+
+    def pick(self, assignment: Assignment, now: float) -> None:
+        """Hold the place of a watched pod whose filter passed one node (see `BindHolds.pick`)."""
+        with self._lock:
+            self._binds.pick(self._ledger, assignment, now)
+
+    def drop_pick(self, key: PodKey) -> None:
+        """Give back a pod's pick (it is being filtered again: the place is chosen anew)."""
+        with self._lock:
+            self._binds.drop_pick(self._ledger, key)
+
+    def bind_done(self, key: PodKey) -> None:
+        """The bind call returned (its assumption stays until confirmed, dropped or expired)."""
+        with self._lock:
+            self._binds.bind_done(key)
+
+    def drop_assumption(self, key: PodKey) -> Holding | None:
+        """The bind definitely failed: release the pod's assumption, returned if there was one."""
+        with self._lock:
+            return self._binds.drop_assumption(self._ledger, key)
+
+    def expire_assumptions(self, now: float, ttl: float, pick_ttl: float) -> None:
+        """Release assumptions and picks past their time (see `BindHolds.expire`)."""
+        with self._lock:
+            self._binds.expire(self._ledger, now, ttl, pick_ttl)
+
+    def wait_changed(self, timeout: float) -> None:
+        """Wait (holding the lock) until a pod event, a gang member filtered or `timeout`."""
+        with self._lock:
+            self._changed.wait(timeout)
+
+    def place(
+        self, spec: PodSpec, node: str, policy: Policy, scheduler: Scheduler
+    ) -> Assignment | Verdict:
+        """A fresh assignment on `node` keeping invariant I."""
+        name = NodeName(node)
+        with self._lock:
+            if name not in self._table.node_states:
+                problem = self._table.problems.get(name, f"node {node} is unknown")
+                return Verdict(Code.NO_GPU, (problem,))
+            pending = self._book.pending_on(name, besides=spec.request.key)
+            return place_read(scheduler, spec, name, pending, policy)
+
+    def pending_on(self, node: NodeName, *, besides: PodKey) -> list[PendingContainer]:
+        """Pending containers on a node of pods other than `besides` (`PodBook.pending_on`)."""
+        return self._book.pending_on(node, besides=besides)
+
+    def busy_nodes(self) -> set[str]:
+        """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
+        return self._book.busy_nodes()
+
+    def sweep(self, now: float, assume_ttl: float, pick_ttl: float) -> None:
+        """Release expired gang reservations, assumptions whose bind never completed and picks
+        whose bind never came."""
+        with self._lock:
+            self._claim_gangs.expire(now)  # first: it tells the members why, the next does not
+            self._gangs.expire(now)
+            self._binds.expire(self._ledger, now, assume_ttl, pick_ttl)
+
+    # -- gangs (`vgpu.extender.gangs`, `vgpu.extender.claimgangs`) -----------------------------
+    def held_place(
+        self, spec: PodSpec, size: int, scheduler: Scheduler, now: float
+    ) -> Assignment | GangWait | None:
+        """Where the pod must go: its gang place, its own holding, or None (anywhere)."""
+        req = spec.request
+        with self._lock:
+            if spec.gang is not None and is_claim_member(spec):
+                return self._claim_gangs.place_of(spec, size)
+            if spec.gang is not None:
+                if problem := self._claim_gangs.mixed(spec.gang.key):
+                    return GangWait(problem)
+                return self._gangs.place_of(req, spec.gang, size, scheduler, now)
+            held = self._ledger.holding(req.key)
+        # An assumption left by a bind whose outcome is unknown steers the retry to the same
+        # place (it is released when the watch shows otherwise or `assume_ttl` passes).
+        return None if held is None else held.assignment
+
+    def claim_arrived(
+        self, spec: PodSpec, node: str, policy: Policy, scheduler: Scheduler, now: float
+    ) -> str | None:
+        """A claim gang member reached bind on `node`, where kube-scheduler's DRA plugin has
+        allocated its claims: hold its (CPU-only) place there, confirmed, and wake the binds
+        waiting for its gang. Returns why it cannot be held."""
+        with self._lock:
+            place = partial(self.place, spec, node, policy, scheduler)
+            problem = self._claim_gangs.arrive(spec, node, place, now)
+            if problem is None:
+                self._changed.notify_all()
+            return problem
+
+    def gang_filtered(self, gang: GangKey, pod: PodKey) -> None:
+        """A gang member passed filter on its reserved node: wake the binds waiting for it."""
+        with self._lock:
+            self._gangs.filtered(gang, pod)
+            self._changed.notify_all()
+
+    def bind_failed(self, key: PodKey) -> None:
+        """A bind definitely failed: give its assumption back, and plan a gang not yet started
+        anew."""
+        with self._lock:
+            held = self._binds.drop_assumption(self._ledger, key)
+            gang = held.gang if held is not None else None
+            if gang is not None and not self._gangs.started(gang):
+                self._gangs.abandon(gang, f"binding member {key} failed")
+
+    def reserve_gang(self, plan: gang_planning.GangPlan, deadline: float) -> None:
+        """Hold every member's place of a planned gang until `deadline` (all or nothing)."""
+        with self._lock:
+            gang_planning.reserve(self._ledger, plan, deadline=deadline)
+
+    def release_gang(self, gang: GangKey) -> list[PodKey]:
+        """Give back every reservation of a gang (bound members stay); the released pods."""
+        with self._lock:
+            return gang_planning.release(self._ledger, gang)
+
+    def extend_reservation(self, key: PodKey, deadline: float) -> None:
+        """Move a reservation's deadline (other holdings are left alone)."""
+        with self._lock:
+            self._ledger.extend(key, deadline)
+
+    @contextmanager
+    def without(self, gone: Iterable[PodKey]) -> Iterator[None]:
+        """Preemption's what-if: the state as if the `gone` pods' holdings were released,
+        reverted on exit."""
+        with self._lock, self._state.what_if():
+            for key in gone:
+                self._ledger.release(key)
+            yield
+
+    # -- read-only views (callers read them inside `atomic()`) ---------------------------------
+    @property
+    def feed(self) -> FeedView:
+        """Names every node whose answers may have changed: its state, its pending containers,
+        its problem (read by the verbs' answer sets, `vgpu.extender.answers`)."""
+        return self._feed
+
+    @property
+    def gangs(self) -> GangCoordinator:
+        """The gang reservations (their operations take this cache's lock)."""
+        return self._gangs
+
+    @property
+    def ledger(self) -> LedgerView:
+        """Every pod's holding (assumed, reserved, bound)."""
+        return self._ledger
+
+    @property
+    def nodes(self) -> Mapping[NodeName, Node]:
+        """Known nodes as last read from the watch."""
+        return self._table.nodes
+
+    @property
+    def node_states(self) -> Mapping[str, NodeState]:
+        """Node states by name, for the per-node hot loops."""
+        return self._table.node_states
+
+    @property
+    def problems(self) -> Mapping[NodeName, str]:
+        """Why a node offers no GPU (no or unreadable inventory), by node."""
+        return self._table.problems
+
+    @property
+    def pods(self) -> Mapping[PodKey, PodSpec]:
+        """Watched pods by key, parsed."""
+        return self._book.pods
+
+    @property
+    def invalid(self) -> Mapping[PodKey, str]:
+        """Watched pods that cannot be read, and why (they hold nothing)."""
+        return self._book.invalid
+
+    @property
+    def unheld(self) -> Mapping[PodKey, Assignment]:
+        """Bound pods that cannot be counted yet (their node is unknown or too small)."""
+        return self._book.unheld
+
+    @property
+    def pending(self) -> Mapping[NodeName, Mapping[PodKey, Sequence[PendingContainer]]]:
+        """Containers bound and not admitted, by node and pod (invariant I)."""
+        return self._book.pending
+
+    @property
+    def members(self) -> Mapping[GangKey, AbstractSet[PodKey]]:
+        """Watched gang members by gang."""
+        return self._book.members

@@ -30,16 +30,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Assignment
+from vgpu.extender.gang_cache import GangCache
 from vgpu.extender.gangs import GangCoordinator, GangEvent, GangWait
 from vgpu.extender.podspec import PodSpec
-
-if TYPE_CHECKING:  # the cache owns its claim gangs (and imports this module)
-    from vgpu.extender.cacheops import CacheOps
 
 log = logging.getLogger(__name__)
 Placer = Callable[[], "Assignment | Verdict"]
@@ -55,7 +52,7 @@ class ClaimGangs:
     """The all-or-nothing gate for gangs of claim members, over the coordinator's ledger: part
     of a `ClusterCache`, which makes it and calls it under its lock."""
 
-    def __init__(self, cache: CacheOps, gangs: GangCoordinator, timeout: float) -> None:
+    def __init__(self, cache: GangCache, gangs: GangCoordinator, timeout: float) -> None:
         self.cache = cache
         self.gangs = gangs
         self._timeout = timeout

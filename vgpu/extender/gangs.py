@@ -21,21 +21,23 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Concatenate, NamedTuple, ParamSpec, TypeVar
+from dataclasses import dataclass, field
+from threading import RLock
+from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
 from vgpu.core import gang as gang_planning
-from vgpu.core.fit import Verdict
 from vgpu.core.ids import GangKey, PodKey
-from vgpu.core.kubelet_reuse import Role, expand, merged, reuses
 from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
 from vgpu.core.scheduler import Scheduler
+from vgpu.extender.gang_cache import GangCache
+from vgpu.extender.gang_plans import (
+    Planner,
+    core_planner,
+    invalid_member,
+    plan_gang,
+    unplaced_members,
+)
 from vgpu.extender.podspec import GangLabel
-
-if TYPE_CHECKING:  # the cache owns its coordinator (and imports this module)
-    from threading import RLock
-
-    from vgpu.extender.cacheops import CacheOps
 
 log = logging.getLogger(__name__)
 _FOREVER = float("inf")
@@ -64,18 +66,6 @@ def _locked(
     return run
 
 
-Planner = Callable[
-    [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"
-]
-
-
-def core_planner(
-    scheduler: Scheduler, gang: GangKey, members: list[PodRequest]
-) -> gang_planning.GangPlan | gang_planning.GangFailure:
-    """The core's all-or-nothing planner (swappable for tests or a better planner)."""
-    return gang_planning.plan(scheduler, gang, members)
-
-
 @dataclass(frozen=True, slots=True)
 class GangWait:
     """The member cannot have a place now; `reason` says why (always resolvable)."""
@@ -94,7 +84,7 @@ class GangCoordinator:
     makes it, shares its lock with it and tells it of rebuilds and deleted members."""
 
     def __init__(
-        self, cache: CacheOps, lock: RLock, *, timeout: float, planner: Planner = core_planner
+        self, cache: GangCache, lock: RLock, *, timeout: float, planner: Planner = core_planner
     ) -> None:
         self._cache = cache
         self._lock = lock
@@ -119,7 +109,7 @@ class GangCoordinator:
         held = ledger.holding(pod.key)
         if held is not None:
             return held.assignment
-        members = self._members(label.key)
+        members = unplaced_members(self._cache, label.key)
         if pod.key not in {m.key for m in members} and pod.key not in self._cache.members.get(
             label.key, set()
         ):
@@ -132,10 +122,10 @@ class GangCoordinator:
                 f"gang {label.key}: waiting for members, {placed + len(members)} of {size} exist"
             )
             return GangWait(reason)
-        if problem := self._invalid_member(label.key):
+        if problem := invalid_member(self._cache, label.key):
             return GangWait(f"gang {label.key}: {problem}")
         ref = GangRef(label.key, size)
-        result = self._plan(scheduler, label.key, [_with_gang(m, ref) for m in members])
+        result = self._plan(scheduler, ref, members)
         if isinstance(result, GangWait):
             self._failures[label.key] = result.reason
             return result
@@ -148,52 +138,11 @@ class GangCoordinator:
         return mine
 
     def _plan(
-        self, scheduler: Scheduler, gang: GangKey, members: list[PodRequest]
+        self, scheduler: Scheduler, ref: GangRef, members: list[PodRequest]
     ) -> gang_planning.GangPlan | GangWait:
-        """Plan the gang; members with vGPU init containers are planned as the one container
-        the kubelet's reuse makes them (`vgpu.core.kubelet_reuse`) and then expanded."""
-        roles = {m.key: self._roles(m.key) for m in members}
-        gpu_mib = max((g.memory_mib for ns in scheduler.state.nodes() for g in ns.gpus), default=0)
-        asked = []
-        for m in members:
-            one = merged(m, roles[m.key], gpu_mib) if reuses(m, roles[m.key]) else m
-            if isinstance(one, Verdict):
-                return GangWait(f"gang {gang}: member {m.key}: {one}")
-            asked.append(one)
-        result = self._planner(scheduler, gang, asked)
-        if isinstance(result, gang_planning.GangFailure):
-            return GangWait(str(result))
-        by_key = {m.key: m for m in members}
-        out = []
-        for a in result.assignments:
-            m = by_key[a.pod]
-            if reuses(m, roles[m.key]):
-                ns = scheduler.state.node(a.node)
-                gpu = next(g for g in ns.gpus if g.uuid == a.shares[0].uuid)
-                a = expand(a, m, roles[m.key], gpu.memory_mib)
-            out.append(a)
-        return replace(result, assignments=tuple(out))
-
-    def _roles(self, key: PodKey) -> dict[str, Role]:
-        spec = self._cache.pods.get(key)
-        return spec.roles if spec is not None else {}
-
-    def _members(self, gang: GangKey) -> list[PodRequest]:
-        """Members that exist, are unbound and hold nothing yet."""
-        out = []
-        for key in sorted(self._cache.members.get(gang, set())):
-            spec = self._cache.pods.get(key)
-            if spec is not None and not spec.node and self._cache.ledger.holding(key) is None:
-                out.append(spec.request)
-        return out
-
-    def _invalid_member(self, gang: GangKey) -> str | None:
-        for key, problem in self._cache.invalid.items():
-            if key.split("/", 1)[0] == gang.split("/", 1)[0] and key in self._cache.members.get(
-                gang, set()
-            ):
-                return f"member {key} is invalid: {problem}"
-        return None
+        """Plan the gang (`vgpu.extender.gang_plans`), or say why its members must wait."""
+        result = plan_gang(self._planner, scheduler, ref, members, self._cache.pods)
+        return GangWait(result) if isinstance(result, str) else result
 
     @_locked
     def restore(
@@ -205,14 +154,14 @@ class GangCoordinator:
         A gang that no longer fits says why on its next filter. Returns the gangs restored."""
         restored = []
         for gang in sorted(self._cache.members):
-            members = self._members(gang)
+            members = unplaced_members(self._cache, gang)
             claims = any(
                 s.claims for k in self._cache.members[gang] if (s := self._cache.pods.get(k))
             )
             if not members or claims or gang in self._gangs or not self.started(gang):
                 continue  # claim gangs are held at bind (`vgpu.extender.claimgangs`)
             ref = GangRef(gang, size_of(gang) or len(self._cache.members[gang]))
-            result = self._plan(scheduler, gang, [_with_gang(m, ref) for m in members])
+            result = self._plan(scheduler, ref, members)
             if isinstance(result, GangWait):
                 self._failures[gang] = result.reason
                 log.warning("gang %s: half bound, cannot re-reserve: %s", gang, result.reason)
@@ -345,7 +294,3 @@ class GangCoordinator:
         gangs' pods)."""
         unplaceable = sum(1 for gang in self._failures if gang in self._cache.members)
         return {"reserved": len(self._gangs), "unplaceable": unplaceable}
-
-
-def _with_gang(pod: PodRequest, ref: GangRef) -> PodRequest:
-    return replace(pod, gang=ref)

@@ -38,8 +38,7 @@ from vgpu.core.registry import PolicySpec
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.extender.answers import AnswerBook
-from vgpu.extender.cache import ClusterCache
-from vgpu.extender.cacheops import place_read
+from vgpu.extender.cache import ClusterCache, place_read
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.outcomes import (
     FIT,
