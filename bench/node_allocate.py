@@ -35,10 +35,11 @@ from tests.kubeapi.server import FakeApiServer
 from tests.kubelet_standin.kubelet import FakeKubelet
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
+from vgpu.agent.agent import NodeAgent
+from vgpu.agent.config import AgentConfig
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.daemons.node_agent import AgentConfig, NodeAgent
 
 NODE, KEY, SPEC, CORES = "bench-node", b"bench-key", "8xA100-SXM4-80GB", "vgpu.io/cores"
 
@@ -164,7 +165,8 @@ from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.daemons.keys import load_assignment_key
-from vgpu.daemons.node_agent import AgentConfig, NodeAgent
+from vgpu.agent.agent import NodeAgent
+from vgpu.agent.config import AgentConfig
 logging.basicConfig(level=logging.INFO)
 url, plugins, pod_resources = sys.argv[1:]
 config = AgentConfig(

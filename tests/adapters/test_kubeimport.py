@@ -98,7 +98,7 @@ def test_a_missing_package_and_its_children_are_left_alone() -> None:
 # What the agent loads: checked in a fresh interpreter, as the agent starts.
 AGENT_IMPORTS = """
 import sys
-import vgpu.daemons.node_agent
+import vgpu.agent.agent
 from kubernetes.client.api_client import ApiClient
 from vgpu.adapters.kube import KubeApi
 KubeApi(ApiClient()).close()
@@ -130,7 +130,7 @@ def _python(script: str) -> list[str]:
 def test_agent_import_path_skips_models_api_classes_and_extras() -> None:
     loaded = _python(AGENT_IMPORTS + "print('\\n'.join(sorted(sys.modules)))\n")
     assert "kubernetes.client.api_client" in loaded  # the real client is what sends requests
-    assert "vgpu.daemons.node_agent" in loaded
+    assert "vgpu.agent.agent" in loaded
     eager = [m for m in loaded if m.startswith(NOT_LOADED)]
     assert eager == []
 

@@ -75,20 +75,6 @@ def test_pure_packages_do_no_file_io() -> None:
     assert not calls, calls
 
 
-KNOWN_CIRCLES = [
-    {
-        "node_agent",
-        "node_kubelet_sync",
-        "node_maintenance",
-        "node_mode",
-        "node_pods",
-        "node_publish",
-    },
-]
-"""Circles that part 2 of issue 24 opens (the cache split by role, the node agent in one place);
-a test here fails when one of them closes again after that, or any other appears."""
-
-
 def _circles() -> list[set[str]]:
     """Strongly connected groups of vgpu modules, type-hint imports included (grimp reads them)."""
     grimp = pytest.importorskip("grimp")  # installed with import-linter (the test extras)
@@ -120,5 +106,7 @@ def _circles() -> list[set[str]]:
     return found
 
 
-def test_no_import_circle_beyond_the_two_known() -> None:
-    assert [c for c in _circles() if c not in KNOWN_CIRCLES] == []
+def test_no_import_circle() -> None:
+    """Not even through type-hint imports (issue 24 opened the last ones: the extender cache
+    and its gang coordinators, the node agent and its config)."""
+    assert _circles() == []

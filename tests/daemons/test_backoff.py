@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.daemons.backoff import Backoff
+from vgpu.adapters.backoff import Backoff
 
 
 @given(base=st.floats(0.01, 5), cap=st.floats(5, 60), seed=st.integers(0, 100))

@@ -30,7 +30,7 @@ COMPONENTS = {
         "vgpu.daemons.extender",
         [("ClusterRole", "vgpu-extender"), ("Role", "vgpu-extender-leader-election")],
     ),
-    "node-agent": ("vgpu.daemons.node_agent", [("ClusterRole", "vgpu-node-agent")]),
+    "node-agent": ("vgpu.agent.agent", [("ClusterRole", "vgpu-node-agent")]),
     "inspect": ("vgpu.inspect.cli", [("ClusterRole", "vgpu-inspect")]),
 }
 

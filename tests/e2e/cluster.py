@@ -27,10 +27,11 @@ from tests.kubelet_standin.podresources import FakePodResources
 from tests.waiting import wait_until
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
+from vgpu.agent.agent import NodeAgent
+from vgpu.agent.config import AgentConfig
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT
 from vgpu.api.resources import ResourceNames
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.daemons.node_agent import AgentConfig, NodeAgent
 from vgpu.extender.service import ExtenderConfig
 
 KEY = b"e2e-shared-key"

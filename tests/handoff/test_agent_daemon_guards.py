@@ -20,9 +20,10 @@ from tests.node.agent_harness import CORES, KEY, NODE, Box, make_box
 from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend, parse_spec
 from vgpu.adapters.kube import KubeApi
+from vgpu.agent.agent import NodeAgent
+from vgpu.agent.config import AgentConfig
 from vgpu.core.errors import ConfigError
 from vgpu.daemons import node_cli
-from vgpu.daemons.node_agent import AgentConfig, NodeAgent
 
 
 @pytest.fixture

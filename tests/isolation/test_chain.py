@@ -32,7 +32,7 @@ from tests.isolation.standins import StandinGpu
 from tests.isolation.test_memory_grant import codes
 from tests.node.agent_harness import CORES, MEMORY, NODE, Box, make_box
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.daemons.node_enforce import install_vgpu_core
+from vgpu.agent.enforce import install_vgpu_core
 from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import ContainerGrant, GrantMode, GrantSettings, Mount
 

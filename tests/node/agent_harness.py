@@ -21,10 +21,11 @@ from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.procfs import CgroupReader, ProcessKiller
+from vgpu.agent.agent import NodeAgent
+from vgpu.agent.config import AgentConfig
 from vgpu.api.assignment import ADMITTED, binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.daemons.node_agent import AgentConfig, NodeAgent
 from vgpu.node.grants import GrantSettings
 
 NODE = "node-a"

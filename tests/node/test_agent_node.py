@@ -14,7 +14,8 @@ from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.agent_harness import CORES, NODE, Box, gpu_of, make_box
 from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.daemons.node_agent import AgentConfig, NodeAgent
+from vgpu.agent.agent import NodeAgent
+from vgpu.agent.config import AgentConfig
 from vgpu.node.grants import GrantMode, GrantSettings
 
 

@@ -12,9 +12,9 @@ import pytest
 
 from tests.node.agent_harness import NODE, Box, make_box
 from tests.waiting import holds_within
+from vgpu.adapters.liveness import Liveness
+from vgpu.agent.maintenance import LOOP
 from vgpu.api.inventory import InventoryError, parse_inventory
-from vgpu.daemons.liveness import Liveness
-from vgpu.daemons.node_maintenance import LOOP
 
 INVENTORY = "vgpu.io/gpu-inventory"
 HUGE = "9" * 4301

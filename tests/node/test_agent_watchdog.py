@@ -21,7 +21,7 @@ from tests.node.usage_scenario import (
 )
 from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.daemons.node_agent import NodeAgent
+from vgpu.agent.agent import NodeAgent
 from vgpu.node.watchdog import WatchdogPolicy
 
 CID = "feed" + "1" * 60

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.daemons.node_elastic import ElasticDuty
+from vgpu.agent.elastic import ElasticDuty
 from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.limits_file import (
     ACTIVITY_NAME,
@@ -100,7 +100,7 @@ def test_a_broken_directory_is_logged_once_and_spoils_no_other(
     good = make(dirs, DeviceLimit(G0, GIB, 30, 80, 30))
     launch(dirs, good, NOW - 1)
     d = duty(dirs, tmp_path)
-    with caplog.at_level(logging.WARNING, logger="vgpu.daemons.node_elastic"):
+    with caplog.at_level(logging.WARNING, logger="vgpu.agent.elastic"):
         for _ in range(3):
             d.step()
     assert allowance(dirs, good) == [80]

@@ -3,7 +3,7 @@
 import urllib.error
 import urllib.request
 
-from vgpu.daemons.node_metrics import NodeMetrics
+from vgpu.agent.metrics import NodeMetrics
 
 
 def _get(port: int, path: str) -> tuple[int, str]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vgpu.agent.release import KubeletStale, ReleaseStep
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.core.ids import PodKey
-from vgpu.daemons.node_release import KubeletStale, ReleaseStep
 from vgpu.node.checkpoint import CheckpointEntry, CheckpointRead
 
 A, B = PodKey("ns/a"), PodKey("ns/b")

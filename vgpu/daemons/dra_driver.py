@@ -33,9 +33,9 @@ from vgpu.adapters.gpu import GpuBackend
 from vgpu.adapters.kube import KubeConflict, KubeError
 from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.adapters.kubelet_devices import HealthPump
+from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, claim_shares, device_name
 from vgpu.core.errors import VgpuError
-from vgpu.daemons.signals import run_until_signal
 from vgpu.dra import claim_dirs
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.dra.slices import build_slice, same_devices, slice_name

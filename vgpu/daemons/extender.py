@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from vgpu.adapters.backoff import Backoff
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
 from vgpu.adapters.kubewatch import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
+from vgpu.adapters.liveness import Liveness, done
 from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.daemons.backoff import Backoff
-from vgpu.daemons.liveness import Liveness, done
 from vgpu.daemons.queue_release import QueueReleaser
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache

@@ -83,7 +83,7 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
 
 def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
     """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
-    from vgpu.daemons.node_enforce import checked_library, choose_mode, install_vgpu_core
+    from vgpu.agent.enforce import checked_library, choose_mode, install_vgpu_core
     from vgpu.node.container_dirs import ContainerDirs
     from vgpu.node.grants import GrantMode, GrantSettings
 

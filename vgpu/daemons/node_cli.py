@@ -26,7 +26,7 @@ from vgpu.daemons.mode_flags import add_mode_flags, grant_settings
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
-    from vgpu.daemons.node_agent import NodeAgent
+    from vgpu.agent.agent import NodeAgent
     from vgpu.node.watchdog import WatchdogPolicy
 
 log = logging.getLogger(__name__)
@@ -165,7 +165,8 @@ def check_plugin_dir(path: Path) -> None:
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
     from vgpu.adapters.kube import KubeApi, KubeConfigMissing
-    from vgpu.daemons.node_agent import AgentConfig, NodeAgent
+    from vgpu.agent.agent import NodeAgent
+    from vgpu.agent.config import AgentConfig
     from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
 
     if args.memory_unit_mib <= 0:

@@ -21,10 +21,10 @@ import logging
 from collections.abc import Callable
 
 from vgpu.adapters.procfs import ProcessKiller
+from vgpu.agent.metrics import NodeMetrics
+from vgpu.agent.usage import UsageView
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
-from vgpu.daemons.node_metrics import NodeMetrics
-from vgpu.daemons.node_usage import UsageView
 from vgpu.node.watchdog import Assessment, OverGrant, Throttle, UnknownProcess, WatchdogPolicy, gib
 
 log = logging.getLogger(__name__)

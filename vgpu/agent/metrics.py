@@ -2,7 +2,7 @@
 
 Own registry (never the global one), so several agents can live in one test process; the HTTP
 endpoint is optional (`--metrics-port 0` disables it). Counters live here; the gauges of GPUs
-and containers are read at scrape time by `vgpu.daemons.node_usage.GpuCollector`.
+and containers are read at scrape time by `vgpu.agent.usage.GpuCollector`.
 """
 
 from __future__ import annotations

@@ -11,13 +11,13 @@ device plugins, starts the health pump and, with a `KubeApi`:
   `reconcile_s`, logging and recording an Event for containers whose IDs differ from their
   assignment;
 - in mode vgpu-core, rewrites elastic allowances every refill period and removes the
-  directories of containers gone (`vgpu.daemons.node_elastic`), with or without a `KubeApi`;
-- runs the usage watchdog every `watchdog_s` (`vgpu.daemons.node_watchdog`): containers over
+  directories of containers gone (`vgpu.agent.elastic`), with or without a `KubeApi`;
+- runs the usage watchdog every `watchdog_s` (`vgpu.agent.watchdog`): containers over
   their GPU memory grant and GPU processes outside any known pod are reported, and with
   `watchdog_kill` over-grant processes are stopped.
 
 `/metrics` (on `metrics_port`; 0 picks a free port) exports per-GPU and per-container gauges
-read at scrape time (`vgpu.daemons.node_usage`) plus the agent's counters. The ports to host
+read at scrape time (`vgpu.agent.usage`) plus the agent's counters. The ports to host
 processes (`cgroups`, `killer`) are injectable, so tests never read /proc or signal anything.
 
 Without a `KubeApi` there is no verified assignment source: it still registers with the kubelet
@@ -33,74 +33,43 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from vgpu.adapters.gpu import GpuBackend
 from vgpu.adapters.kube import KubeApi
-from vgpu.adapters.kubelet import DEFAULT_PLUGIN_DIR
 from vgpu.adapters.kubelet_devices import HealthPump, NodeDevicePlugins
-from vgpu.adapters.podresources import DEFAULT_POD_RESOURCES_SOCKET, PodResourcesClient
+from vgpu.adapters.liveness import Liveness
+from vgpu.adapters.podresources import PodResourcesClient
 from vgpu.adapters.procfs import (
-    DEFAULT_PROC_ROOT,
     CgroupReader,
     ProcCgroupReader,
     ProcessKiller,
     SignalKiller,
 )
+from vgpu.adapters.signals import run_until_signal
+from vgpu.agent.config import AgentConfig
+from vgpu.agent.elastic import ElasticDuty, run_elastic
+from vgpu.agent.kubelet_sync import KubeletSync, checkpoint_signature
+from vgpu.agent.maintenance import LOOP, run_maintenance
+from vgpu.agent.metrics import NodeMetrics
+from vgpu.agent.mode import device_plugins, handoff_policy, local_policy
+from vgpu.agent.pods import PodFeed
+from vgpu.agent.publish import NodePublisher
+from vgpu.agent.release import KubeletStale
+from vgpu.agent.usage import GpuCollector, UsageView
+from vgpu.agent.watchdog import WatchdogRunner
 from vgpu.core.ids import PodKey
-from vgpu.daemons.liveness import Liveness
-from vgpu.daemons.node_elastic import ElasticDuty, run_elastic
-from vgpu.daemons.node_kubelet_sync import KubeletSync, checkpoint_signature
-from vgpu.daemons.node_maintenance import LOOP, run_maintenance
-from vgpu.daemons.node_metrics import NodeMetrics
-from vgpu.daemons.node_mode import device_plugins, handoff_policy, local_policy
-from vgpu.daemons.node_pods import PodFeed
-from vgpu.daemons.node_publish import NodePublisher
-from vgpu.daemons.node_release import KubeletStale
-from vgpu.daemons.node_usage import GpuCollector, UsageView
-from vgpu.daemons.node_watchdog import WatchdogRunner
-from vgpu.daemons.signals import run_until_signal
 from vgpu.node.checkpoint import CHECKPOINT_FILE, read_checkpoint
 from vgpu.node.containers import ContainerDirectory
-from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB, ResourceNames
+from vgpu.node.devices import ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.hami import HamiCore
 from vgpu.node.handoff import Handoff
-from vgpu.node.health import HealthPolicy, HealthTracker
+from vgpu.node.health import HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
 from vgpu.node.vgpucore import VgpuCore
-from vgpu.node.watchdog import Throttle, WatchdogPolicy
+from vgpu.node.watchdog import Throttle
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class AgentConfig:
-    node_name: str
-    assignment_key: bytes
-    plugin_dir: Path = DEFAULT_PLUGIN_DIR
-    pod_resources_socket: Path = DEFAULT_POD_RESOURCES_SOCKET
-    domain: str = DEFAULT_DOMAIN
-    memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
-    grants: GrantSettings = field(default_factory=GrantSettings)
-    allow_unassigned: bool = False
-    report_numa: bool = False  # NUMA nodes in ListAndWatch: the kubelet's topology manager narrows
-    health: HealthPolicy = field(default_factory=HealthPolicy)
-    reconcile_s: float = 30.0
-    unsure_reconcile_s: float = 1.0  # sooner while an attribution waits for the kubelet's record
-    admission_grace_s: float = 30.0
-    release_sync_s: float = 1.0  # `KubeletStale` steps: pods gone, devices the kubelet holds
-    metrics_port: int | None = None
-    watch_timeout_s: int = 300
-    retry_s: float = 1.0  # first retry after an API failure; doubles up to max_retry_s
-    max_retry_s: float = 30.0
-    stop_grace_s: float = 2.0
-    register_timeout_s: float = 5.0
-    watchdog_s: float = 10.0  # <= 0 disables the watchdog loop
-    watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
-    watchdog_event_interval_s: float = 300.0
-    proc_root: Path = DEFAULT_PROC_ROOT
 
 
 class NodeAgent:

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.adapters.streak import Streak
+from vgpu.agent.release import KubeletStale
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
-from vgpu.daemons.node_release import KubeletStale
 from vgpu.node.devices import ResourceNames
 from vgpu.node.handoff import Handoff
 from vgpu.node.inventory import annotation_patch, build_inventory
@@ -24,7 +24,7 @@ from vgpu.node.labels import label_patch, node_labels
 from vgpu.node.model import GpuInventory
 
 if TYPE_CHECKING:
-    from vgpu.daemons.node_agent import AgentConfig
+    from vgpu.agent.config import AgentConfig
 
 log = logging.getLogger(__name__)
 COMPONENT = "vgpu-node-agent"

@@ -13,19 +13,19 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from vgpu.adapters.backoff import Backoff
 from vgpu.adapters.kube import KubeApi
+from vgpu.agent.release import KubeletStale
 from vgpu.api.podread import is_terminal
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
-from vgpu.daemons.backoff import Backoff
-from vgpu.daemons.node_release import KubeletStale
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
 from vgpu.node.handoff import Handoff
 from vgpu.node.podspec import pod_info
 
 if TYPE_CHECKING:
-    from vgpu.daemons.node_agent import AgentConfig
+    from vgpu.agent.config import AgentConfig
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from vgpu.adapters.kubelet import PluginOptions
 from vgpu.adapters.kubelet_devices import NodeDevicePlugins
-from vgpu.daemons.node_metrics import CountingPolicy, NodeMetrics
+from vgpu.agent.metrics import CountingPolicy, NodeMetrics
 from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
 from vgpu.node.devices import ResourceNames
 from vgpu.node.handoff import Handoff
@@ -22,7 +22,7 @@ from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.model import GpuInfo
 
 if TYPE_CHECKING:
-    from vgpu.daemons.node_agent import AgentConfig
+    from vgpu.agent.config import AgentConfig
 
 log = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from vgpu.adapters.kubelet_devices import NodeDevicePlugins
 from vgpu.adapters.podresources import PodResourcesClient, PodResourcesError
 from vgpu.adapters.streak import Streak
+from vgpu.agent.metrics import NodeMetrics
+from vgpu.agent.publish import NodePublisher
+from vgpu.agent.release import KubeletStale
 from vgpu.core.ids import PodKey
-from vgpu.daemons.node_metrics import NodeMetrics
-from vgpu.daemons.node_publish import NodePublisher
-from vgpu.daemons.node_release import KubeletStale
 from vgpu.node.handoff import Handoff, HeldDevices
 
 log = logging.getLogger(__name__)

@@ -6,28 +6,55 @@ pod watch, health changes and admissions set so that the next step runs at once.
 own deadline; API failures back off (capped, jittered, exponential) from the first one. Any
 exception in one duty (a bug, an object no reader foresaw) is logged and retried after the
 duty's next deadline, never the end of the loop; the loop beats `agent.liveness` every turn, so a
-dead or stuck loop turns `/healthz` red (`vgpu.daemons.liveness`).
+dead or stuck loop turns `/healthz` red (`vgpu.adapters.liveness`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from vgpu.daemons.backoff import Backoff
-from vgpu.daemons.heap import release_free_heap
-from vgpu.daemons.liveness import done
-
-if TYPE_CHECKING:
-    from vgpu.daemons.node_agent import NodeAgent
+from vgpu.adapters.backoff import Backoff
+from vgpu.adapters.heap import release_free_heap
+from vgpu.adapters.liveness import Liveness, done
+from vgpu.agent.config import AgentConfig
+from vgpu.agent.kubelet_sync import KubeletSync
+from vgpu.agent.publish import NodePublisher
+from vgpu.agent.release import KubeletStale
+from vgpu.node.handoff import Handoff
 
 LOOP = "maintenance"
 """The loop's name in `agent.liveness`."""
 
 
+class Maintained(Protocol):
+    """What the loop uses of the agent (`vgpu.agent.agent.NodeAgent` is one): its parts, not
+    the agent that wires them, so the agent imports this module and not the other way."""
+
+    @property
+    def config(self) -> AgentConfig: ...
+
+    @property
+    def liveness(self) -> Liveness: ...
+
+    @property
+    def publisher(self) -> NodePublisher: ...
+
+    @property
+    def handoff(self) -> Handoff: ...
+
+    @property
+    def kubelet(self) -> KubeletSync: ...
+
+    @property
+    def stale(self) -> KubeletStale: ...
+
+    def ready(self) -> bool: ...
+
+
 def run_maintenance(
-    agent: NodeAgent, stop: threading.Event, wake: threading.Event, synced: threading.Event
+    agent: Maintained, stop: threading.Event, wake: threading.Event, synced: threading.Event
 ) -> None:
     """Node metadata every `reconcile_s` (and when dirty), reconciliation every
     `reconcile_s` once the pod watch has synced, admitted annotations when they change.
@@ -62,7 +89,7 @@ def run_maintenance(
                 patch_retry = now + patch_backoff.next_delay()
         if not settled and agent.ready():
             settled = True
-            release_free_heap()  # once, the start-up garbage: see vgpu.daemons.heap
+            release_free_heap()  # once, the start-up garbage: see vgpu.adapters.heap
         due = min(
             node_at,
             node_retry if agent.publisher.dirty else forever,
