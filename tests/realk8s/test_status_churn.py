@@ -97,49 +97,63 @@ def _rejected() -> dict[str, Obj]:
     return {p["metadata"]["name"]: p for p in (wrong_type, too_big, cpu_only)}
 
 
-@pytest.mark.realk8s
-def test_running_pods_cause_no_writes_and_rejections_follow_backoff(
-    operator_nodes: RealCluster,
-) -> None:
-    api, log = operator_nodes.admin, operator_nodes.procs.log("kube-scheduler")
-    whole = pods.pod("whole-node", pods.container("main", 400))
-    api.post(pods.PODS, whole)
+@dataclasses.dataclass
+class Churn:
+    """What three minutes showed: status writes per running pod, attempts per rejected pod,
+    the backoff's allowance for the time measured, and each running pod's status in bytes."""
+
+    writes: dict[str, int]
+    tried: dict[str, int]
+    bound: int
+    sizes: dict[str, int]
+
+
+def _start_running(api: Rest) -> list[str]:
+    """A 4-GPU pod (a whole node) and SHARES 10-core shares, Running and Ready; their names."""
+    api.post(pods.PODS, pods.pod("whole-node", pods.container("main", 400)))
     pods.wait_running(api, "whole-node", timeout=120)
     names = [f"share-{i}" for i in range(SHARES)]
     for name in names:
         api.post(pods.PODS, pods.pod(name, pods.container("main", 10, 2)))
     for name in names:
         pods.wait_running(api, name, timeout=120)
-    wait_until(lambda: all(_ready(api, n) for n in [*names, "whole-node"]), 60, "pods Ready")
+    names.append("whole-node")
+    wait_until(lambda: all(_ready(api, n) for n in names), 60, "pods Ready")
+    return names
+
+
+def measure_churn(cluster: RealCluster) -> Churn:
+    """Run the pods, then create the rejected ones and watch for WINDOW_S seconds."""
+    api, log = cluster.admin, cluster.procs.log("kube-scheduler")
+    names = set(_start_running(api))
     listed = api.get(pods.PODS)
-    running = {
-        p["metadata"]["name"]: p
-        for p in listed["items"]
-        if p["metadata"]["name"] in {*names, "whole-node"}
-    }
+    running = {p["metadata"]["name"]: p for p in listed["items"] if p["metadata"]["name"] in names}
     sizes = {n: len(json.dumps(p["status"], separators=(",", ":"))) for n, p in running.items()}
     rejected = _rejected()
     before = {name: _attempts(log, name) for name in rejected}
     started = time.monotonic()
     for body in rejected.values():
         api.post(pods.PODS, body)
-    changes = watch_pods(
-        operator_nodes.server,
-        operator_nodes.pki,
-        pods.PODS,
-        running,
-        listed["metadata"]["resourceVersion"],
-        WINDOW_S,
-    )
+    version = listed["metadata"]["resourceVersion"]
+    changes = watch_pods(cluster.server, cluster.pki, pods.PODS, running, version, WINDOW_S)
     elapsed = time.monotonic() - started
     tried = {name: _attempts(log, name) - before[name] for name in rejected}
-    bound = backoff_attempts(elapsed)
+    churn = Churn(dict(changes.status), tried, backoff_attempts(elapsed), sizes)
     print(
         f"\nstatus bytes: share {sizes['share-0']}, 4-GPU {sizes['whole-node']}; "
-        f"status writes {dict(changes.status)}, other writes {dict(changes.other)}; "
-        f"attempts in {elapsed:.0f}s {tried} (backoff allows {bound})"
+        f"status writes {churn.writes}, other writes {dict(changes.other)}; "
+        f"attempts in {elapsed:.0f}s {tried} (backoff allows {churn.bound})"
     )
-    assert sum(changes.status.values()) == 0, f"running pods' statuses written: {changes.status}"
+    return churn
+
+
+@pytest.mark.realk8s
+def test_running_pods_cause_no_writes_and_rejections_follow_backoff(
+    operator_nodes: RealCluster,
+) -> None:
+    churn = measure_churn(operator_nodes)
+    assert sum(churn.writes.values()) == 0, f"running pods' statuses written: {churn.writes}"
     for name in ("reject-gpu-type", "reject-share"):
-        assert 1 <= tried[name] <= bound, f"{name}: {tried[name]} attempts, backoff allows {bound}"
-    assert max(sizes.values()) <= 4096, sizes
+        tried = churn.tried[name]
+        assert 1 <= tried <= churn.bound, f"{name}: {tried} attempts, backoff allows {churn.bound}"
+    assert max(churn.sizes.values()) <= 4096, churn.sizes
