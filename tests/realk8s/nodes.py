@@ -97,6 +97,10 @@ class NodeControl:
         config.pop("syncFrequency")
         if spec.sync_frequency is not None:
             config["syncFrequency"] = spec.sync_frequency
+        if spec.kubelet_dropins is not None:
+            # Merged with drop-ins, the config's empty list reads as unset and is defaulted to
+            # ["pods"], which needs cgroupsPerQOS; "none" says the same and survives the merge.
+            config["enforceNodeAllocatable"] = ["none"]
         (node / "kubelet.yaml").write_text(yaml.safe_dump(config))
         configs.write_kubeconfig(
             node / "kubeconfig",

@@ -19,10 +19,26 @@ from tests.realk8s.rest import Obj
 
 @dataclass
 class PodChanges:
-    """MODIFIED events per pod name: those that changed `status`, and the others."""
+    """MODIFIED events per pod name: those that changed `status`, and the others; `fields`
+    names what the status writes changed (`status.<key>`, `<container>.<key>`)."""
 
     status: Counter[str] = field(default_factory=Counter)
     other: Counter[str] = field(default_factory=Counter)
+    fields: set[str] = field(default_factory=set)
+
+
+def changed_fields(old: Obj, new: Obj) -> set[str]:
+    """The status keys, and each container status's keys, that differ between two statuses."""
+    found = {f"status.{k}" for k in old.keys() | new.keys() if old.get(k) != new.get(k)}
+    before = {c.get("name"): c for c in old.get("containerStatuses") or []}
+    for container in new.get("containerStatuses") or []:
+        was = before.get(container.get("name"), {})
+        found |= {
+            f"{container.get('name')}.{k}"
+            for k in was.keys() | container.keys()
+            if was.get(k) != container.get(k)
+        }
+    return found
 
 
 def watch_pods(
@@ -55,6 +71,8 @@ def watch_pods(
                 continue
             changed = pod.get("status") != last[name]
             (changes.status if changed else changes.other)[name] += 1
+            if changed:
+                changes.fields |= changed_fields(last[name] or {}, pod.get("status") or {})
             last[name] = pod.get("status")
     reply.release_conn()
     pool.clear()
