@@ -12,7 +12,9 @@ pass under the cache's lock:
   filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
   a place already (a pass whose gate removal failed) fits without a second reservation;
 * reclaim (opt-in per queue) asks `reclaim.victims` with a what-if on the cache
-  (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist.
+  (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist; pods
+  whose eviction a PodDisruptionBudget refused lately are spared (`spare`), so reclaim moves on
+  to other victims instead of asking for the same refused pod every pass.
 
 What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
 outside the lock (`vgpu.daemons.queue_release`).
@@ -170,8 +172,10 @@ def decide(
     now: float,
     held_since: Mapping[str, float],
     may_reclaim: bool,
+    spare: frozenset[str] = frozenset(),
 ) -> Decision:
-    """One pass (module doc); `now` is wall time (strict holds, minimum runtimes)."""
+    """One pass (module doc); `now` is wall time (strict holds, minimum runtimes); `spare`:
+    pods reclaim must not pick (their evictions were refused lately)."""
     recs = index.snapshot()
     cache = ext.cache
     with cache.atomic():
@@ -200,7 +204,10 @@ def decide(
         evict: tuple[Queued, ...] = ()
         if may_reclaim and not any(r.deleting and not r.pod.gated for r in recs.values()):
             waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
-            evict = _reclaim(ext, config, recs, waiting_jobs, held, outcome.deserved, fits, now)
+            candidates = {k: r for k, r in recs.items() if k not in spare}
+            evict = _reclaim(
+                ext, config, candidates, waiting_jobs, held, outcome.deserved, fits, now
+            )
     standing = {
         q: Standing(
             outcome.deserved.get(q, ZERO),
