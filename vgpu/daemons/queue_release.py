@@ -31,7 +31,8 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
 from vgpu.extender.queue_metrics import QueueFigures
-from vgpu.extender.queues import Decision, Queued, QueueIndex, Standing, decide, reason_line
+from vgpu.extender.queue_pods import Queued
+from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line
 from vgpu.extender.service import Extender
 
 log = logging.getLogger(__name__)
