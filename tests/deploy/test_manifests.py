@@ -76,6 +76,7 @@ EXPECTED_RULES = {
         ("", "nodes"): "list",
         ("", "pods"): "list",
         ("scheduling.x-k8s.io", "podgroups"): "get",
+        ("", "configmaps"): "get",  # --queues: the queue ConfigMap, by name only
     },
 }
 
