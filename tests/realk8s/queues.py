@@ -18,12 +18,20 @@ import yaml
 
 from tests.realk8s import manifests, pods
 from tests.realk8s.cluster import SYSTEM, RealCluster
-from tests.realk8s.processes import wait_until
+from tests.realk8s.processes import free_port, wait_until
 from tests.realk8s.rest import ApiError, Obj, Rest
 from vgpu.api.queues import QUEUE_GATE, QUEUE_LABEL
 
 CONFIG_MAP = f"/api/v1/namespaces/{SYSTEM}/configmaps/vgpu-queues"
 QUEUES_FLAG = f"--queues-config={SYSTEM}/vgpu-queues"
+
+
+def queue_flags() -> tuple[str, str]:
+    """The extender's flags here: the queue ConfigMap, and a probe port of its own (replicas
+    share the host; the default 8081 may be taken)."""
+    return QUEUES_FLAG, f"--probe-port={free_port()}"
+
+
 PDBS = f"/apis/policy/v1/namespaces/{pods.NS}/poddisruptionbudgets"
 
 

@@ -38,7 +38,7 @@ def queued(real_cluster: RealCluster) -> Iterator[RealCluster]:
     """The chart's queue objects installed and extender-0 releasing; afterwards, as before."""
     _helm_or_skip()
     objs = queues.install(real_cluster)
-    real_cluster.start_extender("extender-0", None, queues.QUEUES_FLAG)
+    real_cluster.start_extender("extender-0", None, *queues.queue_flags())
     yield real_cluster
     pods.delete_all(real_cluster.admin)
     queues.uninstall(real_cluster, objs)
@@ -53,7 +53,14 @@ def two_queue_replicas(queued: RealCluster) -> Iterator[RealCluster]:
     pods.delete_all(cluster.admin)
     queues.configure(cluster.admin, QUEUES)
     ports = {"extender-0": cluster.ports["extender"], "extender-1": free_port()}
-    cluster.start_extender("extender-1", ports["extender-1"], queues.QUEUES_FLAG)
+    cluster.start_extender("extender-1", ports["extender-1"], *queues.queue_flags())
+    log1 = cluster.procs.log("extender-1")
+    wait_until(
+        lambda: "pod watch synced" in log1.read_text(errors="replace"),
+        60,
+        "extender-1 to follow, synced",
+        (log1, lambda: cluster.procs.alive("extender-1")),
+    )
 
     def ready() -> int | None:
         leader = cluster.extender_leader()
@@ -66,7 +73,7 @@ def two_queue_replicas(queued: RealCluster) -> Iterator[RealCluster]:
     cluster.procs.stop("extender-1")
     proxy.stop()
     if not cluster.procs.alive("extender-0"):
-        cluster.start_extender("extender-0", None, queues.QUEUES_FLAG)
+        cluster.start_extender("extender-0", None, *queues.queue_flags())
     cluster.start_scheduler()
 
 
