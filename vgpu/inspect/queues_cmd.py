@@ -1,18 +1,22 @@
 """`--queues` of `kubectl inspect vgpu`: read the queue ConfigMap (or a file) and print the
-queue report (`vgpu.inspect.queues`). Kept apart from the node report's command line."""
+queue report (`vgpu.inspect.queues`). Kept apart from the node report's command line. The
+Kubernetes client is imported only to read a live cluster, as the node report does (a plain
+install renders saved snapshots without it)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from vgpu.adapters.kube import KubeApi, KubeError, KubeForbidden, KubeNotFound
 from vgpu.api.queues import CONFIG_KEY
 from vgpu.api.resources import ResourceNames
 from vgpu.inspect.queues import as_dict, queue_report, render_queues
-from vgpu.inspect.reader import InspectError
 from vgpu.inspect.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from vgpu.adapters.kube import KubeApi
 
 DEFAULT_CONFIG = "vgpu-system/vgpu-queues"
 
@@ -40,6 +44,9 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def read_config_map(api: KubeApi, where: str) -> str | None:
     """The ConfigMap's queues.json (None: no such ConfigMap)."""
+    from vgpu.adapters.kube import KubeError, KubeForbidden, KubeNotFound
+    from vgpu.inspect.reader import InspectError
+
     namespace, _, name = where.partition("/")
     if not namespace or not name:
         raise InspectError(f"--queues-config: {where!r} must be NAMESPACE/NAME")
