@@ -217,7 +217,13 @@ def _running(
     pod["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
     harness.put(pod)
     key = PodKey(f"default/{name}")
-    wait_until(lambda: all(key not in pods for pods in daemon.cache.pending.values()))
+
+    def admitted() -> bool:  # the watch saw the bind (its node) and then the admission
+        spec = daemon.cache.pod(key)
+        bound = spec is not None and spec.node == "n1"
+        return bound and all(key not in pods for pods in daemon.cache.pending.values())
+
+    wait_until(admitted)
 
 
 def _budget(harness: Harness, app: str, allowed: int) -> None:
@@ -325,6 +331,8 @@ def test_the_leader_loop_releases_from_its_watch(harness: Harness) -> None:
     daemon = _daemon(harness, queues=True)
     _held(harness, "p", "a", 50)
     wait_until(lambda: not _gated(harness, "p"), timeout=15)
-    assert daemon.queues is not None and daemon.queues.released_total == 1
+    assert daemon.queues is not None
+    releaser = daemon.queues
+    wait_until(lambda: releaser.released_total == 1)  # counted once the patch has returned
     metrics = daemon.metrics.exposition().decode()
     assert 'vgpu_extender_queue_allocated{queue="a",resource="cores"} 50.0' in metrics
