@@ -78,6 +78,7 @@ EXPECTED_RULES = {
         ("", "events"): "list",
         ("coordination.k8s.io", "leases"): "get",
         ("scheduling.x-k8s.io", "podgroups"): "get",
+        ("", "configmaps"): "get",  # --queues: the queue ConfigMap, by name only
     },
 }
 

@@ -15,7 +15,7 @@ from vgpu.adapters.kube import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.daemons.queue_release import QueueReleaser
+from vgpu.daemons.queue_release import REFUSED_S, QueueReleaser
 from vgpu.extender.queues import QueueIndex
 from vgpu.extender.service import ExtenderConfig
 
@@ -217,7 +217,13 @@ def _running(
     pod["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
     harness.put(pod)
     key = PodKey(f"default/{name}")
-    wait_until(lambda: all(key not in pods for pods in daemon.cache.pending.values()))
+
+    def admitted() -> bool:  # the watch saw the bind (its node) and then the admission
+        spec = daemon.cache.pod(key)
+        bound = spec is not None and spec.node == "n1"
+        return bound and all(key not in pods for pods in daemon.cache.pending.values())
+
+    wait_until(admitted)
 
 
 def _budget(harness: Harness, app: str, allowed: int) -> None:
@@ -256,10 +262,56 @@ def test_reclaim_evicts_through_the_eviction_api_and_a_budget_holds(harness: Har
     assert harness.store.get("Pod", "default", "young") is not None
     assert harness.store.get("Pod", "default", "old") is not None
     _budget(harness, "young", 1)
-    assert _pass(releaser) == []
-    assert releaser.evicted_total == 1
+    later = _releaser(daemon, wall=2_000_000_000.0 + REFUSED_S)  # a refusal is spared a while
+    assert _pass(later) == []
+    assert later.evicted_total == 1
     assert harness.store.get("Pod", "default", "old") is not None
     wait_until(lambda: harness.store.get("Pod", "default", "young") is None)
+
+
+def test_a_victim_set_is_evicted_whole_or_not_at_all(harness: Harness) -> None:
+    """Two pods share the GPU the waiting job needs; the budget of one refuses: evicting the other
+    alone would free nothing the job can use, so neither is evicted (a dry run asks first)."""
+    harness.put(make_node("n1", gpus=2))
+    daemon = _daemon(harness)
+    wire = Wire(daemon.port)
+    _queues(
+        harness, {"name": "a"}, {"name": "b", "weight": 3, "reclaim": True}, minRuntimeSeconds=0
+    )
+    _running(harness, daemon, wire, "whole", "a", 100)
+    _running(harness, daemon, wire, "free", "a", 50, "2031-01-01T00:00:00Z")
+    _running(harness, daemon, wire, "kept", "a", 50, "2033-05-18T03:00:00Z")
+    _budget(harness, "whole", 0)
+    _budget(harness, "kept", 0)
+    _held(harness, "want", "b", 100)
+    _watched(daemon, "want")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == []
+    evictions = [r.path.rsplit("/", 2)[1] for r in harness.server.requests if "eviction" in r.path]
+    assert sorted(set(evictions)) == ["free", "kept"]  # both asked (a dry run) ...
+    assert releaser.evicted_total == 0  # ... and neither evicted
+    assert harness.store.get("Pod", "default", "free") is not None
+
+
+def test_a_refused_victim_is_spared_and_reclaim_moves_on_to_others(harness: Harness) -> None:
+    """The youngest pod's budget refuses: later passes pick other victims rather than asking
+    for the same refused pod forever (a stall the real cluster showed)."""
+    harness.put(make_node("n1", gpus=2))
+    daemon = _daemon(harness)
+    wire = Wire(daemon.port)
+    _queues(harness, {"name": "a"}, {"name": "b", "reclaim": True}, minRuntimeSeconds=0)
+    _running(harness, daemon, wire, "old", "a", 100)
+    _running(harness, daemon, wire, "young", "a", 100, "2033-05-18T03:00:00Z")
+    _budget(harness, "young", 0)
+    _held(harness, "want", "b", 100)
+    _watched(daemon, "want")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 0
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 1
+    wait_until(lambda: harness.store.get("Pod", "default", "old") is None)
+    assert harness.store.get("Pod", "default", "young") is not None
 
 
 def test_malformed_configuration_releases_nothing(harness: Harness, caplog: Any) -> None:
@@ -279,6 +331,8 @@ def test_the_leader_loop_releases_from_its_watch(harness: Harness) -> None:
     daemon = _daemon(harness, queues=True)
     _held(harness, "p", "a", 50)
     wait_until(lambda: not _gated(harness, "p"), timeout=15)
-    assert daemon.queues is not None and daemon.queues.released_total == 1
+    assert daemon.queues is not None
+    releaser = daemon.queues
+    wait_until(lambda: releaser.released_total == 1)  # counted once the patch has returned
     metrics = daemon.metrics.exposition().decode()
     assert 'vgpu_extender_queue_allocated{queue="a",resource="cores"} 50.0' in metrics

@@ -1,6 +1,6 @@
 """A short fuzzing run of every target in the normal suite: coverage-guided with atheris when it
 is installed (the `test` extra on Linux), else random and seed-mutated bytes with hypothesis.
-Longer runs: `python -m tests.fuzz.run TARGET -max_total_time=SECONDS` (README, "Fuzzing")."""
+Longer runs: `python -m tests.fuzz.run TARGET -max_total_time=SECONDS` (docs/performance.md, "Fuzzing")."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ every step:
 * no refusal the extender or agent could have avoided;
 * no gang holds places for only part of its members.
 
-Bounded here; `pytest -m soak` runs the long version (README, "The hand-off against the kubelet").
+Bounded here; `pytest -m soak` runs the long version (docs/performance.md).
 """
 
 from __future__ import annotations

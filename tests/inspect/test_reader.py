@@ -13,6 +13,7 @@ from tests.inspect.builders import node, pod
 from tests.kubeapi import FakeApiServer
 from vgpu.adapters.kube import KubeApi
 from vgpu.inspect.build import build_report
+from vgpu.inspect.queues_cmd import read_config_map
 from vgpu.inspect.reader import InspectError, connect, read_snapshot
 
 T4 = ("Tesla T4", 15360)
@@ -89,6 +90,7 @@ def test_reader_needs_only_the_vgpu_inspect_cluster_role(
         pod("a/g0", phase="Pending", labels={"scheduling.x-k8s.io/pod-group": "pg"})
     )
     read_snapshot(kube)
+    read_config_map(kube, "vgpu-system/vgpu-queues")  # --queues
     used = {verb_of(r.method, r.path) for r in kube_server.requests}
     role = yaml.safe_load((ROOT / "daemonset" / "rbac" / "inspect.yaml").read_text())
     granted = {

@@ -6,7 +6,9 @@ pkg/registry/core/pod/storage/eviction.go, read for this model):
   more than one is a 500; one whose `status.disruptionsAllowed` is 0 (or whose status is older
   than its spec) refuses with 429 TooManyRequests, deleting nothing; one that allows a disruption
   has `disruptionsAllowed` decremented in its status, then the pod is deleted;
-* success answers 201 with a Success `Status`.
+* success answers 201 with a Success `Status`;
+* with `deleteOptions.dryRun: [All]` the same checks run and nothing is changed (no budget
+  spent, no pod deleted), as `kubectl drain --dry-run=server` relies on.
 
 Only `matchLabels` and the four `matchExpressions` operators are modelled.
 """
@@ -25,17 +27,20 @@ PDBS = Resource(
 _VIOLATION = "Cannot evict pod as it would violate the pod's disruption budget."
 
 
-def evict(store: Store, namespace: str, name: str) -> Obj:
+def evict(store: Store, namespace: str, name: str, body: Any = None) -> Obj:
     """Evict one pod (module doc); raises `ApiError` as the registry answers."""
     pod = store.read(PODS, namespace, name)
+    options = body.get("deleteOptions") if isinstance(body, dict) else None
+    dry_run = isinstance(options, dict) and "All" in (options.get("dryRun") or [])
     phase = (pod.get("status") or {}).get("phase") or "Pending"
     if phase == "Running":
-        _spend_budget(store, namespace, pod)
-    store.delete(PODS, namespace, name)
+        _spend_budget(store, namespace, pod, dry_run)
+    if not dry_run:
+        store.delete(PODS, namespace, name)
     return success_status(201)
 
 
-def _spend_budget(store: Store, namespace: str, pod: Obj) -> None:
+def _spend_budget(store: Store, namespace: str, pod: Obj, dry_run: bool) -> None:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     budgets, _ = store.snapshot(PDBS, namespace)
     matching = [b for b in budgets if _selects((b.get("spec") or {}).get("selector"), labels)]
@@ -53,6 +58,8 @@ def _spend_budget(store: Store, namespace: str, pod: Obj) -> None:
     stale = int(status.get("observedGeneration", 0)) < int(meta.get("generation", 0))
     if stale or int(status.get("disruptionsAllowed", 0)) <= 0:
         raise ApiError(429, _VIOLATION, "TooManyRequests")
+    if dry_run:
+        return
 
     def spend(current: Obj) -> Obj:
         current.setdefault("status", {})["disruptionsAllowed"] = (

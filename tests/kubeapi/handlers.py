@@ -115,7 +115,7 @@ class Api:
         if r.subresource == "bindings" and method == "POST":
             return self._bind(r.namespace or "", (body or {}).get("metadata", {}).get("name"), body)
         if r.subresource == "eviction" and method == "POST" and r.res is PODS and r.name:
-            return Reply(201, evict(self.store, r.namespace or "", r.name))
+            return Reply(201, evict(self.store, r.namespace or "", r.name, body))
         if r.subresource not in (None, "status", "binding"):
             raise ApiError(404, _NOT_FOUND)
         ns = r.namespace or ""

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.node.agent_harness import NODE, Box, make_box
+from tests.node.agent_harness import CORES, NODE, Box, make_box
 from tests.waiting import holds_within
 
 
@@ -50,3 +50,37 @@ def test_a_lasting_failure_is_said_once_and_its_end_too(
     ]
     box.api.clear_faults()
     assert holds_within(lambda: any("works again" in r.getMessage() for r in caplog.records))
+
+
+def test_a_kubelet_listing_unit_ids_in_pod_status_is_named_once(
+    box: Box, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The kubelet's ResourceHealthStatus listing (one ID per unit, in map order) rewrites
+    every running vGPU pod's status: one WARNING naming the setting that stops it."""
+    box.start_agent()
+    caplog.set_level(logging.INFO, logger="vgpu")
+    for name, gpu, cores in (("quiet", 1, 20), ("listed-a", 0, 10), ("listed-b", 0, 30)):
+        box.place(name, [("main", cores, 0)], {"main": [(gpu, cores)]})
+        pod = box.pod(name)  # as bound
+        if name != "quiet":
+            ids = [{"resourceID": f"{box.gpus[0]}::c{k}", "health": "Healthy"} for k in range(10)]
+            pod["status"] = {
+                "phase": "Running",
+                "containerStatuses": [
+                    {
+                        "name": "main",
+                        "allocatedResourcesStatus": [{"name": CORES, "resources": ids}],
+                    }
+                ],
+            }
+            box.api.store.put(pod)
+
+    def told() -> list[str]:
+        return [
+            r.getMessage() for r in caplog.records if "allocatedResourcesStatus" in r.getMessage()
+        ]
+
+    assert holds_within(lambda: len(told()) > 0)
+    time.sleep(0.3)  # the second listed pod's event has arrived by now
+    (line,) = told()
+    assert "default/listed-a" in line and "daemonset/kubelet/50-vgpu.conf" in line, line

@@ -241,6 +241,7 @@ class RealCluster(NodeControl):
                 # bench/real_metrics.py reads /metrics without credentials (loopback only)
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 "--v=2",  # one line per scheduling attempt and binding
+                *configs.scheduler_flags(REPO / "charts" / "vgpu" / "values.yaml"),
             ],
         )
         wait_until(

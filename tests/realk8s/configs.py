@@ -108,6 +108,16 @@ def kubelet_config(node_dir: Path, pki: Path, name: str, port: int, healthz: int
     }
 
 
+def scheduler_flags(chart_values: Path) -> list[str]:
+    """The flags the chart gives a kube-scheduler of 1.33 or later beyond its configuration
+    (charts/vgpu/templates/scheduler/deployment.yaml), from the chart's default values: the
+    rendered daemonset/ pins an older scheduler, which has no such gate."""
+    values: Obj = yaml.safe_load(chart_values.read_text())
+    if values["scheduler"].get("popFromBackoffQ", True):
+        return []
+    return ["--feature-gates=SchedulerPopFromBackoffQ=false"]
+
+
 def scheduler_config(shipped: Path, kubeconfig: Path, extender_url: str, pki: Path) -> Obj:
     """The shipped KubeSchedulerConfiguration with only the client kubeconfig, the extender's
     address and the extender TLS files (client certificate, CA) changed."""

@@ -27,13 +27,17 @@ from tests.realk8s.rest import ApiError, Identity, Obj, Rest
 @dataclass(frozen=True)
 class NodeSpec:
     """A node: its fake GPUs (a `--fake-gpus` spec or a .yaml inventory file), the kubelet's
-    topology manager policy and scope, and extra `vgpu node-agent` flags."""
+    topology manager policy and scope, extra `vgpu node-agent` flags, the kubelet's
+    `syncFrequency` (None: the kubelet's default, 1 min) and a drop-in directory the kubelet
+    reads with `--config-dir` (daemonset/kubelet, as an operator installs it)."""
 
     name: str
     gpus: str = "4xA100-SXM4-80GB"
     topology_policy: str = "none"
     topology_scope: str = "container"
     agent_flags: tuple[str, ...] = ()
+    sync_frequency: str | None = "5s"
+    kubelet_dropins: Path | None = None
 
 
 class NodeControl:
@@ -90,6 +94,13 @@ class NodeControl:
         config = configs.kubelet_config(node, self.pki, name, free_port(), free_port())
         config["topologyManagerPolicy"] = spec.topology_policy
         config["topologyManagerScope"] = spec.topology_scope
+        config.pop("syncFrequency")
+        if spec.sync_frequency is not None:
+            config["syncFrequency"] = spec.sync_frequency
+        if spec.kubelet_dropins is not None:
+            # Merged with drop-ins, the config's empty list reads as unset and is defaulted to
+            # ["pods"], which needs cgroupsPerQOS; "none" says the same and survives the merge.
+            config["enforceNodeAllocatable"] = ["none"]
         (node / "kubelet.yaml").write_text(yaml.safe_dump(config))
         configs.write_kubeconfig(
             node / "kubeconfig",
@@ -110,6 +121,8 @@ class NodeControl:
             "--node-ip=127.0.0.1",
             "--node-labels=vgpu.io/enabled=true",
         ]
+        if spec.kubelet_dropins is not None:
+            kubelet.append(f"--config-dir={spec.kubelet_dropins}")
         # Own mount namespace: the node directory becomes this kubelet's /var/lib/kubelet.
         # (/var/log/containers, the kubelet's log-link directory, is a constant too.)
         binds = {

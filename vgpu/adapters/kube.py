@@ -371,15 +371,21 @@ class KubeApi:
             content_type=_JSON_PATCH,
         )
 
-    def evict_pod(self, namespace: str, name: str, *, uid: str = "") -> None:
+    def evict_pod(self, namespace: str, name: str, *, uid: str = "", dry_run: bool = False) -> None:
         """Evict a pod through the Eviction API, so PodDisruptionBudgets hold: a budget that
-        allows no disruption now is `KubeError` 429 (TooManyRequests), nothing is deleted."""
+        allows no disruption now is `KubeError` 429 (TooManyRequests), nothing is deleted.
+        `dry_run` asks the same question (budgets checked) and changes nothing."""
         meta: Obj = {"name": name, "namespace": namespace}
         body: Obj = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": meta}
+        options: Obj = {}
         if uid:
-            body["deleteOptions"] = {"preconditions": {"uid": uid}}
+            options["preconditions"] = {"uid": uid}
+        if dry_run:
+            options["dryRun"] = ["All"]
+        if options:
+            body["deleteOptions"] = options
         self._call(
-            f"evict pod {namespace}/{name}",
+            f"evict pod {namespace}/{name}" + (" (dry run)" if dry_run else ""),
             "POST",
             POD + "/eviction",
             {"namespace": namespace, "name": name},

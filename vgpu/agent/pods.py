@@ -22,12 +22,21 @@ from vgpu.core.ids import PodKey
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
 from vgpu.node.handoff import Handoff
+from vgpu.node.health_listing import lists_unit_ids
 from vgpu.node.podspec import pod_info
 
 if TYPE_CHECKING:
     from vgpu.agent.config import AgentConfig
 
 log = logging.getLogger(__name__)
+
+CHURN = (
+    "%s: the kubelet lists vGPU device IDs in pod %s's status "
+    "(containerStatuses[].allocatedResourcesStatus, feature gate ResourceHealthStatus) in a new "
+    "order at each sync, so it rewrites every running vGPU pod's status about once a minute and "
+    "re-queues each pod the extender rejected; install daemonset/kubelet/50-vgpu.conf in this "
+    "kubelet's --config-dir and restart it (docs/operations.md, Status writes and retries)"
+)
 
 MIRROR = "kubernetes.io/config.mirror"
 """A static pod's mirror carries the UID the kubelet knows the pod by: its config hash
@@ -57,6 +66,7 @@ class PodFeed:
         self._stop, self._wake, self.synced = flags
         self._event = event
         self._warned: set[str] = set()
+        self._churn_told = False
 
     @property
     def selector(self) -> str:
@@ -124,12 +134,19 @@ class PodFeed:
             self.containers.forget(pod)
         else:
             self.containers.observe(pod)
+            self._tell_churn(info.key, pod)
             problem = self.handoff.observe(info)
             if problem is not None and info.uid not in self._warned:
                 self._warned.add(info.uid)
                 log.warning("unassigned pod: %s", problem)
                 self._event(info.key, info.uid, "VgpuUnassigned", problem)
         self._wake.set()
+
+    def _tell_churn(self, key: PodKey, pod: dict[str, Any]) -> None:
+        """Once per agent: the kubelet here rewrites vGPU pods' statuses (health_listing)."""
+        if not self._churn_told and lists_unit_ids(pod, self.names):
+            self._churn_told = True
+            log.warning(CHURN, self.config.node_name, key)
 
     def _on_synced(self) -> None:
         if not self.synced.is_set():  # the first listing; relists after a 410 are quiet

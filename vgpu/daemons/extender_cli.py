@@ -38,7 +38,7 @@ GIL_SWITCH_S = 0.0005
 """The interpreter's thread switch interval in the extender (CPython's default is 5 ms). Filter
 runs on the HTTP loop's thread inside kube-scheduler's serial cycle; when a request wakes that
 thread while a bind worker or the watch thread runs Python, it waits up to this long for the GIL.
-Measured with the real kube-scheduler at 1,000 nodes (README): what the extender adds to a pod's
+Measured with the real kube-scheduler at 1,000 nodes (docs/performance.md): what the extender adds to a pod's
 scheduling time fell from a median 34 % to 27 % of kube-scheduler's own; the CPU cost of more
 frequent switches is within the noise."""
 DEFAULT_FILTER_BEST = 1  # the chart's extender.filterBest; docs/operations.md says why

@@ -8,7 +8,10 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
   from a fresh listing, so failover releases nothing twice; a gang cut short by a failover is
   finished by the next leader (`vgpu.core.queue_jobs`);
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
-  that allows no disruption now answers 429 and nothing is deleted);
+  that allows no disruption now answers 429 and nothing is deleted). A victim set is evicted
+  whole or not at all: each victim is asked first with a dry run, and if any is refused none is
+  evicted (the others alone would free nothing the waiting job can use) and the refused pods are
+  spared by reclaim for `REFUSED_S`, so later passes pick other victims;
 * each held pod gets an Event (`VgpuQueued`) when why it waits changes, saying where its queue
   stands; at most `EVENTS_PER_PASS` per pass, the rest on later passes.
 
@@ -28,11 +31,14 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
 from vgpu.extender.queue_metrics import QueueFigures
-from vgpu.extender.queues import Decision, Queued, QueueIndex, Standing, decide, reason_line
+from vgpu.extender.queue_pods import Queued
+from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line
 from vgpu.extender.service import Extender
 
 log = logging.getLogger(__name__)
 EVENTS_PER_PASS = 20
+REFUSED_S = 60.0
+"""Seconds reclaim spares a pod whose eviction a PodDisruptionBudget refused."""
 REASON = "VgpuQueued"
 
 
@@ -58,6 +64,8 @@ class QueueReleaser:
         self._config_problem: str | None = None
         self._held_since: Mapping[str, float] = {}
         self._told: dict[str, str] = {}
+        self._refused: dict[str, float] = {}
+        """Pod key -> wall time its eviction was refused (spared by reclaim for REFUSED_S)."""
         self.last: Decision = Decision()
         self.released_total = 0
         self.evicted_total = 0
@@ -83,19 +91,21 @@ class QueueReleaser:
         config = self._read_config()
         if config is None:
             return self.last
+        now = self._wall()
+        self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSED_S}
         decision = decide(
             self.extender,
             self.index,
             config,
-            now=self._wall(),
+            now=now,
             held_since=self._held_since,
             may_reclaim=any(q.reclaim for q in config.queues),
+            spare=frozenset(self._refused),
         )
         self._held_since = decision.held_since
         for queued in decision.release:
             self._release(queued)
-        for victim in decision.evict:
-            self._evict(victim)
+        self._reclaim(decision.evict, now)
         self._tell(decision.waiting, decision.standing)
         self.last = decision
         return decision
@@ -135,15 +145,27 @@ class QueueReleaser:
         self.released_total += 1
         log.info("released pod %s of queue %s", queued.pod.key, queued.pod.queue)
 
-    def _evict(self, victim: Queued) -> None:
+    def _reclaim(self, victims: tuple[Queued, ...], now: float) -> None:
+        """Evict the victim set whole, or none of it (module doc)."""
+        refused = [v for v in victims if not self._evict(v, dry_run=True)]
+        if refused:
+            for victim in refused:
+                self._refused[victim.pod.key] = now
+            return
+        for victim in victims:
+            self._evict(victim)
+
+    def _evict(self, victim: Queued, *, dry_run: bool = False) -> bool:
         namespace, name = victim.pod.key.split("/", 1)
         try:
-            self.api.evict_pod(namespace, name, uid=victim.uid)
+            self.api.evict_pod(namespace, name, uid=victim.uid, dry_run=dry_run)
         except KubeError as err:  # a PodDisruptionBudget (429) or a pod already gone
             log.info("reclaim: pod %s not evicted: %s", victim.pod.key, err)
-            return
-        self.evicted_total += 1
-        log.info("reclaim: evicted pod %s of queue %s", victim.pod.key, victim.pod.queue)
+            return False
+        if not dry_run:
+            self.evicted_total += 1
+            log.info("reclaim: evicted pod %s of queue %s", victim.pod.key, victim.pod.queue)
+        return True
 
     def _tell(self, waiting: Mapping[str, str], standing: Mapping[str, Standing]) -> None:
         for key in [k for k in self._told if k not in waiting]:

@@ -12,7 +12,9 @@ pass under the cache's lock:
   filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
   a place already (a pass whose gate removal failed) fits without a second reservation;
 * reclaim (opt-in per queue) asks `reclaim.victims` with a what-if on the cache
-  (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist.
+  (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist; pods
+  whose eviction a PodDisruptionBudget refused lately are spared (`spare`), so reclaim moves on
+  to other victims instead of asking for the same refused pod every pass.
 
 What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
 outside the lock (`vgpu.daemons.queue_release`).
@@ -23,36 +25,24 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
 from fractions import Fraction
 from typing import Any
 
-from vgpu.api.queues import QUEUE_GATE, QueueConfig, gates_of, queue_of
+from vgpu.api.queues import QueueConfig, queue_of
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Assignment, GangRef
-from vgpu.core.queue_jobs import QueuedPod, group
+from vgpu.core.queue_jobs import group
 from vgpu.core.queues import ZERO, Vec, add, share, sub
 from vgpu.core.reclaim import Running, victims
 from vgpu.core.release import Job, plan
 from vgpu.core.state import NodeState
 from vgpu.extender.podspec import key_of
+from vgpu.extender.queue_pods import Queued, capacity, queued_pod
 from vgpu.extender.service import Extender
 
 Obj = dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Queued:
-    """A pod carrying the queue label, as last watched."""
-
-    pod: QueuedPod
-    uid: str
-    gates: tuple[str, ...]
-    node: str
-    started: float
-    deleting: bool
 
 
 class QueueIndex:
@@ -91,43 +81,14 @@ class QueueIndex:
             return dict(self._pods)
 
     def _read(self, obj: Obj) -> Queued | None:
-        meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
-        queue = queue_of(meta)
-        if queue is None:
+        if queue_of(obj.get("metadata") or {}) is None:
             return None
         try:
             parsed = self._ext.cache.parse(obj)
             size = self._ext.pods.resolve(parsed).gang_size if parsed.gang else 1
         except InvalidRequest:
             return None  # the cache reports it (an Event and a metric)
-        if parsed.terminal:
-            return None
-        cores = sum(c.cores for c in parsed.request.containers)
-        gates = tuple(gates_of(spec))
-        created = _epoch(meta.get("creationTimestamp"))
-        started = _epoch((obj.get("status") or {}).get("startTime")) or created
-        pod = QueuedPod(
-            key=str(parsed.request.key),
-            queue=queue,
-            namespace=str(parsed.request.key).split("/", 1)[0],
-            ask=(cores, sum(parsed.memory_blocks.values())),
-            gated=QUEUE_GATE in gates,
-            priority=int(spec.get("priority") or 0),
-            created=created,
-            gang=str(parsed.gang.key) if parsed.gang else None,
-            gang_size=max(1, size),
-        )
-        deleting = bool(meta.get("deletionTimestamp"))
-        return Queued(pod, str(meta.get("uid") or ""), gates, parsed.node, started, deleting)
-
-
-def _epoch(stamp: object) -> float:
-    if not isinstance(stamp, str) or not stamp:
-        return 0.0
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
+        return queued_pod(obj, parsed, size)
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,13 +114,7 @@ class Decision:
 
 def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
     """The cluster's healthy vGPU capacity: 100 core units and its memory blocks per GPU."""
-    cores = memory = 0
-    for ns in nodes:
-        for gpu in ns.gpus:
-            if gpu.healthy:
-                cores += 100
-                memory += gpu.memory_mib // unit_mib
-    return (cores, memory)
+    return capacity(((g.healthy, g.memory_mib) for ns in nodes for g in ns.gpus), unit_mib)
 
 
 def decide(
@@ -170,8 +125,10 @@ def decide(
     now: float,
     held_since: Mapping[str, float],
     may_reclaim: bool,
+    spare: frozenset[str] = frozenset(),
 ) -> Decision:
-    """One pass (module doc); `now` is wall time (strict holds, minimum runtimes)."""
+    """One pass (module doc); `now` is wall time (strict holds, minimum runtimes); `spare`:
+    pods reclaim must not pick (their evictions were refused lately)."""
     recs = index.snapshot()
     cache = ext.cache
     with cache.atomic():
@@ -200,7 +157,10 @@ def decide(
         evict: tuple[Queued, ...] = ()
         if may_reclaim and not any(r.deleting and not r.pod.gated for r in recs.values()):
             waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
-            evict = _reclaim(ext, config, recs, waiting_jobs, held, outcome.deserved, fits, now)
+            candidates = {k: r for k, r in recs.items() if k not in spare}
+            evict = _reclaim(
+                ext, config, candidates, waiting_jobs, held, outcome.deserved, fits, now
+            )
     standing = {
         q: Standing(
             outcome.deserved.get(q, ZERO),

@@ -20,10 +20,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
+from vgpu.api.resources import DEFAULT_DOMAIN, ResourceNames, resource_names
 from vgpu.core.errors import VgpuError
 from vgpu.extras import install_hint
 from vgpu.flags import HelpFormatter, count
+from vgpu.inspect import queues_cmd
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
 from vgpu.inspect.export import render_json, render_yaml
@@ -89,6 +90,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=Path,
         help="also write the cluster as read to FILE (trimmed; .json for JSON, else YAML)",
     )
+    queues_cmd.add_flags(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -122,6 +124,9 @@ def run(args: argparse.Namespace) -> int:
             now = parse_time(snapshot.taken_at)  # dates the extender's Lease
             if live:  # the "snapshot taken at" header is for saved files only
                 snapshot = dataclasses.replace(snapshot, taken_at="")
+            if args.queues:
+                sys.stdout.write(_queues(args, snapshot, names))
+                return 0
             wanted = _wanted(snapshot, args.nodes, matches)
             if not wanted and matches is not None:
                 print(f"No node matches the selector {args.selector!r}.", file=sys.stderr)
@@ -227,6 +232,23 @@ def _snapshot(args: argparse.Namespace) -> tuple[Snapshot, bool]:
         return read_snapshot(api, selector=args.selector, lease=args.extender_lease), True
     finally:
         api.close()
+
+
+def _queues(args: argparse.Namespace, snapshot: Snapshot, names: ResourceNames) -> str:
+    """The `--queues` report: the queues from --queues-file, else the live ConfigMap."""
+    if args.queues_file:
+        text: str | None = args.queues_file.read_text(encoding="utf-8")
+    elif args.fake_cluster:
+        text = None
+    else:
+        from vgpu.inspect.reader import connect
+
+        api = connect(args.kubeconfig, args.context)
+        try:
+            text = queues_cmd.read_config_map(api, args.queues_config)
+        finally:
+            api.close()
+    return queues_cmd.render(snapshot, text, names, args.output)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,8 +35,16 @@ suffix (v1.31.4-eks-..., v1.31.4-gke.100, v1.31.4+k3s1 all give v1.31.4, which
 registry.k8s.io publishes).
 */}}
 {{- define "vgpu.schedulerImage" -}}
-{{- $tag := .Values.scheduler.image.tag | default (regexFind "^v[0-9]+[.][0-9]+[.][0-9]+" .Capabilities.KubeVersion.Version) -}}
-{{- printf "%s:%s" .Values.scheduler.image.repository $tag -}}
+{{- printf "%s:%s" .Values.scheduler.image.repository (include "vgpu.schedulerVersion" .) -}}
+{{- end -}}
+
+{{/*
+kube-scheduler's version: its image tag, as above. Flags newer than the oldest supported
+Kubernetes (feature gates) are rendered only for the versions that know them; a tag that is not
+a version (a digest, "latest") is taken as new.
+*/}}
+{{- define "vgpu.schedulerVersion" -}}
+{{- .Values.scheduler.image.tag | default (regexFind "^v[0-9]+[.][0-9]+[.][0-9]+" .Capabilities.KubeVersion.Version) -}}
 {{- end -}}
 
 {{/* The name of the Secret holding the assignment key. */}}
