@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from vgpu.cli.main import main
 from vgpu.sim import runner
@@ -99,8 +101,36 @@ def test_plot_path_refused_before_any_replay(
 def test_plot_labels_carry_trace_seeds_and_figures() -> None:
     results = [result("fgd", 95.5, 1), result("fgd", 94.5, 2), result("random", None, 1)]
     title, labels = plot_labels(results, trace="openb default")
-    assert "openb default" in title and "seeds 1, 2" in title
+    assert "openb default" in title and "median of 2 seeds (1-2)" in title
     assert labels == {"fgd": "fgd: 95.00 % at 100 %", "random": "random: n/a at 100 %"}
+
+
+def test_plot_title_of_one_seed_names_it_and_claims_no_median() -> None:
+    title, _ = plot_labels([result("fgd", 95.0, 42), result("bestfit", 93.0, 42)], trace="t")
+    assert title.endswith("t, seed 42") and "median" not in title
+
+
+def test_table_of_one_seed_claims_no_median() -> None:
+    assert "\nseed 7; GPU allocation" in table([result("fgd", 95.0, 7)])
+    assert "\nmedian of 3 seeds (1-2, 5);" in table([result("fgd", 9.0, s) for s in (1, 2, 5)])
+
+
+@given(st.sets(st.integers(0, 60), min_size=1, max_size=12))
+def test_plot_title_says_median_exactly_when_seeds_are_many(seeds: set[int]) -> None:
+    title, _ = plot_labels([result("fgd", 95.0, s) for s in seeds], trace="t")
+    assert ("median" in title) == (len(seeds) > 1)
+    listed = title.rsplit("(", 1)[-1].rstrip(")") if len(seeds) > 1 else title.split("seed ")[-1]
+    assert f"of {len(seeds)} seeds" in title or len(seeds) == 1
+    assert expand(listed) == seeds
+
+
+def expand(listed: str) -> set[int]:
+    """The seeds a title's "1, 5, 9-11" names."""
+    out: set[int] = set()
+    for part in listed.split(", "):
+        lo, _, hi = part.partition("-")
+        out |= set(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 @needs_matplotlib

@@ -78,7 +78,8 @@ def test_json_records_its_inputs_and_the_plot_is_drawn(
     argv += ["--cluster-nodes", "8", "--json", "--plot", str(png), "--seeds", "7"]
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["inputs"]["queues"] == "A=1,B=3" and doc["inputs"]["seed"] == 7
-    assert doc["inputs"]["queue_start"] == ["B=10m"] and "openb" in doc["inputs"]["trace"]
+    assert doc["inputs"]["flags"]["queues"] == "A=1,B=3" and doc["inputs"]["seeds"] == [7]
+    assert doc["inputs"]["flags"]["queue_start"] == ["B=10m"]
+    assert "openb" in doc["inputs"]["trace"]["pods"]["file"]
     assert set(doc["queues"]) == {"A", "B"} and doc["series"][-1]["min"] >= 29
     assert png.stat().st_size > 10_000

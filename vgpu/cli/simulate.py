@@ -11,8 +11,9 @@ import json
 import sys
 from pathlib import Path
 
+from vgpu import __version__
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, parse_policy
+from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.flags import HelpFormatter, count
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli
@@ -22,6 +23,7 @@ from vgpu.sim.queue_report import table as queue_table
 from vgpu.sim.queue_run import run as run_queued
 from vgpu.sim.queue_setup import build
 from vgpu.sim.report import check_plot_path, plot, table
+from vgpu.sim.run_inputs import PLACEMENT_INPUTS, QUEUE_INPUTS, run_inputs
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary
 from vgpu.sim.trace import DEFAULT_PODS, Trace, embedded, read_trace
 from vgpu.sim.variants import VARIANTS
@@ -167,7 +169,12 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
         "--tune", type=float, default=1.3, help="inflate arrivals to this × GPU capacity"
     )
     p.add_argument("--jobs", type=count, default=0, help="parallel processes (default: CPUs)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object instead of a table: the figures and the run's inputs "
+        "(flags, seeds, policies, trace files' sha256, version); fields in docs/performance.md",
+    )
     p.add_argument("--plot", metavar="FILE.png", help="draw allocation against arrived workload")
     p.add_argument(
         "--ties",
@@ -206,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     results = run_all(
         trace, jobs, workers=workers, on_done=None if args.quiet else progress_printer()
     )
-    _output(args, results)
+    _output(args, results, _inputs(args, PLACEMENT_INPUTS, policies, seeds))
     return 0
 
 
@@ -232,12 +239,29 @@ def trace_name(args: argparse.Namespace) -> str:
     return name if args.variant == "none" else f"{name}, variant {args.variant}"
 
 
-def _output(args: argparse.Namespace, results: list[RunResult]) -> None:
+def _inputs(
+    args: argparse.Namespace,
+    names: frozenset[str],
+    policies: list[PolicySpec],
+    seeds: list[int],
+) -> dict[str, object]:
+    """The `--json` document's `inputs`, the same way for both modes: the flags of `names`."""
+    return run_inputs(
+        {k: v for k, v in vars(args).items() if k in names},
+        seeds=seeds,
+        policies=policies,
+        nodes=args.nodes,
+        pods=args.pods,
+        version=__version__,
+    )
+
+
+def _output(args: argparse.Namespace, results: list[RunResult], inputs: dict[str, object]) -> None:
     if args.plot:
         plot(results, args.plot, trace=f"{trace_name(args)}, --tune {args.tune:g}")
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"policies": summary(results)}, indent=2))
+        print(json.dumps({"inputs": inputs, "policies": summary(results)}, indent=2))
     else:
         print(table(results, paper=args.variant == "none"))
 
@@ -274,28 +298,8 @@ def run_queues(args: argparse.Namespace) -> int:
         plot_shares(result, args.plot, title=title + (", FCFS" if args.fcfs else ""))
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
-        inputs = {k: v for k, v in sorted(vars(args).items()) if k in QUEUE_INPUTS}
-        inputs["trace"] = trace_name(args)
+        inputs = _inputs(args, QUEUE_INPUTS, policies, seeds)
         print(json.dumps(as_json(result, inputs), indent=2))
     else:
         print(queue_table(result))
     return 0
-
-
-QUEUE_INPUTS = frozenset(
-    [
-        "queues",
-        "queue_start",
-        "load",
-        "reclaim",
-        "strict",
-        "fcfs",
-        "queue_large",
-        "measure",
-        "min_runtime",
-        "max_duration",
-        "cluster_nodes",
-        "policy",
-        "seeds",
-    ]
-)

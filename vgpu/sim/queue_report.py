@@ -65,9 +65,10 @@ def table(result: QueueResult) -> str:
 
 
 def as_json(result: QueueResult, inputs: dict[str, object]) -> dict[str, object]:
-    """The `--json` document: the inputs (flags, seed, trace) and the figures."""
+    """The `--json` document: the run's `inputs` (`vgpu.sim.run_inputs`) and the figures."""
     return {
-        "inputs": {**inputs, "seed": result.seed, "arrivals": result.arrivals},
+        "inputs": inputs,
+        "arrivals": result.arrivals,
         "utilisation_pct": result.utilisation_pct,
         "jain": result.jain,
         "queues": result.queues,

@@ -71,7 +71,7 @@ def table(results: Sequence[RunResult], *, paper: bool = True) -> str:
         )
         for row in rows
     ]
-    note = f"median over {_seeds(results)}; GPU allocation in % of cluster GPU capacity"
+    note = f"{seed_caption(results)}; GPU allocation in % of cluster GPU capacity"
     legend = LEGEND if paper else LEGEND.replace(PAPER_LINES, "")
     return "\n".join([*lines, "", note, legend])
 
@@ -79,14 +79,32 @@ def table(results: Sequence[RunResult], *, paper: bool = True) -> str:
 PAPER_LINES = LEGEND[LEGEND.index("  paper@100%") : LEGEND.index("  n/a")]
 
 
-def _seeds(results: Sequence[RunResult]) -> str:
+def _ranges(seeds: Sequence[int]) -> str:
+    """Sorted seeds as the --seeds flag spells them: "1, 5, 9-11" (ten seeds stay short)."""
+    parts: list[str] = []
+    start = prev = seeds[0]
+    for seed in [*seeds[1:], None]:
+        if seed is not None and seed == prev + 1:
+            prev = seed
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if seed is not None:
+            start = prev = seed
+    return ", ".join(parts)
+
+
+def seed_caption(results: Sequence[RunResult]) -> str:
+    """ "seed 42" for one run per policy, "median of 10 seeds (42-51)" otherwise: a single run's
+    curve is not a median, and a reader should not take it for one."""
     seeds = sorted({r.seed for r in results})
-    return ("seed " if len(seeds) == 1 else "seeds ") + ", ".join(map(str, seeds))
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    return f"median of {len(seeds)} seeds ({_ranges(seeds)})"
 
 
 def plot_labels(results: Sequence[RunResult], *, trace: str) -> tuple[str, dict[str, str]]:
     """The plot's title (trace and seeds) and each policy's legend entry with its figure."""
-    title = f"GPU allocation as pods arrive: {trace}, {_seeds(results)} (median)"
+    title = f"GPU allocation as pods arrive: {trace}, {seed_caption(results)}"
     labels = {}
     for name in _policies(results):
         value = median_at_100(r for r in results if r.policy == name)
