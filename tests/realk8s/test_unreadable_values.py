@@ -30,7 +30,7 @@ pytestmark = pytest.mark.realk8s
 HUGE = "1" + "0" * 4300
 """4,301 digits: `json.loads` and `int()` raise a bare ValueError past 4,300 (CPython's limit)."""
 INVENTORY = "vgpu.io/gpu-inventory"
-WHOLE = 100
+WHOLE, SHARE = 100, 60
 
 
 @pytest.fixture
@@ -95,6 +95,11 @@ def on(node: str, obj: Obj) -> Obj:
     return obj
 
 
+def failed_scheduling(api: Rest, name: str) -> list[Obj]:
+    """kube-scheduler's FailedScheduling Events for the pod."""
+    return [e for e in pods.events_for(api, name) if e.get("reason") == "FailedScheduling"]
+
+
 def bound_to(api: Rest, name: str, timeout: float = 60) -> str:
     """Wait until the pod runs; its node."""
     return str(pods.wait_running(api, name, timeout=timeout)["spec"]["nodeName"])
@@ -146,26 +151,31 @@ def test_a_nodes_unreadable_inventory_stops_binding_nowhere_even_after_a_new_lea
 def test_an_unreadable_admitted_value_does_not_free_a_running_pods_gpu(
     real_cluster: RealCluster, api: Rest
 ) -> None:
-    """Finding 4. node-a's four GPUs each run a whole-GPU pod; the admission policy lets only
-    vgpu's own accounts write `vgpu.io/admitted`, so node-a's agent token writes the value."""
+    """Finding 4. On node-a one whole-GPU pod and a 60-core pod on each other GPU: by
+    kube-scheduler's count the node has 120 cores free, so a 100-core pod reaches the extender,
+    whose ledger alone knows that no GPU has 100 free. The admission policy lets only vgpu's own
+    accounts write `vgpu.io/admitted`: node-a's agent token writes the value."""
     cluster, port = real_cluster, real_cluster.ports["extender"]
-    whole = [f"whole-{i}" for i in range(cluster.gpu_count("node-a"))]
-    for name in whole:
-        api.post(pods.PODS, on("node-a", pods.pod(name, pods.container("main", WHOLE))))
-    for name in whole:
+    victim, shares = "whole", [f"share-{i}" for i in range(1, cluster.gpu_count("node-a"))]
+    api.post(pods.PODS, on("node-a", pods.pod(victim, pods.container("main", WHOLE))))
+    bound_to(api, victim)
+    for name in shares:  # 60 + 60 > 100: one GPU each
+        api.post(pods.PODS, on("node-a", pods.pod(name, pods.container("main", SHARE))))
+    for name in shares:
         bound_to(api, name)
-    victim = whole[0]
     agent_of(cluster, "node-a").merge_patch(
         f"{pods.PODS}/{victim}", {"metadata": {"annotations": {ADMITTED: HUGE}}}
     )
     wait_until(lambda: unreadable(cluster, port, "pod") == 1, 30, "the extender to see it")
     api.post(pods.PODS, on("node-a", pods.pod("late", pods.container("main", WHOLE))))
     wait_until(
-        lambda: any(e.get("reason") == "FailedScheduling" for e in pods.events_for(api, "late")),
+        lambda: pods.node_of(api, "late") or failed_scheduling(api, "late"),
         60,
-        "kube-scheduler to try the late pod",
+        "kube-scheduler to bind the late pod or to find no place for it",
     )
-    assert not pods.node_of(api, "late"), "bound onto a GPU a running pod holds"
+    assert not pods.node_of(api, "late"), "bound onto the GPU a running pod holds"
+    why = failed_scheduling(api, "late")[0]["message"]
+    assert "Insufficient vgpu.io/cores" not in why, f"the extender was not asked: {why}"
     assert ready(cluster, port)
 
     report = inspect_json(cluster)  # exits 0 (asserted there)
@@ -174,7 +184,7 @@ def test_an_unreadable_admitted_value_does_not_free_a_running_pods_gpu(
         for p in report["problems"]
     ), report["problems"]
     (node_a,) = (n for n in report["nodes"] if n["name"] == "node-a")
-    assert all(g["coresUsed"] == WHOLE for g in node_a["gpus"]), node_a
+    assert sorted(g["coresUsed"] for g in node_a["gpus"]) == [SHARE] * len(shares) + [WHOLE]
     assert not pods.node_of(api, "late")
 
 
