@@ -314,8 +314,12 @@ class ClusterCache(CacheOps):
         self._ledger.confirm(assignment)
 
     def _forget(self, key: PodKey) -> None:
+        """Drop everything kept about the pod. Its holding is released here, so its pick and
+        assumption timers go too (left to the sweep, they piled up wherever none ran)."""
         spec = self._pods.pop(key, None)
         self._observed.pop(key, None)
+        self._picked_at.pop(key, None)
+        self._assumed_at.pop(key, None)
         self._invalid.pop(key, None)
         self._unheld.pop(key, None)
         self._unreadable_notes.pop(key, None)
