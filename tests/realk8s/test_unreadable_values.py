@@ -116,7 +116,7 @@ def paused(cluster: RealCluster, component: str) -> Iterator[None]:
         os.killpg(pid, signal.SIGCONT)
 
 
-def test_a_nodes_unreadable_inventory_stops_binding_nowhere_even_after_a_new_leader(
+def test_node_bs_unreadable_inventory_stops_no_binding_on_node_a_even_after_a_new_leader(
     two_replicas: tuple[RealCluster, ServiceProxy],
 ) -> None:
     """Finding 1. node-b's agent is paused so that it cannot repair the value (finding 5's
@@ -146,6 +146,7 @@ def test_a_nodes_unreadable_inventory_stops_binding_nowhere_even_after_a_new_lea
             assert ready(cluster, proxy.port)
         finally:
             set_inventory(node_b, "node-b", original)
+            node_b.close()
 
 
 def test_an_unreadable_admitted_value_does_not_free_a_running_pods_gpu(
@@ -163,9 +164,9 @@ def test_an_unreadable_admitted_value_does_not_free_a_running_pods_gpu(
         api.post(pods.PODS, on("node-a", pods.pod(name, pods.container("main", SHARE))))
     for name in shares:
         bound_to(api, name)
-    agent_of(cluster, "node-a").merge_patch(
-        f"{pods.PODS}/{victim}", {"metadata": {"annotations": {ADMITTED: HUGE}}}
-    )
+    agent = agent_of(cluster, "node-a")
+    agent.merge_patch(f"{pods.PODS}/{victim}", {"metadata": {"annotations": {ADMITTED: HUGE}}})
+    agent.close()
     wait_until(lambda: unreadable(cluster, port, "pod") == 1, 30, "the extender to see it")
     api.post(pods.PODS, on("node-a", pods.pod("late", pods.container("main", WHOLE))))
     wait_until(
@@ -230,7 +231,9 @@ def test_the_agent_repairs_its_unreadable_inventory_and_keeps_admitting(
 ) -> None:
     """Finding 5: the value of finding 1 on the agent's own Node (written by its kubelet)."""
     cluster, api = real_cluster, real_cluster.admin
-    set_inventory(kubelet_of(cluster, "node-a"), "node-a", HUGE)
+    kubelet = kubelet_of(cluster, "node-a")
+    set_inventory(kubelet, "node-a", HUGE)
+    kubelet.close()
     wait_until(lambda: readable(cluster, "node-a"), 60, "node-a's agent to repair its inventory")
     assert healthz(probed_agent) == 200
     api.post(pods.PODS, on("node-a", pods.pod("after-repair", pods.container("main", 30))))
