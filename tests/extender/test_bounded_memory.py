@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from tests.extender.builders import make_pod
+from tests.extender.builders import make_node, make_pod
 from vgpu.api.gang import GANG_NAME, GANG_SIZE
+from vgpu.core.ids import PodKey
+from vgpu.core.model import Assignment, Phase
 from vgpu.extender.cache import ClusterCache
+from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.wire import ExtenderArgs
 
 
 def test_the_gang_index_forgets_a_gang_once_its_last_member_is_gone() -> None:
@@ -24,3 +28,28 @@ def test_a_pod_moving_to_another_gang_leaves_no_empty_gang_behind() -> None:
     moved["metadata"]["resourceVersion"] = "2"
     cache.apply_pod("MODIFIED", moved)
     assert set(cache.members) == {"default/b"}
+
+
+def test_a_pod_deleted_before_its_bind_leaves_no_pick_or_assumption_timer_behind() -> None:
+    """A pick (filter passed one node) or a bind's assumption of a pod that is then deleted is
+    released with the pod; its expiry timer must go too, not wait for a sweep (100,000 pod
+    lives kept some 4,000 such timers in the RSS bench, which never sweeps)."""
+    cache = ClusterCache(key=b"k", memory_unit_mib=256)
+    cache.apply_node("ADDED", make_node("n1", gpus=1))
+    ext = Extender(cache, config=ExtenderConfig())
+    picked, assumed = make_pod("picked", cores=10), make_pod("assumed", cores=10)
+    for pod in (picked, assumed):
+        pod["metadata"]["uid"] = f"uid-{pod['metadata']['name']}"  # watched: same UID
+        cache.apply_pod("ADDED", pod)
+    assert ext.filter(ExtenderArgs(picked, ["n1"])).passed == ["n1"]
+    held = cache.holding(PodKey("default/picked"))
+    assert held is not None and held.phase is Phase.ASSUMED  # the pick
+    place = ext.place(cache.pods[PodKey("default/assumed")], "n1", ext.pods.policies.default)
+    assert isinstance(place, Assignment)
+    cache.assume(place, now=0.0)
+    cache.bind_done(place.pod)
+    for pod in (picked, assumed):
+        cache.apply_pod("DELETED", pod)
+    assert list(cache.ledger.holdings()) == []
+    binds = cache._binds
+    assert (binds._picked_at, binds._assumed_at) == ({}, {})

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
+from tests.extender.test_request_state import learned
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.daemons.extender import ExtenderDaemon
@@ -94,7 +95,7 @@ def test_bind_acts_only_on_pods_the_api_server_confirms(harness: Harness) -> Non
         max_size=6,
     )
 )
-def test_no_sequence_of_requests_for_unwatched_pods_changes_the_ledger(
+def test_no_sequence_of_requests_for_unwatched_pods_changes_the_ledger_or_teaches_the_policy(
     harness: Harness, requests: list[tuple[str, str, int, str, bool]]
 ) -> None:
     if not harness.daemons:
@@ -106,7 +107,7 @@ def test_no_sequence_of_requests_for_unwatched_pods_changes_the_ledger(
         wait_until(lambda: daemon.cache.pods[PodKey("default/real")].node == "n1")
     daemon = harness.daemons[0]
     wire = harness.wire(daemon)
-    before = _ledger(daemon)
+    before = _ledger(daemon), learned(daemon)
     for i, (verb, node, cores, cpu, gang) in enumerate(requests):
         pod = _ghost(f"g{i}", node=node, cpu=cpu, cores=cores)
         if gang:
@@ -115,4 +116,4 @@ def test_no_sequence_of_requests_for_unwatched_pods_changes_the_ledger(
         if verb == "preempt":
             doc = {"Pod": pod, "NodeNameToMetaVictims": {"n1": {"Pods": [], "NumPDBViolations": 0}}}
         wire.raw("POST", f"/scheduler/{verb}", json.dumps(doc).encode())
-    assert _ledger(daemon) == before
+    assert (_ledger(daemon), learned(daemon)) == before

@@ -113,3 +113,42 @@ def test_decoy_pods_of_another_scheduler_reserve_nothing(harness: Harness) -> No
     wait_until(lambda: daemon.cache.pod(PodKey("default/ours")) is not None)
     assert wire.filter(harness.pod("ours"), ["n1"])["NodeNames"] == ["n1"]
     assert wire.bind(harness.pod("ours"), "n1") == ""
+
+
+def learned(daemon: ExtenderDaemon) -> tuple[int, int]:
+    """What the default policy has learned: pods observed, and its scores' generation."""
+    policy = daemon.extender.pods.policies.default
+    learner = getattr(policy, "learner", None)
+    assert learner is not None, "the default policy learns its workload online"
+    return learner.observed, policy.generation
+
+
+def test_only_watched_pods_of_our_scheduler_teach_the_policy(harness: Harness) -> None:
+    """A filter or prioritize answered from a request's body (a pod the watch does not show,
+    or shows with another UID) or for another scheduler's pod is a hypothesis: the policy's
+    learner does not count it, so forged shapes cannot move the scores of real pods."""
+    harness.put(make_node("n1", gpus=4))
+    harness.put(make_node("n2", gpus=4))
+    decoy = make_pod("decoy", cores=100)
+    decoy["spec"]["schedulerName"] = "another-scheduler"
+    harness.put(decoy)
+    harness.put(make_pod("real", cores=10))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/real")) is not None)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/decoy")) is not None)
+    before = learned(daemon)
+    other_uid = harness.pod("real")
+    other_uid["metadata"]["uid"] = "not-the-watched-one"
+    hypotheses = [harness.pod("decoy"), other_uid]
+    for i in range(40):  # past the learner's first rebuilds (after 16 pods)
+        ghost = make_pod(f"ghost-{i}", cores=100 * (1 + i % 4))
+        ghost["metadata"]["uid"] = f"uid-ghost-{i}"
+        hypotheses.append(ghost)
+    for pod in hypotheses:
+        wire.filter(pod, ["n1", "n2"])
+        wire.prioritize(pod, ["n1", "n2"])
+    assert learned(daemon) == before
+    assert _holdings(daemon) == []
+    wire.filter(harness.pod("real"), ["n1", "n2"])
+    assert learned(daemon)[0] == before[0] + 1  # a watched pod of ours is learned from

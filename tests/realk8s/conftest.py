@@ -17,8 +17,11 @@ from typing import NoReturn
 
 import pytest
 
+from tests.realk8s import pods
 from tests.realk8s.binary import Unavailable, build
 from tests.realk8s.cluster import NodeSpec, RealCluster
+from tests.realk8s.processes import free_port
+from tests.realk8s.proxy import ServiceProxy
 
 NODES = [NodeSpec("node-a"), NodeSpec("node-b")]
 # The first test of the tier also starts the cluster (and builds the binary if needed).
@@ -91,3 +94,27 @@ def real_cluster(realk8s_binary: Path) -> Iterator[RealCluster]:
 def real_apiserver(realk8s_binary: Path) -> Iterator[RealCluster]:
     """etcd and kube-apiserver alone (no nodes, no scheduler), for the fake's contract tests."""
     yield from _session_cluster(realk8s_binary, [], api_only=True)
+
+
+@pytest.fixture
+def two_replicas(real_cluster: RealCluster) -> Iterator[tuple[RealCluster, ServiceProxy]]:
+    """extender-0 (leading) and extender-1 (following), kube-scheduler calling them through a
+    proxy that sends new connections to the lease holder; afterwards the usual set-up again."""
+    cluster = real_cluster
+    pods.delete_all(cluster.admin)
+    ports = {"extender-0": cluster.ports["extender"], "extender-1": free_port()}
+    cluster.start_extender("extender-1", port=ports["extender-1"])
+
+    def ready() -> int | None:
+        leader = cluster.extender_leader()
+        return ports.get(leader) if leader else None
+
+    proxy = ServiceProxy(free_port(), ready).start()
+    cluster.start_scheduler(extender_port=proxy.port)
+    yield cluster, proxy
+    pods.delete_all(cluster.admin)
+    cluster.procs.stop("extender-1")
+    proxy.stop()
+    if not cluster.procs.alive("extender-0"):
+        cluster.start_extender("extender-0")
+    cluster.start_scheduler()

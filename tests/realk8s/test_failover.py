@@ -6,42 +6,17 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from tests.realk8s import pods
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.grants import granted
-from tests.realk8s.processes import free_port, wait_until
+from tests.realk8s.processes import wait_until
 from tests.realk8s.proxy import ServiceProxy
 from tests.realk8s.test_workloads import gang
 
 pytestmark = pytest.mark.realk8s
-
-
-@pytest.fixture
-def two_replicas(real_cluster: RealCluster) -> Iterator[tuple[RealCluster, ServiceProxy]]:
-    """extender-0 (leading) and extender-1 (following), kube-scheduler calling them through a
-    proxy that sends new connections to the lease holder; afterwards the usual set-up again."""
-    cluster = real_cluster
-    pods.delete_all(cluster.admin)
-    ports = {"extender-0": cluster.ports["extender"], "extender-1": free_port()}
-    cluster.start_extender("extender-1", port=ports["extender-1"])
-
-    def ready() -> int | None:
-        leader = cluster.extender_leader()
-        return ports.get(leader) if leader else None
-
-    proxy = ServiceProxy(free_port(), ready).start()
-    cluster.start_scheduler(extender_port=proxy.port)
-    yield cluster, proxy
-    pods.delete_all(cluster.admin)
-    cluster.procs.stop("extender-1")
-    proxy.stop()
-    if not cluster.procs.alive("extender-0"):
-        cluster.start_extender("extender-0")
-    cluster.start_scheduler()
 
 
 def test_leader_killed_mid_gang_follower_binds_it_whole(

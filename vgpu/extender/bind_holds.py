@@ -30,6 +30,12 @@ class BindHolds:
         self._assumed_at.clear()
         self._picked_at.clear()
 
+    def forget_pod(self, key: PodKey) -> None:
+        """A forgotten pod's holding is released with it: its pick and assumption timers go
+        too (left to the sweep, they piled up wherever none ran)."""
+        self._assumed_at.pop(key, None)
+        self._picked_at.pop(key, None)
+
     def binding(self, key: PodKey) -> bool:
         """Whether a bind of this pod is in flight."""
         return key in self._binding

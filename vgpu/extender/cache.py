@@ -218,6 +218,7 @@ class ClusterCache:
 
     def _forget(self, key: PodKey) -> None:
         spec = self._book.forget(key)
+        self._binds.forget_pod(key)
         if spec is not None:
             self._gangs.member_gone(key, spec.gang.key if spec.gang is not None else None)
 

@@ -15,8 +15,10 @@ for a pod the watch shows (same namespace, name and UID) every verb reads the wa
 the request's body (`PodReader.read`). Only such a pod, of a scheduler the extender serves
 (`ExtenderConfig.schedulers`), feeds the policy's learner, holds a pick or takes part in a gang
 plan (whose reservations are writes). A pod the watch does not show is answered from its body
-as a hypothesis that holds nothing, and counted (`on_unwatched`): a forged request can neither
-charge capacity nor reserve it (issue 25, finding 7).
+as a hypothesis that holds nothing and teaches the learner nothing, and counted (`on_unwatched`):
+a forged request can neither charge capacity nor reserve it (issue 25, finding 7). It is answered
+rather than refused because kube-scheduler's informer may show a new pod before our watch does,
+and refusing would fail that pod's scheduling cycle (docs/operations.md, threat model).
 """
 
 from __future__ import annotations
