@@ -29,11 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from vgpu.adapters.heap import release_free_heap
-
 from bench.pod_lifecycle import KEY, STEPS, _life
 from tests.extender.builders import make_node
 from vgpu.adapters import fastjson
+from vgpu.adapters.heap import release_free_heap
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.service import Extender, ExtenderConfig
 from vgpu.extender.wire import ExtenderArgs
