@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from vgpu.core.queues import ZERO, QueueSpec, Vec, add, fits_within, share, sub
 from vgpu.core.release import Job
@@ -55,19 +56,55 @@ def victims(
     mine_after = add(held.get(job.queue, ZERO), job.ask)
     if not fits_within(mine_after, due.get(job.queue, ZERO)):
         return None
+    mine = share(mine_after, due.get(job.queue, ZERO))
     after = dict(held)
     chosen: list[Running] = []
-    old_enough = [r for r in running if r.queue != job.queue and now - r.started >= min_runtime_s]
-    for r in sorted(old_enough, key=lambda r: (-r.started, r.key)):
+    for r in sorted(_eligible(job, due, after, running, mine, now, min_runtime_s), key=_youngest):
         left = sub(after.get(r.queue, ZERO), r.ask)
         victim_share = share(left, due.get(r.queue, ZERO))
-        if victim_share < 1 or share(mine_after, due[job.queue]) > victim_share:
+        if victim_share < 1 or mine > victim_share:
             continue
         after[r.queue] = left
         chosen.append(r)
         if fits_without(job, chosen):
             return _needed(job, chosen, fits_without)
     return None
+
+
+def _youngest(r: Running) -> tuple[float, str]:
+    return (-r.started, r.key)
+
+
+def _eligible(
+    job: Job,
+    due: Mapping[str, Vec],
+    held: Mapping[str, Vec],
+    running: Sequence[Running],
+    mine: Fraction,
+    now: float,
+    min_runtime_s: float,
+) -> list[Running]:
+    """The running jobs of other queues, past `min_runtime_s`, whose queue may give them up now:
+    at or above deserved after, and no ping-pong.
+
+    A victim's queue only loses what is chosen, and a queue's share only falls as it holds less,
+    so a job its queue may not give up now it may not give up later in the same call either:
+    dropping those before the sort changes no choice and spares sorting and scoring every running
+    job of a queue already at its share. The test depends only on the queue and the ask, so it is
+    made once per pair.
+    """
+    allowed: dict[tuple[str, Vec], bool] = {}
+    out = []
+    for r in running:
+        if r.queue == job.queue or now - r.started < min_runtime_s:
+            continue
+        verdict = allowed.get((r.queue, r.ask))
+        if verdict is None:
+            left = share(sub(held.get(r.queue, ZERO), r.ask), due.get(r.queue, ZERO))
+            verdict = allowed[(r.queue, r.ask)] = left >= 1 and mine <= left
+        if verdict:
+            out.append(r)
+    return out
 
 
 def _needed(

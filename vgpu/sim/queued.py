@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from random import Random
 
+from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import NodeName
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
@@ -33,6 +34,7 @@ from vgpu.core.reclaim import Running, victims
 from vgpu.core.release import Book, Job, plan
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
+from vgpu.sim.best_nodes import BestNodes
 from vgpu.sim.fairness import Sample, Tallies
 from vgpu.sim.poisson import Arrival
 from vgpu.sim.queue_setup import QueueSetup
@@ -61,8 +63,12 @@ class QueuedReplay:
     state: ClusterState = field(init=False)
     ledger: Ledger = field(init=False)
     scheduler: Scheduler = field(init=False)
+    best: BestNodes = field(init=False)
+    """`scheduler.select` over every node, at the cost of the nodes changed since last asked."""
     pending: dict[str, list[Arrival]] = field(init=False)
     running: dict[str, _Run] = field(init=False, default_factory=dict)
+    jobs: dict[str, Running] = field(init=False, default_factory=dict)
+    """The running pods as reclaim sees them, kept beside `running` rather than rebuilt per ask."""
     ends: list[tuple[float, str, int]] = field(init=False, default_factory=list)
     held: dict[str, int] = field(init=False)
     asked: dict[str, int] = field(init=False)
@@ -75,9 +81,11 @@ class QueuedReplay:
     """Nodes where pods left (or were evicted) since the last pass."""
 
     def __post_init__(self) -> None:
-        self.state = ClusterState(self.nodes)
+        feed = ChangeFeed()
+        self.state = ClusterState(self.nodes, feed=feed)
         self.ledger = Ledger(self.state)
         self.scheduler = Scheduler(self.state, self.policy, rng=Random(self.seed))
+        self.best = BestNodes(self.scheduler, feed)
         names = self.setup.names
         self.pending = {n: [] for n in names}
         self.held = dict.fromkeys(names, 0)
@@ -123,6 +131,7 @@ class QueuedReplay:
 
     def _stop(self, key: str) -> _Run:
         run = self.running.pop(key)
+        del self.jobs[key]
         released = self.ledger.release(run.arrival.pod.key)
         if released is not None:
             self.freed.add(released.node)
@@ -133,6 +142,7 @@ class QueuedReplay:
         key = arrival.pod.key
         incarnation = self.tallies.started(arrival.queue, now - arrival.at, key)
         self.running[key] = _Run(arrival, now, incarnation)
+        self.jobs[key] = Running(key, arrival.queue, (arrival.cores, 0), now)
         self.held[arrival.queue] += arrival.cores
         heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
 
@@ -140,7 +150,7 @@ class QueuedReplay:
         """Place the pod through the scheduler and hold its place, or note its shape unfit."""
         if arrival.shape in unfit:
             return False
-        selection = self.scheduler.select(arrival.pod)
+        selection = self.best.select(arrival.pod)
         if selection is None:
             unfit.add(arrival.shape)
             return False
@@ -241,10 +251,7 @@ class QueuedReplay:
 
     def _reclaim_for(self, arrival: Arrival, now: float) -> bool:
         job = Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)
-        running = [
-            Running(k, r.arrival.queue, (r.arrival.cores, 0), r.started)
-            for k, r in self.running.items()
-        ]
+        running = list(self.jobs.values())
         held = {q: (c, 0) for q, c in self.held.items()}
         chosen = victims(
             job,
