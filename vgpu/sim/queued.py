@@ -35,7 +35,7 @@ from vgpu.core.release import Book, Job, plan
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.sim.best_nodes import BestNodes
-from vgpu.sim.fairness import Sample, Tallies
+from vgpu.sim.fairness import Left, Sample, Tallies
 from vgpu.sim.poisson import Arrival
 from vgpu.sim.queue_setup import QueueSetup
 
@@ -106,6 +106,8 @@ class QueuedReplay:
             while i < len(arrivals) and arrivals[i].at <= now:
                 self._wait(arrivals[i])
                 i += 1
+            if self.tallies.left is None and now >= self.setup.last_start_s:
+                self._note_left(now)
             if self.setup.fcfs:
                 self._fcfs_pass(now)
             else:
@@ -124,6 +126,14 @@ class QueuedReplay:
             run = self.running.get(key)
             if run is not None and run.incarnation == incarnation:
                 self._stop(key)
+
+    def _note_left(self, now: float) -> None:
+        """What each queue holds as the last queue starts, and how long each pod has left."""
+        left: dict[str, list[Left]] = {q: [] for q in self.setup.names}
+        for run in self.running.values():
+            a = run.arrival
+            left[a.queue].append(Left(a.cores, run.started + a.duration - now))
+        self.tallies.left = left
 
     def _wait(self, arrival: Arrival) -> None:
         insort(self.pending[arrival.queue], arrival, key=lambda a: (a.at, a.pod.key))
