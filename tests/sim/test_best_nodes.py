@@ -15,7 +15,7 @@ from tests.builders import make_node, make_pod
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import PodKey
 from vgpu.core.ledger import Ledger
-from vgpu.core.model import Node, PodRequest
+from vgpu.core.model import GpuSelector, Node, PodRequest
 from vgpu.core.registry import make_policy
 from vgpu.core.scheduler import Scheduler, Selection
 from vgpu.core.state import ClusterState
@@ -101,10 +101,16 @@ class SameAnswers(RuleBasedStateMachine):
                 answers.append(w.scheduler.select(pod, sorted(set(nodes))))
         assert answers[0] == answers[1]
 
-    @rule(name=st.sampled_from(["a", "c", "new"]))
+    @rule(name=st.sampled_from(["a", "c", "new", "smaller", "other-model"]))
     def node_joins_or_is_replaced(self, name: str) -> None:
+        """A node joins, or one is replaced by the same inventory, a smaller one, or GPUs of
+        another model in the same free state."""
         self.joined += 1
-        node = make_node(f"new{self.joined}", gpus=2) if name == "new" else NODES["ac".index(name)]
+        node = {
+            "new": make_node(f"new{self.joined}", gpus=2),
+            "smaller": make_node("d", gpus=4, cpu=48_000),
+            "other-model": make_node("f", gpus=4, model="T4", memory_mib=32768, cpu=32_000),
+        }.get(name) or NODES["ac".index(name)]
         for w in self.worlds:
             w.state.add_node(node)
 
@@ -132,3 +138,11 @@ def test_the_feed_must_be_the_states_own() -> None:
     state = ClusterState(NODES)
     with pytest.raises(ValueError, match="feed"):
         BestNodes(Scheduler(state, make_policy("bestfit", Workload((), ()))), ChangeFeed())
+
+
+def test_a_node_replaced_by_other_gpus_in_the_same_free_state_is_evaluated_again() -> None:
+    world = _World("bestfit", (make_node("n", gpus=2, model="A100"),), True)
+    a100_only = make_pod("p", 50, selector=GpuSelector(include_models=("A100",)))
+    assert world.select(a100_only) is not None
+    world.state.add_node(make_node("n", gpus=2, model="T4"))
+    assert world.select(a100_only) is None

@@ -42,6 +42,8 @@ class _Ranking:
     seq: int
     evals: list[Evaluation | None]
     stamps: list[int]
+    seen: list[object]
+    """Each node's state when it was evaluated (`_fingerprint`)."""
     heap: list[tuple[float, int, int]] = field(default_factory=list)
     numeric: bool = True
 
@@ -113,7 +115,7 @@ class BestNodes:
 
     def _build(self, key: int, pod: PodRequest) -> _Ranking:
         n = len(self._nodes)
-        ranking = _Ranking(self.feed.seq, [None] * n, [0] * n)
+        ranking = _Ranking(self.feed.seq, [None] * n, [0] * n, [None] * n)
         for pos in range(n):
             self._refresh(ranking, pos, pod, key)
         self._rankings[key] = ranking
@@ -128,6 +130,10 @@ class BestNodes:
         ns = self._nodes[pos]
         if state.node(ns.name) is not ns:  # replaced inventory: the same name, a new state
             ns = self._nodes[pos] = state.node(ns.name)
+        seen = _fingerprint(ns)
+        if ranking.seen[pos] == seen:
+            return  # touched and put back (a what-if and its revert): the same evaluation
+        ranking.seen[pos] = seen
         ev = self.scheduler.evaluate(ns, pod, key=key)
         ranking.evals[pos] = ev
         ranking.stamps[pos] += 1
@@ -136,6 +142,19 @@ class BestNodes:
             if score != score:
                 ranking.numeric = False
             heapq.heappush(ranking.heap, (-score, pos, ranking.stamps[pos]))
+
+
+def _fingerprint(ns: NodeState) -> object:
+    """The node's state object (a replaced inventory is a new one) and everything about it that a
+    charge or refund changes (`ClusterState`): while it is equal, an evaluation made then holds."""
+    return (
+        ns,
+        ns.cpu_free,
+        ns.mem_free,
+        tuple(ns.free_cores),
+        tuple(ns.free_mem),
+        frozenset(ns.kinds.items()),
+    )
 
 
 def _top(ranking: _Ranking) -> int | None:

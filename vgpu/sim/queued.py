@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from random import Random
 
 from vgpu.core.changes import ChangeFeed
-from vgpu.core.ids import NodeName
+from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policies import Policy
@@ -35,6 +35,7 @@ from vgpu.core.release import Book, Job, plan
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.sim.best_nodes import BestNodes
+from vgpu.sim.evictions import Evictions
 from vgpu.sim.fairness import Left, Sample, Tallies
 from vgpu.sim.poisson import Arrival
 from vgpu.sim.queue_setup import QueueSetup
@@ -263,16 +264,17 @@ class QueuedReplay:
         job = Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)
         running = list(self.jobs.values())
         held = {q: (c, 0) for q, c in self.held.items()}
-        chosen = victims(
-            job,
-            self.setup.specs,
-            held,
-            self.due,
-            running,
-            lambda _j, vs: self._fits_without(arrival, vs),
-            now=now,
-            min_runtime_s=self.setup.min_runtime_s,
-        )
+        with Evictions(self.ledger, self.scheduler) as what_if:
+            chosen = victims(
+                job,
+                self.setup.specs,
+                held,
+                self.due,
+                running,
+                lambda _j, vs: what_if.fits(arrival.pod, [PodKey(v.key) for v in vs]),
+                now=now,
+                min_runtime_s=self.setup.min_runtime_s,
+            )
         if chosen is None:
             return False
         for v in chosen:
@@ -285,17 +287,6 @@ class QueuedReplay:
         self.pending[arrival.queue].remove(arrival)
         self.asked[arrival.queue] -= arrival.cores
         return True
-
-    def _fits_without(self, arrival: Arrival, gone: Sequence[Running]) -> bool:
-        """The what-if: with `gone` evicted, does the pod fit? Only their nodes can have room
-        (the pod fit nowhere before), so only those are scored; the fork is always reverted."""
-        nodes = set()
-        with self.state.what_if():
-            for v in gone:
-                released = self.ledger.release(self.running[v.key].arrival.pod.key)
-                if released is not None:
-                    nodes.add(released.node)
-            return self.scheduler.select(arrival.pod, sorted(nodes)) is not None
 
     def _sample(self, now: float) -> None:
         due = self.due or deserved(self.capacity, self.setup.specs, self._requests())
