@@ -47,12 +47,12 @@ def _free(ledger: Ledger) -> list[tuple[str, list[int], list[int]]]:
     return [(ns.name, list(ns.free_cores), list(ns.free_mem)) for ns in ledger.state.nodes()]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     sizes=st.lists(st.sampled_from(SIZES), min_size=4, max_size=24),
     asks=st.lists(
         st.tuples(st.sampled_from((50, 100, 200)), st.lists(st.integers(0, 23)), st.booleans()),
-        max_size=12,
+        max_size=16,
     ),
 )
 def test_each_answer_is_that_of_a_fresh_fork_and_the_cluster_is_left_as_found(
@@ -62,11 +62,14 @@ def test_each_answer_is_that_of_a_fresh_fork_and_the_cluster_is_left_as_found(
     twin, twin_scheduler, _ = _cluster(sizes)  # asked afresh each time
     before = _free(ledger)
     gone: list[PodKey] = []
+    pods = {
+        c: make_pod(f"w{c}", c) for c in (50, 100, 200)
+    }  # asked again and again, as reclaim does
     with Evictions(ledger, scheduler) as what_if:
-        for n, (cores, picks, grow) in enumerate(asks):
+        for cores, picks, grow in asks:
             more = [placed[i % len(placed)] for i in picks]
             gone = list(dict.fromkeys([*gone, *more[:1]] if grow else more))
-            pod = make_pod(f"w{n}", cores)
+            pod = pods[cores]
             assert what_if.fits(pod, gone) == _fresh(twin, twin_scheduler, pod, gone)
     assert _free(ledger) == before == _free(twin)
     assert sorted(ledger.state.holdings) == sorted(placed)

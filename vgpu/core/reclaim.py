@@ -56,15 +56,16 @@ def victims(
     mine_after = add(held.get(job.queue, ZERO), job.ask)
     if not fits_within(mine_after, due.get(job.queue, ZERO)):
         return None
-    mine = share(mine_after, due.get(job.queue, ZERO))
-    after = dict(held)
+    givers = _Givers(due, held, share(mine_after, due.get(job.queue, ZERO)))
+    old_enough = [r for r in running if r.queue != job.queue and now - r.started >= min_runtime_s]
     chosen: list[Running] = []
-    for r in sorted(_eligible(job, due, after, running, mine, now, min_runtime_s), key=_youngest):
-        left = sub(after.get(r.queue, ZERO), r.ask)
-        victim_share = share(left, due.get(r.queue, ZERO))
-        if victim_share < 1 or mine > victim_share:
+    # A queue only loses what is chosen, and its share only falls as it holds less, so a job its
+    # queue may not give up now it may not give up later in this call: those are dropped before
+    # the sort, which spares sorting every running job of a queue already at its share.
+    for r in sorted((r for r in old_enough if givers.may_give(r)), key=_youngest):
+        if not givers.may_give(r):
             continue
-        after[r.queue] = left
+        givers.give(r)
         chosen.append(r)
         if fits_without(job, chosen):
             return _needed(job, chosen, fits_without)
@@ -75,36 +76,32 @@ def _youngest(r: Running) -> tuple[float, str]:
     return (-r.started, r.key)
 
 
-def _eligible(
-    job: Job,
-    due: Mapping[str, Vec],
-    held: Mapping[str, Vec],
-    running: Sequence[Running],
-    mine: Fraction,
-    now: float,
-    min_runtime_s: float,
-) -> list[Running]:
-    """The running jobs of other queues, past `min_runtime_s`, whose queue may give them up now:
-    at or above deserved after, and no ping-pong.
+class _Givers:
+    """What each queue would hold after the evictions chosen so far, and whether it may give up
+    a job more: it stays at or above deserved, and no ping-pong (the reclaimer's share after
+    admission, `mine`, is not above the victim queue's after eviction).
 
-    A victim's queue only loses what is chosen, and a queue's share only falls as it holds less,
-    so a job its queue may not give up now it may not give up later in the same call either:
-    dropping those before the sort changes no choice and spares sorting and scoring every running
-    job of a queue already at its share. The test depends only on the queue and the ask, so it is
-    made once per pair.
+    The answer depends only on the job's queue and ask, and changes only when that queue gives
+    a job up: it is kept per (queue, ask) until then, so a scan over thousands of running jobs
+    computes a share per distinct ask, not per job.
     """
-    allowed: dict[tuple[str, Vec], bool] = {}
-    out = []
-    for r in running:
-        if r.queue == job.queue or now - r.started < min_runtime_s:
-            continue
-        verdict = allowed.get((r.queue, r.ask))
+
+    def __init__(self, due: Mapping[str, Vec], held: Mapping[str, Vec], mine: Fraction) -> None:
+        self.due = due
+        self.after = dict(held)
+        self.mine = mine
+        self._verdicts: dict[tuple[str, Vec], bool] = {}
+
+    def may_give(self, r: Running) -> bool:
+        verdict = self._verdicts.get((r.queue, r.ask))
         if verdict is None:
-            left = share(sub(held.get(r.queue, ZERO), r.ask), due.get(r.queue, ZERO))
-            verdict = allowed[(r.queue, r.ask)] = left >= 1 and mine <= left
-        if verdict:
-            out.append(r)
-    return out
+            left = share(sub(self.after.get(r.queue, ZERO), r.ask), self.due.get(r.queue, ZERO))
+            verdict = self._verdicts[(r.queue, r.ask)] = left >= 1 and self.mine <= left
+        return verdict
+
+    def give(self, r: Running) -> None:
+        self.after[r.queue] = sub(self.after.get(r.queue, ZERO), r.ask)
+        self._verdicts = {k: v for k, v in self._verdicts.items() if k[0] != r.queue}
 
 
 def _needed(
