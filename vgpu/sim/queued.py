@@ -4,11 +4,12 @@ Time moves in ticks (`tick_s`). In each tick, pods that finish give their GPUs b
 join their queue, then one release pass runs, as the extender's leader would:
 
 * **queues**: `release.plan` over each queue's oldest `window` pods (the rest of a queue counts as
-  its backlog), with `fits` placing the pod through the replay's `Scheduler` (the placement path
-  every replay uses) and holding that place in the ledger; then, for queues with reclaim, up to
-  `RECLAIMS` waiting pods per queue ask `reclaim.victims`, whose what-if evicts on a fork of the
-  cluster state that is always reverted. Victims go back to their queue (keeping their arrival time)
-  and their run so far is lost GPU time;
+  its backlog), with `fits` placing the pod where the replay's `Scheduler.select` would (asked
+  through `BestNodes`, which re-evaluates only the nodes changed since) and holding that place in
+  the ledger; then, for queues with reclaim, up to `RECLAIMS` waiting pods per queue ask
+  `reclaim.victims`, whose what-if (`Evictions`) evicts on forks of the cluster state that are
+  always reverted. Victims go back to their queue (keeping their arrival time) and their run so
+  far is lost GPU time;
 * **FCFS** (no queues): the oldest `window` pods of one global arrival order, each placed if it fits
   (kube-scheduler's behaviour without queues: later pods pass a head that does not fit).
 
