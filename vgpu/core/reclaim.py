@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 from vgpu.core.queues import ZERO, QueueSpec, Vec, add, fits_within, share, sub
 from vgpu.core.release import Job
@@ -55,19 +56,52 @@ def victims(
     mine_after = add(held.get(job.queue, ZERO), job.ask)
     if not fits_within(mine_after, due.get(job.queue, ZERO)):
         return None
-    after = dict(held)
-    chosen: list[Running] = []
+    givers = _Givers(due, held, share(mine_after, due.get(job.queue, ZERO)))
     old_enough = [r for r in running if r.queue != job.queue and now - r.started >= min_runtime_s]
-    for r in sorted(old_enough, key=lambda r: (-r.started, r.key)):
-        left = sub(after.get(r.queue, ZERO), r.ask)
-        victim_share = share(left, due.get(r.queue, ZERO))
-        if victim_share < 1 or share(mine_after, due[job.queue]) > victim_share:
+    chosen: list[Running] = []
+    # A queue only loses what is chosen, and its share only falls as it holds less, so a job its
+    # queue may not give up now it may not give up later in this call: those are dropped before
+    # the sort, which spares sorting every running job of a queue already at its share.
+    for r in sorted((r for r in old_enough if givers.may_give(r)), key=_youngest):
+        if not givers.may_give(r):
             continue
-        after[r.queue] = left
+        givers.give(r)
         chosen.append(r)
         if fits_without(job, chosen):
             return _needed(job, chosen, fits_without)
     return None
+
+
+def _youngest(r: Running) -> tuple[float, str]:
+    return (-r.started, r.key)
+
+
+class _Givers:
+    """What each queue would hold after the evictions chosen so far, and whether it may give up
+    a job more: it stays at or above deserved, and no ping-pong (the reclaimer's share after
+    admission, `mine`, is not above the victim queue's after eviction).
+
+    The answer depends only on the job's queue and ask, and changes only when that queue gives
+    a job up: it is kept per (queue, ask) until then, so a scan over thousands of running jobs
+    computes a share per distinct ask, not per job.
+    """
+
+    def __init__(self, due: Mapping[str, Vec], held: Mapping[str, Vec], mine: Fraction) -> None:
+        self.due = due
+        self.after = dict(held)
+        self.mine = mine
+        self._verdicts: dict[tuple[str, Vec], bool] = {}
+
+    def may_give(self, r: Running) -> bool:
+        verdict = self._verdicts.get((r.queue, r.ask))
+        if verdict is None:
+            left = share(sub(self.after.get(r.queue, ZERO), r.ask), self.due.get(r.queue, ZERO))
+            verdict = self._verdicts[(r.queue, r.ask)] = left >= 1 and self.mine <= left
+        return verdict
+
+    def give(self, r: Running) -> None:
+        self.after[r.queue] = sub(self.after.get(r.queue, ZERO), r.ask)
+        self._verdicts = {k: v for k, v in self._verdicts.items() if k[0] != r.queue}
 
 
 def _needed(

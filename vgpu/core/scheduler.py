@@ -90,14 +90,27 @@ class Scheduler:
             key = keys[full] = next(_SERIAL)
         return key
 
+    def memo_key(self, pod: PodRequest) -> int:
+        """The key this scheduler's evaluations of `pod` are memoised under: one per policy
+        generation and pod shape (a view that keeps evaluations per shape keys them by it)."""
+        return self._key(self.policy, pod)
+
     def evaluate(
-        self, ns: NodeState, pod: PodRequest, policy: Policy | None = None
+        self,
+        ns: NodeState,
+        pod: PodRequest,
+        policy: Policy | None = None,
+        *,
+        key: int | None = None,
     ) -> Evaluation | None:
-        """The policy's evaluation of one node, memoised while the node is unchanged."""
+        """The policy's evaluation of one node, memoised while the node is unchanged. A caller
+        evaluating many nodes for one pod with this scheduler's policy may pass `memo_key(pod)`
+        as `key`, computed once."""
         pol = policy or self.policy
         if not pol.cacheable:
             return pol.evaluate(ns, pod, self.rng)
-        key = self._key(pol, pod)
+        if key is None or pol is not self.policy:
+            key = self._key(pol, pod)
         hit = ns.cache.get(key, _MISSING)
         if hit is _MISSING:
             hit = _remember(ns, key, pol.evaluate(ns, pod, self.rng))

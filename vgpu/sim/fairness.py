@@ -11,7 +11,10 @@ the samples, per queue:
   weights 1:3); earlier, while a queue asks less than its weight's share, it deserves only what
   it asks, which it gets at once, and measuring against that would call it converged at once;
 * evictions and lost GPU-hours (the run time evicted pods had had), wait p50/p95 (arrival to start;
-  pods still waiting at the end count with the time they have waited so far).
+  pods still waiting at the end count with the time they have waited so far);
+* what it held when the last queue started and how long that had left to run (`Left`): without
+  reclaim a later queue gains only as those pods end, so what is left of them after an hour, or
+  three, bounds how fast it can reach its share whatever the release order.
 
 And for the cluster: **utilisation** (used cores over capacity) and **Jain's index** over the
 queues of share / deserved share, both averaged over the samples after the last queue starts.
@@ -45,6 +48,33 @@ class Sample:
         return 100.0 * self.due.get(queue, 0) / total if total else None
 
 
+@dataclass(frozen=True, slots=True)
+class Left:
+    """A pod running when the last queue started: its cores and the seconds it had left to run."""
+
+    cores: int
+    seconds: float
+
+
+def still_running_pct(left: list[Left], after_s: float, capacity: int) -> float | None:
+    """% of the cluster's cores these pods still hold `after_s` later, if none is evicted."""
+    if not capacity:
+        return None
+    return 100.0 * sum(p.cores for p in left if p.seconds > after_s) / capacity
+
+
+def remaining_median(left: list[Left]) -> float | None:
+    """The core-weighted median of the run time left (seconds): half the cores held are free
+    by then, if none is evicted."""
+    total = sum(p.cores for p in left)
+    seen = 0
+    for p in sorted(left, key=lambda p: p.seconds):
+        seen += p.cores
+        if 2 * seen >= total:
+            return p.seconds
+    return None
+
+
 @dataclass(slots=True)
 class Tallies:
     """Counts kept while replaying."""
@@ -56,6 +86,8 @@ class Tallies:
     evictions: dict[str, int] = field(init=False)
     lost_core_s: dict[str, float] = field(init=False)
     starts: dict[str, int] = field(init=False)
+    left: dict[str, list[Left]] | None = None
+    """Per queue, its pods running when the last queue started (set once, then)."""
     _first: set[str] = field(init=False, default_factory=set)
 
     def __post_init__(self) -> None:

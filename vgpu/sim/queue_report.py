@@ -59,9 +59,25 @@ def table(result: QueueResult) -> str:
         f"{_cell(result.jain) if result.jain is None else f'{result.jain:.3f}'} "
         f"(measured over {result.setup.measure_s / 60:.0f} min after the last queue starts); "
         f"{result.arrivals} arrivals, seed {result.seed}, {result.seconds:.1f} s",
+        *_left_lines(result),
         LEGEND,
     ]
     return "\n".join(lines)
+
+
+def _left_lines(result: QueueResult) -> list[str]:
+    """What each queue held when the last queue started, and what of it was left to run then:
+    without reclaim, nothing can give a later queue those cores sooner."""
+    lines = []
+    for name, f in result.queues.items():
+        if f["held_at_last_start_pct"]:
+            lines.append(
+                f"{name} held {_cell(f['held_at_last_start_pct'])} % of cores when the last queue "
+                f"started; its pods then running still hold {_cell(f['left_after_60_min_pct'])} % "
+                f"an hour on and {_cell(f['left_after_180_min_pct'])} % three hours on unless "
+                f"evicted (median time left {_cell(f['left_median_min'])} min)"
+            )
+    return lines
 
 
 def as_json(result: QueueResult, inputs: dict[str, object]) -> dict[str, object]:

@@ -14,7 +14,15 @@ from pathlib import Path
 from vgpu.core.model import Node
 from vgpu.core.registry import PolicySpec, make_policy
 from vgpu.core.workload import Workload
-from vgpu.sim.fairness import Tallies, converge_minutes, jain, percentile, utilisation
+from vgpu.sim.fairness import (
+    Tallies,
+    converge_minutes,
+    jain,
+    percentile,
+    remaining_median,
+    still_running_pct,
+    utilisation,
+)
 from vgpu.sim.poisson import generate, read_lifetimes
 from vgpu.sim.queue_setup import QueueSetup
 from vgpu.sim.queued import QueuedReplay
@@ -96,6 +104,7 @@ def figures(
             "wait_p50_min": _round(_minutes(percentile(tallies.waits[name], 50))),
             "wait_p95_min": _round(_minutes(percentile(tallies.waits[name], 95))),
             "started": tallies.starts[name],
+            **_left(tallies, name),
         }
     for s in tallies.samples:
         point = {"min": round(s.at / 60, 1)}
@@ -104,6 +113,19 @@ def figures(
         point["used"] = _round(100 * sum(s.used.values()) / tallies.capacity) or 0.0
         result.series.append(point)
     return result
+
+
+def _left(tallies: Tallies, name: str) -> dict[str, float | int | None]:
+    """What the queue held when the last queue started, and what of it is left an hour and
+    three hours on (all % of the cluster's cores), with the core-weighted median time left."""
+    left = (tallies.left or {}).get(name, [])
+    cap = tallies.capacity
+    return {
+        "held_at_last_start_pct": _round(still_running_pct(left, 0.0, cap)),
+        "left_after_60_min_pct": _round(still_running_pct(left, 3600.0, cap)),
+        "left_after_180_min_pct": _round(still_running_pct(left, 3 * 3600.0, cap)),
+        "left_median_min": _round(_minutes(remaining_median(left))),
+    }
 
 
 def _minutes(seconds: float | None) -> float | None:

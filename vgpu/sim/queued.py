@@ -4,11 +4,12 @@ Time moves in ticks (`tick_s`). In each tick, pods that finish give their GPUs b
 join their queue, then one release pass runs, as the extender's leader would:
 
 * **queues**: `release.plan` over each queue's oldest `window` pods (the rest of a queue counts as
-  its backlog), with `fits` placing the pod through the replay's `Scheduler` (the placement path
-  every replay uses) and holding that place in the ledger; then, for queues with reclaim, up to
-  `RECLAIMS` waiting pods per queue ask `reclaim.victims`, whose what-if evicts on a fork of the
-  cluster state that is always reverted. Victims go back to their queue (keeping their arrival time)
-  and their run so far is lost GPU time;
+  its backlog), with `fits` placing the pod where the replay's `Scheduler.select` would (asked
+  through `BestNodes`, which re-evaluates only the nodes changed since) and holding that place in
+  the ledger; then, for queues with reclaim, up to `RECLAIMS` waiting pods per queue ask
+  `reclaim.victims`, whose what-if (`Evictions`) evicts on forks of the cluster state that are
+  always reverted. Victims go back to their queue (keeping their arrival time) and their run so
+  far is lost GPU time;
 * **FCFS** (no queues): the oldest `window` pods of one global arrival order, each placed if it fits
   (kube-scheduler's behaviour without queues: later pods pass a head that does not fit).
 
@@ -24,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from random import Random
 
-from vgpu.core.ids import NodeName
+from vgpu.core.changes import ChangeFeed
+from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policies import Policy
@@ -33,7 +35,9 @@ from vgpu.core.reclaim import Running, victims
 from vgpu.core.release import Book, Job, plan
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
-from vgpu.sim.fairness import Sample, Tallies
+from vgpu.sim.best_nodes import BestNodes
+from vgpu.sim.evictions import Evictions
+from vgpu.sim.fairness import Left, Sample, Tallies
 from vgpu.sim.poisson import Arrival
 from vgpu.sim.queue_setup import QueueSetup
 
@@ -61,8 +65,12 @@ class QueuedReplay:
     state: ClusterState = field(init=False)
     ledger: Ledger = field(init=False)
     scheduler: Scheduler = field(init=False)
+    best: BestNodes = field(init=False)
+    """`scheduler.select` over every node, at the cost of the nodes changed since last asked."""
     pending: dict[str, list[Arrival]] = field(init=False)
     running: dict[str, _Run] = field(init=False, default_factory=dict)
+    jobs: dict[str, Running] = field(init=False, default_factory=dict)
+    """The running pods as reclaim sees them, kept beside `running` rather than rebuilt per ask."""
     ends: list[tuple[float, str, int]] = field(init=False, default_factory=list)
     held: dict[str, int] = field(init=False)
     asked: dict[str, int] = field(init=False)
@@ -75,9 +83,11 @@ class QueuedReplay:
     """Nodes where pods left (or were evicted) since the last pass."""
 
     def __post_init__(self) -> None:
-        self.state = ClusterState(self.nodes)
+        feed = ChangeFeed()
+        self.state = ClusterState(self.nodes, feed=feed)
         self.ledger = Ledger(self.state)
         self.scheduler = Scheduler(self.state, self.policy, rng=Random(self.seed))
+        self.best = BestNodes(self.scheduler, feed)
         names = self.setup.names
         self.pending = {n: [] for n in names}
         self.held = dict.fromkeys(names, 0)
@@ -98,6 +108,8 @@ class QueuedReplay:
             while i < len(arrivals) and arrivals[i].at <= now:
                 self._wait(arrivals[i])
                 i += 1
+            if self.tallies.left is None and now >= self.setup.last_start_s:
+                self._note_left(now)
             if self.setup.fcfs:
                 self._fcfs_pass(now)
             else:
@@ -117,12 +129,21 @@ class QueuedReplay:
             if run is not None and run.incarnation == incarnation:
                 self._stop(key)
 
+    def _note_left(self, now: float) -> None:
+        """What each queue holds as the last queue starts, and how long each pod has left."""
+        left: dict[str, list[Left]] = {q: [] for q in self.setup.names}
+        for run in self.running.values():
+            a = run.arrival
+            left[a.queue].append(Left(a.cores, run.started + a.duration - now))
+        self.tallies.left = left
+
     def _wait(self, arrival: Arrival) -> None:
         insort(self.pending[arrival.queue], arrival, key=lambda a: (a.at, a.pod.key))
         self.asked[arrival.queue] += arrival.cores
 
     def _stop(self, key: str) -> _Run:
         run = self.running.pop(key)
+        del self.jobs[key]
         released = self.ledger.release(run.arrival.pod.key)
         if released is not None:
             self.freed.add(released.node)
@@ -133,6 +154,7 @@ class QueuedReplay:
         key = arrival.pod.key
         incarnation = self.tallies.started(arrival.queue, now - arrival.at, key)
         self.running[key] = _Run(arrival, now, incarnation)
+        self.jobs[key] = Running(key, arrival.queue, (arrival.cores, 0), now)
         self.held[arrival.queue] += arrival.cores
         heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
 
@@ -140,7 +162,7 @@ class QueuedReplay:
         """Place the pod through the scheduler and hold its place, or note its shape unfit."""
         if arrival.shape in unfit:
             return False
-        selection = self.scheduler.select(arrival.pod)
+        selection = self.best.select(arrival.pod)
         if selection is None:
             unfit.add(arrival.shape)
             return False
@@ -241,21 +263,19 @@ class QueuedReplay:
 
     def _reclaim_for(self, arrival: Arrival, now: float) -> bool:
         job = Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)
-        running = [
-            Running(k, r.arrival.queue, (r.arrival.cores, 0), r.started)
-            for k, r in self.running.items()
-        ]
+        running = list(self.jobs.values())
         held = {q: (c, 0) for q, c in self.held.items()}
-        chosen = victims(
-            job,
-            self.setup.specs,
-            held,
-            self.due,
-            running,
-            lambda _j, vs: self._fits_without(arrival, vs),
-            now=now,
-            min_runtime_s=self.setup.min_runtime_s,
-        )
+        with Evictions(self.ledger, self.scheduler) as what_if:
+            chosen = victims(
+                job,
+                self.setup.specs,
+                held,
+                self.due,
+                running,
+                lambda _j, vs: what_if.fits(arrival.pod, [PodKey(v.key) for v in vs]),
+                now=now,
+                min_runtime_s=self.setup.min_runtime_s,
+            )
         if chosen is None:
             return False
         for v in chosen:
@@ -268,17 +288,6 @@ class QueuedReplay:
         self.pending[arrival.queue].remove(arrival)
         self.asked[arrival.queue] -= arrival.cores
         return True
-
-    def _fits_without(self, arrival: Arrival, gone: Sequence[Running]) -> bool:
-        """The what-if: with `gone` evicted, does the pod fit? Only their nodes can have room
-        (the pod fit nowhere before), so only those are scored; the fork is always reverted."""
-        nodes = set()
-        with self.state.what_if():
-            for v in gone:
-                released = self.ledger.release(self.running[v.key].arrival.pod.key)
-                if released is not None:
-                    nodes.add(released.node)
-            return self.scheduler.select(arrival.pod, sorted(nodes)) is not None
 
     def _sample(self, now: float) -> None:
         due = self.due or deserved(self.capacity, self.setup.specs, self._requests())
