@@ -201,13 +201,29 @@ def probed_agent(real_cluster: RealCluster) -> Iterator[int]:
     cluster.start_agent(name)  # stops the running one first
     try:
         wait_until(lambda: healthz(port) == 200, 60, "the agent's /healthz")
-        cluster.wait_node_gpus(name)
+        _wait_devices_listed(cluster, name)
         yield port
     finally:
         pods.delete_all(cluster.admin)
         cluster.nodes[name] = shipped
         cluster.start_agent(name)
-        cluster.wait_node_gpus(name)
+        _wait_devices_listed(cluster, name)
+
+
+def _wait_devices_listed(cluster: RealCluster, name: str) -> None:
+    """The restarted agent has sent the kubelet both device lists (until then the kubelet holds
+    the devices unhealthy and refuses admissions), and the node reports them allocatable."""
+
+    def listed() -> bool:
+        text = cluster.procs.log(f"agent-{name}").read_text(errors="replace")
+        since_start = text.rsplit("=== start", 1)[-1]
+        return all(
+            f"{resource}: ListAndWatch opened" in since_start
+            for resource in ("vgpu.io/cores", "vgpu.io/memory")
+        )
+
+    wait_until(listed, 60, f"{name}'s agent listing its devices")
+    cluster.wait_node_gpus(name)
 
 
 def healthz(port: int) -> int:
