@@ -7,9 +7,11 @@ never evicts on units alone (kube-batch and its heirs count quota, not GPUs, and
 job that still fits nowhere), and only when:
 
 * the reclaiming queue stays within what it deserves after admission;
-* every victim's queue stays at or above what it deserves after the eviction (dominant share >= 1);
-* no ping-pong: the reclaimer's share after admission is at most the victim queue's after eviction,
-  so the victim's queue could not reclaim the same capacity straight back.
+* every victim's queue stays at or above what it deserves after the eviction (dominant share >= 1).
+
+So there is no ping-pong: the reclaimer's share after admission is at most 1 and the victim
+queue's after eviction at least 1, so the victim's queue could not reclaim the capacity straight
+back (no separate comparison is needed: the two conditions imply it).
 
 Youngest first over the whole cluster may pick victims on GPUs the job will never use (a young pod
 on another node). Once the job fits, each victim, oldest of them first, is spared again when the job
@@ -22,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 
 from vgpu.core.queues import ZERO, QueueSpec, Vec, add, fits_within, share, sub
 from vgpu.core.release import Job
@@ -56,7 +57,7 @@ def victims(
     mine_after = add(held.get(job.queue, ZERO), job.ask)
     if not fits_within(mine_after, due.get(job.queue, ZERO)):
         return None
-    givers = _Givers(due, held, share(mine_after, due.get(job.queue, ZERO)))
+    givers = _Givers(due, held)
     old_enough = [r for r in running if r.queue != job.queue and now - r.started >= min_runtime_s]
     chosen: list[Running] = []
     # A queue only loses what is chosen, and its share only falls as it holds less, so a job its
@@ -78,25 +79,24 @@ def _youngest(r: Running) -> tuple[float, str]:
 
 class _Givers:
     """What each queue would hold after the evictions chosen so far, and whether it may give up
-    a job more: it stays at or above deserved, and no ping-pong (the reclaimer's share after
-    admission, `mine`, is not above the victim queue's after eviction).
+    a job more: it stays at or above deserved (with the reclaimer within its own, that rules
+    out ping-pong).
 
     The answer depends only on the job's queue and ask, and changes only when that queue gives
     a job up: it is kept per (queue, ask) until then, so a scan over thousands of running jobs
     computes a share per distinct ask, not per job.
     """
 
-    def __init__(self, due: Mapping[str, Vec], held: Mapping[str, Vec], mine: Fraction) -> None:
+    def __init__(self, due: Mapping[str, Vec], held: Mapping[str, Vec]) -> None:
         self.due = due
         self.after = dict(held)
-        self.mine = mine
         self._verdicts: dict[tuple[str, Vec], bool] = {}
 
     def may_give(self, r: Running) -> bool:
         verdict = self._verdicts.get((r.queue, r.ask))
         if verdict is None:
             left = share(sub(self.after.get(r.queue, ZERO), r.ask), self.due.get(r.queue, ZERO))
-            verdict = self._verdicts[(r.queue, r.ask)] = left >= 1 and self.mine <= left
+            verdict = self._verdicts[(r.queue, r.ask)] = left >= 1
         return verdict
 
     def give(self, r: Running) -> None:
