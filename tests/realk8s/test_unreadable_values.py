@@ -211,8 +211,11 @@ def probed_agent(real_cluster: RealCluster) -> Iterator[int]:
 
 
 def _wait_devices_listed(cluster: RealCluster, name: str) -> None:
-    """The restarted agent has sent the kubelet both device lists (until then the kubelet holds
-    the devices unhealthy and refuses admissions), and the node reports them allocatable."""
+    """The restarted agent has sent the kubelet both device lists, and the node reports them
+    allocatable. When a plugin's connection ends the kubelet marks its devices unhealthy
+    (`PluginDisconnected` -> `markResourceUnhealthy`, pkg/kubelet/cm/devicemanager/manager.go) and
+    refuses admissions needing them until the new ListAndWatch lists them healthy; the node's
+    allocatable can still show the old count meanwhile."""
 
     def listed() -> bool:
         text = cluster.procs.log(f"agent-{name}").read_text(errors="replace")
