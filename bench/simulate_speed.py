@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-from vgpu.core.registry import make_policy
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
 from vgpu.sim.runner import figure

@@ -25,7 +25,7 @@ from pathlib import Path
 from statistics import median
 
 from vgpu.core.model import PodRequest
-from vgpu.core.registry import make_policy
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
 from vgpu.sim.trace import read_trace

@@ -16,8 +16,8 @@ import pytest
 
 from tests.builders import make_node, make_pod
 from vgpu.cli.main import main
+from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.queues import QueueSpec
-from vgpu.core.registry import make_policy, parse_policy
 from vgpu.core.workload import Workload
 from vgpu.sim.fairness import Left, remaining_median, still_running_pct
 from vgpu.sim.poisson import Arrival

@@ -10,7 +10,7 @@ from tests.builders import make_node, make_pod
 from vgpu.cli.main import main
 from vgpu.core.ids import GangKey
 from vgpu.core.model import GangRef, PodRequest
-from vgpu.core.registry import make_policy
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.workload import Workload
 from vgpu.sim.engine import capacity_milli
 from vgpu.sim.gangs import replay_units

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from vgpu import __version__
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, PolicySpec, parse_policy
+from vgpu.core.policy_specs import PAPER_POLICIES, POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.flags import HelpFormatter, count
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli

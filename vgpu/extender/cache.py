@@ -47,7 +47,7 @@ from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Holding, Node
-from vgpu.core.policies import Policy
+from vgpu.core.policy import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState, NodeState
 from vgpu.extender.answers import FeedView

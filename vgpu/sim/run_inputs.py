@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from vgpu.core.policy_default_knobs import DefaultConfig
-from vgpu.core.registry import PolicySpec
+from vgpu.core.policy_specs import PolicySpec
 from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS, embedded
 
 PLACEMENT_INPUTS = frozenset(
