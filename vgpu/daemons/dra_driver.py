@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.adapters.dra_checkpoint import Checkpoint
 from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, HealthBoard
 from vgpu.adapters.gpu import GpuBackend
@@ -39,7 +40,6 @@ from vgpu.core.errors import VgpuError
 from vgpu.dra import claim_dirs
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.dra.slices import build_slice, same_devices, slice_name
-from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.grants import GrantSettings, Refusal
 from vgpu.node.health import HealthPolicy, HealthTracker
