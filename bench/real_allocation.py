@@ -27,9 +27,9 @@ from tests.realk8s import pods
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.rest import Rest
 from vgpu.api.assignment import ADMITTED
+from vgpu.cli.trace_files import embedded, read_trace
 from vgpu.core.model import PodRequest
 from vgpu.sim.engine import RunResult, Tally, capacity_milli
-from vgpu.sim.trace import embedded, read_trace
 from vgpu.sim.workload import arrivals
 
 Obj = dict[str, Any]
