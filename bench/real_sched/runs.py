@@ -139,7 +139,7 @@ def added() -> None:
         for label, ms in ALGORITHM_MS.items():
             if label.startswith("no-extender") or not label.endswith(scored):
                 continue
-            ratio = f"+{100 * (ms / alone - 1):.0f} %" if alone and ms else "n/a"
+            ratio = f"{100 * (ms / alone - 1):+.0f} %" if alone and ms else "n/a"
             print(
                 f"  {label}: {ratio} per pod over kube-scheduler alone "
                 f"({ms or float('nan'):.2f} against {alone or float('nan'):.2f} ms); "
