@@ -4,11 +4,11 @@ own DRA allocator over vgpu's DRA driver's ResourceSlices: one run, the same nod
     python bench/real_scheduler_bench.py [--nodes 500,1000] [--pods 300] [--qps 200]
 
 Real etcd, kube-apiserver and kube-scheduler (hack/testcluster, the shipped
-kube-scheduler-config.yaml), the vgpu extender, and kube-controller-manager running the
-resource-claim controller alone; N Node objects with 8 fake A100s each (bench/real_sched/fill.py:
-capacity, a Ready condition and the `vgpu.io/gpu-inventory` annotation, no kubelets, as KWOK
-would), half full for both paths: even nodes hold four whole GPUs, odd nodes 50 cores of each
-GPU, once as the extender's signed assignment of a bound pod and once as an allocated
+kube-scheduler-config.yaml), the vgpu extender, and (for the DRA variants and the allocation
+scenario) kube-controller-manager running the resource-claim controller alone; N Node objects
+with 8 fake A100s each (bench/real_sched/fill.py: capacity, a Ready condition and the
+`vgpu.io/gpu-inventory` annotation, no kubelets, as KWOK would), half full: even nodes hold four whole GPUs, odd nodes 50 cores of each GPU, as the
+extender's signed assignment of a bound pod and, with DRA variants, also as an allocated
 ResourceClaim of a bound pod over the node's ResourceSlice as our driver builds it
 (bench/real_sched/dra.py says why claims and how). For each N it creates the same sequence of
 pods asking 50 cores (the DRA variants: through a ResourceClaimTemplate; the resource-claim
