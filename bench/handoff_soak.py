@@ -1,7 +1,7 @@
 """Hand-off soak: random pods through the extender, the node agents and the kubelet model.
 
     python bench/handoff_soak.py [--pods 10000] [--seed 0] [--topology none] [--report-numa]
-                                 [--watch-lag 0.0]
+                                 [--watch-lag 0.0] [--every 10000] [--tracemalloc FRAMES]
 
 3 nodes x 8 fake T4 GPUs (NUMA nodes 0 and 1). Pods: shares with different memory asks and
 cores limits, whole GPUs, two-container pods, init containers (with and without a sidecar) and
@@ -13,6 +13,14 @@ agent's pod watch with probability P (the agent re-lists its pods on a miss and 
 surely starts a pod's admission; the lists are counted). Prints admitted / refused-avoidably /
 refused-unavoidably / swapped (targets: 0 swapped, 0 refused-avoidably), the pods given up as
 unschedulable and the agents' pod lists.
+
+Every --every pods (issue 23's long soak: `--pods 100000`) it prints a row: the tallies so far,
+the live pods, the process's resident set and the retained size of the extender's state and of
+each agent's state (`tests/kubelet_model/soak_memory.py` says what is counted). At the end it
+says whether each target held: 0 swapped, 0 avoidable refusals, and each memory figure flat
+(the last row within 10 % of the first, the one at --every pods). With --tracemalloc FRAMES it
+also prints the allocations made from vgpu's files that grew most since the first row, by
+traceback (slow: a diagnostic). It asserts nothing; the exit status is 1 when a target failed.
 """
 
 from __future__ import annotations
@@ -21,11 +29,75 @@ import argparse
 import logging
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.kubelet_model.soak import SoakConfig, soak
+from tests.kubelet_model.soak import Progress, SoakConfig, soak
+from tests.kubelet_model.soak_memory import MemoryReading, flat, read_memory
+from tests.kubelet_model.world import World
+
+MIB, KIB = 1 << 20, 1 << 10
+HEADER = (
+    f"{'pods':>7} {'admitted':>8} {'avoid':>5} {'unavoid':>7} {'swapped':>7} {'unsched':>7} "
+    f"{'live':>4} {'RSS MiB':>7} {'ext KiB':>7}  agents KiB{'':>8} {'s':>6}"
+)
+
+
+class Rows:
+    """The readings taken so far, printed as they come."""
+
+    def __init__(self, frames: int) -> None:
+        self.start = time.perf_counter()
+        self.readings: list[MemoryReading] = []
+        self.frames = frames
+        self.baseline: tracemalloc.Snapshot | None = None
+
+    def __call__(self, world: World, at: Progress) -> None:
+        m = read_memory(world)
+        t = world.tally
+        pods = "end" if at.drained else str(at.submitted)
+        agents = "/".join(f"{a // KIB}" for a in m.agents)
+        print(
+            f"{pods:>7} {t['admitted']:>8} {t['refused-avoidably']:>5} "
+            f"{t['refused-unavoidably']:>7} {t['swapped']:>7} {at.unschedulable:>7} "
+            f"{m.live_pods:>4} {m.rss / MIB:>7.1f} {m.extender // KIB:>7}  {agents:<18} "
+            f"{time.perf_counter() - self.start:>6.0f}",
+            flush=True,
+        )
+        if not at.drained:
+            self.readings.append(m)
+        if self.frames:
+            self._growth()
+
+    def _growth(self) -> None:
+        snap = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.Filter(True, "*/vgpu/*", all_frames=True)]
+        )
+        if self.baseline is None:
+            self.baseline = snap
+            return
+        for stat in snap.compare_to(self.baseline, "traceback")[:5]:
+            print(f"    +{stat.size_diff / KIB:.0f} KiB in {stat.count_diff:+d} blocks:")
+            for line in stat.traceback.format(limit=self.frames, most_recent_first=True):
+                print(f"      {line}")
+
+
+def verdict(rows: Rows, swapped: int, avoidable: int) -> bool:
+    """Print whether each target held; True when all did."""
+    checks = [("0 swapped", swapped == 0), ("0 refused avoidably", avoidable == 0)]
+    if len(rows.readings) >= 2:
+        first, last = rows.readings[0], rows.readings[-1]
+        checks.append(("RSS flat", flat(first.rss, last.rss)))
+        checks.append(("extender flat", flat(first.extender, last.extender)))
+        for i, (a, b) in enumerate(zip(first.agents, last.agents, strict=True)):
+            checks.append((f"agent {i} flat", flat(a, b)))
+    else:
+        print("memory: fewer than two rows before the end (raise --pods or lower --every)")
+    for name, held in checks:
+        print(f"target {name}: {'held' if held else 'FAILED'}")
+    return all(held for _, held in checks)
 
 
 def main() -> int:
@@ -35,8 +107,12 @@ def main() -> int:
     parser.add_argument("--topology", default="none")
     parser.add_argument("--report-numa", action="store_true")
     parser.add_argument("--watch-lag", type=float, default=0.0, metavar="P")
+    parser.add_argument("--every", type=int, default=10_000, metavar="PODS")
+    parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
+    if args.tracemalloc:
+        tracemalloc.start(args.tracemalloc)
     cfg = SoakConfig(
         pods=args.pods,
         seed=args.seed,
@@ -44,15 +120,15 @@ def main() -> int:
         report_numa=args.report_numa,
         watch_lag=args.watch_lag,
     )
-    start = time.perf_counter()
-    world, unschedulable = soak(cfg)
-    took = time.perf_counter() - start
-    t = world.tally
     print(
         f"pods: {cfg.pods} on {cfg.nodes} nodes x {cfg.gpus} GPUs, seed {cfg.seed}, "
-        f"topology {cfg.topology}, report-numa {cfg.report_numa}, watch lag {cfg.watch_lag}: "
-        f"{took:.1f} s"
+        f"topology {cfg.topology}, report-numa {cfg.report_numa}, watch lag {cfg.watch_lag}"
     )
+    print(HEADER, flush=True)
+    rows = Rows(args.tracemalloc)
+    world, unschedulable = soak(cfg, every=args.every, report=rows)
+    t = world.tally
+    print(f"took {time.perf_counter() - rows.start:.1f} s")
     print(f"admitted: {t['admitted']}")
     print(f"refused-avoidably: {t['refused-avoidably']}")
     print(f"refused-unavoidably: {t['refused-unavoidably']}")
@@ -62,7 +138,7 @@ def main() -> int:
     print(f"agent pod lists at device-plugin calls: {world.relists} ({per:.2f} per admission)")
     for line in world.refusals[:5] + world.swaps[:5]:
         print("  ", line)
-    return 0 if not t["swapped"] and not t["refused-avoidably"] else 1
+    return 0 if verdict(rows, t["swapped"], t["refused-avoidably"]) else 1
 
 
 if __name__ == "__main__":

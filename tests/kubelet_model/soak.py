@@ -5,12 +5,27 @@ Used by `bench/handoff_soak.py` and the `soak`-marked test."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from tests.kubelet_model.pods import gang, random_pod
 from tests.kubelet_model.world import World
 
 PATIENCE = 40  # scheduling attempts before a pod is given up as unschedulable (deleted)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Where a soak stands: pods submitted, pods given up as unschedulable, steps run, and
+    whether every pod is done (the last report)."""
+
+    submitted: int
+    unschedulable: int
+    step: int
+    drained: bool = False
+
+
+Report = Callable[[World, Progress], None]
 
 
 @dataclass(frozen=True)
@@ -34,9 +49,12 @@ class SoakConfig:
     release_p: float = 0.5  # per node and step, the agent's release step (List + resend)
 
 
-def soak(cfg: SoakConfig) -> tuple[World, int]:
+def soak(cfg: SoakConfig, *, every: int = 0, report: Report | None = None) -> tuple[World, int]:
     """Run `cfg.pods` pods through the world; returns it and the number given up as
-    unschedulable. Checks capacity and gangs after every step (AssertionError on a breach)."""
+    unschedulable. Checks capacity and gangs after every step (AssertionError on a breach).
+    With `report`, calls it each time another `every` pods have been submitted and once when
+    all are done. The harness keeps nothing per pod gone, so a long soak's memory is the
+    components'."""
     rng = random.Random(cfg.seed)
     world = World(
         nodes=cfg.nodes,
@@ -54,6 +72,7 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
     attempts: dict[str, int] = {}
     dies: dict[str, int] = {}
     unschedulable = submitted = step = 0
+    mark = every
     while submitted < cfg.pods or world.waiting or any(n.queue for n in world.nodes.values()):
         step += 1
         if submitted < cfg.pods:
@@ -65,6 +84,9 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
             else:
                 world.submit(random_pod(rng, f"p{step}"))
                 submitted += 1
+            if report is not None and every and submitted >= mark:
+                report(world, Progress(submitted, unschedulable, step))
+                mark += every
         for key in list(world.waiting):
             if world.schedule(key):
                 continue
@@ -88,6 +110,11 @@ def soak(cfg: SoakConfig) -> tuple[World, int]:
             due = dies.setdefault(key, step + int(rng.expovariate(1 / cfg.mean_life)) + 1)
             if step >= due:
                 world.delete(key)
+        for book in (attempts, dies):  # nothing kept for pods gone
+            for gone in [k for k in book if k not in world.pods]:
+                del book[gone]
         assert not world.over_capacity(), world.over_capacity()
         assert not world.partial_gangs(), world.partial_gangs()
+    if report is not None:
+        report(world, Progress(submitted, unschedulable, step, drained=True))
     return world, unschedulable

@@ -1,0 +1,91 @@
+"""Memory readings for the long soak (`bench/handoff_soak.py`, issue 23).
+
+The soak runs the extender, the node agents and the kubelet models in one process, so the
+process's resident set alone cannot tell whose memory grows. Each reading therefore also holds
+the *retained size* of the extender's state and of each agent's state: the bytes
+(`sys.getsizeof`) of every object reachable from that component's roots through
+`gc.get_referents`, each object counted once per component. The walk does not enter classes,
+modules, functions, methods or code (a clock or a callback into the harness is not the
+component's state), nor the harness objects named as `stop` (the world, its nodes, the kubelet
+models). An object two components share (an interned string, a `GpuInfo`) counts in each.
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import sys
+import types
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.kubelet_model.world import World
+
+_OPAQUE = (
+    type,
+    types.ModuleType,
+    types.FunctionType,
+    types.MethodType,
+    types.BuiltinFunctionType,
+    types.CodeType,
+    types.FrameType,
+)
+"""Objects the walk neither counts nor enters: code and its closures, not state."""
+
+
+def retained_size(roots: Iterable[object], stop: Iterable[object] = ()) -> int:
+    """Bytes of every object reachable from `roots`, each counted once, not entering `_OPAQUE`
+    objects nor those in `stop` (the module doc says what is counted)."""
+    seen = {id(o) for o in stop}
+    todo = [o for o in roots if id(o) not in seen]
+    total = 0
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, _OPAQUE):
+            continue
+        seen.add(id(obj))
+        total += sys.getsizeof(obj)
+        todo.extend(r for r in gc.get_referents(obj) if id(r) not in seen)
+    return total
+
+
+def rss_bytes() -> int:
+    """The process's resident set now (Linux `/proc/self/statm`), else its peak (`getrusage`)."""
+    statm = Path("/proc/self/statm")
+    if statm.exists():
+        return int(statm.read_text().split()[1]) * resource.getpagesize()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024
+
+
+@dataclass(frozen=True)
+class MemoryReading:
+    """One reading: the process's resident set, the extender's and each agent's retained size,
+    and how many pods the world holds (live pods make state; no pods, none)."""
+
+    rss: int
+    extender: int
+    agents: tuple[int, ...]
+    live_pods: int
+
+
+def read_memory(world: World) -> MemoryReading:
+    """Collect garbage, then read. The extender's roots are its `Extender` (which holds the
+    `ClusterCache`); an agent's are its `Handoff` and `HandoffPolicy` as the node holds them now
+    (a restarted agent is a new pair)."""
+    gc.collect()
+    nodes = list(world.nodes.values())
+    stop: list[object] = [world, world.pods, *nodes, *(n.kubelet for n in nodes)]
+    return MemoryReading(
+        rss=rss_bytes(),
+        extender=retained_size([world.ext, world.cache], stop),
+        agents=tuple(retained_size([n.handoff, n.policy], stop) for n in nodes),
+        live_pods=len(world.pods),
+    )
+
+
+def flat(first: int, last: int, tolerance: float = 0.10) -> bool:
+    """Issue 23's "flat": the last reading within `tolerance` (10 %) of the first one, which is
+    the reading at 10,000 pods."""
+    return abs(last - first) <= tolerance * first
