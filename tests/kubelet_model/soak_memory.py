@@ -4,10 +4,11 @@ The soak runs the extender, the node agents and the kubelet models in one proces
 process's resident set alone cannot tell whose memory grows. Each reading therefore also holds
 the *retained size* of the extender's state and of each agent's state: the bytes
 (`sys.getsizeof`) of every object reachable from that component's roots through
-`gc.get_referents`, each object counted once per component. The walk does not enter classes,
-modules, functions, methods or code (a clock or a callback into the harness is not the
-component's state), nor the harness objects named as `stop` (the world, its nodes, the kubelet
-models). An object two components share (an interned string, a `GpuInfo`) counts in each.
+`gc.get_referents`, each object counted once per component. A function or bound method counts
+with what it captures (closure cells, defaults, the bound object: a journal of undo closures is
+state), never its globals or code; classes and modules are not entered; nor are the harness
+objects named as `stop` (the world, its nodes, the kubelet models), where the harness's
+callbacks lead. An object two components share (an interned string, a `GpuInfo`) counts in each.
 """
 
 from __future__ import annotations
@@ -22,16 +23,19 @@ from pathlib import Path
 
 from tests.kubelet_model.world import World
 
-_OPAQUE = (
-    type,
-    types.ModuleType,
-    types.FunctionType,
-    types.MethodType,
-    types.BuiltinFunctionType,
-    types.CodeType,
-    types.FrameType,
-)
-"""Objects the walk neither counts nor enters: code and its closures, not state."""
+_OPAQUE = (type, types.ModuleType, types.BuiltinFunctionType, types.CodeType, types.FrameType)
+"""Objects the walk neither counts nor enters: code and namespaces, not state."""
+
+
+def _referents(obj: object) -> list[object]:
+    """What `obj` holds as state: a function its closure's contents and defaults (not its
+    globals), a bound method its object and function, anything else its `gc` referents."""
+    if isinstance(obj, types.FunctionType):
+        cells = obj.__closure__ or ()  # a cell's gc referent is its content
+        return [*cells, *(obj.__defaults__ or ()), *(obj.__kwdefaults__ or {}).values()]
+    if isinstance(obj, types.MethodType):
+        return [obj.__self__, obj.__func__]
+    return gc.get_referents(obj)
 
 
 def retained_size(roots: Iterable[object], stop: Iterable[object] = ()) -> int:
@@ -46,7 +50,7 @@ def retained_size(roots: Iterable[object], stop: Iterable[object] = ()) -> int:
             continue
         seen.add(id(obj))
         total += sys.getsizeof(obj)
-        todo.extend(r for r in gc.get_referents(obj) if id(r) not in seen)
+        todo.extend(r for r in _referents(obj) if id(r) not in seen)
     return total
 
 

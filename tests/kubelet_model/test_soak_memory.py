@@ -20,6 +20,9 @@ class Holder:
         self.callback: Callable[[], object] | None = None
         self.harness: Holder | None = None
 
+    def count(self) -> int:
+        return len(self.items)
+
 
 def test_retained_size_grows_with_what_the_root_holds() -> None:
     small = retained_size([Holder([f"s{i}" for i in range(10)])])
@@ -34,11 +37,22 @@ def test_retained_size_counts_a_shared_object_once() -> None:
     assert both - one < 1_000
 
 
-def test_retained_size_enters_neither_functions_nor_stop_objects() -> None:
+BIG = ["z" * 100_000]
+
+
+def test_retained_size_counts_what_a_closure_captures_not_its_globals() -> None:
     big = ["y" * 100_000]
     owner = Holder([])
     owner.callback = lambda: big
+    assert retained_size([owner]) > 100_000
+    owner.callback = lambda: BIG
     assert retained_size([owner]) < 10_000
+    owner.callback = owner.count  # a bound method: its object, already counted
+    assert retained_size([owner]) < 10_000
+
+
+def test_retained_size_does_not_enter_stop_objects() -> None:
+    big = ["y" * 100_000]
     beside = Holder([])
     beside.harness = Holder(big)
     assert retained_size([beside], stop=[beside.harness]) < 10_000
