@@ -1,7 +1,8 @@
 """Hand-off soak: random pods through the extender, the node agents and the kubelet model.
 
     python bench/handoff_soak.py [--pods 10000] [--seed 0] [--topology none] [--report-numa]
-                                 [--watch-lag 0.0] [--every 10000] [--tracemalloc FRAMES]
+                                 [--watch-lag 0.0] [--every 10000] [--sample 1000]
+                                 [--tracemalloc FRAMES]
 
 3 nodes x 8 fake T4 GPUs (NUMA nodes 0 and 1). Pods: shares with different memory asks and
 cores limits, whole GPUs, two-container pods, init containers (with and without a sidecar) and
@@ -16,11 +17,13 @@ unschedulable and the agents' pod lists.
 
 Every --every pods (issue 23's long soak: `--pods 100000`) it prints a row: the tallies so far,
 the live pods, the process's resident set and the retained size of the extender's state and of
-each agent's state (`tests/kubelet_model/soak_memory.py` says what is counted). At the end it
-says whether each target held: 0 swapped, 0 avoidable refusals, and each memory figure flat
-(the last row within 10 % of the first, the one at --every pods). With --tracemalloc FRAMES it
-also prints the allocations made from vgpu's files that grew most since the first row, by
-traceback (slow: a diagnostic). It asserts nothing; the exit status is 1 when a target failed.
+each agent's state (`tests/kubelet_model/soak_memory.py` says what is counted). Memory is read
+every --sample pods; a row shows the peak of the readings since the previous row, as bounded
+memos emptied when full make single readings a sawtooth. At the end it says whether each target
+held: 0 swapped, 0 avoidable refusals, and each memory figure flat (the last row within 10 % of
+the first, the one at --every pods). With --tracemalloc FRAMES it also prints the allocations
+made from vgpu's files that grew most since the first row, by traceback (slow: a diagnostic).
+It asserts nothing; the exit status is 1 when a target failed.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.kubelet_model.soak import Progress, SoakConfig, soak
-from tests.kubelet_model.soak_memory import MemoryReading, flat, read_memory
+from tests.kubelet_model.soak_memory import MemoryReading, flat, peak, read_memory
 from tests.kubelet_model.world import World
 
 MIB, KIB = 1 << 20, 1 << 10
@@ -46,16 +49,21 @@ HEADER = (
 
 
 class Rows:
-    """The readings taken so far, printed as they come."""
+    """Readings every `sample` pods, a row of their peaks every `every` pods (and at the end)."""
 
-    def __init__(self, frames: int) -> None:
+    def __init__(self, every: int, frames: int) -> None:
         self.start = time.perf_counter()
+        self.every = every
         self.readings: list[MemoryReading] = []
+        self.window: MemoryReading | None = None
         self.frames = frames
         self.baseline: tracemalloc.Snapshot | None = None
 
     def __call__(self, world: World, at: Progress) -> None:
-        m = read_memory(world)
+        self.window = peak(self.window, read_memory(world))
+        if not at.drained and at.submitted < (len(self.readings) + 1) * self.every:
+            return
+        m, self.window = self.window, None
         t = world.tally
         pods = "end" if at.drained else str(at.submitted)
         agents = "/".join(f"{a // KIB}" for a in m.agents)
@@ -108,6 +116,7 @@ def main() -> int:
     parser.add_argument("--report-numa", action="store_true")
     parser.add_argument("--watch-lag", type=float, default=0.0, metavar="P")
     parser.add_argument("--every", type=int, default=10_000, metavar="PODS")
+    parser.add_argument("--sample", type=int, default=1_000, metavar="PODS")
     parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES")
     args = parser.parse_args()
     logging.disable(logging.WARNING)
@@ -125,8 +134,8 @@ def main() -> int:
         f"topology {cfg.topology}, report-numa {cfg.report_numa}, watch lag {cfg.watch_lag}"
     )
     print(HEADER, flush=True)
-    rows = Rows(args.tracemalloc)
-    world, unschedulable = soak(cfg, every=args.every, report=rows)
+    rows = Rows(args.every, args.tracemalloc)
+    world, unschedulable = soak(cfg, every=min(args.sample, args.every), report=rows)
     t = world.tally
     print(f"took {time.perf_counter() - rows.start:.1f} s")
     print(f"admitted: {t['admitted']}")

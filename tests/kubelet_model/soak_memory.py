@@ -89,6 +89,20 @@ def read_memory(world: World) -> MemoryReading:
     )
 
 
+def peak(window: MemoryReading | None, reading: MemoryReading) -> MemoryReading:
+    """The larger of each figure (the live pods: the newer reading's). Bounded memos emptied
+    when full make a sawtooth: two single readings of one component may differ by a whole memo,
+    the peaks of windows longer than a tooth do not, unless something grows."""
+    if window is None:
+        return reading
+    return MemoryReading(
+        rss=max(window.rss, reading.rss),
+        extender=max(window.extender, reading.extender),
+        agents=tuple(max(a, b) for a, b in zip(window.agents, reading.agents, strict=True)),
+        live_pods=reading.live_pods,
+    )
+
+
 def flat(first: int, last: int, tolerance: float = 0.10) -> bool:
     """Issue 23's "flat": the last reading within `tolerance` (10 %) of the first one, which is
     the reading at 10,000 pods."""

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.kubelet_model.soak import Progress, SoakConfig, soak
-from tests.kubelet_model.soak_memory import flat, read_memory, retained_size
+from tests.kubelet_model.soak_memory import MemoryReading, flat, peak, read_memory, retained_size
 from tests.kubelet_model.world import World
 
 
@@ -63,6 +63,13 @@ def test_retained_size_does_not_enter_stop_objects() -> None:
 def test_flat_means_within_ten_percent_of_the_first_reading(first: int, change: float) -> None:
     last = int(first * (1 + change))
     assert flat(first, last) == (abs(last - first) <= 0.1 * first)
+
+
+def test_a_window_peak_keeps_each_figures_largest_reading() -> None:
+    a = MemoryReading(rss=10, extender=5, agents=(1, 9), live_pods=3)
+    b = MemoryReading(rss=8, extender=7, agents=(4, 2), live_pods=1)
+    assert peak(None, a) == a
+    assert peak(a, b) == MemoryReading(rss=10, extender=7, agents=(4, 9), live_pods=1)
 
 
 def test_a_reading_sizes_the_extender_and_each_agent() -> None:
