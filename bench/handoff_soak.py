@@ -1,8 +1,8 @@
 """Hand-off soak: random pods through the extender, the node agents and the kubelet model.
 
     python bench/handoff_soak.py [--pods 10000] [--seed 0] [--topology none] [--report-numa]
-                                 [--watch-lag 0.0] [--every 10000] [--sample 1000]
-                                 [--tracemalloc FRAMES]
+                                 [--watch-lag 0.0] [--backoff 0] [--every 10000]
+                                 [--sample 1000] [--tracemalloc FRAMES]
 
 3 nodes x 8 fake T4 GPUs (NUMA nodes 0 and 1). Pods: shares with different memory asks and
 cores limits, whole GPUs, two-container pods, init containers (with and without a sidecar) and
@@ -11,7 +11,9 @@ and topology manager) allocates resources in random order, reuses init container
 ignores 2 % of GetPreferredAllocation answers and restarts between containers 2 % of the time;
 agents restart 0.5 % of steps; with --watch-lag P, each bind reaches the kubelet before the
 agent's pod watch with probability P (the agent re-lists its pods on a miss and before a call
-surely starts a pod's admission; the lists are counted). Prints admitted / refused-avoidably /
+surely starts a pod's admission; the lists are counted); with --backoff N, a pod that did not
+fit is tried again after 1, 2, 4 ... at most N steps (kube-scheduler's backoff, a step as a
+second) instead of every step. Prints admitted / refused-avoidably /
 refused-unavoidably / swapped (targets: 0 swapped, 0 refused-avoidably), the pods given up as
 unschedulable and the agents' pod lists.
 
@@ -115,6 +117,7 @@ def main() -> int:
     parser.add_argument("--topology", default="none")
     parser.add_argument("--report-numa", action="store_true")
     parser.add_argument("--watch-lag", type=float, default=0.0, metavar="P")
+    parser.add_argument("--backoff", type=int, default=0, metavar="STEPS")
     parser.add_argument("--every", type=int, default=10_000, metavar="PODS")
     parser.add_argument("--sample", type=int, default=1_000, metavar="PODS")
     parser.add_argument("--tracemalloc", type=int, default=0, metavar="FRAMES")
@@ -128,10 +131,12 @@ def main() -> int:
         topology=args.topology,
         report_numa=args.report_numa,
         watch_lag=args.watch_lag,
+        backoff=args.backoff,
     )
     print(
         f"pods: {cfg.pods} on {cfg.nodes} nodes x {cfg.gpus} GPUs, seed {cfg.seed}, "
-        f"topology {cfg.topology}, report-numa {cfg.report_numa}, watch lag {cfg.watch_lag}"
+        f"topology {cfg.topology}, report-numa {cfg.report_numa}, watch lag {cfg.watch_lag}, "
+        f"backoff {cfg.backoff}"
     )
     print(HEADER, flush=True)
     rows = Rows(args.every, args.tracemalloc)
