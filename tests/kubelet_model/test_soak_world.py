@@ -9,6 +9,7 @@ import tests.kubelet_model.soak as soak_module
 from tests.kubelet_model.pods import container, pod
 from tests.kubelet_model.soak import SoakConfig, Waiting, schedule_waiting, soak
 from tests.kubelet_model.world import World
+from vgpu.core.ids import PodKey
 
 HARSH = SoakConfig(
     pods=120,
@@ -33,21 +34,21 @@ def test_a_soak_world_runs_exactly_as_the_plain_world(monkeypatch: pytest.Monkey
 
 
 @pytest.mark.parametrize(("backoff", "tries"), [(0, 41), (10, 7), (4, 12)])
-def test_a_pod_that_never_fits_is_tried_as_its_backoff_allows(backoff: int, tries: int) -> None:
+def test_a_pod_that_never_fits_is_tried_as_its_backoff_allows(
+    backoff: int, tries: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     world = World(nodes=1, gpus=1)
     world.submit(pod("big", [container("main", 200)]))  # two whole GPUs on a 1-GPU node
-    calls: list[int] = []
+    calls: list[PodKey] = []
     schedule = world.schedule
-    monkey = {"step": 0}
 
-    def counted(key: str) -> bool:
-        calls.append(monkey["step"])
+    def counted(key: PodKey) -> bool:
+        calls.append(key)
         return schedule(key)
 
-    world.schedule = counted  # type: ignore[method-assign]
+    monkeypatch.setattr(world, "schedule", counted)
     waiting, cfg, given_up = Waiting(), SoakConfig(backoff=backoff), 0
     for step in range(1, 42):
-        monkey["step"] = step
         given_up += schedule_waiting(world, cfg, step, waiting)
     assert len(calls) == tries  # backoff 10: steps 1, 2, 4, 8, 16, 26, 36
     assert given_up == 1 and not world.waiting  # 40 steps waited, then given up
