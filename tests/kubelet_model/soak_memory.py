@@ -9,6 +9,8 @@ with what it captures (closure cells, defaults, the bound object: a journal of u
 state), never its globals or code; classes and modules are not entered; nor are the harness
 objects named as `stop` (the world, its nodes, the kubelet models), where the harness's
 callbacks lead. An object two components share (an interned string, a `GpuInfo`) counts in each.
+Module-level tables are not reached from the roots and count in the resident set only: the
+scheduler's pod-shape keys per policy (`vgpu.core.scheduler._KEYS`, at most 4,096 per policy).
 """
 
 from __future__ import annotations
