@@ -21,9 +21,11 @@ Every --every pods (issue 23's long soak: `--pods 100000`) it prints a row: the 
 the live pods, the process's resident set and the retained size of the extender's state and of
 each agent's state (`tests/kubelet_model/soak_memory.py` says what is counted). Memory is read
 every --sample pods; a row shows the peak of the readings since the previous row, as bounded
-memos emptied when full make single readings a sawtooth. At the end it says whether each target
-held: 0 swapped, 0 avoidable refusals, and each memory figure flat (the last row within 10 % of
-the first, the one at --every pods). With --tracemalloc FRAMES it also prints the allocations
+memos emptied when full make single readings a sawtooth; the harness's retained size and
+Python's allocated blocks (thousands) tell a leak from the allocator's high-water mark when
+the resident set grows. At the end it says whether each target held: 0 swapped, 0 avoidable
+refusals, and each memory figure flat (the last row within 10 % of the first, the one at
+--every pods). With --tracemalloc FRAMES it also prints the allocations
 made from vgpu's files that grew most since the first row, by traceback (slow: a diagnostic).
 It asserts nothing; the exit status is 1 when a target failed.
 """
@@ -46,7 +48,8 @@ from tests.kubelet_model.world import World
 MIB, KIB = 1 << 20, 1 << 10
 HEADER = (
     f"{'pods':>7} {'admitted':>8} {'avoid':>5} {'unavoid':>7} {'swapped':>7} {'unsched':>7} "
-    f"{'live':>4} {'RSS MiB':>7} {'ext KiB':>7}  agents KiB{'':>8} {'s':>6}"
+    f"{'live':>4} {'RSS MiB':>7} {'ext KiB':>7}  agents KiB{'':>8} {'harness':>7} "
+    f"{'kblocks':>7} {'s':>6}"
 )
 
 
@@ -73,7 +76,7 @@ class Rows:
             f"{pods:>7} {t['admitted']:>8} {t['refused-avoidably']:>5} "
             f"{t['refused-unavoidably']:>7} {t['swapped']:>7} {at.unschedulable:>7} "
             f"{m.live_pods:>4} {m.rss / MIB:>7.1f} {m.extender // KIB:>7}  {agents:<18} "
-            f"{time.perf_counter() - self.start:>6.0f}",
+            f"{m.harness // KIB:>7} {m.blocks // 1000:>7} {time.perf_counter() - self.start:>6.0f}",
             flush=True,
         )
         if not at.drained:

@@ -68,12 +68,16 @@ def rss_bytes() -> int:
 @dataclass(frozen=True)
 class MemoryReading:
     """One reading: the process's resident set, the extender's and each agent's retained size,
-    and how many pods the world holds (live pods make state; no pods, none)."""
+    how many pods the world holds (live pods make state; no pods, none), and, to tell a leak
+    from the allocator's high-water mark when the resident set grows, the harness's retained
+    size (kubelet models, pods, the world's books) and the blocks Python has allocated."""
 
     rss: int
     extender: int
     agents: tuple[int, ...]
     live_pods: int
+    harness: int = 0
+    blocks: int = 0
 
 
 def read_memory(world: World) -> MemoryReading:
@@ -82,12 +86,17 @@ def read_memory(world: World) -> MemoryReading:
     (a restarted agent is a new pair)."""
     gc.collect()
     nodes = list(world.nodes.values())
-    stop: list[object] = [world, world.pods, *nodes, *(n.kubelet for n in nodes)]
+    kubelets = [n.kubelet for n in nodes]
+    stop: list[object] = [world, world.pods, *nodes, *kubelets]
+    components = [world.ext, world.cache, *(o for n in nodes for o in (n.handoff, n.policy))]
+    books = [world.pods, world.waiting, world.tally, world.refusals, world.swaps]
     return MemoryReading(
         rss=rss_bytes(),
         extender=retained_size([world.ext, world.cache], stop),
         agents=tuple(retained_size([n.handoff, n.policy], stop) for n in nodes),
         live_pods=len(world.pods),
+        harness=retained_size([*kubelets, *books, world.deleted_gangs], [world, *components]),
+        blocks=sys.getallocatedblocks(),
     )
 
 
@@ -102,6 +111,8 @@ def peak(window: MemoryReading | None, reading: MemoryReading) -> MemoryReading:
         extender=max(window.extender, reading.extender),
         agents=tuple(max(a, b) for a, b in zip(window.agents, reading.agents, strict=True)),
         live_pods=reading.live_pods,
+        harness=max(window.harness, reading.harness),
+        blocks=max(window.blocks, reading.blocks),
     )
 
 

@@ -77,6 +77,7 @@ def test_a_reading_sizes_the_extender_and_each_agent() -> None:
     reading = read_memory(world)
     assert reading.rss > 0 and reading.extender > 0 and len(reading.agents) == 2
     assert all(a > 0 for a in reading.agents) and reading.live_pods == 0
+    assert reading.harness > 0 and reading.blocks > 0
 
 
 def test_a_soak_reports_every_so_many_pods_then_once_drained() -> None:
