@@ -24,7 +24,7 @@ every --sample pods; a row shows the peak of the readings since the previous row
 memos emptied when full make single readings a sawtooth; the harness's retained size and
 Python's allocated blocks (thousands) tell a leak from the allocator's high-water mark when
 the resident set grows. At the end it says whether each target held: 0 swapped, 0 avoidable
-refusals, and each memory figure flat (the last row within 10 % of the first, the one at
+refusals, and each memory figure flat (the last row at most 10 % above the first, the one at
 --every pods). With --tracemalloc FRAMES it also prints the allocations
 made from vgpu's files that grew most since the first row, by traceback (slow: a diagnostic).
 It asserts nothing; the exit status is 1 when a target failed.

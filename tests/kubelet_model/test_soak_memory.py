@@ -59,10 +59,16 @@ def test_retained_size_does_not_enter_stop_objects() -> None:
     assert retained_size([beside]) > 100_000
 
 
-@given(first=st.integers(1, 10**9), change=st.floats(-0.5, 0.5))
-def test_flat_means_within_ten_percent_of_the_first_reading(first: int, change: float) -> None:
-    last = int(first * (1 + change))
-    assert flat(first, last) == (abs(last - first) <= 0.1 * first)
+def test_flat_means_at_most_ten_percent_above_the_first_reading() -> None:
+    assert flat(1000, 1000)
+    assert flat(1000, 1100)
+    assert not flat(1000, 1101)
+    assert not flat(1000, 2000)
+
+
+@given(first=st.integers(1, 10**9), shrink=st.floats(0.0, 1.0))
+def test_a_figure_that_ends_lower_is_flat(first: int, shrink: float) -> None:
+    assert flat(first, int(first * (1 - shrink)))
 
 
 def test_a_window_peak_keeps_each_figures_largest_reading() -> None:
