@@ -44,6 +44,8 @@ class Harness:
         pod_policies: tuple[str, ...] = (),
         tls: TlsFiles | None = None,
         probe_port: int | None = None,
+        watch_wait: float = 1.0,
+        watch_waiters: int = 4,
     ) -> ExtenderDaemon:
         api_client = self.server.api_client()
         self.clients.append(api_client)
@@ -54,6 +56,8 @@ class Harness:
                 gang_timeout=gang_timeout,
                 bind_wait=bind_wait,
                 pod_policies=tuple(parse_policy(p) for p in pod_policies),
+                watch_wait=watch_wait,
+                watch_waiters=watch_waiters,
             ),
             host="127.0.0.1",
             port=0,

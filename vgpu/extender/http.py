@@ -16,7 +16,8 @@ costs a coroutine and a buffer, not a thread: a request must arrive whole within
 IdleConnTimeout, so kube-scheduler's client closes first and never races a server close on a
 POST it would not retry), and at most `max_connections` are open. Complete requests run on a
 pool of `workers` threads (the verbs take the cache lock; bind waits on the API server), except
-filter and prioritize, answered on the loop's thread (`INLINE_VERBS`).
+filter and prioritize, answered on the loop's thread (`INLINE_VERBS`) unless they would wait
+(`vgpu.extender.offloop`).
 
 With TLS, verbs are answered only for a client that presented a certificate from the configured
 CA (`vgpu.extender.tls`); /healthz, /readyz and /metrics need none (kubelet probes send none).
@@ -46,6 +47,7 @@ from vgpu.extender.httpwire import (
     read_body,
     read_head,
 )
+from vgpu.extender.offloop import LeaveLoop, on_loop
 from vgpu.extender.routes import JSON, Routes, message
 from vgpu.extender.wire import BadRequest
 
@@ -255,7 +257,13 @@ class HttpServer:
         if method != "POST":
             return 405, message(f"method {method[:20]!r} not allowed; use POST or GET"), TEXT
         verb = path.rsplit("/", 1)[-1]
-        return self._post(verb, body) if verb in INLINE_VERBS else None
+        if verb not in INLINE_VERBS:
+            return None
+        try:
+            with on_loop():
+                return self._post(verb, body)
+        except LeaveLoop:  # it would wait (a pod the watch does not show yet): on a worker
+            return None
 
     async def _answer(self, method: str, target: str, body: bytes) -> Reply:
         """The reply to one request, over HTTP/1.1 or HTTP/2: on the loop's thread where
@@ -284,6 +292,8 @@ class HttpServer:
             return status, payload, JSON if status == 200 else TEXT
         except BadRequest as err:
             return 400, message(f"{verb}: {err}"), TEXT
+        except LeaveLoop:
+            raise
         except Exception as err:
             log.exception("%s failed", verb)
             return 500, message(f"{verb}: internal error: {err}"), TEXT
