@@ -101,7 +101,7 @@ def test_health_ready_and_metrics(harness: Harness) -> None:
     bad = make_pod("huge", cores=200)
     harness.put(bad)
     wire.filter(harness.pod("huge"), names)  # 2 GPUs free per node, fits
-    wire.filter(make_pod("toobig", cores=800), names)
+    wire.filter(harness.shown(make_pod("toobig", cores=800)), names)
     status, text = wire.raw("GET", "/metrics")
     assert status == 200
     metrics = text.decode()
