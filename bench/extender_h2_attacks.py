@@ -1,6 +1,6 @@
 """The filter's latency while HTTP/2 clients attack the extender (issue 25, findings 2 and 3).
 
-    python bench/extender_h2_attacks.py [--nodes 500] [--seconds 8] [--attackers 2]
+    python bench/extender_h2_attacks.py [--nodes 500] [--seconds 8] [--attackers 2] [--pin]
 
 The extender daemon runs in this process over TLS, with its probe port; the fake API server,
 a well-behaved kube-scheduler stand-in and the attackers each run in processes of their own (as
@@ -18,6 +18,11 @@ HTTP) and on the main port (HTTPS, no certificate, as the kubelet used to). Each
 * zero-window: with the certificate and a window of 0, 60 filters of every node name per
   connection, nothing read.
 
+With `--pin` (Linux) the extender and the stand-in run on the first CPU this process may use,
+the attackers and the fake API server on the second: real attackers run on other machines, so
+what is measured is the extender's own cost of each attack, not the attackers' TLS and framing
+sharing its core. The stand-in shares the extender's CPU as kube-scheduler's own work would.
+
 Printed per phase: filter answers, p50/p99 (target p99 <= 50 ms), probe answers on each port,
 the extender's RSS at the end and its peak (limit 512 MiB), and the refusals counted by reason.
 """
@@ -29,6 +34,7 @@ import contextlib
 import http.client
 import json
 import multiprocessing
+import os
 import ssl
 import sys
 import threading
@@ -52,7 +58,24 @@ ATTACKS = ("hold", "reset-anon", "ping-anon", "ping", "settings", "rapid-reset",
 HEAD = [(b":scheme", b"https"), (b":authority", b"x")]
 
 
-def _api_server(conn: Connection, nodes: int) -> None:
+def _pin(cpu: int | None) -> None:
+    """Run this process on `cpu` alone (None: wherever the system schedules it)."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+
+
+def _cpus(pin: bool) -> tuple[int | None, int | None]:
+    """(the extender's and stand-in's CPU, the attackers' and API server's), or (None, None)."""
+    if not pin:
+        return None, None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs two CPUs")
+    return cpus[0], cpus[1]
+
+
+def _api_server(conn: Connection, nodes: int, cpu: int | None) -> None:
+    _pin(cpu)
     with FakeApiServer() as server:
         names = [f"node-{i:05d}" for i in range(nodes)]
         for name in names:
@@ -67,8 +90,9 @@ def _h2(port: int, certs: str, verified: bool, window: int = 65535) -> H2Client:
     return H2Client(sock, window=window)
 
 
-def _standin(conn: Connection, port: int, probe_port: int, certs: str, body: bytes) -> None:
+def _standin(conn: Connection, port: int, probe_port: int, certs: str, body: bytes, cpu: int | None) -> None:  # fmt: skip
     """Filters back to back and probes every 0.5 s until told to stop; sends the figures."""
+    _pin(cpu)
     stop = threading.Event()
     probes = {"probe-port": [0, 0], "main-port": [0, 0]}
 
@@ -111,8 +135,9 @@ def _standin(conn: Connection, port: int, probe_port: int, certs: str, body: byt
         conn.send((samples, errors, {k: tuple(v) for k, v in probes.items()}))
 
 
-def _attack(kind: str, port: int, certs: str, body: bytes, stop: Event) -> None:
+def _attack(kind: str, port: int, certs: str, body: bytes, stop: Event, cpu: int | None) -> None:  # fmt: skip
     """One attacker process: repeat the attack until `stop`."""
+    _pin(cpu)
     held: list[H2Client] = []
     while not stop.is_set():
         try:
@@ -170,7 +195,9 @@ def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, bo
     spawn = multiprocessing.get_context("spawn")
     stop = spawn.Event()
     attackers = [
-        spawn.Process(target=_attack, args=(name, daemon.port, certs, body, stop), daemon=True)
+        spawn.Process(
+            target=_attack, args=(name, daemon.port, certs, body, stop, args.theirs), daemon=True
+        )
         for _ in range(args.attackers if name != "baseline" else 0)
     ]
     for p in attackers:
@@ -220,11 +247,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--attackers", type=int, default=2)
     parser.add_argument("--only", choices=ATTACKS, action="append")
+    parser.add_argument("--pin", action="store_true", help="extender and stand-in on one CPU, the attackers on another (Linux)")  # fmt: skip
     args = parser.parse_args()
+    args.ours, args.theirs = _cpus(args.pin)
+    _pin(args.ours)
     certs = _certs()
     spawn = multiprocessing.get_context("spawn")
     ours, theirs = multiprocessing.Pipe()
-    api_proc = spawn.Process(target=_api_server, args=(theirs, args.nodes), daemon=True)
+    api_proc = spawn.Process(
+        target=_api_server, args=(theirs, args.nodes, args.theirs), daemon=True
+    )
     api_proc.start()
     url, names, pod = ours.recv()
     api = KubeApi(_client(url), request_timeout=30)
@@ -238,12 +270,19 @@ def main() -> None:
     s_ours, s_theirs = multiprocessing.Pipe()
     assert daemon.probe_port is not None
     standin = spawn.Process(
-        target=_standin, args=(s_theirs, daemon.port, daemon.probe_port, certs, body), daemon=True
+        target=_standin,
+        args=(s_theirs, daemon.port, daemon.probe_port, certs, body, args.ours),
+        daemon=True,
     )
     standin.start()
     print(
         f"{args.nodes} nodes, filter body {len(body) // 1024} KiB, {args.seconds:.0f} s per phase, "
-        f"{args.attackers} attacker process(es); extender RSS {_rss_mib():.0f} MiB"
+        f"{args.attackers} attacker process(es); extender RSS {_rss_mib():.0f} MiB; "
+        + (
+            f"pinned: extender+stand-in CPU {args.ours}, others CPU {args.theirs}"
+            if args.pin
+            else "not pinned"
+        )
     )
     for name in ("baseline", *(args.only or ATTACKS)):
         _phase(name, args, daemon, s_ours, body, certs)
