@@ -81,6 +81,10 @@ def test_a_filter_for_a_pod_the_watch_never_shows_is_an_error_naming_it(
     assert 0.4 < took < 2.0, took
     assert daemon.cache.ledger.holdings() == []
     assert _metric(daemon) == 1
+    timed = daemon.metrics.registry.get_sample_value(
+        "vgpu_extender_request_seconds_count", {"verb": "filter"}
+    )
+    assert timed == 1  # it left the loop for a worker: one request, timed once
     asked = [r.path for r in harness.server.requests if "ghost" in r.path]
     assert asked == [], "nothing is asked of the API server about a named pod"
 
