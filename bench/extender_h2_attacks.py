@@ -24,7 +24,10 @@ what is measured is the extender's own cost of each attack, not the attackers' T
 sharing its core. The stand-in shares the extender's CPU as kube-scheduler's own work would.
 
 Printed per phase: filter answers, p50/p99 (target p99 <= 50 ms), probe answers on each port,
-the extender's RSS at the end and its peak (limit 512 MiB), and the refusals counted by reason.
+the extender's RSS at the end and its peak (limit 512 MiB), the refusals counted by reason, the
+extender's CPU time over the phase (100 %: one core's worth) and the machine's load average. A
+phase starts once every attacker process has started (a spawned process imports for seconds;
+before, short phases ended before their attackers began).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from multiprocessing.synchronize import Event
+from multiprocessing.synchronize import Event, Semaphore
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +138,11 @@ def _standin(conn: Connection, port: int, probe_port: int, certs: str, body: byt
         conn.send((samples, errors, {k: tuple(v) for k, v in probes.items()}))
 
 
-def _attack(kind: str, port: int, certs: str, body: bytes, stop: Event, cpu: int | None) -> None:  # fmt: skip
-    """One attacker process: repeat the attack until `stop`."""
+def _attack(kind: str, port: int, certs: str, body: bytes, stop: Event, ready: Semaphore, cpu: int | None) -> None:  # fmt: skip
+    """One attacker process: say it is ready (its imports take seconds), then repeat the attack
+    until `stop`."""
     _pin(cpu)
+    ready.release()
     held: list[H2Client] = []
     while not stop.is_set():
         try:
@@ -193,15 +198,19 @@ def _rss_mib() -> float:
 
 def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, body: bytes, certs: str) -> None:  # fmt: skip
     spawn = multiprocessing.get_context("spawn")
-    stop = spawn.Event()
+    stop, ready = spawn.Event(), spawn.Semaphore(0)
     attackers = [
         spawn.Process(
-            target=_attack, args=(name, daemon.port, certs, body, stop, args.theirs), daemon=True
+            target=_attack,
+            args=(name, daemon.port, certs, body, stop, ready, args.theirs),
+            daemon=True,
         )
         for _ in range(args.attackers if name != "baseline" else 0)
     ]
     for p in attackers:
         p.start()
+    for _ in attackers:  # a spawned attacker imports for seconds before it attacks
+        assert ready.acquire(timeout=120), "an attacker did not start"
     refused_before = _refused(daemon)
     peak, done = [_rss_mib()], threading.Event()
 
@@ -211,9 +220,11 @@ def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, bo
 
     threading.Thread(target=sample, daemon=True).start()
     time.sleep(0.5 if attackers else 0)  # the attack under way
+    cpu, wall = time.process_time(), time.monotonic()
     standin.send("go")
     standin.send(args.seconds)
     samples, errors, probes = standin.recv()
+    busy = (time.process_time() - cpu) / (time.monotonic() - wall)
     done.set()
     stop.set()
     for p in attackers:
@@ -227,6 +238,7 @@ def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, bo
     print(
         f"{name:12s} filters {len(samples):5d} (errors {errors}) p50 {p50:6.1f} ms p99 {p99:7.1f} ms"
         f" | probes {probe} | RSS {_rss_mib():5.0f} MiB peak {max(peak):5.0f} | refused {refused}"
+        f" | extender CPU {busy:4.0%} | load {os.getloadavg()[0]:.1f}"
     )
 
 
