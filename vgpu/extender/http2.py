@@ -56,9 +56,17 @@ MAX_STREAMS = 64
 WINDOW = 1 << 20
 """Receive window, per stream and for the connection: a 100 KB filter body (5,000 node names)
 arrives without waiting on a WINDOW_UPDATE round trip."""
-_READ = 16384
-"""Bytes handed to h2 at a time: a flood is checked against its budget after at most ~960
-frames parsed (a 64 KiB read held the loop, and the filters, for tens of milliseconds)."""
+_READ_MIN = 512
+_READ_MAX = 16384
+"""Bytes handed to h2 at a time: `_READ_MIN` while the reads are dense with frames (and always
+for a connection without a certificate), doubling up to `_READ_MAX` after each read of few
+frames. h2 parses every frame of what it is handed before an event is checked against a
+budget: 16 KiB of PINGs or of HEADERS+RST_STREAM is 960 to 1,900 frames, which held the loop,
+and every filter behind it, for 25 ms unloaded and for hundreds of milliseconds on a busy core
+(bench/extender_h2_attacks.py); 512 bytes is at most ~60 frames. kube-scheduler's frames are
+few and large (HEADERS, then DATA of up to 16 KiB), so its reads grow to the maximum at once."""
+_FEW = 8
+"""A full read of at most this many events lets the next read be twice as large."""
 Answer = Callable[[str, str, bytes], Awaitable[Reply]]
 """(method, path, body) -> the reply."""
 AnswerNow = Callable[[str, str, bytes], Reply | None]
@@ -126,6 +134,8 @@ class Http2Connection:
         few seconds kept it open for good)."""
         self._asked = False
         """Whether it has made its one request."""
+        self._chunk = _READ_MIN
+        """Bytes of the next read (see `_READ_MIN`)."""
 
     async def serve(self) -> None:
         """Read and answer; connection errors reach the caller, which closes the socket."""
@@ -166,7 +176,7 @@ class Http2Connection:
         while True:
             try:
                 async with asyncio.timeout(self._wait()):
-                    return await self._reader.read(_READ)
+                    return await self._reader.read(self._chunk)
             except TimeoutError:
                 now = asyncio.get_running_loop().time()
                 if self._deadline is not None and now >= self._deadline:
@@ -204,6 +214,8 @@ class Http2Connection:
             self._on_refused("malformed")
             self._done = True
             return
+        few = self._verified and len(events) <= _FEW and len(data) >= self._chunk
+        self._chunk = min(_READ_MAX, self._chunk * 2) if few else _READ_MIN
         for event in events:
             if self._done:  # GOAWAY sent (a client without a certificate was answered)
                 break
