@@ -25,7 +25,9 @@ sharing its core. The stand-in shares the extender's CPU as kube-scheduler's own
 
 Printed per phase: filter answers, p50/p99 (target p99 <= 50 ms), probe answers on each port,
 the extender's RSS at the end and its peak (limit 512 MiB), the refusals counted by reason, the
-extender's CPU time over the phase (100 %: one core's worth) and the machine's load average. A
+extender's CPU time over the phase (100 %: one core's worth), the serving loop's CPU between two
+turns of a 5 ms tick (p99 and max: what a filter may wait behind, whatever the machine's load)
+and the machine's load average. A
 phase starts once every attacker process has started (a spawned process imports for seconds;
 before, short phases ended before their attackers began).
 """
@@ -33,6 +35,7 @@ before, short phases ended before their attackers began).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import json
@@ -196,6 +199,28 @@ def _rss_mib() -> float:
     return 0.0
 
 
+class _LoopHolds:
+    """The CPU the extender's serving loop spends between two turns of a 5 ms tick: the longest
+    a filter can wait behind other work on that loop. Measured with the loop thread's own CPU
+    clock, so it is the extender's cost and not the wait for a busy machine's cores."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop, self.holds, self._on = loop, list[float](), True
+        loop.call_soon_threadsafe(self._tick, None)
+
+    def _tick(self, last: float | None) -> None:
+        now = time.thread_time()
+        if last is not None:
+            self.holds.append(now - last)
+        if self._on:
+            self._loop.call_later(0.005, self._tick, time.thread_time())
+
+    def stop(self) -> str:
+        self._on = False
+        holds = sorted(self.holds) or [0.0]
+        return f"loop CPU hold p99 {_pct(holds, 0.99):.1f} ms max {holds[-1] * 1000:.1f} ms"
+
+
 def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, body: bytes, certs: str) -> None:  # fmt: skip
     spawn = multiprocessing.get_context("spawn")
     stop, ready = spawn.Event(), spawn.Semaphore(0)
@@ -221,10 +246,12 @@ def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, bo
     threading.Thread(target=sample, daemon=True).start()
     time.sleep(0.5 if attackers else 0)  # the attack under way
     cpu, wall = time.process_time(), time.monotonic()
+    holds = _LoopHolds(daemon.http._loop)
     standin.send("go")
     standin.send(args.seconds)
     samples, errors, probes = standin.recv()
     busy = (time.process_time() - cpu) / (time.monotonic() - wall)
+    held = holds.stop()
     done.set()
     stop.set()
     for p in attackers:
@@ -238,7 +265,7 @@ def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, bo
     print(
         f"{name:12s} filters {len(samples):5d} (errors {errors}) p50 {p50:6.1f} ms p99 {p99:7.1f} ms"
         f" | probes {probe} | RSS {_rss_mib():5.0f} MiB peak {max(peak):5.0f} | refused {refused}"
-        f" | extender CPU {busy:4.0%} | load {os.getloadavg()[0]:.1f}"
+        f" | extender CPU {busy:4.0%} | {held} | load {os.getloadavg()[0]:.1f}"
     )
 
 
