@@ -72,3 +72,37 @@ def test_a_verified_client_s_large_frames_are_read_in_growing_chunks(
     assert reply.status == 200 and bytes(reply.body) == body
     assert max(reads) == 16384, reads
     assert len(reads) < 40, len(reads)  # 200 KB in about 13 reads of 16 KiB, after the first
+
+
+def test_a_connection_yields_the_loop_between_two_reads(
+    served: tuple[HttpServer, _Routes, list[str]],
+    certs: Path,
+    reads: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The TLS layer hands a whole socket's worth to the stream at once, so reads of a flood
+    come from a buffer without waiting: each read must still be a turn of the loop of its own,
+    or one connection's flood holds every filter behind it."""
+    server = served[0]
+    loop = server._loop
+    turns, seen = [0], list[int]()
+
+    def tick() -> None:
+        turns[0] += 1
+        if turns[0] < 1_000_000:
+            loop.call_soon(tick)
+
+    receive = H2Connection.receive_data
+
+    def counted(self: H2Connection, data: bytes) -> Any:
+        if not self.config.client_side:
+            seen.append(turns[0])
+        return receive(self, data)
+
+    monkeypatch.setattr(H2Connection, "receive_data", counted)
+    client = H2Client(tls_socket(server.port, certs, certs, ["h2"]))
+    loop.call_soon_threadsafe(tick)
+    _flood(client, 3000)
+    turns[0] = 1_000_000  # stop ticking
+    assert len(seen) > 3, seen
+    assert len(set(seen)) == len(seen), seen  # never two reads in one turn

@@ -64,7 +64,9 @@ frames. h2 parses every frame of what it is handed before an event is checked ag
 budget: 16 KiB of PINGs or of HEADERS+RST_STREAM is 960 to 1,900 frames, which held the loop,
 and every filter behind it, for 25 ms unloaded and for hundreds of milliseconds on a busy core
 (bench/extender_h2_attacks.py); 512 bytes is at most ~60 frames. kube-scheduler's frames are
-few and large (HEADERS, then DATA of up to 16 KiB), so its reads grow to the maximum at once."""
+few and large (HEADERS, then DATA of up to 16 KiB), so its reads grow to the maximum at once. After each read the connection yields the loop:
+the TLS layer buffers all the socket holds, so reads from that buffer would otherwise parse a
+whole flood in one turn of the loop."""
 _FEW = 8
 """A full read of at most this many events lets the next read be twice as large."""
 Answer = Callable[[str, str, bytes], Awaitable[Reply]]
@@ -149,6 +151,7 @@ class Http2Connection:
                     break
                 self._receive(data)
                 await self._flush()
+                await asyncio.sleep(0)  # the next read may come from a buffer: let others run
         finally:
             for task in self._tasks:
                 task.cancel()
