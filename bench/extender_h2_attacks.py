@@ -1,6 +1,6 @@
 """The filter's latency while HTTP/2 clients attack the extender (issue 25, findings 2 and 3).
 
-    python bench/extender_h2_attacks.py [--nodes 500] [--seconds 8] [--attackers 2]
+    python bench/extender_h2_attacks.py [--nodes 500] [--seconds 8] [--attackers 2] [--pin]
 
 The extender daemon runs in this process over TLS, with its probe port; the fake API server,
 a well-behaved kube-scheduler stand-in and the attackers each run in processes of their own (as
@@ -18,23 +18,35 @@ HTTP) and on the main port (HTTPS, no certificate, as the kubelet used to). Each
 * zero-window: with the certificate and a window of 0, 60 filters of every node name per
   connection, nothing read.
 
+With `--pin` (Linux) the extender and the stand-in run on the first CPU this process may use,
+the attackers and the fake API server on the second: real attackers run on other machines, so
+what is measured is the extender's own cost of each attack, not the attackers' TLS and framing
+sharing its core. The stand-in shares the extender's CPU as kube-scheduler's own work would.
+
 Printed per phase: filter answers, p50/p99 (target p99 <= 50 ms), probe answers on each port,
-the extender's RSS at the end and its peak (limit 512 MiB), and the refusals counted by reason.
+the extender's RSS at the end and its peak (limit 512 MiB), the refusals counted by reason, the
+extender's CPU time over the phase (100 %: one core's worth), the serving loop's CPU between two
+turns of a 5 ms tick (p99 and max: what a filter may wait behind, whatever the machine's load)
+and the machine's load average. A
+phase starts once every attacker process has started (a spawned process imports for seconds;
+before, short phases ended before their attackers began).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import http.client
 import json
 import multiprocessing
+import os
 import ssl
 import sys
 import threading
 import time
 from multiprocessing.connection import Connection
-from multiprocessing.synchronize import Event
+from multiprocessing.synchronize import Event, Semaphore
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +64,24 @@ ATTACKS = ("hold", "reset-anon", "ping-anon", "ping", "settings", "rapid-reset",
 HEAD = [(b":scheme", b"https"), (b":authority", b"x")]
 
 
-def _api_server(conn: Connection, nodes: int) -> None:
+def _pin(cpu: int | None) -> None:
+    """Run this process on `cpu` alone (None: wherever the system schedules it)."""
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+
+
+def _cpus(pin: bool) -> tuple[int | None, int | None]:
+    """(the extender's and stand-in's CPU, the attackers' and API server's), or (None, None)."""
+    if not pin:
+        return None, None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin needs two CPUs")
+    return cpus[0], cpus[1]
+
+
+def _api_server(conn: Connection, nodes: int, cpu: int | None) -> None:
+    _pin(cpu)
     with FakeApiServer() as server:
         names = [f"node-{i:05d}" for i in range(nodes)]
         for name in names:
@@ -67,8 +96,9 @@ def _h2(port: int, certs: str, verified: bool, window: int = 65535) -> H2Client:
     return H2Client(sock, window=window)
 
 
-def _standin(conn: Connection, port: int, probe_port: int, certs: str, body: bytes) -> None:
+def _standin(conn: Connection, port: int, probe_port: int, certs: str, body: bytes, cpu: int | None) -> None:  # fmt: skip
     """Filters back to back and probes every 0.5 s until told to stop; sends the figures."""
+    _pin(cpu)
     stop = threading.Event()
     probes = {"probe-port": [0, 0], "main-port": [0, 0]}
 
@@ -111,8 +141,11 @@ def _standin(conn: Connection, port: int, probe_port: int, certs: str, body: byt
         conn.send((samples, errors, {k: tuple(v) for k, v in probes.items()}))
 
 
-def _attack(kind: str, port: int, certs: str, body: bytes, stop: Event) -> None:
-    """One attacker process: repeat the attack until `stop`."""
+def _attack(kind: str, port: int, certs: str, body: bytes, stop: Event, ready: Semaphore, cpu: int | None) -> None:  # fmt: skip
+    """One attacker process: say it is ready (its imports take seconds), then repeat the attack
+    until `stop`."""
+    _pin(cpu)
+    ready.release()
     held: list[H2Client] = []
     while not stop.is_set():
         try:
@@ -166,15 +199,43 @@ def _rss_mib() -> float:
     return 0.0
 
 
+class _LoopHolds:
+    """The CPU the extender's serving loop spends between two turns of a 5 ms tick: the longest
+    a filter can wait behind other work on that loop. Measured with the loop thread's own CPU
+    clock, so it is the extender's cost and not the wait for a busy machine's cores."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop, self.holds, self._on = loop, list[float](), True
+        loop.call_soon_threadsafe(self._tick, None)
+
+    def _tick(self, last: float | None) -> None:
+        now = time.thread_time()
+        if last is not None:
+            self.holds.append(now - last)
+        if self._on:
+            self._loop.call_later(0.005, self._tick, time.thread_time())
+
+    def stop(self) -> str:
+        self._on = False
+        holds = sorted(self.holds) or [0.0]
+        return f"loop CPU hold p99 {_pct(holds, 0.99):.1f} ms max {holds[-1] * 1000:.1f} ms"
+
+
 def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, body: bytes, certs: str) -> None:  # fmt: skip
     spawn = multiprocessing.get_context("spawn")
-    stop = spawn.Event()
+    stop, ready = spawn.Event(), spawn.Semaphore(0)
     attackers = [
-        spawn.Process(target=_attack, args=(name, daemon.port, certs, body, stop), daemon=True)
+        spawn.Process(
+            target=_attack,
+            args=(name, daemon.port, certs, body, stop, ready, args.theirs),
+            daemon=True,
+        )
         for _ in range(args.attackers if name != "baseline" else 0)
     ]
     for p in attackers:
         p.start()
+    for _ in attackers:  # a spawned attacker imports for seconds before it attacks
+        assert ready.acquire(timeout=120), "an attacker did not start"
     refused_before = _refused(daemon)
     peak, done = [_rss_mib()], threading.Event()
 
@@ -184,9 +245,13 @@ def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, bo
 
     threading.Thread(target=sample, daemon=True).start()
     time.sleep(0.5 if attackers else 0)  # the attack under way
+    cpu, wall = time.process_time(), time.monotonic()
+    holds = _LoopHolds(daemon.http._loop)
     standin.send("go")
     standin.send(args.seconds)
     samples, errors, probes = standin.recv()
+    busy = (time.process_time() - cpu) / (time.monotonic() - wall)
+    held = holds.stop()
     done.set()
     stop.set()
     for p in attackers:
@@ -200,6 +265,7 @@ def _phase(name: str, args: Any, daemon: ExtenderDaemon, standin: Connection, bo
     print(
         f"{name:12s} filters {len(samples):5d} (errors {errors}) p50 {p50:6.1f} ms p99 {p99:7.1f} ms"
         f" | probes {probe} | RSS {_rss_mib():5.0f} MiB peak {max(peak):5.0f} | refused {refused}"
+        f" | extender CPU {busy:4.0%} | {held} | load {os.getloadavg()[0]:.1f}"
     )
 
 
@@ -220,11 +286,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8.0)
     parser.add_argument("--attackers", type=int, default=2)
     parser.add_argument("--only", choices=ATTACKS, action="append")
+    parser.add_argument("--pin", action="store_true", help="extender and stand-in on one CPU, the attackers on another (Linux)")  # fmt: skip
     args = parser.parse_args()
+    args.ours, args.theirs = _cpus(args.pin)
+    _pin(args.ours)
     certs = _certs()
     spawn = multiprocessing.get_context("spawn")
     ours, theirs = multiprocessing.Pipe()
-    api_proc = spawn.Process(target=_api_server, args=(theirs, args.nodes), daemon=True)
+    api_proc = spawn.Process(
+        target=_api_server, args=(theirs, args.nodes, args.theirs), daemon=True
+    )
     api_proc.start()
     url, names, pod = ours.recv()
     api = KubeApi(_client(url), request_timeout=30)
@@ -238,12 +309,19 @@ def main() -> None:
     s_ours, s_theirs = multiprocessing.Pipe()
     assert daemon.probe_port is not None
     standin = spawn.Process(
-        target=_standin, args=(s_theirs, daemon.port, daemon.probe_port, certs, body), daemon=True
+        target=_standin,
+        args=(s_theirs, daemon.port, daemon.probe_port, certs, body, args.ours),
+        daemon=True,
     )
     standin.start()
     print(
         f"{args.nodes} nodes, filter body {len(body) // 1024} KiB, {args.seconds:.0f} s per phase, "
-        f"{args.attackers} attacker process(es); extender RSS {_rss_mib():.0f} MiB"
+        f"{args.attackers} attacker process(es); extender RSS {_rss_mib():.0f} MiB; "
+        + (
+            f"pinned: extender+stand-in CPU {args.ours}, others CPU {args.theirs}"
+            if args.pin
+            else "not pinned"
+        )
     )
     for name in ("baseline", *(args.only or ATTACKS)):
         _phase(name, args, daemon, s_ours, body, certs)

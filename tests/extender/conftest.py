@@ -7,12 +7,13 @@ from typing import Any
 
 import pytest
 
-from tests.extender.builders import FakeClock, Wire
+from tests.extender.builders import FakeClock, Wire, make_pod
 from tests.kubeapi.fixtures import kube_client, kube_server
 from tests.kubeapi.server import FakeApiServer
 from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.leader import LeaderConfig
+from vgpu.core.ids import PodKey
 from vgpu.core.policy_specs import parse_policy
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.extender.service import ExtenderConfig
@@ -32,6 +33,7 @@ class Harness:
         self.clock = FakeClock()
         self.daemons: list[ExtenderDaemon] = []
         self.clients: list[Any] = []
+        self._barriers = 0
 
     def start(
         self,
@@ -44,6 +46,8 @@ class Harness:
         pod_policies: tuple[str, ...] = (),
         tls: TlsFiles | None = None,
         probe_port: int | None = None,
+        watch_wait: float = 1.0,
+        watch_waiters: int = 4,
     ) -> ExtenderDaemon:
         api_client = self.server.api_client()
         self.clients.append(api_client)
@@ -54,6 +58,8 @@ class Harness:
                 gang_timeout=gang_timeout,
                 bind_wait=bind_wait,
                 pod_policies=tuple(parse_policy(p) for p in pod_policies),
+                watch_wait=watch_wait,
+                watch_waiters=watch_waiters,
             ),
             host="127.0.0.1",
             port=0,
@@ -81,6 +87,30 @@ class Harness:
         pod = self.store.get("Pod", namespace, name)
         assert pod is not None, name
         return pod
+
+    def shown(self, pod: dict[str, Any], daemon: ExtenderDaemon | None = None) -> dict[str, Any]:
+        """Create (or overwrite) `pod` and return it once the daemon's watch shows this version:
+        a request only names its pod, so the pods the tests ask about are real. An overwrite is
+        known to be applied when a later write (a barrier pod, then its deletion) is."""
+        shown_by = daemon if daemon is not None else self.daemons[-1]
+        meta = pod.get("metadata", {})
+        key = PodKey(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
+        existed = self.store.get("Pod", key.split("/")[0], key.split("/")[1]) is not None
+        stored = self.put(pod)
+        if existed:
+            self._barrier(shown_by)
+        wait_until(lambda: key in shown_by.cache.pods or key in shown_by.cache.invalid)
+        return stored
+
+    def _barrier(self, daemon: ExtenderDaemon) -> None:
+        """Wait until the daemon's watch has applied every pod write made before this call."""
+        self._barriers += 1
+        name = f"zz-barrier-{self._barriers}"
+        barrier = self.put(make_pod(name))
+        key = PodKey(f"default/{name}")
+        wait_until(lambda: key in daemon.cache.pods or key in daemon.cache.invalid)
+        self.store.remove("Pod", "default", barrier["metadata"]["name"])
+        wait_until(lambda: key not in daemon.cache.pods and key not in daemon.cache.invalid)
 
     def seen(self, daemon: ExtenderDaemon, check: Callable[[], Any]) -> Any:
         return wait_until(check)

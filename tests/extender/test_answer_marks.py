@@ -22,7 +22,9 @@ def _two_gpu_world() -> tuple[World, Obj, list[str]]:
         world.cache.apply_node("ADDED", obj)
     full = world.new_pod(SHAPES.index(((100,), None, "3")))
     world.bind(full, "n0", world.placed(full, "n0"), "true")
-    return world, pod_obj("probe", (25,), None, "1", {}), ["n0", "n1"]
+    probe = pod_obj("probe", (25,), None, "1", {})
+    world.cache.apply_pod("ADDED", probe)  # the watch shows the pod a request names
+    return world, probe, ["n0", "n1"]
 
 
 def _fill_gpu0(world: World, pending: Obj) -> None:

@@ -109,11 +109,12 @@ def test_stale_assumptions_expire(harness: Harness) -> None:
     wire = harness.wire(daemon)
     harness.server.inject("POST", r"/pods/p/binding", status=503, times=1)
     assert "503" in wire.bind(harness.pod("p"), "n1")
-    assert wire.filter(make_pod("q", cores=60), ["n1"])["NodeNames"] == []
+    q = harness.shown(make_pod("q", cores=60))
+    assert wire.filter(q, ["n1"])["NodeNames"] == []
     harness.clock.advance(31)
     daemon.extender.sweep()
     assert _holding_phase(daemon, "p") is None
-    assert wire.filter(make_pod("q", cores=60), ["n1"])["NodeNames"] == ["n1"]
+    assert wire.filter(q, ["n1"])["NodeNames"] == ["n1"]
 
 
 def test_unknown_pod_and_stale_uid(harness: Harness) -> None:
@@ -201,9 +202,10 @@ def test_deleted_pod_frees_its_share_at_once(harness: Harness) -> None:
     wire = harness.wire(daemon)
     assert wire.bind(harness.pod("p"), "n1") == ""
     wait_until(lambda: _holding_phase(daemon, "p") is Phase.BOUND)
-    assert wire.filter(make_pod("q", cores=20), ["n1"])["NodeNames"] == []
+    q = harness.shown(make_pod("q", cores=20))
+    assert wire.filter(q, ["n1"])["NodeNames"] == []
     harness.store.remove("Pod", "default", "p")
-    wait_until(lambda: wire.filter(make_pod("q", cores=20), ["n1"])["NodeNames"] == ["n1"])
+    wait_until(lambda: wire.filter(q, ["n1"])["NodeNames"] == ["n1"])
 
 
 def test_restart_counts_bound_pods_from_their_assignments(harness: Harness) -> None:
@@ -219,7 +221,9 @@ def test_restart_counts_bound_pods_from_their_assignments(harness: Harness) -> N
     harness.put(forged)
     second = harness.start()
     assert second.cache.node_states["n1"].free_cores == [30]
-    assert harness.wire(second).filter(make_pod("q", cores=40), ["n1"])["NodeNames"] == []
+    q = harness.shown(make_pod("q", cores=40), second)
+    out = harness.wire(second).filter(q, ["n1"])
+    assert out["Error"] == "" and out["NodeNames"] == []
 
 
 def test_a_bind_in_flight_counts_as_pending_for_invariant_i(harness: Harness) -> None:

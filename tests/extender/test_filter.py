@@ -18,7 +18,7 @@ def test_failed_nodes_carry_reasons_and_resolvability(harness: Harness) -> None:
     wire = harness.wire(harness.start())
     names = ["a100", "h100", "cpu-only", "broken", "small", "unknown"]
     pod = make_pod("p", cores=50, memory=100, annotations={"vgpu.io/gpu-type": "A100|A10"})
-    out = wire.filter(pod, names)
+    out = wire.filter(harness.shown(pod), names)
     assert out["NodeNames"] == ["a100"]
     unresolvable = out["FailedAndUnresolvableNodes"]
     assert "no GPU of type A100|A10" in unresolvable["h100"]
@@ -36,7 +36,7 @@ def test_busy_gpus_fail_resolvably_and_never_one_node_forced(harness: Harness) -
         harness.put(make_pod(f"big{i}", cores=80))
         assert wire.bind(harness.pod(f"big{i}"), node) == ""
     wait_until(lambda: len(daemon.cache.ledger.holdings()) == 2)
-    out = wire.filter(make_pod("p", cores=30), ["n1", "n2", "n3"])
+    out = wire.filter(harness.shown(make_pod("p", cores=30)), ["n1", "n2", "n3"])
     assert out["NodeNames"] == ["n3"]  # the only node that fits, not a forced choice
     assert "no GPU with 30 cores" in out["FailedNodes"]["n1"]
     assert out["FailedAndUnresolvableNodes"] == {}
@@ -46,14 +46,16 @@ def test_uuid_selection_and_exclusion(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=2))
     harness.put(make_node("n2", gpus=2))
     wire = harness.wire(harness.start())
-    only = make_pod("p", cores=10, annotations={"vgpu.io/gpu-uuid": "GPU-n2-1"})
+    only = harness.shown(make_pod("p", cores=10, annotations={"vgpu.io/gpu-uuid": "GPU-n2-1"}))
     assert wire.filter(only, ["n1", "n2"])["NodeNames"] == ["n2"]
     harness.put(
         make_pod("q", cores=10, annotations={"vgpu.io/gpu-uuid-exclude": "GPU-n1-0,GPU-n1-1"})
     )
     assert wire.filter(harness.pod("q"), ["n1", "n2"])["NodeNames"] == ["n2"]
     assert wire.bind(harness.pod("q"), "n2") == ""
-    excluded = make_pod("r", cores=10, annotations={"vgpu.io/gpu-type-exclude": "A100"})
+    excluded = harness.shown(
+        make_pod("r", cores=10, annotations={"vgpu.io/gpu-type-exclude": "A100"})
+    )
     assert wire.filter(excluded, ["n1", "n2"])["NodeNames"] == []
 
 
@@ -61,13 +63,14 @@ def test_invalid_resource_values_are_an_in_band_error(harness: Harness) -> None:
     harness.put(make_node("n1"))
     daemon = harness.start()
     wire = harness.wire(daemon)
-    for cores, memory, field in (
+    cases: list[tuple[int | str, int | None, str]] = [
         (150, None, "vgpu.io/cores"),
         ("abc", None, "vgpu.io/cores"),
         (0, 4, "vgpu.io/memory"),
         (200, 4, "vgpu.io/memory"),
-    ):
-        out = wire.filter(make_pod("bad", cores=cores, memory=memory), ["n1"])
+    ]
+    for i, (cores, memory, field) in enumerate(cases):
+        out = wire.filter(harness.shown(make_pod(f"bad{i}", cores=cores, memory=memory)), ["n1"])
         assert field in out["Error"], out
         assert out["NodeNames"] is not None
     assert daemon.cache.ledger.holdings() == []
@@ -77,7 +80,7 @@ def test_pods_without_gpu_pass_every_node(harness: Harness) -> None:
     harness.put(make_node("n1", inventory=False))
     harness.put(make_node("n2"))
     wire = harness.wire(harness.start())
-    pod = make_pod("web")
+    pod = harness.shown(make_pod("web"))
     assert wire.filter(pod, ["n1", "n2"])["NodeNames"] == ["n1", "n2"]
     assert wire.prioritize(pod, ["n1", "n2"]) == {"n1": 0, "n2": 0}
 
@@ -90,13 +93,13 @@ def test_prioritize_prefers_packing_under_binpack_policy(harness: Harness) -> No
     harness.put(make_pod("first", cores=50))
     assert wire.bind(harness.pod("first"), "n1") == ""
     wait_until(lambda: daemon.cache.ledger.holding("default/first"))  # type: ignore[arg-type]
-    packed = make_pod("p", cores=30, annotations={"vgpu.io/policy": "binpack"})
+    packed = harness.shown(make_pod("p", cores=30, annotations={"vgpu.io/policy": "binpack"}))
     scores = wire.prioritize(packed, ["n1", "n2"])
     assert scores["n1"] == 10 and scores["n2"] < 10
-    spread = make_pod("q", cores=30, annotations={"vgpu.io/policy": "spread"})
+    spread = harness.shown(make_pod("q", cores=30, annotations={"vgpu.io/policy": "spread"}))
     scores = wire.prioritize(spread, ["n1", "n2"])
     assert scores["n2"] == 10 and scores["n1"] < 10
-    unknown = make_pod("r", cores=30, annotations={"vgpu.io/policy": "nope"})
+    unknown = harness.shown(make_pod("r", cores=30, annotations={"vgpu.io/policy": "nope"}))
     assert "not allowed for pods" in wire.filter(unknown, ["n1"])["Error"]
 
 
@@ -155,8 +158,9 @@ def test_pods_choose_only_allowed_policies_and_memory_stays_bounded(harness: Har
     book = daemon.extender.policies
     for i in range(300):  # a flood of distinct specs, each a policy object before
         spec = f"default:cpu_weight={i}"
-        out = wire.filter(make_pod(f"p{i}", cores=30, annotations={"vgpu.io/policy": spec}), ["n1"])
+        pod = harness.shown(make_pod(f"p{i}", cores=30, annotations={"vgpu.io/policy": spec}))
+        out = wire.filter(pod, ["n1"])
         assert "is not allowed for pods" in out["Error"] and "binpack" in out["Error"], out
     assert book.names == ["default", "binpack"]
-    allowed = make_pod("ok", cores=30, annotations={"vgpu.io/policy": "binpack"})
+    allowed = harness.shown(make_pod("ok", cores=30, annotations={"vgpu.io/policy": "binpack"}))
     assert wire.filter(allowed, ["n1"])["NodeNames"] == ["n1"]

@@ -1,5 +1,5 @@
-"""What a request says about a pod is a hypothesis: filter, prioritize and preempt for pods the
-watch has not shown leave the ledger as it was; bind acts only on pods the API server confirms."""
+"""A request only names its pod: filter, prioritize and preempt for pods the watch has not shown
+are refused and leave the ledger as it was; bind acts only on pods the API server confirms."""
 
 from __future__ import annotations
 
@@ -40,11 +40,11 @@ def _ledger(daemon: ExtenderDaemon) -> Any:
 
 def test_a_ghost_pod_in_a_filter_request_leaves_the_ledger_unchanged(harness: Harness) -> None:
     harness.put(make_node("n1", cpu="32"))
-    daemon = harness.start()
+    daemon = harness.start(watch_wait=0.2)
     wire = harness.wire(daemon)
     before = _ledger(daemon)
     out = wire.filter(_ghost("ghost", node="n1"), ["n1"])
-    assert out["Error"] == ""
+    assert "default/ghost" in out["Error"] and out["NodeNames"] == []
     wire.prioritize(_ghost("ghost", node="n1"), ["n1"])
     assert _ledger(daemon) == before
     real = make_pod("real", cpu="1")
@@ -102,7 +102,7 @@ def test_no_sequence_of_requests_for_unwatched_pods_changes_the_ledger_or_teache
         harness.put(make_node("n1", cpu="32"))
         harness.put(make_node("n2", cpu="32"))
         harness.put(make_pod("real", cpu="1", cores=30))
-        daemon = harness.start()
+        daemon = harness.start(watch_wait=0.05)
         assert harness.wire(daemon).bind(harness.pod("real"), "n1") == ""
         wait_until(lambda: daemon.cache.pods[PodKey("default/real")].node == "n1")
     daemon = harness.daemons[0]

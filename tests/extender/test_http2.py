@@ -96,7 +96,7 @@ def test_a_large_request_and_reply_pass_the_flow_control(harness: Harness, certs
     """5,000 node names up (~100 KB), a failure for each down, through a 4 KiB client window."""
     harness.put(make_node("n1"))
     daemon = harness.start(tls=files(certs))
-    doc = _filter(make_pod("p", cores=10), [f"node-{i:05d}" for i in range(5000)])
+    doc = _filter(harness.shown(make_pod("p", cores=10)), [f"node-{i:05d}" for i in range(5000)])
     body = json.dumps(doc).encode()
     client = H2Client(tls_socket(daemon.port, certs, certs, ["h2"]), window=4096)
     (reply,) = client.wait(client.request("POST", "/scheduler/filter", body))

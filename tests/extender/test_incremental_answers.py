@@ -120,6 +120,10 @@ class World:
         self.serial = 0
         self.last: list[str] = []
         self.probe = 0
+        self.probes = [pod_obj(f"probe-{i}", *shape) for i, shape in enumerate(PROBES)]
+        """The pods the requests name, shown by the watch (a request only names its pod)."""
+        for obj in self.probes:
+            self.cache.apply_pod("ADDED", obj)
 
     # -- watch events and binder steps -----------------------------------------------------
     def put_node(self, name: str, broken: bool = False) -> None:
@@ -190,7 +194,7 @@ class World:
         """A fresh extender over a cache rebuilt from the same objects and assumptions, sharing
         the policies (their learned state is part of the question, not of the cache)."""
         cache = ClusterCache(key=KEY, memory_unit_mib=UNIT)
-        cache.replace_all(list(self.nodes.values()), list(self.pods.values()))
+        cache.replace_all(list(self.nodes.values()), [*self.pods.values(), *self.probes])
         for a in self.assumed.values():
             assert ledger_of(cache).assume(a), a
         fresh = Extender(cache)
@@ -232,8 +236,7 @@ def reference_scores(ext: Extender, pod: Obj, names: list[str]) -> list[int]:
 
 
 def check_requests(world: World, probe: int, names: list[str]) -> None:
-    cores, blocks, cpu, notes = PROBES[probe]
-    pod = pod_obj(f"probe-{probe}", cores, blocks, cpu, notes)
+    pod = world.probes[probe]
     note(f"ask about probe {probe} {PROBES[probe]}: {names}")
     got = world.ext.filter(ExtenderArgs(pod, names))
     assert got.error == ""

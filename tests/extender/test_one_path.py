@@ -26,7 +26,10 @@ def test_bind_takes_the_gpus_the_simulator_takes(name: str) -> None:
     simulator = Scheduler(ext.scheduler.state, policy, rng=LastDraw())
     placed = 0
     for i, cores in enumerate(ASKS):
-        spec, _, _ = ext.parse(make_pod(f"p{i}", cores=cores, cpu=str(i % 4)))
+        pod = make_pod(f"p{i}", cores=cores, cpu=str(i % 4))
+        pod["metadata"]["uid"] = f"uid-{i}"
+        cache.apply_pod("ADDED", pod)  # the watch shows the pod a request names
+        spec, _, _ = ext.parse(pod)
         selection = simulator.select(spec.request)
         if selection is None:
             continue

@@ -65,5 +65,8 @@ def test_a_pick_is_chosen_anew_at_the_next_filter_and_expires(harness: Harness) 
 def test_a_request_about_a_pod_the_watch_has_not_shown_holds_nothing(harness: Harness) -> None:
     daemon = _start(harness)
     wire = harness.wire(daemon)
-    assert len(wire.filter(make_pod("forged", cores=100), NODES)["NodeNames"]) == 1
+    forged = make_pod("forged", cores=100)
+    forged["metadata"]["uid"] = "uid-forged"
+    out = wire.filter(forged, NODES)
+    assert "default/forged" in out["Error"] and out["NodeNames"] == []
     assert daemon.cache.ledger.holdings() == []

@@ -15,6 +15,7 @@ from tests.extender.conftest import Harness
 from tests.waiting import wait_until
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey
+from vgpu.core.model import Phase
 
 POISON = ("1e10000000", "1e5000", "9" * 5000, "0x10")
 
@@ -58,7 +59,7 @@ def test_poisoned_pods_in_the_watch_are_reported_and_skipped(harness: Harness) -
     # The watch is still live: a deletion after the poison releases the pod's holding.
     harness.store.remove("Pod", "default", "real")
     wait_until(lambda: daemon.cache.ledger.holdings() == [])
-    assert wire.filter(make_pod("next", cpu="7"), ["n1"])["NodeNames"] == ["n1"]
+    assert wire.filter(harness.shown(make_pod("next", cpu="7")), ["n1"])["NodeNames"] == ["n1"]
 
 
 @pytest.mark.timeout(30)
@@ -67,8 +68,8 @@ def test_poisoned_requests_are_answered_in_band(harness: Harness, value: str) ->
     harness.put(make_node("n1"))
     daemon = harness.start()
     wire = harness.wire(daemon)
+    pod = harness.shown(make_pod("bad", cores=10, cpu=value))  # its watched version is unreadable
     for verb in ("filter", "prioritize"):
-        pod = make_pod("bad", cores=10, cpu=value)
         status, body = wire.raw("POST", f"/scheduler/{verb}", _args(pod))
         assert status == 200, body
         if verb == "filter":
@@ -206,18 +207,22 @@ def test_no_pod_content_in_a_request_raises_out_of_a_verb(
     changes: list[tuple[tuple[Any, ...], Any]], bound: bool
 ) -> None:
     from vgpu.extender.cache import ClusterCache
+    from vgpu.extender.podspec import key_of
     from vgpu.extender.preemption import PreemptionArgs, Preemptor, Victims
-    from vgpu.extender.service import Extender
+    from vgpu.extender.service import Extender, ExtenderConfig
     from vgpu.extender.wire import ExtenderArgs
 
     cache = ClusterCache(key=b"k", memory_unit_mib=256)
     cache.apply_node("ADDED", make_node("n1"))
-    ext = Extender(cache)
+    ext = Extender(cache, config=ExtenderConfig(watch_wait=0))  # no wait: shown or not
     pod = _mutated(changes, bound)
+    cache.apply_pod("ADDED", pod)  # a request names its pod: the watch has shown it
+    held = cache.ledger.holdings()
     args = ExtenderArgs(pod, ["n1"])
     result = ext.filter(args)
     assert result.error or result.passed or result.failed or result.unresolvable
     ext.prioritize(args)
     with contextlib.suppress(InvalidRequest):  # answered 400 by the HTTP layer
         Preemptor(ext).preempt(PreemptionArgs(pod, {"n1": Victims((), 0)}))
-    assert cache.ledger.holdings() == []
+    new = [h for h in cache.ledger.holdings() if h not in held]
+    assert [(h.assignment.pod, h.phase) for h in new] in ([], [(key_of(pod), Phase.ASSUMED)])

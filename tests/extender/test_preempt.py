@@ -44,7 +44,7 @@ def _preempt(wire: Wire, pod: Obj, victims: dict[str, list[str]]) -> dict[str, l
 
 def test_only_nodes_where_the_victims_free_a_whole_gpu_share_are_kept(harness: Harness) -> None:
     wire, uid = _cluster(harness)
-    pod = make_pod("p", cores=80)
+    pod = harness.shown(make_pod("p", cores=80))
     asked = {"n1": [uid["a"]], "n2": []}
     assert _preempt(wire, pod, asked) == asked  # a's GPU is free once a is gone; n2 fits as is
     # 40 and 50 cores free: no single GPU can hold 80 without evicting a or b
@@ -57,7 +57,8 @@ def test_only_nodes_where_the_victims_free_a_whole_gpu_share_are_kept(harness: H
 def test_the_full_pod_form_is_understood(harness: Harness) -> None:
     wire, _ = _cluster(harness)
     victims = {"n1": {"Pods": [harness.pod("b")], "NumPDBViolations": 0}}
-    reply = wire.post("preempt", {"Pod": make_pod("p", cores=80), "NodeNameToVictims": victims})
+    pod = harness.shown(make_pod("p", cores=80))
+    reply = wire.post("preempt", {"Pod": pod, "NodeNameToVictims": victims})
     assert reply == {
         "NodeNameToMetaVictims": {
             "n1": {"Pods": [{"UID": harness.pod("b")["metadata"]["uid"]}], "NumPDBViolations": 0}
@@ -68,21 +69,22 @@ def test_the_full_pod_form_is_understood(harness: Harness) -> None:
 def test_pods_without_vgpu_and_gang_members_get_the_candidates_back(harness: Harness) -> None:
     wire, uid = _cluster(harness)
     asked = {"n1": [uid["c"]]}
-    assert _preempt(wire, make_pod("cpu", cores=0), asked) == asked
-    member = make_pod(
-        "w0", cores=100, annotations={"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    assert _preempt(wire, harness.shown(make_pod("cpu", cores=0)), asked) == asked
+    member = harness.shown(
+        make_pod("w0", cores=100, annotations={"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"})
     )
     assert _preempt(wire, member, asked) == asked
 
 
 def test_bad_preemption_requests_get_400(harness: Harness) -> None:
     wire, uid = _cluster(harness)
-    pod = make_pod("p", cores=80)
+    pod = harness.shown(make_pod("p", cores=80))
+    bad = harness.shown(make_pod("bad", cores="lots"))  # its watched version is unreadable
     bodies = [
         {"Pod": pod},
         {"Pod": pod, "NodeNameToMetaVictims": {"n1": {"Pods": [{"UID": ""}]}}},
         {"Pod": pod, "NodeNameToMetaVictims": {"n1": {"Pods": "a"}}},
-        {"Pod": make_pod("bad", cores="lots"), "NodeNameToMetaVictims": _meta({"n1": []})},
+        {"Pod": bad, "NodeNameToMetaVictims": _meta({"n1": []})},
     ]
     for body in bodies:
         status, text = wire.raw("POST", "/scheduler/preempt", json.dumps(body).encode())

@@ -1,7 +1,8 @@
 """Issue 25, finding 7: with the scheduler's certificate, a filter request only names its pod.
 The pick and the parse come from the watch's view of the pod, never from the request's body; a
-request body never feeds the watch's parse memo; a pod the watch does not show, or another
-scheduler's pod, holds nothing. Over real HTTP against the fake API server."""
+request body is never parsed; a pod the watch does not show is refused with an error, and
+another scheduler's pod holds nothing. Over real HTTP against the fake API server (the wait for
+the watch itself: test_watch_only.py)."""
 
 from __future__ import annotations
 
@@ -75,11 +76,11 @@ def test_forged_future_versions_never_make_the_watch_forget_a_running_pod(
     assert wire.filter(harness.pod("next"), ["n1"])["NodeNames"] == []
 
 
-def test_a_filter_for_a_pod_the_watch_does_not_show_holds_nothing_and_says_so(
+def test_a_filter_for_a_pod_the_watch_does_not_show_is_refused_and_holds_nothing(
     harness: Harness,
 ) -> None:
     harness.put(make_node("n1", gpus=1))
-    daemon = harness.start()
+    daemon = harness.start(watch_wait=0.2)
     wire = harness.wire(daemon)
     harness.put(make_pod("real", cores=10))
     wait_until(lambda: daemon.cache.pod(PodKey("default/real")) is not None)
@@ -88,7 +89,8 @@ def test_a_filter_for_a_pod_the_watch_does_not_show_holds_nothing_and_says_so(
     other_uid = harness.pod("real")
     other_uid["metadata"]["uid"] = "not-the-watched-one"
     for pod in (ghost, other_uid):
-        assert wire.filter(pod, ["n1"])["NodeNames"] == ["n1"]  # a hypothesis, answered
+        out = wire.filter(pod, ["n1"])
+        assert out["NodeNames"] == [] and pod["metadata"]["uid"] in out["Error"]
     assert _holdings(daemon) == []
     assert _metric(daemon, "vgpu_extender_unwatched_filters_total") == 2
 
@@ -124,16 +126,16 @@ def learned(daemon: ExtenderDaemon) -> tuple[int, int]:
 
 
 def test_only_watched_pods_of_our_scheduler_teach_the_policy(harness: Harness) -> None:
-    """A filter or prioritize answered from a request's body (a pod the watch does not show,
-    or shows with another UID) or for another scheduler's pod is a hypothesis: the policy's
-    learner does not count it, so forged shapes cannot move the scores of real pods."""
+    """A filter or prioritize for a pod the watch does not show (or shows with another UID) is
+    refused, and one for another scheduler's pod is a hypothesis: the policy's learner counts
+    neither, so forged shapes cannot move the scores of real pods."""
     harness.put(make_node("n1", gpus=4))
     harness.put(make_node("n2", gpus=4))
     decoy = make_pod("decoy", cores=100)
     decoy["spec"]["schedulerName"] = "another-scheduler"
     harness.put(decoy)
     harness.put(make_pod("real", cores=10))
-    daemon = harness.start()
+    daemon = harness.start(watch_wait=0.05)
     wire = harness.wire(daemon)
     wait_until(lambda: daemon.cache.pod(PodKey("default/real")) is not None)
     wait_until(lambda: daemon.cache.pod(PodKey("default/decoy")) is not None)

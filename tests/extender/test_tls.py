@@ -63,9 +63,9 @@ def test_kube_schedulers_certificate_is_served(harness: Harness, certs: tuple[Pa
     harness.put(make_node("n1"))
     daemon = harness.start(tls=_files(cluster))
     conn = _client(daemon.port, cluster, cluster)
-    status, body = _post(conn, "filter", _filter(make_pod("p", cores=10)))
+    status, body = _post(conn, "filter", _filter(harness.shown(make_pod("p", cores=10))))
     assert status == 200 and json.loads(body)["NodeNames"] == ["n1"]
-    status, _ = _post(conn, "filter", _filter(make_pod("q", cores=10)))  # keep-alive over TLS
+    status, _ = _post(conn, "filter", _filter(harness.shown(make_pod("q", cores=10))))  # kept alive
     assert status == 200
 
 
@@ -152,10 +152,11 @@ def test_over_https_ghosts_poison_and_slow_clients_change_nothing(
         ghost["metadata"].update(uid="g", resourceVersion="1")
         ghost["spec"]["nodeName"] = "n1"
         assert _post(conn, "filter", _filter(ghost))[0] == 200
-        status, body = _post(conn, "filter", _filter(make_pod("poison", cpu="1e10000000")))
+        poison = harness.shown(make_pod("poison", cpu="1e10000000"))
+        status, body = _post(conn, "filter", _filter(poison))
         assert status == 200 and b"requests.cpu" in body
         assert daemon.cache.ledger.holdings() == []
-        status, body = _post(conn, "filter", _filter(make_pod("real", cpu="32")))
+        status, body = _post(conn, "filter", _filter(harness.shown(make_pod("real", cpu="32"))))
         assert json.loads(body)["NodeNames"] == ["n1"]
     finally:
         for sock in stalled:
@@ -184,7 +185,7 @@ def test_clients_without_a_certificate_send_no_body_and_cannot_crowd_the_schedul
         anonymous[2].sendall(b"GET /healthz HTTP/1.1\r\n\r\n")
         assert anonymous[2].recv(4096).startswith(b"HTTP/1.1 200")
         conn = _client(daemon.port, cluster, cluster)
-        status, body = _post(conn, "filter", _filter(make_pod("p", cores=10)))
+        status, body = _post(conn, "filter", _filter(harness.shown(make_pod("p", cores=10))))
         assert status == 200 and json.loads(body)["NodeNames"] == ["n1"]
     finally:
         for sock in anonymous:

@@ -49,7 +49,7 @@ def test_an_unreadable_inventory_in_the_watch_makes_its_node_unschedulable_with_
     # The GPU is marked unhealthy in the same write: it must not stay in use.
     harness.put(_poisoned("n1", value, healthy=False))
     wait_until(lambda: "n1" in daemon.cache.problems)
-    reply = wire.filter(make_pod("p", cores=100), ["n1", "n2"])
+    reply = wire.filter(harness.shown(make_pod("p", cores=100)), ["n1", "n2"])
     assert reply["NodeNames"] == ["n2"]
     failed = {**(reply.get("FailedNodes") or {}), **(reply.get("FailedAndUnresolvableNodes") or {})}
     assert "gpu-inventory" in failed["n1"]

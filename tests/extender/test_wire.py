@@ -98,10 +98,9 @@ def test_health_ready_and_metrics(harness: Harness) -> None:
     wire = harness.wire(daemon)  # type: ignore[arg-type]
     assert wire.raw("GET", "/healthz")[0] == 200
     assert wire.raw("GET", "/readyz")[0] == 200
-    bad = make_pod("huge", cores=200)
-    harness.put(bad)
+    harness.shown(make_pod("huge", cores=200))
     wire.filter(harness.pod("huge"), names)  # 2 GPUs free per node, fits
-    wire.filter(make_pod("toobig", cores=800), names)
+    wire.filter(harness.shown(make_pod("toobig", cores=800)), names)
     status, text = wire.raw("GET", "/metrics")
     assert status == 200
     metrics = text.decode()

@@ -190,14 +190,14 @@ _NODE = {
 def pod(data: bytes) -> None:
     """A pod with fuzzed values at the fields the extender reads, through the pod watch and the
     filter and prioritize verbs: no exception, and nothing held once the pod is deleted."""
-    from vgpu.extender.service import Extender
+    from vgpu.extender.service import Extender, ExtenderConfig
     from vgpu.extender.wire import ExtenderArgs
 
     cache = ClusterCache(key=b"fuzz", memory_unit_mib=256)
     cache.apply_node("ADDED", _NODE)
     obj = _pod_from(_Bytes(data))
     cache.apply_pod("ADDED", obj)
-    ext = Extender(cache)
+    ext = Extender(cache, config=ExtenderConfig(watch_wait=0))  # the watch has shown what it will
     ext.filter(ExtenderArgs(obj, ["n1"]))
     ext.prioritize(ExtenderArgs(obj, ["n1"]))
     cache.apply_pod("DELETED", obj)

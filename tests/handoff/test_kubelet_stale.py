@@ -43,13 +43,14 @@ def test_stale_devices_are_not_offered_until_the_agent_clears_them(harness: Harn
     (holding,) = wait_until(lambda: daemon.cache.ledger.holdings())
     assert [s.uuid for c in holding.assignment.containers for s in c.shares] == ["GPU-n1-1"]
     # With that GPU taken, an 80-core pod does not fit until the stale devices go.
-    out = wire.filter(make_pod("second", cores=80), ["n1"])
+    second = harness.shown(make_pod("second", cores=80))
+    out = wire.filter(second, ["n1"])
     assert out["NodeNames"] == [], out
     reason = out["FailedNodes"]["n1"]  # says why 70 cores look free with no pod on the rest
     assert "GPU 0: the kubelet still holds 30 cores and 2560 MiB for deleted pods" in reason, out
     harness.put(_node("n1", 0, 0))
     wait_until(lambda: getattr(daemon.cache.node_state("n1"), "free_cores", None) == [100, 0])
-    out = wire.filter(make_pod("second", cores=80), ["n1"])
+    out = wire.filter(second, ["n1"])
     assert out["NodeNames"] == ["n1"], out
 
 

@@ -6,8 +6,8 @@ also HTTP/2 (ALPN "h2", `vgpu.extender.http2`), which kube-scheduler's Go client
 multiplexes every call on one connection instead of opening new ones (new TLS handshakes) while
 binds are in flight. The verbs are
 matched on the last path segment, so any `urlPrefix` works (`/scheduler/filter`, `/filter`).
-Malformed requests get 4xx with a message; verb failures go back in-band (`Error`) with 200, as
-kube-scheduler expects; an unexpected exception is logged and answered 500, never crashing the
+Malformed requests get 4xx with a message; which thread answers a request, and how verb
+failures are answered, is `vgpu.extender.httpanswer`'s; nothing a client sends crashes the
 server.
 
 Connections are served by one asyncio loop, so a client that sends slowly, or connects and waits,
@@ -16,7 +16,8 @@ costs a coroutine and a buffer, not a thread: a request must arrive whole within
 IdleConnTimeout, so kube-scheduler's client closes first and never races a server close on a
 POST it would not retry), and at most `max_connections` are open. Complete requests run on a
 pool of `workers` threads (the verbs take the cache lock; bind waits on the API server), except
-filter and prioritize, answered on the loop's thread (`INLINE_VERBS`).
+filter and prioritize, answered on the loop's thread unless they would wait
+(`vgpu.extender.httpanswer`).
 
 With TLS, verbs are answered only for a client that presented a certificate from the configured
 CA (`vgpu.extender.tls`); /healthz, /readyz and /metrics need none (kubelet probes send none).
@@ -35,6 +36,7 @@ from http import HTTPStatus
 from typing import Any
 
 from vgpu.extender.http2 import Http2Connection
+from vgpu.extender.httpanswer import PROBES_ONLY, Answerer
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.httpwire import (
     MAX_LINE,
@@ -46,22 +48,12 @@ from vgpu.extender.httpwire import (
     read_body,
     read_head,
 )
-from vgpu.extender.routes import JSON, Routes, message
-from vgpu.extender.wire import BadRequest
+from vgpu.extender.routes import Routes, message
 
 log = logging.getLogger(__name__)
 
 
 DEFAULT_LIMITS = HttpLimits()
-
-PROBES_ONLY = b"this port serves GET /healthz and /readyz only; call the verbs on the main port\n"
-
-INLINE_VERBS = frozenset({"filter", "prioritize"})
-"""Verbs answered on the loop's own thread. They are in kube-scheduler's serial scheduling
-cycle, take well under a millisecond of CPU and never wait on the API server; handing them to a
-worker and back cost more than the verb on a busy machine (about 2.5 ms per request measured
-with the real kube-scheduler, bench/real_scheduler_bench.py), and a worker pool busy with binds
-waiting on a slow API server would hold them up. Bind and preempt stay on the workers."""
 
 
 class HttpServer:
@@ -95,6 +87,7 @@ class HttpServer:
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="vgpu-extender-verb")
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(_quiet)
+        self._answers = Answerer(routes, self._loop, self._pool, probes_only=probes_only)
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._open: set[asyncio.StreamWriter] = set()
@@ -200,8 +193,8 @@ class HttpServer:
             writer,
             verified=verified,
             limits=self.limits,
-            answer=self._answer,
-            answer_now=self._answer_now,
+            answer=self._answers.later,
+            answer_now=self._answers.now,
             on_refused=self.on_refused,
         )
         self._http2[writer] = connection
@@ -241,52 +234,9 @@ class HttpServer:
             self.on_refused("timeout")
             await self._send(writer, (408, b"request not received in time\n", TEXT), close=True)
             return False
-        reply = await self._answer(head.method, head.path, body)
+        reply = await self._answers.answer(head.method, head.path, body)
         await self._send(writer, reply, close=head.close or not verified)
         return verified and not head.close
-
-    def _answer_now(self, method: str, target: str, body: bytes) -> Reply | None:
-        """The reply when it is made on the loop's thread (probes, `INLINE_VERBS`), else None."""
-        path = target.split("?", 1)[0].rstrip("/")
-        if self.probes_only:
-            return self._get(path) if method == "GET" else (403, PROBES_ONLY, TEXT)
-        if method == "GET":
-            return None if path.endswith("/metrics") else self._get(path)
-        if method != "POST":
-            return 405, message(f"method {method[:20]!r} not allowed; use POST or GET"), TEXT
-        verb = path.rsplit("/", 1)[-1]
-        return self._post(verb, body) if verb in INLINE_VERBS else None
-
-    async def _answer(self, method: str, target: str, body: bytes) -> Reply:
-        """The reply to one request, over HTTP/1.1 or HTTP/2: on the loop's thread where
-        `_answer_now` makes it, else on a worker."""
-        reply = self._answer_now(method, target, body)
-        if reply is not None:
-            return reply
-        if method == "GET":  # /metrics
-            data = await self._loop.run_in_executor(self._pool, self.routes.metrics.exposition)
-            return 200, data, "text/plain; version=0.0.4"
-        verb = target.split("?", 1)[0].rstrip("/").rsplit("/", 1)[-1]
-        return await self._loop.run_in_executor(self._pool, self._post, verb, body)
-
-    def _get(self, path: str) -> Reply:
-        if path.endswith("/healthz"):
-            return 200, b"ok\n", TEXT
-        if path.endswith("/readyz"):
-            why = self.routes.ready()
-            return (503 if why else 200), message(why or "ok"), TEXT
-        return 404, b"not found\n", TEXT
-
-    def _post(self, verb: str, body: bytes) -> Reply:
-        """One verb (on a worker thread, or on the loop's for `INLINE_VERBS`)."""
-        try:
-            status, payload = self.routes.post(verb, body)
-            return status, payload, JSON if status == 200 else TEXT
-        except BadRequest as err:
-            return 400, message(f"{verb}: {err}"), TEXT
-        except Exception as err:
-            log.exception("%s failed", verb)
-            return 500, message(f"{verb}: internal error: {err}"), TEXT
 
     async def _send(self, writer: asyncio.StreamWriter, reply: Reply, *, close: bool) -> None:
         status, body, content_type = reply

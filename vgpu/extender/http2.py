@@ -15,6 +15,7 @@ in-flight verbs are bounded too). A client without a certificate gets one GET; a
 answered 403 and the connection closed. Streams are answered as they finish, each reply sent as
 the client's flow-control window allows; received data is acknowledged as it is read, so large
 uploads flow. A protocol error ends the connection (h2 queues the GOAWAY), counted "malformed".
+Replies are sent by the connection's sending half, `vgpu.extender.http2replies`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Callable
 
 from h2.config import H2Configuration
 from h2.connection import H2Connection
@@ -47,6 +45,7 @@ from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
 from vgpu.extender.http2caps import Budgets
+from vgpu.extender.http2replies import Http2Replies, Stream
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
 
@@ -56,36 +55,29 @@ MAX_STREAMS = 64
 WINDOW = 1 << 20
 """Receive window, per stream and for the connection: a 100 KB filter body (5,000 node names)
 arrives without waiting on a WINDOW_UPDATE round trip."""
-_READ = 16384
-"""Bytes handed to h2 at a time: a flood is checked against its budget after at most ~960
-frames parsed (a 64 KiB read held the loop, and the filters, for tens of milliseconds)."""
+_READ_MIN = 512
+_READ_MAX = 16384
+"""Bytes handed to h2 at a time: `_READ_MIN` while the reads are dense with frames (and always
+for a connection without a certificate), doubling up to `_READ_MAX` after each read of few
+frames. h2 parses every frame of what it is handed before an event is checked against a
+budget: 16 KiB of PINGs or of HEADERS+RST_STREAM is 960 to 1,900 frames, which held the loop,
+and every filter behind it, for 25 ms unloaded and for hundreds of milliseconds on a busy core
+(bench/extender_h2_attacks.py); 512 bytes is at most ~60 frames. kube-scheduler's frames are
+few and large (HEADERS, then DATA of up to 16 KiB), so its reads grow to the maximum at once. After each read the connection yields the loop:
+the TLS layer buffers all the socket holds, so reads from that buffer would otherwise parse a
+whole flood in one turn of the loop."""
+_LINGER_S = 0.25
+_LINGER_BYTES = 1 << 20
+"""What a connection ended over a budget may still send, dropped unparsed (`_drop_input`)."""
+_FEW = 8
+"""A full read of at most this many events lets the next read be twice as large."""
 Answer = Callable[[str, str, bytes], Awaitable[Reply]]
 """(method, path, body) -> the reply."""
 AnswerNow = Callable[[str, str, bytes], Reply | None]
 """The reply if it is made on the loop's thread (`INLINE_VERBS`), else None."""
 
 
-@dataclass(slots=True)
-class _Stream:
-    method: str
-    path: str
-    deadline: float
-    body: bytearray = field(default_factory=bytearray)
-    complete: bool = False
-    """The request arrived whole and is being answered."""
-    window: asyncio.Event = field(default_factory=asyncio.Event)
-    """Set when the client may have opened its window for this stream."""
-    out: bytes = b""
-    """The reply's body, of which `sent` bytes are out."""
-    sent: int = 0
-    reset: bool = False
-    """Refused: reset once answered, so that a client still sending stops."""
-    task: asyncio.Task[None] | None = None
-    """The work answering it (a verb on a worker, or the reply's rest): cancelled when the
-    client resets the stream, so that a reset stream queues nothing."""
-
-
-class Http2Connection:
+class Http2Connection(Http2Replies):
     """One HTTP/2 connection: `serve()` until the client leaves, idles, or breaks the protocol."""
 
     def __init__(
@@ -116,7 +108,7 @@ class Http2Connection:
                 SettingCodes.INITIAL_WINDOW_SIZE: WINDOW,
             },
         )
-        self._streams: dict[int, _Stream] = {}
+        self._streams: dict[int, Stream] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._done = False
         now = asyncio.get_running_loop().time()
@@ -126,6 +118,11 @@ class Http2Connection:
         few seconds kept it open for good)."""
         self._asked = False
         """Whether it has made its one request."""
+        self._chunk = _READ_MIN
+        """Bytes of the next read (see `_READ_MIN`)."""
+        self._receiving = False
+        self._linger = False
+        """Ended over a budget while reading: drop the client's input before closing."""
 
     async def serve(self) -> None:
         """Read and answer; connection errors reach the caller, which closes the socket."""
@@ -139,6 +136,9 @@ class Http2Connection:
                     break
                 self._receive(data)
                 await self._flush()
+                await asyncio.sleep(0)  # the next read may come from a buffer: let others run
+            if self._linger:
+                await self._drop_input()
         finally:
             for task in self._tasks:
                 task.cancel()
@@ -146,15 +146,32 @@ class Http2Connection:
     def goaway(self, error: ErrorCodes = ErrorCodes.NO_ERROR) -> None:
         """Tell the client no new stream will be served and stop reading (`serve` returns; the
         caller closes the socket)."""
+        self._say_goaway(error)
+        transport = self._writer.transport
+        if not self._writer.is_closing() and isinstance(transport, asyncio.ReadTransport):
+            transport.pause_reading()  # no data may follow the EOF fed
+        self._reader.feed_eof()
+
+    def _say_goaway(self, error: ErrorCodes) -> None:
         self._done = True
         with contextlib.suppress(ProtocolError):  # already closed
             self._h2.close_connection(error)
         if not self._writer.is_closing():
             self._writer.write(self._h2.data_to_send())
-            transport = self._writer.transport
-            if isinstance(transport, asyncio.ReadTransport):  # no data may follow the EOF fed
-                transport.pause_reading()
-        self._reader.feed_eof()
+
+    async def _drop_input(self) -> None:
+        """After a GOAWAY for a flood: read and drop what the client still sends, at most
+        `_LINGER_BYTES` for `_LINGER_S`, unparsed, so that the socket closes with a FIN. Closed
+        with unread data it sends a RST, which can destroy the GOAWAY before the client reads
+        it (and with it the reason, ENHANCE_YOUR_CALM)."""
+        dropped = 0
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_LINGER_S):
+                while dropped < _LINGER_BYTES:
+                    data = await self._reader.read(65536)
+                    if not data:
+                        return
+                    dropped += len(data)
 
     def abort(self) -> None:
         """Close the socket at once (the server is stopping)."""
@@ -166,7 +183,7 @@ class Http2Connection:
         while True:
             try:
                 async with asyncio.timeout(self._wait()):
-                    return await self._reader.read(_READ)
+                    return await self._reader.read(self._chunk)
             except TimeoutError:
                 now = asyncio.get_running_loop().time()
                 if self._deadline is not None and now >= self._deadline:
@@ -195,6 +212,13 @@ class Http2Connection:
                 self._refuse(stream_id, "timeout", (408, b"request not received in time\n", TEXT))
 
     def _receive(self, data: bytes) -> None:
+        self._receiving = True
+        try:
+            self._parse(data)
+        finally:
+            self._receiving = False
+
+    def _parse(self, data: bytes) -> None:
         if self._done:  # read before a reply's task ended the connection
             return
         try:
@@ -204,6 +228,8 @@ class Http2Connection:
             self._on_refused("malformed")
             self._done = True
             return
+        few = self._verified and len(events) <= _FEW and len(data) >= self._chunk
+        self._chunk = min(_READ_MAX, self._chunk * 2) if few else _READ_MIN
         for event in events:
             if self._done:  # GOAWAY sent (a client without a certificate was answered)
                 break
@@ -255,7 +281,11 @@ class Http2Connection:
         log.debug("HTTP/2 connection over its %s budget: closed", reason)
         self._on_refused(reason)
         self._h2.data_to_send()  # the flood's acknowledgements, dropped
-        self.goaway(ErrorCodes.ENHANCE_YOUR_CALM)
+        if self._receiving:  # `serve` ends after this read, dropping what follows
+            self._say_goaway(ErrorCodes.ENHANCE_YOUR_CALM)
+            self._linger = True
+        else:
+            self.goaway(ErrorCodes.ENHANCE_YOUR_CALM)
 
     def _reset(self, stream_id: int) -> None:
         """The client reset a stream: its work is cancelled (nothing stays queued for it); a
@@ -281,7 +311,7 @@ class Http2Connection:
             self._refuse(stream_id, "no-client-certificate", (403, NO_CERTIFICATE, TEXT))
             return
         deadline = asyncio.get_running_loop().time() + self._limits.read_timeout
-        self._streams[stream_id] = _Stream(method, path, deadline)
+        self._streams[stream_id] = Stream(method, path, deadline)
 
     def _data(self, event: DataReceived) -> None:
         stream_id, data = event.stream_id or 0, event.data or b""
@@ -310,7 +340,7 @@ class Http2Connection:
         else:
             self._reply(stream_id, stream, reply)
 
-    async def _answered(self, stream_id: int, stream: _Stream, body: bytes) -> None:
+    async def _answered(self, stream_id: int, stream: Stream, body: bytes) -> None:
         self._reply(stream_id, stream, await self._answer(stream.method, stream.path, body))
         await self._flush()
 
@@ -318,97 +348,9 @@ class Http2Connection:
         """Answer a request that will not be served, then reset its stream (a client still
         sending stops); without a certificate, also close the connection."""
         self._on_refused(reason)
-        stream = self._streams.pop(stream_id, None) or _Stream("", "", 0.0)
+        stream = self._streams.pop(stream_id, None) or Stream("", "", 0.0)
         stream.reset = True
         self._reply(stream_id, stream, reply)
-
-    def _reply(self, stream_id: int, stream: _Stream, reply: Reply) -> None:
-        """Headers and what the client's window allows of the body now, the rest on a task."""
-        status, stream.out, content_type = reply
-        if self._buffered() > self._limits.max_buffered:  # replies the client does not take
-            self._calm("buffered")
-            return
-        headers = [
-            (b":status", b"%d" % status),
-            (b"content-type", content_type.encode()),
-            (b"content-length", b"%d" % len(stream.out)),
-        ]
-        try:
-            self._h2.send_headers(stream_id, headers, end_stream=not stream.out)
-        except ProtocolError:  # the client reset the stream
-            stream.out = b""
-        if self._push(stream_id, stream):
-            self._finish(stream_id, stream)
-        else:
-            stream.task = self._spawn(self._rest(stream_id, stream))
-
-    def _buffered(self) -> int:
-        """Bytes held for this connection's streams: bodies being read, replies not yet out."""
-        return sum(len(s.body) + len(s.out) - s.sent for s in self._streams.values())
-
-    def _push(self, stream_id: int, stream: _Stream) -> bool:
-        """Send what the window allows of the body; whether it is all out (or the stream gone)."""
-        h2, out = self._h2, stream.out
-        try:
-            while stream.sent < len(out):
-                size = min(h2.local_flow_control_window(stream_id), h2.max_outbound_frame_size)
-                if size <= 0:
-                    return False
-                end = min(len(out), stream.sent + size)
-                h2.send_data(stream_id, out[stream.sent : end], end_stream=end == len(out))
-                stream.sent = end
-        except ProtocolError:
-            pass  # the client reset the stream
-        return True
-
-    async def _rest(self, stream_id: int, stream: _Stream) -> None:
-        """The rest of a reply, as the client's window opens: all of it within the read timeout
-        (a client opening its window a byte at a time does not hold the reply longer)."""
-        async with asyncio.timeout(self._limits.read_timeout):
-            while True:
-                stream.window.clear()
-                await self._flush()
-                await stream.window.wait()
-                if self._push(stream_id, stream):
-                    break
-        self._finish(stream_id, stream)
-        await self._flush()
-
-    def _finish(self, stream_id: int, stream: _Stream) -> None:
-        self._streams.pop(stream_id, None)
-        if stream.reset:
-            with contextlib.suppress(ProtocolError):  # the client closed it meanwhile
-                self._h2.reset_stream(stream_id)
-        if not self._verified:
-            self.goaway()
-
-    def _spawn(self, work: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(self._guarded(work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        task.add_done_callback(lambda _: work.close())  # cancelled before it started
-        return task
-
-    async def _guarded(self, work: Coroutine[Any, Any, None]) -> None:
-        """A stream's failure to write (client gone, never reading) ends the connection."""
-        try:
-            await work
-        except (ConnectionError, ssl.SSLError, TimeoutError) as err:
-            log.debug("HTTP/2 reply not sent: %s", err)
-            self._writer.transport.abort()
-
-    async def _flush(self) -> None:
-        data = self._h2.data_to_send()
-        if data and not self._writer.is_closing():
-            held = self._writer.transport.get_write_buffer_size() + len(data)
-            if held > self._limits.max_buffered:  # a client that does not read its socket
-                self._on_refused("buffered")
-                self._done = True
-                self._writer.transport.abort()
-                return
-            self._writer.write(data)
-            async with asyncio.timeout(self._limits.read_timeout):  # a client that never reads
-                await self._writer.drain()
 
 
 def _text(value: bytes | str) -> str:

@@ -6,8 +6,8 @@ process in tests).
 * `vgpu_extender_binds_total{outcome}`: bind results: ok, error, or deferred (a gang member
   waiting by design for its peers or for an equal member's admission; it keeps its place);
 * `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
-* `vgpu_extender_unwatched_filters_total`: filters for a pod the watch does not show (or shows
-  with another UID): answered from the request, holding nothing;
+* `vgpu_extender_unwatched_filters_total`: filters refused because the watch did not show
+  their pod (under the UID the request names) within the wait: an error kube-scheduler retries;
 * `vgpu_extender_refused_requests_total{reason}`: requests refused before any verb ran
   (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
   kube-scheduler, or one misbehaving;
@@ -143,8 +143,8 @@ class ExtenderMetrics:
         )
         self.unwatched_filters = PromCounter(
             "vgpu_extender_unwatched_filters",
-            "Filters for a pod the watch does not show (or shows with another UID): answered "
-            "from the request, holding nothing",
+            "Filters refused because the watch did not show their pod (under the UID the "
+            "request names) within the wait; kube-scheduler retries them after its backoff",
             registry=self.registry,
         )
 

@@ -3,10 +3,9 @@ operator allowed) and its gang's minimum size.
 
 Filter, prioritize, preemption and bind all read a pod this one way (`PodReader`), so a pod
 cannot pass filter under one policy or gang size and be bound under another. A request only
-names its pod: when the watch shows a pod of that namespace, name and UID, the watch's parse is
-the pod (the body is not even parsed); only a pod the watch does not show is read from the
-body, as a hypothesis that holds nothing, parsed in a memo of its own so that no request body
-can ever stand for a version the watch will see (issue 25, finding 7).
+names its pod (namespace, name, UID): the pod is the watch's view of it, never the request's
+body, which is not even parsed; a pod the watch does not show within a bounded wait is an error
+(`vgpu.extender.watchwait`, issue 25, finding 7).
 """
 
 from __future__ import annotations
@@ -19,9 +18,9 @@ from vgpu.core.policy import Policy
 from vgpu.core.policy_specs import PolicySpec, make_policy, parse_policy
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.podmemo import ParsedPods
 from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
 from vgpu.extender.podspec import PodSpec, key_of
+from vgpu.extender.watchwait import WatchWait
 
 GroupSize = Callable[[str, str], int | None]
 """(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
@@ -83,15 +82,6 @@ class Resolved(NamedTuple):
     """The gang's minimum (0: no gang)."""
 
 
-class Read(NamedTuple):
-    """A request's pod and where it was read from."""
-
-    resolved: Resolved
-    watched: bool
-    """True: the watch's view of the pod the request names (same UID); False: the request's
-    body, a hypothesis that may answer but never holds anything."""
-
-
 def no_pod_groups(namespace: str, name: str) -> int | None:
     """A `GroupSize` for setups without the PodGroup CRD."""
     return None
@@ -101,27 +91,24 @@ class PodReader:
     """Reads a request's pod for the verbs: the cache's parse, the policy book, PodGroup sizes."""
 
     def __init__(
-        self, cache: ClusterCache, policies: PolicyBook, group_size: GroupSize = no_pod_groups
+        self,
+        cache: ClusterCache,
+        policies: PolicyBook,
+        group_size: GroupSize = no_pod_groups,
+        watch: WatchWait | None = None,
     ) -> None:
-        self._cache = cache
         self.policies = policies
         self._group_size = group_size
-        self._bodies = ParsedPods(cache.parse_fresh)
-        """Parses of request bodies, never shared with the watch's (`ClusterCache.parse`)."""
+        self.watch = watch if watch is not None else WatchWait(cache)
 
-    def parse(self, pod: dict[str, object]) -> Resolved:
-        """A request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        return self.read(pod).resolved
-
-    def read(self, pod: dict[str, object]) -> Read:
-        """The pod a request names, from the watch when it shows that pod (same UID), else
-        from the request's body (`Read.watched` says which). Raises InvalidRequest."""
+    def read(self, pod: dict[str, object], *, wait: bool = True) -> Resolved:
+        """The pod a request names, as the watch shows it (same key and UID), waiting for the
+        watch if `wait`. Raises InvalidRequest (`NotWatched` when the watch does not show it;
+        `LeaveLoop` on the serving loop's thread when it would wait)."""
         meta = pod.get("metadata")
         uid = meta.get("uid") if isinstance(meta, dict) else None
-        watched = self._cache.pod(key_of(pod)) if isinstance(uid, str) and uid else None
-        if watched is not None and watched.request.uid == uid:
-            return Read(self.resolve(watched), True)
-        return Read(self.resolve(self._bodies.parse(pod)), False)
+        spec = self.watch.find(key_of(pod), uid if isinstance(uid, str) else "", wait=wait)
+        return self.resolve(spec)
 
     def resolve(self, spec: PodSpec) -> Resolved:
         """A parsed pod's spec, policy and gang size (0: no gang). Raises InvalidRequest."""

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder, bind_outcome
 from vgpu.extender.metrics import ExtenderMetrics
+from vgpu.extender.offloop import LeaveLoop
 from vgpu.extender.podspec import key_of
 from vgpu.extender.preemption import Preemptor, encode_preemption, parse_preemption_args
 from vgpu.extender.service import Extender
@@ -55,7 +56,7 @@ class Routes:
 
     def post(self, verb: str, body: bytes) -> tuple[int, bytes]:
         """Serve one verb; (status, JSON body)."""
-        start = time.perf_counter()
+        start: float | None = time.perf_counter()
         try:
             if verb == "filter":
                 args = parse_extender_args(body, self._filter_names)
@@ -73,8 +74,11 @@ class Routes:
                 self.metrics.binds.labels(bind_outcome(error)).inc()
                 return 200, encode_binding_result(error)
             return 404, message(f"unknown verb {verb!r}; use filter, prioritize, bind or preempt")
+        except LeaveLoop:  # answered again on a worker, and timed there
+            start = None
+            raise
         finally:
-            if verb in self._observe:
+            if start is not None and verb in self._observe:
                 self._observe[verb](time.perf_counter() - start)
 
     def _preempt(self, body: bytes) -> tuple[int, bytes]:

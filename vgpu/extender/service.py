@@ -10,15 +10,15 @@ kube-scheduler then skips scoring when one is left, so a pod costs it one call t
 and its own scoring still chooses among nodes equal for the GPUs. Without it, the filter never
 narrows a pod to one node unless the pod already holds a place there.
 
-State comes only from the watches and the extender's own binds. A request only names its pod:
-for a pod the watch shows (same namespace, name and UID) every verb reads the watch's view, never
-the request's body (`PodReader.read`). Only such a pod, of a scheduler the extender serves
-(`ExtenderConfig.schedulers`), feeds the policy's learner, holds a pick or takes part in a gang
-plan (whose reservations are writes). A pod the watch does not show is answered from its body
-as a hypothesis that holds nothing and teaches the learner nothing, and counted (`on_unwatched`):
-a forged request can neither charge capacity nor reserve it (issue 25, finding 7). It is answered
-rather than refused because kube-scheduler's informer may show a new pod before our watch does,
-and refusing would fail that pod's scheduling cycle (docs/operations.md, threat model).
+State comes only from the watches and the extender's own binds. A request only names its pod
+(namespace, name, UID): every verb reads the watch's view of that pod, never the request's body
+(`PodReader.read`). A pod the watch does not show yet is waited for, a bounded time and for a
+bounded number of requests at once, then answered with an error that kube-scheduler retries
+after its backoff, and counted (`on_unwatched`; `vgpu.extender.watchwait` says why an error and
+not a GET of the pod). Only a watched pod of a scheduler the extender serves
+(`ExtenderConfig.schedulers`) feeds the policy's learner, holds a pick or takes part in a gang
+plan (whose reservations are writes): a forged request can neither charge capacity nor reserve
+it (issue 25, finding 7; docs/operations.md, threat model).
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from vgpu.extender.outcomes import (
     FIT,
     NO_GPU,
     UNKNOWN,
-    UNWATCHED,
     Outcome,
     filter_answers,
     outcome_of,
@@ -63,9 +62,12 @@ from vgpu.extender.resolve import (
     no_pod_groups,
 )
 from vgpu.extender.scores import ScoreAnswers
+from vgpu.extender.watchwait import WATCH_WAIT_S, WATCH_WAITERS, NotWatched, WatchWait
 from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
+
+NOT_OURS = "another scheduler's gang member: the vgpu extender holds it no place"
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +92,10 @@ class ExtenderConfig:
     """The pods' spec.schedulerName values the extender serves (--scheduler-name): kube-scheduler
     only schedules pods of its own profiles, so a request for another scheduler's pod is forged
     and holds nothing."""
+    watch_wait: float = WATCH_WAIT_S
+    """Seconds a filter or preempt waits for the watch to show the pod its request names."""
+    watch_waiters: int = WATCH_WAITERS
+    """How many verbs may wait for the watch at once; one more fails at once."""
 
 
 class Extender:
@@ -110,8 +116,10 @@ class Extender:
         self.clock = clock
         self.on_rejections = on_rejections
         self.on_unwatched = on_unwatched
-        """Told of each filter for a pod the watch does not show (it holds nothing)."""
-        self.pods = PodReader(cache, PolicyBook(config.policy, config.pod_policies), group_size)
+        """Told of each filter failed because the watch does not show its pod."""
+        watch = WatchWait(cache, timeout=config.watch_wait, waiters=config.watch_waiters)
+        policies = PolicyBook(config.policy, config.pod_policies)
+        self.pods = PodReader(cache, policies, group_size, watch)
         """How the verbs read a request's pod (shared with `Binder` and `Preemptor`)."""
         self.answers = AnswerBook()
 
@@ -131,8 +139,9 @@ class Extender:
         self.pods.policies = book
 
     def parse(self, pod: dict[str, object]) -> Resolved:
-        """Parse a request's pod: spec, policy and gang size (0: no gang). Raises InvalidRequest."""
-        return self.pods.parse(pod)
+        """The pod a request names, from the watch (waiting for it a bounded time): spec,
+        policy and gang size (0: no gang). Raises InvalidRequest (`NotWatched`)."""
+        return self.pods.read(pod)
 
     def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
         """A fresh assignment on `node` keeping invariant I."""
@@ -163,16 +172,16 @@ class Extender:
     def filter(self, args: ExtenderArgs) -> FilterResult:
         """The filter verb."""
         try:
-            (spec, policy, size), watched = self.pods.read(args.pod)
+            spec, policy, size = self.pods.read(args.pod)
+        except NotWatched as err:
+            return self._unwatched(args, err)
         except InvalidRequest as err:
             return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
-        if not watched:
-            self._unwatched(spec)
-        watched = watched and spec.scheduler in self.config.schedulers
+        ours = spec.scheduler in self.config.schedulers
         with self.cache.atomic():
-            if spec.gang is not None and not watched:
-                return FilterResult(failed=dict.fromkeys(args.node_names, UNWATCHED))
-            if watched:
+            if spec.gang is not None and not ours:
+                return FilterResult(failed=dict.fromkeys(args.node_names, NOT_OURS))
+            if ours:
                 self.cache.drop_pick(spec.request.key)
             target = self.cache.held_place(spec, size, self.scheduler, self.clock())
             if isinstance(target, GangWait):
@@ -184,23 +193,20 @@ class Extender:
             elif not spec.request.wants_gpu:
                 result = FilterResult(passed=list(args.node_names))
             else:
-                if watched:
+                if ours:
                     policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
                 one = self.config.filter_best and len(result.passed) == 1
-                if one and watched and spec.gang is None:  # gangs hold their plan instead
+                if one and ours and spec.gang is None:  # gangs hold their plan instead
                     self._pick(spec, result.passed[0], policy)
         return result
 
-    def _unwatched(self, spec: PodSpec) -> None:
-        """Say that a filter is answered for a pod the watch does not show: it holds nothing."""
-        log.debug(
-            "filter for %s (uid %r): the watch does not show this pod; answered from the "
-            "request, nothing held",
-            spec.request.key,
-            spec.request.uid,
-        )
+    def _unwatched(self, args: ExtenderArgs, err: NotWatched) -> FilterResult:
+        """A filter for a pod the watch does not show: an error, which kube-scheduler retries
+        after its backoff (`vgpu.extender.watchwait` says why not every node refused)."""
+        log.debug("filter for %s: %s", key_of(args.pod), err)
         self.on_unwatched()
+        return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
 
     def _pick(self, spec: PodSpec, node: str, policy: Policy) -> None:
         """Hold the one node's place for the pod until its bind (`ClusterCache.pick`); only
@@ -304,8 +310,8 @@ class Extender:
     def prioritize(self, args: ExtenderArgs) -> Grouped | Priorities:
         """The prioritize verb: 0..10 per node (0 for nodes the pod cannot use)."""
         names = args.node_names
-        try:
-            (spec, policy, _), watched = self.pods.read(args.pod)
+        try:  # no wait: a prioritize follows a filter that found the pod; errors score 0
+            spec, policy, _ = self.pods.read(args.pod, wait=False)
         except InvalidRequest:
             return Priorities(names, [0] * len(names))
         with self.cache.atomic():
@@ -315,7 +321,7 @@ class Extender:
                 return Priorities(names, [10 if n == there else 0 for n in names])
             if not spec.request.wants_gpu:
                 return Priorities(names, [0] * len(names))
-            if watched and spec.scheduler in self.config.schedulers:
+            if spec.scheduler in self.config.schedulers:
                 policy.observe(spec.request)
             return self._priorities(spec, names, policy)
 
