@@ -207,11 +207,14 @@ def _running(
     queue: str,
     cores: int,
     started: str = "2030-01-01T00:00:00Z",
+    *,
+    on: str = "n1",
 ) -> None:
-    """Schedule and bind a queued pod, then play its node agent (admitted, running)."""
+    """Schedule and bind a queued pod (on node `on`), then play its node agent (admitted,
+    running)."""
     harness.put(make_pod(name, cores=cores, labels={"vgpu.io/queue": queue, "app": name}))
-    node, out = wire.schedule(harness.pod(name), ["n1"])
-    assert node == "n1", out
+    node, out = wire.schedule(harness.pod(name), [on])
+    assert node == on, out
     pod = harness.pod(name)
     pod["status"] = {"phase": "Running", "startTime": started}
     pod["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
@@ -220,7 +223,7 @@ def _running(
 
     def admitted() -> bool:  # the watch saw the bind (its node) and then the admission
         spec = daemon.cache.pod(key)
-        bound = spec is not None and spec.node == "n1"
+        bound = spec is not None and spec.node == on
         return bound and all(key not in pods for pods in daemon.cache.pending.values())
 
     wait_until(admitted)
@@ -267,6 +270,29 @@ def test_reclaim_evicts_through_the_eviction_api_and_a_budget_holds(harness: Har
     assert later.evicted_total == 1
     assert harness.store.get("Pod", "default", "old") is not None
     wait_until(lambda: harness.store.get("Pod", "default", "young") is None)
+
+
+def test_reclaim_for_a_pod_evicts_on_the_node_needing_fewest(harness: Harness) -> None:
+    """Youngest first over the cluster would evict n1's two young pods to empty its GPU; n2's
+    one older pod frees a GPU alone, so only it is evicted."""
+    harness.put(make_node("n1", gpus=1))
+    harness.put(make_node("n2", gpus=1))
+    daemon = _daemon(harness)
+    wire = Wire(daemon.port)
+    _queues(
+        harness, {"name": "a"}, {"name": "b", "weight": 3, "reclaim": True}, minRuntimeSeconds=0
+    )
+    _running(harness, daemon, wire, "young0", "a", 50, "2033-05-18T03:00:00Z")
+    _running(harness, daemon, wire, "young1", "a", 50, "2033-05-18T03:00:01Z")
+    _running(harness, daemon, wire, "old", "a", 100, "2031-01-01T00:00:00Z", on="n2")
+    _held(harness, "want", "b", 100)
+    _watched(daemon, "want")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 1
+    wait_until(lambda: harness.store.get("Pod", "default", "old") is None)
+    assert harness.store.get("Pod", "default", "young0") is not None
+    assert harness.store.get("Pod", "default", "young1") is not None
 
 
 def test_a_victim_set_is_evicted_whole_or_not_at_all(harness: Harness) -> None:

@@ -37,6 +37,8 @@ class Running:
     queue: str
     ask: Vec
     started: float
+    node: str = ""
+    """Where it runs ("" when unknown): victims chosen per node (`reclaim_nodes`) need it."""
 
 
 def victims(
@@ -51,33 +53,40 @@ def victims(
     min_runtime_s: float,
 ) -> tuple[Running, ...] | None:
     """The running jobs to evict so `job` fits, or None when reclaim may not or would not help."""
-    spec = next((s for s in specs if s.name == job.queue), None)
-    if spec is None or not spec.reclaim:
+    if not may_reclaim(job, specs, held, due):
         return None
-    mine_after = add(held.get(job.queue, ZERO), job.ask)
-    if not fits_within(mine_after, due.get(job.queue, ZERO)):
-        return None
-    givers = _Givers(due, held)
+    givers = Givers(due, held)
     old_enough = [r for r in running if r.queue != job.queue and now - r.started >= min_runtime_s]
     chosen: list[Running] = []
     # A queue only loses what is chosen, and its share only falls as it holds less, so a job its
     # queue may not give up now it may not give up later in this call: those are dropped before
     # the sort, which spares sorting every running job of a queue already at its share.
-    for r in sorted((r for r in old_enough if givers.may_give(r)), key=_youngest):
+    for r in sorted((r for r in old_enough if givers.may_give(r)), key=youngest):
         if not givers.may_give(r):
             continue
         givers.give(r)
         chosen.append(r)
         if fits_without(job, chosen):
-            return _needed(job, chosen, fits_without)
+            return needed(job, chosen, fits_without)
     return None
 
 
-def _youngest(r: Running) -> tuple[float, str]:
+def may_reclaim(
+    job: Job, specs: Sequence[QueueSpec], held: Mapping[str, Vec], due: Mapping[str, Vec]
+) -> bool:
+    """Whether the job's queue reclaims and stays within what it deserves after admission."""
+    spec = next((s for s in specs if s.name == job.queue), None)
+    if spec is None or not spec.reclaim:
+        return False
+    return fits_within(add(held.get(job.queue, ZERO), job.ask), due.get(job.queue, ZERO))
+
+
+def youngest(r: Running) -> tuple[float, str]:
+    """Sort key: the latest started first (the least work lost), then by key."""
     return (-r.started, r.key)
 
 
-class _Givers:
+class Givers:
     """What each queue would hold after the evictions chosen so far, and whether it may give up
     a job more: it stays at or above deserved (with the reclaimer within its own, that rules
     out ping-pong).
@@ -104,7 +113,7 @@ class _Givers:
         self._verdicts = {k: v for k, v in self._verdicts.items() if k[0] != r.queue}
 
 
-def _needed(
+def needed(
     job: Job, chosen: list[Running], fits_without: Callable[[Job, Sequence[Running]], bool]
 ) -> tuple[Running, ...]:
     """`chosen` less every victim the job fits without, trying the oldest first."""

@@ -11,7 +11,9 @@ pass under the cache's lock:
   under its own key (`queue:` + the pod's name), released by the same sweep when it expires. Its
   filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
   a place already (a pass whose gate removal failed) fits without a second reservation;
-* reclaim (opt-in per queue) asks `reclaim.victims` with a what-if on the cache
+* reclaim (opt-in per queue) asks, for a single pod, `reclaim_nodes.victims_on_one_node` (its
+  victims all on one node, the node needing the fewest), for a gang `reclaim.victims` (youngest
+  first over the cluster: its members may span nodes), with a what-if on the cache
   (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist; pods
   whose eviction a PodDisruptionBudget refused lately are spared (`spare`), so reclaim moves on
   to other victims instead of asking for the same refused pod every pass.
@@ -23,7 +25,7 @@ outside the lock (`vgpu.daemons.queue_release`).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
@@ -31,13 +33,15 @@ from typing import Any
 from vgpu.api.queues import QueueConfig, queue_of
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.ids import GangKey, PodKey
+from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, GangRef
 from vgpu.core.queue_jobs import group
 from vgpu.core.queues import ZERO, Vec, add, share, sub
 from vgpu.core.reclaim import Running, victims
+from vgpu.core.reclaim_nodes import victims_on_one_node
 from vgpu.core.release import Job, plan
 from vgpu.core.state import NodeState
+from vgpu.core.units import mib_to_mmib
 from vgpu.extender.podspec import key_of
 from vgpu.extender.queue_pods import Queued, capacity, queued_pod
 from vgpu.extender.service import Extender
@@ -205,6 +209,10 @@ class _Fits:
         cache.reserve_gang(result, now + self._ext.config.gang_timeout)
         return True
 
+    def pods(self, job: Job) -> int:
+        """How many pods the job has (one runs on one node; a gang may span nodes)."""
+        return len(self._members[job.key])
+
     def whole(self, job: Job) -> bool:
         """Whether the job would be placed whole now (no place held: a what-if)."""
         specs = [self._ext.cache.pod(PodKey(k)) for k in self._members[job.key]]
@@ -229,7 +237,7 @@ def _reclaim(
 ) -> tuple[Queued, ...]:
     """The pods to evict for the first waiting job reclaim lets in (at most one per pass)."""
     running = [
-        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started)
+        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node)
         for r in recs.values()
         if not r.pod.gated and r.node and not r.deleting
     ]
@@ -243,19 +251,52 @@ def _reclaim(
         if tried.get(job.queue, 0) >= config.reclaim_per_pass:
             continue
         tried[job.queue] = tried.get(job.queue, 0) + 1
-        chosen = victims(
-            job,
-            config.queues,
-            held,
-            due,
-            running,
-            fits_without,
-            now=now,
-            min_runtime_s=config.min_runtime_s,
-        )
+        if fits.pods(job) == 1:
+            chosen = victims_on_one_node(
+                job,
+                config.queues,
+                held,
+                due,
+                running,
+                fits_without,
+                now=now,
+                min_runtime_s=config.min_runtime_s,
+                free=free_units(ext),
+            )
+        else:
+            chosen = victims(
+                job,
+                config.queues,
+                held,
+                due,
+                running,
+                fits_without,
+                now=now,
+                min_runtime_s=config.min_runtime_s,
+            )
         if chosen:
             return tuple(recs[v.key] for v in chosen)
     return ()
+
+
+def free_units(ext: Extender) -> Callable[[str], Vec]:
+    """What is free on a node in the queues' units (reclaim's candidate nodes): core units and
+    memory blocks of its healthy GPUs; nothing on a node the cache does not know."""
+    unit_mmib = mib_to_mmib(ext.config.memory_unit_mib)
+    states = ext.cache.node_states
+
+    def free(node: str) -> Vec:
+        ns = states.get(NodeName(node))
+        if ns is None:
+            return ZERO
+        cores = memory = 0
+        for gpu, f_cores, f_mem in zip(ns.node.gpus, ns.free_cores, ns.free_mem, strict=True):
+            if gpu.healthy:
+                cores += f_cores
+                memory += f_mem // unit_mmib
+        return (cores, memory)
+
+    return free
 
 
 def reason_line(why: str, queue: str, standing: Standing | None) -> str:

@@ -7,8 +7,8 @@ join their queue, then one release pass runs, as the extender's leader would:
   its backlog), with `fits` placing the pod where the replay's `Scheduler.select` would (asked
   through `BestNodes`, which re-evaluates only the nodes changed since) and holding that place in
   the ledger; then, for queues with reclaim, up to `RECLAIMS` waiting pods per queue ask
-  `reclaim.victims`, whose what-if (`Evictions`) evicts on forks of the cluster state that are
-  always reverted. Victims go back to their queue (keeping their arrival time) and their run so
+  `reclaim_nodes.victims_on_one_node` (every pod runs on one node), whose what-if (`Evictions`)
+  evicts on forks of the cluster state that are always reverted. Victims go back to their queue (keeping their arrival time) and their run so
   far is lost GPU time;
 * **FCFS** (no queues): the oldest `window` pods of one global arrival order, each placed if it fits
   (kube-scheduler's behaviour without queues: later pods pass a head that does not fit).
@@ -31,7 +31,8 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policy import Policy
 from vgpu.core.queues import ZERO, Vec, deserved, share
-from vgpu.core.reclaim import Running, victims
+from vgpu.core.reclaim import Running
+from vgpu.core.reclaim_nodes import victims_on_one_node
 from vgpu.core.release import Book, Job, plan
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
@@ -154,7 +155,9 @@ class QueuedReplay:
         key = arrival.pod.key
         incarnation = self.tallies.started(arrival.queue, now - arrival.at, key)
         self.running[key] = _Run(arrival, now, incarnation)
-        self.jobs[key] = Running(key, arrival.queue, (arrival.cores, 0), now)
+        holding = self.ledger.holding(key)
+        node = "" if holding is None else str(holding.assignment.node)
+        self.jobs[key] = Running(key, arrival.queue, (arrival.cores, 0), now, node)
         self.held[arrival.queue] += arrival.cores
         heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
 
@@ -266,7 +269,7 @@ class QueuedReplay:
         running = list(self.jobs.values())
         held = {q: (c, 0) for q, c in self.held.items()}
         with Evictions(self.ledger, self.scheduler) as what_if:
-            chosen = victims(
+            chosen = victims_on_one_node(
                 job,
                 self.setup.specs,
                 held,
@@ -275,6 +278,7 @@ class QueuedReplay:
                 lambda _j, vs: what_if.fits(arrival.pod, [PodKey(v.key) for v in vs]),
                 now=now,
                 min_runtime_s=self.setup.min_runtime_s,
+                free=self._free,
             )
         if chosen is None:
             return False
@@ -288,6 +292,10 @@ class QueuedReplay:
         self.pending[arrival.queue].remove(arrival)
         self.asked[arrival.queue] -= arrival.cores
         return True
+
+    def _free(self, node: str) -> Vec:
+        """The cores free on a node now (reclaim's candidate nodes: free plus what may be freed)."""
+        return (sum(self.state.node(NodeName(node)).free_cores), 0)
 
     def _sample(self, now: float) -> None:
         due = self.due or deserved(self.capacity, self.setup.specs, self._requests())
