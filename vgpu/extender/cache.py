@@ -133,11 +133,6 @@ class ClusterCache:
         """Parse a pod (raises `InvalidRequest`), once per version and once per content."""
         return self._parts.parser.parse(obj)
 
-    def parse_fresh(self, obj: Obj) -> PodSpec:
-        """Parse a pod as `parse` does but keep nothing: for request bodies, which must never
-        stand for a version the watch will see (`vgpu.extender.resolve`)."""
-        return self._parts.parser.parse_fresh(obj)
-
     def restore_gangs(
         self, scheduler: Scheduler, size_of: Callable[[GangKey], int | None]
     ) -> list[GangKey]:

@@ -25,10 +25,6 @@ class Outcome(NamedTuple):
 FIT = Outcome(Code.FITS.value, False, "")
 UNKNOWN = Outcome("unknown-node", False, "node is not in the vgpu extender's cache yet")
 NO_GPU = Code.NO_GPU.value
-UNWATCHED = (
-    "the vgpu extender's pod watch has not shown this gang member yet (or it is another "
-    "scheduler's pod): it holds no place"
-)
 
 
 def outcome_of(verdict: Verdict) -> Outcome:
