@@ -33,7 +33,7 @@ from tests.extender.builders import FakeClock, Wire, make_node, make_pod
 from tests.kubeapi.server import FakeApiServer
 from vgpu.adapters.kube import KubeApi
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.extender.service import ExtenderConfig
+from vgpu.extender.config import ExtenderConfig
 
 KEY = b"gang-bench-key"
 BACKOFF_START, BACKOFF_MAX = 1.0, 10.0

@@ -34,7 +34,8 @@ from tests.extender.builders import make_node
 from vgpu.adapters import fastjson
 from vgpu.adapters.heap import release_free_heap
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.config import ExtenderConfig
+from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs
 
 GANG = (

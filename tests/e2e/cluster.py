@@ -32,7 +32,7 @@ from vgpu.agent.config import AgentConfig
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT
 from vgpu.api.resources import ResourceNames
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.extender.service import ExtenderConfig
+from vgpu.extender.config import ExtenderConfig
 
 KEY = b"e2e-shared-key"
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"

@@ -16,7 +16,7 @@ from vgpu.adapters.leader import LeaderConfig
 from vgpu.core.ids import PodKey
 from vgpu.core.policy_specs import parse_policy
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.extender.service import ExtenderConfig
+from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.tls import TlsFiles
 
 __all__ = ["kube_client", "kube_server"]

@@ -7,7 +7,8 @@ from vgpu.api.gang import GANG_NAME, GANG_SIZE
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, Phase
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.config import ExtenderConfig
+from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs
 
 

@@ -26,7 +26,8 @@ from vgpu.core.model import Assignment
 from vgpu.core.policy_specs import parse_policy
 from vgpu.core.scheduler import MAX_EXTENDER_SCORE
 from vgpu.extender.cache import ClusterCache, canonical
-from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.config import ExtenderConfig
+from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs, FilterResult, encode_priorities
 
 Obj = dict[str, Any]

@@ -10,7 +10,8 @@ from tests.extender.builders import ledger_of, make_node, make_pod
 from vgpu.core.policy_specs import POLICY_NAMES, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.config import ExtenderConfig
+from vgpu.extender.service import Extender
 
 ASKS = (30, 100, 50, 70, 200, 20, 90, 40, 25, 60)
 

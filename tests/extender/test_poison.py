@@ -207,9 +207,10 @@ def test_no_pod_content_in_a_request_raises_out_of_a_verb(
     changes: list[tuple[tuple[Any, ...], Any]], bound: bool
 ) -> None:
     from vgpu.extender.cache import ClusterCache
+    from vgpu.extender.config import ExtenderConfig
     from vgpu.extender.podspec import key_of
     from vgpu.extender.preemption import PreemptionArgs, Preemptor, Victims
-    from vgpu.extender.service import Extender, ExtenderConfig
+    from vgpu.extender.service import Extender
     from vgpu.extender.wire import ExtenderArgs
 
     cache = ClusterCache(key=b"k", memory_unit_mib=256)

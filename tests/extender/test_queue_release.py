@@ -16,8 +16,8 @@ from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.daemons.queue_release import REFUSED_S, QueueReleaser
+from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.queues import QueueIndex
-from vgpu.extender.service import ExtenderConfig
 
 Obj = dict[str, Any]
 GATE = [{"name": "vgpu.io/queue"}]

@@ -190,7 +190,8 @@ _NODE = {
 def pod(data: bytes) -> None:
     """A pod with fuzzed values at the fields the extender reads, through the pod watch and the
     filter and prioritize verbs: no exception, and nothing held once the pod is deleted."""
-    from vgpu.extender.service import Extender, ExtenderConfig
+    from vgpu.extender.config import ExtenderConfig
+    from vgpu.extender.service import Extender
     from vgpu.extender.wire import ExtenderArgs
 
     cache = ClusterCache(key=b"fuzz", memory_unit_mib=256)

@@ -30,6 +30,7 @@ from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.daemons.queue_release import QueueReleaser
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
+from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.http import HttpServer
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.invalid import InvalidPods
@@ -37,7 +38,7 @@ from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.queue_metrics import QueueCollector
 from vgpu.extender.queues import QueueIndex
 from vgpu.extender.routes import Routes
-from vgpu.extender.service import Extender, ExtenderConfig
+from vgpu.extender.service import Extender
 from vgpu.extender.tls import Reloader, TlsFiles, server_context
 
 log = logging.getLogger(__name__)

@@ -214,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
     from vgpu.adapters.kube import KubeApi
     from vgpu.adapters.leader import LeaderConfig
     from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-    from vgpu.extender.service import ExtenderConfig
+    from vgpu.extender.config import ExtenderConfig
 
     if args.gang_timeout <= 0 or args.memory_unit_mib <= 0 or args.bind_wait < 0:
         raise ConfigError("--gang-timeout and --memory-unit-mib must be positive")

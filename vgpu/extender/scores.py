@@ -14,6 +14,7 @@ need escaping (none should) is kept apart and encoded on its own.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from itertools import islice
 from json.encoder import encode_basestring_ascii
@@ -22,7 +23,21 @@ from vgpu.core.scheduler import scale_score
 from vgpu.extender.answers import FeedView
 from vgpu.extender.wire import Grouped
 
+log = logging.getLogger("vgpu.extender.service")  # the filter's decision lines, under one name
+
 Score = float | None
+
+
+def log_top_scores(
+    pod: object, names: list[str], policy: str, score: Callable[[str], Score], top: int = 3
+) -> None:
+    """At -v: the best-scored nodes of a decision, so a placement can be explained from the log
+    (the caller computes it only when debug logging is on: filter is the hot path)."""
+    scored = sorted(
+        ((s, n) for n in names if (s := score(n)) is not None), key=lambda x: (-x[0], x[1])
+    )
+    best = ", ".join(f"{n}={s:.4g}" for s, n in scored[:top]) or "none scores"
+    log.debug("filter %s: %d nodes fit, top scores (%s): %s", pod, len(names), policy, best)
 
 
 class ScoreAnswers:

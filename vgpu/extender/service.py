@@ -27,20 +27,17 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
-from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Verdict, check
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
 from vgpu.core.policy import Policy
-from vgpu.core.policy_specs import PolicySpec
 from vgpu.core.scheduler import Scheduler
-from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.extender.answers import AnswerBook
 from vgpu.extender.cache import ClusterCache, place_read
+from vgpu.extender.config import DEFAULT_CONFIG, ExtenderConfig
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.outcomes import (
     FIT,
@@ -54,48 +51,19 @@ from vgpu.extender.outcomes import (
 )
 from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.resolve import (
-    DEFAULT_POLICY,
     GroupSize,
     PodReader,
     PolicyBook,
     Resolved,
     no_pod_groups,
 )
-from vgpu.extender.scores import ScoreAnswers
-from vgpu.extender.watchwait import WATCH_WAIT_S, WATCH_WAITERS, NotWatched, WatchWait
+from vgpu.extender.scores import ScoreAnswers, log_top_scores
+from vgpu.extender.watchwait import NotWatched, WatchWait
 from vgpu.extender.wire import ExtenderArgs, FilterResult, Grouped, Priorities
 
 log = logging.getLogger(__name__)
 
 NOT_OURS = "another scheduler's gang member: the vgpu extender holds it no place"
-
-
-@dataclass(frozen=True, slots=True)
-class ExtenderConfig:
-    """Settings of the verbs (the CLI fills them)."""
-
-    policy: PolicySpec = DEFAULT_POLICY
-    gang_timeout: float = 60.0
-    memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
-    names: ResourceNames = DEFAULT_NAMES
-    assume_ttl: float = 30.0
-    bind_wait: float = 3.0
-    pod_policies: tuple[PolicySpec, ...] = ()
-    """Policies pods may name in `vgpu.io/policy` besides `policy` (--allow-pod-policy)."""
-    pick_ttl: float = 5.0
-    """Seconds a pick (a filter that left one node, see `ClusterCache.pick`) waits for its bind."""
-    filter_best: int = 1
-    """Filter passes at most this many nodes, those sharing the policy's best score (0: every
-    node that fits; --filter-best). kube-scheduler then scores only those, or none when one is
-    left, and needs no prioritize call (pkg/scheduler/schedule_one.go, schedulePod)."""
-    schedulers: frozenset[str] = frozenset({"vgpu-scheduler"})
-    """The pods' spec.schedulerName values the extender serves (--scheduler-name): kube-scheduler
-    only schedules pods of its own profiles, so a request for another scheduler's pod is forged
-    and holds nothing."""
-    watch_wait: float = WATCH_WAIT_S
-    """Seconds a filter or preempt waits for the watch to show the pod its request names."""
-    watch_waiters: int = WATCH_WAITERS
-    """How many verbs may wait for the watch at once; one more fails at once."""
 
 
 class Extender:
@@ -105,7 +73,7 @@ class Extender:
         self,
         cache: ClusterCache,
         *,
-        config: ExtenderConfig = ExtenderConfig(),
+        config: ExtenderConfig = DEFAULT_CONFIG,
         clock: Callable[[], float] = time.monotonic,
         group_size: GroupSize = no_pod_groups,
         on_rejections: Callable[[Counter[str]], None] = lambda c: None,
@@ -247,7 +215,7 @@ class Extender:
         passed, rest = known.split(names, lambda name: self.outcome(spec, name, policy))
         if self.config.filter_best and len(passed) > 1:
             if log.isEnabledFor(logging.DEBUG):
-                self._log_top(spec, passed, policy)
+                log_top_scores(spec.request.key, passed, policy.name, self._score_of(spec, policy))
             passed = self._score_answers(spec, policy).best(
                 passed, self._score_of(spec, policy), self.config.filter_best
             )
@@ -332,22 +300,6 @@ class Extender:
         scores None like one it does not fit: its filter may have run before that other pod's
         bind arrived, and steering the pod there would only get its bind refused."""
         return self._score_answers(spec, policy).reply(names, self._score_of(spec, policy))
-
-    def _log_top(self, spec: PodSpec, names: list[str], policy: Policy, top: int = 3) -> None:
-        """At -v: the best-scored nodes of a decision, so a placement can be explained from
-        the log (computed only when debug logging is on: filter is the hot path)."""
-        score = self._score_of(spec, policy)
-        scored = sorted(
-            ((s, n) for n in names if (s := score(n)) is not None), key=lambda x: (-x[0], x[1])
-        )
-        best = ", ".join(f"{n}={s:.4g}" for s, n in scored[:top]) or "none scores"
-        log.debug(
-            "filter %s: %d nodes fit, top scores (%s): %s",
-            spec.request.key,
-            len(names),
-            policy.name,
-            best,
-        )
 
     def _score_answers(self, spec: PodSpec, policy: Policy) -> ScoreAnswers:
         """The pod shape's raw scores under `policy` (shared by filter and prioritize)."""
