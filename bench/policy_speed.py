@@ -14,9 +14,9 @@ from pathlib import Path
 from statistics import mean
 
 from vgpu.cli.simulate import parse_seeds
-from vgpu.core.registry import parse_policy
+from vgpu.cli.trace_files import read_trace
+from vgpu.core.policy_specs import parse_policy
 from vgpu.sim.runner import Job, run_job
-from vgpu.sim.trace import read_trace
 
 
 def main() -> None:

@@ -15,11 +15,11 @@ import argparse
 import statistics
 import time
 
-from vgpu.core.registry import make_policy
+from vgpu.cli.trace_files import read_trace
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
 from vgpu.sim.runner import figure
-from vgpu.sim.trace import read_trace
 from vgpu.sim.workload import arrivals
 
 

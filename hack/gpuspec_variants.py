@@ -32,7 +32,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from random import Random
 
-from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS, embedded
+from vgpu.cli.trace_files import embedded
+from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS
 
 MIX: dict[str, dict[str, int]] = {
     "share": {"T4": 163, "P100": 98, "G2|P100|T4|V100M16|V100M32": 9},

@@ -24,11 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from statistics import median
 
+from vgpu.cli.trace_files import read_trace
 from vgpu.core.model import PodRequest
-from vgpu.core.registry import make_policy
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
-from vgpu.sim.trace import read_trace
 from vgpu.sim.workload import arrivals, per_gpu_milli
 
 

@@ -10,7 +10,7 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.fragmentation import FragmentMeter
 from vgpu.core.model import ANY_GPU, GpuSelector, Node
 from vgpu.core.policy_default import DefaultPolicy
-from vgpu.core.registry import make_policy
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.stranding import pressures

@@ -11,7 +11,7 @@ from vgpu.core.model import GpuSelector, PodRequest
 from vgpu.core.placement import assignment_for
 from vgpu.core.policy_default import DefaultPolicy
 from vgpu.core.policy_default_knobs import DefaultConfig
-from vgpu.core.registry import make_policy, parse_policy
+from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import TaskShape, Workload

@@ -11,11 +11,11 @@ from typing import Any
 from tests.dra.test_driver import Env, share
 from tests.dra.test_driver import env as env  # the fixture
 from tests.dra.test_prepare import INV, NODE, claim, result
-from vgpu.dra.claim_dirs import claim_dirs, dir_ids
+from vgpu.adapters.container_dirs import ContainerDirs, claim_dirs, read_limits
+from vgpu.dra.claim_dirs import dir_ids
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
-from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import GrantMode, GrantSettings
-from vgpu.node.limits_file import DeviceLimit, read_limits
+from vgpu.node.limits_file import DeviceLimit
 from vgpu.node.vgpucore import (
     LIBRARY_IN_CONTAINER,
     LIMITS_IN_CONTAINER,

@@ -14,7 +14,7 @@ from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.leader import LeaderConfig
 from vgpu.core.ids import PodKey
-from vgpu.core.registry import parse_policy
+from vgpu.core.policy_specs import parse_policy
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.extender.service import ExtenderConfig
 from vgpu.extender.tls import TlsFiles

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.extender.builders import make_node, make_pod
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase
-from vgpu.core.registry import make_policy, parse_policy
+from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.podspec import PodSpec

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.extender.builders import make_node, make_pod
-from vgpu.core.registry import make_policy, parse_policy
+from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangWait

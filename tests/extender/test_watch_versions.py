@@ -28,7 +28,9 @@ from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
 from vgpu.extender import podmemo
 from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache_parts import CacheParts
 from vgpu.extender.pod_book import PodBook
+from vgpu.extender.pod_parser import PodParser
 from vgpu.extender.podspec import PodSpec
 
 Obj = dict[str, Any]
@@ -56,23 +58,43 @@ class AdmittedUnread(PodBook):
         return self.pods.get(key) is spec and (not spec.node or held is not None)
 
 
-class FullParse(ClusterCache):
-    """Every version parsed and applied in full, as before the shortcuts."""
+class FreshParser(PodParser):
+    """Every version parsed in full, as before the shortcuts."""
 
     def parse(self, obj: Obj) -> PodSpec:
         return self.parse_fresh(obj)
 
-    def _reset(self) -> None:
-        super()._reset()
-        self._book = EveryVersion(self._state, self._ledger, self._feed, KEY)
+
+class EveryVersionParts(CacheParts):
+    """The state with a pod book that applies every version, parsed in full."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.parser = FreshParser(256, self.names)
+
+    def reset(self) -> None:
+        super().reset()
+        self.book = EveryVersion(self.state, self.ledger, self.feed, KEY)
+
+
+class AdmittedUnreadParts(CacheParts):
+    """The state with the wrong shortcut's pod book."""
+
+    def reset(self) -> None:
+        super().reset()
+        self.book = AdmittedUnread(self.state, self.ledger, self.feed, KEY)
+
+
+class FullParse(ClusterCache):
+    """Every version parsed and applied in full, as before the shortcuts."""
+
+    _parts_type = EveryVersionParts
 
 
 class IgnoresAdmitted(ClusterCache):
     """A cache with the wrong shortcut."""
 
-    def _reset(self) -> None:
-        super()._reset()
-        self._book = AdmittedUnread(self._state, self._ledger, self._feed, KEY)
+    _parts_type = AdmittedUnreadParts
 
 
 def _assignment(pod: Obj, gpu: int) -> Assignment:

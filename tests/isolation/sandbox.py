@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.isolation.standins import CONFIG_PATH, Node
+from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.agent.enforce import install_vgpu_core
-from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import ContainerGrant, GpuLimit, GrantMode, GrantSettings, container_grant
 from vgpu.node.vgpucore import LIMITS_IN_CONTAINER, SHARED_IN_CONTAINER
 

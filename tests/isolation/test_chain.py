@@ -31,9 +31,9 @@ from tests.isolation.sandbox import Container
 from tests.isolation.standins import StandinGpu
 from tests.isolation.test_memory_grant import codes
 from tests.node.agent_harness import CORES, MEMORY, NODE, Box, make_box
+from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.agent.enforce import install_vgpu_core
-from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import ContainerGrant, GrantMode, GrantSettings, Mount
 
 NVML = ["python3", "-m", "tests.isolation.programs.nvml_memory"]

@@ -26,8 +26,8 @@ from tests.isolation.sandbox import Container
 from tests.isolation.test_chain import standin_gpus
 from tests.isolation.test_memory_grant import codes
 from tests.kubeapi.server import FakeApiServer
+from vgpu.adapters.container_dirs import claim_dirs
 from vgpu.agent.enforce import install_vgpu_core
-from vgpu.dra.claim_dirs import claim_dirs
 from vgpu.node.grants import ContainerGrant, GrantMode, GrantSettings, Mount
 
 

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import ast
-import signal
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.isolation.standin_node import holding, simulated_node
 from tests.isolation.standins import (
     CONTEXT_BYTES,
     GIB,
@@ -35,10 +35,9 @@ def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
 
 
 @pytest.fixture
-def node(standins: Standins) -> Iterator[Node]:
-    node = Node(standins, node_gpus(2, memory=GIB))
-    yield node
-    node.close()
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    with simulated_node(tmp_path_factory.getbasetemp(), node_gpus(2, memory=GIB)) as node:
+        yield node
 
 
 def probe(node: Node, *steps: str) -> list[list[str]]:
@@ -93,32 +92,14 @@ def test_every_allocation_path_draws_from_the_pool_and_its_free_gives_back(
     assert not [line for line in lines if line[0] == "free-failed"]
 
 
-def hold(node: Node, *steps: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [str(node.built.cuprobe), *steps, "hold"],
-        env=node.env(),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("holding"):
-            return proc
-    raise AssertionError("cuprobe exited before holding")
-
-
 def test_processes_share_one_pool_and_sigkill_gives_memory_back(node: Node) -> None:
     half = 450 * MIB  # a second holder's context leaves less than this
-    holder = hold(node, f"alloc:{half}")
-    try:
+    with holding(node, f"alloc:{half}") as holder:
         lines = probe(node, "info", f"alloc:{half}", "info")
         free_seen = int(lines[2][1])
         assert free_seen == GIB - 2 * CONTEXT_BYTES - half
         assert rcs(lines, "alloc") == [OOM]
         assert node.usage().held[node.gpus[0].uuid, holder.pid] == half + CONTEXT_BYTES
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
     assert rcs(probe(node, f"alloc:{2 * half}"), "alloc") == [0]
     assert node.usage().used[node.gpus[0].uuid] == 0
 
@@ -206,14 +187,11 @@ def test_get_proc_address_answers_the_versioned_function_from_its_own_table(node
 def test_a_variant_built_without_a_function_lacks_it_everywhere(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    lacking = cached_build(tmp_path_factory.getbasetemp(), omit=("cuMemAllocAsync",))
-    node = Node(lacking, node_gpus(1, memory=GIB))
-    try:
+    root, gpus = tmp_path_factory.getbasetemp(), node_gpus(1, memory=GIB)
+    with simulated_node(root, gpus, omit=("cuMemAllocAsync",)) as node:
         out = ctypes_program(node, "cuMemAllocAsync", "cuMemAlloc")
-        assert out["cuMemAllocAsync"] == (500, 1, None)
-        assert out["cuMemAlloc"] == (0, 0, True)
-    finally:
-        node.close()
+    assert out["cuMemAllocAsync"] == (500, 1, None)
+    assert out["cuMemAlloc"] == (0, 0, True)
 
 
 def test_a_missing_config_is_one_line_naming_it_and_no_device(
@@ -228,8 +206,6 @@ def test_a_missing_config_is_one_line_naming_it_and_no_device(
 
 
 def test_sanitized_build_runs_every_path_clean(tmp_path_factory: pytest.TempPathFactory) -> None:
-    san = cached_build(tmp_path_factory.getbasetemp(), sanitize=True)
-    node = Node(san, node_gpus(1, memory=GIB))
     steps = [
         "alloc:1000",
         "pitch:100:10",
@@ -248,10 +224,9 @@ def test_sanitized_build_runs_every_path_clean(tmp_path_factory: pytest.TempPath
         "freeall",
         "info",
     ]
-    try:
+    root, gpus = tmp_path_factory.getbasetemp(), node_gpus(1, memory=GIB)
+    with simulated_node(root, gpus, sanitize=True) as node:
         started = time.monotonic()
         lines = probe(node, *steps)
-        assert time.monotonic() - started < 30
-        assert lines[-1][1] == str(GIB - CONTEXT_BYTES)
-    finally:
-        node.close()
+    assert time.monotonic() - started < 30
+    assert lines[-1][1] == str(GIB - CONTEXT_BYTES)

@@ -3,25 +3,13 @@ binding (`pynvml`, which loads `libnvidia-ml.so.1` by name) in a child process."
 
 from __future__ import annotations
 
-import ast
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.isolation.standins import (
-    CONTEXT_BYTES,
-    GIB,
-    Node,
-    StandinGpu,
-    Standins,
-    cached_build,
-    gcc_available,
-    gpu_uuid,
-)
+from tests.isolation.standin_node import holding, python_child, run_python, simulated_node, with_xid
+from tests.isolation.standins import CONTEXT_BYTES, GIB, Node, StandinGpu, gcc_available, gpu_uuid
 
 pytestmark = pytest.mark.skipif(not gcc_available(), reason="needs gcc")
 
@@ -79,30 +67,14 @@ print(repr(out))
 """
 
 
-@pytest.fixture(scope="session")
-def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
-    return cached_build(tmp_path_factory.getbasetemp())
-
-
 @pytest.fixture
-def node(standins: Standins) -> Iterator[Node]:
-    node = Node(standins, GPUS)
-    yield node
-    node.close()
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    with simulated_node(tmp_path_factory.getbasetemp(), GPUS) as node:
+        yield node
 
 
 def nvml(node: Node) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", NVML_PROGRAM],
-        env=node.env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    result: dict[str, Any] = ast.literal_eval(done.stdout)
-    return result
+    return run_python(node, NVML_PROGRAM)[0]
 
 
 def test_static_facts_are_the_configured_node(node: Node) -> None:
@@ -126,21 +98,8 @@ def test_static_facts_are_the_configured_node(node: Node) -> None:
 
 
 def test_memory_processes_and_utilisation_follow_the_cuda_side(node: Node) -> None:
-    holder = subprocess.Popen(
-        [str(node.built.cuprobe), "alloc:1000000", "spin:1000000:100:20", "hold"],
-        env=node.env(),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None
-        for line in holder.stdout:
-            if line.startswith("holding"):
-                break
+    with holding(node, "alloc:1000000", "spin:1000000:100:20") as holder:
         out = nvml(node)
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
     used = 1000000 + CONTEXT_BYTES
     assert out[A]["memory"] == (GPUS[0].memory, used, GPUS[0].memory - used)
     assert out[A]["procs"] == [(holder.pid, used)]
@@ -155,18 +114,6 @@ def test_memory_processes_and_utilisation_follow_the_cuda_side(node: Node) -> No
 
 
 def test_an_injected_xid_reaches_a_registered_event_set_once(node: Node) -> None:
-    waiter = subprocess.Popen(
-        [sys.executable, "-c", NVML_PROGRAM, "events"],
-        env=node.env(),
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert waiter.stdout is not None and waiter.stdin is not None
-    assert waiter.stdout.readline().strip() == "registered"
-    node.inject_xid(B, 79)
-    waiter.stdin.write("\n")
-    waiter.stdin.flush()
-    out = ast.literal_eval(waiter.communicate(timeout=30)[0])
+    out, _ = with_xid(node, python_child(node, NVML_PROGRAM, "events", stdin=True), B, 79)
     assert out["event"] == (B, 0x8, 79)  # nvmlEventTypeXidCriticalError
     assert out["then"] == "error 10"  # NVML_ERROR_TIMEOUT: delivered once

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from tests.node.agent_harness import CORES, make_box
 from tests.waiting import holds_within
-from vgpu.node.container_dirs import ContainerDirs
+from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.node.grants import GrantMode, GrantSettings
-from vgpu.node.limits_file import ACTIVITY_NAME, read_limits, render_activity
+from vgpu.node.limits_file import ACTIVITY_NAME, render_activity
 from vgpu.node.vgpucore import (
     LIBRARY_IN_CONTAINER,
     LIMITS_IN_CONTAINER,

@@ -11,12 +11,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vgpu.adapters.kubelet_checkpoint import read_checkpoint
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.node.checkpoint import (
     CheckpointRead,
     StaleDevices,
     parse_checkpoint,
-    read_checkpoint,
     stale_devices,
 )
 

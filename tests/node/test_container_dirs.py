@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
-from vgpu.node.container_dirs import ContainerDirs, DirectoryLimit, referenced_ids
+from vgpu.adapters.container_dirs import ContainerDirs
+from vgpu.node.container_dirs import DirectoryLimit, referenced_ids
 
 
 def checkpoint(dirs: ContainerDirs, *cids: str) -> str:

@@ -14,15 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.agent.elastic import ElasticDuty
-from vgpu.node.container_dirs import ContainerDirs
-from vgpu.node.limits_file import (
-    ACTIVITY_NAME,
-    LIMITS_NAME,
-    DeviceLimit,
-    read_limits,
-    render_activity,
-)
+from vgpu.node.limits_file import ACTIVITY_NAME, LIMITS_NAME, DeviceLimit, render_activity
 
 G0, G1 = (f"GPU-{uuid.UUID(int=n)}" for n in (1, 2))
 NOW = 10**12

@@ -11,10 +11,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.node.libs import hook_libraries, needs_cc
+from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.mode_flags import grant_settings, hami_core
 from vgpu.daemons.node_cli import add_parser
-from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import (
     ContainerGrant,
     GpuLimit,
@@ -158,8 +158,8 @@ def test_the_dra_driver_flags_give_hami_core_per_claim_caches_apart_from_the_age
     tmp_path: Path,
 ) -> None:
     """`vgpu dra-driver` shares the enforcement flags; its caches go under <state dir>/dra."""
+    from vgpu.adapters.container_dirs import claim_dirs
     from vgpu.daemons import dra_cli
-    from vgpu.dra.claim_dirs import claim_dirs
 
     parser = argparse.ArgumentParser(prog="vgpu")
     dra_cli.add_parser(parser.add_subparsers(dest="command", required=True))

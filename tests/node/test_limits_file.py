@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vgpu.adapters.container_dirs import read_limits, write_limits
 from vgpu.node.limits_file import (
     ACTIVITY_BYTES,
     HEADER,
@@ -23,10 +24,8 @@ from vgpu.node.limits_file import (
     LimitsError,
     parse_activity,
     parse_limits,
-    read_limits,
     render_activity,
     render_limits,
-    write_limits,
 )
 
 LINE = re.compile(

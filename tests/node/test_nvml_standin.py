@@ -8,29 +8,15 @@ whose `LD_LIBRARY_PATH` holds the stand-in: this test process never loads any NV
 from __future__ import annotations
 
 import ast
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.isolation.standins import (
-    CONTEXT_BYTES,
-    GIB,
-    Node,
-    StandinGpu,
-    Standins,
-    cached_build,
-    gcc_available,
-    gpu_uuid,
-)
+from tests.isolation.standin_node import holding, python_child, run_python, simulated_node, with_xid
+from tests.isolation.standins import CONTEXT_BYTES, GIB, Node, StandinGpu, gcc_available, gpu_uuid
 
 pytestmark = pytest.mark.skipif(not gcc_available(), reason="needs gcc")
 
-ROOT = Path(__file__).resolve().parents[2]
 A, B = gpu_uuid("agent", 0), gpu_uuid("agent", 1)
 GPUS = [
     StandinGpu(A, 16 * GIB, "00000000:3B:00.0", numa=0, mig="off", peers=(B,), name="Tesla T4"),
@@ -59,40 +45,14 @@ print(repr(out))
 """
 
 
-@pytest.fixture(scope="session")
-def standins(tmp_path_factory: pytest.TempPathFactory) -> Standins:
-    return cached_build(tmp_path_factory.getbasetemp())
-
-
 @pytest.fixture
-def node(standins: Standins) -> Iterator[Node]:
-    node = Node(standins, GPUS)
-    yield node
-    node.close()
-
-
-def backend_child(node: Node, *args: str, stdin: int | None = None) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-c", BACKEND_PROGRAM, *args],
-        env=node.env({"PYTHONPATH": str(ROOT)}),
-        cwd=ROOT,
-        stdin=stdin,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def run_backend(node: Node) -> tuple[dict[str, Any], str]:
-    child = backend_child(node)
-    out, err = child.communicate(timeout=60)
-    assert child.returncode == 0, err
-    result: dict[str, Any] = ast.literal_eval(out)
-    return result, err
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    with simulated_node(tmp_path_factory.getbasetemp(), GPUS) as node:
+        yield node
 
 
 def test_discovery_reads_every_gpu_fact_through_nvml(node: Node) -> None:
-    out, err = run_backend(node)
+    out, err = run_python(node, BACKEND_PROGRAM)
     assert (out["driver"], out["cuda"]) == ("550.54.15", "12.4")
     assert out["gpus"] == [
         (A, 0, "Tesla T4", 16 * 1024, "00000000:3B:00.0", 0, (B,), (7, 5), False),
@@ -102,53 +62,29 @@ def test_discovery_reads_every_gpu_fact_through_nvml(node: Node) -> None:
 
 
 def test_usage_is_what_the_cuda_side_holds(node: Node) -> None:
-    holder = subprocess.Popen(
-        [str(node.built.cuprobe), "alloc:5000000", "hold"],
-        env=node.env(),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert holder.stdout is not None and holder.stdout.readline()
-        for line in holder.stdout:
-            if line.startswith("holding"):
-                break
-        out, _ = run_backend(node)
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
+    with holding(node, "alloc:5000000") as holder:
+        out, _ = run_python(node, BACKEND_PROGRAM)
     used = 5000000 + CONTEXT_BYTES
     assert out["usage"] == [(A, holder.pid, used)]
     assert out["stats"] == [(A, used, 0.0), (B, 0, 0.0)]
 
 
 def test_an_injected_xid_is_reported_for_its_gpu(node: Node) -> None:
-    child = backend_child(node, "xid", stdin=subprocess.PIPE)
-    assert child.stdout is not None and child.stdin is not None
-    assert child.stdout.readline().strip() == "registered"
-    node.inject_xid(B, 48)
-    child.stdin.write("\n")
-    child.stdin.flush()
-    out, err = child.communicate(timeout=30)
-    assert child.returncode == 0, err
-    assert ast.literal_eval(out)["xid"] == [(48, B)]
+    out, _ = with_xid(node, python_child(node, BACKEND_PROGRAM, "xid", stdin=True), B, 48)
+    assert out["xid"] == [(48, B)]
 
 
 @pytest.fixture
 def old_driver_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    lacking = cached_build(
-        tmp_path_factory.getbasetemp(),
-        omit=("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetMigMode"),
-    )
-    node = Node(lacking, GPUS)
-    yield node
-    node.close()
+    lacking = ("nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetMigMode")
+    with simulated_node(tmp_path_factory.getbasetemp(), GPUS, omit=lacking) as node:
+        yield node
 
 
 def test_a_function_an_older_driver_lacks_degrades_with_one_log_line(
     old_driver_node: Node,
 ) -> None:
-    out, err = run_backend(old_driver_node)
+    out, err = run_python(old_driver_node, BACKEND_PROGRAM)
     assert [g[0] for g in out["gpus"]] == [A, B]
     assert [(g[4], g[5], g[8]) for g in out["gpus"]] == [("", None, False)] * 2
     assert [g[6] for g in out["gpus"]] == [(B,), (A,)]  # what the driver has still works
@@ -182,15 +118,7 @@ boxes.close()
 def test_the_agent_on_a_gpu_node_offers_nvml_gpus_and_an_xid_makes_one_unhealthy(
     node: Node,
 ) -> None:
-    agent = subprocess.Popen(
-        [sys.executable, "-c", AGENT_PROGRAM, B],
-        env=node.env({"PYTHONPATH": str(ROOT)}),
-        cwd=ROOT,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    agent = python_child(node, AGENT_PROGRAM, B, stdin=True)
     assert agent.stdout is not None and agent.stdin is not None
     first = agent.stdout.readline()
     assert first, agent.communicate(timeout=30)[1]

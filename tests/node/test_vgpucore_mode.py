@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.node.allocation import DefaultAllocationPolicy
-from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.grants import (
     MIB,
     ContainerGrant,
@@ -24,7 +24,7 @@ from vgpu.node.grants import (
 )
 from vgpu.node.handoff import Handoff
 from vgpu.node.handoff_policy import HandoffPolicy
-from vgpu.node.limits_file import DeviceLimit, read_limits
+from vgpu.node.limits_file import DeviceLimit
 from vgpu.node.model import GpuInfo
 from vgpu.node.vgpucore import (
     LIBRARY_IN_CONTAINER,

@@ -19,7 +19,7 @@ from tests.realk8s.cluster import RealCluster
 from tests.realk8s.grants import granted
 from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Obj
-from vgpu.node.limits_file import read_limits
+from vgpu.adapters.container_dirs import read_limits
 from vgpu.node.vgpucore import (
     LIBRARY_IN_CONTAINER,
     LIMITS_IN_CONTAINER,

@@ -15,15 +15,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.cli.main import main
+from vgpu.cli.plots import plot
 from vgpu.sim import runner
 from vgpu.sim.engine import RunResult
-from vgpu.sim.report import plot, plot_labels, table
+from vgpu.sim.report import plot_labels, table
 
 
 @pytest.fixture(scope="module")
 def tiny_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The first 20 openb nodes and 200 pods."""
-    from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS, embedded
+    from vgpu.cli.trace_files import embedded
+    from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS
 
     root = tmp_path_factory.mktemp("tiny")
     nodes, pods = root / "nodes.csv", root / "pods.csv"

@@ -92,7 +92,8 @@ def test_first_fit_choice_always_fits(taken: list[tuple[int, int]], ask: int, wh
 
 
 def test_cli_compares_device_choices(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS, embedded
+    from vgpu.cli.trace_files import embedded
+    from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS
 
     nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
     nodes.write_text("".join(embedded(DEFAULT_NODES).read_text().splitlines(True)[:41]))

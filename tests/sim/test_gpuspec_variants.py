@@ -9,7 +9,8 @@ from types import ModuleType
 
 import pytest
 
-from vgpu.sim.trace import DEFAULT_NODES, read_trace
+from vgpu.cli.trace_files import read_trace
+from vgpu.sim.trace import DEFAULT_NODES
 
 REPO = Path(__file__).resolve().parents[2]
 

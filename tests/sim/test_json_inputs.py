@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from vgpu import __version__
 from vgpu.cli.main import main
+from vgpu.cli.trace_files import embedded, trace_files
 from vgpu.core.policy_default_knobs import DefaultConfig
-from vgpu.core.registry import parse_policy
+from vgpu.core.policy_specs import parse_policy
 from vgpu.sim.run_inputs import policy_entry, run_inputs
-from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS, embedded
+from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS
 
 ROOT = Path(__file__).resolve().parents[2]
 INPUT_KEYS = {"vgpu_version", "flags", "seeds", "policies", "trace"}
@@ -69,15 +70,17 @@ def test_placement_json_records_flags_seeds_policies_trace_and_version(
 def test_an_edited_trace_file_gets_another_sha256(tmp_path: Path) -> None:
     pods = tmp_path / "pods.csv"
     pods.write_text(embedded(DEFAULT_PODS).read_text()[:5000])
-    before = run_inputs({}, seeds=[1], policies=[], nodes=None, pods=pods, version="x")
+    before = run_inputs({}, seeds=[1], policies=[], trace=trace_files(None, pods), version="x")
     pods.write_text(pods.read_text().replace(",", ";", 1))
-    after = run_inputs({}, seeds=[1], policies=[], nodes=None, pods=pods, version="x")
+    after = run_inputs({}, seeds=[1], policies=[], trace=trace_files(None, pods), version="x")
     assert before["trace"] != after["trace"]
 
 
 def test_the_embedded_trace_is_named_not_located() -> None:
     """Its place on disk is the install's, not the run's: a document must not carry it."""
-    trace = run_inputs({}, seeds=[42], policies=[], nodes=None, pods=None, version="x")["trace"]
+    trace = run_inputs({}, seeds=[42], policies=[], trace=trace_files(None, None), version="x")[
+        "trace"
+    ]
     assert isinstance(trace, dict)
     assert trace["pods"]["file"] == DEFAULT_PODS and trace["pods"]["embedded"] is True
     assert "/" not in trace["nodes"]["file"] and len(trace["nodes"]["sha256"]) == 64

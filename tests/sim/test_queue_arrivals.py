@@ -11,10 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vgpu.cli.main import main
+from vgpu.cli.trace_files import read_lifetimes, read_trace
 from vgpu.core.errors import InvalidRequest
-from vgpu.sim.poisson import bucket, generate, is_large, read_lifetimes, split
+from vgpu.sim.poisson import bucket, generate, is_large, split
 from vgpu.sim.queue_setup import build, parse_duration
-from vgpu.sim.trace import DEFAULT_PODS, Trace, embedded, read_trace
+from vgpu.sim.trace import Trace
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +80,7 @@ def test_arrivals_carry_the_load_asked_for(load: float, seed: int) -> None:
     setup = build(
         "A=1,B=3", starts=["B=1h"], stricts=[], load=load, measure="10h", max_duration="1h"
     )
-    lifetimes = read_lifetimes(embedded(DEFAULT_PODS))
+    lifetimes = read_lifetimes()
     arrivals = generate(setup, trace.pods, lifetimes, cluster_cores=10_000, seed=seed)
     for queue, start in (("A", 0.0), ("B", 3600.0)):
         mine = [a for a in arrivals if a.queue == queue]
@@ -93,7 +94,7 @@ def test_arrivals_are_the_same_for_the_same_seed_and_differ_for_another(
     trace: Trace,
 ) -> None:
     setup = build("A=1,B=3", starts=[], stricts=[], measure="1h")
-    lifetimes = read_lifetimes(embedded(DEFAULT_PODS))
+    lifetimes = read_lifetimes()
 
     def keys(seed: int) -> list[tuple[float, str]]:
         out = generate(setup, trace.pods, lifetimes, cluster_cores=5_000, seed=seed)

@@ -16,15 +16,15 @@ import pytest
 
 from tests.builders import make_node, make_pod
 from vgpu.cli.main import main
+from vgpu.cli.trace_files import read_lifetimes, read_trace
+from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.queues import QueueSpec
-from vgpu.core.registry import make_policy, parse_policy
 from vgpu.core.workload import Workload
 from vgpu.sim.fairness import Left, remaining_median, still_running_pct
 from vgpu.sim.poisson import Arrival
 from vgpu.sim.queue_run import QueueResult, figures, run
 from vgpu.sim.queue_setup import QueueSetup, build
 from vgpu.sim.queued import QueuedReplay
-from vgpu.sim.trace import DEFAULT_PODS, embedded, read_trace
 
 SMALL = {"measure": "2h", "max_duration": "1h"}
 
@@ -32,7 +32,7 @@ SMALL = {"measure": "2h", "max_duration": "1h"}
 def replay(**flags: object) -> QueueResult:
     setup = build("A=1,B=3", starts=["B=30m"], stricts=[], **{**SMALL, **flags})  # type: ignore[arg-type]
     policy = parse_policy("default", "--policy")
-    return run(read_trace(), embedded(DEFAULT_PODS), setup, policy, seed=42, node_count=24)
+    return run(read_trace(), read_lifetimes(), setup, policy, seed=42, node_count=24)
 
 
 @pytest.fixture(scope="module")

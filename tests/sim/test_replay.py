@@ -5,17 +5,18 @@ from pathlib import Path
 import pytest
 
 from vgpu.cli.main import main
-from vgpu.core.registry import make_policy
+from vgpu.cli.trace_files import read_trace
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
-from vgpu.sim.trace import read_trace
 from vgpu.sim.workload import arrivals
 
 
 @pytest.fixture(scope="module")
 def slice_trace(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """The first 60 openb nodes and 600 pods: a small, real slice of the embedded trace."""
-    from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS, embedded
+    from vgpu.cli.trace_files import embedded
+    from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS
 
     root = tmp_path_factory.mktemp("slice")
     nodes, pods = root / "nodes.csv", root / "pods.csv"

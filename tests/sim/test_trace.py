@@ -2,7 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.sim.trace import TraceError, read_trace
+from vgpu.cli.trace_files import read_trace
+from vgpu.sim.trace import TraceError
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,32000,131072,2,T4\nn1,96000,393216,8,G2\n"
 PODS = (

@@ -8,13 +8,14 @@ import pytest
 
 from tests.builders import make_node, make_pod
 from vgpu.cli.main import main
+from vgpu.cli.trace_files import embedded, read_trace
 from vgpu.core.ids import GangKey
 from vgpu.core.model import GangRef, PodRequest
-from vgpu.core.registry import make_policy
+from vgpu.core.policy_specs import make_policy
 from vgpu.core.workload import Workload
 from vgpu.sim.engine import capacity_milli
 from vgpu.sim.gangs import replay_units
-from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS, embedded, read_trace
+from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS
 from vgpu.sim.variants import TWO_AXIS_BASE_MIB, gangs, two_axis
 from vgpu.sim.workload import arrivals
 

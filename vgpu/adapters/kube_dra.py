@@ -12,7 +12,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vgpu.adapters.kube import KubeApi, KubeNotFound, Listing, WatchEvent, _Watch
+from vgpu.adapters.kube import KubeApi, KubeNotFound, Listing, WatchEvent
+from vgpu.adapters.kube_wire import WatchOptions
 
 Obj = dict[str, Any]
 GROUP = "/apis/resource.k8s.io/v1"
@@ -27,7 +28,7 @@ class DraKubeApi(KubeApi):
     """`KubeApi` plus the DRA objects."""
 
     def get_resource_claim(self, namespace: str, name: str) -> Obj:
-        return self._call(
+        return self._wire.call(
             f"get resourceclaim {namespace}/{name}",
             "GET",
             CLAIM,
@@ -35,13 +36,13 @@ class DraKubeApi(KubeApi):
         )
 
     def list_resource_claims(self) -> Listing:
-        listing = self._list_all("list resourceclaims", "ResourceClaim", ALL_CLAIMS, {}, {})
+        listing = self._wire.list_all("list resourceclaims", "ResourceClaim", ALL_CLAIMS, {}, {})
         for item in listing.items:
             item["apiVersion"] = "resource.k8s.io/v1"
         return listing
 
     def list_resource_slices(self) -> Listing:
-        listing = self._list_all("list resourceslices", "ResourceSlice", SLICES, {}, {})
+        listing = self._wire.list_all("list resourceslices", "ResourceSlice", SLICES, {}, {})
         for item in listing.items:
             item["apiVersion"] = "resource.k8s.io/v1"
         return listing
@@ -50,25 +51,27 @@ class DraKubeApi(KubeApi):
         self, *, stop: threading.Event | None = None, timeout_seconds: int = 300
     ) -> Iterator[WatchEvent]:
         """Endless (type, claim) stream over all namespaces (`vgpu.adapters.kubewatch`)."""
-        watch = _Watch(None, stop, timeout_seconds, 1.0)
-        return self._reflect("watch resourceclaims", "ResourceClaim", ALL_CLAIMS, {}, {}, watch)
+        watch = WatchOptions(None, stop, timeout_seconds, 1.0)
+        return self._wire.reflect(
+            "watch resourceclaims", "ResourceClaim", ALL_CLAIMS, {}, {}, watch
+        )
 
     def get_resource_slice(self, name: str) -> Obj | None:
         try:
-            return self._call(f"get resourceslice {name}", "GET", SLICE, {"name": name})
+            return self._wire.call(f"get resourceslice {name}", "GET", SLICE, {"name": name})
         except KubeNotFound:
             return None
 
     def create_resource_slice(self, body: Mapping[str, Any]) -> Obj:
         name = body["metadata"]["name"]
-        return self._call(f"create resourceslice {name}", "POST", SLICES, {}, body=dict(body))
+        return self._wire.call(f"create resourceslice {name}", "POST", SLICES, {}, body=dict(body))
 
     def replace_resource_slice(self, body: Mapping[str, Any]) -> Obj:
         name = body["metadata"]["name"]
-        return self._call(
+        return self._wire.call(
             f"replace resourceslice {name}", "PUT", SLICE, {"name": name}, body=dict(body)
         )
 
     def delete_resource_slice(self, name: str) -> None:
         with contextlib.suppress(KubeNotFound):
-            self._call(f"delete resourceslice {name}", "DELETE", SLICE, {"name": name})
+            self._wire.call(f"delete resourceslice {name}", "DELETE", SLICE, {"name": name})

@@ -36,6 +36,7 @@ from collections.abc import Callable
 
 from vgpu.adapters.gpu import GpuBackend
 from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kubelet_checkpoint import read_checkpoint
 from vgpu.adapters.kubelet_devices import HealthPump, NodeDevicePlugins
 from vgpu.adapters.liveness import Liveness
 from vgpu.adapters.podresources import PodResourcesClient
@@ -58,7 +59,7 @@ from vgpu.agent.release import KubeletStale
 from vgpu.agent.usage import GpuCollector, UsageView
 from vgpu.agent.watchdog import WatchdogRunner
 from vgpu.core.ids import PodKey
-from vgpu.node.checkpoint import CHECKPOINT_FILE, read_checkpoint
+from vgpu.node.checkpoint import CHECKPOINT_FILE
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings

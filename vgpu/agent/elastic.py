@@ -26,8 +26,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from vgpu.adapters.container_dirs import read_limits, write_limits
 from vgpu.core.elastic import ElasticShare, allowances, is_active
-from vgpu.node.container_dirs import ContainerDirs, referenced_ids
+from vgpu.node.container_dirs import ContainerDirMaker, referenced_ids
 from vgpu.node.limits_file import (
     ACTIVITY_BYTES,
     ACTIVITY_NAME,
@@ -35,8 +36,6 @@ from vgpu.node.limits_file import (
     DeviceLimit,
     LimitsError,
     parse_activity,
-    read_limits,
-    write_limits,
 )
 
 log = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ class ElasticDuty:
 
     def __init__(
         self,
-        dirs: ContainerDirs,
+        dirs: ContainerDirMaker,
         checkpoint: Path,
         *,
         window_s: float = DEFAULT_WINDOW_S,

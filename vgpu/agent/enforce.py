@@ -20,8 +20,8 @@ import logging
 import os
 from pathlib import Path
 
+from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.core.errors import ConfigError
-from vgpu.node.container_dirs import ContainerDirs
 from vgpu.node.elf_symbols import ElfError, missing_hooks
 from vgpu.node.grants import GrantMode
 from vgpu.node.vgpucore import LIBRARY_IN_CONTAINER, VgpuCore

@@ -12,20 +12,21 @@ import sys
 from pathlib import Path
 
 from vgpu import __version__
+from vgpu.cli.plots import check_plot_path, plot, plot_shares
+from vgpu.cli.trace_files import read_lifetimes, read_trace, trace_files
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.registry import PAPER_POLICIES, POLICY_NAMES, PolicySpec, parse_policy
+from vgpu.core.policy_specs import PAPER_POLICIES, POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.flags import HelpFormatter, count
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli
 from vgpu.sim.queue_report import as_json
-from vgpu.sim.queue_report import plot as plot_shares
 from vgpu.sim.queue_report import table as queue_table
 from vgpu.sim.queue_run import run as run_queued
 from vgpu.sim.queue_setup import build
-from vgpu.sim.report import check_plot_path, plot, table
+from vgpu.sim.report import table
 from vgpu.sim.run_inputs import PLACEMENT_INPUTS, QUEUE_INPUTS, run_inputs
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary
-from vgpu.sim.trace import DEFAULT_PODS, Trace, embedded, read_trace
+from vgpu.sim.trace import Trace
 from vgpu.sim.variants import VARIANTS
 from vgpu.sim.workload import arrivals
 
@@ -250,8 +251,7 @@ def _inputs(
         {k: v for k, v in vars(args).items() if k in names},
         seeds=seeds,
         policies=policies,
-        nodes=args.nodes,
-        pods=args.pods,
+        trace=trace_files(args.nodes, args.pods),
         version=__version__,
     )
 
@@ -289,9 +289,13 @@ def run_queues(args: argparse.Namespace) -> int:
     if args.plot:
         check_plot_path(args.plot)
     trace = read_trace(args.nodes, args.pods)
-    pods_csv = args.pods or embedded(DEFAULT_PODS)
     result = run_queued(
-        trace, pods_csv, setup, policies[0], seed=seeds[0], node_count=args.cluster_nodes
+        trace,
+        read_lifetimes(args.pods),
+        setup,
+        policies[0],
+        seed=seeds[0],
+        node_count=args.cluster_nodes,
     )
     if args.plot:
         title = f"{trace_name(args)}: queues {args.queues}, load {args.load:g}, seed {seeds[0]}"

@@ -28,12 +28,18 @@ outlive meters when a policy re-learns its workload."""
 
 GpuKey = tuple[int, int, int]
 """(static GPU class id, free cores, free memory mMiB)."""
+MEMO_LIMIT = 16_384
+"""Node keys memoised before the memo is cleared: about 0.6 KB each on 8-GPU nodes, so at most
+~10 MiB. A long-lived extender meets a new free-GPU multiset with nearly every pod it places;
+unbounded, the memo grew with the pods scheduled (issue 23's long soak)."""
 
 
 class FragmentMeter:
     """Computes (and memoises) expected fragmentation for one target workload."""
 
-    def __init__(self, workload: Workload, *, residue_weight: float = 0.0) -> None:
+    def __init__(
+        self, workload: Workload, *, residue_weight: float = 0.0, memo_limit: int = MEMO_LIMIT
+    ) -> None:
         self.workload = workload
         self.residue_weight = residue_weight
         """Also count, with this weight, what is left on a GPU after packing it with as many
@@ -44,6 +50,7 @@ class FragmentMeter:
         self._classes: dict[tuple[str, int, bool], int] = {}
         self._class_info: list[tuple[tuple[bool, ...], tuple[int, ...], int, bool]] = []
         self._memo: dict[tuple[int, tuple[GpuKey, ...]], float] = {}
+        self._memo_limit = memo_limit
         self._cache_key = ("fgd-classes", next(_METERS))
 
     def gpu_class(self, gpu: Gpu) -> int:
@@ -91,11 +98,14 @@ class FragmentMeter:
         return self.of_key(self.cpu_level(ns.cpu_free), gpus)
 
     def of_key(self, level: int, gpus: tuple[GpuKey, ...]) -> float:
-        """Expected fragmentation for a CPU level and a sorted GPU multiset (memoised)."""
+        """Expected fragmentation for a CPU level and a sorted GPU multiset (memoised; the memo
+        is emptied when it holds `memo_limit` keys)."""
         key = (level, gpus)
         hit = self._memo.get(key)
         if hit is None:
             hit = self._compute(level, gpus)
+            if len(self._memo) >= self._memo_limit:
+                self._memo.clear()
             self._memo[key] = hit
         return hit
 

@@ -34,7 +34,7 @@ from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.learning import WorkloadLearner
 from vgpu.core.model import Node, PodRequest
 from vgpu.core.placement import share_of
-from vgpu.core.policies import Evaluation, Policy
+from vgpu.core.policy import Evaluation, Policy
 from vgpu.core.policy_default_knobs import DefaultConfig
 from vgpu.core.state import NodeState
 from vgpu.core.stranding import Feed, feed

@@ -76,11 +76,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def build(args: argparse.Namespace) -> DraDriver:
     """The `DraDriver` the flags describe (not started)."""
+    from vgpu.adapters.container_dirs import claim_dirs
     from vgpu.adapters.draplugin import DraSockets
     from vgpu.adapters.kube_dra import DraKubeApi
     from vgpu.api.dra import DRIVER
     from vgpu.daemons.dra_driver import DraConfig, DraDriver
-    from vgpu.dra.claim_dirs import claim_dirs
     from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
 
     if args.memory_unit_mib <= 0:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from vgpu.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from vgpu.node.container_dirs import ContainerDirs
+    from vgpu.adapters.container_dirs import ContainerDirs
     from vgpu.node.grants import GrantSettings
     from vgpu.node.hami import HamiCore
 
@@ -65,7 +65,7 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
     """HAMi-core's location from the flags (mode hami only); `grant_settings` checks the file.
 
     `dirs`: where the per-container caches go (default: the state dir's `containers/`)."""
-    from vgpu.node.container_dirs import ContainerDirs
+    from vgpu.adapters.container_dirs import ContainerDirs
     from vgpu.node.hami import HamiCore
 
     if args.hami_core_library is None:
@@ -83,8 +83,8 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
 
 def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
     """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
+    from vgpu.adapters.container_dirs import ContainerDirs
     from vgpu.agent.enforce import checked_library, choose_mode, install_vgpu_core
-    from vgpu.node.container_dirs import ContainerDirs
     from vgpu.node.grants import GrantMode, GrantSettings
 
     dirs = dirs or ContainerDirs(args.state_dir)

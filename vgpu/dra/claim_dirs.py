@@ -2,8 +2,9 @@
 
 In modes vgpu-core and hami a claim request's CDI edits mount a directory of its own (vgpu-core:
 `limits/` read-only at `/run/vgpu/`, `shared/` read-write at `/run/vgpu-shared/`; hami: the
-writable cache), created by the same `ContainerDirs` the node agent uses, under
-`<state dir>/dra/` so a driver never removes a node agent's. Every container that uses the
+writable cache), created by the same `ContainerDirs` the node agent uses
+(`vgpu.adapters.container_dirs.claim_dirs`), under `<state dir>/dra/` so a driver never removes
+a node agent's. Every container that uses the
 request mounts the same directory, so the claim's share is held across all of them together,
 as one container's processes share a device-plugin grant.
 
@@ -19,19 +20,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 from vgpu.dra.prepare import PreparedClaim
-from vgpu.node.container_dirs import CONTAINERS, ContainerDirs
+from vgpu.node.container_dirs import CONTAINERS, ContainerDirMaker
 
 log = logging.getLogger(__name__)
 DRA_SUBDIR = "dra"
 _ID = re.compile("/" + CONTAINERS + r"/([0-9a-f]{32})/")
-
-
-def claim_dirs(state_dir: Path) -> ContainerDirs:
-    """The driver's directories: `<state dir>/dra/containers/`, collected without a grace."""
-    return ContainerDirs(state_dir / DRA_SUBDIR, grace_s=0.0)
 
 
 def dir_ids(claim: PreparedClaim) -> frozenset[str]:
@@ -43,7 +38,7 @@ def dir_ids(claim: PreparedClaim) -> frozenset[str]:
     return frozenset(ids)
 
 
-def collect(dirs: ContainerDirs, prepared: Iterable[PreparedClaim]) -> list[str]:
+def collect(dirs: ContainerDirMaker, prepared: Iterable[PreparedClaim]) -> list[str]:
     """Remove the directories no prepared claim names; the removed ids (never raises)."""
     try:
         named = frozenset().union(*(dir_ids(c) for c in prepared))

@@ -31,9 +31,9 @@ from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.cache import canonical
 from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
+from vgpu.extender.pod_place import canonical
 from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BindingArgs

@@ -21,7 +21,7 @@ from typing import Any
 
 from vgpu.core.fit import Code
 from vgpu.core.ids import NodeName, PodKey
-from vgpu.core.policies import Policy
+from vgpu.core.policy import Policy
 from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BadRequest, Obj, load_request

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.policies import Policy
-from vgpu.core.registry import PolicySpec, make_policy, parse_policy
+from vgpu.core.policy import Policy
+from vgpu.core.policy_specs import PolicySpec, make_policy, parse_policy
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION

@@ -35,8 +35,8 @@ from vgpu.core.fit import Verdict, check
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
-from vgpu.core.policies import Policy
-from vgpu.core.registry import PolicySpec
+from vgpu.core.policy import Policy
+from vgpu.core.policy_specs import PolicySpec
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.extender.answers import AnswerBook

@@ -10,14 +10,13 @@ those of vanished pods only once its pod sources are ready (`UpdateAllocatedDevi
 entries of pods no longer bound to the node are devices the kubelet may still refuse to offer:
 the node agent publishes them per GPU in the inventory annotation (`kubeletStale`) and the
 extender does not place onto them (docs/handshake.md, "Devices the kubelet still counts after
-its restart"). Pure apart from `read_checkpoint`.
+its restart"). The file is read by `vgpu.adapters.kubelet_checkpoint`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from vgpu.api.decode import guard, load_json
@@ -95,26 +94,6 @@ class CheckpointRead:
 
     entries: tuple[CheckpointEntry, ...] | None
     problem: str | None = None
-
-
-def read_checkpoint(path: Path) -> CheckpointRead:
-    """The checkpoint's entries; a missing file is not read (no problem: a kubelet writes it at
-    the first device-plugin update); an unreadable one is a named problem."""
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_CHECKPOINT_BYTES + 1)
-    except FileNotFoundError:
-        return CheckpointRead(None)
-    except OSError as e:
-        return CheckpointRead(
-            None, f"{path}: cannot read the kubelet's device checkpoint ({e.strerror})"
-        )
-    if len(raw) > MAX_CHECKPOINT_BYTES:
-        return CheckpointRead(None, f"{path}: larger than {MAX_CHECKPOINT_BYTES} bytes, not read")
-    try:
-        return CheckpointRead(parse_checkpoint(raw.decode("utf-8", errors="replace")))
-    except CheckpointError as e:
-        return CheckpointRead(None, f"{path}: {e}")
 
 
 def stale_devices(

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from vgpu.core.errors import ConfigError
-from vgpu.node.container_dirs import ContainerDirs, DirectoryLimit
+from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit
 from vgpu.node.grants import ContainerGrant, Mount, Refusal
 
 LIBRARY_IN_CONTAINER = "/usr/local/vgpu/libvgpu.so"
@@ -44,7 +44,7 @@ class HamiCore:
 
     library: str
     preload_file: str | None = None
-    dirs: ContainerDirs | None = None  # per-container cache directories (the agent's state dir)
+    dirs: ContainerDirMaker | None = None  # per-container cache directories (the agent's state dir)
 
     def __post_init__(self) -> None:
         _absolute("--hami-core-library", self.library, "/usr/local/vgpu/libvgpu.so")

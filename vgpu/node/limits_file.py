@@ -5,19 +5,16 @@ one writer of `activity` and the agent its reader. Both formats are defined once
 contract, and mirrored here: `render_limits` refuses anything the library would refuse, so a file
 the agent writes never makes a container fail closed by accident, and `parse_limits` refuses what
 the library refuses, so the agent can re-read its own files after a restart and a test can pin
-both ends against each other. `write_limits` replaces the file atomically (temporary file in the
-same directory, then `rename`): the container has the directory mounted, so its processes see
-either the old content or the new, never half of one.
+both ends against each other. The files themselves are written and read by
+`vgpu.adapters.container_dirs` (`write_limits`, `read_limits`).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from vgpu.core.errors import VgpuError
 
@@ -123,25 +120,6 @@ def _device(line: str, n: int) -> DeviceLimit:
     if problem is not None:
         raise LimitsError(f"limits line {n}: {problem}")
     return device
-
-
-def write_limits(directory: Path, devices: Sequence[DeviceLimit]) -> None:
-    """Replace `directory/limits` atomically (the agent is its one writer)."""
-    text = render_limits(devices)
-    tmp = directory / f".{LIMITS_NAME}.tmp"
-    with tmp.open("w", encoding="ascii") as f:
-        f.write(text)  # no fsync: visibility is what matters; a host crash ends the container
-    tmp.chmod(0o444)
-    os.replace(tmp, directory / LIMITS_NAME)
-
-
-def read_limits(directory: Path) -> tuple[DeviceLimit, ...]:
-    """The devices of `directory/limits`; raises LimitsError (also for an unreadable file)."""
-    try:
-        text = (directory / LIMITS_NAME).read_bytes()[: MAX_LIMITS_BYTES + 1]
-    except OSError as e:
-        raise LimitsError(f"limits in {directory}: {e.strerror or e}") from None
-    return parse_limits(text.decode("ascii", "replace"))
 
 
 def parse_activity(data: bytes) -> tuple[int, ...]:

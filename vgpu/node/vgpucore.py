@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vgpu.node.container_dirs import ContainerDirs, DirectoryLimit
+from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit
 from vgpu.node.grants import MIB, ContainerGrant, GpuLimit, Mount, Refusal
 from vgpu.node.limits_file import DeviceLimit, LimitsError, render_limits
 
@@ -42,7 +42,7 @@ class VgpuCore:
 
     library: str
     preload_file: str
-    dirs: ContainerDirs
+    dirs: ContainerDirMaker
 
     def enforce(
         self, gpus: Sequence[GpuLimit], cores_limit: int | None

@@ -22,13 +22,12 @@ from __future__ import annotations
 import csv
 import hashlib
 from dataclasses import dataclass, replace
-from pathlib import Path
 from random import Random
 
 from vgpu.core.ids import PodKey
 from vgpu.core.model import PodRequest
 from vgpu.sim.queue_setup import QueueSetup
-from vgpu.sim.trace import TraceError
+from vgpu.sim.trace import TraceError, TraceText
 
 LIFETIME_COLUMNS = ("name", "creation_time", "deletion_time")
 
@@ -52,24 +51,24 @@ class Arrival:
         return cls(at, queue, pod, duration, _cores(pod), pod.shape)
 
 
-def read_lifetimes(path: Path) -> dict[str, float]:
+def parse_lifetimes(file: TraceText) -> dict[str, float]:
     """Each pod's lifetime in seconds (deletion - creation) from a trace pod CSV."""
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in LIFETIME_COLUMNS if c not in (reader.fieldnames or ())]
-        if missing:
+    path = file.source
+    reader = csv.DictReader(file.text.splitlines(keepends=True))
+    missing = [c for c in LIFETIME_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise TraceError(
+            f"{path}: --queues needs the column(s) {', '.join(missing)} (pod lifetimes); "
+            "use a pod list of the openb format"
+        )
+    out: dict[str, float] = {}
+    for row in reader:
+        try:
+            out[row["name"].strip()] = float(row["deletion_time"]) - float(row["creation_time"])
+        except ValueError:
             raise TraceError(
-                f"{path}: --queues needs the column(s) {', '.join(missing)} (pod lifetimes); "
-                "use a pod list of the openb format"
-            )
-        out: dict[str, float] = {}
-        for row in reader:
-            try:
-                out[row["name"].strip()] = float(row["deletion_time"]) - float(row["creation_time"])
-            except ValueError:
-                raise TraceError(
-                    f"{path}:{reader.line_num}: creation_time/deletion_time must be numbers"
-                ) from None
+                f"{path}:{reader.line_num}: creation_time/deletion_time must be numbers"
+            ) from None
     return out
 
 

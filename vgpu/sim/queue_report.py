@@ -1,4 +1,4 @@
-"""Rendering a queued replay: a table per queue, the `--json` document, the shares plot."""
+"""Rendering a queued replay: a table per queue and the `--json` document (its plot: `vgpu.cli.plots`)."""
 
 from __future__ import annotations
 
@@ -91,29 +91,3 @@ def as_json(result: QueueResult, inputs: dict[str, object]) -> dict[str, object]
         "series": result.series,
         "seconds": round(result.seconds, 2),
     }
-
-
-def plot(result: QueueResult, path: str, *, title: str) -> None:
-    """Each queue's share of used cores over time, its deserved share dashed, and utilisation."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    minutes = [p["min"] for p in result.series]
-    for name, figures in result.queues.items():
-        line = ax.plot(minutes, [p[name] for p in result.series], label=f"{name} share")[0]
-        due = figures["deserved_share_pct"]
-        if due is not None:
-            ax.axhline(float(due), color=line.get_color(), linestyle="--", linewidth=0.8)
-    ax.plot(minutes, [p["used"] for p in result.series], color="grey", label="utilisation")
-    ax.set_title(title, fontsize=9)
-    ax.set_xlabel("minutes")
-    ax.set_ylabel("% of used cores (utilisation: % of all cores)")
-    ax.set_ylim(0, 100)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from vgpu.core.model import Node
-from vgpu.core.registry import PolicySpec, make_policy
+from vgpu.core.policy_specs import PolicySpec, make_policy
 from vgpu.core.workload import Workload
 from vgpu.sim.fairness import (
     Tallies,
@@ -23,7 +22,7 @@ from vgpu.sim.fairness import (
     still_running_pct,
     utilisation,
 )
-from vgpu.sim.poisson import generate, read_lifetimes
+from vgpu.sim.poisson import generate
 from vgpu.sim.queue_setup import QueueSetup
 from vgpu.sim.queued import QueuedReplay
 from vgpu.sim.trace import Trace
@@ -56,18 +55,19 @@ def sample_nodes(nodes: tuple[Node, ...], count: int) -> tuple[Node, ...]:
 
 def run(
     trace: Trace,
-    pods_csv: Path,
+    lifetimes: dict[str, float],
     setup: QueueSetup,
     policy: PolicySpec,
     *,
     seed: int,
     node_count: int = 0,
 ) -> QueueResult:
-    """Replay `setup` on the trace (its first `node_count` spread nodes, or all) with `policy`."""
+    """Replay `setup` on the trace (its first `node_count` spread nodes, or all) with `policy`;
+    `lifetimes` are the trace pods' (`poisson.parse_lifetimes`)."""
     started = time.perf_counter()
     nodes = sample_nodes(trace.nodes, node_count)
     cores = sum(len(n.gpus) for n in nodes) * 100
-    arrivals = generate(setup, trace.pods, read_lifetimes(pods_csv), cluster_cores=cores, seed=seed)
+    arrivals = generate(setup, trace.pods, lifetimes, cluster_cores=cores, seed=seed)
     replay = QueuedReplay(nodes, make_policy(policy, Workload((), ())), setup, seed)
     tallies = replay.run(arrivals)
     return figures(setup, seed, len(arrivals), tallies, time.perf_counter() - started)

@@ -29,7 +29,7 @@ from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
-from vgpu.core.policies import Policy
+from vgpu.core.policy import Policy
 from vgpu.core.queues import ZERO, Vec, deserved, share
 from vgpu.core.reclaim import Running, victims
 from vgpu.core.release import Book, Job, plan

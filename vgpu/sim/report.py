@@ -1,18 +1,15 @@
-"""Rendering replay results: a readable table, and the allocation-vs-arrival plot.
+"""Rendering replay results: a readable table, and the lines and labels of the allocation plot.
 
 The table shows, per policy, the median over seeds of the allocation at 100 % arrival and at the
 end, pods placed and failed, seconds per run, and — where the FGD paper published a figure for the
-default trace — that figure beside ours.
+default trace — that figure beside ours. The plot is drawn and written by `vgpu.cli.plots`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from statistics import median
 
-from vgpu.core.errors import InvalidRequest
-from vgpu.extras import install_hint
 from vgpu.sim.engine import RunResult
 from vgpu.sim.runner import figure, median_at_100, percent_or_na
 
@@ -112,38 +109,10 @@ def plot_labels(results: Sequence[RunResult], *, trace: str) -> tuple[str, dict[
     return title, labels
 
 
-def check_plot_path(path: str) -> None:
-    """Refuse a --plot FILE that cannot be written, before hours of replays: a folder that does
-    not exist, a format matplotlib cannot write, or matplotlib missing."""
-    target = Path(path)
-    if not target.parent.is_dir():
-        raise InvalidRequest(
-            "--plot", f"{target.parent} is not an existing directory", "create it first"
-        )
-    try:
-        from matplotlib.backend_bases import FigureCanvasBase
-    except ImportError as err:
-        raise InvalidRequest("--plot", f"needs matplotlib ({err})", install_hint("plot")) from err
-    formats = FigureCanvasBase.get_supported_filetypes()
-    if target.suffix.lstrip(".").lower() not in formats:
-        raise InvalidRequest(
-            "--plot",
-            f"cannot write {target.suffix or 'a file without an extension'}",
-            "end the name with one of ." + ", .".join(sorted(formats)),
-        )
-
-
-def plot(results: Sequence[RunResult], path: str, *, trace: str = "trace") -> None:
-    """Allocation % against arrived workload %, one line per policy (median over seeds), with
-    the 100 % arrival line where alloc@100% is read."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    title, labels = plot_labels(results, trace=trace)
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    low = 100.0
+def curves(results: Sequence[RunResult]) -> dict[str, tuple[list[int], list[float]]]:
+    """Per policy, the plot's line: arrived workload (%) and the median over seeds of the
+    allocation (%) at each step (`vgpu.cli.plots` draws it)."""
+    lines = {}
     for name in _policies(results):
         per_step: dict[int, list[float]] = {}
         for r in results:
@@ -151,18 +120,5 @@ def plot(results: Sequence[RunResult], path: str, *, trace: str = "trace") -> No
                 for arrived, alloc in r.curve:
                     per_step.setdefault(int(arrived), []).append(alloc)
         xs = sorted(per_step)
-        ax.plot(xs, [median(per_step[x]) for x in xs], label=labels[name])
-        low = min(low, max(xs, default=0))
-    ax.plot([0, 100], [0, 100], color="grey", linestyle=":", label="ideal (every pod placed)")
-    ax.axvline(100, color="black", linewidth=0.8, linestyle="--", label="100 % arrival")
-    ax.set_title(title, fontsize=10)
-    ax.set_xlabel("arrived GPU workload (% of cluster GPUs)")
-    ax.set_ylabel("allocated GPUs (% of cluster)")
-    left = 70 if low >= 100 else 0  # short runs (--tune under 1) are shown whole
-    ax.set_xlim(left=left)
-    ax.set_ylim(left, 100)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+        lines[name] = (xs, [median(per_step[x]) for x in xs])
+    return lines

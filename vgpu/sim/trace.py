@@ -6,7 +6,8 @@ Pod rows ``name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...]`` become `
 (the same share of whichever GPU the pod lands on, exactly, via a proportional memory ask);
 ``num_gpu >= 2`` means whole GPUs; ``gpu_spec`` lists allowed models joined by ``|``.
 
-Bad input raises `TraceError` with the file, line and column, and what to do about it.
+Bad input raises `TraceError` with the file, line and column, and what to do about it. This
+module parses text; the files (given or embedded) are read by `vgpu.cli.trace_files`.
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ from __future__ import annotations
 import csv
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
@@ -51,39 +50,39 @@ class Trace:
     pods: tuple[PodRequest, ...]
 
 
-def embedded(name: str) -> Path:
-    """Path of a file of the embedded default trace."""
-    return Path(str(resources.files("vgpu.sim") / "data" / name))
-
-
 DEFAULT_NODES = "openb_node_list_gpu_node.csv"
 DEFAULT_PODS = "openb_pod_list_default.csv"
+"""The embedded default trace's files (package data under `vgpu/sim/data`)."""
 
 
-def _rows(path: Path, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
-    try:
-        handle = path.open(newline="", encoding="utf-8")
-    except OSError as err:
-        raise TraceError(f"{path}: cannot open ({err.strerror})") from err
-    with handle:
-        reader = csv.DictReader(handle)
-        if not reader.fieldnames:
-            raise TraceError(f"{path}: empty file; expected a header with {', '.join(required)}")
-        missing = [c for c in required if c not in reader.fieldnames]
-        if missing:
-            raise TraceError(
-                f"{path}: missing column(s) {', '.join(missing)}; "
-                f"the header must include {', '.join(required)}"
-            )
-        empty = True
-        for row in reader:
-            empty = False
-            yield reader.line_num, row
-        if empty:
-            raise TraceError(f"{path}: no data rows after the header")
+@dataclass(frozen=True, slots=True)
+class TraceText:
+    """One trace file's content and the name its errors cite (the path as given)."""
+
+    source: str
+    text: str
 
 
-def _int(path: Path, line: int, row: dict[str, str], column: str) -> int:
+def _rows(file: TraceText, required: tuple[str, ...]) -> Iterator[tuple[int, dict[str, str]]]:
+    path = file.source
+    reader = csv.DictReader(file.text.splitlines(keepends=True))
+    if not reader.fieldnames:
+        raise TraceError(f"{path}: empty file; expected a header with {', '.join(required)}")
+    missing = [c for c in required if c not in reader.fieldnames]
+    if missing:
+        raise TraceError(
+            f"{path}: missing column(s) {', '.join(missing)}; "
+            f"the header must include {', '.join(required)}"
+        )
+    empty = True
+    for row in reader:
+        empty = False
+        yield reader.line_num, row
+    if empty:
+        raise TraceError(f"{path}: no data rows after the header")
+
+
+def _int(path: str, line: int, row: dict[str, str], column: str) -> int:
     raw = (row.get(column) or "").strip()
     try:
         value = int(raw)
@@ -96,10 +95,10 @@ def _int(path: Path, line: int, row: dict[str, str], column: str) -> int:
     return value
 
 
-def read_nodes(path: Path) -> tuple[Node, ...]:
+def parse_nodes(file: TraceText) -> tuple[Node, ...]:
     """Nodes from a node CSV; each GPU gets a stable synthetic uuid."""
-    nodes = []
-    for line, row in _rows(path, NODE_COLUMNS):
+    nodes, path = [], file.source
+    for line, row in _rows(file, NODE_COLUMNS):
         name = row["sn"].strip()
         count = _int(path, line, row, "gpu")
         model = (row.get("model") or "").strip()
@@ -118,7 +117,7 @@ def read_nodes(path: Path) -> tuple[Node, ...]:
     return tuple(nodes)
 
 
-def _selector(path: Path, line: int, spec: str, models: set[str]) -> GpuSelector:
+def _selector(path: str, line: int, spec: str, models: set[str]) -> GpuSelector:
     wanted = tuple(dict.fromkeys(p.strip() for p in spec.split("|") if p.strip()))
     if not wanted:
         return ANY_GPU
@@ -131,7 +130,7 @@ def _selector(path: Path, line: int, spec: str, models: set[str]) -> GpuSelector
     return GpuSelector(include_models=wanted)
 
 
-def _container(path: Path, line: int, num_gpu: int, milli: int) -> tuple[ContainerRequest, ...]:
+def _container(path: str, line: int, num_gpu: int, milli: int) -> tuple[ContainerRequest, ...]:
     if num_gpu == 0:
         return ()
     if milli % 10:
@@ -152,10 +151,10 @@ def _container(path: Path, line: int, num_gpu: int, milli: int) -> tuple[Contain
     return (ContainerRequest("main", 100 * num_gpu),)
 
 
-def read_pods(path: Path, models: set[str]) -> tuple[PodRequest, ...]:
+def parse_pods(file: TraceText, models: set[str]) -> tuple[PodRequest, ...]:
     """Pods from a pod CSV (optional columns may be absent, as in the multigpu variants)."""
-    pods = []
-    for line, row in _rows(path, POD_COLUMNS):
+    pods, path = [], file.source
+    for line, row in _rows(file, POD_COLUMNS):
         num_gpu = _int(path, line, row, "num_gpu")
         milli = _int(path, line, row, "gpu_milli")
         pods.append(
@@ -170,12 +169,12 @@ def read_pods(path: Path, models: set[str]) -> tuple[PodRequest, ...]:
     return tuple(pods)
 
 
-def read_trace(nodes_csv: Path | None = None, pods_csv: Path | None = None) -> Trace:
-    """Read a trace; missing paths mean the embedded default (openb)."""
-    nodes = read_nodes(nodes_csv or embedded(DEFAULT_NODES))
+def parse_trace(nodes_csv: TraceText, pods_csv: TraceText) -> Trace:
+    """A trace from its node and pod lists; the pods' GPU models must be the nodes'."""
+    nodes = parse_nodes(nodes_csv)
     gpu_nodes = tuple(n for n in nodes if n.gpus)
     if not gpu_nodes:
         raise TraceError("the node list has no GPU nodes")
     models = {g.model for n in gpu_nodes for g in n.gpus}
-    pods = read_pods(pods_csv or embedded(DEFAULT_PODS), models)
+    pods = parse_pods(pods_csv, models)
     return Trace(nodes, pods)

@@ -1,37 +1,29 @@
-"""Placement policies: how a node is scored for a pod and which of its GPUs the pod takes.
+"""The baseline policies: the FGD paper's and the classic Kubernetes strategies.
 
-Each policy is a small object with `evaluate(node, pod, rng) -> Evaluation | None` (None: the pod
-does not fit). Higher scores win. `cacheable` says the result depends only on the node's state and
-the pod's shape, so callers may memoise it until the node changes. `random_ties` says equal top
-scores are broken uniformly at random (what kube-scheduler's selectHost does) rather than by node
-order.
-
+Each is a `Policy` (`policy`): it picks GPUs and scores the node with its own formula.
 The paper baselines (`random`, `dotprod`, `gpuclustering`, `gpupacking`, `bestfit`) follow the FGD
 artifact's formulas, including integer truncation and its fixed normalisers (128 CPUs, 8 GPUs), so
 that replays are comparable with the published numbers. Equal top scores go to the first node in
 node (name) order: with that rule every baseline lands within a few tenths of the published
 medians, while uniformly random ties (kube-scheduler's stock selectHost) cost FGD five points and
-GpuPacking three, so the artifact's scheduler evidently broke ties by order. `spread`, `binpack` and `shape` are the
-classic Kubernetes strategies over CPU and GPU.
+GpuPacking three, so the artifact's scheduler evidently broke ties by order. `spread`, `binpack`
+and `shape` are the classic Kubernetes strategies over CPU and GPU.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import pairwise
 from random import Random
 
-from vgpu.core.capacity import candidates, host_fits
+from vgpu.core.capacity import candidates
 from vgpu.core.model import PodRequest
 from vgpu.core.placement import (
     Choice,
-    GpuPicker,
-    best_fit_pick,
-    choose,
     share_of,
     spread_pick,
 )
+from vgpu.core.policy import Evaluation, Policy
 from vgpu.core.state import NodeState
 from vgpu.core.units import CORES_PER_GPU
 
@@ -39,48 +31,6 @@ MAX_SPEC_CPU = 128_000
 """The artifact's fixed CPU normaliser (milli-CPU)."""
 MAX_SPEC_GPU = 8_000
 """The artifact's fixed GPU normaliser (milli-GPU)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Evaluation:
-    """A node's score for a pod and the GPUs the pod would take there."""
-
-    score: float
-    choice: Choice
-
-
-class Policy:
-    """Base policy: choose GPUs with `pick`, then score the node with `node_score`."""
-
-    name = "base"
-    cacheable = True
-    random_ties = False
-    generation = 0
-    """Bumped when the policy's scoring changes (e.g. a re-learned workload): stale memos."""
-    pick: GpuPicker = staticmethod(best_fit_pick)
-
-    def observe(self, pod: PodRequest) -> None:
-        """Learn from a pod the scheduler is asked to place (once per pod key; default: no-op)."""
-
-    def evaluate(self, ns: NodeState, pod: PodRequest, rng: Random) -> Evaluation | None:
-        """Score the node for the pod, or None if the pod does not fit."""
-        if not host_fits(ns, pod):
-            return None
-        choice: Choice = ()
-        if pod.wants_gpu:
-            found = choose(ns, pod, self.pick)
-            if found is None:
-                return None
-            choice = found
-        return Evaluation(self.node_score(ns, pod, choice), choice)
-
-    def node_score(self, ns: NodeState, pod: PodRequest, choice: Choice) -> float:
-        """The node's score for the pod placed with `choice`."""
-        raise NotImplementedError
-
-    def finish(self, ns: NodeState, pod: PodRequest, ev: Evaluation, rng: Random) -> Choice:
-        """The final GPU choice on the selected node (random policies draw here)."""
-        return ev.choice
 
 
 def free_gpu_milli(ns: NodeState) -> int:

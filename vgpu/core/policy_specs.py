@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fgd import FgdPolicy
 from vgpu.core.fragmentation import FragmentMeter
-from vgpu.core.policies import (
+from vgpu.core.policy import Policy
+from vgpu.core.policy_baselines import (
     BestFitPolicy,
     BinpackPolicy,
     DotProductPolicy,
     GpuClusteringPolicy,
     GpuPackingPolicy,
-    Policy,
     RandomPolicy,
     ShapePolicy,
     SpreadPolicy,
