@@ -236,8 +236,9 @@ class Http2Connection(Http2Replies):
             self._event(event)
 
     def _event(self, event: Event) -> None:
-        if not self._within_budget(event):
-            self._calm("flood")
+        spent = self._spent(event)
+        if spent is not None:
+            self._calm(f"flood-{spent}")
         elif isinstance(event, RequestReceived):
             self._request(event)
         elif isinstance(event, DataReceived):
@@ -254,20 +255,20 @@ class Http2Connection(Http2Replies):
         elif isinstance(event, ConnectionTerminated):
             self._done = True
 
-    def _within_budget(self, event: Event) -> bool:
-        """Charge the event to the connection's budgets; False once one is spent."""
+    def _spent(self, event: Event) -> str | None:
+        """Charge the event to the connection's budgets; the name of the one it overdraws."""
         budgets, now = self._budgets, asyncio.get_running_loop().time()
         if isinstance(event, RequestReceived):
-            return budgets.streams.take(now)
+            return None if budgets.streams.take(now) else "streams"
         if isinstance(event, StreamReset):
-            return budgets.resets.take(now)
-        if isinstance(event, PingReceived | RemoteSettingsChanged | PriorityUpdated):
-            return budgets.control.take(now)
-        if isinstance(event, UnknownFrameReceived):
-            return budgets.control.take(now)
+            return None if budgets.resets.take(now) else "resets"
+        control = PingReceived | RemoteSettingsChanged | PriorityUpdated | UnknownFrameReceived
+        if isinstance(event, control):
+            return None if budgets.control.take(now) else "control"
         if isinstance(event, WindowUpdated) and not self._waiting():
-            return budgets.control.take(now)  # it opens a window for nothing
-        return True
+            # it opens a window for nothing
+            return None if budgets.control.take(now) else "control"
+        return None
 
     def _waiting(self) -> bool:
         """Whether a reply waits for the client's window (its WINDOW_UPDATEs are then due)."""
@@ -278,7 +279,11 @@ class Http2Connection(Http2Replies):
         replies h2 queued for the flood (PING and SETTINGS acknowledgements) go out."""
         if self._done:
             return
-        log.debug("HTTP/2 connection over its %s budget: closed", reason)
+        log.warning(
+            "HTTP/2 connection closed with GOAWAY ENHANCE_YOUR_CALM: %s (its budgets: %s)",
+            reason,
+            self._limits.http2,
+        )
         self._on_refused(reason)
         self._h2.data_to_send()  # the flood's acknowledgements, dropped
         if self._receiving:  # `serve` ends after this read, dropping what follows
