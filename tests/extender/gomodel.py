@@ -16,6 +16,8 @@ Written from their source, not from the extender's code; each rule names where i
   body is closed as soon as its last byte is read; if the read loop has not processed the
   END_STREAM yet (`cs.peerClosed`), the stream is reset with CANCEL. The model takes the worst
   case: every stream is reset after its body is read.
+* REFUSED_STREAM: the request is retried, the first time at once (transport.go `RoundTrip`,
+  `shouldRetryRequest`, `canRetryError`); the caller does it here (`refused`).
 * PING only after `ReadIdleTimeout` (30 s in apimachinery's defaults) without a frame read: none
   on a busy connection.
 """
@@ -45,9 +47,15 @@ class GoClient(H2Client):
         self.conn_unsent = 0
         self.stream_unsent: dict[int, int] = {}
         self.resets_sent = 0
+        self.refused: set[int] = set()
+        """Streams the server refused: Go retries their requests at once (transport.go
+        `RoundTrip`, `shouldRetryRequest`: REFUSED_STREAM is `canRetryError`)."""
 
     def _event(self, event: object) -> None:
-        if isinstance(event, ResponseReceived | StreamEnded | StreamReset):
+        if isinstance(event, StreamReset) and event.error_code == ErrorCodes.REFUSED_STREAM:
+            self.refused.add(event.stream_id or 0)
+            super()._event(event)
+        elif isinstance(event, ResponseReceived | StreamEnded | StreamReset):
             super()._event(event)
         elif isinstance(event, DataReceived):
             stream_id = event.stream_id or 0

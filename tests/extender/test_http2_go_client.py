@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from h2.errors import ErrorCodes
+from h2.settings import Settings
 
 from tests.extender.gomodel import GoClient
-from tests.extender.h2client import tls_socket
+from tests.extender.h2client import H2Client, tls_socket
 from vgpu.extender.http import HttpServer
 from vgpu.extender.http2caps import Http2Caps
 from vgpu.extender.httplimits import HttpLimits
@@ -124,3 +126,51 @@ def test_window_updates_that_return_no_owed_credit_are_still_a_flood(
         pass
     assert client.terminated is not None and client.terminated.error_code == CALM, why
     assert refused == ["flood-control"], why
+
+
+def test_streams_a_go_client_opens_before_it_has_our_settings_are_served(
+    served: tuple[HttpServer, _Routes, list[str]], certs: Path
+) -> None:
+    """Go's transport opens up to `initialMaxConcurrentStreams` (100) streams on a new
+    connection before the server's SETTINGS arrive (x/net http2 transport.go): kube-scheduler
+    redialling with binds waiting does. Our limit (64) applies once the client has acknowledged
+    it (RFC 9113 §6.5.3); before that the streams over it are the protocol's race (§5.1.2):
+    refused with REFUSED_STREAM, which Go retries, not a protocol error that ends the
+    connection and every bind on it, and not charged to a budget."""
+    server, routes, refused = served
+    client = _go_client(server, certs)  # nothing read: our SETTINGS are not seen
+    streams = [client.request("POST", "/scheduler/bind", b'{"PodName":"p"}') for _ in range(80)]
+    time.sleep(0.5)  # the server reads all 80 while every bind is held open
+    routes.release.set()
+    client.wait(*streams)
+    retried = [
+        client.request("POST", "/scheduler/bind", b"{}") for s in streams if s in client.refused
+    ]
+    replies = client.wait(*[s for s in streams if s not in client.refused], *retried)
+    assert client.terminated is None, client.terminated
+    assert [r.status for r in replies] == [200] * len(streams)
+    assert refused == []
+
+
+def test_a_client_that_knows_our_limit_and_opens_streams_over_it_spends_its_resets(
+    served: tuple[HttpServer, _Routes, list[str]], certs: Path
+) -> None:
+    """Once our SETTINGS are acknowledged, each stream over the limit is refused and charged:
+    a client opening them in a loop is cut (flood-resets), its held binds untouched."""
+    server, _, refused = served
+    client = H2Client(tls_socket(server.port, certs, certs, ["h2"]))
+    (reply,) = client.wait(client.request("POST", "/scheduler/filter", b"{}"))  # SETTINGS acked
+    assert reply.status == 200
+    client.h2.remote_settings = Settings(client=False)  # ignore our limit from now on
+    for _ in range(64):
+        client.request("POST", "/scheduler/bind", b"{}")
+    client.sock.settimeout(5)
+    for _ in range(CAPS.resets.burst // 10 + 5):  # ten at a time, each batch refused in turn
+        batch = client.wait(*[client.request("GET", "/healthz") for _ in range(10)])
+        assert all(r.reset for r in batch) or client.terminated is not None
+        if client.terminated is not None:
+            break
+    while client.terminated is None and client.read_once():
+        pass
+    assert client.terminated is not None and client.terminated.error_code == CALM
+    assert refused == ["flood-resets"]

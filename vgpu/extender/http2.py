@@ -36,6 +36,7 @@ from h2.events import (
     PriorityUpdated,
     RemoteSettingsChanged,
     RequestReceived,
+    SettingsAcknowledged,
     StreamEnded,
     StreamReset,
     UnknownFrameReceived,
@@ -52,6 +53,9 @@ from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
 log = logging.getLogger(__name__)
 
 MAX_STREAMS = 64
+_H2_CEILING = 100
+"""Open streams past which h2 ends the connection (PROTOCOL_ERROR): Go's streams before our
+SETTINGS (`_over_limit`), the least RFC 9113 §6.5.2 recommends."""
 WINDOW = 1 << 20
 """Receive window, per stream and for the connection: a 100 KB filter body (5,000 node names)
 arrives without waiting on a WINDOW_UPDATE round trip."""
@@ -118,6 +122,8 @@ class Http2Connection(Http2Replies):
         """A connection without a certificate ends by then, whatever it sends (a PING every
         few seconds kept it open for good)."""
         self._asked = False
+        self._acked = False
+        """Whether the client has acknowledged our SETTINGS (`_over_limit`)."""
         """Whether it has made its one request."""
         self._chunk = _READ_MIN
         """Bytes of the next read (see `_READ_MIN`)."""
@@ -127,7 +133,14 @@ class Http2Connection(Http2Replies):
 
     async def serve(self) -> None:
         """Read and answer; connection errors reach the caller, which closes the socket."""
-        self._h2.initiate_connection()
+        self._h2.initiate_connection()  # announces MAX_STREAMS; `_over_limit` enforces it
+        self._h2.local_settings = Settings(
+            client=False,
+            initial_values={
+                SettingCodes.MAX_CONCURRENT_STREAMS: _H2_CEILING,
+                SettingCodes.INITIAL_WINDOW_SIZE: WINDOW,
+            },
+        )
         self._h2.increment_flow_control_window(WINDOW - 65535)
         try:
             await self._flush()
@@ -255,6 +268,8 @@ class Http2Connection(Http2Replies):
                     stream.window.set()
         elif isinstance(event, ConnectionTerminated):
             self._done = True
+        elif isinstance(event, SettingsAcknowledged):
+            self._acked = True
 
     def _spent(self, event: Event) -> str | None:
         """Charge the event to the connection's budgets; the name of the one it overdraws.
@@ -324,11 +339,26 @@ class Http2Connection(Http2Replies):
                 self._h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
             return
         self._asked = True
+        if len(self._streams) >= MAX_STREAMS:
+            self._over_limit(stream_id)
+            return
         if not self._verified and (method != "GET" or event.stream_ended is None):
             self._refuse(stream_id, "no-client-certificate", (403, NO_CERTIFICATE, TEXT))
             return
         deadline = asyncio.get_running_loop().time() + self._limits.read_timeout
         self._streams[stream_id] = Stream(method, path, deadline)
+
+    def _over_limit(self, stream_id: int) -> None:
+        """Refuse a stream over `MAX_STREAMS` with REFUSED_STREAM, which Go's client retries
+        (RFC 9113 §5.1.2, §8.7; x/net http2 transport.go `canRetryError`). Go opens up to
+        `initialMaxConcurrentStreams` (100) before it has processed our SETTINGS, so a
+        kube-scheduler redialling with binds waiting does; h2 would end the whole connection.
+        Charged to the resets budget only once the client has acknowledged our SETTINGS."""
+        with contextlib.suppress(ProtocolError):
+            self._h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
+        now = asyncio.get_running_loop().time()
+        if self._acked and not self._budgets.resets.take(now):
+            self._calm("flood-resets")
 
     def _data(self, event: DataReceived) -> None:
         stream_id, data = event.stream_id or 0, event.data or b""
