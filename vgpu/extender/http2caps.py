@@ -35,8 +35,10 @@ class Http2Caps:
     streams: Rate = Rate(1000, 500.0)
     """New streams (requests). kube-scheduler needs a few per pod scheduled."""
     resets: Rate = Rate(100, 10.0)
-    """Streams the client resets (RST_STREAM) while their request is read, queued or answered;
-    a reset of a stream whose reply is out is free (Go's client sends one after many calls)."""
+    """Streams the client resets (RST_STREAM) while their request is read, queued or answered,
+    and streams refused for being over the concurrent-stream limit once the client has
+    acknowledged it; a reset of a stream whose reply is out is free (Go's client sends one
+    after many calls), and so is a refusal before our SETTINGS were seen (Go's race)."""
     control: Rate = Rate(200, 20.0)
     """PING, SETTINGS, PRIORITY, unknown frames, and WINDOW_UPDATEs that are not due (none
     waits for the window and they return no credit owed, `Credit`): each costs a parse, PING
