@@ -122,9 +122,9 @@ class Http2Connection(Http2Replies):
         """A connection without a certificate ends by then, whatever it sends (a PING every
         few seconds kept it open for good)."""
         self._asked = False
+        """Whether it has made its one request."""
         self._acked = False
         """Whether the client has acknowledged our SETTINGS (`_over_limit`)."""
-        """Whether it has made its one request."""
         self._chunk = _READ_MIN
         """Bytes of the next read (see `_READ_MIN`)."""
         self._receiving = False
