@@ -211,7 +211,7 @@ def test_control_frame_floods_with_replies_never_read_are_cut(
     _until_closed(client, 3)
     assert client.terminated is not None and client.terminated.error_code == CALM
     assert client.ping_acks <= CAPS.control.burst + 10
-    assert "flood" in served.refused
+    assert "flood-control" in served.refused
     _still_serves(served)
 
 
@@ -228,6 +228,7 @@ def test_rapid_reset_with_a_verified_client_is_cut_and_its_queued_work_cancelled
     client.flush()
     _until_closed(client, 3)
     assert client.terminated is not None and client.terminated.error_code == CALM
+    assert "flood-resets" in served.refused
     served.routes.release.set()
     time.sleep(0.5)  # queued binds would run now
     assert served.routes.calls["bind"] <= LIMITS.workers
@@ -248,7 +249,7 @@ def test_a_verified_client_opening_streams_faster_than_its_budget_gets_goaway(
     except (OSError, ssl.SSLError):
         pass  # the server closed while the client was still writing: its GOAWAY may go unread
     _until_closed(client, 2)
-    assert "flood" in served.refused
+    assert "flood-streams" in served.refused
     assert client.terminated is None or client.terminated.error_code == CALM
     refilled = CAPS.streams.per_second * (time.monotonic() - start)  # the bucket's rate
     assert answered <= CAPS.streams.burst + refilled

@@ -36,6 +36,7 @@ from h2.events import (
     PriorityUpdated,
     RemoteSettingsChanged,
     RequestReceived,
+    SettingsAcknowledged,
     StreamEnded,
     StreamReset,
     UnknownFrameReceived,
@@ -44,7 +45,7 @@ from h2.events import (
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
-from vgpu.extender.http2caps import Budgets
+from vgpu.extender.http2caps import Budgets, Credit
 from vgpu.extender.http2replies import Http2Replies, Stream
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
@@ -52,6 +53,9 @@ from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
 log = logging.getLogger(__name__)
 
 MAX_STREAMS = 64
+_H2_CEILING = 100
+"""Open streams past which h2 ends the connection (PROTOCOL_ERROR): Go's streams before our
+SETTINGS (`_over_limit`), the least RFC 9113 §6.5.2 recommends."""
 WINDOW = 1 << 20
 """Receive window, per stream and for the connection: a 100 KB filter body (5,000 node names)
 arrives without waiting on a WINDOW_UPDATE round trip."""
@@ -109,6 +113,7 @@ class Http2Connection(Http2Replies):
             },
         )
         self._streams: dict[int, Stream] = {}
+        self._credit = Credit()
         self._tasks: set[asyncio.Task[None]] = set()
         self._done = False
         now = asyncio.get_running_loop().time()
@@ -118,6 +123,8 @@ class Http2Connection(Http2Replies):
         few seconds kept it open for good)."""
         self._asked = False
         """Whether it has made its one request."""
+        self._acked = False
+        """Whether the client has acknowledged our SETTINGS (`_over_limit`)."""
         self._chunk = _READ_MIN
         """Bytes of the next read (see `_READ_MIN`)."""
         self._receiving = False
@@ -126,7 +133,14 @@ class Http2Connection(Http2Replies):
 
     async def serve(self) -> None:
         """Read and answer; connection errors reach the caller, which closes the socket."""
-        self._h2.initiate_connection()
+        self._h2.initiate_connection()  # announces MAX_STREAMS; `_over_limit` enforces it
+        self._h2.local_settings = Settings(
+            client=False,
+            initial_values={
+                SettingCodes.MAX_CONCURRENT_STREAMS: _H2_CEILING,
+                SettingCodes.INITIAL_WINDOW_SIZE: WINDOW,
+            },
+        )
         self._h2.increment_flow_control_window(WINDOW - 65535)
         try:
             await self._flush()
@@ -236,8 +250,9 @@ class Http2Connection(Http2Replies):
             self._event(event)
 
     def _event(self, event: Event) -> None:
-        if not self._within_budget(event):
-            self._calm("flood")
+        spent = self._spent(event)
+        if spent is not None:
+            self._calm(f"flood-{spent}")
         elif isinstance(event, RequestReceived):
             self._request(event)
         elif isinstance(event, DataReceived):
@@ -253,21 +268,34 @@ class Http2Connection(Http2Replies):
                     stream.window.set()
         elif isinstance(event, ConnectionTerminated):
             self._done = True
+        elif isinstance(event, SettingsAcknowledged):
+            self._acked = True
 
-    def _within_budget(self, event: Event) -> bool:
-        """Charge the event to the connection's budgets; False once one is spent."""
+    def _spent(self, event: Event) -> str | None:
+        """Charge the event to the connection's budgets; the name of the one it overdraws.
+        Charged is what costs work and what floods are made of, not what a well-behaved client
+        does as a matter of course: a reset of a stream already answered cancels nothing (Go's
+        transport resets with CANCEL every stream whose body kube-scheduler closes before its
+        read loop saw END_STREAM: x/net http2 transport.go `transportResponseBody.Close` ->
+        `cleanupWriteRequest`), and a WINDOW_UPDATE returning credit is due (`_due`)."""
         budgets, now = self._budgets, asyncio.get_running_loop().time()
         if isinstance(event, RequestReceived):
-            return budgets.streams.take(now)
-        if isinstance(event, StreamReset):
-            return budgets.resets.take(now)
-        if isinstance(event, PingReceived | RemoteSettingsChanged | PriorityUpdated):
-            return budgets.control.take(now)
-        if isinstance(event, UnknownFrameReceived):
-            return budgets.control.take(now)
-        if isinstance(event, WindowUpdated) and not self._waiting():
-            return budgets.control.take(now)  # it opens a window for nothing
-        return True
+            return None if budgets.streams.take(now) else "streams"
+        if isinstance(event, StreamReset) and event.stream_id in self._streams:
+            return None if budgets.resets.take(now) else "resets"
+        control = PingReceived | RemoteSettingsChanged | PriorityUpdated | UnknownFrameReceived
+        if isinstance(event, control):
+            return None if budgets.control.take(now) else "control"
+        if isinstance(event, WindowUpdated) and not self._due(event):
+            return None if budgets.control.take(now) else "control"
+        return None
+
+    def _due(self, event: WindowUpdated) -> bool:
+        """Whether a WINDOW_UPDATE is owed rather than a flood: one while a reply waits for the
+        window, or one returning credit for DATA we sent (`Credit`)."""
+        if event.stream_id:  # h2 reports only open streams: one of ours still sending
+            return self._waiting()
+        return self._credit.returned(event.delta or 0) or self._waiting()
 
     def _waiting(self) -> bool:
         """Whether a reply waits for the client's window (its WINDOW_UPDATEs are then due)."""
@@ -278,7 +306,11 @@ class Http2Connection(Http2Replies):
         replies h2 queued for the flood (PING and SETTINGS acknowledgements) go out."""
         if self._done:
             return
-        log.debug("HTTP/2 connection over its %s budget: closed", reason)
+        log.warning(
+            "HTTP/2 connection closed with GOAWAY ENHANCE_YOUR_CALM: %s (its budgets: %s)",
+            reason,
+            self._limits.http2,
+        )
         self._on_refused(reason)
         self._h2.data_to_send()  # the flood's acknowledgements, dropped
         if self._receiving:  # `serve` ends after this read, dropping what follows
@@ -307,11 +339,26 @@ class Http2Connection(Http2Replies):
                 self._h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
             return
         self._asked = True
+        if len(self._streams) >= MAX_STREAMS:
+            self._over_limit(stream_id)
+            return
         if not self._verified and (method != "GET" or event.stream_ended is None):
             self._refuse(stream_id, "no-client-certificate", (403, NO_CERTIFICATE, TEXT))
             return
         deadline = asyncio.get_running_loop().time() + self._limits.read_timeout
         self._streams[stream_id] = Stream(method, path, deadline)
+
+    def _over_limit(self, stream_id: int) -> None:
+        """Refuse a stream over `MAX_STREAMS` with REFUSED_STREAM, which Go's client retries
+        (RFC 9113 §5.1.2, §8.7; x/net http2 transport.go `canRetryError`). Go opens up to
+        `initialMaxConcurrentStreams` (100) before it has processed our SETTINGS, so a
+        kube-scheduler redialling with binds waiting does; h2 would end the whole connection.
+        Charged to the resets budget only once the client has acknowledged our SETTINGS."""
+        with contextlib.suppress(ProtocolError):
+            self._h2.reset_stream(stream_id, ErrorCodes.REFUSED_STREAM)
+        now = asyncio.get_running_loop().time()
+        if self._acked and not self._budgets.resets.take(now):
+            self._calm("flood-resets")
 
     def _data(self, event: DataReceived) -> None:
         stream_id, data = event.stream_id or 0, event.data or b""

@@ -4,8 +4,9 @@ HTTP/2 lets a client make the server work without asking it anything: every PING
 frame obliges a reply, a stream opened and reset at once ("rapid reset", CVE-2023-44487) queues a
 verb that nobody will read, and a client that never opens its flow-control window leaves replies
 in the server's memory. A well-behaved kube-scheduler does none of this at any rate that matters:
-it opens one stream per call (a few per pod), resets one only when a call times out, pings
-rarely (Go's transport: only with ReadIdleTimeout set) and acknowledges settings once. So each
+it opens one stream per call (a few per pod), resets streams only after their reply is out
+(or when a call times out), returns flow-control credit for what it read, pings rarely (Go's
+transport: only with ReadIdleTimeout set) and acknowledges settings once. So each
 connection has a budget per kind, refilled at a steady rate; a client that spends one is sent
 GOAWAY (ENHANCE_YOUR_CALM) and its connection closed (`vgpu.extender.http2`), as Go's and
 nghttp2's servers do. The budgets hold for clients with the scheduler's certificate too: a stolen
@@ -31,13 +32,19 @@ class Rate:
 class Http2Caps:
     """Per-connection budgets; exceeding one ends the connection."""
 
-    streams: Rate = Rate(1000, 500.0)
-    """New streams (requests). kube-scheduler needs a few per pod scheduled."""
+    streams: Rate = Rate(4000, 2000.0)
+    """New streams (requests). kube-scheduler needs up to three per pod (filter, prioritize,
+    bind) and schedules a few hundred pods a second on a quiet host: 1,500/s must pass. The work
+    they make is bounded by the 64 open streams and the verb workers; this bounds the parsing."""
     resets: Rate = Rate(100, 10.0)
-    """Streams the client resets (RST_STREAM) or that are refused for being over the limit."""
+    """Streams the client resets (RST_STREAM) while their request is read, queued or answered,
+    and streams refused for being over the concurrent-stream limit once the client has
+    acknowledged it; a reset of a stream whose reply is out is free (Go's client sends one
+    after many calls), and so is a refusal before our SETTINGS were seen (Go's race)."""
     control: Rate = Rate(200, 20.0)
-    """PING, SETTINGS, PRIORITY, unknown frames, and WINDOW_UPDATE while no reply waits for the
-    window: each costs a parse, PING and SETTINGS also a reply."""
+    """PING, SETTINGS, PRIORITY, unknown frames, and WINDOW_UPDATEs that are not due (none
+    waits for the window and they return no credit owed, `Credit`): each costs a parse, PING
+    and SETTINGS also a reply."""
 
 
 @dataclass(slots=True)
@@ -76,3 +83,31 @@ class Budgets:
         return cls(
             Bucket(caps.streams, at=now), Bucket(caps.resets, at=now), Bucket(caps.control, at=now)
         )
+
+
+CREDIT_MIN = 1024
+"""The least a connection WINDOW_UPDATE returns to be due (`Credit.returned`)."""
+
+
+@dataclass(slots=True)
+class Credit:
+    """Flow-control credit a client owes back: bytes of DATA sent on the connection not yet
+    returned in a connection WINDOW_UPDATE. Go's transport returns every 4 KiB of reply it
+    reads (x/net http2 flow.go `inflow.add`, `inflowMinRefresh`, called from transport.go
+    `transportResponseBody.Read`), long after the reply went out; charged to the control
+    budget, those updates cut a kube-scheduler scheduling at full speed. An update is due when
+    it returns at most what is owed and at least `CREDIT_MIN` of it (or all, when less is
+    owed): the free updates are then at most one per `CREDIT_MIN` bytes we chose to send, plus
+    one per reply, and returning credit a byte at a time is still a flood."""
+
+    owed: int = 0
+
+    def sent(self, n: int) -> None:
+        """`n` more bytes of DATA went out."""
+        self.owed += n
+
+    def returned(self, delta: int) -> bool:
+        """Take a connection WINDOW_UPDATE of `delta`; whether it was due."""
+        owed = self.owed
+        self.owed = max(0, owed - delta)
+        return min(owed, CREDIT_MIN) <= delta <= owed

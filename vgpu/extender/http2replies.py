@@ -18,6 +18,7 @@ from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 
+from vgpu.extender.http2caps import Credit
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.httpwire import Reply
 
@@ -55,6 +56,8 @@ class Http2Replies:
     _verified: bool
     _done: bool
     _on_refused: Callable[[str], None]
+    _credit: Credit
+    """What the client owes back in connection WINDOW_UPDATEs (not a flood: `Http2Connection`)."""
 
     def goaway(self, error: ErrorCodes = ErrorCodes.NO_ERROR) -> None:
         """Tell the client no new stream will be served (the reading half's)."""
@@ -98,6 +101,7 @@ class Http2Replies:
                     return False
                 end = min(len(out), stream.sent + size)
                 h2.send_data(stream_id, out[stream.sent : end], end_stream=end == len(out))
+                self._credit.sent(end - stream.sent)
                 stream.sent = end
         except ProtocolError:
             pass  # the client reset the stream
