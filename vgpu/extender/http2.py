@@ -32,20 +32,17 @@ from h2.events import (
     ConnectionTerminated,
     DataReceived,
     Event,
-    PingReceived,
-    PriorityUpdated,
     RemoteSettingsChanged,
     RequestReceived,
     SettingsAcknowledged,
     StreamEnded,
     StreamReset,
-    UnknownFrameReceived,
     WindowUpdated,
 )
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
-from vgpu.extender.http2caps import Budgets, Credit
+from vgpu.extender.http2caps import Budgets, Credit, charge
 from vgpu.extender.http2replies import Http2Replies, Stream
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
@@ -272,30 +269,14 @@ class Http2Connection(Http2Replies):
             self._acked = True
 
     def _spent(self, event: Event) -> str | None:
-        """Charge the event to the connection's budgets; the name of the one it overdraws.
-        Charged is what costs work and what floods are made of, not what a well-behaved client
-        does as a matter of course: a reset of a stream already answered cancels nothing (Go's
-        transport resets with CANCEL every stream whose body kube-scheduler closes before its
-        read loop saw END_STREAM: x/net http2 transport.go `transportResponseBody.Close` ->
-        `cleanupWriteRequest`), and a WINDOW_UPDATE returning credit is due (`_due`)."""
-        budgets, now = self._budgets, asyncio.get_running_loop().time()
-        if isinstance(event, RequestReceived):
-            return None if budgets.streams.take(now) else "streams"
-        if isinstance(event, StreamReset) and event.stream_id in self._streams:
-            return None if budgets.resets.take(now) else "resets"
-        control = PingReceived | RemoteSettingsChanged | PriorityUpdated | UnknownFrameReceived
-        if isinstance(event, control):
-            return None if budgets.control.take(now) else "control"
-        if isinstance(event, WindowUpdated) and not self._due(event):
-            return None if budgets.control.take(now) else "control"
-        return None
-
-    def _due(self, event: WindowUpdated) -> bool:
-        """Whether a WINDOW_UPDATE is owed rather than a flood: one while a reply waits for the
-        window, or one returning credit for DATA we sent (`Credit`)."""
-        if event.stream_id:  # h2 reports only open streams: one of ours still sending
-            return self._waiting()
-        return self._credit.returned(event.delta or 0) or self._waiting()
+        """Charge the event to the connection's budgets (`vgpu.extender.http2caps.charge`); the
+        name of the one it overdraws."""
+        now = asyncio.get_running_loop().time()
+        stream_id = getattr(event, "stream_id", None) or 0
+        return charge(
+            self._budgets, self._credit, event, now,
+            ours=stream_id in self._streams, waiting=self._waiting,
+        )  # fmt: skip
 
     def _waiting(self) -> bool:
         """Whether a reply waits for the client's window (its WINDOW_UPDATEs are then due)."""

@@ -12,12 +12,24 @@ GOAWAY (ENHANCE_YOUR_CALM) and its connection closed (`vgpu.extender.http2`), as
 nghttp2's servers do. The budgets hold for clients with the scheduler's certificate too: a stolen
 certificate must not be a way to starve the filter.
 
-Pure: the caller passes the clock's reading.
+Pure: the caller passes the clock's reading and the h2 events it parsed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from h2.events import (
+    Event,
+    PingReceived,
+    PriorityUpdated,
+    RemoteSettingsChanged,
+    RequestReceived,
+    StreamReset,
+    UnknownFrameReceived,
+    WindowUpdated,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,3 +123,42 @@ class Credit:
         owed = self.owed
         self.owed = max(0, owed - delta)
         return min(owed, CREDIT_MIN) <= delta <= owed
+
+
+CONTROL = PingReceived | RemoteSettingsChanged | PriorityUpdated | UnknownFrameReceived
+"""Frames that cost a parse, and PING and SETTINGS a reply, without asking anything."""
+
+
+def charge(
+    budgets: Budgets,
+    credit: Credit,
+    event: Event,
+    now: float,
+    *,
+    ours: bool,
+    waiting: Callable[[], bool],
+) -> str | None:
+    """Charge one h2 event to a connection's budgets; the name of the budget it overdraws.
+
+    Charged is what costs work and what floods are made of, not what a well-behaved client does
+    as a matter of course: a reset of a stream no longer `ours` (being read, queued or answered)
+    cancels nothing (Go's transport resets with CANCEL every stream whose body kube-scheduler
+    closes before its read loop saw END_STREAM: x/net http2 transport.go
+    `transportResponseBody.Close` -> `cleanupWriteRequest`), and a WINDOW_UPDATE is due, not a
+    flood, while a reply waits for the window (`waiting`) or when it returns credit for DATA we
+    sent (`Credit`)."""
+    if isinstance(event, RequestReceived):
+        return None if budgets.streams.take(now) else "streams"
+    if isinstance(event, StreamReset) and ours:
+        return None if budgets.resets.take(now) else "resets"
+    if isinstance(event, CONTROL):
+        return None if budgets.control.take(now) else "control"
+    if isinstance(event, WindowUpdated) and not _due(event, credit, waiting):
+        return None if budgets.control.take(now) else "control"
+    return None
+
+
+def _due(event: WindowUpdated, credit: Credit, waiting: Callable[[], bool]) -> bool:
+    if event.stream_id:  # h2 reports only open streams: one of ours still sending
+        return waiting()
+    return credit.returned(event.delta or 0) or waiting()
