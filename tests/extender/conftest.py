@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -129,3 +131,13 @@ def harness(kube_server: FakeApiServer) -> Iterator[Harness]:
         yield h
     finally:
         h.close()
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The extender's certificates as the shipped script makes them, one set for the HTTP
+    tests (they only read them); a module needing another shape defines its own."""
+    out = tmp_path_factory.mktemp("extender-certs")
+    script = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
+    subprocess.run([str(script), str(out), "--days", "2"], check=True, capture_output=True)
+    return out

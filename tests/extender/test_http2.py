@@ -7,7 +7,6 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,7 @@ from tests.extender.h2client import H2Client, tls_socket
 from vgpu.daemons.extender import ExtenderDaemon
 from vgpu.extender.tls import TlsFiles
 
-SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
 JSON = {"Content-Type": "application/json"}
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("h2certs")
-    subprocess.run([str(SCRIPT), str(out), "--days", "2"], check=True, capture_output=True)
-    return out
 
 
 def files(d: Path) -> TlsFiles:

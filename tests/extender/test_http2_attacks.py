@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import ssl
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -24,7 +23,6 @@ from vgpu.extender.http2caps import Http2Caps, Rate
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.tls import TlsFiles, server_context
 
-SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
 CAPS = Http2Caps(streams=Rate(100, 10.0), resets=Rate(20, 2.0), control=Rate(50, 5.0))
 LIMITS = HttpLimits(
     read_timeout=1.0,
@@ -72,13 +70,6 @@ class Served:
         cert = self.certs if verified else None
         sock = tls_socket(self.server.port, self.certs, cert, ["h2"])
         return H2Client(sock, window=window)
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("h2attacks")
-    subprocess.run([str(SCRIPT), str(out), "--days", "2"], check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ TLS is driven by `GoClient`, a model of Go's HTTP/2 transport written from its s
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -23,7 +22,6 @@ from vgpu.extender.http2caps import Http2Caps
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.tls import TlsFiles, server_context
 
-SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
 CAPS = Http2Caps()
 CALM = ErrorCodes.ENHANCE_YOUR_CALM
 REPLY = 9000
@@ -48,13 +46,6 @@ class _Routes:
 
     def exposition(self) -> bytes:
         return b""
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("h2go")
-    subprocess.run([str(SCRIPT), str(out), "--days", "2"], check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture

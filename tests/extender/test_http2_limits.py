@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +20,6 @@ from vgpu.extender.http import HttpServer
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.tls import TlsFiles, server_context
 
-SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
 LIMITS = HttpLimits(read_timeout=0.5, idle_timeout=1.0, workers=2, max_body=1000)
 
 
@@ -44,13 +42,6 @@ class _Routes:
 
     def exposition(self) -> bytes:
         return b""
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("h2limits")
-    subprocess.run([str(SCRIPT), str(out), "--days", "2"], check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture

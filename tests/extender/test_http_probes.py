@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import http.client
 import socket
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,15 +15,6 @@ from tests.extender.conftest import Harness
 from tests.extender.h2client import H2Client, tls_socket
 from vgpu.cli.main import main
 from vgpu.extender.tls import TlsFiles
-
-SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("probecerts")
-    subprocess.run([str(SCRIPT), str(out), "--days", "2"], check=True, capture_output=True)
-    return out
 
 
 @pytest.fixture
