@@ -49,7 +49,9 @@ class SoakConfig:
     kubelet_crash_p: float = 0.0  # per node and step, the kubelet restarts (first update first)
     release_p: float = 0.5  # per node and step, the agent's release step (List + resend)
     backoff: int = 0  # 0: a waiting pod is tried every step; N: after its k-th failure, again
-    # in min(2**(k-1), N) steps (kube-scheduler's backoff, 1 s doubling to 10 s, a step a second)
+    # in min(2**(k-1), N) steps (kube-scheduler's backoff: podInitialBackoffSeconds 1 s doubling to
+    # podMaxBackoffSeconds 10 s, its defaults; the backoff queue's calculateBackoffDuration in
+    # pkg/scheduler/backend/queue; a step a second)
 
 
 @dataclass
