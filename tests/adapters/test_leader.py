@@ -93,6 +93,54 @@ def test_takeover_waits_a_full_duration_on_the_candidates_own_clock(
     assert not a.is_leader and a.holder == "b"
 
 
+def lease_annotations(server: FakeApiServer) -> dict[str, Any]:
+    lease = server.store.get("Lease", NS, "vgpu-extender")
+    assert lease is not None
+    found: dict[str, Any] = lease["metadata"].get("annotations") or {}
+    return found
+
+
+def test_carried_annotations_reach_the_next_leader(
+    kube: KubeApi, clock: FakeClock, kube_server: FakeApiServer
+) -> None:
+    a, b = elector(kube, clock, "a"), elector(kube, clock, "b")
+    assert a.try_acquire_or_renew()
+    a.carry("vgpu.io/note", "from a")
+    clock.advance(2)
+    assert a.try_acquire_or_renew()
+    assert lease_annotations(kube_server) == {"vgpu.io/note": "from a"}
+    assert not b.try_acquire_or_renew()
+    clock.advance(16)  # a died
+    assert b.try_acquire_or_renew()
+    assert b.annotation("vgpu.io/note") == "from a"
+    assert lease_annotations(kube_server) == {"vgpu.io/note": "from a"}
+    b.carry("vgpu.io/note", None)
+    clock.advance(2)
+    assert b.try_acquire_or_renew()
+    assert lease_annotations(kube_server) == {}
+
+
+def test_a_candidate_taking_over_never_writes_notes_of_its_older_term(
+    kube: KubeApi, clock: FakeClock, kube_server: FakeApiServer
+) -> None:
+    a, b = elector(kube, clock, "a"), elector(kube, clock, "b")
+    assert a.try_acquire_or_renew()
+    a.carry("vgpu.io/note", "a, term 1")
+    assert not b.try_acquire_or_renew()
+    clock.advance(16)  # a stalls; b takes over and carries its own note
+    assert b.try_acquire_or_renew()
+    b.carry("vgpu.io/note", "b, term 1")
+    clock.advance(2)
+    assert b.try_acquire_or_renew()
+    assert not a.try_acquire_or_renew()  # a wakes up and follows
+    clock.advance(16)  # b died
+    assert a.try_acquire_or_renew() and a.term == 2
+    assert a.annotation("vgpu.io/note") == "b, term 1"
+    clock.advance(2)
+    assert a.try_acquire_or_renew()
+    assert lease_annotations(kube_server) == {"vgpu.io/note": "b, term 1"}
+
+
 def test_leader_stops_after_renew_deadline_when_api_fails(
     kube: KubeApi, clock: FakeClock, kube_server: FakeApiServer
 ) -> None:

@@ -14,6 +14,12 @@ Semantics follow client-go's elector:
   different term (or `is_leader == False`) as "rebuild before acting".
 
 MicroTime values are written with exactly six fraction digits (the API server rejects others).
+
+The leader may *carry* annotations on the Lease (`carry`): written with each renewal, read by the
+next leader from the record it took over (`annotation`), so what a term must hand on (the queues'
+strict holds) survives a failover. Only the Lease's writers (vgpu's service account) can set them.
+A candidate taking the Lease over writes back what it found, never notes from an older term of its
+own, so it cannot overwrite its predecessor's before reading them.
 Properties may be read from other threads; ticks must come from one thread.
 """
 
@@ -91,6 +97,8 @@ class LeaderElector:
         self._observed_at = 0.0
         self._renewed_at = 0.0
         self._followed = ""  # the other holder last announced, so that is said once
+        self._carried: dict[str, str | None] = {}
+        self._carried_lock = threading.Lock()
         self._trouble = Streak(log, f"leader election: lease {config.namespace}/{config.name}")
 
     @property
@@ -110,6 +118,18 @@ class LeaderElector:
     @property
     def lease_transitions(self) -> int:
         return int(self._spec().get("leaseTransitions") or 0)
+
+    def annotation(self, key: str) -> str | None:
+        """An annotation of the Lease as last read or written (None: absent)."""
+        found = ((self._record or {}).get("metadata") or {}).get("annotations") or {}
+        value = found.get(key)
+        return value if isinstance(value, str) else None
+
+    def carry(self, key: str, value: str | None) -> None:
+        """Write annotation `key` (None: remove it) with each renewal while this term lasts
+        (module doc). Any thread may call it."""
+        with self._carried_lock:
+            self._carried[key] = value
 
     def try_acquire_or_renew(self) -> bool:
         """One election step; returns whether this candidate leads afterwards."""
@@ -220,6 +240,11 @@ class LeaderElector:
     def _write(self, record: Obj, holder: str, now: float) -> bool:
         cfg = self._config
         body = {**record, "spec": self._lease_spec(record.get("spec") or {}, holder)}
+        if holder == cfg.identity and self._leader:
+            body["metadata"] = self._with_carried(record.get("metadata") or {})
+        else:  # taking over: hand on what the record carries, drop notes of an older term
+            with self._carried_lock:
+                self._carried.clear()
         try:
             updated = self._client.replace_lease(cfg.namespace, cfg.name, body)
         except KubeConflict:
@@ -229,6 +254,16 @@ class LeaderElector:
             self._trouble.failed(f"renewing failed: {e}")
             return self._check_deadline(now)
         return self._won(updated, now)
+
+    def _with_carried(self, metadata: Mapping[str, Any]) -> Obj:
+        annotations = dict(metadata.get("annotations") or {})
+        with self._carried_lock:
+            for key, value in self._carried.items():
+                if value is None:
+                    annotations.pop(key, None)
+                else:
+                    annotations[key] = value
+        return {**metadata, "annotations": annotations}
 
     def _won(self, record: Obj, now: float) -> bool:
         self._trouble.succeeded()

@@ -125,6 +125,7 @@ class ExtenderDaemon:
         self.cache.subscribe(invalid=self.invalid_pods)
         self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
         self.queue_index = QueueIndex(self.extender)
+        self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.queues = self._queue_releaser()
         tls = server_context(config.tls) if config.tls is not None else None
         self.tls_reloader = Reloader(tls, config.tls) if tls and config.tls else None
@@ -149,7 +150,6 @@ class ExtenderDaemon:
             on_refused=lambda reason: self.metrics.refused.labels(reason).inc(),
             on_connection=self.metrics.connections.inc,
         )
-        self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.metrics.watch_leadership(
             lambda: self.elector is None or self.elector.is_leader,
             lambda: self.why_not_binding() is None,
@@ -173,6 +173,7 @@ class ExtenderDaemon:
             namespace=namespace,
             config_map=name,
             may_act=self.why_not_binding,
+            notes=self.elector,
         )
         self.metrics.registry.register(QueueCollector(releaser.figures))
         return releaser

@@ -17,7 +17,8 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
 
 The configuration is read from the ConfigMap every pass; a malformed one is logged once (one line
 naming the field) and the last good one is kept; with none, nothing is released (pods stay held:
-fail closed). Strict holds are kept across passes (in memory: a new leader starts them again).
+fail closed). Strict holds are kept across passes and handed to the next leader on the leader
+Lease (`vgpu.daemons.strict_holds`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from collections.abc import Callable, Mapping
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
+from vgpu.daemons import strict_holds
+from vgpu.daemons.strict_holds import LeaseNotes
 from vgpu.extender.queue_metrics import QueueFigures
 from vgpu.extender.queue_pods import Queued
 from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line
@@ -55,6 +58,7 @@ class QueueReleaser:
         config_map: str,
         may_act: Callable[[], str | None],
         wall: Callable[[], float] = time.time,
+        notes: LeaseNotes | None = None,
     ) -> None:
         self.api, self.extender, self.index = api, extender, index
         self._where = (namespace, config_map)
@@ -63,6 +67,9 @@ class QueueReleaser:
         self._config: QueueConfig | None = None
         self._config_problem: str | None = None
         self._held_since: Mapping[str, float] = {}
+        self._notes = notes
+        self._new_term = True
+        """The next pass is this replica's first as leader: it reads the holds handed on."""
         self._told: dict[str, str] = {}
         self._refused: dict[str, float] = {}
         """Pod key -> wall time its eviction was refused (spared by reclaim for REFUSED_S)."""
@@ -80,6 +87,7 @@ class QueueReleaser:
             beat()
             if self._may_act() is not None:
                 self._told.clear()  # a follower: a new term tells every held pod again
+                self._new_term = True
                 continue
             try:
                 self.pass_once()
@@ -93,6 +101,10 @@ class QueueReleaser:
             return self.last
         now = self._wall()
         self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSED_S}
+        if self._new_term and self._notes is not None:
+            found = self._notes.annotation(strict_holds.HOLDS_ANNOTATION)
+            self._held_since = strict_holds.decode(found, now=now)
+        self._new_term = False
         decision = decide(
             self.extender,
             self.index,
@@ -102,6 +114,10 @@ class QueueReleaser:
             may_reclaim=any(q.reclaim for q in config.queues),
             spare=frozenset(self._refused),
         )
+        if self._notes is not None and decision.held_since != self._held_since:
+            self._notes.carry(
+                strict_holds.HOLDS_ANNOTATION, strict_holds.encode(decision.held_since)
+            )
         self._held_since = decision.held_since
         for queued in decision.release:
             self._release(queued)

@@ -1,0 +1,110 @@
+"""A strict hold outlives a failover without starting again (issue 22: a strict queue holds the
+others back for at most its `strictSeconds`): the leader carries each hold's start on the leader
+Lease and the next leader reads it from there (`vgpu.daemons.strict_holds`)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.extender.builders import make_node
+from tests.extender.conftest import Harness
+from tests.extender.test_queue_release import _daemon, _held, _queues, _watched
+from vgpu.daemons.extender import ExtenderDaemon
+from vgpu.daemons.queue_release import QueueReleaser
+from vgpu.daemons.strict_holds import HOLDS_ANNOTATION, decode, encode
+from vgpu.extender.queues import QueueIndex
+
+T0 = 2_000_000_000.0
+
+
+class Lease:
+    """The leader Lease's annotations as `LeaderElector` carries them: what one term carries,
+    the next reads (tests/adapters/test_leader.py pins the elector's side)."""
+
+    def __init__(self) -> None:
+        self.annotations: dict[str, str] = {}
+
+    def annotation(self, key: str) -> str | None:
+        return self.annotations.get(key)
+
+    def carry(self, key: str, value: str | None) -> None:
+        if value is None:
+            self.annotations.pop(key, None)
+        else:
+            self.annotations[key] = value
+
+
+def _leader(daemon: ExtenderDaemon, lease: Lease | None, wall: float) -> QueueReleaser:
+    return QueueReleaser(
+        daemon.api,
+        daemon.extender,
+        QueueIndex(daemon.extender),
+        namespace="vgpu",
+        config_map="vgpu-queues",
+        may_act=lambda: None,
+        wall=lambda: wall,
+        notes=lease,
+    )
+
+
+def _released(releaser: QueueReleaser) -> list[str]:
+    releaser.index.replace_all(releaser.api.list_pods().items)
+    return [q.pod.key.split("/")[1] for q in releaser.pass_once().release]
+
+
+def _strict_head_that_does_not_fit(harness: Harness) -> ExtenderDaemon:
+    """Queue `big` (strict 60 s) heads with a pod asking two GPUs of a one-GPU cluster; `small`
+    has a pod that fits."""
+    harness.put(make_node("n1", gpus=1))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "big", "strictSeconds": 60}, {"name": "small"})
+    _held(harness, "big0", "big", 200)
+    _held(harness, "small0", "small", 50)
+    _watched(daemon, "big0", "small0")
+    return daemon
+
+
+def test_a_strict_hold_ends_on_time_across_a_failover(harness: Harness) -> None:
+    daemon = _strict_head_that_does_not_fit(harness)
+    lease = Lease()
+    assert _released(_leader(daemon, lease, T0)) == []
+    assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}
+    # The leader dies; the next one, 50 s into the hold, still holds ...
+    assert _released(_leader(daemon, lease, T0 + 50)) == []
+    # ... and the hold ends 60 s after it started, not 60 s after the failover.
+    assert _released(_leader(daemon, lease, T0 + 61)) == ["small0"]
+    # The spent hold stays on record (its head still waits), so no later leader starts it again.
+    assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}
+
+
+def test_without_the_lease_a_new_leader_would_hold_again(harness: Harness) -> None:
+    """The behaviour the hand-off replaces: a hold kept in memory starts again at a failover."""
+    daemon = _strict_head_that_does_not_fit(harness)
+    assert _released(_leader(daemon, None, T0)) == []
+    assert _released(_leader(daemon, None, T0 + 61)) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "holds"),
+    [
+        (None, {}),
+        ("", {}),
+        ("not json", {}),
+        ("[1, 2]", {}),
+        ('{"a": "yesterday", "b": 5}', {"b": 5.0}),
+        ('{"a": true}', {}),
+        ('{"a": 1e999}', {}),
+        ('{"a": 99999999999}', {"a": T0}),  # a start in the future is taken as now
+    ],
+)
+def test_a_carried_hold_that_cannot_be_read_starts_again(
+    text: str | None, holds: dict[str, float]
+) -> None:
+    assert decode(text, now=T0) == holds
+
+
+def test_holds_round_trip_and_none_removes_the_annotation() -> None:
+    assert encode({}) is None
+    assert decode(encode({"b": T0 - 5.25, "a": T0}), now=T0) == {"a": T0, "b": T0 - 5.25}
