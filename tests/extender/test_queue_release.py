@@ -362,3 +362,34 @@ def test_the_leader_loop_releases_from_its_watch(harness: Harness) -> None:
     wait_until(lambda: releaser.released_total == 1)  # counted once the patch has returned
     metrics = daemon.metrics.exposition().decode()
     assert 'vgpu_extender_queue_allocated{queue="a",resource="cores"} 50.0' in metrics
+
+
+def test_reclaim_asks_move_past_a_job_no_victims_can_help(harness: Harness) -> None:
+    """The oldest waiting job asks two GPUs on one node of a cluster of one-GPU nodes: no
+    eviction lets it in. With one ask per pass, the next pass asks for the job behind it instead
+    of the same one again (`vgpu.core.reclaim_asks`), and that one gets its victim."""
+    harness.put(make_node("n1", gpus=1))
+    harness.put(make_node("n2", gpus=1))
+    daemon = _daemon(harness)
+    wire = Wire(daemon.port)
+    _queues(
+        harness,
+        {"name": "a"},
+        {"name": "b", "weight": 3, "reclaim": True},
+        minRuntimeSeconds=0,
+        reclaimPerPass=1,
+    )
+    _running(harness, daemon, wire, "a0", "a", 100)
+    _running(harness, daemon, wire, "a1", "a", 100, on="n2")
+    _held(harness, "b0-huge", "b", 200)
+    _held(harness, "b1-small", "b", 100)
+    _watched(daemon, "b0-huge", "b1-small")
+    wall = [2_000_000_000.0]
+    releaser = _releaser(daemon)
+    releaser._wall = lambda: wall[0]
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 0  # asked for b0-huge: nothing would let it in
+    wall[0] += 10
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 1  # asked for b1-small
+    wait_until(lambda: len(harness.store.objects("Pod")) == 3)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
+from vgpu.core.reclaim_asks import ReclaimAsks
 from vgpu.daemons import strict_holds
 from vgpu.daemons.strict_holds import LeaseNotes
 from vgpu.extender.queue_metrics import QueueFigures
@@ -68,6 +69,8 @@ class QueueReleaser:
         self._config_problem: str | None = None
         self._held_since: Mapping[str, float] = {}
         self._notes = notes
+        self._asks = ReclaimAsks()
+        """Waiting jobs resting after a reclaim ask that found no victims."""
         self._new_term = True
         """The next pass is this replica's first as leader: it reads the holds handed on."""
         self._told: dict[str, str] = {}
@@ -113,6 +116,7 @@ class QueueReleaser:
             held_since=self._held_since,
             may_reclaim=any(q.reclaim for q in config.queues),
             spare=frozenset(self._refused),
+            asks=self._asks,
         )
         if self._notes is not None and decision.held_since != self._held_since:
             self._notes.carry(

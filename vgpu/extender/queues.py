@@ -11,9 +11,11 @@ pass under the cache's lock:
   under its own key (`queue:` + the pod's name), released by the same sweep when it expires. Its
   filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
   a place already (a pass whose gate removal failed) fits without a second reservation;
-* reclaim (opt-in per queue) asks, for a single pod, `reclaim_nodes.victims_on_one_node` (its
-  victims all on one node, the node needing the fewest), for a gang `reclaim.victims` (youngest
-  first over the cluster: its members may span nodes), with a what-if on the cache
+* reclaim (opt-in per queue), for the waiting jobs `reclaim_asks` chooses (priority, then age,
+  past those whose ask found no victims in the last minute), asks, for a single pod,
+  `reclaim_nodes.victims_on_one_node` (its victims all on one node, the node needing the
+  fewest), for a gang `reclaim.victims` (youngest first over the cluster: its members may span
+  nodes), with a what-if on the cache
   (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist; pods
   whose eviction a PodDisruptionBudget refused lately are spared (`spare`), so reclaim moves on
   to other victims instead of asking for the same refused pod every pass.
@@ -38,6 +40,7 @@ from vgpu.core.model import Assignment, GangRef
 from vgpu.core.queue_jobs import group
 from vgpu.core.queues import ZERO, Vec, add, share, sub
 from vgpu.core.reclaim import Running, victims
+from vgpu.core.reclaim_asks import ReclaimAsks
 from vgpu.core.reclaim_nodes import victims_on_one_node
 from vgpu.core.release import Job, plan
 from vgpu.core.state import NodeState
@@ -130,9 +133,11 @@ def decide(
     held_since: Mapping[str, float],
     may_reclaim: bool,
     spare: frozenset[str] = frozenset(),
+    asks: ReclaimAsks | None = None,
 ) -> Decision:
     """One pass (module doc); `now` is wall time (strict holds, minimum runtimes); `spare`:
-    pods reclaim must not pick (their evictions were refused lately)."""
+    pods reclaim must not pick (their evictions were refused lately); `asks`: the jobs resting
+    after asks that found no victims, kept by the caller from pass to pass."""
     recs = index.snapshot()
     cache = ext.cache
     with cache.atomic():
@@ -163,7 +168,14 @@ def decide(
             waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
             candidates = {k: r for k, r in recs.items() if k not in spare}
             evict = _reclaim(
-                ext, config, candidates, waiting_jobs, held, outcome.deserved, fits, now
+                ext,
+                config,
+                candidates,
+                waiting_jobs,
+                (held, outcome.deserved),
+                fits,
+                now,
+                ReclaimAsks() if asks is None else asks,
             )
     standing = {
         q: Standing(
@@ -230,12 +242,14 @@ def _reclaim(
     config: QueueConfig,
     recs: Mapping[str, Queued],
     jobs: list[Job],
-    held: Mapping[str, Vec],
-    due: Mapping[str, Vec],
+    standing: tuple[Mapping[str, Vec], Mapping[str, Vec]],
     fits: _Fits,
     now: float,
+    asks: ReclaimAsks,
 ) -> tuple[Queued, ...]:
-    """The pods to evict for the first waiting job reclaim lets in (at most one per pass)."""
+    """The pods to evict for the first waiting job reclaim lets in (at most one per pass);
+    the jobs asked are `asks`' choice, and one whose ask finds no victims rests."""
+    held, due = standing
     running = [
         Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node)
         for r in recs.values()
@@ -246,11 +260,9 @@ def _reclaim(
         with ext.cache.without([PodKey(g.key) for g in gone]):
             return fits.whole(job)
 
-    tried: dict[str, int] = {}
-    for job in sorted(jobs, key=lambda j: (j.created, j.key)):
-        if tried.get(job.queue, 0) >= config.reclaim_per_pass:
-            continue
-        tried[job.queue] = tried.get(job.queue, 0) + 1
+    asks.forget_rested(now)
+    ordered = sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
+    for job in asks.choose(ordered, per_queue=config.reclaim_per_pass, now=now):
         if fits.pods(job) == 1:
             chosen = victims_on_one_node(
                 job,
@@ -276,6 +288,7 @@ def _reclaim(
             )
         if chosen:
             return tuple(recs[v.key] for v in chosen)
+        asks.found_none(job.key, now)
     return ()
 
 

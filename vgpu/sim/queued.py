@@ -6,7 +6,8 @@ join their queue, then one release pass runs, as the extender's leader would:
 * **queues**: `release.plan` over each queue's oldest `window` pods (the rest of a queue counts as
   its backlog), with `fits` placing the pod where the replay's `Scheduler.select` would (asked
   through `BestNodes`, which re-evaluates only the nodes changed since) and holding that place in
-  the ledger; then, for queues with reclaim, up to `RECLAIMS` waiting pods per queue ask
+  the ledger; then, for queues with reclaim, up to `RECLAIMS` waiting pods per queue, chosen by
+  `reclaim_asks` (queue order, past pods whose ask found no victims lately), ask
   `reclaim_nodes.victims_on_one_node` (every pod runs on one node), whose what-if (`Evictions`)
   evicts on forks of the cluster state that are always reverted. Victims go back to their queue (keeping their arrival time) and their run so
   far is lost GPU time;
@@ -32,6 +33,7 @@ from vgpu.core.model import Node
 from vgpu.core.policy import Policy
 from vgpu.core.queues import ZERO, Vec, deserved, share
 from vgpu.core.reclaim import Running
+from vgpu.core.reclaim_asks import ReclaimAsks
 from vgpu.core.reclaim_nodes import victims_on_one_node
 from vgpu.core.release import Book, Job, plan
 from vgpu.core.scheduler import Scheduler
@@ -82,6 +84,7 @@ class QueuedReplay:
     """Pod shapes that fit nowhere at the end of the last pass."""
     freed: set[NodeName] = field(init=False, default_factory=set)
     """Nodes where pods left (or were evicted) since the last pass."""
+    asks: ReclaimAsks = field(init=False, default_factory=ReclaimAsks)
 
     def __post_init__(self) -> None:
         feed = ChangeFeed()
@@ -252,20 +255,24 @@ class QueuedReplay:
         return out
 
     def _reclaim(self, now: float) -> None:
+        """Reclaim for the pods `reclaim_asks` chooses; a shape whose ask found no victims is
+        not asked again in this pass (the same state would answer the same)."""
+        self.asks.forget_rested(now)
         tried: set[object] = set()
         for spec in self.setup.specs:
-            for arrival in list(self.pending[spec.name][:RECLAIMS]):
-                mine = (self.held[spec.name], 0)
-                if share(mine, self.due.get(spec.name, ZERO)) >= 1:
+            offered = {str(a.pod.key): a for a in self.pending[spec.name][: self.setup.window]}
+            jobs = (_job(a) for a in offered.values() if a.shape not in tried)
+            for job in self.asks.choose(jobs, per_queue=RECLAIMS, now=now):
+                if share((self.held[spec.name], 0), self.due.get(spec.name, ZERO)) >= 1:
                     break
-                if arrival.shape in tried:
-                    continue
+                arrival = offered[job.key]
                 tried.add(arrival.shape)
-                if self._reclaim_for(arrival, now):
+                if self._reclaim_for(arrival, job, now):
                     tried.discard(arrival.shape)
+                else:
+                    self.asks.found_none(job.key, now)
 
-    def _reclaim_for(self, arrival: Arrival, now: float) -> bool:
-        job = Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)
+    def _reclaim_for(self, arrival: Arrival, job: Job, now: float) -> bool:
         running = list(self.jobs.values())
         held = {q: (c, 0) for q, c in self.held.items()}
         with Evictions(self.ledger, self.scheduler) as what_if:
@@ -300,3 +307,8 @@ class QueuedReplay:
     def _sample(self, now: float) -> None:
         due = self.due or deserved(self.capacity, self.setup.specs, self._requests())
         self.tallies.samples.append(Sample(now, dict(self.held), {q: v[0] for q, v in due.items()}))
+
+
+def _job(arrival: Arrival) -> Job:
+    """A waiting pod as reclaim sees it (the queue stands for its namespace)."""
+    return Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)

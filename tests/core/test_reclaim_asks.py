@@ -1,0 +1,51 @@
+"""Which waiting jobs ask reclaim (`vgpu.core.reclaim_asks`): the queue's order, past jobs whose
+ask found no victims lately, at most a few per queue and pass."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vgpu.core.reclaim_asks import ReclaimAsks
+from vgpu.core.release import Job
+
+
+def _jobs(queues: list[str]) -> list[Job]:
+    return [Job(f"j{i}", q, q, (100, 0)) for i, q in enumerate(queues)]
+
+
+queues = st.lists(st.sampled_from("abc"), max_size=30)
+
+
+@given(queues, st.integers(1, 5), st.sets(st.integers(0, 29)))
+def test_asks_keep_the_order_skip_resting_jobs_and_stop_at_the_budget(
+    names: list[str], per_queue: int, rested: set[int]
+) -> None:
+    jobs = _jobs(names)
+    asks = ReclaimAsks(rest_s=60)
+    for i in rested:
+        asks.found_none(f"j{i}", now=100)
+    chosen = list(asks.choose(jobs, per_queue=per_queue, now=130))
+    awake = [j for j in jobs if int(j.key[1:]) not in rested]
+    for q in set(names):
+        mine = [j for j in awake if j.queue == q]
+        assert [j for j in chosen if j.queue == q] == mine[:per_queue]
+    assert chosen == [j for j in awake if j in chosen]  # the order given
+
+
+def test_a_job_whose_ask_found_nothing_rests_then_is_asked_again() -> None:
+    head, behind = _jobs(["b", "b"])
+    asks = ReclaimAsks(rest_s=60)
+    assert list(asks.choose([head, behind], per_queue=1, now=0)) == [head]
+    asks.found_none(head.key, now=0)
+    assert list(asks.choose([head, behind], per_queue=1, now=10)) == [behind]
+    assert list(asks.choose([head, behind], per_queue=1, now=60)) == [head]
+
+
+def test_rests_that_are_over_are_forgotten() -> None:
+    asks = ReclaimAsks(rest_s=60)
+    for i in range(1000):
+        asks.found_none(f"j{i}", now=float(i))
+    asks.forget_rested(now=1000.0)
+    assert asks.resting("j999", 1000.0) and not asks.resting("j900", 1000.0)
+    assert len(asks._rested) == 59
