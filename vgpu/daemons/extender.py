@@ -35,6 +35,7 @@ from vgpu.extender.http import HttpServer
 from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
+from vgpu.extender.offloop import LeaveLoop, may_block
 from vgpu.extender.queue_metrics import QueueCollector
 from vgpu.extender.queues import QueueIndex
 from vgpu.extender.routes import Routes
@@ -74,7 +75,11 @@ class DaemonConfig:
 
 
 class PodGroupSizes:
-    """minMember of scheduling.x-k8s.io PodGroups, read on demand and kept for `ttl` seconds."""
+    """minMember of scheduling.x-k8s.io PodGroups, read on demand and kept for `ttl` seconds.
+
+    A read is an API call: on the serving loop's thread (`offloop.on_loop`) a size not kept
+    raises `LeaveLoop`, so the verb is answered on a worker and the loop never waits on the API
+    server for one gang's filter."""
 
     def __init__(self, api: KubeApi, *, ttl: float = 30.0) -> None:
         self._api, self._ttl = api, ttl
@@ -85,6 +90,8 @@ class PodGroupSizes:
         hit = self._seen.get((namespace, name))
         if hit is not None and hit[0] > now:
             return hit[1]
+        if not may_block():
+            raise LeaveLoop
         try:
             group = self._api.get_pod_group(namespace, name)
             size: int | None = int((group.get("spec") or {}).get("minMember") or 1)
