@@ -54,3 +54,31 @@ def test_a_pod_deleted_before_its_bind_leaves_no_pick_or_assumption_timer_behind
     assert list(cache.ledger.holdings()) == []
     binds = cache._binds
     assert (binds._picked_at, binds._assumed_at) == ({}, {})
+
+
+def test_a_pod_read_for_a_bind_is_not_added_back_after_the_watch_deleted_it() -> None:
+    """Bind reads a pod the watch has not shown from the API server; if the watch shows it
+    created and deleted before the bind adds that read, the read is of a gone pod: it must not
+    stay in the book until the next rebuild."""
+    cache = ClusterCache(key=b"k", memory_unit_mib=256)
+    pod = make_pod("p", cores=10)
+    pod["metadata"]["uid"] = "uid-p"
+    read = cache.parse(pod)  # the bind's GET, before the watch's events
+    cache.apply_pod("ADDED", pod)
+    cache.apply_pod("DELETED", pod)
+    cache.remember(pod, read)
+    assert cache.pod(PodKey("default/p")) is None
+    again = make_pod("q", cores=10)  # a pod the watch never showed is still added
+    again["metadata"]["uid"] = "uid-q"
+    cache.remember(again, cache.parse(again))
+    assert cache.pod(PodKey("default/q")) is not None
+
+
+def test_the_deleted_pods_kept_for_bind_reads_are_bounded() -> None:
+    cache = ClusterCache(key=b"k", memory_unit_mib=256)
+    for i in range(5000):
+        pod = make_pod(f"p{i}", cores=10)
+        pod["metadata"]["uid"] = f"uid-{i}"
+        cache.apply_pod("ADDED", pod)
+        cache.apply_pod("DELETED", pod)
+    assert len(cache._watch._gone) == 4096

@@ -6,11 +6,17 @@ that cannot be read holds nothing, is kept in the pod book's `invalid` and repor
 cache's `invalid` hook outside the lock; a version that changes nothing the cache reads (the
 pod's status...) changes nothing. A rebuild (`replace_all`) replaces the state from a fresh
 listing, skipping (and logging) any object that cannot be applied, as the watch would.
+
+A pod bind read from the API server before the watch showed it is added (`remember`) unless the
+watch has shown it already, or has shown it deleted: the UIDs of the last `GONE_KEPT` pods the
+watch deleted are kept, so a deletion that arrives between that read and the bind's claim does
+not leave a copy of a gone pod in the book until the next rebuild (a UID is never reused).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from vgpu.core.errors import InvalidRequest
@@ -22,6 +28,8 @@ from vgpu.extender.pod_parser import MALFORMED
 from vgpu.extender.podspec import PodSpec, key_of
 
 log = logging.getLogger(__name__)
+GONE_KEPT = 4096
+"""UIDs of deleted pods kept, so that `remember` never adds one back (module doc)."""
 
 
 class WatchIntake:
@@ -30,6 +38,7 @@ class WatchIntake:
     def __init__(self, parts: CacheParts, gangs: GangCoordinator) -> None:
         self._parts = parts
         self._gangs = gangs
+        self._gone: OrderedDict[str, None] = OrderedDict()
 
     def apply_node(self, kind: str, obj: Obj) -> None:
         """One node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
@@ -45,6 +54,7 @@ class WatchIntake:
         key = key_of(obj)
         if kind == "DELETED":  # its key is all that is needed
             with parts.lock:
+                self._went(obj)
                 self._forget(key)
                 parts.changed.notify_all()
             return
@@ -79,8 +89,16 @@ class WatchIntake:
     def remember(self, obj: Obj, spec: PodSpec) -> None:
         """Add a pod the API server has just returned, unless the watch shows it already."""
         with self._parts.lock:
-            if spec.request.key not in self._parts.book.pods:
+            if spec.request.key not in self._parts.book.pods and _uid(obj) not in self._gone:
                 self._parts.book.upsert(spec.request.key, spec, obj)
+
+    def _went(self, obj: Obj) -> None:
+        """Note a deleted pod's UID (the last `GONE_KEPT`)."""
+        uid = _uid(obj)
+        if uid:
+            self._gone[uid] = None
+            if len(self._gone) > GONE_KEPT:
+                self._gone.popitem(last=False)
 
     def _forget(self, key: PodKey) -> None:
         spec = self._parts.book.forget(key)
@@ -115,3 +133,9 @@ class WatchIntake:
                 "node": self._parts.table.unreadable_count(),
                 "pod": self._parts.book.unreadable_count(),
             }
+
+
+def _uid(obj: Obj) -> str:
+    meta = obj.get("metadata")
+    uid = meta.get("uid") if isinstance(meta, dict) else None
+    return uid if isinstance(uid, str) else ""
