@@ -374,7 +374,9 @@ class World:
         return problems
 
     def partial_gangs(self) -> list[str]:
-        """Gangs (none of whose members was deleted) with some but not all members holding."""
+        """Gangs (none of whose members was deleted) with some but not all members holding.
+        A deleted gang whose last member is gone is forgotten (the soak's memory stays flat)."""
+        self.deleted_gangs &= set(self.cache.members)
         out = []
         for gang, members in self.cache.members.items():
             if gang in self.deleted_gangs or not members:
