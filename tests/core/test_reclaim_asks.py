@@ -1,5 +1,5 @@
 """Which waiting jobs ask reclaim (`vgpu.core.reclaim_asks`): the queue's order, past jobs whose
-ask found no victims lately, at most a few per queue and pass."""
+ask found no victims lately while others are awake, at most a few per queue and pass."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ queues = st.lists(st.sampled_from("abc"), max_size=30)
 
 
 @given(queues, st.integers(1, 5), st.sets(st.integers(0, 29)))
-def test_asks_keep_the_order_skip_resting_jobs_and_stop_at_the_budget(
+def test_asks_take_awake_jobs_in_order_then_resting_ones_up_to_the_budget(
     names: list[str], per_queue: int, rested: set[int]
 ) -> None:
     jobs = _jobs(names)
@@ -26,11 +26,12 @@ def test_asks_keep_the_order_skip_resting_jobs_and_stop_at_the_budget(
     for i in rested:
         asks.found_none(f"j{i}", now=100)
     chosen = list(asks.choose(jobs, per_queue=per_queue, now=130))
-    awake = [j for j in jobs if int(j.key[1:]) not in rested]
     for q in set(names):
-        mine = [j for j in awake if j.queue == q]
-        assert [j for j in chosen if j.queue == q] == mine[:per_queue]
-    assert chosen == [j for j in awake if j in chosen]  # the order given
+        awake = [j for j in jobs if j.queue == q and int(j.key[1:]) not in rested]
+        resting = [j for j in jobs if j.queue == q and int(j.key[1:]) in rested]
+        first = awake[:per_queue]
+        assert [j for j in chosen if j.queue == q] == first + resting[: per_queue - len(first)]
+    assert len(set(chosen)) == len(chosen)
 
 
 def test_a_job_whose_ask_found_nothing_rests_then_is_asked_again() -> None:
@@ -40,6 +41,15 @@ def test_a_job_whose_ask_found_nothing_rests_then_is_asked_again() -> None:
     asks.found_none(head.key, now=0)
     assert list(asks.choose([head, behind], per_queue=1, now=10)) == [behind]
     assert list(asks.choose([head, behind], per_queue=1, now=60)) == [head]
+
+
+def test_a_resting_job_is_asked_when_its_queue_has_no_other() -> None:
+    """A short queue is asked for as before: its job may have found no victims only because
+    the other queues' pods were younger than the minimum runtime."""
+    (only,) = _jobs(["b"])
+    asks = ReclaimAsks(rest_s=60)
+    asks.found_none(only.key, now=0)
+    assert list(asks.choose([only], per_queue=4, now=10)) == [only]
 
 
 def test_rests_that_are_over_are_forgotten() -> None:

@@ -11,7 +11,10 @@ The rule, one for the extender and the simulator:
 
 * the queue's waiting jobs in its own order (the caller's: priority, then age);
 * a job whose last ask found no victims **rests** for `rest_s`, then is asked again (what the
-  other queues may give up changes as their pods end and start);
+  other queues may give up changes as their pods end and start); a resting job is still asked
+  when its queue has too few jobs awake to fill its asks, so a short queue is asked for exactly
+  as before (a job may find no victims only because the others' pods are younger than the
+  minimum runtime, and must not then wait a whole rest);
 * at most `per_queue` asks per queue per pass, so the work per pass stays bounded.
 
 So the asks move down a queue past the jobs reclaim cannot help, as kube-scheduler moves past
@@ -38,14 +41,23 @@ class ReclaimAsks:
         """Job key -> when its ask found no victims."""
 
     def choose(self, jobs: Iterable[Job], *, per_queue: int, now: float) -> Iterator[Job]:
-        """The jobs to ask for, in the order given, skipping those at rest; at most `per_queue`
-        per queue. Lazy: the caller may stop early (a queue reaching its share)."""
+        """The jobs to ask for: per queue, the first `per_queue` awake in the order given, then
+        resting ones in that order while the queue's asks are not filled (module doc). Lazy:
+        the caller may stop early (a queue reaching its share)."""
         asked: dict[str, int] = {}
+        resting: dict[str, list[Job]] = {}
         for job in jobs:
-            if asked.get(job.queue, 0) >= per_queue or self.resting(job.key, now):
+            if asked.get(job.queue, 0) >= per_queue:
+                continue
+            if self.resting(job.key, now):
+                spare = resting.setdefault(job.queue, [])
+                if len(spare) < per_queue:
+                    spare.append(job)
                 continue
             asked[job.queue] = asked.get(job.queue, 0) + 1
             yield job
+        for queue, spare in resting.items():
+            yield from spare[: per_queue - asked.get(queue, 0)]
 
     def resting(self, key: str, now: float) -> bool:
         """Whether `key`'s last ask found no victims less than `rest_s` ago."""

@@ -266,6 +266,8 @@ class QueuedReplay:
                 if share((self.held[spec.name], 0), self.due.get(spec.name, ZERO)) >= 1:
                     break
                 arrival = offered[job.key]
+                if arrival.shape in tried:
+                    continue  # a resting pod, offered before its shape was tried this pass
                 tried.add(arrival.shape)
                 if self._reclaim_for(arrival, job, now):
                     tried.discard(arrival.shape)
