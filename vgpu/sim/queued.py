@@ -3,16 +3,18 @@
 Time moves in ticks (`tick_s`). In each tick, pods that finish give their GPUs back, pods that arrive
 join their queue, then one release pass runs, as the extender's leader would:
 
-* **queues**: `release.plan` over each queue's oldest `window` pods (the rest of a queue counts as
-  its backlog), with `fits` placing the pod where the replay's `Scheduler.select` would (asked
-  through `BestNodes`, which re-evaluates only the nodes changed since) and holding that place in
-  the ledger; then, for queues with reclaim, up to `RECLAIMS` waiting pods per queue, chosen by
-  `reclaim_asks` (queue order, past pods whose ask found no victims lately), ask
-  `reclaim_nodes.victims_on_one_node` (every pod runs on one node), whose what-if (`Evictions`)
-  evicts on forks of the cluster state that are always reverted. Victims go back to their queue (keeping their arrival time) and their run so
-  far is lost GPU time;
-* **FCFS** (no queues): the oldest `window` pods of one global arrival order, each placed if it fits
-  (kube-scheduler's behaviour without queues: later pods pass a head that does not fit).
+* **queues**: `release.plan` over each queue's oldest `window` pods whose shape may fit now
+  (`vgpu.sim.offers`; the rest of a queue counts as its backlog), with `fits` placing the pod
+  where the replay's `Scheduler.select` would (asked through `BestNodes`, which re-evaluates only
+  the nodes changed since) and holding that place in the ledger; then, for queues with reclaim,
+  up to `RECLAIMS` waiting pods per queue, chosen by `reclaim_asks` (queue order, past pods whose
+  ask found no victims lately), ask `reclaim_nodes.victims_on_one_node` (every pod runs on one
+  node), whose what-if (`Evictions`) evicts on forks of the cluster state that are always
+  reverted. Victims go back to their queue (keeping their arrival time) and their run so far is
+  lost GPU time;
+* **FCFS** (no queues): the oldest `window` pods that may fit, of one global arrival order, each
+  placed if it fits (kube-scheduler's behaviour without queues: later pods pass a head that does
+  not fit).
 
 A shape that found no place in a pass is not tried again in that pass: a pass only fills GPUs, so a
 shape that does not fit stays unfit until the next tick.
@@ -24,6 +26,7 @@ import heapq
 from bisect import insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from random import Random
 
 from vgpu.core.changes import ChangeFeed
@@ -41,6 +44,7 @@ from vgpu.core.state import ClusterState
 from vgpu.sim.best_nodes import BestNodes
 from vgpu.sim.evictions import Evictions
 from vgpu.sim.fairness import Left, Sample, Tallies
+from vgpu.sim.offers import Offers
 from vgpu.sim.poisson import Arrival
 from vgpu.sim.queue_setup import QueueSetup
 
@@ -175,17 +179,19 @@ class QueuedReplay:
         self.ledger.confirm(selection.assignment)
         return True
 
+    def _offers(self) -> Offers:
+        return Offers(self.scheduler, self.unfit, self.freed, self.setup.window)
+
     def _fcfs_pass(self, now: float) -> None:
-        waiting = sorted(
-            (a for q in self.pending.values() for a in q[: self.setup.window]),
-            key=lambda a: (a.at, a.pod.key),
-        )[: self.setup.window]
-        unfit: set[object] = set()
+        offers = self._offers()
+        merged = heapq.merge(*offers.per_queue(self.pending).values(), key=_age)
+        unfit = offers.unfit()
         started: set[str] = set()
-        for a in waiting:
+        for a in islice(merged, self.setup.window):
             if self._place(a, unfit):
                 self._start(a, now)
                 started.add(a.pod.key)
+        self.unfit, self.freed = unfit, set()
         self._drop(started)
         self.due = deserved(self.capacity, self.setup.specs, self._requests())
 
@@ -193,28 +199,23 @@ class QueuedReplay:
         return {q: (self.held[q] + self.asked[q], 0) for q in self.setup.names}
 
     def _drop(self, started: set[str]) -> None:
-        """Take started pods (all among each queue's oldest `window`) off their queues."""
+        """Take started pods off their queues."""
         if not started:
             return
-        n = self.setup.window
         for q, queue in self.pending.items():
-            head = [a for a in queue[:n] if a.pod.key not in started]
-            self.asked[q] -= sum(a.cores for a in queue[:n]) - sum(a.cores for a in head)
-            self.pending[q] = head + queue[n:]
+            gone = [a for a in queue if a.pod.key in started]
+            if gone:
+                self.asked[q] -= sum(a.cores for a in gone)
+                self.pending[q] = [a for a in queue if a.pod.key not in started]
 
     def _queue_pass(self, now: float) -> None:
         offered: dict[str, Arrival] = {}
         backlog: dict[str, Vec] = {}
-        fits_now = self._shapes_that_fit()
-        unfit = {shape for shape, fits in fits_now.items() if not fits}
-        for q, queue in self.pending.items():
-            head = [
-                a
-                for i, a in enumerate(queue[: self.setup.window])
-                if i == 0 or fits_now.get(a.shape, True)
-            ]
+        offers = self._offers()
+        for q, head in offers.per_queue(self.pending).items():
             offered.update((a.pod.key, a) for a in head)
             backlog[q] = (self.asked[q] - sum(a.cores for a in head), 0)
+        unfit = offers.unfit()
         jobs = [Job(k, a.queue, a.queue, (a.cores, 0), created=a.at) for k, a in offered.items()]
         held = {q: (c, 0) for q, c in self.held.items()}
         book = Book(self.capacity, held, held, backlog)
@@ -234,25 +235,6 @@ class QueuedReplay:
         self._drop(set(out.released))
         if any(s.reclaim for s in self.setup.specs):
             self._reclaim(now)
-
-    def _shapes_that_fit(self) -> dict[object, bool]:
-        """Whether each shape among the queues' oldest pods may fit before the pass.
-
-        A pass only fills GPUs, so a pod whose shape does not fit now cannot be released in it:
-        offering it to `plan` would change nothing but the time a pass takes. A shape that did not
-        fit at the end of the last pass can fit now only on a node that pods left since, so only
-        those nodes are scored. Each queue's head is offered all the same, so a strict queue
-        sees that its head does not fit.
-        """
-        out: dict[object, bool] = {}
-        nodes = sorted(self.freed)
-        for queue in self.pending.values():
-            for a in queue[: self.setup.window]:
-                if a.shape not in out:
-                    out[a.shape] = a.shape not in self.unfit or (
-                        bool(nodes) and self.scheduler.select(a.pod, nodes) is not None
-                    )
-        return out
 
     def _reclaim(self, now: float) -> None:
         """Reclaim for the pods `reclaim_asks` chooses; a shape whose ask found no victims is
@@ -314,3 +296,8 @@ class QueuedReplay:
 def _job(arrival: Arrival) -> Job:
     """A waiting pod as reclaim sees it (the queue stands for its namespace)."""
     return Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)
+
+
+def _age(arrival: Arrival) -> tuple[float, str]:
+    """A queue's order: arrival time, then the pod's key."""
+    return (arrival.at, str(arrival.pod.key))

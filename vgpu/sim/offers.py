@@ -1,0 +1,73 @@
+"""Which waiting pods a replay's pass offers: each queue's oldest `window` pods that may fit now.
+
+The extender offers every held job to `release.plan` each pass, and kube-scheduler tries every
+pending pod; a replay with hundreds of thousands of waiting pods cannot. It offers at most
+`window` pods per queue, and which ones must not change what the pass releases. A pass only
+fills GPUs, so a pod whose shape fits nowhere now cannot be released in it: skipping such pods
+changes nothing but the time a pass takes. So the window holds each queue's oldest pods **whose
+shape may fit**, however deep in the queue they are.
+
+The oldest `window` pods whatever their shape (as before) was not the same: on the full trace
+cluster with one queue of whole-GPU pods (`--queue-large`), the other queue's oldest thousand
+pods all asked 81 % of a GPU, which fit nowhere, so its smaller pods were never offered while
+13 to 19 % of the cores sat idle on partly used GPUs (docs/queues.md). The window throttled that
+queue as the extender never would.
+
+A shape that did not fit at the end of the last pass can fit now only on a node that pods left
+since, so only those nodes are scored, once per shape and pass. Each queue's head is offered all
+the same, so a strict queue sees that its head does not fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from vgpu.core.ids import NodeName
+from vgpu.core.scheduler import Scheduler
+from vgpu.sim.poisson import Arrival
+
+
+class Offers:
+    """One pass's view of which shapes may fit (memoised) and the pods it offers."""
+
+    def __init__(
+        self, scheduler: Scheduler, unfit: set[object], freed: Iterable[NodeName], window: int
+    ) -> None:
+        self._scheduler = scheduler
+        self._was_unfit = unfit
+        self._nodes = sorted(freed)
+        self._window = window
+        self.fits: dict[object, bool] = {}
+        """Each shape asked about this pass: whether it may fit."""
+
+    def may_fit(self, arrival: Arrival) -> bool:
+        """Whether the pod's shape may fit now (module doc)."""
+        got = self.fits.get(arrival.shape)
+        if got is None:
+            got = arrival.shape not in self._was_unfit or (
+                bool(self._nodes) and self._scheduler.select(arrival.pod, self._nodes) is not None
+            )
+            self.fits[arrival.shape] = got
+        return got
+
+    def oldest(self, queue: Sequence[Arrival]) -> list[Arrival]:
+        """The queue's head and its oldest pods that may fit, `window` at most."""
+        out: list[Arrival] = []
+        known = self.fits
+        for i, a in enumerate(queue):
+            fits = known.get(a.shape)
+            if fits is None:
+                fits = self.may_fit(a)
+            if fits or i == 0:
+                out.append(a)
+                if len(out) >= self._window:
+                    break
+        return out
+
+    def per_queue(self, pending: Mapping[str, Sequence[Arrival]]) -> dict[str, list[Arrival]]:
+        """`oldest` of every queue."""
+        return {q: self.oldest(queue) for q, queue in pending.items()}
+
+    def unfit(self) -> set[object]:
+        """The shapes found not to fit this pass so far."""
+        return {shape for shape, fits in self.fits.items() if not fits}
