@@ -1,4 +1,11 @@
-"""`vgpu simulate`: replay a cluster trace through the same scheduling core as the extender.
+"""The simulator behind `vgpu simulate`: cluster traces replayed through the scheduling core the
+extender runs (`vgpu.core`): the same policy code places the pods in both.
 
-Pure apart from reading the trace files; imports only `vgpu.core` (checked by the import contract).
+Besides the plain replay of a trace (`runner`, `engine`): its variants and gangs (`variants`,
+`gangs`), the in-tree DRA allocator's device choice for comparison (`dra`), and fair queues over
+Poisson arrivals with reclaim (`--queues`: `poisson`, `queued`, `queue_run`, `fairness`).
+
+Pure: no file, network or cluster I/O. The command line reads the trace files
+(`vgpu.cli.trace_files`) and hands their text to `trace`. Of vgpu it imports `vgpu.core` alone;
+the import contracts (`.importlinter`) keep I/O libraries and the daemons' packages out.
 """
