@@ -4,7 +4,7 @@
 
 For each seed, runs fgd then default (then fgd and default again in the other order, to cancel
 drift in background load) in this one process, and prints each policy's mean seconds per run and
-the ratio default/fgd. The target is a ratio of at most 1.5 (docs/policies.md).
+the ratio default/fgd. The target is a ratio of at most 1.5 (docs/research/policies.md, Speed).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ one such file, gpuspec10; what it shows, and what this generator reproduces:
 
 One seeded permutation of the GPU pods, with one draw per pod, serves every fraction, so the
 variants nest: the pods constrained at 20 % are those of 10 % plus more. Same seed, same files
-(docs/policies.md lists their sha256).
+(docs/research/policies.md lists their sha256).
 """
 
 from __future__ import annotations

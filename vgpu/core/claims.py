@@ -2,7 +2,7 @@
 
 A pod that names the GPU models it accepts can only use those; a pod that names none can run
 anywhere. When the constrained pods' demand for a model approaches its capacity, every GPU of it
-that an unconstrained pod takes is one a constrained pod will miss later (docs/policies.md,
+that an unconstrained pod takes is one a constrained pod will miss later (docs/research/policies.md,
 GPU-type constraints). FGD's measure sees this only through the constrained shapes' share of the
 workload, which is weak when they are a minority; the default policy uses the *claim* of each GPU
 class (`stranding.pressures`: constrained demand spread over the models each shape allows, against

@@ -2,7 +2,7 @@
 
 The core is fragmentation-gradient descent (see `fgd`): place the pod where the node's expected
 fragmentation over the target workload grows least, trying every GPU of the node that fits a
-share. What this policy adds, each measured on the openb trace (docs/policies.md):
+share. What this policy adds, each measured on the openb trace (docs/research/policies.md):
 
 * The workload is *learned online* from the pods the scheduler is asked to place (a
   `WorkloadLearner`, optionally seeded with a prior), because a live extender has no trace.
@@ -124,8 +124,9 @@ class DefaultPolicy(Policy):
 
         1 where no type-constrained shape may run. Elsewhere the term's pull (CPU-light pods
         onto CPU-poor nodes) can hand GPUs that constrained pods need to pods that could run
-        anywhere, which costs most where those pods claim most of a model (docs/policies.md,
-        GPU-type constraints), so by default the weight falls with that claim (`pressures`).
+        anywhere, which costs most where those pods claim most of a model
+        (docs/research/policies.md, GPU-type constraints), so by default the weight falls with
+        that claim (`pressures`).
         """
         rule = self.config.contested
         shapes = self.meter.workload.shapes

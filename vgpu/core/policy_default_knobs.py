@@ -1,4 +1,4 @@
-"""The default policy's knobs, each an ablation row in docs/policies.md.
+"""The default policy's knobs, each an ablation row in docs/research/policies.md.
 
 Policy specs such as ``default:key=value,...`` (`policy_specs.parse_policy`) reach them through
 `DefaultConfig.parse`; bad input is an `InvalidRequest` naming the knob and the fix.
@@ -16,7 +16,7 @@ CONTESTED = ("pressure", "step", "off", "full")
 
 @dataclass(frozen=True, slots=True)
 class DefaultConfig:
-    """The policy's knobs (each one is an ablation row in docs/policies.md)."""
+    """The policy's knobs (each one is an ablation row in docs/research/policies.md)."""
 
     band: float = 0.0
     """Growths within one band (milli-GPU) count as equal; 0: FGD's integer sigmoid buckets."""

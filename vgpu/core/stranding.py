@@ -7,7 +7,8 @@ workload's GPU shapes *that could run on the node* (a shape whose GPU models exc
 already counts all of its free GPU as fragment). The default policy weighs the term down on a
 node whose GPU model type-constrained shapes claim (`pressures`, `core.claims`): there the
 term's pull (CPU-light pods onto CPU-poor nodes) hands scarce models to pods that could run
-anywhere, which measured worse than no term at all (docs/policies.md, GPU-type constraints).
+anywhere, which measured worse than no term at all (docs/research/policies.md, GPU-type
+constraints).
 
 * ``mean``: one ratio, the expected CPU per GPU over those shapes; the stranded GPU is what the
   free CPU cannot feed at that ratio, weighted by those shapes' share of the GPU demand.
