@@ -1,4 +1,5 @@
-"""The filter's latency while HTTP/2 clients attack the extender (issue 25, findings 2 and 3).
+"""The filter's latency while HTTP/2 clients attack the extender (docs/threat-model.md: slow
+or numerous clients).
 
     python bench/extender_h2_attacks.py [--nodes 500] [--seconds 8] [--attackers 2] [--pin]
 

@@ -17,7 +17,7 @@ second) instead of every step. Prints admitted / refused-avoidably /
 refused-unavoidably / swapped (targets: 0 swapped, 0 refused-avoidably), the pods given up as
 unschedulable and the agents' pod lists.
 
-Every --every pods (issue 23's long soak: `--pods 100000`) it prints a row: the tallies so far,
+Every --every pods (the long soak: `--pods 100000`) it prints a row: the tallies so far,
 the live pods, the process's resident set and the retained size of the extender's state and of
 each agent's state (`tests/kubelet_model/soak_memory.py` says what is counted). Memory is read
 every --sample pods; a row shows the peak of the readings since the previous row, as bounded

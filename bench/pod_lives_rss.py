@@ -1,4 +1,4 @@
-"""Extender memory over many pod lives: RSS must not grow with pods scheduled (issue 25).
+"""Extender memory over many pod lives: RSS must not grow with pods scheduled.
 
     python bench/pod_lives_rss.py [--lives 100000] [--nodes 100] [--batch 1000] [--every 10000]
                                   [--trim] [--trace 20000,60000]

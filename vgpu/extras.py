@@ -1,7 +1,7 @@
 """How to install an optional extra, in the words every hint uses.
 
 vgpu is installed from a checkout (it is not on PyPI), so a hint naming `vgpu[cli]` sends a
-newcomer to a package index that has no such project (issue 24); the hint names the checkout.
+newcomer to a package index that has no such project; the hint names the checkout.
 """
 
 from __future__ import annotations

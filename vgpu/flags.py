@@ -29,7 +29,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 def shown_default(value: object) -> str:
     """A default as a person types it: a value with a `name` (a policy) by that name, never its
-    dataclass repr (issue 24: `--help` printed `PolicySpec(name='default', ...)`)."""
+    dataclass repr (`--help` once printed `PolicySpec(name='default', ...)`)."""
     name = getattr(value, "name", None)
     return name if isinstance(name, str) else str(value)
 
@@ -47,7 +47,7 @@ def port_number(text: str) -> int:
 
 def count(text: str) -> int:
     """A whole number, 0 or more (a width, a number of jobs or nodes; 0 as the flag's help
-    says): a negative one is a usage error, not a silent surprise (issue 24: `--width -5`)."""
+    says): a negative one is a usage error, not a silent surprise (`--width -5` was once taken)."""
     try:
         value = int(text)
     except ValueError:

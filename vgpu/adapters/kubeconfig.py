@@ -37,7 +37,7 @@ _ENTRIES = {"clusters": "cluster", "contexts": "context", "users": "user"}
 def shape_problem(doc: object) -> str | None:
     """What makes a parsed kubeconfig unusable, naming the field; None when its shape is a
     kubeconfig's. The client library assumes the shape and fails with its own internals
-    (issue 24: "'str' object does not support item assignment" for a file holding a word)."""
+    ("'str' object does not support item assignment" for a file holding a word)."""
     if not isinstance(doc, dict):
         return f"expected a mapping (apiVersion, clusters, contexts, users), not {_kind(doc)}"
     for field, inner in _ENTRIES.items():

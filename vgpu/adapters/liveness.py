@@ -1,7 +1,7 @@
 """Whether a daemon's background loops are alive: a loop that ended or stopped beating turns a
 probe red, so the kubelet restarts the daemon (or the Service stops routing to it) instead of
-the daemon serving on from a state no loop keeps any more (issue 25, finding 5: the node agent's
-maintenance loop died on one exception while `/healthz` stayed 200).
+the daemon serving on from a state no loop keeps any more (the node agent's maintenance loop
+once died on one exception while `/healthz` stayed 200).
 
 Each loop is registered with its thread and the longest it may go between beats; it beats once
 per turn (`beat`). `run_duty` runs one duty of a loop so that any exception is logged and counted,

@@ -2,8 +2,8 @@
 
 One place sees every pod event, so the ledger (`Handoff`), the container directory, the
 kubelet release tracker (`KubeletStale`) all learn of a pod the same way, whether from the
-watch or from a refresh a device-plugin call asked for (issue 10: the kubelet's watch can be
-ahead of ours).
+watch or from a refresh a device-plugin call asked for (the kubelet's watch can be ahead of
+ours: the kubelet may call for a pod our watch has not shown yet).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class PodFeed:
         for pod in listing.items:
             self.on_event("MODIFIED", pod)
         new = sorted(set(self.handoff.pods()) - known)
-        if new:  # the kubelet's watch was ahead of ours (issue 10's race): say so
+        if new:  # the kubelet's watch was ahead of ours: say so
             log.info("refresh for a device-plugin call found %s", ", ".join(new))
 
     def on_event(self, kind: str, pod: dict[str, Any]) -> None:

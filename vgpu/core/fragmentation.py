@@ -31,7 +31,8 @@ GpuKey = tuple[int, int, int]
 MEMO_LIMIT = 16_384
 """Node keys memoised before the memo is cleared: about 0.6 KB each on 8-GPU nodes, so at most
 ~10 MiB. A long-lived extender meets a new free-GPU multiset with nearly every pod it places;
-unbounded, the memo grew with the pods scheduled (issue 23's long soak)."""
+unbounded, the memo grew with the pods scheduled (seen in the 100,000-pod soak,
+`bench/handoff_soak.py`)."""
 
 
 class FragmentMeter:

@@ -45,7 +45,7 @@ _MISSING = object()
 MEMO_LIMIT = 4096
 """Evaluations kept for nodes-in-the-same-state reuse before the memo is cleared: about 2 KB
 each, so at most ~8 MiB, and room for one filter over 4,096 nodes in distinct states. (At
-200,000 the memo grew with pods scheduled to ~400 MiB before it cleared: issue 25, finding 8.)"""
+200,000 the memo grew with pods scheduled to ~400 MiB before it cleared.)"""
 _TOKENS = count()
 """Unique keys for per-node memos (one per meter, so a re-learned workload never hits old ones)."""
 

@@ -34,10 +34,10 @@ _KEYS: WeakKeyDictionary[Policy, dict[tuple[int, object], int]] = WeakKeyDiction
 _SERIAL = count()
 SHAPES_KEPT = 4096
 """Pod shapes keyed per policy before the keys start anew (each shape is a new key: without a
-bound the table grew with every pod of a new shape; issue 25)."""
+bound the table grew with every pod of a new shape)."""
 NODE_MEMO_KEPT = 1024
 """Evaluations a node keeps while it is unchanged; a node nobody places on would otherwise keep
-one per pod shape ever asked about (issue 25)."""
+one per pod shape ever asked about."""
 MAX_EXTENDER_SCORE = 10
 
 

@@ -75,7 +75,7 @@ def _limit(share: DeviceShare, gpu: GpuInfo, unit_mib: int) -> GpuLimit | Refusa
     """The share's limits on its GPU. Memory outside what the slice offers (at least one
     unit, at most the GPU: `vgpu.dra.slices`) is refused, never capped or granted as asked: the
     allocator never records such a value, so whoever wrote it did not use the allocator, and a
-    0- or 1-byte limit or one beyond the GPU would not mean what it says (issue 25)."""
+    0- or 1-byte limit or one beyond the GPU would not mean what it says."""
     cores = CORES_PER_GPU if share.cores is None else share.cores
     memory = gpu.memory_mib if share.memory_mib is None else share.memory_mib
     where = f"device {share.device}: consumedCapacity.memory {memory} MiB"

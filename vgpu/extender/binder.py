@@ -66,7 +66,8 @@ class BindFailed(VgpuError):
 
 class BindDeferred(BindFailed):
     """Not bound yet by design: a gang member waits for its peers or for an equal member's
-    admission on its node, keeping its place. Counted apart from failures (issue 24)."""
+    admission on its node, keeping its place. Counted apart from failures: counted as errors,
+    such waits fired VgpuBindErrors in normal gang operation."""
 
 
 class Deferral(str):
@@ -76,7 +77,8 @@ class Deferral(str):
 
 def chosen_gpus(assignment: Assignment) -> str:
     """The decision in one log line: each container's GPUs with cores and memory (on call,
-    "which GPU did it get?" is answered by the extender's log, issue 24)."""
+    "which GPU did it get?" is answered by the extender's log, which once said only "bound p
+    to n1")."""
     parts = []
     for c in assignment.containers:
         shares = ", ".join(

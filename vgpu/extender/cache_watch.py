@@ -120,7 +120,8 @@ class WatchIntake:
 
     def _apply_one(self, apply: Callable[[str, Obj], None], obj: Obj) -> None:
         """One object of a rebuild: one that cannot be applied is skipped and logged (as the
-        watch skips its event), never the end of the rebuild (issue 25, finding 1)."""
+        watch skips its event), never the end of the rebuild: one unreadable object must not stop
+        every bind."""
         try:
             apply("ADDED", obj)
         except Exception:  # a bug, not the listing: the other objects still count

@@ -150,7 +150,8 @@ class GangCoordinator:
     ) -> list[GangKey]:
         """After a rebuild (restart, new leadership term): reserve again the places of every
         gang with a bound member, whose reservations lived in memory only, before any other pod
-        is served; held until each member binds, as `_keep` holds them (issue 25, finding 6).
+        is served; held until each member binds, as `_keep` holds them (else the first pods
+        served after a rebuild could take the places its unbound members need).
         A gang that no longer fits says why on its next filter. Returns the gangs restored."""
         restored = []
         for gang in sorted(self._cache.members):
@@ -282,7 +283,7 @@ class GangCoordinator:
     def member_gone(self, pod: PodKey, gang: GangKey | None) -> None:
         """A member was deleted: a gang still waiting to bind gives its reservations back (a
         started gang keeps them: its other members are bound and wait for theirs); a gang with
-        no member left is no longer unplaceable (issue 24: its gauge outlived it)."""
+        no member left is no longer unplaceable (its gauge once outlived it)."""
         if gang is not None and gang in self._gangs and not self.started(gang):
             self.abandon(gang, f"member {pod} was deleted")
         if gang is not None and gang not in self._cache.members:

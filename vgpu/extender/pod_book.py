@@ -179,7 +179,8 @@ class PodBook:
 
     def _leave(self, gang: GangKey, key: PodKey) -> None:
         """The pod is no longer a member; a gang without members is forgotten, so the index
-        holds the gangs with pods, not every gang name ever seen (issue 25, finding 8)."""
+        holds the gangs with pods, not every gang name ever seen (the extender's memory must not
+        grow with the pods it has scheduled)."""
         members = self._members.get(gang)
         if members is not None:
             members.discard(key)

@@ -5,7 +5,7 @@ Filter, prioritize, preemption and bind all read a pod this one way (`PodReader`
 cannot pass filter under one policy or gang size and be bound under another. A request only
 names its pod (namespace, name, UID): the pod is the watch's view of it, never the request's
 body, which is not even parsed; a pod the watch does not show within a bounded wait is an error
-(`vgpu.extender.watchwait`, issue 25, finding 7).
+(`vgpu.extender.watchwait`), so no request body can stand for a pod.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ after its backoff, and counted (`on_unwatched`; `vgpu.extender.watchwait` says w
 not a GET of the pod). Only a watched pod of a scheduler the extender serves
 (`ExtenderConfig.schedulers`) feeds the policy's learner, holds a pick or takes part in a gang
 plan (whose reservations are writes): a forged request can neither charge capacity nor reserve
-it (issue 25, finding 7; docs/operations.md, threat model).
+it (docs/threat-model.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A request names its pod; the pod is read from the watch alone (issue 25, finding 7).
+"""A request names its pod; the pod is read from the watch alone (a body could describe anything).
 
 kube-scheduler's informer and the extender's pod watch are two streams from the API server, so a
 new pod's first filter can arrive before the extender's watch shows it. Such a request is not

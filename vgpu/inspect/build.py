@@ -89,7 +89,7 @@ def _facts(
     pods: Iterable[Obj], names: ResourceNames, minimums: Mapping[str, int], collect: _Collect
 ) -> list[tuple[PodFacts, GangMembership | None]]:
     """Every pod's facts; a pod that cannot be read is a problem of its own, never the end of
-    the report (issue 25: one bad value once made the whole report exit 1)."""
+    the report (one bad value once made the whole report exit 1)."""
     out = []
     for pod in pods:
         try:

@@ -3,7 +3,7 @@
 The extender's replicas elect a binding leader with a coordination.k8s.io Lease
 (`vgpu.adapters.leader`): the leader renews `spec.renewTime` every few seconds, and a Lease not
 renewed within `spec.leaseDurationSeconds` has no live holder. So a stale or missing Lease means
-no replica binds, and vgpu pods stay Pending however much room there is (issue 24: the report
+no replica binds, and vgpu pods stay Pending however much room there is (the report once
 looked healthy with the extender down). Pure.
 """
 

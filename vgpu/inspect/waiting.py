@@ -1,8 +1,8 @@
 """Why an unscheduled pod waits: the last word of the scheduler or the extender on it, and
 whether it can ever fit.
 
-On call, "why is this pod pending?" has three answers the report must tell apart (issue 24: they
-all read "waiting for a node"): the cluster is full now (the scheduler's PodScheduled message
+On call, "why is this pod pending?" has three answers the report must tell apart (they once all
+read "waiting for a node"): the cluster is full now (the scheduler's PodScheduled message
 says which nodes refused it and why), the pod can never fit (it asks more than any node has, or
 a GPU type no node has), or its asks are invalid (the extender refuses it, with an `InvalidPod`
 Event). The never-fit checks use the extender's own rules (`vgpu.core.units` for valid asks,

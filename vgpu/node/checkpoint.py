@@ -108,7 +108,8 @@ def stale_devices(
     container, and a container that drew devices from its pod's reuse pool (a regular init
     container's, pkg/kubelet/cm/devicemanager/manager.go `devicesToReuse`,
     `allocateContainerResources`; `vgpu.core.kubelet_reuse`) lists the very IDs that init
-    container lists. The kubelet holds such a device once (issue 25: it was counted twice)."""
+    container lists. The kubelet holds such a device once; counted twice, the node would show
+    more held than the kubelet holds."""
     cores: dict[str, int] = {}
     units: dict[str, int] = {}
     pods: dict[str, set[str]] = {}
