@@ -1,5 +1,5 @@
 """Any kubeconfig file, however malformed, gives one line naming what is wrong, never the client
-library's internals (issue 24: "'str' object does not support item assignment")."""
+library's internals ("'str' object does not support item assignment")."""
 
 from __future__ import annotations
 

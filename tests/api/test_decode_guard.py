@@ -1,6 +1,6 @@
 """Every reader of cluster data, fed hostile input (random JSON, integers past Python's 4,300-digit
 limit, deep nesting, oversized strings), returns a value or raises its own error, nothing else
-(issue 25, findings 1, 4 and 5: a bare `ValueError` or `RecursionError` once escaped them)."""
+(a bare `ValueError` or `RecursionError` once escaped them)."""
 
 from __future__ import annotations
 

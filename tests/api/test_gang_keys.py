@@ -43,7 +43,7 @@ CASES = [
         3,
     ),
     (_pod(annotations={"vgpu.io/gang-name": "tf", "vgpu.io/gang-size": "4"}), "tf", 4),
-    (  # Kueue's plain-pod group: a label names it, an annotation counts it (issue 22)
+    (  # Kueue's plain-pod group: a label names it, an annotation counts it
         _pod(
             {"kueue.x-k8s.io/pod-group-name": "tf"},
             {"kueue.x-k8s.io/pod-group-total-count": "3"},

@@ -83,6 +83,6 @@ def _circles() -> list[set[str]]:
 
 
 def test_no_import_circle() -> None:
-    """Not even through type-hint imports (issue 24 opened the last ones: the extender cache
+    """Not even through type-hint imports (the last ones ran through them: the extender cache
     and its gang coordinators, the node agent and its config)."""
     assert _circles() == []

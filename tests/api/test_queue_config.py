@@ -1,5 +1,5 @@
 """The queue ConfigMap's reader: what the chart renders is read as written, and anything malformed
-is refused with one line naming the field (issue 22), never a traceback or a silent default."""
+is refused with one line naming the field, never a traceback or a silent default."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_kubeconfig_that_is_not_yaml(
 def test_a_kubeconfig_of_the_wrong_shape_names_the_field(
     command: str, text: str, field: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Once `'str' object does not support item assignment` (issue 24)."""
+    """Once `'str' object does not support item assignment`."""
     config = tmp_path / "config"
     config.write_text(text)
     extra = ["--insecure-http"] if command == "extender" else []

@@ -50,7 +50,7 @@ def test_report_without_client_names_the_extra() -> None:
 
 def test_no_hint_sends_anyone_to_a_package_index() -> None:
     """vgpu is installed from a checkout: a hint naming `vgpu[...]` points at PyPI, where no
-    such project is (issue 24). Every hint goes through `vgpu.extras.install_hint`."""
+    such project is. Every hint goes through `vgpu.extras.install_hint`."""
     root = Path(__file__).resolve().parents[2] / "vgpu"
     named = [
         f"{path.relative_to(root.parent)}:{n}"

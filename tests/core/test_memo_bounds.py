@@ -1,4 +1,4 @@
-"""Issue 25, finding 8: the default policy's evaluation memo is bounded by size, not by the pods
+"""The default policy's evaluation memo is bounded by size, not by the pods
 scheduled (it grew ~2 KB per pod life to 200,000 entries, ~400 MiB, before it cleared)."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_the_evaluation_memo_stays_small_over_many_distinct_pod_lives() -> None:
 
 def test_shape_keys_and_a_quiet_nodes_memo_stay_bounded_over_many_pod_shapes() -> None:
     """A node nobody places on keeps its memo; every new pod shape used to add a key to the
-    scheduler's table and an evaluation to that memo, for good (issue 25)."""
+    scheduler's table and an evaluation to that memo, for good."""
     state = ClusterState([make_node("n1", gpus=4)])
     policy = make_policy("default:online=0", Workload((), ()))
     sched = Scheduler(state, policy)

@@ -1,4 +1,4 @@
-"""Grouping queued pods into the jobs `release.plan` releases whole (issue 22): a gang is one job
+"""Grouping queued pods into the jobs `release.plan` releases whole: a gang is one job
 only when all its members exist and are held; a gang caught half released (a leader changed
 between two gate removals) is finished, never decided again; the book counts released pods."""
 

@@ -1,4 +1,5 @@
-"""Deserved shares by water-filling (vgpu.core.queues): the properties issue 22 names."""
+"""Deserved shares by water-filling (vgpu.core.queues): split by weight among backlogged
+queues, never above capacity or what a queue can use, capped, independent of queue order."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """`reclaim.victims` drops, before sorting, the running jobs their queue may not give up; that must
-pick exactly what walking every running job youngest first picks (the rule as issue 22 states it).
+pick exactly what walking every running job youngest first picks (the rule as docs/queues.md
+states it).
 """
 
 from __future__ import annotations

@@ -332,7 +332,7 @@ def test_dra_mode_renders_the_driver_its_rbac_and_the_device_class() -> None:
 
 
 def test_a_node_agent_may_update_only_its_own_node_and_its_pods() -> None:
-    """Issue 25: the agents' ClusterRole names no node; the admission policy binds an agent's
+    """The agents' ClusterRole names no node; the admission policy binds an agent's
     request to the node its token names (`authentication.kubernetes.io/node-name`)."""
     objs = render()
     policy = find(objs, "ValidatingAdmissionPolicy", "vgpu-node-agent-own-node")["spec"]

@@ -59,7 +59,7 @@ EXPECTED_RULES = {
     },
     ("ClusterRole", "vgpu-extender"): {
         ("", "nodes"): "list watch",
-        ("", "pods"): "get list watch patch",  # patch: the queue gate (issue 22)
+        ("", "pods"): "get list watch patch",  # patch: the queue gate
         ("", "pods/eviction"): "create",  # queue reclaim, so PodDisruptionBudgets hold
         ("", "pods/binding"): "create",
         ("scheduling.x-k8s.io", "podgroups"): "get",

@@ -177,7 +177,7 @@ def test_every_exported_metric_is_documented() -> None:
 
 
 def test_the_documented_extender_metrics_port_is_the_charts() -> None:
-    """docs/monitoring.md once said 8080 while the chart served 8443 (issue 24)."""
+    """docs/monitoring.md once said 8080 while the chart served 8443."""
     docs = (ROOT / "docs" / "monitoring.md").read_text()
     section = docs.split("## Extender metrics", 1)[1].split("|", 1)[0]
     port = yaml.safe_load((CHART / "values.yaml").read_text())["extender"]["port"]

@@ -1,4 +1,4 @@
-"""The chart's queue admission, evaluated (issue 22): its CEL runs here (cel-python) as the API
+"""The chart's queue admission, evaluated: its CEL runs here (cel-python) as the API
 server runs it. The MutatingAdmissionPolicy's match conditions gate only vGPU pods naming a
 queue, never pods Kueue manages; the ValidatingAdmissionPolicy lets only the extender remove the
 gate or move a held pod to another queue. The ConfigMap the chart renders is what the extender's

@@ -1,5 +1,5 @@
-"""daemonset/samples say what they need and fit the project's own test cluster (issue 24: the
-gang asked 9 CPUs of 2-CPU nodes, so `kubectl apply -k daemonset/samples/` left it Pending).
+"""daemonset/samples say what they need and fit the project's own test cluster (the
+gang once asked 9 CPUs of 2-CPU nodes, so `kubectl apply -k daemonset/samples/` left it Pending).
 
 The test cluster is hack/testcluster.sh's default: two nodes of four fake A100s
 (`tests.realk8s.nodes.NodeSpec`), each with the 2 CPUs of the machine it runs on. vgpu's own pods

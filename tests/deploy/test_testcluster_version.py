@@ -1,4 +1,4 @@
-"""The test cluster reports the Kubernetes release it runs (issue 24: it reported
+"""The test cluster reports the Kubernetes release it runs (it once reported
 `v0.0.0-master+$Format:%H$`, so `kubectl version` failed and the chart's kubeVersion check
 refused `helm install --dry-run=server` against it).
 

@@ -1,5 +1,5 @@
 """`vgpu_extender_binds_total{outcome}`: a gang member's by-design wait (for admission of an
-equal member on its node, for its peers) is `deferred`, not `error` (issue 24: such waits counted
+equal member on its node, for its peers) is `deferred`, not `error` (such waits once counted
 as errors, so VgpuBindErrors fired in normal gang operation); a real failure stays `error`."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Issue 25, finding 8: the extender's indexes hold what is live, not everything ever seen."""
+"""The extender's indexes hold what is live, not everything ever seen: its memory must not grow
+with the pods it has scheduled."""
 
 from __future__ import annotations
 

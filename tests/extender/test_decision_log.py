@@ -1,5 +1,5 @@
 """The extender's log explains a decision: the GPUs a bind chose, and at -v (debug) the nodes
-that scored best in filter (issue 24: on call, the log said only "bound p to n1")."""
+that scored best in filter (on call, the log once said only "bound p to n1")."""
 
 from __future__ import annotations
 

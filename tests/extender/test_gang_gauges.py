@@ -1,5 +1,5 @@
 """The extender's gang gauges follow the gangs' pods: a gang that cannot be placed counts as
-unplaceable while its members exist, and no longer once they are deleted (issue 24: the gauge
+unplaceable while its members exist, and no longer once they are deleted (the gauge once
 stayed 1 after the gang was deleted, so VgpuGangsUnplaceable fired for nothing)."""
 
 from __future__ import annotations

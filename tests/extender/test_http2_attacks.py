@@ -1,4 +1,4 @@
-"""Issue 25 (2) and (3): HTTP/2 clients, with or without the scheduler's certificate, can neither
+"""HTTP/2 clients, with or without the scheduler's certificate, can neither
 hold the probes nor starve the filter. Each attack as the hostile tester ran it, against the real
 server over real TLS (verbs stubbed, counting what they were asked to do)."""
 

@@ -1,4 +1,4 @@
-"""Issue 25 (2): kubelet probes have a plain-HTTP port of their own (`--probe-port`), served on
+"""Kubelet probes have a plain-HTTP port of their own (`--probe-port`), served on
 its own loop, so clients misbehaving on the verbs' port cannot starve them."""
 
 from __future__ import annotations

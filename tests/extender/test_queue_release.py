@@ -1,4 +1,4 @@
-"""The extender leader's queue release loop against the fake API server (issue 22): held pods
+"""The extender leader's queue release loop against the fake API server: held pods
 are released in fair order only where they fit whole, gangs whole or not at all, through a JSON
 patch that tests the gate list; a second leader releases nothing twice; reclaim evicts through
 the Eviction API so a PodDisruptionBudget holds; bad configuration releases nothing."""

@@ -1,4 +1,4 @@
-"""Issue 25, finding 7: with the scheduler's certificate, a filter request only names its pod.
+"""With the scheduler's certificate, a filter request only names its pod.
 The pick and the parse come from the watch's view of the pod, never from the request's body; a
 request body is never parsed; a pod the watch does not show is refused with an error, and
 another scheduler's pod holds nothing. Over real HTTP against the fake API server (the wait for

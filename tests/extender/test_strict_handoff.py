@@ -1,4 +1,4 @@
-"""A strict hold outlives a failover without starting again (issue 22: a strict queue holds the
+"""A strict hold outlives a failover without starting again (a strict queue holds the
 others back for at most its `strictSeconds`): the leader carries each hold's start on the leader
 Lease and the next leader reads it from there (`vgpu.daemons.strict_holds`)."""
 

@@ -1,4 +1,4 @@
-"""Issue 25, findings 1, 2 and 4 against a running extender and the fake API server: one node's
+"""A value no reader survives, against a running extender and the fake API server: one node's
 or one pod's unreadable annotation is refused for itself alone; binding goes on everywhere else,
 a new leadership term resyncs past it, and a bound pod is never forgotten."""
 

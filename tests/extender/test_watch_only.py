@@ -1,4 +1,5 @@
-"""Issue 25, finding 7: a request only names its pod; the pod is the watch's view of it.
+"""A request only names its pod; the pod is the watch's view of it (a body could describe
+anything).
 
 A pod the watch does not show yet (kube-scheduler's informer can be ahead of the extender's
 watch) is waited for, a bounded time, woken by the watch's event; then the verb fails with an

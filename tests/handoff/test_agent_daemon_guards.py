@@ -1,4 +1,4 @@
-"""A running `NodeAgent`'s guards (real gRPC, real HTTP), each failing before its fix (issue 10):
+"""A running `NodeAgent`'s guards (real gRPC, real HTTP), each failing before its fix:
 Allocate is refused without an assignment source, devices report no NUMA node unless asked, API
 failures back off from the first request; and the flag checks of `vgpu node-agent` (a reconcile
 interval below the minimum, a device list beyond gRPC's message size)."""

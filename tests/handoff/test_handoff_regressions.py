@@ -1,4 +1,4 @@
-"""Hand-off regressions, each failing before its fix (issue 10): a pod part way through its
+"""Hand-off regressions, each failing before its fix: a pod part way through its
 admission never absorbs another pod's Allocate; the extender never binds what the agent would
 refuse; init and app containers share the devices the kubelet reuses; a bound gang member keeps
 the rest of its gang reserved; and what the hand-off's state machine and soak found (pods whose

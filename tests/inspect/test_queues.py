@@ -1,4 +1,4 @@
-"""`kubectl inspect vgpu --queues` (issue 22): per queue weight, deserved, allocated, pending and
+"""`kubectl inspect vgpu --queues`: per queue weight, deserved, allocated, pending and
 share from the ConfigMap and the pods, with the extender's own functions; held pods and why."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 25, finding 4: `kubectl inspect vgpu` reports an unreadable object as a problem of its
+"""`kubectl inspect vgpu` reports an unreadable object as a problem of its
 own; the rest of the cluster is still shown (one such value once made the report exit 1)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """On call, "why is this pod pending?": each unscheduled pod shows the scheduler's or the
 extender's last word on it, pods that can never fit are problems, and the report says whether
-the extender is up (issue 24: all such pods read "waiting for a node", with Problems empty, and
+the extender is up (all such pods once read "waiting for a node", with Problems empty, and
 the report looked healthy with the extender down)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Memory readings for the long soak (`bench/handoff_soak.py`, issue 23).
+"""Memory readings for the long soak (`bench/handoff_soak.py`).
 
 The soak runs the extender, the node agents and the kubelet models in one process, so the
 process's resident set alone cannot tell whose memory grows. Each reading therefore also holds
@@ -117,7 +117,7 @@ def peak(window: MemoryReading | None, reading: MemoryReading) -> MemoryReading:
 
 
 def flat(first: int, last: int, tolerance: float = 0.10) -> bool:
-    """Issue 23's "flat": the last reading at most `tolerance` (10 %) above the first one, the
+    """The soak's "flat": the last reading at most `tolerance` (10 %) above the first one, the
     reading at 10,000 pods. A figure that ends lower has not grown: an agent's state follows the
     pods on its node and swings down as well as up, and a shrink is no leak."""
     return last <= first * (1 + tolerance)

@@ -5,7 +5,7 @@ agent's own re-list at a device-plugin call: it hands the agent every pod bound 
 Observing a pod version the agent has already observed changes nothing in its ledger (`Handoff.
 observe` derives the entry from the pod alone), so `SoakWorld` hands over only the versions this
 agent process has not seen, as a watch would. Nothing random is drawn on that path, so a soak
-runs exactly as in `World`, about a fifth faster (the long soak's 100,000 pods, issue 23); the
+runs exactly as in `World`, about a fifth faster (the long soak's 100,000 pods); the
 lists are still counted as API calls (`World.relists`)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The long soak's instruments: the retained size it prints per component, the flatness rule
-and the progress reports (`bench/handoff_soak.py`, issue 23)."""
+and the progress reports (`bench/handoff_soak.py`)."""
 
 from __future__ import annotations
 

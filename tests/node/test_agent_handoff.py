@@ -36,7 +36,7 @@ def test_pending_pod_is_steered_to_its_gpu_granted_and_marked_admitted(box: Box)
 def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
     box: Box, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The kubelet's own watch may deliver the bind first (issue 10, seen on the real cluster):
+    """The kubelet's own watch may deliver the bind first (seen on the real cluster):
     GetPreferredAllocation re-lists the node's pods, so the call lands on the assigned GPU."""
     agent = box.start_agent()
     assert agent.inventory is not None

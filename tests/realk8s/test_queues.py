@@ -1,4 +1,4 @@
-"""vgpu's queues on the real API server, kube-scheduler and kubelets (issue 22).
+"""vgpu's queues on the real API server, kube-scheduler and kubelets.
 
 The chart's MutatingAdmissionPolicy gates only labelled vGPU pods; only the extender removes the
 gate; the leader releases held pods fairly (weights 1:3), gangs whole, reclaims through the

@@ -1,4 +1,4 @@
-"""Issue 25, findings 1, 4 and 5 on the real cluster: a value no JSON reader survives (an integer
+"""On the real cluster, a value no JSON reader survives (an integer
 of 4,301 digits, one past Python's int-digits limit) written where the cluster lets a node write
 it. It must stop nothing but the object it sits on: binding goes on (also after a leadership
 change), a running pod keeps its GPU, the report still reports, and the node agent repairs its
@@ -119,8 +119,8 @@ def paused(cluster: RealCluster, component: str) -> Iterator[None]:
 def test_node_bs_unreadable_inventory_stops_no_binding_on_node_a_even_after_a_new_leader(
     two_replicas: tuple[RealCluster, ServiceProxy],
 ) -> None:
-    """Finding 1. node-b's agent is paused so that it cannot repair the value (finding 5's
-    repair is the next test): what is shown here is the extender's guard alone."""
+    """node-b's agent is paused so that it cannot repair the value (the agent's own repair is
+    the last test): what is shown here is the extender's guard alone."""
     cluster, proxy = two_replicas
     api, node_b = cluster.admin, kubelet_of(cluster, "node-b")
     original = inventory_of(cluster, "node-b")
@@ -152,7 +152,7 @@ def test_node_bs_unreadable_inventory_stops_no_binding_on_node_a_even_after_a_ne
 def test_an_unreadable_admitted_value_does_not_free_a_running_pods_gpu(
     real_cluster: RealCluster, api: Rest
 ) -> None:
-    """Finding 4. On node-a one whole-GPU pod and a 60-core pod on each other GPU: by
+    """On node-a one whole-GPU pod and a 60-core pod on each other GPU: by
     kube-scheduler's count the node has 120 cores free, so a 100-core pod reaches the extender,
     whose ledger alone knows that no GPU has 100 free. The admission policy lets only vgpu's own
     accounts write `vgpu.io/admitted`: node-a's agent token writes the value."""
@@ -248,7 +248,7 @@ def readable(cluster: RealCluster, node: str) -> bool:
 def test_the_agent_repairs_its_unreadable_inventory_and_keeps_admitting(
     real_cluster: RealCluster, probed_agent: int
 ) -> None:
-    """Finding 5: the value of finding 1 on the agent's own Node (written by its kubelet)."""
+    """The same value on the agent's own Node (written by its kubelet): the agent repairs it."""
     cluster, api = real_cluster, real_cluster.admin
     kubelet = kubelet_of(cluster, "node-a")
     set_inventory(kubelet, "node-a", HUGE)

@@ -1,4 +1,5 @@
-"""Issue 22's fairness targets, pinned on a small, fast configuration of the Alibaba trace.
+"""The fair queues' targets (docs/queues.md, "Targets and results"), pinned on a small, fast
+configuration of the Alibaba trace.
 
 Weights 1:3, B starting after A, load 1.5 per queue: B settles within 75 +- 5 % of the used cores
 within 60 minutes with reclaim and 180 without; utilisation stays within 1 point of the unqueued
