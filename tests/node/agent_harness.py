@@ -96,6 +96,12 @@ class Box:
     def stop_agent(self) -> None:
         self.agent.stop()
 
+    def node_requests(self, method: str) -> int:
+        """The `method` requests for this node's object so far (each sync of the agent's node
+        metadata GETs it, then PATCHes only what differs): a count to wait on for syncs."""
+        path = f"/nodes/{NODE}"
+        return sum(1 for r in self.api.requests if r.method == method and r.path.endswith(path))
+
     # ----- playing the extender ------------------------------------------------------------------
     def create_pod(
         self, name: str, containers: Sequence[Spec], init: Sequence[Spec] = (), **meta: Any
@@ -152,7 +158,7 @@ class Box:
     ) -> None:
         meta = pod["metadata"]
         # A client of its own per bind: KubeApi.bind_pod releases its connection without reading
-        # the reply, so a reused connection would read that stale body (reported to the lead).
+        # the reply, so a reused connection would read that stale body.
         client = self.api.api_client()
         try:
             KubeApi(client).bind_pod(

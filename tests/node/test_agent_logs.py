@@ -4,13 +4,12 @@ registration with the kubelet, the pod watch's first sync; nothing more while it
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.node.agent_harness import CORES, NODE, Box, make_box
-from tests.waiting import holds_within
+from tests.waiting import holds_within, wait_until
 
 
 @pytest.fixture
@@ -21,7 +20,8 @@ def box() -> Iterator[Box]:
 def test_start_up_says_each_event_once(box: Box, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger="vgpu")
     agent = box.start_agent(metrics_port=0)
-    time.sleep(1.0)  # five reconcile periods, many manager polls
+    reads = box.node_requests("GET")  # idle: five reconcile periods (0.2 s) say nothing more
+    wait_until(lambda: box.node_requests("GET") >= reads + 5, what="five more syncs of the node")
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     assert f"{NODE}: 2 GPU(s): ['Tesla T4', 'Tesla T4']" in said
     assert f"{NODE}: pod watch synced, 0 vgpu pod(s) bound here" in said
@@ -41,9 +41,10 @@ def test_a_lasting_failure_is_said_once_and_its_end_too(
     caplog.set_level(logging.INFO, logger="vgpu")
     caplog.clear()
     box.api.inject("GET", rf"/api/v1/nodes/{NODE}$", status=500, times=None)
+    reads = box.node_requests("GET")
     box.agent.publisher.dirty = True  # a health change would do the same
     box.agent._wake.set()
-    time.sleep(1.0)  # ten retries at retry_s 0.1
+    wait_until(lambda: box.node_requests("GET") >= reads + 3, 10, "three failed node reads")
     node_lines = [r for r in caplog.records if "labels/annotations" in r.getMessage()]
     assert [r.levelno for r in node_lines] == [logging.WARNING], [
         r.getMessage() for r in node_lines
@@ -81,6 +82,7 @@ def test_a_kubelet_listing_unit_ids_in_pod_status_is_named_once(
         ]
 
     assert holds_within(lambda: len(told()) > 0)
-    time.sleep(0.3)  # the second listed pod's event has arrived by now
+    # One watch, in order: once a pod placed after them is seen, both listed pods' events are in.
+    box.place("last", [("main", 10, 0)], {"main": [(1, 10)]})
     (line,) = told()
     assert "default/listed-a" in line and "daemonset/kubelet/50-vgpu.conf" in line, line

@@ -23,14 +23,8 @@ def box() -> Iterator[Box]:
     yield from make_box()
 
 
-def node_calls(box: Box, method: str) -> int:
-    return sum(
-        1 for r in box.api.requests if r.method == method and r.path.endswith(f"/nodes/{NODE}")
-    )
-
-
 def node_patches(box: Box) -> int:
-    return node_calls(box, "PATCH")
+    return box.node_requests("PATCH")
 
 
 def test_labels_and_inventory_patched_once_then_only_on_change(box: Box) -> None:
@@ -42,8 +36,8 @@ def test_labels_and_inventory_patched_once_then_only_on_change(box: Box) -> None
     assert [g["healthy"] for g in inventory["gpus"]] == [True, True]
     # Each sync reads the node, then patches only what differs: three more reads (reconcile
     # periods of 0.2 s) with nothing changed must not patch again.
-    reads = node_calls(box, "GET")
-    wait_until(lambda: node_calls(box, "GET") >= reads + 3, what="three more syncs of the node")
+    reads = box.node_requests("GET")
+    wait_until(lambda: box.node_requests("GET") >= reads + 3, what="three more syncs of the node")
     assert node_patches(box) == 1 and agent.node_patches == 1
     backend = agent._backend
     assert isinstance(backend, FakeGpuBackend)
