@@ -10,6 +10,7 @@ import time
 from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.extender.test_queue_release import _daemon, _watched
+from tests.waiting import wait_until
 
 GROUP = "scheduling.x-k8s.io/pod-group"
 
@@ -34,9 +35,15 @@ def test_a_pod_groups_read_never_holds_other_filters(harness: Harness) -> None:
     def gang_filter() -> None:
         gang_reply.update(Wire(daemon.port).filter(harness.pod("m0"), ["n1"]))
 
+    def reads() -> int:
+        return sum(1 for r in harness.server.requests if "/podgroups/g" in r.path)
+
+    before = reads()
     slow = threading.Thread(target=gang_filter)
     slow.start()
-    time.sleep(0.2)  # the gang's filter is in, waiting on the PodGroup
+    # The gang's filter is in, waiting on the PodGroup: the server records a request before
+    # it delays the answer.
+    wait_until(lambda: reads() > before, what="the gang's PodGroup read")
     started = time.monotonic()
     plain = Wire(daemon.port).filter(harness.pod("plain"), ["n1"])
     took = time.monotonic() - started
