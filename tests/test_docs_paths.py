@@ -1,20 +1,27 @@
-"""Every repository path the docs name exists, and every link between the pages lands.
+"""Every repository path and module the docs name exists, and every link between the pages lands.
 
 Pages went stale as files moved and nothing failed: one named a module after it was renamed,
 another a results file that was never written. Here every `vgpu/...`, `tests/...`, `bench/...`,
-`hack/...`, `docs/...` (and the other top-level folders') path in README.md and the pages under
-docs/ must exist, a `<trace>`-style placeholder standing for any name; and every relative link
-must reach its file and, with a `#fragment`, a heading of that page.
+`hack/...`, `docs/...` (and the other top-level folders') path in README.md, the pages under
+docs/ and the folders' READMEs must exist, a `<trace>`-style placeholder standing for any name;
+every `vgpu.x.y` they name must import (or be an attribute of what does); and every relative
+link must reach its file and, with a `#fragment`, a heading of that page.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    *sorted(ROOT.glob("*/README.md")),
+    *sorted(ROOT.glob("charts/*/README.md")),
+]
 
 FOLDERS = ("vgpu", "tests", "bench", "hack", "docs", "vgpu-core", "charts", "daemonset", "examples")
 PATH = re.compile(rf"(?<![\w./<>-])((?:{'|'.join(FOLDERS)})/[\w./<>*-]*[\w>*])")
@@ -22,6 +29,9 @@ NOT_PATHS = {
     "vgpu/vgpu": "the image's name (`kustomize edit set image`, the chart's image.repository)",
     "daemonset/vgpu-node-agent": "a kubectl kind/name (`kubectl rollout restart`)",
 }
+MODULE = re.compile(r"(?<![\w./-])(vgpu(?:\.[A-Za-z_]\w*)+)")
+NOT_MODULES = ("vgpu.io",)  # the annotations' and resources' domain
+FILE_SUFFIXES = {"yaml", "yml", "json", "md", "py", "sh", "csv", "conf"}
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
@@ -45,6 +55,33 @@ def named_paths(text: str) -> list[tuple[int, str]]:
         for m in PATH.finditer(line)
         if m.group(1).rstrip(".") not in NOT_PATHS
     ]
+
+
+def named_modules(text: str) -> list[tuple[int, str]]:
+    """The dotted `vgpu.` names a page uses, with their lines (a file name such as `vgpu.yaml`
+    and the `vgpu.io` domain are not modules)."""
+    return [
+        (number, name)
+        for number, line, _ in prose(text)
+        for name in (m.group(1).rstrip(".") for m in MODULE.finditer(line))
+        if not name.startswith(NOT_MODULES) and name.rsplit(".", 1)[-1] not in FILE_SUFFIXES
+    ]
+
+
+def resolves(name: str) -> bool:
+    """Whether `name` is a module, or an attribute chain of the longest module it starts with."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        try:
+            found: object = importlib.import_module(".".join(parts[:end]))
+        except ImportError:
+            continue
+        for attribute in parts[end:]:
+            if not hasattr(found, attribute):
+                return False
+            found = getattr(found, attribute)
+        return True
+    return False
 
 
 def exists(path: str) -> bool:
@@ -101,6 +138,13 @@ def test_every_path_the_docs_name_exists() -> None:
     assert missing == [], "paths named in the docs that do not exist:\n" + "\n".join(missing)
 
 
+def test_every_module_the_docs_name_imports() -> None:
+    named = [(page, n, m) for page in PAGES for n, m in named_modules(page.read_text())]
+    assert named  # the pattern still finds the docs' modules
+    missing = [f"{page.relative_to(ROOT)}:{n}: {m}" for page, n, m in named if not resolves(m)]
+    assert missing == [], "modules named in the docs that do not import:\n" + "\n".join(missing)
+
+
 def test_every_relative_link_between_the_docs_lands() -> None:
     broken = [hit for page in PAGES for hit in broken_links(page)]
     assert broken == [], "links that land nowhere:\n" + "\n".join(broken)
@@ -115,6 +159,12 @@ def test_the_checks_tell_a_moved_file_a_placeholder_and_a_missing_heading_apart(
     named = [p for _, p in named_paths(text)]
     assert named == ["vgpu/extender/views.py", "docs/results/claims_<trace>.json"]
     assert not exists(named[0]) and exists(named[1])
+    modules = "`vgpu.extender.views`, `vgpu.extender.answers.AnswerBook`, vgpu.yaml, vgpu.io/x"
+    assert [m for _, m in named_modules(modules)] == [
+        "vgpu.extender.views",
+        "vgpu.extender.answers.AnswerBook",
+    ]
+    assert not resolves("vgpu.extender.views") and resolves("vgpu.extender.answers.AnswerBook")
     page = tmp_path / "page.md"
     page.write_text(
         "# HTTP/2 attacks, measured\n\n```sh\n# a comment, not a heading\n```\n"

@@ -30,7 +30,7 @@ set entry per node, under 1 MiB at 5,000 nodes; a shape whose answers were dropp
 
 
 class FeedView(Protocol):
-    """What an answer set reads of the cluster's change feed (`vgpu.core.changes.FeedView`)."""
+    """What an answer set reads of the cluster's change feed (`vgpu.core.changes.ChangeFeed`)."""
 
     @property
     def seq(self) -> int: ...
