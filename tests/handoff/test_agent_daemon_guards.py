@@ -17,7 +17,6 @@ import pytest
 
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.agent_harness import CORES, KEY, NODE, Box, make_box
-from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend, parse_spec
 from vgpu.adapters.kube import KubeApi
 from vgpu.agent.agent import NodeAgent
@@ -105,11 +104,12 @@ def test_api_failures_back_off_from_the_first_request(box: Box) -> None:
     box.agents.append(agent)
     box.api.clear_requests()
     agent.start()
-    time.sleep(2.0)
+    time.sleep(2.0)  # a window to count requests in, not a wait for an event
     gets = [r for r in box.api.requests if r.method == "GET" and r.path.endswith(f"/nodes/{NODE}")]
-    # Capped exponential backoff from 0.1 s: about 0.1 + 0.2 + 0.4 + 0.8 within 2 s.
-    assert len(gets) <= 8, f"{len(gets)} GET node requests in 2 s"
-    assert holds_within(lambda: True)
+    # Capped exponential backoff from 0.1 s, each delay jittered down to half: the first four
+    # delays are 0.05-0.1, 0.1-0.2, 0.2-0.4 and 0.4-0.8 s, so 4 to 6 reads fit in 2 s; it retries,
+    # and does not hammer.
+    assert 3 <= len(gets) <= 8, f"{len(gets)} GET node requests in 2 s"
 
 
 def _flags(*argv: str) -> argparse.Namespace:
