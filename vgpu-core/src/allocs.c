@@ -75,4 +75,5 @@ void vgpu_allocs_forget(void)
         }
     }
     pthread_mutex_init(&mu, NULL);
+    vgpu_vmm_forget();
 }

@@ -12,5 +12,7 @@ int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes);
 int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes);
 /* Forgets every record (a forked child holds none of its parent's allocations). */
 void vgpu_allocs_forget(void);
+/* Forgets the VMM handles and mappings (vmm.c); part of vgpu_allocs_forget. */
+void vgpu_vmm_forget(void);
 
 #endif

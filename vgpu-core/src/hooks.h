@@ -17,7 +17,8 @@
     X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2) X(cuLaunchKernel) X(cuLaunchKernel_ptsz)            \
     X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                     \
     X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchCooperativeKernelMultiDevice) X(cuGraphLaunch)    \
-    X(cuGraphLaunch_ptsz) X(cuCtxCreate_v2) X(cuDevicePrimaryCtxRetain)
+    X(cuGraphLaunch_ptsz) X(cuCtxCreate_v2) X(cuDevicePrimaryCtxRetain) X(cuMemMap)              \
+    X(cuMemUnmap) X(cuMemRetainAllocationHandle)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \

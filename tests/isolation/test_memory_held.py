@@ -1,0 +1,59 @@
+"""Memory is counted for as long as the driver really holds it, on the GPU that holds it: VMM
+memory until its handle is released and its last mapping unmapped, what a pool keeps after a
+free, graph memory nodes, pools used from another GPU's context, and the entry points that would
+go around the hooks (the 32-bit v1 ABI, a library opened with RTLD_DEEPBIND)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.isolation.conftest import MIB, PROGRAMS, Build, Cluster
+
+NOT_SUPPORTED = 801
+
+
+@pytest.fixture(scope="session")
+def memload(build: Build) -> Path:
+    """memload and the library it opens with RTLD_DEEPBIND, built next to cuload (visible in the
+    sandbox), linked against the stand-in driver."""
+    out = build.cuload.parent
+    if not (out / "memload").exists():
+        link = [f"-L{build.standins.dir}", "-l:libcuda.so.1"]
+        warn = ["-Wall", "-Wextra", "-Werror", "-O1"]
+        lib = [str(out / "libmemlib.so"), str(PROGRAMS / "memlib.c")]
+        subprocess.run(["cc", *warn, "-shared", "-fPIC", "-o", *lib, *link], check=True)
+        program = [str(out / "memload"), str(PROGRAMS / "memload.c")]
+        subprocess.run(["cc", *warn, "-o", *program, *link, "-ldl"], check=True)
+    return out / "memload"
+
+
+def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[str, list[int]]:
+    """memload's "NAME VALUE" lines, by name, in order."""
+    done = cluster.sandbox.run(container, [str(memload), *args])  # type: ignore[arg-type]
+    assert done.returncode == 0, done.stdout + done.stderr
+    found: dict[str, list[int]] = {}
+    for line in done.stdout.splitlines():
+        name, value = line.split()
+        found.setdefault(name, []).append(int(value))
+    return found
+
+
+def test_vmm_memory_released_but_still_mapped_counts_against_the_grant(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "vmm", "0", str(512 * MIB), "3")
+    assert got["rc"] == [0, 0, 2]  # two mapped 512 MiB allocations fill 1 GiB
+
+
+def test_vmm_memory_is_given_back_when_its_last_mapping_is_unmapped(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "vmm", "0", str(512 * MIB), "1")
+    assert got["free_mapped"] == [512 * MIB]
+    assert got["unmap"] == [0]
+    assert got["free_unmapped"] == [1024 * MIB]
