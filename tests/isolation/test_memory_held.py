@@ -57,3 +57,12 @@ def test_vmm_memory_is_given_back_when_its_last_mapping_is_unmapped(
     assert got["free_mapped"] == [512 * MIB]
     assert got["unmap"] == [0]
     assert got["free_unmapped"] == [1024 * MIB]
+
+
+def test_v1_cumemalloc_is_refused_directly_and_through_cugetprocaddress(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "v1", str(2048 * MIB))
+    assert got["direct"] == [NOT_SUPPORTED]
+    assert got["proc"] == [NOT_SUPPORTED]

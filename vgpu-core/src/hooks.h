@@ -18,7 +18,8 @@
     X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                     \
     X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchCooperativeKernelMultiDevice) X(cuGraphLaunch)    \
     X(cuGraphLaunch_ptsz) X(cuCtxCreate_v2) X(cuDevicePrimaryCtxRetain) X(cuMemMap)              \
-    X(cuMemUnmap) X(cuMemRetainAllocationHandle)
+    X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemAlloc) X(cuMemAllocPitch)                 \
+    X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \
