@@ -66,3 +66,12 @@ def test_v1_cumemalloc_is_refused_directly_and_through_cugetprocaddress(
     got = run(cluster, container, memload, "v1", str(2048 * MIB))
     assert got["direct"] == [NOT_SUPPORTED]
     assert got["proc"] == [NOT_SUPPORTED]
+
+
+def test_a_library_opened_with_rtld_deepbind_is_still_held(cluster: Cluster, memload: Path) -> None:
+    if cluster.build.asan_runtime:
+        pytest.skip("AddressSanitizer's own dlopen interceptor aborts on RTLD_DEEPBIND")
+    container = cluster.admit([(0, 30, 1024)])
+    lib = str(memload.parent / "libmemlib.so")
+    got = run(cluster, container, memload, "deepbind", lib, str(512 * MIB), "3")
+    assert got["rc"] == [0, 0, 2]

@@ -51,6 +51,10 @@ void *vgpu_hook_for_real(void *real);
 /* Our hook for a symbol name, or NULL when the name is not hooked. */
 VGPU_NO_ASAN void *vgpu_hook_for_name(const char *name);
 
+typedef void *(*vgpu_dlopen_fn)(const char *, int);
+/* glibc's dlopen itself (for a tail call that keeps the caller's return address). */
+VGPU_NO_ASAN vgpu_dlopen_fn vgpu_glibc_dlopen(void);
+
 #define REAL_CU(type, name) ((type)vgpu_real_cuda(VGPU_##name))
 #define REAL_NVML(type, name) ((type)vgpu_real_nvml(VGPU_##name))
 
