@@ -59,6 +59,32 @@ def test_vmm_memory_is_given_back_when_its_last_mapping_is_unmapped(
     assert got["free_unmapped"] == [1024 * MIB]
 
 
+def test_a_pool_on_another_gpu_is_charged_to_the_pools_gpu(cluster: Cluster, memload: Path) -> None:
+    container = cluster.admit([(0, 30, 1024), (1, 30, 1024)])
+    got = run(cluster, container, memload, "pool", "1", "0", str(768 * MIB), "2")
+    assert got["rc"] == [0, 2]  # 2 x 768 MiB exceed GPU 1's grant
+    assert got["free0"] == [1024 * MIB]
+    assert got["free1"] == [256 * MIB]
+
+
+def test_memory_a_pool_keeps_after_a_free_stays_counted_until_it_is_trimmed(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), str(2**64 - 1))
+    assert got["free"] == [0]
+    assert got["rc_kept"] == [2]  # the pool still holds 768 MiB of the 1 GiB grant
+    assert got["rc_trimmed"] == [0]
+
+
+def test_memory_a_pool_released_at_synchronize_is_no_longer_counted(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), "0")
+    assert got["rc_kept"] == [0]  # the default threshold (0) released it at cuCtxSynchronize
+
+
 def test_v1_cumemalloc_is_refused_directly_and_through_cugetprocaddress(
     cluster: Cluster, memload: Path
 ) -> None:

@@ -66,6 +66,17 @@ typedef struct {
     unsigned char allocFlags[8];
 } CUmemAllocationProp;
 
+/* cuMemPoolCreate's pool properties (only the location is read). */
+typedef struct {
+    int allocType;
+    int handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+
 /* cuLaunchKernelEx's configuration (only the stream is read). */
 typedef struct {
     unsigned int gridDimX, gridDimY, gridDimZ;

@@ -19,12 +19,13 @@
     X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchCooperativeKernelMultiDevice) X(cuGraphLaunch)    \
     X(cuGraphLaunch_ptsz) X(cuCtxCreate_v2) X(cuDevicePrimaryCtxRetain) X(cuMemMap)              \
     X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemAlloc) X(cuMemAllocPitch)                 \
-    X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem)
+    X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuMemPoolCreate)    \
+    X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
-    X(cuEventElapsedTime)
+    X(cuEventElapsedTime) X(cuMemPoolGetAttribute)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \

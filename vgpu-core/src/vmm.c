@@ -46,20 +46,6 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 
 #define MISSING(fn) if (!(fn)) return CUDA_ERROR_NOT_INITIALIZED
 
-/* Room for one more element in a growable array; 0, or -1 when the host is out of memory. */
-static int grow(void **array, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap)
-        return 0;
-    size_t cap2 = *cap ? *cap * 2 : 64;
-    void *bigger = realloc(*array, cap2 * elem);
-    if (!bigger)
-        return -1;
-    *array = bigger;
-    *cap = cap2;
-    return 0;
-}
-
 static vmm_handle *find(CUmemGenericAllocationHandle handle)
 {
     for (size_t i = 0; i < nhandles; i++)
@@ -103,7 +89,7 @@ VGPU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t by
         return rc;
     pthread_mutex_lock(&mu);
     rc = real(handle, bytes, prop, flags);
-    if (rc == CUDA_SUCCESS && grow((void **)&handles, &caphandles, nhandles, sizeof *handles)) {
+    if (rc == CUDA_SUCCESS && vgpu_grow((void **)&handles, &caphandles, nhandles, sizeof *handles)) {
         if (real_release)
             real_release(*handle); /* an allocation we could not track is not handed out */
         rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -159,7 +145,7 @@ VGPU_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
     pthread_mutex_lock(&mu);
     CUresult rc = real(ptr, size, offset, handle, flags);
     vmm_handle *h = rc == CUDA_SUCCESS ? find(handle) : NULL;
-    if (h && grow((void **)&maps, &capmaps, nmaps, sizeof *maps)) {
+    if (h && vgpu_grow((void **)&maps, &capmaps, nmaps, sizeof *maps)) {
         if (real_unmap)
             real_unmap(ptr, size); /* an untracked mapping would outlive its count */
         rc = CUDA_ERROR_OUT_OF_MEMORY;
