@@ -85,6 +85,23 @@ def test_memory_a_pool_released_at_synchronize_is_no_longer_counted(
     assert got["rc_kept"] == [0]  # the default threshold (0) released it at cuCtxSynchronize
 
 
+def test_a_graph_memory_node_past_the_grant_is_refused(cluster: Cluster, memload: Path) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "graph", "0", str(768 * MIB), "2")
+    assert got["add"] == [0, 2]
+
+
+def test_graph_memory_stays_counted_after_its_graph_is_destroyed_until_trimmed(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "graphlife", "0", str(768 * MIB), str(512 * MIB))
+    assert got["add"] == got["launch"] == got["free"] == got["destroy"] == [0]
+    assert got["rc_cached"] == [2]  # the freed block is still cached for graphs
+    assert got["trim"] == [0]
+    assert got["rc_trimmed"] == [0]
+
+
 def test_v1_cumemalloc_is_refused_directly_and_through_cugetprocaddress(
     cluster: Cluster, memload: Path
 ) -> None:

@@ -3,6 +3,7 @@
 #include "account.h"
 
 #include "allocs.h"
+#include "graphmem.h"
 #include "pools.h"
 #include "state.h"
 
@@ -15,6 +16,7 @@ CUresult vgpu_reserve(int index, uint64_t bytes)
     if (vgpu_region_reserve(s->region, index, bytes, limit) == 0)
         return CUDA_SUCCESS;
     vgpu_pools_reconcile(); /* pools may have released memory at a synchronize */
+    vgpu_graphmem_reconcile();
     if (vgpu_region_reserve(s->region, index, bytes, limit) == 0)
         return CUDA_SUCCESS;
     return CUDA_ERROR_OUT_OF_MEMORY;

@@ -16,6 +16,7 @@ typedef struct vgpu_ctx *CUcontext;
 typedef struct vgpu_stream *CUstream;
 typedef struct vgpu_event *CUevent;
 typedef struct vgpu_function *CUfunction;
+typedef struct vgpu_graph *CUgraph;
 typedef struct vgpu_graph_exec *CUgraphExec;
 typedef struct vgpu_pool *CUmemoryPool;
 typedef struct vgpu_array *CUarray;

@@ -20,12 +20,13 @@
     X(cuGraphLaunch_ptsz) X(cuCtxCreate_v2) X(cuDevicePrimaryCtxRetain) X(cuMemMap)              \
     X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemAlloc) X(cuMemAllocPitch)                 \
     X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuMemPoolCreate)    \
-    X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)
+    X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)     \
+    X(cuGraphAddMemAllocNode) X(cuGraphDestroy) X(cuDeviceGraphMemTrim)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
-    X(cuEventElapsedTime) X(cuMemPoolGetAttribute)
+    X(cuEventElapsedTime) X(cuMemPoolGetAttribute) X(cuDeviceGetGraphMemAttribute)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \

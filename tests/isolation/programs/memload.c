@@ -10,6 +10,8 @@
  *   memload kept DEV BYTES THRESHOLD     a pool with that release threshold: allocate, free,
  *                                        synchronize, then cuMemAlloc, trim, cuMemAlloc
  *   memload graph DEV BYTES COUNT        a graph of COUNT memory-allocation nodes, launched
+ *   memload graphlife DEV BYTES OTHER    one node: launch, free, destroy the graph; then
+ *                                        cuMemAlloc OTHER, cuDeviceGraphMemTrim, cuMemAlloc OTHER
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -70,6 +72,9 @@ CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, siz
                                 MemAllocNodeParams *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuDeviceGraphMemTrim(int);
 CUresult cuMemAlloc(unsigned *, unsigned);
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
 
@@ -184,6 +189,32 @@ static int graph(int dev, size_t bytes, int count)
     return 0;
 }
 
+/* Graph memory outlives its graph: cached for graphs until cuDeviceGraphMemTrim. */
+static int graph_life(int dev, size_t bytes, size_t other)
+{
+    CUgraph g;
+    CUgraphExec exec;
+    CUgraphNode node;
+    MemAllocNodeParams params;
+    CUdeviceptr d;
+    use_device(dev);
+    memset(&params, 0, sizeof params);
+    params.pool_props.alloc_type = 1;
+    params.pool_props.location = (Location){1, dev};
+    params.bytesize = bytes;
+    if (cuGraphCreate(&g, 0))
+        return 3;
+    printf("add %d\n", cuGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    printf("instantiate %d\n", cuGraphInstantiateWithFlags(&exec, g, 0));
+    printf("launch %d\n", cuGraphLaunch(exec, NULL));
+    printf("free %d\n", cuMemFreeAsync(params.dptr, NULL));
+    printf("destroy %d\n", cuGraphExecDestroy(exec) || cuGraphDestroy(g));
+    printf("rc_cached %d\n", cuMemAlloc_v2(&d, other));
+    printf("trim %d\n", cuDeviceGraphMemTrim(dev));
+    printf("rc_trimmed %d\n", cuMemAlloc_v2(&d, other));
+    return 0;
+}
+
 static int v1(unsigned bytes)
 {
     typedef CUresult (*v1_fn)(unsigned *, unsigned);
@@ -224,6 +255,8 @@ int main(int argc, char **argv)
         return kept(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "graph") && argc == 5)
         return graph(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    if (!strcmp(cmd, "graphlife") && argc == 5)
+        return graph_life(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)
