@@ -9,6 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.isolation.conftest import MIB, PROGRAMS, Build, Cluster
 
@@ -31,13 +33,13 @@ def memload(build: Build) -> Path:
 
 
 def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[str, list[int]]:
-    """memload's "NAME VALUE" lines, by name, in order."""
+    """memload's "NAME VALUE..." lines: the values by name, in order."""
     done = cluster.sandbox.run(container, [str(memload), *args])  # type: ignore[arg-type]
     assert done.returncode == 0, done.stdout + done.stderr
     found: dict[str, list[int]] = {}
     for line in done.stdout.splitlines():
-        name, value = line.split()
-        found.setdefault(name, []).append(int(value))
+        name, *values = line.split()
+        found.setdefault(name, []).extend(int(v) for v in values)
     return found
 
 
@@ -57,6 +59,48 @@ def test_vmm_memory_is_given_back_when_its_last_mapping_is_unmapped(
     assert got["free_mapped"] == [512 * MIB]
     assert got["unmap"] == [0]
     assert got["free_unmapped"] == [1024 * MIB]
+
+
+def valid_ops(wanted: list[tuple[str, int]]) -> tuple[list[str], list[int]]:
+    """The wanted VMM operations the driver allows, and the bytes alive after each: an allocation
+    lives while its handle has a reference (cuMemCreate and cuMemRetainAllocationHandle add one,
+    cuMemRelease takes one) or a mapping (CUDA Driver API, cuMemRelease and cuMemUnmap)."""
+    refs = [0] * 8
+    maps = [0] * 8
+    ops: list[str] = []
+    alive: list[int] = []
+    for kind, slot in wanted:
+        live = refs[slot] > 0 or maps[slot] > 0
+        allowed = {
+            "c": not live,
+            "m": refs[slot] > 0 and maps[slot] < 8,
+            "u": maps[slot] > 0,
+            "r": refs[slot] > 0,
+            "t": maps[slot] > 0,
+        }[kind]
+        if not allowed:
+            continue
+        refs[slot] += {"c": 1, "r": -1, "t": 1}.get(kind, 0)
+        maps[slot] += {"m": 1, "u": -1}.get(kind, 0)
+        ops.append(f"{kind}{slot}")
+        alive.append(sum((i + 1) * 2 * MIB for i in range(8) if refs[i] > 0 or maps[i] > 0))
+    return ops, alive
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(st.sampled_from("cmurt"), st.integers(0, 3)), max_size=40))
+@example(wanted=[("c", 0), ("m", 0), ("r", 0), ("t", 0), ("r", 0), ("u", 0)])
+@example(wanted=[("c", 0), ("m", 0), ("t", 0), ("r", 0), ("u", 0), ("r", 0)])
+def test_vmm_memory_is_counted_exactly_while_referenced_or_mapped(
+    cluster: Cluster, memload: Path, wanted: list[tuple[str, int]]
+) -> None:
+    ops, alive = valid_ops(wanted)
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "vmmops", "0", *ops) if ops else {"op": []}
+    assert got["op"][0::2] == [0] * len(ops)
+    assert got["op"][1::2] == [1024 * MIB - used for used in alive]
 
 
 def test_a_pool_on_another_gpu_is_charged_to_the_pools_gpu(cluster: Cluster, memload: Path) -> None:

@@ -6,6 +6,9 @@
  *
  *   memload vmm DEV BYTES COUNT          create, map, release at once (NVIDIA's VMM sample);
  *                                        then free on DEV while mapped and after unmapping
+ *   memload vmmops DEV OP...             OP: c/m/u/r/t and a slot 0-7: create (slot+1) x 2 MiB,
+ *                                        map once more, unmap the latest mapping, release,
+ *                                        retain by address; prints "op RC FREE" after each
  *   memload pool POOLDEV CTXDEV BYTES COUNT  allocate from a pool on POOLDEV in CTXDEV's context
  *   memload kept DEV BYTES THRESHOLD     a pool with that release threshold: allocate, free,
  *                                        synchronize, then cuMemAlloc, trim, cuMemAlloc
@@ -120,6 +123,44 @@ static int vmm(int dev, size_t bytes, int count)
     for (int i = 0; i < mapped; i++)
         printf("unmap %d\n", cuMemUnmap(va[i], bytes));
     print_free("free_unmapped", dev);
+    return 0;
+}
+
+CUresult cuMemRetainAllocationHandle(Handle *, void *);
+
+static int vmm_ops(int dev, int n, char **ops)
+{
+    Handle h[8] = {0};
+    CUdeviceptr va[8][8];
+    int mapped[8] = {0};
+    use_device(dev);
+    for (int k = 0; k < n; k++) {
+        int i = (ops[k][1] - '0') & 7;
+        size_t bytes = (size_t)(i + 1) << 21;
+        AllocProp prop = {1, 0, {1, dev}, NULL, {0}};
+        AccessDesc access = {{1, dev}, 3};
+        CUresult rc = 1;
+        Handle again = 0;
+        switch (ops[k][0]) {
+        case 'c': rc = cuMemCreate(&h[i], bytes, &prop, 0); break;
+        case 'm':
+            if (mapped[i] == 8 || cuMemAddressReserve(&va[i][mapped[i]], bytes, 0, 0, 0))
+                break;
+            rc = cuMemMap(va[i][mapped[i]], bytes, 0, h[i], 0);
+            if (rc == 0)
+                rc = cuMemSetAccess(va[i][mapped[i]++], bytes, &access, 1);
+            break;
+        case 'u': rc = mapped[i] ? cuMemUnmap(va[i][--mapped[i]], bytes) : 1; break;
+        case 'r': rc = cuMemRelease(h[i]); break;
+        case 't':
+            rc = mapped[i] ? cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va[i][0]) : 1;
+            rc = rc ? rc : again != h[i];
+            break;
+        }
+        size_t free_b = 0, total = 0;
+        cuMemGetInfo_v2(&free_b, &total);
+        printf("op %d %zu\n", rc, free_b);
+    }
     return 0;
 }
 
@@ -249,6 +290,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "vmm") && argc == 5)
         return vmm(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    if (!strcmp(cmd, "vmmops"))
+        return vmm_ops(atoi(argv[2]), argc - 3, argv + 3);
     if (!strcmp(cmd, "pool") && argc == 6)
         return pool(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]));
     if (!strcmp(cmd, "kept") && argc == 5)
