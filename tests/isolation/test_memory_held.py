@@ -129,9 +129,12 @@ def test_memory_a_pool_released_at_synchronize_is_no_longer_counted(
     assert got["rc_kept"] == [0]  # the default threshold (0) released it at cuCtxSynchronize
 
 
-def test_a_graph_memory_node_past_the_grant_is_refused(cluster: Cluster, memload: Path) -> None:
+@pytest.mark.parametrize("how", ["graph", "graphnode"])  # cuGraphAddMemAllocNode, cuGraphAddNode
+def test_a_graph_memory_node_past_the_grant_is_refused(
+    cluster: Cluster, memload: Path, how: str
+) -> None:
     container = cluster.admit([(0, 30, 1024)])
-    got = run(cluster, container, memload, "graph", "0", str(768 * MIB), "2")
+    got = run(cluster, container, memload, how, "0", str(768 * MIB), "2")
     assert got["add"] == [0, 2]
 
 

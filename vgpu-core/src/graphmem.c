@@ -1,18 +1,18 @@
-/* Graph memory nodes. CUDA Programming Guide, "Graph Memory Nodes": cuGraphAddMemAllocNode fixes
- * the allocation's address and its location (nodeParams->poolProps.location) when the node is
- * added; physical memory is attached when a launch reaches the node, outlives the graph ("Graph
+/* Graph memory nodes, added by cuGraphAddMemAllocNode or cuGraphAddNode(_v2) with a memory
+ * allocation node's parameters. CUDA Programming Guide, "Graph Memory Nodes": the allocation's
+ * address and location (nodeParams->poolProps.location) are fixed when the node is added;
+ * physical memory is attached when a launch reaches the node, outlives the graph ("Graph
  * destruction does not automatically free any live graph-allocated memory"), and once freed stays
  * cached for graphs on its device until cuDeviceGraphMemTrim. Launch, upload, instantiation and
  * executable-graph updates all lead to that memory, so the one sound point we see before any of
  * them is the node's creation: a node is charged its size on its location's device when added,
  * and refused (CUDA_ERROR_OUT_OF_MEMORY) when that does not fit, whatever launches later. The
- * charge stays while the graph lives (a graph with memory nodes has at most one executable
- * graph at a time and cannot be cloned or nested, per cuGraphInstantiate, cuGraphClone and
- * cuGraphAddChildGraphNode), then moves to the device's retained graph memory, which only falls
- * to what the driver reports (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at cuDeviceGraphMemTrim or
- * before an allocation would be refused. A device is never charged less than the driver reports
- * for graphs, which also covers allocations captured from streams (not added through the hook)
- * from the next such point on. */
+ * charge stays while the graph lives (cuGraphInstantiate: a graph with memory nodes has at most
+ * one executable graph at a time), then moves to the device's retained graph memory, which only
+ * falls to what the driver reports (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at
+ * cuDeviceGraphMemTrim or before an allocation would be refused. A device is never charged less
+ * than the driver reports for graphs, which also covers memory nodes that reach a graph another
+ * way (stream capture, cloning) from the next such point on. */
 #include <pthread.h>
 
 #include "account.h"
@@ -29,12 +29,25 @@ typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS (only the pool's location and the
     CUdeviceptr dptr;
 } mem_alloc_node_params;
 
+typedef struct { /* CUgraphNodeParams: only a memory allocation node's parameters are read */
+    int type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        mem_alloc_node_params alloc;
+    };
+    long long reserved2;
+} node_params;
+
 typedef CUresult (*add_fn)(void **, CUgraph, void *const *, size_t, mem_alloc_node_params *);
+typedef CUresult (*add_node_fn)(void **, CUgraph, void *const *, size_t, node_params *);
+typedef CUresult (*add_node2_fn)(void **, CUgraph, void *const *, const void *, size_t,
+                                 node_params *);
 typedef CUresult (*graph_fn)(CUgraph);
 typedef CUresult (*trim_fn)(CUdevice);
 typedef CUresult (*attr_fn)(CUdevice, int, void *);
 
-enum { GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2 };
+enum { GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2, GRAPH_NODE_TYPE_MEM_ALLOC = 10 };
 
 typedef struct {
     CUgraph graph;
@@ -93,6 +106,7 @@ void vgpu_graphmem_forget(void)
     pthread_mutex_init(&mu, NULL);
 }
 
+
 static graph_entry *entry(CUgraph graph, int create)
 {
     for (size_t i = 0; i < ngraphs; i++)
@@ -104,37 +118,96 @@ static graph_entry *entry(CUgraph graph, int create)
     return &graphs[ngraphs++];
 }
 
+/* Before a node is added: reserves its size on its location's device (*index, *dev); *index is
+ * -1 when nothing is counted (a host location). */
+static CUresult node_begin(const mem_alloc_node_params *params, int *index, CUdevice *dev)
+{
+    *index = -1;
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    if (!params || params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_SUCCESS;
+    *dev = params->poolProps.location.id;
+    CUresult rc = vgpu_device_index(*dev, index);
+    if (rc == CUDA_SUCCESS)
+        rc = vgpu_reserve(*index, params->bytesize);
+    if (rc != CUDA_SUCCESS)
+        *index = -1;
+    return rc;
+}
+
+/* After the real add: the node's size joins its graph's, or the reservation is given back. */
+static CUresult node_end(CUgraph graph, int index, CUdevice dev, uint64_t bytes, CUresult rc)
+{
+    if (index < 0)
+        return rc;
+    pthread_mutex_lock(&mu);
+    graph_entry *g = rc == CUDA_SUCCESS ? entry(graph, 1) : NULL;
+    if (g) {
+        g->bytes[index] += bytes;
+        promised[index] += bytes;
+        charged[index] += bytes; /* the reservation made in node_begin */
+        settle(index, dev, 0);
+    }
+    pthread_mutex_unlock(&mu);
+    if (!g)
+        vgpu_unreserve(index, bytes); /* not added, or (out of host memory) not tracked */
+    return rc;
+}
+
 VGPU_EXPORT CUresult cuGraphAddMemAllocNode(void **node, CUgraph graph, void *const *deps,
                                             size_t ndeps, mem_alloc_node_params *params)
 {
     add_fn real = REAL_CU(add_fn, cuGraphAddMemAllocNode);
     int index;
+    CUdevice dev = 0;
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    if (!vgpu_state_get())
-        return CUDA_ERROR_NOT_PERMITTED;
-    if (!params || params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return real(node, graph, deps, ndeps, params);
-    CUdevice dev = params->poolProps.location.id;
-    uint64_t bytes = params->bytesize;
-    CUresult rc = vgpu_device_index(dev, &index);
-    if (rc == CUDA_SUCCESS)
-        rc = vgpu_reserve(index, bytes);
+    CUresult rc = node_begin(params, &index, &dev);
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&mu);
-    graph_entry *g = entry(graph, 1);
-    rc = g ? real(node, graph, deps, ndeps, params) : CUDA_ERROR_OUT_OF_MEMORY;
-    if (rc == CUDA_SUCCESS) {
-        g->bytes[index] += bytes;
-        promised[index] += bytes;
-        charged[index] += bytes; /* the reservation above */
-        settle(index, dev, 0);
-    }
-    pthread_mutex_unlock(&mu);
+    rc = real(node, graph, deps, ndeps, params);
+    return node_end(graph, index, dev, index < 0 ? 0 : params->bytesize, rc);
+}
+
+/* cuGraphAddNode (CUDA 12.2) and _v2 (12.3) add any node type; CUgraphNodeParams is the type,
+ * 12 reserved bytes, then the type's parameters: CUDA_MEM_ALLOC_NODE_PARAMS_v2 (the v1 layout)
+ * for CU_GRAPH_NODE_TYPE_MEM_ALLOC. */
+static const mem_alloc_node_params *alloc_params(const node_params *p)
+{
+    return p && p->type == GRAPH_NODE_TYPE_MEM_ALLOC ? &p->alloc : NULL;
+}
+
+VGPU_EXPORT CUresult cuGraphAddNode(void **node, CUgraph graph, void *const *deps, size_t ndeps,
+                                    node_params *params)
+{
+    add_node_fn real = REAL_CU(add_node_fn, cuGraphAddNode);
+    const mem_alloc_node_params *alloc = alloc_params(params);
+    int index;
+    CUdevice dev = 0;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = node_begin(alloc, &index, &dev);
     if (rc != CUDA_SUCCESS)
-        vgpu_unreserve(index, bytes);
-    return rc;
+        return rc;
+    rc = real(node, graph, deps, ndeps, params);
+    return node_end(graph, index, dev, index < 0 ? 0 : alloc->bytesize, rc);
+}
+
+VGPU_EXPORT CUresult cuGraphAddNode_v2(void **node, CUgraph graph, void *const *deps,
+                                       const void *edges, size_t ndeps, node_params *params)
+{
+    add_node2_fn real = REAL_CU(add_node2_fn, cuGraphAddNode_v2);
+    const mem_alloc_node_params *alloc = alloc_params(params);
+    int index;
+    CUdevice dev = 0;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = node_begin(alloc, &index, &dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(node, graph, deps, edges, ndeps, params);
+    return node_end(graph, index, dev, index < 0 ? 0 : alloc->bytesize, rc);
 }
 
 /* The graph's nodes move to their devices' retained graph memory (their allocations may be live,

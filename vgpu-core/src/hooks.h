@@ -21,7 +21,8 @@
     X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemAlloc) X(cuMemAllocPitch)                 \
     X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuMemPoolCreate)    \
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)     \
-    X(cuGraphAddMemAllocNode) X(cuGraphDestroy) X(cuDeviceGraphMemTrim)
+    X(cuGraphAddMemAllocNode) X(cuGraphDestroy) X(cuDeviceGraphMemTrim) X(cuGraphAddNode)         \
+    X(cuGraphAddNode_v2)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \

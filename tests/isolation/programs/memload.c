@@ -13,6 +13,7 @@
  *   memload kept DEV BYTES THRESHOLD     a pool with that release threshold: allocate, free,
  *                                        synchronize, then cuMemAlloc, trim, cuMemAlloc
  *   memload graph DEV BYTES COUNT        a graph of COUNT memory-allocation nodes, launched
+ *   memload graphnode DEV BYTES COUNT    the same nodes added with cuGraphAddNode
  *   memload graphlife DEV BYTES OTHER    one node: launch, free, destroy the graph; then
  *                                        cuMemAlloc OTHER, cuDeviceGraphMemTrim, cuMemAlloc OTHER
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
@@ -73,6 +74,12 @@ CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 CUresult cuGraphCreate(CUgraph *, unsigned);
 CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                 MemAllocNodeParams *);
+typedef struct {
+    int type, reserved0[3];
+    union { long long reserved1[29]; MemAllocNodeParams alloc; } u;
+    long long reserved2;
+} NodeParams;
+CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NodeParams *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGraphExecDestroy(CUgraphExec);
@@ -208,7 +215,7 @@ static int kept(int dev, size_t bytes, uint64_t threshold)
     return 0;
 }
 
-static int graph(int dev, size_t bytes, int count)
+static int graph(int dev, size_t bytes, int count, int generic)
 {
     CUgraph g;
     CUgraphExec exec;
@@ -222,7 +229,12 @@ static int graph(int dev, size_t bytes, int count)
         params.pool_props.alloc_type = 1;
         params.pool_props.location = (Location){1, dev};
         params.bytesize = bytes;
-        printf("add %d\n", cuGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+        NodeParams any;
+        memset(&any, 0, sizeof any);
+        any.type = 10; /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */
+        any.u.alloc = params;
+        printf("add %d\n", generic ? cuGraphAddNode(&node, g, NULL, 0, &any)
+                                    : cuGraphAddMemAllocNode(&node, g, NULL, 0, &params));
     }
     CUresult rc = cuGraphInstantiateWithFlags(&exec, g, 0);
     printf("instantiate %d\n", rc);
@@ -296,8 +308,9 @@ int main(int argc, char **argv)
         return pool(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]));
     if (!strcmp(cmd, "kept") && argc == 5)
         return kept(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
-    if (!strcmp(cmd, "graph") && argc == 5)
-        return graph(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    if ((!strcmp(cmd, "graph") || !strcmp(cmd, "graphnode")) && argc == 5)
+        return graph(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]),
+                     !strcmp(cmd, "graphnode"));
     if (!strcmp(cmd, "graphlife") && argc == 5)
         return graph_life(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "v1") && argc == 3)

@@ -228,3 +228,36 @@ SI_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void *va
     *(cuuint64_t *)value = total;
     return CUDA_SUCCESS;
 }
+
+/* cuGraphAddNode (CUDA 12.2) and _v2 (12.3, with edge data): the generic form. CUgraphNodeParams
+ * is the node type, 12 reserved bytes, then a union holding the type's parameters
+ * (CUDA_MEM_ALLOC_NODE_PARAMS_v2 for CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10, the same layout as v1;
+ * CUDA_MEM_FREE_NODE_PARAMS, the pointer, for CU_GRAPH_NODE_TYPE_MEM_FREE = 11). The stand-in
+ * adds memory nodes this way only. */
+typedef struct {
+    int type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        si_mem_alloc_params alloc;
+        CUdeviceptr free_dptr;
+    } u;
+    long long reserved2;
+} si_node_params;
+
+SI_EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                  size_t ndeps, si_node_params *p) {
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type == 10)
+        return cuGraphAddMemAllocNode(node, g, deps, ndeps, &p->u.alloc);
+    if (p->type == 11)
+        return cuGraphAddMemFreeNode(node, g, deps, ndeps, p->u.free_dptr);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+SI_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                     const void *edges, size_t ndeps, si_node_params *p) {
+    (void)edges;
+    return cuGraphAddNode(node, g, deps, ndeps, p);
+}

@@ -35,7 +35,7 @@
     X(cuMemGetAllocationPropertiesFromHandle) X(cuMemSetAccess) X(cuDeviceGetDefaultMemPool)     \
     X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) \
     X(cuMemPoolTrimTo) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode) X(cuDeviceGraphMemTrim) \
-    X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc)
+    X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc) X(cuGraphAddNode) X(cuGraphAddNode_v2)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)
@@ -61,6 +61,7 @@ static const struct {
     {"cuGraphAddKernelNode", "cuGraphAddKernelNode_v2", 12030},
     {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000},
     {"cuMemAlloc", "cuMemAlloc_v2", 3020}, /* below 3020: the 32-bit v1 function */
+    {"cuGraphAddNode", "cuGraphAddNode_v2", 12030},
     {NULL, NULL, 0},
 };
 
