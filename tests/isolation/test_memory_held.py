@@ -111,11 +111,12 @@ def test_a_pool_on_another_gpu_is_charged_to_the_pools_gpu(cluster: Cluster, mem
     assert got["free1"] == [256 * MIB]
 
 
+@pytest.mark.parametrize("free", ["async", "sync"])  # cuMemFreeAsync, cuMemFree
 def test_memory_a_pool_keeps_after_a_free_stays_counted_until_it_is_trimmed(
-    cluster: Cluster, memload: Path
+    cluster: Cluster, memload: Path, free: str
 ) -> None:
     container = cluster.admit([(0, 30, 1024)])
-    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), str(2**64 - 1))
+    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), str(2**64 - 1), free)
     assert got["free"] == [0]
     assert got["rc_kept"] == [2]  # the pool still holds 768 MiB of the 1 GiB grant
     assert got["rc_trimmed"] == [0]
@@ -125,7 +126,7 @@ def test_memory_a_pool_released_at_synchronize_is_no_longer_counted(
     cluster: Cluster, memload: Path
 ) -> None:
     container = cluster.admit([(0, 30, 1024)])
-    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), "0")
+    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), "0", "async")
     assert got["rc_kept"] == [0]  # the default threshold (0) released it at cuCtxSynchronize
 
 

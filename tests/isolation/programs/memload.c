@@ -10,7 +10,8 @@
  *                                        map once more, unmap the latest mapping, release,
  *                                        retain by address; prints "op RC FREE" after each
  *   memload pool POOLDEV CTXDEV BYTES COUNT  allocate from a pool on POOLDEV in CTXDEV's context
- *   memload kept DEV BYTES THRESHOLD     a pool with that release threshold: allocate, free,
+ *   memload kept DEV BYTES THRESHOLD FREE  a pool with that release threshold: allocate, free
+ *                                        (FREE: async, cuMemFreeAsync; sync, cuMemFree),
  *                                        synchronize, then cuMemAlloc, trim, cuMemAlloc
  *   memload graph DEV BYTES COUNT        a graph of COUNT memory-allocation nodes, launched
  *   memload graphnode DEV BYTES COUNT    the same nodes added with cuGraphAddNode
@@ -71,6 +72,7 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
 CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuGraphCreate(CUgraph *, unsigned);
 CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                 MemAllocNodeParams *);
@@ -200,14 +202,14 @@ static int pool(int pool_dev, int ctx_dev, size_t bytes, int count)
 }
 
 /* A pool keeps freed memory up to its release threshold until it is trimmed. */
-static int kept(int dev, size_t bytes, uint64_t threshold)
+static int kept(int dev, size_t bytes, uint64_t threshold, int async)
 {
     CUdeviceptr d, other;
     use_device(dev);
     CUmemoryPool p = pool_on(dev);
     printf("threshold %d\n", cuMemPoolSetAttribute(p, 4, &threshold)); /* RELEASE_THRESHOLD */
     printf("alloc %d\n", cuMemAllocFromPoolAsync(&d, bytes, p, NULL));
-    printf("free %d\n", cuMemFreeAsync(d, NULL));
+    printf("free %d\n", async ? cuMemFreeAsync(d, NULL) : cuMemFree_v2(d));
     printf("sync %d\n", cuCtxSynchronize());
     printf("rc_kept %d\n", cuMemAlloc_v2(&other, bytes));
     printf("trim %d\n", cuMemPoolTrimTo(p, 0));
@@ -306,8 +308,9 @@ int main(int argc, char **argv)
         return vmm_ops(atoi(argv[2]), argc - 3, argv + 3);
     if (!strcmp(cmd, "pool") && argc == 6)
         return pool(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]));
-    if (!strcmp(cmd, "kept") && argc == 5)
-        return kept(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+    if (!strcmp(cmd, "kept") && argc == 6)
+        return kept(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
+                    !strcmp(argv[5], "async"));
     if ((!strcmp(cmd, "graph") || !strcmp(cmd, "graphnode")) && argc == 5)
         return graph(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]),
                      !strcmp(cmd, "graphnode"));

@@ -155,6 +155,8 @@ SI_HIDDEN struct si_stream *si_cu_stream(CUstream s);
 SI_HIDDEN int si_cu_omitted(const char *name);
 /* cuda_pool.c: pools release what exceeds their release threshold at every synchronize call. */
 SI_HIDDEN void si_cu_pools_synchronized(void);
+/* cuda_pool.c: frees a pool or graph allocation (1), or 0 when `dptr` is neither. */
+SI_HIDDEN int si_cu_pool_free(CUdeviceptr dptr);
 /* cuda_graph.c: frees a graph allocation (1), or 0 when `dptr` is not one. */
 SI_HIDDEN int si_cu_graph_free(CUdeviceptr dptr);
 

@@ -43,8 +43,12 @@ SI_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned f
     return si_cu_take(si_cu_current(), -1, bytes, SI_MEM, dptr);
 }
 
+/* cuMemFree also takes what cuMemAllocAsync and cuMemAllocFromPoolAsync returned (CUDA Driver
+ * API reference, cuMemFree), which goes back to its pool. */
 SI_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-    return dptr == 0 ? CUDA_SUCCESS : si_cu_give(dptr, SI_MEM);
+    if (dptr == 0 || si_cu_pool_free(dptr))
+        return CUDA_SUCCESS;
+    return si_cu_give(dptr, SI_MEM);
 }
 
 static uint64_t element_bytes(int format, unsigned channels) {

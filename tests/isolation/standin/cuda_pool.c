@@ -202,22 +202,27 @@ SI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) 
     return rc ? rc : pool_alloc(pool, dptr, bytes);
 }
 
-/* A pool's memory goes back to its pool, a graph allocation's to the device's graph memory;
- * memory from cuMemAlloc goes back to the device. */
-SI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-    (void)s;
+/* Frees a pool or graph allocation (1), or answers 0 when `dptr` is neither. A pool's memory goes
+ * back to its pool, a graph allocation's to the device's graph memory. */
+int si_cu_pool_free(CUdeviceptr dptr) {
     if (si_cu_graph_free(dptr))
-        return CUDA_SUCCESS;
+        return 1;
     pthread_mutex_lock(&pool_mu);
     for (struct si_pool *p = pools; p; p = p->next) {
         for (int i = 0; i < SI_CHUNKS; i++) {
             if (p->chunk[i].ptr == dptr && p->chunk[i].used) {
                 p->chunk[i].used = 0;
                 pthread_mutex_unlock(&pool_mu);
-                return CUDA_SUCCESS;
+                return 1;
             }
         }
     }
     pthread_mutex_unlock(&pool_mu);
-    return si_cu_give(dptr, SI_MEM);
+    return 0;
+}
+
+/* cuMemFreeAsync frees memory from any allocator; memory from cuMemAlloc goes back to the device. */
+SI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+    (void)s;
+    return si_cu_pool_free(dptr) ? CUDA_SUCCESS : si_cu_give(dptr, SI_MEM);
 }
