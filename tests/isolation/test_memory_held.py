@@ -36,8 +36,12 @@ def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[
     """memload's "NAME VALUE..." lines: the values by name, in order."""
     done = cluster.sandbox.run(container, [str(memload), *args])  # type: ignore[arg-type]
     assert done.returncode == 0, done.stdout + done.stderr
+    return parse(done.stdout.splitlines())
+
+
+def parse(lines: list[str]) -> dict[str, list[int]]:
     found: dict[str, list[int]] = {}
-    for line in done.stdout.splitlines():
+    for line in lines:
         name, *values = line.split()
         found.setdefault(name, []).extend(int(v) for v in values)
     return found
@@ -109,6 +113,26 @@ def test_a_pool_on_another_gpu_is_charged_to_the_pools_gpu(cluster: Cluster, mem
     assert got["rc"] == [0, 2]  # 2 x 768 MiB exceed GPU 1's grant
     assert got["free0"] == [1024 * MIB]
     assert got["free1"] == [256 * MIB]
+
+
+def test_the_gpu_that_holds_a_pools_memory_is_the_one_charged(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024), (1, 30, 1024)])
+    args = [str(memload), "pool", "1", "0", str(768 * MIB), "1", "hold"]
+    holder = cluster.sandbox.popen(container, args)
+    try:
+        assert holder.stdout is not None
+        lines = list(iter(holder.stdout.readline, "done\n"))
+        got = parse(lines)
+        used = cluster.node.usage().used  # what the stand-in driver really holds, per GPU
+        assert got["rc"] == [0]
+        assert used[cluster.uuids[1]] - used.get(cluster.uuids[0], 0) >= 768 * MIB
+        assert got["free1"] == [256 * MIB]  # charged where it is held
+        assert got["free0"] == [1024 * MIB]
+    finally:
+        holder.kill()
+        holder.wait(10)
 
 
 @pytest.mark.parametrize("free", ["async", "sync"])  # cuMemFreeAsync, cuMemFree

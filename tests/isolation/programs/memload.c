@@ -9,7 +9,8 @@
  *   memload vmmops DEV OP...             OP: c/m/u/r/t and a slot 0-7: create (slot+1) x 2 MiB,
  *                                        map once more, unmap the latest mapping, release,
  *                                        retain by address; prints "op RC FREE" after each
- *   memload pool POOLDEV CTXDEV BYTES COUNT  allocate from a pool on POOLDEV in CTXDEV's context
+ *   memload pool POOLDEV CTXDEV BYTES COUNT [hold]  allocate from a pool on POOLDEV in CTXDEV's
+ *                                        context (hold: then print "done" and wait)
  *   memload kept DEV BYTES THRESHOLD FREE  a pool with that release threshold: allocate, free
  *                                        (FREE: async, cuMemFreeAsync; sync, cuMemFree),
  *                                        synchronize, then cuMemAlloc, trim, cuMemAlloc
@@ -26,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr, Handle;
@@ -187,7 +189,7 @@ static CUmemoryPool pool_on(int dev)
     return pool;
 }
 
-static int pool(int pool_dev, int ctx_dev, size_t bytes, int count)
+static int pool(int pool_dev, int ctx_dev, size_t bytes, int count, int hold)
 {
     use_device(pool_dev);
     CUmemoryPool p = pool_on(pool_dev);
@@ -198,6 +200,9 @@ static int pool(int pool_dev, int ctx_dev, size_t bytes, int count)
     }
     print_free("free0", 0);
     print_free("free1", 1);
+    printf("done\n");
+    while (hold)
+        pause();
     return 0;
 }
 
@@ -306,8 +311,9 @@ int main(int argc, char **argv)
         return vmm(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (!strcmp(cmd, "vmmops"))
         return vmm_ops(atoi(argv[2]), argc - 3, argv + 3);
-    if (!strcmp(cmd, "pool") && argc == 6)
-        return pool(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]));
+    if (!strcmp(cmd, "pool") && (argc == 6 || argc == 7))
+        return pool(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                    argc == 7);
     if (!strcmp(cmd, "kept") && argc == 6)
         return kept(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
                     !strcmp(argv[5], "async"));
