@@ -3,6 +3,8 @@
 #include "account.h"
 
 #include "allocs.h"
+#include "graphmem.h"
+#include "pools.h"
 #include "state.h"
 
 CUresult vgpu_reserve(int index, uint64_t bytes)
@@ -10,9 +12,21 @@ CUresult vgpu_reserve(int index, uint64_t bytes)
     const vgpu_state *s = vgpu_state_get();
     if (!s)
         return CUDA_ERROR_NOT_PERMITTED;
-    if (vgpu_region_reserve(s->region, index, bytes, s->limits.dev[index].memory) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    return CUDA_SUCCESS;
+    uint64_t limit = s->limits.dev[index].memory;
+    if (vgpu_region_reserve(s->region, index, bytes, limit) == 0)
+        return CUDA_SUCCESS;
+    vgpu_pools_reconcile(); /* pools may have released memory at a synchronize */
+    vgpu_graphmem_reconcile();
+    if (vgpu_region_reserve(s->region, index, bytes, limit) == 0)
+        return CUDA_SUCCESS;
+    return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+void vgpu_force_reserve(int index, uint64_t bytes)
+{
+    const vgpu_state *s = vgpu_state_get();
+    if (s)
+        vgpu_region_reserve(s->region, index, bytes, UINT64_MAX);
 }
 
 void vgpu_unreserve(int index, uint64_t bytes)

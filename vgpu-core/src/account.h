@@ -8,6 +8,8 @@
 
 /* Reserves `bytes` on limits index `index`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
 CUresult vgpu_reserve(int index, uint64_t bytes);
+/* Counts `bytes` the driver already holds, even past the limit (later reservations then fail). */
+void vgpu_force_reserve(int index, uint64_t bytes);
 /* Gives back a reservation whose allocation failed or was freed. */
 void vgpu_unreserve(int index, uint64_t bytes);
 /* After the real allocation: records it on success, gives the reservation back on failure. */

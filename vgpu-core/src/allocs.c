@@ -1,6 +1,8 @@
 /* A chained hash table keyed by (kind, pointer or handle), guarded by one mutex: allocation and free
  * are rare next to launches, and exact accounting matters more here than speed. */
 #include "allocs.h"
+#include "graphmem.h"
+#include "pools.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -75,4 +77,20 @@ void vgpu_allocs_forget(void)
         }
     }
     pthread_mutex_init(&mu, NULL);
+    vgpu_vmm_forget();
+    vgpu_pools_forget();
+    vgpu_graphmem_forget();
+}
+
+int vgpu_grow(void **array, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap)
+        return 0;
+    size_t bigger = *cap ? *cap * 2 : 64;
+    void *moved = realloc(*array, bigger * elem);
+    if (!moved)
+        return -1;
+    *array = moved;
+    *cap = bigger;
+    return 0;
 }

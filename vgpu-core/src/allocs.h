@@ -2,9 +2,12 @@
 #ifndef VGPU_ALLOCS_H
 #define VGPU_ALLOCS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { VGPU_KIND_POINTER = 1, VGPU_KIND_VMM = 2, VGPU_KIND_ARRAY = 3, VGPU_KIND_MIPMAP = 4 };
+/* A pointer allocated from a pool: its `bytes` hold the pool handle (the pool is charged). */
+enum { VGPU_KIND_POOLED = 5 };
 
 /* Records an allocation; -1 if it cannot be recorded (out of host memory). */
 int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes);
@@ -12,5 +15,9 @@ int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes);
 int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes);
 /* Forgets every record (a forked child holds none of its parent's allocations). */
 void vgpu_allocs_forget(void);
+/* Forgets the VMM handles and mappings (vmm.c); part of vgpu_allocs_forget. */
+void vgpu_vmm_forget(void);
+/* Room for element n of a growable array of *cap elements: 0, or -1 out of host memory. */
+int vgpu_grow(void **array, size_t *cap, size_t n, size_t elem);
 
 #endif

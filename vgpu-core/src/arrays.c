@@ -1,6 +1,5 @@
-/* CUDA arrays, mipmapped arrays and virtual-memory-management allocations. Arrays are counted from
- * their descriptor; VMM memory when it is created (cuMemCreate), since mapping it allocates nothing
- * more. Memory created on the host (a non-device location) is not device memory and passes. */
+/* CUDA arrays and mipmapped arrays, counted from their descriptor (virtual memory management is
+ * in vmm.c). */
 #include <stdint.h>
 
 #include "account.h"
@@ -12,9 +11,6 @@ typedef CUresult (*array_fn)(CUarray *, const CUDA_ARRAY_DESCRIPTOR *);
 typedef CUresult (*array3d_fn)(CUarray *, const CUDA_ARRAY3D_DESCRIPTOR *);
 typedef CUresult (*mipmap_fn)(CUmipmappedArray *, const CUDA_ARRAY3D_DESCRIPTOR *, unsigned int);
 typedef CUresult (*destroy_fn)(void *);
-typedef CUresult (*create_fn)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
-                              unsigned long long);
-typedef CUresult (*release_fn)(CUmemGenericAllocationHandle);
 
 #define MISSING(fn) if (!(fn)) return CUDA_ERROR_NOT_INITIALIZED
 
@@ -134,35 +130,4 @@ VGPU_EXPORT CUresult cuArrayDestroy(CUarray array)
 VGPU_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray array)
 {
     return destroy(REAL_CU(destroy_fn, cuMipmappedArrayDestroy), VGPU_KIND_MIPMAP, array);
-}
-
-VGPU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t bytes,
-                                 const CUmemAllocationProp *prop, unsigned long long flags)
-{
-    create_fn real = REAL_CU(create_fn, cuMemCreate);
-    int index;
-    MISSING(real);
-    if (!vgpu_state_get())
-        return CUDA_ERROR_NOT_PERMITTED;
-    if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return real(handle, bytes, prop, flags);
-    CUresult rc = vgpu_device_index(prop->location.id, &index);
-    if (rc == CUDA_SUCCESS)
-        rc = vgpu_reserve(index, bytes);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = real(handle, bytes, prop, flags);
-    return vgpu_settle(rc, VGPU_KIND_VMM, rc ? 0 : *handle, index, bytes);
-}
-
-VGPU_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
-{
-    release_fn real = REAL_CU(release_fn, cuMemRelease);
-    int index = 0;
-    uint64_t bytes = 0;
-    MISSING(real);
-    if (!vgpu_state_get())
-        return CUDA_ERROR_NOT_PERMITTED;
-    int found = vgpu_forget(VGPU_KIND_VMM, handle, &index, &bytes);
-    return vgpu_freed(real(handle), found, VGPU_KIND_VMM, handle, index, bytes);
 }

@@ -16,6 +16,7 @@ typedef struct vgpu_ctx *CUcontext;
 typedef struct vgpu_stream *CUstream;
 typedef struct vgpu_event *CUevent;
 typedef struct vgpu_function *CUfunction;
+typedef struct vgpu_graph *CUgraph;
 typedef struct vgpu_graph_exec *CUgraphExec;
 typedef struct vgpu_pool *CUmemoryPool;
 typedef struct vgpu_array *CUarray;
@@ -30,6 +31,7 @@ enum {
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_NOT_PERMITTED = 800,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
 };
 
 /* cuArrayCreate_v2's descriptor. */
@@ -64,6 +66,17 @@ typedef struct {
     void *win32HandleMetaData;
     unsigned char allocFlags[8];
 } CUmemAllocationProp;
+
+/* cuMemPoolCreate's pool properties (only the location is read). */
+typedef struct {
+    int allocType;
+    int handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
 
 /* cuLaunchKernelEx's configuration (only the stream is read). */
 typedef struct {

@@ -17,12 +17,17 @@
     X(cuMemGetInfo_v2) X(cuDeviceTotalMem_v2) X(cuLaunchKernel) X(cuLaunchKernel_ptsz)            \
     X(cuLaunchKernelEx) X(cuLaunchKernelEx_ptsz) X(cuLaunchCooperativeKernel)                     \
     X(cuLaunchCooperativeKernel_ptsz) X(cuLaunchCooperativeKernelMultiDevice) X(cuGraphLaunch)    \
-    X(cuGraphLaunch_ptsz) X(cuCtxCreate_v2) X(cuDevicePrimaryCtxRetain)
+    X(cuGraphLaunch_ptsz) X(cuCtxCreate_v2) X(cuDevicePrimaryCtxRetain) X(cuMemMap)              \
+    X(cuMemUnmap) X(cuMemRetainAllocationHandle) X(cuMemAlloc) X(cuMemAllocPitch)                 \
+    X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuMemPoolCreate)    \
+    X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)     \
+    X(cuGraphAddMemAllocNode) X(cuGraphDestroy) X(cuDeviceGraphMemTrim) X(cuGraphAddNode)         \
+    X(cuGraphAddNode_v2)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
-    X(cuEventElapsedTime)
+    X(cuEventElapsedTime) X(cuMemPoolGetAttribute) X(cuDeviceGetGraphMemAttribute)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \
@@ -48,6 +53,10 @@ VGPU_NO_ASAN vgpu_dlsym_fn vgpu_glibc_dlsym(void);
 void *vgpu_hook_for_real(void *real);
 /* Our hook for a symbol name, or NULL when the name is not hooked. */
 VGPU_NO_ASAN void *vgpu_hook_for_name(const char *name);
+
+typedef void *(*vgpu_dlopen_fn)(const char *, int);
+/* glibc's dlopen itself (for a tail call that keeps the caller's return address). */
+VGPU_NO_ASAN vgpu_dlopen_fn vgpu_glibc_dlopen(void);
 
 #define REAL_CU(type, name) ((type)vgpu_real_cuda(VGPU_##name))
 #define REAL_NVML(type, name) ((type)vgpu_real_nvml(VGPU_##name))

@@ -67,3 +67,15 @@ VGPU_EXPORT VGPU_NO_ASAN void *dlsym(void *handle, const char *name)
         return vgpu_glibc_dlsym()(handle, name);
     return vgpu_glibc_dlsym()(handle, name) ? hook : NULL;
 }
+
+/* RTLD_DEEPBIND makes the opened library look up symbols in itself and its own dependencies
+ * before the global scope, so a library linked against libcuda.so.1 would reach the driver's
+ * functions and never our hooks (preloaded, hence global). The flag is dropped: the library
+ * binds like any other, hooks first. glibc is reached by a tail call so it still sees the
+ * caller (whose namespace and search path dlopen uses). A library that relied on DEEPBIND to
+ * prefer its own copy of a symbol also defined globally binds to the global one instead. */
+VGPU_EXPORT VGPU_NO_ASAN void *dlopen(const char *file, int flags)
+{
+    vgpu_dlopen_fn real = vgpu_glibc_dlopen();
+    return real ? real(file, flags & ~RTLD_DEEPBIND) : NULL;
+}

@@ -1,8 +1,10 @@
-/* Linear device memory: plain, pitched, managed, stream-ordered and pool allocations, counted on
- * the current context's device before the driver is asked, and given back when freed. */
+/* Linear device memory: plain, pitched and managed allocations, counted on the current context's
+ * device before the driver is asked and given back when freed; stream-ordered and pool
+ * allocations, whose pool is charged on its own device (pools.c). */
 #include "account.h"
 #include "allocs.h"
 #include "hooks.h"
+#include "pools.h"
 #include "state.h"
 
 typedef CUresult (*alloc_fn)(CUdeviceptr *, size_t);
@@ -46,10 +48,20 @@ VGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned
     return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
 }
 
+/* cuMemAllocAsync draws from the current pool of the device (pools.c charges the pool); when the
+ * pool cannot be found the allocation is counted by itself on the current device. */
 static CUresult alloc_async(async_fn real, CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
     int index;
     MISSING(real);
+    CUmemoryPool pool = vgpu_state_get() ? vgpu_current_pool() : NULL;
+    if (pool) {
+        CUresult rc = vgpu_pool_begin(pool, bytes, &index);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+        rc = real(dptr, bytes, stream);
+        return vgpu_pool_end(pool, index, bytes, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    }
     CUresult rc = begin(bytes, &index);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -67,16 +79,17 @@ VGPU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstr
     return alloc_async(REAL_CU(async_fn, cuMemAllocAsync_ptsz), dptr, bytes, stream);
 }
 
+/* Counted on the pool's own device, not the current context's (pools.c). */
 static CUresult alloc_pool(pool_fn real, CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
                            CUstream stream)
 {
     int index;
     MISSING(real);
-    CUresult rc = begin(bytes, &index);
+    CUresult rc = vgpu_pool_begin(pool, bytes, &index);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = real(dptr, bytes, pool, stream);
-    return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
+    return vgpu_pool_end(pool, index, bytes, rc, rc == CUDA_SUCCESS ? *dptr : 0);
 }
 
 VGPU_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
@@ -131,6 +144,9 @@ VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
     int found = vgpu_forget(VGPU_KIND_POINTER, dptr, &index, &bytes);
+    CUmemoryPool pool = found ? NULL : vgpu_pool_free_begin(dptr);
+    if (pool)
+        return vgpu_pool_free_end(pool, dptr, real(dptr));
     return vgpu_freed(real(dptr), found, VGPU_KIND_POINTER, dptr, index, bytes);
 }
 
@@ -142,6 +158,9 @@ static CUresult free_async(free_async_fn real, CUdeviceptr dptr, CUstream stream
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
     int found = vgpu_forget(VGPU_KIND_POINTER, dptr, &index, &bytes);
+    CUmemoryPool pool = found ? NULL : vgpu_pool_free_begin(dptr);
+    if (pool)
+        return vgpu_pool_free_end(pool, dptr, real(dptr, stream));
     return vgpu_freed(real(dptr, stream), found, VGPU_KIND_POINTER, dptr, index, bytes);
 }
 

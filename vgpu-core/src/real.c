@@ -39,6 +39,17 @@ VGPU_NO_ASAN vgpu_dlsym_fn vgpu_glibc_dlsym(void)
     return fn;
 }
 
+VGPU_NO_ASAN vgpu_dlopen_fn vgpu_glibc_dlopen(void)
+{
+    static vgpu_dlopen_fn real;
+    vgpu_dlopen_fn fn = __atomic_load_n(&real, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        fn = (vgpu_dlopen_fn)glibc("dlopen");
+        __atomic_store_n(&real, fn, __ATOMIC_RELEASE);
+    }
+    return fn;
+}
+
 VGPU_NO_ASAN void *vgpu_real_dlsym(void *handle, const char *name)
 {
     vgpu_dlsym_fn fn = vgpu_glibc_dlsym();

@@ -286,5 +286,6 @@ SI_EXPORT CUresult cuCtxSynchronize(void) {
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
     si_sleep_until(c->null_stream.last_end); /* every stream of c advances this (see exec.c) */
+    si_cu_pools_synchronized();
     return CUDA_SUCCESS;
 }

@@ -183,6 +183,7 @@ SI_EXPORT CUresult cuStreamSynchronize(CUstream s) {
     uint64_t end = st->last_end;
     pthread_mutex_unlock(&si_cu_mu);
     si_sleep_until(end);
+    si_cu_pools_synchronized();
     return CUDA_SUCCESS;
 }
 
@@ -230,6 +231,7 @@ SI_EXPORT CUresult cuEventSynchronize(CUevent e) {
         return CUDA_ERROR_INVALID_HANDLE;
     if (e->recorded)
         si_sleep_until(e->t);
+    si_cu_pools_synchronized();
     return CUDA_SUCCESS;
 }
 

@@ -1,9 +1,12 @@
-/* Stand-in libcuda.so.1: CUDA graphs of kernel nodes. Launching an executable graph runs its
- * kernels one after another on the stream, each taking simulated time like a launch. */
+/* Stand-in libcuda.so.1: CUDA graphs of kernel nodes and memory nodes. Launching an executable
+ * graph runs its nodes one after another on the stream, each kernel taking simulated time like a
+ * launch. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_local.h"
+
+static CUresult graph_mem_run(const struct si_gnode *n);
 
 SI_EXPORT CUresult cuGraphCreate(CUgraph *g, unsigned flags) {
     if (!g || flags)
@@ -68,7 +71,7 @@ SI_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
         return CUDA_ERROR_INVALID_VALUE;
     for (int i = 0; i < exec->n; i++) {
         const struct si_gnode *n = &exec->node[i];
-        CUresult rc = si_cu_launch(n->func, n->blocks, n->param_ns, s);
+        CUresult rc = n->mem ? graph_mem_run(n) : si_cu_launch(n->func, n->blocks, n->param_ns, s);
         if (rc != CUDA_SUCCESS)
             return rc;
     }
@@ -87,4 +90,174 @@ SI_EXPORT CUresult cuGraphDestroy(CUgraph g) {
         return CUDA_ERROR_INVALID_VALUE;
     free(g);
     return CUDA_SUCCESS;
+}
+
+/* ---- graph memory nodes ----
+ * CUDA Programming Guide, "Graph Memory Nodes": "CUDA assigns virtual addresses for the graph
+ * allocation at node creation time"; an allocation's lifetime "begins when GPU execution reaches
+ * the allocating graph node and ends when" a free node, cuMemFreeAsync or cuMemFree frees it,
+ * and "Graph destruction does not automatically free any live graph-allocated memory". Freed
+ * graph memory stays cached for graphs on its device until cuDeviceGraphMemTrim, which frees
+ * "Blocks which are not in use by a graph that is either currently executing or scheduled to
+ * execute". cuGraphAddMemAllocNode: the allocation is on nodeParams->poolProps.location and its
+ * address is returned in nodeParams->dptr. cuDeviceGetGraphMemAttribute:
+ * CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT (0) and _RESERVED_MEM_CURRENT (2). The model: one physical
+ * block per allocation, taken when a launch reaches its node and kept until trimmed. */
+
+#define SI_GRAPH_ALLOCS 256
+
+typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS */
+    CUmemPoolProps poolProps;
+    const void *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} si_mem_alloc_params;
+
+static struct {
+    CUdeviceptr dptr; /* 0: entry free */
+    int dev;
+    int live;
+    uint64_t bytes;
+    unsigned long long block; /* the physical memory (an SI_POOL allocation); 0: none */
+} graph_mem[SI_GRAPH_ALLOCS];
+static pthread_mutex_t graph_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int graph_entry(CUdeviceptr dptr) {
+    for (int i = 0; dptr && i < SI_GRAPH_ALLOCS; i++)
+        if (graph_mem[i].dptr == dptr)
+            return i;
+    return -1;
+}
+
+static CUresult add_mem_node(CUgraphNode *node, CUgraph g, int mem, CUdeviceptr dptr) {
+    if (!node || !g || g->n == 64)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct si_gnode *n = &g->node[g->n++];
+    memset(n, 0, sizeof(*n));
+    n->mem = mem;
+    n->dptr = dptr;
+    *node = n;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                          size_t ndeps, si_mem_alloc_params *p) {
+    static CUdeviceptr next = 0x7d0000000000ull;
+    CUresult rc;
+    struct si_node *sn = si_cu_node(&rc);
+    (void)deps, (void)ndeps;
+    if (!sn)
+        return rc;
+    if (!p || !p->bytesize || p->poolProps.location.type != 1 || p->poolProps.location.id < 0 ||
+        p->poolProps.location.id >= sn->cfg.ngpus)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&graph_mu);
+    int slot = -1;
+    for (int i = 0; slot < 0 && i < SI_GRAPH_ALLOCS; i++)
+        slot = graph_mem[i].dptr ? -1 : i;
+    CUdeviceptr dptr = next;
+    rc = slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_mem_node(node, g, SI_GRAPH_ALLOC, dptr);
+    if (rc == CUDA_SUCCESS) {
+        next += (p->bytesize + 0xfffff) / 0x100000 * 0x100000 + 0x100000;
+        graph_mem[slot].dptr = dptr;
+        graph_mem[slot].dev = p->poolProps.location.id;
+        graph_mem[slot].bytes = p->bytesize;
+        p->dptr = dptr;
+    }
+    pthread_mutex_unlock(&graph_mu);
+    return rc;
+}
+
+SI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                         size_t ndeps, CUdeviceptr dptr) {
+    (void)deps, (void)ndeps;
+    pthread_mutex_lock(&graph_mu);
+    int known = graph_entry(dptr) >= 0;
+    pthread_mutex_unlock(&graph_mu);
+    return known ? add_mem_node(node, g, SI_GRAPH_FREE, dptr) : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* A launch reaching an allocation node: the allocation must not be live (it was freed since the
+ * last launch); its block is reused when still cached, taken from the device otherwise. */
+static CUresult graph_mem_run(const struct si_gnode *n) {
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&graph_mu);
+    int i = graph_entry(n->dptr);
+    if (i < 0 || graph_mem[i].live == (n->mem == SI_GRAPH_ALLOC))
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (n->mem == SI_GRAPH_ALLOC && !graph_mem[i].block)
+        rc = si_cu_take(NULL, graph_mem[i].dev, graph_mem[i].bytes, SI_POOL, &graph_mem[i].block);
+    if (rc == CUDA_SUCCESS)
+        graph_mem[i].live = n->mem == SI_GRAPH_ALLOC;
+    pthread_mutex_unlock(&graph_mu);
+    return rc;
+}
+
+int si_cu_graph_free(CUdeviceptr dptr) {
+    pthread_mutex_lock(&graph_mu);
+    int i = graph_entry(dptr);
+    int freed = i >= 0 && graph_mem[i].live;
+    if (freed)
+        graph_mem[i].live = 0;
+    pthread_mutex_unlock(&graph_mu);
+    return freed;
+}
+
+SI_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev) {
+    pthread_mutex_lock(&graph_mu);
+    for (int i = 0; i < SI_GRAPH_ALLOCS; i++) {
+        if (graph_mem[i].dptr && graph_mem[i].dev == dev && !graph_mem[i].live &&
+            graph_mem[i].block && si_cu_give(graph_mem[i].block, SI_POOL) == CUDA_SUCCESS)
+            graph_mem[i].block = 0;
+    }
+    pthread_mutex_unlock(&graph_mu);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void *value) {
+    cuuint64_t total = 0;
+    if (!value || (attr != 0 && attr != 2))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&graph_mu);
+    for (int i = 0; i < SI_GRAPH_ALLOCS; i++)
+        if (graph_mem[i].dptr && graph_mem[i].dev == dev &&
+            (attr == 0 ? graph_mem[i].live : graph_mem[i].block != 0))
+            total += graph_mem[i].bytes;
+    pthread_mutex_unlock(&graph_mu);
+    *(cuuint64_t *)value = total;
+    return CUDA_SUCCESS;
+}
+
+/* cuGraphAddNode (CUDA 12.2) and _v2 (12.3, with edge data): the generic form. CUgraphNodeParams
+ * is the node type, 12 reserved bytes, then a union holding the type's parameters
+ * (CUDA_MEM_ALLOC_NODE_PARAMS_v2 for CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10, the same layout as v1;
+ * CUDA_MEM_FREE_NODE_PARAMS, the pointer, for CU_GRAPH_NODE_TYPE_MEM_FREE = 11). The stand-in
+ * adds memory nodes this way only. */
+typedef struct {
+    int type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        si_mem_alloc_params alloc;
+        CUdeviceptr free_dptr;
+    } u;
+    long long reserved2;
+} si_node_params;
+
+SI_EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                  size_t ndeps, si_node_params *p) {
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type == 10)
+        return cuGraphAddMemAllocNode(node, g, deps, ndeps, &p->u.alloc);
+    if (p->type == 11)
+        return cuGraphAddMemFreeNode(node, g, deps, ndeps, p->u.free_dptr);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+SI_EXPORT CUresult cuGraphAddNode_v2(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                     const void *edges, size_t ndeps, si_node_params *p) {
+    (void)edges;
+    return cuGraphAddNode(node, g, deps, ndeps, p);
 }

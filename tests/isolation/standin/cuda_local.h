@@ -120,10 +120,6 @@ struct si_module {
     int nfallback;
 };
 
-struct si_pool {
-    int dev;
-};
-
 struct si_array {
     unsigned long long mem;
 };
@@ -137,7 +133,10 @@ struct si_gnode {
     struct si_func *func;
     uint64_t blocks;
     uint64_t param_ns;
+    int mem; /* 0: a kernel node; SI_GRAPH_ALLOC or SI_GRAPH_FREE: a memory node of `dptr` */
+    CUdeviceptr dptr;
 };
+enum { SI_GRAPH_ALLOC = 1, SI_GRAPH_FREE = 2 };
 
 struct si_graph {
     int n;
@@ -154,5 +153,11 @@ SI_HIDDEN CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t par
                                 CUstream s);
 SI_HIDDEN struct si_stream *si_cu_stream(CUstream s);
 SI_HIDDEN int si_cu_omitted(const char *name);
+/* cuda_pool.c: pools release what exceeds their release threshold at every synchronize call. */
+SI_HIDDEN void si_cu_pools_synchronized(void);
+/* cuda_pool.c: frees a pool or graph allocation (1), or 0 when `dptr` is neither. */
+SI_HIDDEN int si_cu_pool_free(CUdeviceptr dptr);
+/* cuda_graph.c: frees a graph allocation (1), or 0 when `dptr` is not one. */
+SI_HIDDEN int si_cu_graph_free(CUdeviceptr dptr);
 
 #endif

@@ -1,18 +1,29 @@
 /* Stand-in libcuda.so.1: every allocation path draws from the GPU's shared pool.
  *
  * Device pointers are fake addresses (nothing is ever dereferenced). Managed memory counts
- * against the current context's device; VMM `cuMemCreate` takes physical memory, which
- * `cuMemRelease` gives back (reserving and mapping address ranges take none). */
+ * against the current context's device. Virtual memory management is in cuda_vmm.c,
+ * stream-ordered allocation and pools in cuda_pool.c. */
 #include <stdlib.h>
 
 #include "cuda_local.h"
-
-#define SI_GRANULARITY (2ull << 20)
 
 SI_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
     if (!dptr || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
     return si_cu_take(si_cu_current(), -1, bytes, SI_MEM, dptr);
+}
+
+/* The 32-bit ABI of CUDA 3.1 and before (cuda.h then declared CUdeviceptr and the size as 32-bit
+ * unsigned int; 3.2 added the _v2 entry points, and cuGetProcAddress still maps a name to the v1
+ * function for a version below 3020). Whether a current 64-bit driver still serves it is not
+ * documented either way, so the stand-in serves it: the worst case for the interposer. */
+SI_EXPORT CUresult cuMemAlloc(unsigned *dptr, unsigned bytes) {
+    unsigned long long p = 0;
+    if (!dptr || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = si_cu_take(si_cu_current(), -1, bytes, SI_MEM, &p);
+    *dptr = (unsigned)p;
+    return rc;
 }
 
 SI_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width,
@@ -32,95 +43,12 @@ SI_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned f
     return si_cu_take(si_cu_current(), -1, bytes, SI_MEM, dptr);
 }
 
+/* cuMemFree also takes what cuMemAllocAsync and cuMemAllocFromPoolAsync returned (CUDA Driver
+ * API reference, cuMemFree), which goes back to its pool. */
 SI_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-    return dptr == 0 ? CUDA_SUCCESS : si_cu_give(dptr, SI_MEM);
-}
-
-SI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
-    struct si_stream *st = si_cu_stream(s);
-    if (!dptr || bytes == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    return st ? si_cu_take(st->ctx, -1, bytes, SI_MEM, dptr) : CUDA_ERROR_INVALID_CONTEXT;
-}
-
-SI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-    (void)s;
+    if (dptr == 0 || si_cu_pool_free(dptr))
+        return CUDA_SUCCESS;
     return si_cu_give(dptr, SI_MEM);
-}
-
-SI_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
-    CUresult rc;
-    struct si_node *n = si_cu_node(&rc);
-    if (!n)
-        return rc;
-    if (!pool || !props || props->location.id < 0 || props->location.id >= n->cfg.ngpus)
-        return CUDA_ERROR_INVALID_VALUE;
-    struct si_pool *p = calloc(1, sizeof(*p));
-    if (!p)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    p->dev = props->location.id;
-    *pool = p;
-    return CUDA_SUCCESS;
-}
-
-SI_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
-    if (!pool)
-        return CUDA_ERROR_INVALID_VALUE;
-    free(pool);
-    return CUDA_SUCCESS;
-}
-
-SI_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
-                                           CUstream s) {
-    (void)s;
-    if (!dptr || !pool || bytes == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    return si_cu_take(NULL, pool->dev, bytes, SI_MEM, dptr);
-}
-
-SI_EXPORT CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
-                                                 int option) {
-    (void)option;
-    if (!g || !prop)
-        return CUDA_ERROR_INVALID_VALUE;
-    *g = SI_GRANULARITY;
-    return CUDA_SUCCESS;
-}
-
-SI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t bytes,
-                               const CUmemAllocationProp *prop, unsigned long long flags) {
-    if (!handle || !prop || flags || bytes == 0 || bytes % SI_GRANULARITY)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.type != 1) /* CU_MEM_LOCATION_TYPE_DEVICE */
-        return CUDA_ERROR_NOT_SUPPORTED;
-    return si_cu_take(NULL, prop->location.id, bytes, SI_VMM, handle);
-}
-
-SI_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-    return si_cu_give(handle, SI_VMM);
-}
-
-SI_EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t align,
-                                       CUdeviceptr addr, unsigned long long flags) {
-    static uint64_t next = 0x7e0000000000ull;
-    (void)align, (void)addr, (void)flags;
-    if (!ptr || size == 0 || size % SI_GRANULARITY)
-        return CUDA_ERROR_INVALID_VALUE;
-    *ptr = __atomic_fetch_add(&next, size + SI_GRANULARITY, __ATOMIC_RELAXED);
-    return CUDA_SUCCESS;
-}
-
-SI_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
-    return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-SI_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
-                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
-    return ptr && size && !offset && handle && !flags ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-}
-
-SI_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
-    return ptr && size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 static uint64_t element_bytes(int format, unsigned channels) {

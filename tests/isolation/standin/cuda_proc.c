@@ -31,7 +31,11 @@
     X(cuGraphCreate) X(cuGraphAddKernelNode) X(cuGraphAddKernelNode_v2) X(cuGraphInstantiate)   \
     X(cuGraphInstantiate_v2) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)                    \
     X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGetErrorString) X(cuGetErrorName)               \
-    X(cuGetProcAddress) X(cuGetProcAddress_v2)
+    X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuMemRetainAllocationHandle)                   \
+    X(cuMemGetAllocationPropertiesFromHandle) X(cuMemSetAccess) X(cuDeviceGetDefaultMemPool)     \
+    X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) \
+    X(cuMemPoolTrimTo) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode) X(cuDeviceGraphMemTrim) \
+    X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc) X(cuGraphAddNode) X(cuGraphAddNode_v2)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)
@@ -56,6 +60,8 @@ static const struct {
     {"cuGraphInstantiate", "cuGraphInstantiateWithFlags", 12000},
     {"cuGraphAddKernelNode", "cuGraphAddKernelNode_v2", 12030},
     {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000},
+    {"cuMemAlloc", "cuMemAlloc_v2", 3020}, /* below 3020: the 32-bit v1 function */
+    {"cuGraphAddNode", "cuGraphAddNode_v2", 12030},
     {NULL, NULL, 0},
 };
 

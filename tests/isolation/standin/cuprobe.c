@@ -187,6 +187,7 @@ static void free_all(void) {
             printf("free-failed %d\n", rc);
     }
     nheld = 0;
+    cuCtxSynchronize(); /* pools release freed memory to the device at a synchronize */
 }
 
 static CUresult launch(const char *kind, unsigned long long ns, unsigned blocks) {

@@ -47,7 +47,7 @@ struct si_config {
     struct si_gpu_cfg gpu[SI_MAX_GPUS];
 };
 
-enum si_kind { SI_FREE = 0, SI_MEM, SI_CONTEXT, SI_VMM };
+enum si_kind { SI_FREE = 0, SI_MEM, SI_CONTEXT, SI_VMM, SI_POOL };
 
 struct si_alloc {
     uint64_t ptr; /* fake device address or VMM handle */

@@ -1,0 +1,331 @@
+/* A driver-API program for the memory tests: the allocation patterns where memory outlives the
+ * call that obtained it (VMM mappings, pools that keep freed memory, graph memory nodes), pools
+ * used from another GPU's context, the 32-bit v1 entry points, and a library opened with
+ * RTLD_DEEPBIND. Prototypes declared here from NVIDIA's public Driver API reference; linked
+ * against libcuda.so.1 by name. Each result is printed as "NAME CODE" or "NAME BYTES".
+ *
+ *   memload vmm DEV BYTES COUNT          create, map, release at once (NVIDIA's VMM sample);
+ *                                        then free on DEV while mapped and after unmapping
+ *   memload vmmops DEV OP...             OP: c/m/u/r/t and a slot 0-7: create (slot+1) x 2 MiB,
+ *                                        map once more, unmap the latest mapping, release,
+ *                                        retain by address; prints "op RC FREE" after each
+ *   memload pool POOLDEV CTXDEV BYTES COUNT [hold]  allocate from a pool on POOLDEV in CTXDEV's
+ *                                        context (hold: then print "done" and wait)
+ *   memload kept DEV BYTES THRESHOLD FREE  a pool with that release threshold: allocate, free
+ *                                        (FREE: async, cuMemFreeAsync; sync, cuMemFree),
+ *                                        synchronize, then cuMemAlloc, trim, cuMemAlloc
+ *   memload graph DEV BYTES COUNT        a graph of COUNT memory-allocation nodes, launched
+ *   memload graphnode DEV BYTES COUNT    the same nodes added with cuGraphAddNode
+ *   memload graphlife DEV BYTES OTHER    one node: launch, free, destroy the graph; then
+ *                                        cuMemAlloc OTHER, cuDeviceGraphMemTrim, cuMemAlloc OTHER
+ *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
+ *                                        cuGetProcAddress at version 3000
+ *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr, Handle;
+typedef void *CUcontext, *CUstream, *CUmemoryPool, *CUgraph, *CUgraphNode, *CUgraphExec;
+typedef struct { int type, id; } Location;
+typedef struct {
+    int type, handle_types;
+    Location location;
+    void *win32;
+    unsigned char flags[8];
+} AllocProp;
+typedef struct {
+    int alloc_type, handle_types;
+    Location location;
+    void *win32;
+    size_t max_size;
+    unsigned short usage;
+    unsigned char reserved[54];
+} PoolProps;
+typedef struct { Location location; int flags; } AccessDesc;
+typedef struct {
+    PoolProps pool_props;
+    const AccessDesc *access;
+    size_t access_count;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} MemAllocNodeParams;
+
+CUresult cuInit(unsigned);
+CUresult cuDeviceGet(int *, int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
+CUresult cuMemRelease(Handle);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuMemSetAccess(CUdeviceptr, size_t, const AccessDesc *, size_t);
+CUresult cuMemPoolCreate(CUmemoryPool *, const PoolProps *);
+CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
+CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuGraphCreate(CUgraph *, unsigned);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                MemAllocNodeParams *);
+typedef struct {
+    int type, reserved0[3];
+    union { long long reserved1[29]; MemAllocNodeParams alloc; } u;
+    long long reserved2;
+} NodeParams;
+CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NodeParams *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuDeviceGraphMemTrim(int);
+CUresult cuMemAlloc(unsigned *, unsigned);
+CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
+
+static void use_device(int ordinal)
+{
+    int dev;
+    CUcontext ctx;
+    if (cuDeviceGet(&dev, ordinal) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) {
+        printf("error context %d\n", ordinal);
+        exit(3);
+    }
+}
+
+static void print_free(const char *name, int ordinal)
+{
+    size_t free_b = 0, total = 0;
+    use_device(ordinal);
+    CUresult rc = cuMemGetInfo_v2(&free_b, &total);
+    printf("%s %zu\n", name, rc ? 0 : free_b);
+}
+
+static int vmm(int dev, size_t bytes, int count)
+{
+    CUdeviceptr va[64];
+    int mapped = 0;
+    use_device(dev);
+    for (int i = 0; i < count && i < 64; i++) {
+        AllocProp prop = {1, 0, {1, dev}, NULL, {0}}; /* pinned, on device DEV */
+        AccessDesc access = {{1, dev}, 3};            /* read-write */
+        Handle h;
+        CUresult rc = cuMemCreate(&h, bytes, &prop, 0);
+        printf("rc %d\n", rc);
+        if (rc)
+            continue;
+        if (cuMemAddressReserve(&va[mapped], bytes, 0, 0, 0) || cuMemMap(va[mapped], bytes, 0, h, 0) ||
+            cuMemSetAccess(va[mapped], bytes, &access, 1) || cuMemRelease(h)) {
+            printf("error vmm\n");
+            return 3;
+        }
+        mapped++;
+    }
+    print_free("free_mapped", dev);
+    for (int i = 0; i < mapped; i++)
+        printf("unmap %d\n", cuMemUnmap(va[i], bytes));
+    print_free("free_unmapped", dev);
+    return 0;
+}
+
+CUresult cuMemRetainAllocationHandle(Handle *, void *);
+
+static int vmm_ops(int dev, int n, char **ops)
+{
+    Handle h[8] = {0};
+    CUdeviceptr va[8][8];
+    int mapped[8] = {0};
+    use_device(dev);
+    for (int k = 0; k < n; k++) {
+        int i = (ops[k][1] - '0') & 7;
+        size_t bytes = (size_t)(i + 1) << 21;
+        AllocProp prop = {1, 0, {1, dev}, NULL, {0}};
+        AccessDesc access = {{1, dev}, 3};
+        CUresult rc = 1;
+        Handle again = 0;
+        switch (ops[k][0]) {
+        case 'c': rc = cuMemCreate(&h[i], bytes, &prop, 0); break;
+        case 'm':
+            if (mapped[i] == 8 || cuMemAddressReserve(&va[i][mapped[i]], bytes, 0, 0, 0))
+                break;
+            rc = cuMemMap(va[i][mapped[i]], bytes, 0, h[i], 0);
+            if (rc == 0)
+                rc = cuMemSetAccess(va[i][mapped[i]++], bytes, &access, 1);
+            break;
+        case 'u': rc = mapped[i] ? cuMemUnmap(va[i][--mapped[i]], bytes) : 1; break;
+        case 'r': rc = cuMemRelease(h[i]); break;
+        case 't':
+            rc = mapped[i] ? cuMemRetainAllocationHandle(&again, (void *)(uintptr_t)va[i][0]) : 1;
+            rc = rc ? rc : again != h[i];
+            break;
+        }
+        size_t free_b = 0, total = 0;
+        cuMemGetInfo_v2(&free_b, &total);
+        printf("op %d %zu\n", rc, free_b);
+    }
+    return 0;
+}
+
+static CUmemoryPool pool_on(int dev)
+{
+    PoolProps props;
+    CUmemoryPool pool;
+    memset(&props, 0, sizeof props);
+    props.alloc_type = 1;
+    props.location = (Location){1, dev};
+    if (cuMemPoolCreate(&pool, &props)) {
+        printf("error cuMemPoolCreate\n");
+        exit(3);
+    }
+    return pool;
+}
+
+static int pool(int pool_dev, int ctx_dev, size_t bytes, int count, int hold)
+{
+    use_device(pool_dev);
+    CUmemoryPool p = pool_on(pool_dev);
+    use_device(ctx_dev);
+    for (int i = 0; i < count; i++) {
+        CUdeviceptr d;
+        printf("rc %d\n", cuMemAllocFromPoolAsync(&d, bytes, p, NULL));
+    }
+    print_free("free0", 0);
+    print_free("free1", 1);
+    printf("done\n");
+    while (hold)
+        pause();
+    return 0;
+}
+
+/* A pool keeps freed memory up to its release threshold until it is trimmed. */
+static int kept(int dev, size_t bytes, uint64_t threshold, int async)
+{
+    CUdeviceptr d, other;
+    use_device(dev);
+    CUmemoryPool p = pool_on(dev);
+    printf("threshold %d\n", cuMemPoolSetAttribute(p, 4, &threshold)); /* RELEASE_THRESHOLD */
+    printf("alloc %d\n", cuMemAllocFromPoolAsync(&d, bytes, p, NULL));
+    printf("free %d\n", async ? cuMemFreeAsync(d, NULL) : cuMemFree_v2(d));
+    printf("sync %d\n", cuCtxSynchronize());
+    printf("rc_kept %d\n", cuMemAlloc_v2(&other, bytes));
+    printf("trim %d\n", cuMemPoolTrimTo(p, 0));
+    printf("rc_trimmed %d\n", cuMemAlloc_v2(&other, bytes));
+    return 0;
+}
+
+static int graph(int dev, size_t bytes, int count, int generic)
+{
+    CUgraph g;
+    CUgraphExec exec;
+    use_device(dev);
+    if (cuGraphCreate(&g, 0))
+        return 3;
+    for (int i = 0; i < count; i++) {
+        MemAllocNodeParams params;
+        CUgraphNode node;
+        memset(&params, 0, sizeof params);
+        params.pool_props.alloc_type = 1;
+        params.pool_props.location = (Location){1, dev};
+        params.bytesize = bytes;
+        NodeParams any;
+        memset(&any, 0, sizeof any);
+        any.type = 10; /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */
+        any.u.alloc = params;
+        printf("add %d\n", generic ? cuGraphAddNode(&node, g, NULL, 0, &any)
+                                    : cuGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    }
+    CUresult rc = cuGraphInstantiateWithFlags(&exec, g, 0);
+    printf("instantiate %d\n", rc);
+    printf("launch %d\n", rc ? rc : cuGraphLaunch(exec, NULL));
+    return 0;
+}
+
+/* Graph memory outlives its graph: cached for graphs until cuDeviceGraphMemTrim. */
+static int graph_life(int dev, size_t bytes, size_t other)
+{
+    CUgraph g;
+    CUgraphExec exec;
+    CUgraphNode node;
+    MemAllocNodeParams params;
+    CUdeviceptr d;
+    use_device(dev);
+    memset(&params, 0, sizeof params);
+    params.pool_props.alloc_type = 1;
+    params.pool_props.location = (Location){1, dev};
+    params.bytesize = bytes;
+    if (cuGraphCreate(&g, 0))
+        return 3;
+    printf("add %d\n", cuGraphAddMemAllocNode(&node, g, NULL, 0, &params));
+    printf("instantiate %d\n", cuGraphInstantiateWithFlags(&exec, g, 0));
+    printf("launch %d\n", cuGraphLaunch(exec, NULL));
+    printf("free %d\n", cuMemFreeAsync(params.dptr, NULL));
+    printf("destroy %d\n", cuGraphExecDestroy(exec) || cuGraphDestroy(g));
+    printf("rc_cached %d\n", cuMemAlloc_v2(&d, other));
+    printf("trim %d\n", cuDeviceGraphMemTrim(dev));
+    printf("rc_trimmed %d\n", cuMemAlloc_v2(&d, other));
+    return 0;
+}
+
+static int v1(unsigned bytes)
+{
+    typedef CUresult (*v1_fn)(unsigned *, unsigned);
+    unsigned d;
+    void *fn = NULL;
+    use_device(0);
+    printf("direct %d\n", cuMemAlloc(&d, bytes));
+    CUresult rc = cuGetProcAddress("cuMemAlloc", &fn, 3000, 0);
+    printf("proc %d\n", rc ? rc : ((v1_fn)fn)(&d, bytes));
+    return 0;
+}
+
+static int deepbind(const char *lib, size_t bytes, int count)
+{
+    use_device(0);
+    void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+    CUresult (*alloc)(size_t) = h ? (CUresult(*)(size_t))dlsym(h, "memlib_alloc") : NULL;
+    if (!alloc) {
+        printf("error dlopen %s\n", dlerror());
+        return 3;
+    }
+    for (int i = 0; i < count; i++)
+        printf("rc %d\n", alloc(bytes));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 3 || cuInit(0))
+        return 2;
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "vmm") && argc == 5)
+        return vmm(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    if (!strcmp(cmd, "vmmops"))
+        return vmm_ops(atoi(argv[2]), argc - 3, argv + 3);
+    if (!strcmp(cmd, "pool") && (argc == 6 || argc == 7))
+        return pool(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                    argc == 7);
+    if (!strcmp(cmd, "kept") && argc == 6)
+        return kept(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
+                    !strcmp(argv[5], "async"));
+    if ((!strcmp(cmd, "graph") || !strcmp(cmd, "graphnode")) && argc == 5)
+        return graph(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]),
+                     !strcmp(cmd, "graphnode"));
+    if (!strcmp(cmd, "graphlife") && argc == 5)
+        return graph_life(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+    if (!strcmp(cmd, "v1") && argc == 3)
+        return v1((unsigned)strtoul(argv[2], NULL, 10));
+    if (!strcmp(cmd, "deepbind") && argc == 5)
+        return deepbind(argv[2], strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    fprintf(stderr, "memload: bad arguments\n");
+    return 2;
+}

@@ -1,0 +1,228 @@
+/* Stand-in libcuda.so.1: stream-ordered allocation from memory pools, which keep what is freed.
+ *
+ * CUDA Driver API reference, "Stream Ordered Memory Allocator": a pool belongs to the device of
+ * its CUmemPoolProps.location (cuMemPoolCreate), whatever context allocates from it
+ * (cuMemAllocFromPoolAsync); cuMemAllocAsync allocates from the current pool of the stream's
+ * device (cuDeviceGetMemPool; cuDeviceGetDefaultMemPool until cuDeviceSetMemPool). Memory freed
+ * by cuMemFreeAsync returns to its pool, not to the device: cuMemPoolSetAttribute,
+ * CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: "Amount of reserved memory in bytes to hold onto before
+ * trying to release memory back to the OS. When more than the release threshold bytes of memory
+ * are held by the memory pool, the allocator will try to release memory back to the OS on the
+ * next call to stream, event or context synchronize. (default 0)"; cuMemPoolTrimTo "releases
+ * memory back to the OS until the pool contains fewer than minBytesToKeep reserved bytes, or
+ * there is no more memory that the allocator can safely release". CU_MEMPOOL_ATTR_RESERVED_MEM_
+ * CURRENT is the pool's backing memory, _USED_MEM_CURRENT what is allocated from it.
+ *
+ * The model: a pool holds chunks of device memory, one per allocation it had to grow for; a free
+ * marks its chunk unused, an allocation reuses an unused chunk large enough before growing. */
+#include <stdlib.h>
+
+#include "cuda_local.h"
+
+#define SI_CHUNKS 256
+enum { ATTR_RELEASE_THRESHOLD = 4, ATTR_RESERVED_CURRENT = 5, ATTR_USED_CURRENT = 7 };
+
+struct si_chunk {
+    unsigned long long ptr; /* 0: slot empty */
+    uint64_t bytes;
+    int used;
+};
+
+struct si_pool {
+    int dev;
+    uint64_t threshold;
+    struct si_pool *next; /* every pool of the process, for the synchronize calls */
+    struct si_chunk chunk[SI_CHUNKS];
+};
+
+static struct si_pool *pools;
+static struct si_pool *current[SI_MAX_GPUS], *defaults[SI_MAX_GPUS];
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t reserved(const struct si_pool *p, int used_only) {
+    uint64_t total = 0;
+    for (int i = 0; i < SI_CHUNKS; i++)
+        if (p->chunk[i].ptr && (!used_only || p->chunk[i].used))
+            total += p->chunk[i].bytes;
+    return total;
+}
+
+/* Releases unused chunks until at most `keep` bytes stay reserved (under pool_mu). */
+static void trim(struct si_pool *p, uint64_t keep) {
+    uint64_t held = reserved(p, 0);
+    for (int i = 0; i < SI_CHUNKS && held > keep; i++) {
+        struct si_chunk *c = &p->chunk[i];
+        if (c->ptr && !c->used && si_cu_give(c->ptr, SI_POOL) == CUDA_SUCCESS) {
+            held -= c->bytes;
+            c->ptr = 0;
+        }
+    }
+}
+
+void si_cu_pools_synchronized(void) {
+    pthread_mutex_lock(&pool_mu);
+    for (struct si_pool *p = pools; p; p = p->next)
+        trim(p, p->threshold);
+    pthread_mutex_unlock(&pool_mu);
+}
+
+static struct si_pool *pool_new(int dev) {
+    struct si_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->dev = dev;
+    pthread_mutex_lock(&pool_mu);
+    p->next = pools;
+    pools = p;
+    pthread_mutex_unlock(&pool_mu);
+    return p;
+}
+
+SI_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    if (!n)
+        return rc;
+    if (!pool || !props || props->location.id < 0 || props->location.id >= n->cfg.ngpus)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pool = pool_new(props->location.id);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The pool's memory goes back at once when nothing is allocated from it; the stand-in keeps a
+ * pool with live allocations (the driver releases it once they are freed). */
+SI_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_mu);
+    trim(pool, 0);
+    pthread_mutex_unlock(&pool_mu);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    if (!n)
+        return rc;
+    if (!pool || dev < 0 || dev >= n->cfg.ngpus)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&si_cu_mu);
+    if (!defaults[dev])
+        defaults[dev] = pool_new(dev);
+    *pool = defaults[dev];
+    pthread_mutex_unlock(&si_cu_mu);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+SI_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
+    CUresult rc = cuDeviceGetDefaultMemPool(pool, dev);
+    if (rc == CUDA_SUCCESS && current[dev])
+        *pool = current[dev];
+    return rc;
+}
+
+SI_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
+    if (!pool || dev < 0 || dev >= SI_MAX_GPUS || pool->dev != dev)
+        return CUDA_ERROR_INVALID_VALUE;
+    current[dev] = pool;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void *value) {
+    if (!pool || !value || attr != ATTR_RELEASE_THRESHOLD)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_mu);
+    pool->threshold = *(cuuint64_t *)value;
+    pthread_mutex_unlock(&pool_mu);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void *value) {
+    if (!pool || !value)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_mu);
+    cuuint64_t v = attr == ATTR_RELEASE_THRESHOLD ? pool->threshold
+                   : attr == ATTR_RESERVED_CURRENT ? reserved(pool, 0)
+                                                   : reserved(pool, 1);
+    pthread_mutex_unlock(&pool_mu);
+    if (attr != ATTR_RELEASE_THRESHOLD && attr != ATTR_RESERVED_CURRENT && attr != ATTR_USED_CURRENT)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(cuuint64_t *)value = v;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
+    if (!pool)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_mu);
+    trim(pool, keep);
+    pthread_mutex_unlock(&pool_mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult pool_alloc(struct si_pool *p, CUdeviceptr *dptr, size_t bytes) {
+    struct si_chunk *free_slot = NULL;
+    CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (!dptr || !p || bytes == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&pool_mu);
+    for (int i = 0; i < SI_CHUNKS && rc != CUDA_SUCCESS; i++) {
+        struct si_chunk *c = &p->chunk[i];
+        if (c->ptr && !c->used && c->bytes >= bytes) {
+            c->used = 1;
+            *dptr = c->ptr;
+            rc = CUDA_SUCCESS;
+        } else if (!c->ptr && !free_slot) {
+            free_slot = c;
+        }
+    }
+    if (rc != CUDA_SUCCESS && free_slot) {
+        rc = si_cu_take(NULL, p->dev, bytes, SI_POOL, &free_slot->ptr);
+        if (rc == CUDA_SUCCESS)
+            *free_slot = (struct si_chunk){free_slot->ptr, bytes, 1};
+        *dptr = free_slot->ptr;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return rc;
+}
+
+SI_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
+                                           CUstream s) {
+    (void)s;
+    return pool_alloc(pool, dptr, bytes);
+}
+
+SI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
+    struct si_stream *st = si_cu_stream(s);
+    CUmemoryPool pool = NULL;
+    if (!st)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = cuDeviceGetMemPool(&pool, st->ctx->dev);
+    return rc ? rc : pool_alloc(pool, dptr, bytes);
+}
+
+/* Frees a pool or graph allocation (1), or answers 0 when `dptr` is neither. A pool's memory goes
+ * back to its pool, a graph allocation's to the device's graph memory. */
+int si_cu_pool_free(CUdeviceptr dptr) {
+    if (si_cu_graph_free(dptr))
+        return 1;
+    pthread_mutex_lock(&pool_mu);
+    for (struct si_pool *p = pools; p; p = p->next) {
+        for (int i = 0; i < SI_CHUNKS; i++) {
+            if (p->chunk[i].ptr == dptr && p->chunk[i].used) {
+                p->chunk[i].used = 0;
+                pthread_mutex_unlock(&pool_mu);
+                return 1;
+            }
+        }
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return 0;
+}
+
+/* cuMemFreeAsync frees memory from any allocator; memory from cuMemAlloc goes back to the device. */
+SI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
+    (void)s;
+    return si_cu_pool_free(dptr) ? CUDA_SUCCESS : si_cu_give(dptr, SI_MEM);
+}

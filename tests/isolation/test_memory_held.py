@@ -1,0 +1,192 @@
+"""Memory is counted for as long as the driver really holds it, on the GPU that holds it: VMM
+memory until its handle is released and its last mapping unmapped, what a pool keeps after a
+free, graph memory nodes, pools used from another GPU's context, and the entry points that would
+go around the hooks (the 32-bit v1 ABI, a library opened with RTLD_DEEPBIND)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from tests.isolation.conftest import MIB, PROGRAMS, Build, Cluster
+
+NOT_SUPPORTED = 801
+
+
+@pytest.fixture(scope="session")
+def memload(build: Build) -> Path:
+    """memload and the library it opens with RTLD_DEEPBIND, built next to cuload (visible in the
+    sandbox), linked against the stand-in driver."""
+    out = build.cuload.parent
+    if not (out / "memload").exists():
+        link = [f"-L{build.standins.dir}", "-l:libcuda.so.1"]
+        warn = ["-Wall", "-Wextra", "-Werror", "-O1"]
+        lib = [str(out / "libmemlib.so"), str(PROGRAMS / "memlib.c")]
+        subprocess.run(["cc", *warn, "-shared", "-fPIC", "-o", *lib, *link], check=True)
+        program = [str(out / "memload"), str(PROGRAMS / "memload.c")]
+        subprocess.run(["cc", *warn, "-o", *program, *link, "-ldl"], check=True)
+    return out / "memload"
+
+
+def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[str, list[int]]:
+    """memload's "NAME VALUE..." lines: the values by name, in order."""
+    done = cluster.sandbox.run(container, [str(memload), *args])  # type: ignore[arg-type]
+    assert done.returncode == 0, done.stdout + done.stderr
+    return parse(done.stdout.splitlines())
+
+
+def parse(lines: list[str]) -> dict[str, list[int]]:
+    found: dict[str, list[int]] = {}
+    for line in lines:
+        name, *values = line.split()
+        found.setdefault(name, []).extend(int(v) for v in values)
+    return found
+
+
+def test_vmm_memory_released_but_still_mapped_counts_against_the_grant(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "vmm", "0", str(512 * MIB), "3")
+    assert got["rc"] == [0, 0, 2]  # two mapped 512 MiB allocations fill 1 GiB
+
+
+def test_vmm_memory_is_given_back_when_its_last_mapping_is_unmapped(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "vmm", "0", str(512 * MIB), "1")
+    assert got["free_mapped"] == [512 * MIB]
+    assert got["unmap"] == [0]
+    assert got["free_unmapped"] == [1024 * MIB]
+
+
+def valid_ops(wanted: list[tuple[str, int]]) -> tuple[list[str], list[int]]:
+    """The wanted VMM operations the driver allows, and the bytes alive after each: an allocation
+    lives while its handle has a reference (cuMemCreate and cuMemRetainAllocationHandle add one,
+    cuMemRelease takes one) or a mapping (CUDA Driver API, cuMemRelease and cuMemUnmap)."""
+    refs = [0] * 8
+    maps = [0] * 8
+    ops: list[str] = []
+    alive: list[int] = []
+    for kind, slot in wanted:
+        live = refs[slot] > 0 or maps[slot] > 0
+        allowed = {
+            "c": not live,
+            "m": refs[slot] > 0 and maps[slot] < 8,
+            "u": maps[slot] > 0,
+            "r": refs[slot] > 0,
+            "t": maps[slot] > 0,
+        }[kind]
+        if not allowed:
+            continue
+        refs[slot] += {"c": 1, "r": -1, "t": 1}.get(kind, 0)
+        maps[slot] += {"m": 1, "u": -1}.get(kind, 0)
+        ops.append(f"{kind}{slot}")
+        alive.append(sum((i + 1) * 2 * MIB for i in range(8) if refs[i] > 0 or maps[i] > 0))
+    return ops, alive
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(st.tuples(st.sampled_from("cmurt"), st.integers(0, 3)), max_size=40))
+@example(wanted=[("c", 0), ("m", 0), ("r", 0), ("t", 0), ("r", 0), ("u", 0)])
+@example(wanted=[("c", 0), ("m", 0), ("t", 0), ("r", 0), ("u", 0), ("r", 0)])
+def test_vmm_memory_is_counted_exactly_while_referenced_or_mapped(
+    cluster: Cluster, memload: Path, wanted: list[tuple[str, int]]
+) -> None:
+    ops, alive = valid_ops(wanted)
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "vmmops", "0", *ops) if ops else {"op": []}
+    assert got["op"][0::2] == [0] * len(ops)
+    assert got["op"][1::2] == [1024 * MIB - used for used in alive]
+
+
+def test_a_pool_on_another_gpu_is_charged_to_the_pools_gpu(cluster: Cluster, memload: Path) -> None:
+    container = cluster.admit([(0, 30, 1024), (1, 30, 1024)])
+    got = run(cluster, container, memload, "pool", "1", "0", str(768 * MIB), "2")
+    assert got["rc"] == [0, 2]  # 2 x 768 MiB exceed GPU 1's grant
+    assert got["free0"] == [1024 * MIB]
+    assert got["free1"] == [256 * MIB]
+
+
+def test_the_gpu_that_holds_a_pools_memory_is_the_one_charged(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024), (1, 30, 1024)])
+    args = [str(memload), "pool", "1", "0", str(768 * MIB), "1", "hold"]
+    holder = cluster.sandbox.popen(container, args)
+    try:
+        assert holder.stdout is not None
+        lines = list(iter(holder.stdout.readline, "done\n"))
+        got = parse(lines)
+        used = cluster.node.usage().used  # what the stand-in driver really holds, per GPU
+        assert got["rc"] == [0]
+        assert used[cluster.uuids[1]] - used.get(cluster.uuids[0], 0) >= 768 * MIB
+        assert got["free1"] == [256 * MIB]  # charged where it is held
+        assert got["free0"] == [1024 * MIB]
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+@pytest.mark.parametrize("free", ["async", "sync"])  # cuMemFreeAsync, cuMemFree
+def test_memory_a_pool_keeps_after_a_free_stays_counted_until_it_is_trimmed(
+    cluster: Cluster, memload: Path, free: str
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), str(2**64 - 1), free)
+    assert got["free"] == [0]
+    assert got["rc_kept"] == [2]  # the pool still holds 768 MiB of the 1 GiB grant
+    assert got["rc_trimmed"] == [0]
+
+
+def test_memory_a_pool_released_at_synchronize_is_no_longer_counted(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "kept", "0", str(768 * MIB), "0", "async")
+    assert got["rc_kept"] == [0]  # the default threshold (0) released it at cuCtxSynchronize
+
+
+@pytest.mark.parametrize("how", ["graph", "graphnode"])  # cuGraphAddMemAllocNode, cuGraphAddNode
+def test_a_graph_memory_node_past_the_grant_is_refused(
+    cluster: Cluster, memload: Path, how: str
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, how, "0", str(768 * MIB), "2")
+    assert got["add"] == [0, 2]
+
+
+def test_graph_memory_stays_counted_after_its_graph_is_destroyed_until_trimmed(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "graphlife", "0", str(768 * MIB), str(512 * MIB))
+    assert got["add"] == got["launch"] == got["free"] == got["destroy"] == [0]
+    assert got["rc_cached"] == [2]  # the freed block is still cached for graphs
+    assert got["trim"] == [0]
+    assert got["rc_trimmed"] == [0]
+
+
+def test_v1_cumemalloc_is_refused_directly_and_through_cugetprocaddress(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "v1", str(2048 * MIB))
+    assert got["direct"] == [NOT_SUPPORTED]
+    assert got["proc"] == [NOT_SUPPORTED]
+
+
+def test_a_library_opened_with_rtld_deepbind_is_still_held(cluster: Cluster, memload: Path) -> None:
+    if cluster.build.asan_runtime:
+        pytest.skip("AddressSanitizer's own dlopen interceptor aborts on RTLD_DEEPBIND")
+    container = cluster.admit([(0, 30, 1024)])
+    lib = str(memload.parent / "libmemlib.so")
+    got = run(cluster, container, memload, "deepbind", lib, str(512 * MIB), "3")
+    assert got["rc"] == [0, 0, 2]

@@ -1,0 +1,248 @@
+/* Graph memory nodes, added by cuGraphAddMemAllocNode or cuGraphAddNode(_v2) with a memory
+ * allocation node's parameters. CUDA Programming Guide, "Graph Memory Nodes": the allocation's
+ * address and location (nodeParams->poolProps.location) are fixed when the node is added;
+ * physical memory is attached when a launch reaches the node, outlives the graph ("Graph
+ * destruction does not automatically free any live graph-allocated memory"), and once freed stays
+ * cached for graphs on its device until cuDeviceGraphMemTrim. Launch, upload, instantiation and
+ * executable-graph updates all lead to that memory, so the one sound point we see before any of
+ * them is the node's creation: a node is charged its size on its location's device when added,
+ * and refused (CUDA_ERROR_OUT_OF_MEMORY) when that does not fit, whatever launches later. The
+ * charge stays while the graph lives (cuGraphInstantiate: a graph with memory nodes has at most
+ * one executable graph at a time), then moves to the device's retained graph memory, which only
+ * falls to what the driver reports (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at
+ * cuDeviceGraphMemTrim or before an allocation would be refused. A device is never charged less
+ * than the driver reports for graphs, which also covers memory nodes that reach a graph another
+ * way (stream capture, cloning) from the next such point on. */
+#include <pthread.h>
+
+#include "account.h"
+#include "allocs.h"
+#include "graphmem.h"
+#include "hooks.h"
+#include "state.h"
+
+typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS (only the pool's location and the size are read) */
+    CUmemPoolProps poolProps;
+    const void *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} mem_alloc_node_params;
+
+typedef struct { /* CUgraphNodeParams: only a memory allocation node's parameters are read */
+    int type;
+    int reserved0[3];
+    union {
+        long long reserved1[29];
+        mem_alloc_node_params alloc;
+    };
+    long long reserved2;
+} node_params;
+
+typedef CUresult (*add_fn)(void **, CUgraph, void *const *, size_t, mem_alloc_node_params *);
+typedef CUresult (*add_node_fn)(void **, CUgraph, void *const *, size_t, node_params *);
+typedef CUresult (*add_node2_fn)(void **, CUgraph, void *const *, const void *, size_t,
+                                 node_params *);
+typedef CUresult (*graph_fn)(CUgraph);
+typedef CUresult (*trim_fn)(CUdevice);
+typedef CUresult (*attr_fn)(CUdevice, int, void *);
+
+enum { GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2, GRAPH_NODE_TYPE_MEM_ALLOC = 10 };
+
+typedef struct {
+    CUgraph graph;
+    uint64_t bytes[VGPU_MAX_DEVICES]; /* its allocation nodes, per limits index */
+} graph_entry;
+
+static graph_entry *graphs;
+static size_t ngraphs, cap;
+static uint64_t promised[VGPU_MAX_DEVICES]; /* nodes of live graphs */
+static uint64_t retained[VGPU_MAX_DEVICES]; /* nodes of destroyed graphs, until trimmed */
+static uint64_t charged[VGPU_MAX_DEVICES];  /* what the region holds for graph memory */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* What the driver reserves for graphs on limits index `index`, via the ordinal `dev`. */
+static uint64_t reported(CUdevice dev)
+{
+    attr_fn real = REAL_CU(attr_fn, cuDeviceGetGraphMemAttribute);
+    unsigned long long bytes = 0;
+    if (!real || real(dev, GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &bytes) != CUDA_SUCCESS)
+        return 0;
+    return bytes;
+}
+
+/* Sets the device's charge to max(promised + retained, reported), retained first lowered to what
+ * the driver reports when `trimmed` (under mu). */
+static void settle(int index, CUdevice dev, int trimmed)
+{
+    uint64_t driver = reported(dev);
+    if (trimmed && retained[index] > driver)
+        retained[index] = driver;
+    uint64_t now = promised[index] + retained[index];
+    now = now > driver ? now : driver;
+    if (now > charged[index])
+        vgpu_force_reserve(index, now - charged[index]);
+    else
+        vgpu_unreserve(index, charged[index] - now);
+    charged[index] = now;
+}
+
+void vgpu_graphmem_reconcile(void)
+{
+    const vgpu_state *s = vgpu_state_get();
+    int index;
+    pthread_mutex_lock(&mu);
+    for (CUdevice dev = 0; s && dev < s->limits.count; dev++)
+        if (vgpu_device_index(dev, &index) == CUDA_SUCCESS)
+            settle(index, dev, 1);
+    pthread_mutex_unlock(&mu);
+}
+
+void vgpu_graphmem_forget(void)
+{
+    ngraphs = 0;
+    for (int i = 0; i < VGPU_MAX_DEVICES; i++)
+        promised[i] = retained[i] = charged[i] = 0;
+    pthread_mutex_init(&mu, NULL);
+}
+
+
+static graph_entry *entry(CUgraph graph, int create)
+{
+    for (size_t i = 0; i < ngraphs; i++)
+        if (graphs[i].graph == graph)
+            return &graphs[i];
+    if (!create || vgpu_grow((void **)&graphs, &cap, ngraphs, sizeof *graphs) != 0)
+        return NULL;
+    graphs[ngraphs] = (graph_entry){.graph = graph};
+    return &graphs[ngraphs++];
+}
+
+/* Before a node is added: reserves its size on its location's device (*index, *dev); *index is
+ * -1 when nothing is counted (a host location). */
+static CUresult node_begin(const mem_alloc_node_params *params, int *index, CUdevice *dev)
+{
+    *index = -1;
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    if (!params || params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_SUCCESS;
+    *dev = params->poolProps.location.id;
+    CUresult rc = vgpu_device_index(*dev, index);
+    if (rc == CUDA_SUCCESS)
+        rc = vgpu_reserve(*index, params->bytesize);
+    if (rc != CUDA_SUCCESS)
+        *index = -1;
+    return rc;
+}
+
+/* After the real add: the node's size joins its graph's, or the reservation is given back. */
+static CUresult node_end(CUgraph graph, int index, CUdevice dev, uint64_t bytes, CUresult rc)
+{
+    if (index < 0)
+        return rc;
+    pthread_mutex_lock(&mu);
+    graph_entry *g = rc == CUDA_SUCCESS ? entry(graph, 1) : NULL;
+    if (g) {
+        g->bytes[index] += bytes;
+        promised[index] += bytes;
+        charged[index] += bytes; /* the reservation made in node_begin */
+        settle(index, dev, 0);
+    }
+    pthread_mutex_unlock(&mu);
+    if (!g)
+        vgpu_unreserve(index, bytes); /* not added, or (out of host memory) not tracked */
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuGraphAddMemAllocNode(void **node, CUgraph graph, void *const *deps,
+                                            size_t ndeps, mem_alloc_node_params *params)
+{
+    add_fn real = REAL_CU(add_fn, cuGraphAddMemAllocNode);
+    int index;
+    CUdevice dev = 0;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = node_begin(params, &index, &dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(node, graph, deps, ndeps, params);
+    return node_end(graph, index, dev, index < 0 ? 0 : params->bytesize, rc);
+}
+
+/* cuGraphAddNode (CUDA 12.2) and _v2 (12.3) add any node type; CUgraphNodeParams is the type,
+ * 12 reserved bytes, then the type's parameters: CUDA_MEM_ALLOC_NODE_PARAMS_v2 (the v1 layout)
+ * for CU_GRAPH_NODE_TYPE_MEM_ALLOC. */
+static const mem_alloc_node_params *alloc_params(const node_params *p)
+{
+    return p && p->type == GRAPH_NODE_TYPE_MEM_ALLOC ? &p->alloc : NULL;
+}
+
+VGPU_EXPORT CUresult cuGraphAddNode(void **node, CUgraph graph, void *const *deps, size_t ndeps,
+                                    node_params *params)
+{
+    add_node_fn real = REAL_CU(add_node_fn, cuGraphAddNode);
+    const mem_alloc_node_params *alloc = alloc_params(params);
+    int index;
+    CUdevice dev = 0;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = node_begin(alloc, &index, &dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(node, graph, deps, ndeps, params);
+    return node_end(graph, index, dev, index < 0 ? 0 : alloc->bytesize, rc);
+}
+
+VGPU_EXPORT CUresult cuGraphAddNode_v2(void **node, CUgraph graph, void *const *deps,
+                                       const void *edges, size_t ndeps, node_params *params)
+{
+    add_node2_fn real = REAL_CU(add_node2_fn, cuGraphAddNode_v2);
+    const mem_alloc_node_params *alloc = alloc_params(params);
+    int index;
+    CUdevice dev = 0;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = node_begin(alloc, &index, &dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(node, graph, deps, edges, ndeps, params);
+    return node_end(graph, index, dev, index < 0 ? 0 : alloc->bytesize, rc);
+}
+
+/* The graph's nodes move to their devices' retained graph memory (their allocations may be live,
+ * or cached until trimmed). */
+VGPU_EXPORT CUresult cuGraphDestroy(CUgraph graph)
+{
+    graph_fn real = REAL_CU(graph_fn, cuGraphDestroy);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_mutex_lock(&mu);
+    CUresult rc = real(graph);
+    graph_entry *g = rc == CUDA_SUCCESS ? entry(graph, 0) : NULL;
+    for (int i = 0; g && i < VGPU_MAX_DEVICES; i++) {
+        promised[i] -= g->bytes[i];
+        retained[i] += g->bytes[i];
+    }
+    if (g)
+        *g = graphs[--ngraphs];
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuDeviceGraphMemTrim(CUdevice dev)
+{
+    trim_fn real = REAL_CU(trim_fn, cuDeviceGraphMemTrim);
+    int index;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUresult rc = vgpu_device_index(dev, &index);
+    if (rc == CUDA_SUCCESS)
+        rc = real(dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&mu);
+    settle(index, dev, 1);
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
