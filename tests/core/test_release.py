@@ -197,11 +197,9 @@ class World:
         return out
 
 
-@settings(max_examples=4, deadline=None)
-@given(st.integers(min_value=0, max_value=2**32))
-def test_random_arrivals_and_departures_never_release_part_of_a_gang_or_ping_pong(
-    seed: int,
-) -> None:
+def walk(seed: int) -> int:
+    """Random arrivals, departures and reclaims for 1,000 steps, asserting the invariants at
+    each; returns how many reclaims happened (some seeds never reach one)."""
     w = World(random.Random(seed))
     evicted_for: dict[str, str] = {}  # victim job's queue -> reclaimer's queue, this step
     reclaims = 0
@@ -247,7 +245,21 @@ def test_random_arrivals_and_departures_never_release_part_of_a_gang_or_ping_pon
             assert w.gpus.fits(waiting)
             w.running[waiting.key] = (waiting, now)
             w.pending.remove(waiting)
-    assert reclaims > 0  # the walk reached reclaim, so its assertions were exercised
+    return reclaims
+
+
+@settings(max_examples=4, deadline=None)
+@given(st.integers(min_value=0, max_value=2**32))
+def test_random_arrivals_and_departures_never_release_part_of_a_gang_or_ping_pong(
+    seed: int,
+) -> None:
+    walk(seed)
+
+
+def test_the_random_walk_reaches_reclaim() -> None:
+    """The walk's reclaim assertions are exercised: not every seed reclaims (seed 262 never
+    does), so coverage is pinned on fixed seeds rather than asserted per random example."""
+    assert sum(walk(seed) for seed in range(4)) > 0
 
 
 def test_reclaim_spares_victims_on_gpus_the_job_does_not_use() -> None:
