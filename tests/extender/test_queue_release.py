@@ -10,12 +10,15 @@ from typing import Any
 
 from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
+from tests.extender.lease_stub import Lease
 from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.daemons.gang_record import GANGS_ANNOTATION, encode
 from vgpu.daemons.queue_release import REFUSED_S, QueueReleaser
+from vgpu.daemons.strict_holds import LeaseNotes
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.queues import QueueIndex
 
@@ -43,7 +46,9 @@ def _daemon(harness: Harness, *, queues: bool = False) -> ExtenderDaemon:
     return daemon
 
 
-def _releaser(daemon: ExtenderDaemon, wall: float = 2_000_000_000.0) -> QueueReleaser:
+def _releaser(
+    daemon: ExtenderDaemon, wall: float = 2_000_000_000.0, notes: LeaseNotes | None = None
+) -> QueueReleaser:
     """A release loop driven pass by pass: its index is rebuilt from a listing each pass."""
     index = QueueIndex(daemon.extender)
     return QueueReleaser(
@@ -54,6 +59,7 @@ def _releaser(daemon: ExtenderDaemon, wall: float = 2_000_000_000.0) -> QueueRel
         config_map="vgpu-queues",
         may_act=lambda: None,
         wall=lambda: wall,
+        notes=notes,
     )
 
 
@@ -171,15 +177,18 @@ def test_a_new_leader_releases_nothing_twice_and_finishes_a_gang_cut_short(
     gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
     for i in range(2):
         _held(harness, f"g{i}", "a", 100, annotations=dict(gang))
-    # The old leader removed g0's gate and died before g1's: the gang was being released.
+    # The old leader recorded the gang on its Lease, removed g0's gate and died before g1's.
+    uids = frozenset(harness.pod(f"g{i}")["metadata"]["uid"] for i in range(2))
+    lease = Lease()
+    lease.carry(GANGS_ANNOTATION, encode({"default/g": uids}))
     g0 = harness.pod("g0")
     g0["spec"]["schedulingGates"] = []
     harness.put(g0)
     _watched(daemon, "p0", "g0", "g1")
-    first = _releaser(daemon)
+    first = _releaser(daemon, notes=lease)
     assert sorted(_pass(first)) == ["g1", "p0"]
     patches = [r for r in harness.server.requests if r.method == "PATCH"]
-    second = _releaser(daemon)  # the next leader, from a fresh listing
+    second = _releaser(daemon, notes=lease)  # the next leader, from a fresh listing
     assert _pass(second) == []
     assert [r for r in harness.server.requests if r.method == "PATCH"] == patches
 

@@ -5,8 +5,10 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
 
 * each released pod loses the gate `vgpu.io/queue` in one JSON patch that tests the gate list and
   the UID first. Removing a gate that is gone is not possible, and a new leader rebuilds its view
-  from a fresh listing, so failover releases nothing twice; a gang cut short by a failover is
-  finished by the next leader (`vgpu.core.queue_jobs`);
+  from a fresh listing, so failover releases nothing twice. A gang's gates are removed only once
+  the Lease this leader last wrote records the gang's decision (`vgpu.daemons.gang_record`), so
+  a gang cut short by a failover is finished by the next leader from that record, exactly the
+  members it names (`vgpu.core.queue_jobs`); without a Lease the record is kept in memory;
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
   that allows no disruption now answers 429 and nothing is deleted). A victim set is evicted
   whole or not at all: each victim is asked first with a dry run, and if any is refused none is
@@ -32,7 +34,7 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
 from vgpu.core.reclaim_asks import ReclaimAsks
-from vgpu.daemons import strict_holds
+from vgpu.daemons import gang_record, strict_holds
 from vgpu.daemons.strict_holds import LeaseNotes
 from vgpu.extender.queue_metrics import QueueFigures
 from vgpu.extender.queue_pods import Queued
@@ -68,6 +70,8 @@ class QueueReleaser:
         self._config: QueueConfig | None = None
         self._config_problem: str | None = None
         self._held_since: Mapping[str, float] = {}
+        self._decided: Mapping[str, frozenset[str]] = {}
+        """The gangs decided and still being released (`vgpu.daemons.gang_record`)."""
         self._notes = notes
         self._asks = ReclaimAsks()
         """Waiting jobs resting after a reclaim ask that found no victims."""
@@ -107,6 +111,7 @@ class QueueReleaser:
         if self._new_term and self._notes is not None:
             found = self._notes.annotation(strict_holds.HOLDS_ANNOTATION)
             self._held_since = strict_holds.decode(found, now=now)
+            self._decided = gang_record.decode(self._notes.annotation(gang_record.GANGS_ANNOTATION))
         self._new_term = False
         decision = decide(
             self.extender,
@@ -117,18 +122,31 @@ class QueueReleaser:
             may_reclaim=any(q.reclaim for q in config.queues),
             spare=frozenset(self._refused),
             asks=self._asks,
+            decided=self._decided,
         )
         if self._notes is not None and decision.held_since != self._held_since:
             self._notes.carry(
                 strict_holds.HOLDS_ANNOTATION, strict_holds.encode(decision.held_since)
             )
         self._held_since = decision.held_since
+        proven = self._carry_gangs(decision.decided)
         for queued in decision.release:
-            self._release(queued)
+            if queued.pod.gang is None or queued.pod.ident in proven.get(queued.pod.gang, ()):
+                self._release(queued)
         self._reclaim(decision.evict, now)
         self._tell(decision.waiting, decision.standing)
         self.last = decision
         return decision
+
+    def _carry_gangs(self, decided: Mapping[str, frozenset[str]]) -> Mapping[str, frozenset[str]]:
+        """Carry the gang record on the Lease; the gangs whose gates may be removed now: those
+        the Lease as last written records (all of them without a Lease)."""
+        if decided != self._decided and self._notes is not None:
+            self._notes.carry(gang_record.GANGS_ANNOTATION, gang_record.encode(decided))
+        self._decided = decided
+        if self._notes is None:
+            return decided
+        return gang_record.decode(self._notes.annotation(gang_record.GANGS_ANNOTATION))
 
     def _read_config(self) -> QueueConfig | None:
         namespace, name = self._where

@@ -37,7 +37,7 @@ from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, GangRef
-from vgpu.core.queue_jobs import group
+from vgpu.core.queue_jobs import group, record_after
 from vgpu.core.queues import ZERO, Vec, add, share, sub
 from vgpu.core.reclaim import Running, victims
 from vgpu.core.reclaim_asks import ReclaimAsks
@@ -117,6 +117,8 @@ class Decision:
     standing: Mapping[str, Standing] = field(default_factory=dict)
     evict: tuple[Queued, ...] = ()
     held_since: Mapping[str, float] = field(default_factory=dict)
+    decided: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """The record of gangs decided and still being released (`vgpu.daemons.gang_record`)."""
 
 
 def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
@@ -134,16 +136,19 @@ def decide(
     may_reclaim: bool,
     spare: frozenset[str] = frozenset(),
     asks: ReclaimAsks | None = None,
+    decided: Mapping[str, frozenset[str]] | None = None,
 ) -> Decision:
     """One pass (module doc); `now` is wall time (strict holds, minimum runtimes); `spare`:
     pods reclaim must not pick (their evictions were refused lately); `asks`: the jobs resting
-    after asks that found no victims, kept by the caller from pass to pass."""
+    after asks that found no victims, kept by the caller from pass to pass; `decided`: the
+    leader's record of the gangs it decided (`vgpu.core.queue_jobs`)."""
+    record = decided or {}
     recs = index.snapshot()
     cache = ext.cache
     with cache.atomic():
         capacity = capacity_of(cache.node_states.values(), ext.config.memory_unit_mib)
         live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
-        grouped = group(live, capacity)
+        grouped = group(live, capacity, record)
         fits = _Fits(ext, recs, grouped.members)
         outcome = plan(
             config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since
@@ -187,7 +192,8 @@ def decide(
         for q in sorted(names)
     }
     release = tuple(recs[k] for k in keys if k in recs)
-    return Decision(release, waiting, standing, evict, dict(outcome.held_since))
+    after = record_after(live, record, outcome.released, grouped.members)
+    return Decision(release, waiting, standing, evict, dict(outcome.held_since), after)
 
 
 class _Fits:
