@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vgpu.api.queue_namespaces import Binding, bound_queue
 from vgpu.api.queues import (
     UNLIMITED,
     QueueConfig,
@@ -23,15 +24,26 @@ from vgpu.core.queues import QueueSpec
 
 
 def _text(**top: Any) -> str:
+    """The document; each queue bound to no namespace is bound to `ns` (the tests of other
+    fields need not say it)."""
+    queues = top.get("queues")
+    if isinstance(queues, list):
+        top["queues"] = [_bound(q) for q in queues]
     return json.dumps(top)
+
+
+def _bound(queue: Any) -> Any:
+    if not isinstance(queue, dict) or {"namespaces", "namespaceSelector"} & set(queue):
+        return queue
+    return {**queue, "namespaces": [f"ns-{len(str(queue))}"]}
 
 
 def test_queues_are_read_as_the_chart_renders_them() -> None:
     text = _text(
         queues=[
-            {"name": "a", "weight": 1},
-            {"name": "b", "weight": 3, "cap": {"cores": 400}, "reclaim": True},
-            {"name": "big", "strictSeconds": 600},
+            {"name": "a", "weight": 1, "namespaces": ["team-a"]},
+            {"name": "b", "weight": 3, "cap": {"cores": 400}, "reclaim": True, **B},
+            {"name": "big", "strictSeconds": 600, "namespaces": ["big", "big-dev"]},
         ],
         minRuntimeSeconds=60,
         intervalSeconds=1,
@@ -43,6 +55,14 @@ def test_queues_are_read_as_the_chart_renders_them() -> None:
         QueueSpec("big", 1, strict_s=600.0),
     )
     assert (config.min_runtime_s, config.interval_s, config.reclaim_per_pass) == (60.0, 1.0, 4)
+    assert config.bindings == (
+        Binding("a", frozenset({"team-a"})),
+        Binding("b", labels=(("team", "b"),)),
+        Binding("big", frozenset({"big", "big-dev"})),
+    )
+
+
+B = {"namespaceSelector": {"matchLabels": {"team": "b"}}}
 
 
 def test_an_empty_configuration_has_no_queues() -> None:
@@ -67,6 +87,25 @@ BAD = [
     (_text(queues=[{"name": "a", "strictSeconds": -5}]), "queues[0].strictSeconds: -5 is out"),
     (_text(queues=[{"name": "a", "wieght": 2}]), "queues[0].wieght: unknown setting"),
     (_text(queues=[{"name": "a"}, {"name": "a"}]), "queues[1].name: 'a' appears twice"),
+    (json.dumps({"queues": [{"name": "a"}]}), "queues[0]: bind queue 'a' to its namespaces"),
+    (_text(queues=[{"name": "a", "namespaces": "x"}]), "queues[0].namespaces: 'x' must be a list"),
+    (_text(queues=[{"name": "a", "namespaces": ["X_"]}]), "queues[0].namespaces: ['X_'] must"),
+    (
+        _text(queues=[{"name": "a", "namespaces": ["x"]}, {"name": "b", "namespaces": ["x"]}]),
+        "queues[1].namespaces: 'x' is bound to queue 'a' already",
+    ),
+    (
+        _text(queues=[{"name": "a", "namespaceSelector": {"matchLabels": {}}}]),
+        "queues[0].namespaceSelector.matchLabels: name at least one label",
+    ),
+    (
+        _text(queues=[{"name": "a", "namespaceSelector": {"matchExpressions": []}}]),
+        "queues[0].namespaceSelector: give exactly matchLabels",
+    ),
+    (
+        _text(queues=[{"name": "a", "namespaceSelector": {"matchLabels": {"t": 1}}}]),
+        "queues[0].namespaceSelector.matchLabels: 't': 1 is not a label",
+    ),
     (_text(minRuntimeSeconds="5m"), "minRuntimeSeconds: '5m' must be a number"),
     (_text(intervalSeconds=0), "intervalSeconds: 0 is out of range"),
     (_text(reclaimPerPass=1.5), "reclaimPerPass: 1.5 must be a whole number"),
@@ -126,3 +165,19 @@ def test_pods_name_their_queue_by_label_and_kueue_pods_are_recognised() -> None:
     assert kueue_managed({"labels": {"kueue.x-k8s.io/queue-name": "q"}}, {})
     assert kueue_managed({}, {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
     assert not kueue_managed({"labels": {"vgpu.io/queue": "a"}}, spec)
+
+
+def test_a_namespace_belongs_to_the_first_queue_that_names_it() -> None:
+    config = read_config(
+        _text(
+            queues=[
+                {"name": "a", "namespaces": ["team-a"]},
+                {"name": "b", "namespaceSelector": {"matchLabels": {"team": "b"}}},
+                {"name": "c", "namespaceSelector": {"matchLabels": {"team": "b", "tier": "x"}}},
+            ]
+        )
+    )
+    assert bound_queue(config.bindings, "team-a", {"team": "b"}) == "a"  # by name first
+    assert bound_queue(config.bindings, "other", {"team": "b", "tier": "x"}) == "b"
+    assert bound_queue(config.bindings, "other", {"tier": "x"}) is None
+    assert bound_queue(config.bindings, "team-b", {}) is None  # no opting in by a name alone

@@ -152,3 +152,22 @@ def test_a_record_that_cannot_be_read_releases_nothing_of_its_gangs(
 def test_the_record_round_trips_and_none_removes_the_annotation() -> None:
     assert encode({}) is None
     assert decode(encode({"ns/g": frozenset({"b", "a"})})) == {"ns/g": frozenset({"a", "b"})}
+
+
+def test_a_gang_with_a_cpu_only_member_is_released_whole(harness: Harness) -> None:
+    """A TFJob's parameter server asks no vGPU: it is still a member, held and released with
+    the others, and the gang waits for it."""
+    harness.put(make_node("n1", gpus=4))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a"})
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "3"}
+    for i in range(2):
+        _held(harness, f"w{i}", "a", 100, annotations=dict(gang))
+    _watched(daemon, "w0", "w1")
+    releaser = _leader(daemon, Lease(), T0)
+    assert _released(releaser) == []
+    assert releaser.last.waiting["default/w0"] == "gang default/g: 2 of 3 members exist"
+    _held(harness, "ps", "a", 0, annotations=dict(gang))
+    _watched(daemon, "ps")
+    assert sorted(_released(releaser)) == ["ps", "w0", "w1"]
+    assert not any(_gated(harness, n) for n in ("ps", "w0", "w1"))

@@ -46,7 +46,7 @@ def _strict_head_that_does_not_fit(harness: Harness) -> ExtenderDaemon:
     _queues(harness, {"name": "big", "strictSeconds": 60}, {"name": "small"})
     _held(harness, "big0", "big", 200)
     _held(harness, "small0", "small", 50)
-    _watched(daemon, "big0", "small0")
+    _watched(daemon, "big/big0", "small/small0")
     return daemon
 
 

@@ -19,7 +19,9 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
 
 The configuration is read from the ConfigMap every pass; a malformed one is logged once (one line
 naming the field) and the last good one is kept; with none, nothing is released (pods stay held:
-fail closed). Strict holds are kept across passes and handed to the next leader on the leader
+fail closed). A pod counts only in its namespace's queue (`vgpu.api.queue_namespaces`); when a
+queue is bound by label the namespaces are listed each pass, and until one listing succeeds
+nothing is released. Strict holds are kept across passes and handed to the next leader on the leader
 Lease (`vgpu.daemons.strict_holds`).
 """
 
@@ -70,6 +72,8 @@ class QueueReleaser:
         self._config: QueueConfig | None = None
         self._config_problem: str | None = None
         self._held_since: Mapping[str, float] = {}
+        self._namespaces: Mapping[str, Mapping[str, str]] | None = None
+        """Each namespace's labels as last listed (queues bound by label)."""
         self._decided: Mapping[str, frozenset[str]] = {}
         """The gangs decided and still being released (`vgpu.daemons.gang_record`)."""
         self._notes = notes
@@ -104,7 +108,8 @@ class QueueReleaser:
     def pass_once(self) -> Decision:
         """Read the configuration, decide, then remove gates, evict and tell."""
         config = self._read_config()
-        if config is None:
+        labels = self._namespace_labels(config) if config is not None else None
+        if config is None or labels is None:
             return self.last
         now = self._wall()
         self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSED_S}
@@ -123,6 +128,7 @@ class QueueReleaser:
             spare=frozenset(self._refused),
             asks=self._asks,
             decided=self._decided,
+            namespace_labels=labels,
         )
         if self._notes is not None and decision.held_since != self._held_since:
             self._notes.carry(
@@ -137,6 +143,22 @@ class QueueReleaser:
         self._tell(decision.waiting, decision.standing)
         self.last = decision
         return decision
+
+    def _namespace_labels(self, config: QueueConfig) -> Mapping[str, Mapping[str, str]] | None:
+        """Each namespace's labels when a queue is bound by label ({} otherwise); the last
+        listing if this one fails, None (no pass: nothing released) if none ever succeeded."""
+        if not any(b.labels for b in config.bindings):
+            return {}
+        try:
+            items = self.api.list_namespaces().items
+        except KubeError as err:
+            log.warning("cannot list namespaces for the queues bound by label: %s", err)
+            return self._namespaces
+        self._namespaces = {
+            str(meta.get("name")): {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            for meta in (ns.get("metadata") or {} for ns in items)
+        }
+        return self._namespaces
 
     def _carry_gangs(self, decided: Mapping[str, frozenset[str]]) -> Mapping[str, frozenset[str]]:
         """Carry the gang record on the Lease; the gangs whose gates may be removed now: those

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from vgpu.api.queue_namespaces import bound_queue
 from vgpu.api.queues import QueueConfig, queue_of
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
@@ -92,6 +93,8 @@ class QueueIndex:
             return None
         try:
             parsed = self._ext.cache.parse(obj)
+            if parsed.scheduler not in self._ext.config.schedulers:
+                return None  # another scheduler's pod: neither gated nor counted
             size = self._ext.pods.resolve(parsed).gang_size if parsed.gang else 1
         except InvalidRequest:
             return None  # the cache reports it (an Event and a metric)
@@ -137,13 +140,15 @@ def decide(
     spare: frozenset[str] = frozenset(),
     asks: ReclaimAsks | None = None,
     decided: Mapping[str, frozenset[str]] | None = None,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Decision:
     """One pass (module doc); `now` is wall time (strict holds, minimum runtimes); `spare`:
     pods reclaim must not pick (their evictions were refused lately); `asks`: the jobs resting
     after asks that found no victims, kept by the caller from pass to pass; `decided`: the
-    leader's record of the gangs it decided (`vgpu.core.queue_jobs`)."""
+    leader's record of the gangs it decided (`vgpu.core.queue_jobs`); `namespace_labels`:
+    each namespace's labels, for the queues bound by selector (`vgpu.api.queue_namespaces`)."""
     record = decided or {}
-    recs = index.snapshot()
+    recs, astray = _counted(index.snapshot(), config, namespace_labels or {})
     cache = ext.cache
     with cache.atomic():
         capacity = capacity_of(cache.node_states.values(), ext.config.memory_unit_mib)
@@ -157,12 +162,9 @@ def decide(
         keys = [*grouped.finishing]
         for job in outcome.released:
             keys += grouped.members[job]
-        waiting = dict(grouped.waiting)
+        waiting = {**astray, **grouped.waiting}
         for job, why in outcome.waiting.items():
             waiting.update(dict.fromkeys(grouped.members[job], why))
-        for r in recs.values():
-            if r.pod.gated and r.pod.queue not in names:
-                waiting[r.pod.key] = f"queue {r.pod.queue} is not configured"
         held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
         by_key = {j.key: j for j in grouped.jobs}
         for job in outcome.released:
@@ -194,6 +196,25 @@ def decide(
     release = tuple(recs[k] for k in keys if k in recs)
     after = record_after(live, record, outcome.released, grouped.members)
     return Decision(release, waiting, standing, evict, dict(outcome.held_since), after)
+
+
+def _counted(
+    recs: Mapping[str, Queued], config: QueueConfig, labels: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, Queued], dict[str, str]]:
+    """The pods whose label names their namespace's queue, and why each other held pod waits:
+    a pod labelled into another queue is never counted, released, or let act for that queue
+    (its share, cap, strict hold or reclaim)."""
+    counted: dict[str, Queued] = {}
+    astray: dict[str, str] = {}
+    for key, r in recs.items():
+        ns = r.pod.namespace
+        queue = bound_queue(config.bindings, ns, labels.get(ns, {}))
+        if queue == r.pod.queue:
+            counted[key] = r
+        elif r.pod.gated:
+            bound = f"queue {queue}" if queue else "no queue"
+            astray[key] = f"namespace {ns} is bound to {bound}, not {r.pod.queue}"
+    return counted, astray
 
 
 class _Fits:
