@@ -59,6 +59,7 @@ EXPECTED_RULES = {
     },
     ("ClusterRole", "vgpu-extender"): {
         ("", "nodes"): "list watch",
+        ("", "namespaces"): "list",  # queues bound to namespaces by label (issue 31)
         ("", "pods"): "get list watch patch",  # patch: the queue gate (issue 22)
         ("", "pods/eviction"): "create",  # queue reclaim, so PodDisruptionBudgets hold
         ("", "pods/binding"): "create",
