@@ -39,7 +39,11 @@ def rendered() -> list[Obj]:
     """The chart's queue objects for this cluster's namespace (two queues, weights 1:3)."""
     import chart  # hack/chart.py, on sys.path through tests.deploy.test_chart
 
-    values = {"queues": {"enabled": True, "list": [{"name": "qa"}, {"name": "qb", "weight": 3}]}}
+    listed = [
+        {"name": "qa", "namespaces": [pods.NS]},
+        {"name": "qb", "weight": 3, "namespaces": ["qb"]},
+    ]
+    values = {"queues": {"enabled": True, "list": listed}}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         yaml.safe_dump(values, f)
         f.flush()

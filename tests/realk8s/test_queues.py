@@ -30,7 +30,10 @@ from vgpu.api.queues import QUEUE_GATE, QUEUE_LABEL
 pytestmark = pytest.mark.realk8s
 
 CLUSTER_CORES = 800  # two nodes of four fake GPUs
-QUEUES = [{"name": "qa", "weight": 1}, {"name": "qb", "weight": 3}]
+QUEUES = [
+    {"name": "qa", "weight": 1, "namespaces": [pods.NS]},
+    {"name": "qb", "weight": 3, "namespaces": ["qb"]},
+]
 
 
 @pytest.fixture(scope="module")
