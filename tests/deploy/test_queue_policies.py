@@ -11,9 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.deploy.test_chart import _helm_or_skip, find, render
-from vgpu.api.queue_namespaces import Binding
+from vgpu.api.queue_namespaces import Binding, bound_queue
 from vgpu.api.queues import UNLIMITED, read_config
 from vgpu.core.queues import QueueSpec
 
@@ -223,5 +225,21 @@ def test_queues_are_off_by_default() -> None:
 
 def test_a_queue_bound_to_no_namespace_is_refused_at_render() -> None:
     _helm_or_skip()
-    with pytest.raises(Exception, match="bind queue a to its namespaces"):
+    with pytest.raises(Exception, match=r"namespaces|namespaceSelector"):
         render(kube_version="v1.37.2", queues__enabled="true", **{"queues__list[0]__name": "a"})
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.sampled_from(["team-a", "lab", "ns", "other"]),
+    st.dictionaries(st.sampled_from(["team", "tier"]), st.sampled_from(["a", "b"]), max_size=2),
+)
+def test_the_policies_and_the_extender_bind_a_namespace_to_the_same_queue(
+    objs: list[Obj], name: str, labels: dict[str, str]
+) -> None:
+    """One mapping: the CEL the chart renders and the extender's reading of the ConfigMap."""
+    config = read_config(find(objs, "ConfigMap", "vgpu-queues")["data"]["queues.json"])
+    expected = bound_queue(config.bindings, name, labels)
+    assert gated(objs, pod(), _namespace(name, labels)) == expected
+    assert (refusals(objs, None, pod({"vgpu.io/queue": expected or "x"}), "alice",
+                     _namespace(name, labels)) == []) == (expected is not None)  # fmt: skip
