@@ -93,7 +93,9 @@ def refusals(
     base = {
         "object": _cel(new),
         "oldObject": None if old is None else _cel(old),
-        "request": _cel({"userInfo": {"username": user}}),
+        "request": _cel(
+            {"operation": "CREATE" if old is None else "UPDATE", "userInfo": {"username": user}}
+        ),
         "namespaceObject": _cel(namespace),
     }
     activation = _variables(spec, base)
@@ -153,8 +155,8 @@ def test_a_gangs_cpu_only_member_is_gated_with_the_others(objs: list[Obj]) -> No
 
 def test_another_schedulers_pod_is_never_gated(objs: list[Obj]) -> None:
     """`schedulerName: nobody` pods were released, never bound, and counted for good."""
-    assert gated(objs, pod(scheduler="nobody")) is None
-    assert gated(objs, pod(scheduler="default-scheduler")) is None
+    assert gated(objs, pod({"vgpu.io/queue": "a"}, scheduler="nobody")) is None
+    assert gated(objs, pod({"vgpu.io/queue": "a"}, scheduler="default-scheduler")) is None
 
 
 def test_the_mutation_adds_the_gate_beside_others(objs: list[Obj]) -> None:
