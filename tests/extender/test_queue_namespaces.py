@@ -18,6 +18,7 @@ from tests.extender.test_queue_release import (
     _releaser,
     _running,
     _watched,
+    old_and_young,
 )
 
 Obj = dict[str, Any]
@@ -58,12 +59,7 @@ def test_another_schedulers_pod_is_not_counted(harness: Harness) -> None:
 
 def test_a_pod_labelled_into_a_reclaiming_queue_evicts_nobody(harness: Harness) -> None:
     """Relabelled into a reclaiming queue, a tenant's held pods evicted the other team's."""
-    harness.put(make_node("n1", gpus=2))
-    daemon = _daemon(harness)
-    wire = Wire(daemon.port)
-    _queues(harness, {"name": "a"}, {"name": "b", "reclaim": True}, minRuntimeSeconds=0)
-    _running(harness, daemon, wire, "old", "a", 100)
-    _running(harness, daemon, wire, "young", "a", 100, "2033-05-18T03:00:00Z")
+    daemon = old_and_young(harness)
     _held(harness, "thief", "b", 100, namespace="default")
     _watched(daemon, "thief")
     releaser = _releaser(daemon)

@@ -351,15 +351,21 @@ def test_a_victim_set_is_evicted_whole_or_not_at_all(harness: Harness) -> None:
     assert harness.store.get("Pod", "default", "free") is not None
 
 
-def test_a_refused_victim_is_spared_and_reclaim_moves_on_to_others(harness: Harness) -> None:
-    """The youngest pod's budget refuses: later passes pick other victims rather than asking
-    for the same refused pod forever (a stall the real cluster showed)."""
+def old_and_young(harness: Harness) -> ExtenderDaemon:
+    """Two GPUs, held by queue a's pods `old` and `young`; queue b may reclaim at once."""
     harness.put(make_node("n1", gpus=2))
     daemon = _daemon(harness)
     wire = Wire(daemon.port)
     _queues(harness, {"name": "a"}, {"name": "b", "reclaim": True}, minRuntimeSeconds=0)
     _running(harness, daemon, wire, "old", "a", 100)
     _running(harness, daemon, wire, "young", "a", 100, "2033-05-18T03:00:00Z")
+    return daemon
+
+
+def test_a_refused_victim_is_spared_and_reclaim_moves_on_to_others(harness: Harness) -> None:
+    """The youngest pod's budget refuses: later passes pick other victims rather than asking
+    for the same refused pod forever (a stall the real cluster showed)."""
+    daemon = old_and_young(harness)
     _budget(harness, "young", 0)
     _held(harness, "want", "b", 100)
     _watched(daemon, "b/want")
