@@ -138,6 +138,8 @@ QUEUE_FIELDS = st.fixed_dictionaries(
         "cap": st.dictionaries(st.sampled_from(["cores", "memory", "x"]), JSONISH) | JSONISH,
         "reclaim": JSONISH,
         "strictSeconds": JSONISH,
+        "namespaces": st.lists(st.sampled_from(["x", "y", "z"]), max_size=2) | JSONISH,
+        "namespaceSelector": st.fixed_dictionaries({"matchLabels": JSONISH}) | JSONISH,
     },
 )
 
@@ -154,6 +156,10 @@ def test_any_configuration_is_read_or_refused_with_one_line(
         return
     assert len(config.queues) == len(queues)
     assert all(q.weight >= 1 for q in config.queues)
+    assert [b.queue for b in config.bindings] == [q.name for q in config.queues]
+    assert all(b.names or b.labels for b in config.bindings)  # no queue serves nobody
+    named = [n for b in config.bindings for n in b.names]
+    assert len(named) == len(set(named))  # a namespace names one queue
 
 
 def test_pods_name_their_queue_by_label_and_kueue_pods_are_recognised() -> None:
