@@ -197,6 +197,17 @@ def test_no_pod_may_name_a_queue_other_than_its_namespaces(objs: list[Obj]) -> N
     assert refusals(objs, None, pod({"vgpu.io/queue": "b"}), "alice", TEAM_B) == []
 
 
+def test_an_update_leaving_a_stale_label_as_it_was_passes(objs: list[Obj]) -> None:
+    """A pod labelled b before its namespace was bound to a: a controller must still be able to
+    remove its finalizers (the extender counts it in no queue)."""
+    stale = pod({"vgpu.io/queue": "b"})
+    finalized = pod({"vgpu.io/queue": "b"})
+    finalized["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    assert (
+        refusals(objs, finalized, stale, "system:serviceaccount:kube-system:job-controller") == []
+    )
+
+
 def test_a_pod_of_a_bound_namespace_cannot_leave_its_queue(objs: list[Obj]) -> None:
     (message,) = refusals(objs, pod({"vgpu.io/queue": "a"}), pod(), "alice")
     assert "alice set none" in message
