@@ -21,8 +21,8 @@ The configuration is read from the ConfigMap every pass; a malformed one is logg
 naming the field) and the last good one is kept; with none, nothing is released (pods stay held:
 fail closed). A pod counts only in its namespace's queue (`vgpu.api.queue_namespaces`); when a
 queue is bound by label the namespaces are listed each pass, and until one listing succeeds
-nothing is released. Strict holds are kept across passes and handed to the next leader on the leader
-Lease (`vgpu.daemons.strict_holds`).
+nothing is released. Strict holds are kept across passes and handed to the next leader on the
+leader Lease (`vgpu.daemons.strict_holds`).
 """
 
 from __future__ import annotations
