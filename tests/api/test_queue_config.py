@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.api.queue_namespaces import Binding, bound_queue
+from vgpu.api.queue_namespaces import Binding, astray, bound_queue
 from vgpu.api.queues import (
     UNLIMITED,
     QueueConfig,
@@ -187,3 +187,11 @@ def test_a_namespace_belongs_to_the_first_queue_that_names_it() -> None:
     assert bound_queue(config.bindings, "other", {"team": "b", "tier": "x"}) == "b"
     assert bound_queue(config.bindings, "other", {"tier": "x"}) is None
     assert bound_queue(config.bindings, "team-b", {}) is None  # no opting in by a name alone
+
+
+def test_a_pod_counts_only_in_its_namespaces_queue() -> None:
+    bindings = (Binding("a", frozenset({"team-a"})), Binding("b", labels=(("team", "b"),)))
+    assert astray(bindings, "team-a", {}, "a") is None
+    assert astray(bindings, "team-a", {}, "b") == "namespace team-a is bound to queue a, not b"
+    assert astray(bindings, "lab", {"team": "b"}, "b") is None
+    assert astray(bindings, "lab", {}, "b") == "namespace lab is bound to no queue, not b"

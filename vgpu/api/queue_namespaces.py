@@ -95,3 +95,17 @@ def bound_queue(
 ) -> str | None:
     """The queue a namespace belongs to: the first binding that serves it (None: no queue)."""
     return next((b.queue for b in bindings if b.serves(namespace, labels)), None)
+
+
+def astray(
+    bindings: Sequence[Binding], namespace: str, labels: Mapping[str, str], queue: str
+) -> str | None:
+    """Why a pod of `namespace` labelled `queue` counts in no queue (None: it counts in it).
+
+    A pod counts only in its namespace's queue: labelled into another, it fills nothing of that
+    queue and cannot start its strict hold or its reclaim (the leader and any report of it)."""
+    bound = bound_queue(bindings, namespace, labels)
+    if bound == queue:
+        return None
+    where = f"queue {bound}" if bound else "no queue"
+    return f"namespace {namespace} is bound to {where}, not {queue}"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from vgpu.api.queue_namespaces import bound_queue
+from vgpu.api.queue_namespaces import astray
 from vgpu.api.queues import QueueConfig, queue_of
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
@@ -148,7 +148,7 @@ def decide(
     leader's record of the gangs it decided (`vgpu.core.queue_jobs`); `namespace_labels`:
     each namespace's labels, for the queues bound by selector (`vgpu.api.queue_namespaces`)."""
     record = decided or {}
-    recs, astray = _counted(index.snapshot(), config, namespace_labels or {})
+    recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
     cache = ext.cache
     with cache.atomic():
         capacity = capacity_of(cache.node_states.values(), ext.config.memory_unit_mib)
@@ -162,7 +162,7 @@ def decide(
         keys = [*grouped.finishing]
         for job in outcome.released:
             keys += grouped.members[job]
-        waiting = {**astray, **grouped.waiting}
+        waiting = {**elsewhere, **grouped.waiting}
         for job, why in outcome.waiting.items():
             waiting.update(dict.fromkeys(grouped.members[job], why))
         held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
@@ -201,20 +201,18 @@ def decide(
 def _counted(
     recs: Mapping[str, Queued], config: QueueConfig, labels: Mapping[str, Mapping[str, str]]
 ) -> tuple[dict[str, Queued], dict[str, str]]:
-    """The pods whose label names their namespace's queue, and why each other held pod waits:
-    a pod labelled into another queue is never counted, released, or let act for that queue
-    (its share, cap, strict hold or reclaim)."""
+    """The pods whose label names their namespace's queue, and why each other held pod waits
+    (`vgpu.api.queue_namespaces.astray`)."""
     counted: dict[str, Queued] = {}
-    astray: dict[str, str] = {}
+    held: dict[str, str] = {}
     for key, r in recs.items():
         ns = r.pod.namespace
-        queue = bound_queue(config.bindings, ns, labels.get(ns, {}))
-        if queue == r.pod.queue:
+        why = astray(config.bindings, ns, labels.get(ns, {}), r.pod.queue)
+        if why is None:
             counted[key] = r
         elif r.pod.gated:
-            bound = f"queue {queue}" if queue else "no queue"
-            astray[key] = f"namespace {ns} is bound to {bound}, not {r.pod.queue}"
-    return counted, astray
+            held[key] = why
+    return counted, held
 
 
 class _Fits:
