@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from vgpu.api.queue_namespaces import Binding, astray, bound_queue
 from vgpu.api.queues import (
     UNLIMITED,
     QueueConfig,
@@ -23,15 +24,26 @@ from vgpu.core.queues import QueueSpec
 
 
 def _text(**top: Any) -> str:
+    """The document; each queue bound to no namespace is bound to `ns` (the tests of other
+    fields need not say it)."""
+    queues = top.get("queues")
+    if isinstance(queues, list):
+        top["queues"] = [_bound(q) for q in queues]
     return json.dumps(top)
+
+
+def _bound(queue: Any) -> Any:
+    if not isinstance(queue, dict) or {"namespaces", "namespaceSelector"} & set(queue):
+        return queue
+    return {**queue, "namespaces": [f"ns-{len(str(queue))}"]}
 
 
 def test_queues_are_read_as_the_chart_renders_them() -> None:
     text = _text(
         queues=[
-            {"name": "a", "weight": 1},
-            {"name": "b", "weight": 3, "cap": {"cores": 400}, "reclaim": True},
-            {"name": "big", "strictSeconds": 600},
+            {"name": "a", "weight": 1, "namespaces": ["team-a"]},
+            {"name": "b", "weight": 3, "cap": {"cores": 400}, "reclaim": True, **B},
+            {"name": "big", "strictSeconds": 600, "namespaces": ["big", "big-dev"]},
         ],
         minRuntimeSeconds=60,
         intervalSeconds=1,
@@ -43,6 +55,14 @@ def test_queues_are_read_as_the_chart_renders_them() -> None:
         QueueSpec("big", 1, strict_s=600.0),
     )
     assert (config.min_runtime_s, config.interval_s, config.reclaim_per_pass) == (60.0, 1.0, 4)
+    assert config.bindings == (
+        Binding("a", frozenset({"team-a"})),
+        Binding("b", labels=(("team", "b"),)),
+        Binding("big", frozenset({"big", "big-dev"})),
+    )
+
+
+B = {"namespaceSelector": {"matchLabels": {"team": "b"}}}
 
 
 def test_an_empty_configuration_has_no_queues() -> None:
@@ -67,6 +87,25 @@ BAD = [
     (_text(queues=[{"name": "a", "strictSeconds": -5}]), "queues[0].strictSeconds: -5 is out"),
     (_text(queues=[{"name": "a", "wieght": 2}]), "queues[0].wieght: unknown setting"),
     (_text(queues=[{"name": "a"}, {"name": "a"}]), "queues[1].name: 'a' appears twice"),
+    (json.dumps({"queues": [{"name": "a"}]}), "queues[0]: bind queue 'a' to its namespaces"),
+    (_text(queues=[{"name": "a", "namespaces": "x"}]), "queues[0].namespaces: 'x' must be a list"),
+    (_text(queues=[{"name": "a", "namespaces": ["X_"]}]), "queues[0].namespaces: ['X_'] must"),
+    (
+        _text(queues=[{"name": "a", "namespaces": ["x"]}, {"name": "b", "namespaces": ["x"]}]),
+        "queues[1].namespaces: 'x' is bound to queue 'a' already",
+    ),
+    (
+        _text(queues=[{"name": "a", "namespaceSelector": {"matchLabels": {}}}]),
+        "queues[0].namespaceSelector.matchLabels: name at least one label",
+    ),
+    (
+        _text(queues=[{"name": "a", "namespaceSelector": {"matchExpressions": []}}]),
+        "queues[0].namespaceSelector: give exactly matchLabels",
+    ),
+    (
+        _text(queues=[{"name": "a", "namespaceSelector": {"matchLabels": {"t": 1}}}]),
+        "queues[0].namespaceSelector.matchLabels: 't': 1 is not a label",
+    ),
     (_text(minRuntimeSeconds="5m"), "minRuntimeSeconds: '5m' must be a number"),
     (_text(intervalSeconds=0), "intervalSeconds: 0 is out of range"),
     (_text(reclaimPerPass=1.5), "reclaimPerPass: 1.5 must be a whole number"),
@@ -99,6 +138,8 @@ QUEUE_FIELDS = st.fixed_dictionaries(
         "cap": st.dictionaries(st.sampled_from(["cores", "memory", "x"]), JSONISH) | JSONISH,
         "reclaim": JSONISH,
         "strictSeconds": JSONISH,
+        "namespaces": st.lists(st.sampled_from(["x", "y", "z"]), max_size=2) | JSONISH,
+        "namespaceSelector": st.fixed_dictionaries({"matchLabels": JSONISH}) | JSONISH,
     },
 )
 
@@ -115,6 +156,10 @@ def test_any_configuration_is_read_or_refused_with_one_line(
         return
     assert len(config.queues) == len(queues)
     assert all(q.weight >= 1 for q in config.queues)
+    assert [b.queue for b in config.bindings] == [q.name for q in config.queues]
+    assert all(b.names or b.labels for b in config.bindings)  # no queue serves nobody
+    named = [n for b in config.bindings for n in b.names]
+    assert len(named) == len(set(named))  # a namespace names one queue
 
 
 def test_pods_name_their_queue_by_label_and_kueue_pods_are_recognised() -> None:
@@ -126,3 +171,27 @@ def test_pods_name_their_queue_by_label_and_kueue_pods_are_recognised() -> None:
     assert kueue_managed({"labels": {"kueue.x-k8s.io/queue-name": "q"}}, {})
     assert kueue_managed({}, {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
     assert not kueue_managed({"labels": {"vgpu.io/queue": "a"}}, spec)
+
+
+def test_a_namespace_belongs_to_the_first_queue_that_names_it() -> None:
+    config = read_config(
+        _text(
+            queues=[
+                {"name": "a", "namespaces": ["team-a"]},
+                {"name": "b", "namespaceSelector": {"matchLabels": {"team": "b"}}},
+                {"name": "c", "namespaceSelector": {"matchLabels": {"team": "b", "tier": "x"}}},
+            ]
+        )
+    )
+    assert bound_queue(config.bindings, "team-a", {"team": "b"}) == "a"  # by name first
+    assert bound_queue(config.bindings, "other", {"team": "b", "tier": "x"}) == "b"
+    assert bound_queue(config.bindings, "other", {"tier": "x"}) is None
+    assert bound_queue(config.bindings, "team-b", {}) is None  # no opting in by a name alone
+
+
+def test_a_pod_counts_only_in_its_namespaces_queue() -> None:
+    bindings = (Binding("a", frozenset({"team-a"})), Binding("b", labels=(("team", "b"),)))
+    assert astray(bindings, "team-a", {}, "a") is None
+    assert astray(bindings, "team-a", {}, "b") == "namespace team-a is bound to queue a, not b"
+    assert astray(bindings, "lab", {"team": "b"}, "b") is None
+    assert astray(bindings, "lab", {}, "b") == "namespace lab is bound to no queue, not b"

@@ -1,6 +1,7 @@
 """Grouping queued pods into the jobs `release.plan` releases whole: a gang is one job
 only when all its members exist and are held; a gang caught half released (a leader changed
-between two gate removals) is finished, never decided again; the book counts released pods."""
+between two gate removals) is finished from the leader's record of its decision, never decided
+again and never grown; the book counts released pods."""
 
 from __future__ import annotations
 
@@ -38,10 +39,10 @@ def test_a_gang_short_of_members_waits_and_is_not_a_job() -> None:
 def test_a_gang_half_released_is_finished_not_decided_again() -> None:
     pods = [_pod("w0", gang="ns/g", gang_size=3, gated=False)]
     pods += [_pod(f"w{i}", gang="ns/g", gang_size=3) for i in (1, 2)]
-    out = group(pods, CAP)
+    out = group(pods, CAP, decided={"ns/g": frozenset({"ns/w0", "ns/w1", "ns/w2"})})
     assert out.jobs == ()
     assert out.finishing == ("ns/w1", "ns/w2")
-    assert out.book.by_queue == {"a": (10, 4)}
+    assert out.book.by_queue == {"a": (30, 12)}  # the finishing members hold their place too
 
 
 def test_released_pods_count_in_the_book_by_queue_and_namespace() -> None:
@@ -69,15 +70,27 @@ POD = st.builds(
 )
 
 
-@given(st.lists(POD, max_size=20, unique_by=lambda p: p.key))
+@given(
+    st.lists(POD, max_size=20, unique_by=lambda p: p.key),
+    st.dictionaries(
+        st.sampled_from([f"ns/g{i}" for i in range(4)]),
+        st.frozensets(st.sampled_from([f"ns/p{i}" for i in range(8)])),
+    ),
+)
 def test_every_held_pod_is_offered_finished_or_told_why_and_no_gang_is_offered_in_part(
-    pods: list[QueuedPod],
+    pods: list[QueuedPod], decided: dict[str, frozenset[str]]
 ) -> None:
     pods = [p if p.gang is None else _same_size(p, pods) for p in pods]
-    out = group(pods, CAP)
+    out = group(pods, CAP, decided)
     offered = [k for job in out.jobs for k in out.members[job.key]]
     held = sorted(p.key for p in pods if p.gated)
     assert sorted(offered + list(out.finishing) + list(out.waiting)) == held
+    by_key = {p.key: p for p in pods}
+    for key in out.finishing:  # only what the leader's record names finishes
+        pod = by_key[key]
+        assert pod.gang is not None and key in decided.get(pod.gang, frozenset())
+    for key in offered:  # a decided gang is never decided again
+        assert by_key[key].gang not in decided
     for job in out.jobs:
         if job.key.startswith("gang:"):
             gang = job.key.removeprefix("gang:")
@@ -87,7 +100,7 @@ def test_every_held_pod_is_offered_finished_or_told_why_and_no_gang_is_offered_i
             assert len(everyone) >= everyone[0].gang_size
     released = ZERO
     for p in pods:
-        if not p.gated:
+        if not p.gated or p.key in out.finishing:
             released = add(released, p.ask)
     total = ZERO
     for v in out.book.by_queue.values():
@@ -101,3 +114,43 @@ def _same_size(pod: QueuedPod, pods: list[QueuedPod]) -> QueuedPod:
     return QueuedPod(
         pod.key, queue, pod.namespace, pod.ask, pod.gated, gang=pod.gang, gang_size=size
     )
+
+
+def test_a_half_released_gang_without_the_leaders_record_is_never_released() -> None:
+    """Reusing a released gang's name (or annotating a held pod into it) must not
+    release the new members with no fit, cap or share check."""
+    pods = [_pod("w0", gang="ns/g", gang_size=1, gated=False)]
+    pods += [_pod(f"x{i}", gang="ns/g", gang_size=1, ask=(100, 0)) for i in range(3)]
+    out = group(pods, CAP)
+    assert out.jobs == ()
+    assert out.finishing == ()
+    assert set(out.waiting) == {"ns/x0", "ns/x1", "ns/x2"}
+    assert "no record" in out.waiting["ns/x0"]
+
+
+def test_a_recorded_gang_finishes_only_its_recorded_members_and_cannot_grow() -> None:
+    pods = [_pod("w0", gang="ns/g", gang_size=3, gated=False)]
+    pods += [_pod(f"w{i}", gang="ns/g", gang_size=3) for i in (1, 2)]
+    pods.append(_pod("late", gang="ns/g", gang_size=3, ask=(100, 0)))
+    out = group(pods, CAP, decided={"ns/g": frozenset({"ns/w0", "ns/w1", "ns/w2"})})
+    assert out.jobs == ()
+    assert out.finishing == ("ns/w1", "ns/w2")
+    assert "cannot grow" in out.waiting["ns/late"]
+
+
+def test_a_recorded_member_recreated_under_its_name_is_not_the_recorded_pod() -> None:
+    """The record names pods by UID: a pod deleted and made again asking more is a new pod."""
+    pods = [_pod("w0", gang="ns/g", gang_size=2, gated=False, uid="u0")]
+    pods.append(_pod("w1", gang="ns/g", gang_size=2, uid="new", ask=(400, 0)))
+    out = group(pods, CAP, decided={"ns/g": frozenset({"u0", "u1"})})
+    assert out.finishing == ()
+    assert "cannot grow" in out.waiting["ns/w1"]
+
+
+def test_a_decided_gangs_held_members_count_against_their_queue_at_once() -> None:
+    """Between its decision and its last gate's removal a gang already holds its place: a cap
+    must count it, or a second job would pass the cap in the meantime."""
+    pods = [_pod(f"w{i}", gang="ns/g", gang_size=2, ask=(50, 0)) for i in range(2)]
+    out = group(pods, CAP, decided={"ns/g": frozenset({"ns/w0", "ns/w1"})})
+    assert out.book.by_queue == {"a": (100, 0)}
+    assert out.pending == {"a": (0, 0)}

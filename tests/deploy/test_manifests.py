@@ -59,6 +59,7 @@ EXPECTED_RULES = {
     },
     ("ClusterRole", "vgpu-extender"): {
         ("", "nodes"): "list watch",
+        ("", "namespaces"): "list",  # queues bound to namespaces by label
         ("", "pods"): "get list watch patch",  # patch: the queue gate
         ("", "pods/eviction"): "create",  # queue reclaim, so PodDisruptionBudgets hold
         ("", "pods/binding"): "create",

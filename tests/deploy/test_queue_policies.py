@@ -1,16 +1,21 @@
-"""The chart's queue admission, evaluated: its CEL runs here (cel-python) as the API
-server runs it. The MutatingAdmissionPolicy's match conditions gate only vGPU pods naming a
-queue, never pods Kueue manages; the ValidatingAdmissionPolicy lets only the extender remove the
-gate or move a held pod to another queue. The ConfigMap the chart renders is what the extender's
-reader accepts."""
+"""The chart's queue admission, evaluated: its CEL runs here (cel-python) as the
+API server runs it. Queues are bound to namespaces: the MutatingAdmissionPolicy gates the pods of
+the extender's scheduler in a bound namespace that ask vGPU or name a gang (a gang's CPU-only
+members too), never pods Kueue manages, and sets their queue label from the namespace; the
+ValidatingAdmissionPolicy lets only the extender remove the gate and refuses, on every pod, a
+queue label other than the namespace's (or none, for a pod that had its namespace's). The
+ConfigMap the chart renders is what the extender's reader accepts."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.deploy.test_chart import _helm_or_skip, find, render
+from vgpu.api.queue_namespaces import Binding, bound_queue
 from vgpu.api.queues import UNLIMITED, read_config
 from vgpu.core.queues import QueueSpec
 
@@ -30,10 +35,12 @@ def objs() -> list[Obj]:
         queues__enabled="true",
         **{
             "queues__list[0]__name": "a",
+            "queues__list[0]__namespaces[0]": "team-a",
             "queues__list[1]__name": "b",
             "queues__list[1]__weight": "3",
             "queues__list[1]__reclaim": "true",
             "queues__list[1]__cap__cores": "400",
+            "queues__list[1]__namespaceSelector__matchLabels__team": "b",
         },
     )
 
@@ -46,52 +53,110 @@ def _cel(value: Any) -> Any:
     return celpy.json_to_cel(value)
 
 
-def gated(objs: list[Obj], pod: Obj) -> bool:
-    """Whether the mutating policy applies to `pod` on CREATE (all its match conditions)."""
-    policy = find(objs, "MutatingAdmissionPolicy", "vgpu-queue-gate")["spec"]
-    activation = {"object": _cel(pod), "oldObject": None}
-    return all(bool(_run(c["expression"], activation)) for c in policy["matchConditions"])
+def _namespace(name: str, labels: Obj | None = None) -> Obj:
+    return {"metadata": {"name": name, "labels": labels or {}}}
 
 
-def refusals(objs: list[Obj], old: Obj, new: Obj, user: str) -> list[str]:
-    """The validating policy's messages for an UPDATE of `old` to `new` by `user`."""
-    spec = find(objs, "ValidatingAdmissionPolicy", "vgpu-protect-queue-gate")["spec"]
+NS = _namespace("ns")  # bound to no queue
+TEAM_A = _namespace("team-a")
+TEAM_B = _namespace("lab", {"team": "b"})
+
+
+def _variables(spec: Obj, base: dict[str, Any]) -> dict[str, Any]:
+    """`base` with the policy's variables, evaluated in order as the API server does."""
     variables: dict[str, Any] = {}
-    base = {
-        "object": _cel(new),
-        "oldObject": _cel(old),
-        "request": _cel({"userInfo": {"username": user}}),
-    }
 
     def activation() -> dict[str, Any]:
         names = {celtypes.StringType(k): v for k, v in variables.items()}
         return {**base, "variables": celtypes.MapType(names)}
 
-    for v in spec["variables"]:
+    for v in spec.get("variables", []):
         variables[v["name"]] = _run(v["expression"], activation())
+    return activation()
+
+
+def gated(objs: list[Obj], pod: Obj, namespace: Obj = TEAM_A) -> str | None:
+    """The queue the mutating policy labels and gates `pod` with on CREATE (None: untouched)."""
+    policy = find(objs, "MutatingAdmissionPolicy", "vgpu-queue-gate")["spec"]
+    base = {"object": _cel(pod), "oldObject": None, "namespaceObject": _cel(namespace)}
+    if not all(bool(_run(c["expression"], base)) for c in policy["matchConditions"]):
+        return None
+    queue = str(_variables(policy, base)["variables"][celtypes.StringType("queue")])
+    return queue or None
+
+
+def refusals(
+    objs: list[Obj], old: Obj | None, new: Obj, user: str, namespace: Obj = TEAM_A
+) -> list[str]:
+    """The validating policy's messages for a CREATE (`old` None) or an UPDATE by `user`."""
+    spec = find(objs, "ValidatingAdmissionPolicy", "vgpu-protect-queue-gate")["spec"]
+    base = {
+        "object": _cel(new),
+        "oldObject": None if old is None else _cel(old),
+        "request": _cel(
+            {"operation": "CREATE" if old is None else "UPDATE", "userInfo": {"username": user}}
+        ),
+        "namespaceObject": _cel(namespace),
+    }
+    activation = _variables(spec, base)
     return [
-        str(_run(v["messageExpression"], activation()))
+        str(_run(v["messageExpression"], activation))
         for v in spec["validations"]
-        if not _run(v["expression"], activation())
+        if not _run(v["expression"], activation)
     ]
 
 
-def pod(labels: Obj | None = None, cores: str | None = "30", gates: list[str] = ()) -> Obj:  # type: ignore[assignment]
+def pod(
+    labels: Obj | None = None,
+    cores: str | None = "30",
+    gates: list[str] = (),  # type: ignore[assignment]
+    scheduler: str = "vgpu-scheduler",
+    annotations: Obj | None = None,
+) -> Obj:
     limits = {"vgpu.io/cores": cores} if cores else {"cpu": "1"}
-    spec: Obj = {"containers": [{"name": "m", "image": "x", "resources": {"limits": limits}}]}
+    spec: Obj = {
+        "schedulerName": scheduler,
+        "containers": [{"name": "m", "image": "x", "resources": {"limits": limits}}],
+    }
     if gates:
         spec["schedulingGates"] = [{"name": g} for g in gates]
-    return {"metadata": {"name": "p", "namespace": "ns", "labels": labels or {}}, "spec": spec}
+    meta = {"name": "p", "namespace": "ns", "labels": labels or {}}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": spec}
 
 
-def test_only_vgpu_pods_naming_a_queue_are_gated_and_never_kueues(objs: list[Obj]) -> None:
-    assert gated(objs, pod({"vgpu.io/queue": "a"}))
-    assert gated(objs, pod({"vgpu.io/queue": "a"}, gates=["other.example/gate"]))
-    assert not gated(objs, pod())  # no label: as without queues
-    assert not gated(objs, pod({"vgpu.io/queue": ""}))
-    assert not gated(objs, pod({"vgpu.io/queue": "a"}, cores=None))  # no vGPU asked
-    assert not gated(objs, pod({"vgpu.io/queue": "a", "kueue.x-k8s.io/queue-name": "q"}))
-    assert not gated(objs, pod({"vgpu.io/queue": "a"}, gates=["kueue.x-k8s.io/admission"]))
+def test_vgpu_pods_of_a_bound_namespace_are_gated_in_its_queue_never_kueues(
+    objs: list[Obj],
+) -> None:
+    assert gated(objs, pod()) == "a"
+    assert gated(objs, pod(gates=["other.example/gate"])) == "a"
+    assert gated(objs, pod(), TEAM_B) == "b"  # bound by label
+    assert gated(objs, pod(), NS) is None  # a namespace bound to no queue: as without queues
+    assert gated(objs, pod(cores=None)) is None  # no vGPU asked, no gang
+    assert gated(objs, pod({"kueue.x-k8s.io/queue-name": "q"})) is None
+    assert gated(objs, pod(gates=["kueue.x-k8s.io/admission"])) is None
+
+
+def test_the_namespace_not_the_pod_names_the_queue(objs: list[Obj]) -> None:
+    """A pod labelled into another team's queue, or with no label, is put in its
+    namespace's queue all the same."""
+    assert gated(objs, pod({"vgpu.io/queue": "b"})) == "a"
+    assert gated(objs, pod({"vgpu.io/queue": ""})) == "a"
+    (mutation,) = find(objs, "MutatingAdmissionPolicy", "vgpu-queue-gate")["spec"]["mutations"]
+    assert '{"vgpu.io/queue": variables.queue}' in mutation["applyConfiguration"]["expression"]
+
+
+def test_a_gangs_cpu_only_member_is_gated_with_the_others(objs: list[Obj]) -> None:
+    """A TFJob's parameter server asks no vGPU; ungated, its gang was never queued."""
+    assert gated(objs, pod(cores=None, annotations={"vgpu.io/gang-name": "g"})) == "a"
+    assert gated(objs, pod({"scheduling.x-k8s.io/pod-group": "g"}, cores=None)) == "a"
+
+
+def test_another_schedulers_pod_is_never_gated(objs: list[Obj]) -> None:
+    """`schedulerName: nobody` pods were released, never bound, and counted for good."""
+    assert gated(objs, pod({"vgpu.io/queue": "a"}, scheduler="nobody")) is None
+    assert gated(objs, pod({"vgpu.io/queue": "a"}, scheduler="default-scheduler")) is None
 
 
 def test_the_mutation_adds_the_gate_beside_others(objs: list[Obj]) -> None:
@@ -115,12 +180,39 @@ def test_only_the_extender_may_remove_the_gate(objs: list[Obj]) -> None:
     assert refusals(objs, freed, pod({"vgpu.io/queue": "a"}), "alice") == []  # others' gates
 
 
-def test_a_held_pod_cannot_change_queue_but_a_released_one_is_left_alone(objs: list[Obj]) -> None:
+def test_no_pod_may_name_a_queue_other_than_its_namespaces(objs: list[Obj]) -> None:
+    """Relabelling a running pod into another queue filled that queue's cap (or let
+    reclaim act for the tenant); the label was guarded only while the pod was held."""
+    running, moved = pod({"vgpu.io/queue": "a"}), pod({"vgpu.io/queue": "b"})
+    (message,) = refusals(objs, running, moved, "alice")
+    assert "must be a (the queue the operator bound the namespace to)" in message
+    assert "alice set b" in message
     held = pod({"vgpu.io/queue": "a"}, gates=["vgpu.io/queue"])
-    moved = pod({"vgpu.io/queue": "b"}, gates=["vgpu.io/queue"])
-    (message,) = refusals(objs, held, moved, "alice")
-    assert "cannot change" in message
-    assert refusals(objs, pod({"vgpu.io/queue": "a"}), pod({"vgpu.io/queue": "b"}), "alice") == []
+    assert refusals(objs, held, pod({"vgpu.io/queue": "b"}, gates=["vgpu.io/queue"]), "alice")
+    assert refusals(objs, None, moved, "alice")  # nor created so (another scheduler's pod)
+    (unbound,) = refusals(objs, None, moved, "alice", NS)
+    assert "must be absent (the namespace is bound to no queue)" in unbound
+    assert refusals(objs, None, moved, EXTENDER)  # nobody is exempt
+    assert refusals(objs, running, running, "alice") == []
+    assert refusals(objs, None, pod({"vgpu.io/queue": "b"}), "alice", TEAM_B) == []
+
+
+def test_an_update_leaving_a_stale_label_as_it_was_passes(objs: list[Obj]) -> None:
+    """A pod labelled b before its namespace was bound to a: a controller must still be able to
+    remove its finalizers (the extender counts it in no queue)."""
+    stale = pod({"vgpu.io/queue": "b"})
+    finalized = pod({"vgpu.io/queue": "b"})
+    finalized["metadata"]["finalizers"] = ["batch.kubernetes.io/job-tracking"]
+    assert (
+        refusals(objs, finalized, stale, "system:serviceaccount:kube-system:job-controller") == []
+    )
+
+
+def test_a_pod_of_a_bound_namespace_cannot_leave_its_queue(objs: list[Obj]) -> None:
+    (message,) = refusals(objs, pod({"vgpu.io/queue": "a"}), pod(), "alice")
+    assert "alice set none" in message
+    assert refusals(objs, pod(cores=None), pod(cores=None), "alice") == []  # never queued
+    assert refusals(objs, None, pod(scheduler="nobody"), "alice") == []
 
 
 def test_the_rendered_configmap_is_what_the_extender_reads(objs: list[Obj]) -> None:
@@ -128,6 +220,10 @@ def test_the_rendered_configmap_is_what_the_extender_reads(objs: list[Obj]) -> N
     assert config.queues == (
         QueueSpec("a", 1),
         QueueSpec("b", 3, (400, UNLIMITED), reclaim=True),
+    )
+    assert config.bindings == (
+        Binding("a", frozenset({"team-a"})),
+        Binding("b", labels=(("team", "b"),)),
     )
     extender = find(objs, "Deployment", "vgpu-extender")
     args = extender["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -138,3 +234,25 @@ def test_queues_are_off_by_default() -> None:
     _helm_or_skip()
     objs = render(kube_version="v1.37.2")
     assert not [o for o in objs if "queue" in o["metadata"]["name"]]
+
+
+def test_a_queue_bound_to_no_namespace_is_refused_at_render() -> None:
+    _helm_or_skip()
+    with pytest.raises(Exception, match=r"namespaces|namespaceSelector"):
+        render(kube_version="v1.37.2", queues__enabled="true", **{"queues__list[0]__name": "a"})
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.sampled_from(["team-a", "lab", "ns", "other"]),
+    st.dictionaries(st.sampled_from(["team", "tier"]), st.sampled_from(["a", "b"]), max_size=2),
+)
+def test_the_policies_and_the_extender_bind_a_namespace_to_the_same_queue(
+    objs: list[Obj], name: str, labels: dict[str, str]
+) -> None:
+    """One mapping: the CEL the chart renders and the extender's reading of the ConfigMap."""
+    config = read_config(find(objs, "ConfigMap", "vgpu-queues")["data"]["queues.json"])
+    expected = bound_queue(config.bindings, name, labels)
+    assert gated(objs, pod(), _namespace(name, labels)) == expected
+    assert (refusals(objs, None, pod({"vgpu.io/queue": expected or "x"}), "alice",
+                     _namespace(name, labels)) == []) == (expected is not None)  # fmt: skip

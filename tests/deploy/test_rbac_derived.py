@@ -124,6 +124,7 @@ def _watch(start: Callable[[threading.Event], Any], server: FakeApiServer) -> No
 CALLS: dict[str, Callable[[KubeApi, FakeApiServer], Any]] = {
     "get_node": lambda api, s: api.get_node("n"),
     "list_nodes": lambda api, s: api.list_nodes(),
+    "list_namespaces": lambda api, s: api.list_namespaces(),
     "get_pod": lambda api, s: api.get_pod("ns", "p"),
     "list_pods": lambda api, s: api.list_pods(),
     "list_events": lambda api, s: api.list_events(field_selector="reason=InvalidPod"),

@@ -10,12 +10,15 @@ from typing import Any
 
 from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
+from tests.extender.lease_stub import Lease
 from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.daemons.gang_record import GANGS_ANNOTATION, encode
 from vgpu.daemons.queue_release import REFUSED_S, QueueReleaser
+from vgpu.daemons.strict_holds import LeaseNotes
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.queues import QueueIndex
 
@@ -43,7 +46,9 @@ def _daemon(harness: Harness, *, queues: bool = False) -> ExtenderDaemon:
     return daemon
 
 
-def _releaser(daemon: ExtenderDaemon, wall: float = 2_000_000_000.0) -> QueueReleaser:
+def _releaser(
+    daemon: ExtenderDaemon, wall: float = 2_000_000_000.0, notes: LeaseNotes | None = None
+) -> QueueReleaser:
     """A release loop driven pass by pass: its index is rebuilt from a listing each pass."""
     index = QueueIndex(daemon.extender)
     return QueueReleaser(
@@ -54,6 +59,7 @@ def _releaser(daemon: ExtenderDaemon, wall: float = 2_000_000_000.0) -> QueueRel
         config_map="vgpu-queues",
         may_act=lambda: None,
         wall=lambda: wall,
+        notes=notes,
     )
 
 
@@ -73,23 +79,45 @@ def _config(harness: Harness, text: str) -> None:
     )
 
 
+def ns_of(queue: str) -> str:
+    """The namespace the tests bind a queue to: `default` for queue `a`, else the queue's name."""
+    return "default" if queue == "a" else queue
+
+
 def _queues(harness: Harness, *queues: Obj, **top: Any) -> None:
-    _config(harness, json.dumps({"queues": list(queues), **top}))
+    """Configure `queues`; one bound to no namespace is bound to `ns_of` its name."""
+    bound = [
+        q
+        if "namespaces" in q or "namespaceSelector" in q
+        else {**q, "namespaces": [ns_of(q["name"])]}
+        for q in queues
+    ]
+    _config(harness, json.dumps({"queues": bound, **top}))
 
 
 def _held(harness: Harness, name: str, queue: str, cores: int, **kw: Any) -> Obj:
+    """A pod of `queue` (in its namespace, `ns_of`) held by the gate, as the chart makes it."""
     labels = {"vgpu.io/queue": queue, **kw.pop("labels", {})}
+    kw.setdefault("namespace", ns_of(queue))
     pod = make_pod(name, cores=cores, labels=labels, **kw)
     pod["spec"]["schedulingGates"] = list(GATE)
     return harness.put(pod)
 
 
+def _pod(harness: Harness, name: str) -> Obj:
+    """The pod named `name`, in whichever namespace (names are unique in these tests)."""
+    (found,) = [p for p in harness.store.objects("Pod") if p["metadata"]["name"] == name]
+    return found
+
+
 def _gated(harness: Harness, name: str) -> bool:
-    return bool(harness.pod(name)["spec"].get("schedulingGates"))
+    return bool(_pod(harness, name)["spec"].get("schedulingGates"))
 
 
 def _watched(daemon: ExtenderDaemon, *names: str) -> None:
-    wait_until(lambda: all(daemon.cache.pod(PodKey(f"default/{n}")) for n in names))
+    """Wait for the cache to show the pods `names` (`NS/NAME`, or `NAME` in `default`)."""
+    keys = [PodKey(n if "/" in n else f"default/{n}") for n in names]
+    wait_until(lambda: all(daemon.cache.pod(k) for k in keys))
 
 
 def test_held_pods_are_released_fairly_where_they_fit_and_their_place_is_held(
@@ -101,12 +129,12 @@ def test_held_pods_are_released_fairly_where_they_fit_and_their_place_is_held(
     for i in range(4):
         _held(harness, f"a{i}", "a", 50)
         _held(harness, f"b{i}", "b", 50)
-    _watched(daemon, *[f"{q}{i}" for q in "ab" for i in range(4)])
+    _watched(daemon, *[f"{ns_of(q)}/{q}{i}" for q in "ab" for i in range(4)])
     released = _pass(_releaser(daemon))
     assert sorted(released) == ["a0", "b0", "b1", "b2"]  # 200 cores: deserved 50 / 150
     for name in ("a0", "b0", "b1", "b2"):
         assert not _gated(harness, name)
-        held = daemon.cache.holding(PodKey(f"default/{name}"))
+        held = daemon.cache.holding(PodKey(f"{ns_of(name[0])}/{name}"))
         assert held is not None and held.phase is Phase.RESERVED
     assert all(_gated(harness, n) for n in ("a1", "a2", "a3", "b3"))
     events = [e for e in harness.store.objects("Event") if e["reason"] == "VgpuQueued"]
@@ -115,7 +143,7 @@ def test_held_pods_are_released_fairly_where_they_fit_and_their_place_is_held(
     assert "does not fit whole on any GPU now" in events[0]["message"]
     assert "queue" in events[0]["message"] and "deserved" in events[0]["message"]
     wire = Wire(daemon.port)
-    assert wire.filter(harness.pod("b0"), ["n1"])["NodeNames"] == ["n1"]
+    assert wire.filter(harness.pod("b0", "b"), ["n1"])["NodeNames"] == ["n1"]
 
 
 def test_an_unlabelled_pod_is_never_touched_and_events_are_not_repeated(
@@ -171,15 +199,18 @@ def test_a_new_leader_releases_nothing_twice_and_finishes_a_gang_cut_short(
     gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
     for i in range(2):
         _held(harness, f"g{i}", "a", 100, annotations=dict(gang))
-    # The old leader removed g0's gate and died before g1's: the gang was being released.
+    # The old leader recorded the gang on its Lease, removed g0's gate and died before g1's.
+    uids = frozenset(harness.pod(f"g{i}")["metadata"]["uid"] for i in range(2))
+    lease = Lease()
+    lease.carry(GANGS_ANNOTATION, encode({"default/g": uids}))
     g0 = harness.pod("g0")
     g0["spec"]["schedulingGates"] = []
     harness.put(g0)
     _watched(daemon, "p0", "g0", "g1")
-    first = _releaser(daemon)
+    first = _releaser(daemon, notes=lease)
     assert sorted(_pass(first)) == ["g1", "p0"]
     patches = [r for r in harness.server.requests if r.method == "PATCH"]
-    second = _releaser(daemon)  # the next leader, from a fresh listing
+    second = _releaser(daemon, notes=lease)  # the next leader, from a fresh listing
     assert _pass(second) == []
     assert [r for r in harness.server.requests if r.method == "PATCH"] == patches
 
@@ -212,14 +243,15 @@ def _running(
 ) -> None:
     """Schedule and bind a queued pod (on node `on`), then play its node agent (admitted,
     running)."""
-    harness.put(make_pod(name, cores=cores, labels={"vgpu.io/queue": queue, "app": name}))
-    node, out = wire.schedule(harness.pod(name), [on])
+    labels = {"vgpu.io/queue": queue, "app": name}
+    harness.put(make_pod(name, cores=cores, labels=labels, namespace=ns_of(queue)))
+    node, out = wire.schedule(_pod(harness, name), [on])
     assert node == on, out
-    pod = harness.pod(name)
+    pod = _pod(harness, name)
     pod["status"] = {"phase": "Running", "startTime": started}
     pod["metadata"]["annotations"]["vgpu.io/admitted"] = json.dumps(["main"])
     harness.put(pod)
-    key = PodKey(f"default/{name}")
+    key = PodKey(f"{ns_of(queue)}/{name}")
 
     def admitted() -> bool:  # the watch saw the bind (its node) and then the admission
         spec = daemon.cache.pod(key)
@@ -257,7 +289,7 @@ def test_reclaim_evicts_through_the_eviction_api_and_a_budget_holds(harness: Har
     _budget(harness, "young", 0)
     _budget(harness, "old", 0)
     wait_until(lambda: daemon.cache.holding(PodKey("default/young")) is not None)
-    _watched(daemon, "want")
+    _watched(daemon, "b/want")
     releaser = _releaser(daemon)
     assert _pass(releaser) == []
     evictions = [r for r in harness.server.requests if r.path.endswith("/young/eviction")]
@@ -286,7 +318,7 @@ def test_reclaim_for_a_pod_evicts_on_the_node_needing_fewest(harness: Harness) -
     _running(harness, daemon, wire, "young1", "a", 50, "2033-05-18T03:00:01Z")
     _running(harness, daemon, wire, "old", "a", 100, "2031-01-01T00:00:00Z", on="n2")
     _held(harness, "want", "b", 100)
-    _watched(daemon, "want")
+    _watched(daemon, "b/want")
     releaser = _releaser(daemon)
     assert _pass(releaser) == []
     assert releaser.evicted_total == 1
@@ -310,7 +342,7 @@ def test_a_victim_set_is_evicted_whole_or_not_at_all(harness: Harness) -> None:
     _budget(harness, "whole", 0)
     _budget(harness, "kept", 0)
     _held(harness, "want", "b", 100)
-    _watched(daemon, "want")
+    _watched(daemon, "b/want")
     releaser = _releaser(daemon)
     assert _pass(releaser) == []
     evictions = [r.path.rsplit("/", 2)[1] for r in harness.server.requests if "eviction" in r.path]
@@ -319,18 +351,24 @@ def test_a_victim_set_is_evicted_whole_or_not_at_all(harness: Harness) -> None:
     assert harness.store.get("Pod", "default", "free") is not None
 
 
-def test_a_refused_victim_is_spared_and_reclaim_moves_on_to_others(harness: Harness) -> None:
-    """The youngest pod's budget refuses: later passes pick other victims rather than asking
-    for the same refused pod forever (a stall the real cluster showed)."""
+def old_and_young(harness: Harness) -> ExtenderDaemon:
+    """Two GPUs, held by queue a's pods `old` and `young`; queue b may reclaim at once."""
     harness.put(make_node("n1", gpus=2))
     daemon = _daemon(harness)
     wire = Wire(daemon.port)
     _queues(harness, {"name": "a"}, {"name": "b", "reclaim": True}, minRuntimeSeconds=0)
     _running(harness, daemon, wire, "old", "a", 100)
     _running(harness, daemon, wire, "young", "a", 100, "2033-05-18T03:00:00Z")
+    return daemon
+
+
+def test_a_refused_victim_is_spared_and_reclaim_moves_on_to_others(harness: Harness) -> None:
+    """The youngest pod's budget refuses: later passes pick other victims rather than asking
+    for the same refused pod forever (a stall the real cluster showed)."""
+    daemon = old_and_young(harness)
     _budget(harness, "young", 0)
     _held(harness, "want", "b", 100)
-    _watched(daemon, "want")
+    _watched(daemon, "b/want")
     releaser = _releaser(daemon)
     assert _pass(releaser) == []
     assert releaser.evicted_total == 0
@@ -383,7 +421,7 @@ def test_reclaim_asks_move_past_a_job_no_victims_can_help(harness: Harness) -> N
     _running(harness, daemon, wire, "a1", "a", 100, on="n2")
     _held(harness, "b0-huge", "b", 200)
     _held(harness, "b1-small", "b", 100)
-    _watched(daemon, "b0-huge", "b1-small")
+    _watched(daemon, "b/b0-huge", "b/b1-small")
     wall = [2_000_000_000.0]
     releaser = _releaser(daemon)
     releaser._wall = lambda: wall[0]

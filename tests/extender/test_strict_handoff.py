@@ -10,6 +10,7 @@ import pytest
 
 from tests.extender.builders import make_node
 from tests.extender.conftest import Harness
+from tests.extender.lease_stub import Lease
 from tests.extender.test_queue_release import _daemon, _held, _queues, _watched
 from vgpu.daemons.extender import ExtenderDaemon
 from vgpu.daemons.queue_release import QueueReleaser
@@ -17,23 +18,6 @@ from vgpu.daemons.strict_holds import HOLDS_ANNOTATION, decode, encode
 from vgpu.extender.queues import QueueIndex
 
 T0 = 2_000_000_000.0
-
-
-class Lease:
-    """The leader Lease's annotations as `LeaderElector` carries them: what one term carries,
-    the next reads (tests/adapters/test_leader.py pins the elector's side)."""
-
-    def __init__(self) -> None:
-        self.annotations: dict[str, str] = {}
-
-    def annotation(self, key: str) -> str | None:
-        return self.annotations.get(key)
-
-    def carry(self, key: str, value: str | None) -> None:
-        if value is None:
-            self.annotations.pop(key, None)
-        else:
-            self.annotations[key] = value
 
 
 def _leader(daemon: ExtenderDaemon, lease: Lease | None, wall: float) -> QueueReleaser:
@@ -62,7 +46,7 @@ def _strict_head_that_does_not_fit(harness: Harness) -> ExtenderDaemon:
     _queues(harness, {"name": "big", "strictSeconds": 60}, {"name": "small"})
     _held(harness, "big0", "big", 200)
     _held(harness, "small0", "small", 50)
-    _watched(daemon, "big0", "small0")
+    _watched(daemon, "big/big0", "small/small0")
     return daemon
 
 

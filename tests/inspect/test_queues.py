@@ -29,7 +29,8 @@ def _queued(key: str, queue: str, cores: int, *, held: bool, blocks: int = 0, **
 
 
 def _config(*queues: dict[str, Any]) -> str:
-    return json.dumps({"queues": list(queues)})
+    """The queues, each bound to the namespace of its own name."""
+    return json.dumps({"queues": [{**q, "namespaces": [q["name"]]} for q in queues]})
 
 
 def _cluster(*pods: Any) -> Snapshot:

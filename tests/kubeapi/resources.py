@@ -109,8 +109,10 @@ RESOURCECLAIMS = Resource(
     "resource.k8s.io", "v1", "resourceclaims", "ResourceClaim", True, has_status=True
 )
 
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 DEFAULT_RESOURCES: tuple[Resource, ...] = (
     NODES,
+    NAMESPACES,
     PODS,
     EVENTS,
     CONFIGMAPS,

@@ -33,13 +33,36 @@ def queue_flags() -> tuple[str, str]:
 
 
 PDBS = f"/apis/policy/v1/namespaces/{pods.NS}/poddisruptionbudgets"
+NAMESPACES = {"qa": pods.NS, "qb": "qb"}
+"""Each test queue's namespace, as the operator binds them (a namespace serves one
+queue): qa the test namespace, qb one of its own."""
+
+
+def path(queue: str) -> str:
+    """Where a queue's pods are created."""
+    return f"/api/v1/namespaces/{NAMESPACES[queue]}/pods"
+
+
+def post(admin: Rest, name: str, queue: str, cores: int, **labels: str) -> Obj:
+    """Create a pod of `queue` in the queue's namespace."""
+    return admin.post(path(queue), qpod(name, queue, cores, **labels))
+
+
+def delete_all(admin: Rest) -> None:
+    """Delete the pods of every test queue's namespace."""
+    for namespace in sorted(set(NAMESPACES.values())):
+        pods.delete_all(admin, namespace)
 
 
 def rendered() -> list[Obj]:
     """The chart's queue objects for this cluster's namespace (two queues, weights 1:3)."""
     import chart  # hack/chart.py, on sys.path through tests.deploy.test_chart
 
-    values = {"queues": {"enabled": True, "list": [{"name": "qa"}, {"name": "qb", "weight": 3}]}}
+    listed = [
+        {"name": "qa", "namespaces": [NAMESPACES["qa"]]},
+        {"name": "qb", "weight": 3, "namespaces": [NAMESPACES["qb"]]},
+    ]
+    values = {"queues": {"enabled": True, "list": listed}}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
         yaml.safe_dump(values, f)
         f.flush()
@@ -51,9 +74,22 @@ def rendered() -> list[Obj]:
 
 
 def install(cluster: RealCluster) -> list[Obj]:
-    """Create the queue objects and wait until the gate policy acts on new pods."""
+    """Create qb's namespace (kept afterwards: no namespace controller runs here to finalize
+    its deletion) and the queue objects, and wait until the gate policy acts on new pods."""
+    manifests.create(
+        cluster.admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "qb"}}
+    )
+    manifests.create(  # no kube-controller-manager runs: the account it would create
+        cluster.admin,
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": "default", "namespace": "qb"},
+            "automountServiceAccountToken": False,
+        },
+    )
     objs = [manifests.create(cluster.admin, obj) for obj in rendered()]
-    probe = qpod("queue-probe", "nowhere", 10)
+    probe = qpod("queue-probe", "qa", 10)
 
     def gates_new_pods() -> bool:
         created = cluster.admin.post(pods.PODS, probe)
@@ -81,7 +117,10 @@ def configure(admin: Rest, queues: list[Obj], **top: Any) -> None:
 
 
 def qpod(name: str, queue: str, cores: int, **labels: str) -> Obj:
-    return pods.pod(name, pods.container("main", cores), labels={QUEUE_LABEL: queue, **labels})
+    """A pod of `queue`, in the queue's namespace."""
+    pod = pods.pod(name, pods.container("main", cores), labels={QUEUE_LABEL: queue, **labels})
+    pod["metadata"]["namespace"] = NAMESPACES[queue]
+    return pod
 
 
 def gates(pod: Obj) -> list[str]:
@@ -98,7 +137,7 @@ def _gone(admin: Rest, name: str) -> bool:
 
 @dataclass
 class Holding:
-    """The namespace's pods as one listing shows them, per queue (`-` for none)."""
+    """The test queues' namespaces' pods as listed, per queue (`-` for none)."""
 
     bound: dict[str, int] = field(default_factory=dict)
     """Cores of pods bound to a node and not being deleted."""
@@ -114,7 +153,8 @@ class Holding:
 
 
 def holding(admin: Rest) -> Holding:
-    out = Holding(items=admin.get(pods.PODS).get("items", []))
+    items = [i for q in sorted(NAMESPACES) for i in admin.get(path(q)).get("items", [])]
+    out = Holding(items=items)
     for pod in out.items:
         queue = (pod["metadata"].get("labels") or {}).get(QUEUE_LABEL, "-")
         limits = pod["spec"]["containers"][0]["resources"].get("limits") or {}

@@ -1,8 +1,10 @@
 """vgpu's queues on the real API server, kube-scheduler and kubelets.
 
-The chart's MutatingAdmissionPolicy gates only labelled vGPU pods; only the extender removes the
-gate; the leader releases held pods fairly (weights 1:3), gangs whole, reclaims through the
-Eviction API (PodDisruptionBudgets hold), and a killed leader's successor releases nothing twice.
+Queues are bound to namespaces (qa: the test namespace, qb: namespace qb). The chart's
+MutatingAdmissionPolicy gates the vGPU pods of a bound namespace and labels them with its queue;
+a tenant can neither remove the gate nor name another queue; the leader releases held pods fairly
+(weights 1:3), gangs whole, reclaims through the Eviction API (PodDisruptionBudgets hold), and a
+killed leader's successor releases nothing twice.
 Pods "finish" when the test deletes them. Waits are generous: CI machines are small and loaded.
 """
 
@@ -30,7 +32,10 @@ from vgpu.api.queues import QUEUE_GATE, QUEUE_LABEL
 pytestmark = pytest.mark.realk8s
 
 CLUSTER_CORES = 800  # two nodes of four fake GPUs
-QUEUES = [{"name": "qa", "weight": 1}, {"name": "qb", "weight": 3}]
+QUEUES = [
+    {"name": "qa", "weight": 1, "namespaces": [queues.NAMESPACES["qa"]]},
+    {"name": "qb", "weight": 3, "namespaces": [queues.NAMESPACES["qb"]]},
+]
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +45,7 @@ def queued(real_cluster: RealCluster) -> Iterator[RealCluster]:
     objs = queues.install(real_cluster)
     real_cluster.start_extender("extender-0", None, *queues.queue_flags())
     yield real_cluster
-    pods.delete_all(real_cluster.admin)
+    queues.delete_all(real_cluster.admin)
     queues.uninstall(real_cluster, objs)
     real_cluster.start_extender("extender-0")
 
@@ -50,7 +55,7 @@ def two_queue_replicas(queued: RealCluster) -> Iterator[RealCluster]:
     """extender-0 (leading) and extender-1 (following), both with queues, kube-scheduler
     calling the lease holder through a proxy (as tests/realk8s/test_failover.py)."""
     cluster = queued
-    pods.delete_all(cluster.admin)
+    queues.delete_all(cluster.admin)
     queues.configure(cluster.admin, QUEUES)
     ports = {"extender-0": cluster.ports["extender"], "extender-1": free_port()}
     cluster.start_extender("extender-1", ports["extender-1"], *queues.queue_flags())
@@ -69,7 +74,7 @@ def two_queue_replicas(queued: RealCluster) -> Iterator[RealCluster]:
     proxy = ServiceProxy(free_port(), ready).start()
     cluster.start_scheduler(extender_port=proxy.port)
     yield cluster
-    pods.delete_all(cluster.admin)
+    queues.delete_all(cluster.admin)
     cluster.procs.stop("extender-1")
     proxy.stop()
     if not cluster.procs.alive("extender-0"):
@@ -84,14 +89,14 @@ def _released(log: Path, names: list[str]) -> list[str]:
 @pytest.fixture
 def api(queued: RealCluster) -> Iterator[Rest]:
     admin = queued.admin
-    pods.delete_all(admin)
+    queues.delete_all(admin)
     queues.configure(admin, QUEUES)
     yield admin
-    pods.delete_all(admin)
+    queues.delete_all(admin)
     queues.unprotect_all(admin)
 
 
-def test_only_labelled_vgpu_pods_are_gated(api: Rest) -> None:
+def test_vgpu_pods_of_a_bound_namespace_are_gated_in_its_queue(api: Rest) -> None:
     created = {
         "plain": api.post(pods.PODS, pods.pod("plain", pods.container("main", 10))),
         "queued": api.post(pods.PODS, queues.qpod("queued", "qa", 10)),
@@ -106,19 +111,33 @@ def test_only_labelled_vgpu_pods_are_gated(api: Rest) -> None:
     other["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
     created["other-gate"] = api.post(pods.PODS, other)
     assert {n: queues.gates(p) for n, p in created.items()} == {
-        "plain": [],
+        "plain": [QUEUE_GATE],  # labelled from its namespace
         "queued": [QUEUE_GATE],
         "no-gpu": [],
         "kueue": [],
         "other-gate": ["example.com/other", QUEUE_GATE],
     }
+    assert created["plain"]["metadata"]["labels"][QUEUE_LABEL] == "qa"
     pods.wait_running(api, "queued", timeout=60)  # the extender released it
     pods.wait_running(api, "plain", timeout=60)
 
 
-def test_a_user_without_vgpus_rights_cannot_remove_the_gate(queued: RealCluster, api: Rest) -> None:
+def test_a_tenant_can_neither_remove_the_gate_nor_name_another_queue(
+    queued: RealCluster, api: Rest
+) -> None:
+    """The queue label was free; now the namespace names the queue, on every pod."""
     tenant = _user(queued, "queue-tenant", TENANT_RULES)
-    tenant.post(pods.PODS, queues.qpod("held", "unconfigured", 10))
+    queues.configure(api, [{**QUEUES[0], "cap": {"cores": 0}}, QUEUES[1]])  # qa holds its pods
+    asked = tenant.post(
+        pods.PODS, pods.pod("held", pods.container("main", 10), labels={QUEUE_LABEL: "qb"})
+    )
+    assert asked["metadata"]["labels"][QUEUE_LABEL] == "qa"  # the namespace's queue, not qb
+    assert queues.gates(asked) == [QUEUE_GATE]
+    ghost = pods.pod("ghost", pods.container("main", 10), labels={QUEUE_LABEL: "qb"})
+    ghost["spec"]["schedulerName"] = "nobody"  # not gated: its label is refused instead
+    with pytest.raises(ApiError) as err:
+        tenant.post(pods.PODS, ghost)
+    assert err.value.status == 403 and "must be qa" in err.value.message
     path = f"{pods.PODS}/held"
     for who in (tenant, api):  # a namespace's pod editor, and even a cluster admin
         with pytest.raises(ApiError) as err:
@@ -130,8 +149,11 @@ def test_a_user_without_vgpus_rights_cannot_remove_the_gate(queued: RealCluster,
             )
         assert err.value.status == 403 and "only the vgpu extender" in err.value.message
         with pytest.raises(ApiError) as err:
-            who.merge_patch(path, {"metadata": {"labels": {QUEUE_LABEL: "qa"}}})
-        assert err.value.status == 403 and "cannot change" in err.value.message
+            who.merge_patch(path, {"metadata": {"labels": {QUEUE_LABEL: "qb"}}})
+        assert err.value.status == 403 and "must be qa" in err.value.message
+        with pytest.raises(ApiError) as err:  # nor leave the queue
+            who.merge_patch(path, {"metadata": {"labels": {QUEUE_LABEL: None}}})
+        assert err.value.status == 403 and "must be qa" in err.value.message
     assert queues.gates(pods.get(api, "held")) == [QUEUE_GATE]
     tenant.close()
 
@@ -179,7 +201,7 @@ def test_weights_1_to_3_give_b_three_quarters_of_bound_cores(api: Rest) -> None:
         for _ in range(count):
             name = f"{queue}-{serial[queue]:03d}"
             serial[queue] += 1
-            api.post(pods.PODS, queues.qpod(name, queue, 50))
+            queues.post(api, name, queue, 50)
             runs[name] = rng.uniform(15, 40)
 
     submit("qa", 32)
@@ -197,7 +219,7 @@ def test_weights_1_to_3_give_b_three_quarters_of_bound_cores(api: Rest) -> None:
             if pod["spec"].get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
                 seen.setdefault(name, now)
                 if now - seen[name] >= runs[name]:
-                    api.delete(f"{pods.PODS}/{name}")
+                    api.delete(f"{queues.path(name[:2])}/{name}")
                     submit(name[:2], 1)  # the backlog stays twice the cluster
         settled = held.released == 0 and held.deleting == 0
         if settled and sum(held.bound.values()) == CLUSTER_CORES:
@@ -230,7 +252,7 @@ def test_reclaim_brings_b_to_its_share_within_a_minute_and_a_budget_holds(
     time.sleep(6)  # past the minimum runtime
     started = time.monotonic()
     for i in range(16):
-        api.post(pods.PODS, queues.qpod(f"b-{i:02d}", "qb", 50))
+        queues.post(api, f"b-{i:02d}", "qb", 50)
     wait_until(
         lambda: queues.holding(api).bound.get("qb", 0) >= 600, 60, "B to reach its 600 cores"
     )
@@ -252,7 +274,7 @@ def test_killing_the_leader_mid_stream_releases_nothing_twice(
     names = [f"{q}-{i:02d}" for i in range(12) for q in ("qa", "qb")]
     log0 = cluster.procs.log("extender-0")
     for n, name in enumerate(names):
-        api.post(pods.PODS, queues.qpod(name, name[:2], 50))
+        queues.post(api, name, name[:2], 50)
         if n == 8:
             wait_until(lambda: len(_released(log0, names)) >= 4, 60, "releases to start")
             cluster.procs.stop(leader, sig=signal.SIGKILL, grace=0)
@@ -260,9 +282,9 @@ def test_killing_the_leader_mid_stream_releases_nothing_twice(
     wait_until(lambda: cluster.extender_leader() == "extender-1", 60, "extender-1 to lead")
     full = lambda: sum(queues.holding(api).bound.values()) == CLUSTER_CORES  # noqa: E731
     wait_until(full, 120, "the cluster to fill")
-    bound = [p["metadata"]["name"] for p in queues.holding(api).items if p["spec"].get("nodeName")]
-    for name in bound[:8]:  # make room: the rest are released by the new leader
-        api.delete(f"{pods.PODS}/{name}")
+    bound = [p["metadata"] for p in queues.holding(api).items if p["spec"].get("nodeName")]
+    for meta in bound[:8]:  # make room: the rest are released by the new leader
+        api.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}")
     wait_until(lambda: not queues.holding(api).gated, 120, "every pod released")
     wait_until(full, 120, "the cluster to fill again")
     released = _released(log0, names) + _released(cluster.procs.log("extender-1"), names)

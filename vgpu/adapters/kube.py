@@ -36,6 +36,7 @@ from vgpu.adapters.kube_bodies import (
     JSON_PATCH,
     LEASES,
     MERGE_PATCH,
+    NAMESPACES,
     NODE,
     NODES,
     POD,
@@ -115,6 +116,10 @@ class KubeApi:
     ) -> Listing:
         query = selectors(label_selector, field_selector)
         return self._wire.list_all("list nodes", "Node", NODES, {}, query)
+
+    def list_namespaces(self) -> Listing:
+        """Every namespace (the queues bound to namespaces by label read their labels)."""
+        return self._wire.list_all("list namespaces", "Namespace", NAMESPACES, {}, {})
 
     def get_pod(self, namespace: str, name: str) -> Obj:
         params = {"namespace": namespace, "name": name}

@@ -20,6 +20,7 @@ LEASES = {"group": "coordination.k8s.io", "version": "v1", "plural": "leases"}
 PODGROUPS = {"group": "scheduling.x-k8s.io", "version": "v1alpha1", "plural": "podgroups"}
 # Path templates; `{...}` are filled (quoted) by the client from the request's params.
 NODES = "/api/v1/nodes"
+NAMESPACES = "/api/v1/namespaces"
 NODE = NODES + "/{name}"
 ALL_PODS = "/api/v1/pods"
 PODS = "/api/v1/namespaces/{namespace}/pods"

@@ -5,9 +5,10 @@ ConfigMap `vgpu-queues` (key `queues.json`), which the extender's leader reads. 
 turns that text into `QueueSpec`s and refuses anything malformed with one line naming the field
 and the fix (`ConfigError`): a typo in a weight must not silently give a team nothing.
 
-Pods opt in with the label `vgpu.io/queue: <name>`; the chart's MutatingAdmissionPolicy adds the
-scheduling gate `vgpu.io/queue` to such pods at creation, except to pods Kueue manages (any
-`kueue.x-k8s.io/` label or gate: Kueue holds those itself). Pure: no I/O.
+Each queue is bound to namespaces (`vgpu.api.queue_namespaces`); the chart's
+MutatingAdmissionPolicy sets a pod's label `vgpu.io/queue: <name>` from its namespace and adds the
+scheduling gate `vgpu.io/queue` at creation, except to pods Kueue manages (any `kueue.x-k8s.io/`
+label or gate: Kueue holds those itself). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.queue_namespaces import Binding, check_unique, read_binding
 from vgpu.core.errors import ConfigError
 from vgpu.core.queues import QueueSpec
 
@@ -30,7 +32,7 @@ UNLIMITED = 2**62
 """A cap dimension the operator leaves out: no cap on it."""
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _TOP = {"queues", "minRuntimeSeconds", "intervalSeconds", "reclaimPerPass"}
-_QUEUE = {"name", "weight", "cap", "reclaim", "strictSeconds"}
+_QUEUE = {"name", "weight", "cap", "reclaim", "strictSeconds", "namespaces", "namespaceSelector"}
 _CAP = {"cores", "memory"}
 
 
@@ -45,6 +47,8 @@ class QueueConfig:
     """Seconds between release passes."""
     reclaim_per_pass: int = 4
     """Waiting jobs per queue that may ask for reclaim in one pass (each asks a what-if)."""
+    bindings: tuple[Binding, ...] = ()
+    """Which namespaces each queue serves, in the queues' order (the first binding wins)."""
 
 
 def read_config(text: str) -> QueueConfig:
@@ -64,11 +68,17 @@ def read_config(text: str) -> QueueConfig:
         if spec.name in seen:
             raise ConfigError(f"queues[{i}].name: {spec.name!r} appears twice; rename one")
         seen.add(spec.name)
+    bindings = tuple(
+        read_binding(spec.name, item, f"queues[{i}]")
+        for i, (spec, item) in enumerate(zip(specs, items, strict=True))
+    )
+    check_unique(bindings)
     return QueueConfig(
         specs,
         _number(top, "minRuntimeSeconds", 300.0, 0.0, 86_400.0),
         _number(top, "intervalSeconds", 2.0, 0.5, 600.0),
         int(_number(top, "reclaimPerPass", 4, 0, 100, whole=True)),
+        bindings,
     )
 
 

@@ -5,8 +5,10 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
 
 * each released pod loses the gate `vgpu.io/queue` in one JSON patch that tests the gate list and
   the UID first. Removing a gate that is gone is not possible, and a new leader rebuilds its view
-  from a fresh listing, so failover releases nothing twice; a gang cut short by a failover is
-  finished by the next leader (`vgpu.core.queue_jobs`);
+  from a fresh listing, so failover releases nothing twice. A gang's gates are removed only once
+  the Lease this leader last wrote records the gang's decision (`vgpu.daemons.gang_record`), so
+  a gang cut short by a failover is finished by the next leader from that record, exactly the
+  members it names (`vgpu.core.queue_jobs`); without a Lease the record is kept in memory;
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
   that allows no disruption now answers 429 and nothing is deleted). A victim set is evicted
   whole or not at all: each victim is asked first with a dry run, and if any is refused none is
@@ -17,8 +19,10 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
 
 The configuration is read from the ConfigMap every pass; a malformed one is logged once (one line
 naming the field) and the last good one is kept; with none, nothing is released (pods stay held:
-fail closed). Strict holds are kept across passes and handed to the next leader on the leader
-Lease (`vgpu.daemons.strict_holds`).
+fail closed). A pod counts only in its namespace's queue (`vgpu.api.queue_namespaces`); when a
+queue is bound by label the namespaces are listed each pass, and until one listing succeeds
+nothing is released. Strict holds are kept across passes and handed to the next leader on the
+leader Lease (`vgpu.daemons.strict_holds`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
 from vgpu.core.reclaim_asks import ReclaimAsks
-from vgpu.daemons import strict_holds
+from vgpu.daemons import gang_record, strict_holds
 from vgpu.daemons.strict_holds import LeaseNotes
 from vgpu.extender.queue_metrics import QueueFigures
 from vgpu.extender.queue_pods import Queued
@@ -68,6 +72,10 @@ class QueueReleaser:
         self._config: QueueConfig | None = None
         self._config_problem: str | None = None
         self._held_since: Mapping[str, float] = {}
+        self._namespaces: Mapping[str, Mapping[str, str]] | None = None
+        """Each namespace's labels as last listed (queues bound by label)."""
+        self._decided: Mapping[str, frozenset[str]] = {}
+        """The gangs decided and still being released (`vgpu.daemons.gang_record`)."""
         self._notes = notes
         self._asks = ReclaimAsks()
         """Waiting jobs resting after a reclaim ask that found no victims."""
@@ -100,13 +108,15 @@ class QueueReleaser:
     def pass_once(self) -> Decision:
         """Read the configuration, decide, then remove gates, evict and tell."""
         config = self._read_config()
-        if config is None:
+        labels = self._namespace_labels(config) if config is not None else None
+        if config is None or labels is None:
             return self.last
         now = self._wall()
         self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSED_S}
         if self._new_term and self._notes is not None:
             found = self._notes.annotation(strict_holds.HOLDS_ANNOTATION)
             self._held_since = strict_holds.decode(found, now=now)
+            self._decided = gang_record.decode(self._notes.annotation(gang_record.GANGS_ANNOTATION))
         self._new_term = False
         decision = decide(
             self.extender,
@@ -117,18 +127,48 @@ class QueueReleaser:
             may_reclaim=any(q.reclaim for q in config.queues),
             spare=frozenset(self._refused),
             asks=self._asks,
+            decided=self._decided,
+            namespace_labels=labels,
         )
         if self._notes is not None and decision.held_since != self._held_since:
             self._notes.carry(
                 strict_holds.HOLDS_ANNOTATION, strict_holds.encode(decision.held_since)
             )
         self._held_since = decision.held_since
+        proven = self._carry_gangs(decision.decided)
         for queued in decision.release:
-            self._release(queued)
+            if queued.pod.gang is None or queued.pod.ident in proven.get(queued.pod.gang, ()):
+                self._release(queued)
         self._reclaim(decision.evict, now)
         self._tell(decision.waiting, decision.standing)
         self.last = decision
         return decision
+
+    def _namespace_labels(self, config: QueueConfig) -> Mapping[str, Mapping[str, str]] | None:
+        """Each namespace's labels when a queue is bound by label ({} otherwise); the last
+        listing if this one fails, None (no pass: nothing released) if none ever succeeded."""
+        if not any(b.labels for b in config.bindings):
+            return {}
+        try:
+            items = self.api.list_namespaces().items
+        except KubeError as err:
+            log.warning("cannot list namespaces for the queues bound by label: %s", err)
+            return self._namespaces
+        self._namespaces = {
+            str(meta.get("name")): {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+            for meta in (ns.get("metadata") or {} for ns in items)
+        }
+        return self._namespaces
+
+    def _carry_gangs(self, decided: Mapping[str, frozenset[str]]) -> Mapping[str, frozenset[str]]:
+        """Carry the gang record on the Lease; the gangs whose gates may be removed now: those
+        the Lease as last written records (all of them without a Lease)."""
+        if decided != self._decided and self._notes is not None:
+            self._notes.carry(gang_record.GANGS_ANNOTATION, gang_record.encode(decided))
+        self._decided = decided
+        if self._notes is None:
+            return decided
+        return gang_record.decode(self._notes.annotation(gang_record.GANGS_ANNOTATION))
 
     def _read_config(self) -> QueueConfig | None:
         namespace, name = self._where

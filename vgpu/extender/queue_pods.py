@@ -54,6 +54,7 @@ def queued_pod(obj: dict[str, Any], parsed: PodSpec, gang_size: int) -> Queued |
         created=created,
         gang=str(parsed.gang.key) if parsed.gang else None,
         gang_size=max(1, gang_size),
+        uid=str(meta.get("uid") or ""),
     )
     deleting = bool(meta.get("deletionTimestamp"))
     return Queued(pod, str(meta.get("uid") or ""), gates, parsed.node, started, deleting)

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from vgpu.api.queue_namespaces import astray
 from vgpu.api.queues import QueueConfig, queue_of
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, GangRef
-from vgpu.core.queue_jobs import group
+from vgpu.core.queue_jobs import group, record_after
 from vgpu.core.queues import ZERO, Vec, add, share, sub
 from vgpu.core.reclaim import Running, victims
 from vgpu.core.reclaim_asks import ReclaimAsks
@@ -92,6 +93,8 @@ class QueueIndex:
             return None
         try:
             parsed = self._ext.cache.parse(obj)
+            if parsed.scheduler not in self._ext.config.schedulers:
+                return None  # another scheduler's pod: neither gated nor counted
             size = self._ext.pods.resolve(parsed).gang_size if parsed.gang else 1
         except InvalidRequest:
             return None  # the cache reports it (an Event and a metric)
@@ -117,6 +120,8 @@ class Decision:
     standing: Mapping[str, Standing] = field(default_factory=dict)
     evict: tuple[Queued, ...] = ()
     held_since: Mapping[str, float] = field(default_factory=dict)
+    decided: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """The record of gangs decided and still being released (`vgpu.daemons.gang_record`)."""
 
 
 def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
@@ -134,16 +139,21 @@ def decide(
     may_reclaim: bool,
     spare: frozenset[str] = frozenset(),
     asks: ReclaimAsks | None = None,
+    decided: Mapping[str, frozenset[str]] | None = None,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Decision:
     """One pass (module doc); `now` is wall time (strict holds, minimum runtimes); `spare`:
     pods reclaim must not pick (their evictions were refused lately); `asks`: the jobs resting
-    after asks that found no victims, kept by the caller from pass to pass."""
-    recs = index.snapshot()
+    after asks that found no victims, kept by the caller from pass to pass; `decided`: the
+    leader's record of the gangs it decided (`vgpu.core.queue_jobs`); `namespace_labels`:
+    each namespace's labels, for the queues bound by selector (`vgpu.api.queue_namespaces`)."""
+    record = decided or {}
+    recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
     cache = ext.cache
     with cache.atomic():
         capacity = capacity_of(cache.node_states.values(), ext.config.memory_unit_mib)
         live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
-        grouped = group(live, capacity)
+        grouped = group(live, capacity, record)
         fits = _Fits(ext, recs, grouped.members)
         outcome = plan(
             config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since
@@ -152,12 +162,9 @@ def decide(
         keys = [*grouped.finishing]
         for job in outcome.released:
             keys += grouped.members[job]
-        waiting = dict(grouped.waiting)
+        waiting = {**elsewhere, **grouped.waiting}
         for job, why in outcome.waiting.items():
             waiting.update(dict.fromkeys(grouped.members[job], why))
-        for r in recs.values():
-            if r.pod.gated and r.pod.queue not in names:
-                waiting[r.pod.key] = f"queue {r.pod.queue} is not configured"
         held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
         by_key = {j.key: j for j in grouped.jobs}
         for job in outcome.released:
@@ -187,7 +194,25 @@ def decide(
         for q in sorted(names)
     }
     release = tuple(recs[k] for k in keys if k in recs)
-    return Decision(release, waiting, standing, evict, dict(outcome.held_since))
+    after = record_after(live, record, outcome.released, grouped.members)
+    return Decision(release, waiting, standing, evict, dict(outcome.held_since), after)
+
+
+def _counted(
+    recs: Mapping[str, Queued], config: QueueConfig, labels: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, Queued], dict[str, str]]:
+    """The pods whose label names their namespace's queue, and why each other held pod waits
+    (`vgpu.api.queue_namespaces.astray`)."""
+    counted: dict[str, Queued] = {}
+    held: dict[str, str] = {}
+    for key, r in recs.items():
+        ns = r.pod.namespace
+        why = astray(config.bindings, ns, labels.get(ns, {}), r.pod.queue)
+        if why is None:
+            counted[key] = r
+        elif r.pod.gated:
+            held[key] = why
+    return counted, held
 
 
 class _Fits:
