@@ -93,7 +93,7 @@ def test_devices_go_by_index_with_per_gpu_limits_as_hami_core_reads_them() -> No
     gpus = [GpuLimit(U0, 100, 16384), GpuLimit(U1, 100, 8192)]
     grant = container_grant(gpus, GrantSettings(GrantMode.HAMI))
     assert isinstance(grant, ContainerGrant)
-    assert grant.envs["NVIDIA_VISIBLE_DEVICES"] == f"{U0},{U1}"
+    assert grant.cdi_devices == (f"nvidia.com/gpu={U0}", f"nvidia.com/gpu={U1}")
     assert grant.envs["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert (grant.envs["CUDA_DEVICE_MEMORY_LIMIT_0"], grant.envs["CUDA_DEVICE_MEMORY_LIMIT_1"]) == (
         "16384m",

@@ -158,7 +158,6 @@ def test_plain_mode_keeps_the_unassigned_variables_of_each_resource() -> None:
     memory = policy.allocate(MEMORY, [[f"{U0}::m0", f"{U0}::m1"]])
     assert not isinstance(cores, Refusal) and not isinstance(memory, Refusal)
     assert cores[0].envs == {
-        "NVIDIA_VISIBLE_DEVICES": U0,
         "CUDA_VISIBLE_DEVICES": U0,
         "VGPU_CORES": "30",
     }

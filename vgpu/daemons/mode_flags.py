@@ -10,16 +10,19 @@ each daemon says where (`dirs`), so the node agent and the DRA driver never coll
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
+from vgpu.node.device_list import DEFAULT_CDI_KIND, DeviceList, DeviceListStrategy
 
 if TYPE_CHECKING:
     from vgpu.adapters.container_dirs import ContainerDirs
     from vgpu.node.grants import GrantSettings
     from vgpu.node.hami import HamiCore
 
+log = logging.getLogger(__name__)
 MODES = ("auto", "vgpu-core", "plain", "mps", "hami")
 
 
@@ -47,6 +50,22 @@ def add_mode_flags(p: argparse.ArgumentParser, *, default: str = "auto") -> None
         "per-container limits (modes vgpu-core and hami)",
     )
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
+    p.add_argument(
+        "--device-list-strategy",
+        choices=[s.value for s in DeviceListStrategy],
+        default=DeviceListStrategy.CDI.value,
+        help="how the container runtime learns a container's GPUs: cdi (CDI device names, "
+        "needs containerd or CRI-O with CDI on and the GPUs' CDI spec) or envvar "
+        "(NVIDIA_VISIBLE_DEVICES, only for runtimes without CDI: it does not hold against a "
+        "tenant; docs/isolation.md, Runtime settings)",
+    )
+    p.add_argument(
+        "--cdi-kind",
+        default=DEFAULT_CDI_KIND,
+        metavar="VENDOR/CLASS",
+        help="the CDI kind whose spec names each GPU by its UUID (nvidia-ctk cdi generate: "
+        "nvidia.com/gpu)",
+    )
     p.add_argument(
         "--hami-core-library",
         metavar="PATH",
@@ -95,4 +114,19 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
     core = None
     if mode is GrantMode.VGPU_CORE:
         core = install_vgpu_core(args.vgpu_core_library, args.state_dir, dirs)
-    return GrantSettings(mode, args.mps_pipe_dir, hami, core)
+    return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args))
+
+
+def device_list(args: argparse.Namespace) -> DeviceList:
+    """How containers' GPUs are named to the runtime; the variable is logged as unprotected."""
+    try:
+        devices = DeviceList(DeviceListStrategy(args.device_list_strategy), args.cdi_kind)
+    except ValueError as e:
+        raise ConfigError(f"--cdi-kind: {e}") from None
+    if devices.strategy is DeviceListStrategy.ENVVAR:
+        log.warning(
+            "--device-list-strategy envvar: containers' GPUs are named in NVIDIA_VISIBLE_DEVICES, "
+            "which a pod or its image can set to every GPU of the node; use cdi where the "
+            "runtime supports it (docs/isolation.md, Runtime settings)"
+        )
+    return devices

@@ -10,7 +10,8 @@ read from its signed assignment (a container without a memory ask makes no memor
 
 | variable | value |
 |---|---|
-| `NVIDIA_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES` | GPU UUIDs, comma-separated, by GPU index |
+| `CUDA_VISIBLE_DEVICES` | GPU UUIDs, comma-separated, by GPU index |
+| `cdi_devices` (not a variable) | `nvidia.com/gpu=<UUID>` per GPU, same order: the runtime injects these (`vgpu.node.device_list`; with the opt-in `envvar` strategy `NVIDIA_VISIBLE_DEVICES` instead) |
 | `VGPU_CORES` | guaranteed cores (percent of SMs) per visible GPU, same order |
 | `VGPU_CORES_LIMIT` | elastic upper bound from the pod annotation `vgpu.io/cores-limit`, if set |
 | `VGPU_MEMORY_LIMIT_MIB`, `VGPU_MEMORY_LIMIT_BYTES` | memory limit per visible GPU, same order |
@@ -30,10 +31,11 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from vgpu.core.units import CORES_PER_GPU
+from vgpu.node.device_list import DeviceList
 
 MIB = 1024 * 1024
 DEFAULT_MPS_PIPE_DIR = "/tmp/nvidia-mps"
@@ -66,6 +68,7 @@ class ContainerGrant:
     envs: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
+    cdi_devices: tuple[str, ...] = ()  # fully qualified CDI names the runtime injects
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,17 +120,22 @@ class GrantSettings:
     mps_pipe_dir: str = DEFAULT_MPS_PIPE_DIR  # on the host; mounted at the same path
     hami: Preload | None = None  # HAMi-core on the node: mode hami then preloads it
     core: Enforcer | None = None  # vgpu-core installed on the node: mode vgpu-core needs it
+    devices: DeviceList = field(default_factory=DeviceList)  # how the runtime learns the GPUs
 
 
-def cores_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:
+def cores_grant(
+    shares: Sequence[tuple[str, int]], devices: DeviceList | None = None
+) -> ContainerGrant:
     """Default-policy grant for (gpu_uuid, cores) pairs, already in GPU index order."""
-    uuids = ",".join(uuid for uuid, _ in shares)
+    devices = devices or DeviceList()
+    uuids = [uuid for uuid, _ in shares]
     return ContainerGrant(
         envs={
-            "NVIDIA_VISIBLE_DEVICES": uuids,
-            "CUDA_VISIBLE_DEVICES": uuids,
+            **devices.envs(uuids),
+            "CUDA_VISIBLE_DEVICES": ",".join(uuids),
             "VGPU_CORES": ",".join(str(cores) for _, cores in shares),
-        }
+        },
+        cdi_devices=devices.cdi_devices(uuids),
     )
 
 
@@ -167,10 +175,10 @@ def container_grant(
             f"vgpu.io/cores-limit={cores_limit} is below the {guaranteed} cores the container "
             f"asks; set it between {guaranteed} and {CORES_PER_GPU} or remove it"
         )
-    uuids = _joined([g.uuid for g in gpus])
+    uuids = [g.uuid for g in gpus]
     envs = {
-        "NVIDIA_VISIBLE_DEVICES": uuids,
-        "CUDA_VISIBLE_DEVICES": uuids,
+        **settings.devices.envs(uuids),
+        "CUDA_VISIBLE_DEVICES": _joined(uuids),
         "VGPU_CORES": _joined([g.cores for g in gpus]),
         "VGPU_MEMORY_LIMIT_MIB": _joined([g.memory_mib for g in gpus]),
         "VGPU_MEMORY_LIMIT_BYTES": _joined([g.memory_mib * MIB for g in gpus]),
@@ -188,7 +196,10 @@ def container_grant(
         envs["CUDA_MPS_PIPE_DIRECTORY"] = settings.mps_pipe_dir
         mounts = (Mount(settings.mps_pipe_dir, settings.mps_pipe_dir),)
     elif settings.mode is GrantMode.HAMI:
-        return _hami_grant(gpus, settings.hami, envs, cores_limit)
+        grant = _hami_grant(gpus, settings.hami, envs, cores_limit)
+        if isinstance(grant, Refusal):
+            return grant
+        return replace(grant, cdi_devices=settings.devices.cdi_devices(uuids))
     elif settings.mode is GrantMode.VGPU_CORE:
         if settings.core is None:
             return Refusal("mode vgpu-core without the library installed on the node (fail closed)")
@@ -197,7 +208,7 @@ def container_grant(
             return extra
         envs.update(extra.envs)
         mounts = extra.mounts
-    return ContainerGrant(envs=envs, mounts=mounts)
+    return ContainerGrant(envs=envs, mounts=mounts, cdi_devices=settings.devices.cdi_devices(uuids))
 
 
 def _hami_grant(
