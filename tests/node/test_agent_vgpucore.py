@@ -78,3 +78,22 @@ def test_the_kubelet_gets_the_contract_mounts_and_the_duty_moves_the_allowance(
         _launching(shared_b)
         _launching(Path(mounts[SHARED_IN_CONTAINER][0]))
         assert _allowance_reaches(limits_a, 50), "never gave back"
+
+
+def test_a_pods_init_containers_share_one_directory_through_the_hand_off(tmp_path: Path) -> None:
+    """The kubelet calls Allocate once per init container (issue 31: seven pods with many init
+    containers took every directory of the node); those of equal limits run one at a time and
+    share one directory, the app container has its own."""
+    dirs = ContainerDirs(tmp_path / "state")
+    core = VgpuCore(LIB, PRELOAD, dirs)
+    for box in make_box():
+        box.start_agent(grants=GrantSettings(GrantMode.VGPU_CORE, core=core))
+        init = [(f"init{n}", 20, 0) for n in range(3)]
+        gpus = {name: [(0, cores)] for name, cores, _ in [*init, ("main", 30, 0)]}
+        box.place("a", [("main", 30, 0)], gpus, init=init)
+        shared = []
+        for cores in (20, 20, 20, 30):  # the stand-in kubelet does not reuse init devices
+            _, response = box.kubelet.allocate(CORES, cores)
+            shared.append(_mounts(response)[SHARED_IN_CONTAINER][0])
+        assert len(set(shared[:3])) == 1 and shared[3] != shared[0]
+        assert len(list(dirs.ids())) == 2

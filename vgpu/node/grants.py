@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from vgpu.core.units import CORES_PER_GPU
+from vgpu.node.container_dirs import DirOwner
 from vgpu.node.device_list import DeviceList
 
 MIB = 1024 * 1024
@@ -110,7 +111,7 @@ class Enforcer(Protocol):
     """
 
     def enforce(
-        self, gpus: Sequence[GpuLimit], cores_limit: int | None
+        self, gpus: Sequence[GpuLimit], cores_limit: int | None, owner: DirOwner | None = None
     ) -> ContainerGrant | Refusal: ...
 
 
@@ -164,9 +165,14 @@ def _joined(values: Sequence[object]) -> str:
 
 
 def container_grant(
-    gpus: Sequence[GpuLimit], settings: GrantSettings, *, cores_limit: int | None = None
+    gpus: Sequence[GpuLimit],
+    settings: GrantSettings,
+    *,
+    cores_limit: int | None = None,
+    owner: DirOwner | None = None,
 ) -> ContainerGrant | Refusal:
-    """The full grant of a container holding `gpus` (in GPU index order)."""
+    """The full grant of a container holding `gpus` (in GPU index order); `owner`: whose
+    container it is, for the bounds on per-container directories (None: not known)."""
     if not gpus:
         return Refusal("no GPU in the assignment")
     guaranteed = max(g.cores for g in gpus)
@@ -203,7 +209,7 @@ def container_grant(
     elif settings.mode is GrantMode.VGPU_CORE:
         if settings.core is None:
             return Refusal("mode vgpu-core without the library installed on the node (fail closed)")
-        extra = settings.core.enforce(gpus, cores_limit)
+        extra = settings.core.enforce(gpus, cores_limit, owner)
         if isinstance(extra, Refusal):
             return extra
         envs.update(extra.envs)

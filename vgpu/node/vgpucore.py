@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit
+from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit, DirOwner
 from vgpu.node.grants import MIB, ContainerGrant, GpuLimit, Mount, Refusal
 from vgpu.node.limits_file import DeviceLimit, LimitsError, render_limits
 
@@ -45,14 +45,14 @@ class VgpuCore:
     dirs: ContainerDirMaker
 
     def enforce(
-        self, gpus: Sequence[GpuLimit], cores_limit: int | None
+        self, gpus: Sequence[GpuLimit], cores_limit: int | None, owner: DirOwner | None = None
     ) -> ContainerGrant | Refusal:
         """Prepare the container's directory with its limits; the variables and mounts."""
         devices = device_limits(gpus, cores_limit)
         if isinstance(devices, Refusal):
             return devices
         try:
-            cid = self.dirs.create(devices)
+            cid = self.dirs.create(devices, owner)
         except DirectoryLimit as e:
             return Refusal(f"vgpu-core: {e}; the container is not admitted unenforced")
         return ContainerGrant(
