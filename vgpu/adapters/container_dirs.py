@@ -34,6 +34,7 @@ from vgpu.node.container_dirs import (
 from vgpu.node.limits_file import (
     LIMITS_NAME,
     MAX_LIMITS_BYTES,
+    SHARED_FILES,
     DeviceLimit,
     LimitsError,
     parse_limits,
@@ -99,6 +100,8 @@ class ContainerDirs:
             shared = self.shared_dir(cid)
             shared.mkdir(mode=0o777)
             shared.chmod(0o777)  # the container's processes may run as any user; umask aside
+            for name in SHARED_FILES:  # the library's files, mounted one by one (vgpucore)
+                _empty_file(shared / name)
             if devices is not None:
                 write_limits(self.limits_dir(cid), devices)
             if owner is not None:
@@ -179,6 +182,15 @@ def claim_dirs(state_dir: Path) -> ContainerDirs:
     """The DRA driver's directories: `<state dir>/dra/containers/`, collected without a grace
     (the kubelet tells a DRA driver when a claim is done; `vgpu.dra.claim_dirs`)."""
     return ContainerDirs(state_dir / DRA_SUBDIR, grace_s=0.0)
+
+
+def _empty_file(path: Path) -> None:
+    """An empty file any user may read and write (the library sizes and fills it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        os.fchmod(fd, 0o666)  # umask aside
+    finally:
+        os.close(fd)
 
 
 def write_limits(directory: Path, devices: Sequence[DeviceLimit]) -> None:
