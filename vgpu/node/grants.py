@@ -100,7 +100,7 @@ class Preload(Protocol):
 
     def mounts(self) -> tuple[Mount, ...]: ...
 
-    def cache(self) -> ContainerGrant | Refusal: ...
+    def cache(self, owner: DirOwner | None = None) -> ContainerGrant | Refusal: ...
 
 
 class Enforcer(Protocol):
@@ -202,7 +202,7 @@ def container_grant(
         envs["CUDA_MPS_PIPE_DIRECTORY"] = settings.mps_pipe_dir
         mounts = (Mount(settings.mps_pipe_dir, settings.mps_pipe_dir),)
     elif settings.mode is GrantMode.HAMI:
-        grant = _hami_grant(gpus, settings.hami, envs, cores_limit)
+        grant = _hami_grant(gpus, settings.hami, envs, cores_limit, owner)
         if isinstance(grant, Refusal):
             return grant
         return replace(grant, cdi_devices=settings.devices.cdi_devices(uuids))
@@ -222,6 +222,7 @@ def _hami_grant(
     hami: Preload | None,
     envs: dict[str, str],
     cores_limit: int | None,
+    owner: DirOwner | None,
 ) -> ContainerGrant | Refusal:
     """Mode hami, as HAMi-core reads it: devices by **index** in `CUDA_VISIBLE_DEVICES` (it maps
     each entry with `atoi`, so UUIDs all became device 0 and later GPUs went unlimited), per-GPU
@@ -234,7 +235,7 @@ def _hami_grant(
     envs["CUDA_DEVICE_SM_LIMIT"] = str(cores_limit or max(g.cores for g in gpus))
     if hami is None:
         return ContainerGrant(envs=envs)
-    cache = hami.cache()
+    cache = hami.cache(owner)
     if isinstance(cache, Refusal):
         return cache
     envs.update(hami.envs())
