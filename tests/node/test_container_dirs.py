@@ -10,6 +10,7 @@ import base64
 import json
 import os
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
-from vgpu.adapters.container_dirs import ContainerDirs
+from vgpu.adapters.container_dirs import ContainerDirs, write_limits
 from vgpu.node.container_dirs import DirBounds, DirectoryLimit, DirOwner, referenced_ids
 from vgpu.node.limits_file import DeviceLimit
 
@@ -129,6 +130,17 @@ def test_a_pods_init_containers_with_equal_limits_share_one_directory(tmp_path: 
     assert dirs.create(other, owner("uid-a", "i10", init=True)) != first
     assert dirs.create(LIMITS, owner("uid-b", "i0", init=True)) != first  # another pod's: never
     assert len(list(dirs.ids())) == 3
+
+
+def test_an_init_directory_is_shared_after_the_elastic_duty_moved_its_allowance(
+    tmp_path: Path,
+) -> None:
+    elastic = [DeviceLimit(GPU, 1 << 30, 30, 60, 30)]
+    dirs = ContainerDirs(tmp_path)
+    first = dirs.create(elastic, owner("uid-a", "i0", init=True))
+    write_limits(dirs.limits_dir(first), [replace(elastic[0], allowance=60)])  # lent
+    assert dirs.create(elastic, owner("uid-a", "i1", init=True)) == first
+    assert dirs.create(LIMITS, owner("uid-a", "i2", init=True)) != first  # another limit
 
 
 def test_an_unsure_or_non_init_container_never_shares(tmp_path: Path) -> None:

@@ -78,7 +78,7 @@ class ContainerDirs:
         with self._lock:
             owners = self._present_owners()
             if owner is not None and owner.shared_init and devices is not None:
-                shared = self._shared_init(owners, owner, render_limits(devices))
+                shared = self._shared_init(owners, owner, _grant_of(devices))
                 if shared is not None:
                     return shared
             problem = over_bound(owners.values(), owner, self._bounds)
@@ -126,7 +126,7 @@ class ContainerDirs:
         return present
 
     def _shared_init(
-        self, owners: dict[str, DirOwner | None], owner: DirOwner, limits: str
+        self, owners: dict[str, DirOwner | None], owner: DirOwner, grant: tuple[object, ...]
     ) -> str | None:
         """The directory of an init container of the same pod with the same limits, if any."""
         for cid, other in owners.items():
@@ -136,8 +136,8 @@ class ContainerDirs:
                 and (other.namespace, other.pod_uid) == (owner.namespace, owner.pod_uid)
             ):
                 try:
-                    same = (self.limits_dir(cid) / LIMITS_NAME).read_text("ascii") == limits
-                except (OSError, UnicodeDecodeError):
+                    same = _grant_of(read_limits(self.limits_dir(cid))) == grant
+                except LimitsError:
                     same = False
                 if same:
                     return cid
@@ -182,6 +182,11 @@ def claim_dirs(state_dir: Path) -> ContainerDirs:
     """The DRA driver's directories: `<state dir>/dra/containers/`, collected without a grace
     (the kubelet tells a DRA driver when a claim is done; `vgpu.dra.claim_dirs`)."""
     return ContainerDirs(state_dir / DRA_SUBDIR, grace_s=0.0)
+
+
+def _grant_of(devices: Sequence[DeviceLimit]) -> tuple[object, ...]:
+    """The limits without the allowance, which the elastic duty moves."""
+    return tuple((d.uuid, d.memory, d.cores, d.limit) for d in devices)
 
 
 def _empty_file(path: Path) -> None:
