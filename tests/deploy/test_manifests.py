@@ -255,3 +255,19 @@ def test_samples_ask_what_they_say() -> None:
     }
     for pod in [small, two, *gang]:
         assert pod["spec"]["schedulerName"] == "vgpu-scheduler"
+
+
+def test_the_node_agents_flags_parse_and_name_gpus_by_cdi() -> None:
+    """daemonset/ is generated from the chart; its agent flags go through `vgpu`'s own parser and
+    checks (nothing runs): the GPUs by CDI, the directory bounds, the runtime check's paths."""
+    from vgpu.cli.main import _load, _parser
+    from vgpu.daemons import mode_flags
+    from vgpu.node.device_list import DeviceList
+
+    (container,) = by_name("DaemonSet", "vgpu-node-agent")["spec"]["template"]["spec"]["containers"]
+    parser, sub = _parser()
+    _load(container["args"][0], sub)
+    args = parser.parse_args(container["args"])
+    assert mode_flags.device_list(args) == DeviceList()
+    assert mode_flags.container_dirs(args).root.parent == args.state_dir
+    assert args.nvidia_runtime_config.parent.as_posix() == "/etc/nvidia-container-runtime"
