@@ -241,9 +241,14 @@ def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> N
 
     objs = render(values, kube_version="v1.37.0")
     checks: dict[str, Callable[[argparse.Namespace], object]] = {
-        "node-agent": lambda a: (mode_flags.hami_core(a), node_cli.watchdog_policy(a)),
+        "node-agent": lambda a: (
+            mode_flags.hami_core(a),
+            node_cli.watchdog_policy(a),
+            mode_flags.device_list(a),
+            mode_flags.container_dirs(a),
+        ),
         "extender": lambda a: extender_cli._tls(a),
-        "dra-driver": lambda a: None,
+        "dra-driver": lambda a: mode_flags.device_list(a),
     }
     daemons = [
         o

@@ -20,7 +20,14 @@ celpy = pytest.importorskip("celpy")
 from celpy import celtypes  # noqa: E402
 
 POLICY = Path(__file__).resolve().parents[2] / "daemonset" / "enforcement-policy.yaml"
-RESERVED = ("LD_PRELOAD", "VGPU_", "CUDA_DEVICE_MEMORY_LIMIT", "CUDA_DEVICE_SM_LIMIT", "CUDA_MPS_")
+RESERVED = (
+    "LD_PRELOAD",
+    "VGPU_",
+    "CUDA_DEVICE_MEMORY_LIMIT",
+    "CUDA_DEVICE_SM_LIMIT",
+    "CUDA_MPS_",
+    "NVIDIA_",
+)
 
 
 def _join(items: Any, sep: Any = "") -> Any:
@@ -114,6 +121,36 @@ def test_a_vgpu_pod_setting_an_enforcement_variable_is_refused_naming_the_contai
     assert "container(s) worker" in message and "remove them" in message
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "NVIDIA_VISIBLE_DEVICES",
+        "NVIDIA_DRIVER_CAPABILITIES",
+        "NVIDIA_REQUIRE_CUDA",
+        "NVIDIA_DISABLE_REQUIRE",
+        "NVIDIA_MIG_CONFIG_DEVICES",
+        "NVIDIA_MIG_MONITOR_DEVICES",
+        "NVIDIA_IMEX_CHANNELS",
+    ],
+)
+@pytest.mark.parametrize("where", ["containers", "initContainers", "ephemeralContainers"])
+def test_a_vgpu_pod_setting_an_nvidia_runtime_variable_in_any_container_is_refused(
+    name: str, where: str
+) -> None:
+    """The NVIDIA container runtime selects GPUs and driver files from these (issue 31: a
+    sidecar's NVIDIA_VISIBLE_DEVICES=all gave the pod every GPU of its node)."""
+    side = container("side", vgpu=False, env=[{"name": name, "value": "all"}])
+    spec = pod(container(), side) if where == "containers" else pod(container(), **{where: [side]})
+    (message,) = refusals(spec)
+    assert "container(s) side set NVIDIA_*" in message and "CDI" in message
+
+
+def test_a_pod_without_vgpu_may_set_nvidia_visible_devices() -> None:
+    """Not a vGPU pod (e.g. the node agent itself): the policy leaves it alone."""
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    assert refusals(pod(container(vgpu=False, env=env))) == []
+
+
 @pytest.mark.parametrize("where", ["initContainers", "ephemeralContainers"])
 def test_init_and_ephemeral_containers_are_checked_too(where: str) -> None:
     bad = container("side", vgpu=False, env=[{"name": "LD_PRELOAD", "value": "x"}])
@@ -139,6 +176,9 @@ def test_a_vgpu_request_without_a_limit_counts_as_a_vgpu_pod() -> None:
         ("APP_", False),
         ("CUDA_X", False),
         ("LD_PRELOADX", True),
+        ("NVIDIA_", True),
+        ("NV", True),
+        ("NVIDIA_APP_", True),
     ],
 )
 def test_env_from_needs_a_prefix_clear_of_the_reserved_names(

@@ -182,7 +182,13 @@ def test_node_agent_reaches_kubelet_sockets_and_only_vgpu_nodes() -> None:
         "/var/lib/kubelet/device-plugins",
         "/var/lib/kubelet/pod-resources",
         "/var/lib/vgpu",  # mode auto: vgpu-core installed there, per-container limits
+        "/etc/cdi",  # read-only, the runtime check at start: CDI specs
+        "/var/run/cdi",
+        "/etc/nvidia-container-runtime",  # read-only: the NVIDIA runtime's config.toml
     }
+    mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
+    checks = {"cdi-specs-0", "cdi-specs-1", "nvidia-runtime-config"}
+    assert all(mounts[name].get("readOnly") for name in checks)
     assert spec["nodeSelector"] == {"vgpu.io/enabled": "true"}
     assert any(t["key"] == "nvidia.com/gpu" for t in spec["tolerations"])
 
@@ -250,3 +256,19 @@ def test_samples_ask_what_they_say() -> None:
     }
     for pod in [small, two, *gang]:
         assert pod["spec"]["schedulerName"] == "vgpu-scheduler"
+
+
+def test_the_node_agents_flags_parse_and_name_gpus_by_cdi() -> None:
+    """daemonset/ is generated from the chart; its agent flags go through `vgpu`'s own parser and
+    checks (nothing runs): the GPUs by CDI, the directory bounds, the runtime check's paths."""
+    from vgpu.cli.main import _load, _parser
+    from vgpu.daemons import mode_flags
+    from vgpu.node.device_list import DeviceList
+
+    (container,) = by_name("DaemonSet", "vgpu-node-agent")["spec"]["template"]["spec"]["containers"]
+    parser, sub = _parser()
+    _load(container["args"][0], sub)
+    args = parser.parse_args(container["args"])
+    assert mode_flags.device_list(args) == DeviceList()
+    assert mode_flags.container_dirs(args).root.parent == args.state_dir
+    assert args.nvidia_runtime_config.parent.as_posix() == "/etc/nvidia-container-runtime"

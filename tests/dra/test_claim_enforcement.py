@@ -17,10 +17,11 @@ from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.limits_file import DeviceLimit
 from vgpu.node.vgpucore import (
+    ACTIVITY_IN_CONTAINER,
     LIBRARY_IN_CONTAINER,
     LIMITS_IN_CONTAINER,
     PRELOAD_IN_CONTAINER,
-    SHARED_IN_CONTAINER,
+    STATE_IN_CONTAINER,
     VgpuCore,
 )
 
@@ -52,7 +53,8 @@ def test_a_claim_share_gets_the_interposer_and_its_limits_in_the_cdi_edits(
     assert mounts[LIBRARY_IN_CONTAINER] == (LIB, ["rbind", "ro"])
     assert mounts[PRELOAD_IN_CONTAINER] == (PRELOAD, ["rbind", "ro"])
     limits, options = mounts[LIMITS_IN_CONTAINER]
-    assert options == ["rbind", "ro"] and mounts[SHARED_IN_CONTAINER][1] == ["rbind", "rw"]
+    assert options == ["rbind", "ro"] and mounts[STATE_IN_CONTAINER][1] == ["rbind", "rw"]
+    assert mounts[ACTIVITY_IN_CONTAINER][1] == ["rbind", "rw"]
     assert Path(limits).parent.parent == tmp_path / "dra" / "containers"
     # No elastic duty runs for claims: the allowance is the guarantee, and so is the limit.
     assert read_limits(Path(limits)) == (DeviceLimit(INV.gpus[2].uuid, 8 * GIB, 30, 30, 30),)

@@ -147,7 +147,7 @@ def test_prepare_writes_cdi_checkpoints_and_is_idempotent(env: Env) -> None:
     assert first.error == ""
     (dev,) = first.devices
     assert (dev.pool_name, dev.device_name, dev.share_id) == (NODE, "gpu-1", "s-1")
-    assert list(dev.cdi_device_ids) == [f"vgpu.io/claim={uid}-gpu"]
+    assert list(dev.cdi_device_ids) == [f"vgpu.io/claim={uid}-gpu", f"nvidia.com/gpu={env.gpus[1]}"]
     spec = json.loads((env.root / "cdi" / f"vgpu.io-{uid}.json").read_text())
     env_vars = dict(e.split("=", 1) for e in spec["devices"][0]["containerEdits"]["env"])
     assert env_vars["CUDA_VISIBLE_DEVICES"] == env.gpus[1]

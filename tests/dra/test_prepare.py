@@ -46,7 +46,7 @@ def test_a_share_gets_the_device_plugin_grant() -> None:
     assert envs(out)["CUDA_VISIBLE_DEVICES"] == gpu.uuid
     (dev,) = out.devices
     assert (dev.pool, dev.device, dev.share_id) == ("n1", "gpu-2", "share-gpu-2")
-    assert dev.cdi_ids == ("vgpu.io/claim=uid-1-gpu",)
+    assert dev.cdi_ids == ("vgpu.io/claim=uid-1-gpu", f"nvidia.com/gpu={gpu.uuid}")
     assert out.cdi_spec["kind"] == "vgpu.io/claim"
 
 
@@ -54,10 +54,18 @@ def test_two_whole_gpus_are_one_cdi_device_listed_once() -> None:
     out = prepare_claim(claim(result("gpu-3"), result("gpu-1")), "uid-1", NODE)
     assert isinstance(out, PreparedClaim)
     e = envs(out)
-    assert e["NVIDIA_VISIBLE_DEVICES"] == f"{INV.gpus[1].uuid},{INV.gpus[3].uuid}"
+    assert "NVIDIA_VISIBLE_DEVICES" not in e
+    assert e["CUDA_VISIBLE_DEVICES"] == f"{INV.gpus[1].uuid},{INV.gpus[3].uuid}"
     assert e["VGPU_CORES"] == "100,100"
     assert e["VGPU_MEMORY_LIMIT_MIB"] == f"{INV.gpus[1].memory_mib},{INV.gpus[3].memory_mib}"
-    assert [d.cdi_ids for d in out.devices] == [("vgpu.io/claim=uid-1-gpu",), ()]
+    assert [d.cdi_ids for d in out.devices] == [
+        (
+            "vgpu.io/claim=uid-1-gpu",
+            f"nvidia.com/gpu={INV.gpus[1].uuid}",
+            f"nvidia.com/gpu={INV.gpus[3].uuid}",
+        ),
+        (),
+    ]
 
 
 def test_mps_mode_mounts_the_pipe_directory() -> None:

@@ -70,10 +70,9 @@ def _check_container_sees_its_gpus(cluster: Cluster, adm: Admission) -> None:
     for container, envs in adm.envs.items():
         shares = by_name[container].shares
         uuids = {str(s.uuid) for s in shares}
-        visible = envs["NVIDIA_VISIBLE_DEVICES"].split(",")
-        assert (
-            set(visible) == uuids and envs["CUDA_VISIBLE_DEVICES"] == envs["NVIDIA_VISIBLE_DEVICES"]
-        ), (adm.pod, container, envs, uuids)
+        visible = envs["CUDA_VISIBLE_DEVICES"].split(",")
+        assert "NVIDIA_VISIBLE_DEVICES" not in envs, (adm.pod, container)
+        assert set(visible) == uuids, (adm.pod, container, envs, uuids)
         cores_by_gpu = dict(zip(visible, envs["VGPU_CORES"].split(","), strict=True))
         assert cores_by_gpu == {str(s.uuid): str(s.cores) for s in shares}
         for resource, ids in adm.ids[container].items():
@@ -195,7 +194,7 @@ def test_kubelet_ignoring_the_preference_is_refused_never_swapped(
     assert ignored.envs == {} and cluster.admitted("victim") is None
 
     good = admit(cluster, "other")  # the other pod is untouched: its own GPU, its own grant
-    assert not good.refusal and good.envs["main"]["NVIDIA_VISIBLE_DEVICES"] == low
+    assert not good.refusal and good.envs["main"]["CUDA_VISIBLE_DEVICES"] == low
     assert wait_until(lambda: cluster.admitted("other") == ["main"], 10.0, what="other admitted")
 
     # The kubelet failed the victim; its controller recreates it, and this time it works.
@@ -204,7 +203,7 @@ def test_kubelet_ignoring_the_preference_is_refused_never_swapped(
     cluster.put(make_pod("victim", containers=[("main", 30, 0)], annotations=_pin(high)))
     assert driver.round(["victim"])["victim"].node == "node-a"
     again = admit(cluster, "victim")
-    assert not again.refusal and again.envs["main"]["NVIDIA_VISIBLE_DEVICES"] == high
+    assert not again.refusal and again.envs["main"]["CUDA_VISIBLE_DEVICES"] == high
     _check_container_sees_its_gpus(cluster, again)
     _check_no_overcommit(cluster)
 

@@ -20,7 +20,7 @@ from tests.isolation.standins import CONFIG_PATH, Node
 from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.agent.enforce import install_vgpu_core
 from vgpu.node.grants import ContainerGrant, GpuLimit, GrantMode, GrantSettings, container_grant
-from vgpu.node.vgpucore import LIMITS_IN_CONTAINER, SHARED_IN_CONTAINER
+from vgpu.node.vgpucore import LIMITS_IN_CONTAINER, STATE_IN_CONTAINER
 
 _GRAFTED = ("/etc", "/usr/local")  # host directories rebuilt so the answer can mount inside them
 _SKIPPED = {"proc", "dev", "tmp", "run", "etc", "sys", "old_root", "lost+found"}
@@ -43,7 +43,7 @@ class Container:
 
     @property
     def shared_dir(self) -> Path:
-        return self.host_dir(SHARED_IN_CONTAINER)
+        return self.host_dir(STATE_IN_CONTAINER).parent
 
     def write_limits(self, text: str) -> None:
         """Replace `limits` as the agent does: a temporary file, then rename."""

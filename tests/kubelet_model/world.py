@@ -346,7 +346,7 @@ class World:
         for c in held.assignment.containers:
             envs = result.envs.get(c.name, {})
             want = {s.uuid: (s.cores, -(-s.memory_mmib // 1000)) for s in c.shares}
-            visible = envs.get("NVIDIA_VISIBLE_DEVICES", "").split(",")
+            visible = envs.get("CUDA_VISIBLE_DEVICES", "").split(",")
             cores = [int(x) for x in envs.get("VGPU_CORES", "0").split(",")]
             mib = [int(x) for x in envs.get("VGPU_MEMORY_LIMIT_MIB", "0").split(",")]
             got = {u: (k, m) for u, k, m in zip(visible, cores, mib, strict=False)}

@@ -73,6 +73,8 @@ class Box:
             "retry_s": 0.1,
             "stop_grace_s": 0.2,
             "grants": GrantSettings(),
+            "cdi_spec_dirs": (self.dir / "cdi",),  # never the host's
+            "toolkit_config": self.dir / "nvidia-container-runtime.toml",
         }
         settings.update(overrides)
         backend = backend or FakeGpuBackend.from_spec("2xT4", seed=NODE)

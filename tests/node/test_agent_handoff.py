@@ -27,7 +27,7 @@ def test_pending_pod_is_steered_to_its_gpu_granted_and_marked_admitted(box: Box)
     box.place("a", [("main", 30, 0)], {"main": [(1, 30)]})  # GPU 1: not the kubelet's default
     ids, envs = box.admit("a", "main", CORES, 30)
     assert gpu_of(ids) == {box.gpus[1]} and len(ids) == 30
-    assert envs["NVIDIA_VISIBLE_DEVICES"] == envs["CUDA_VISIBLE_DEVICES"] == box.gpus[1]
+    assert envs["CUDA_VISIBLE_DEVICES"] == box.gpus[1]
     assert envs["VGPU_CORES"] == "30"
     assert envs["VGPU_MEMORY_LIMIT_MIB"] == str(15360 * 30 // 100)
     assert holds_within(lambda: box.admitted("a") == ["main"])
@@ -46,7 +46,7 @@ def test_a_pod_the_kubelet_sees_before_the_agents_watch_is_steered_and_granted(
     box.agent.handoff.forget(PodKey("default/a"))  # as if our watch had not delivered it yet
     with caplog.at_level(logging.INFO, logger="vgpu"):
         ids, envs = box.admit("a", "main", CORES, 30)
-    assert gpu_of(ids) == {last} and envs["NVIDIA_VISIBLE_DEVICES"] == last
+    assert gpu_of(ids) == {last} and envs["CUDA_VISIBLE_DEVICES"] == last
     assert "refresh for a device-plugin call found default/a" in caplog.text
     assert "GetPreferredAllocation of 30 devices matched default/a only after" in caplog.text
     assert holds_within(lambda: box.admitted("a") == ["main"])
@@ -80,7 +80,7 @@ def test_equal_pods_pending_on_different_gpus_are_never_swapped(box: Box) -> Non
     box.set_phase("b", "Failed")  # the kubelet fails the pod it was admitting
     assert holds_within(lambda: "default/b" not in box.agent.handoff.pods())
     ids, envs = box.admit("a", "main", CORES, 30)
-    assert gpu_of(ids) == {box.gpus[0]} and envs["NVIDIA_VISIBLE_DEVICES"] == box.gpus[0]
+    assert gpu_of(ids) == {box.gpus[0]} and envs["CUDA_VISIBLE_DEVICES"] == box.gpus[0]
     assert holds_within(lambda: box.admitted("a") == ["main"])
 
 

@@ -57,7 +57,7 @@ def test_allow_unassigned_admits_only_unreserved_capacity(box: Box) -> None:
     # 70 cores of GPU 0 are unreserved: an unassigned pod may take 60 of them, not 80.
     ids = [f"{box.gpus[0]}::c{k}" for k in range(30, 90)]
     response = box.kubelet.allocate_ids(CORES, ids)
-    assert response.container_responses[0].envs["NVIDIA_VISIBLE_DEVICES"] == box.gpus[0]
+    assert response.container_responses[0].envs["CUDA_VISIBLE_DEVICES"] == box.gpus[0]
     box.place("b", [("main", 50, 0)], {"main": [(1, 50)]})
     ids = [f"{box.gpus[1]}::c{k}" for k in range(60)]
     with pytest.raises(Exception, match="only 50 unreserved cores"):

@@ -60,11 +60,8 @@ def test_allocate_fractional_on_one_gpu() -> None:
     got = policy.allocate(CORES, [cores("GPU-b", range(30))])
     assert got == [
         ContainerGrant(
-            envs={
-                "NVIDIA_VISIBLE_DEVICES": "GPU-b",
-                "CUDA_VISIBLE_DEVICES": "GPU-b",
-                "VGPU_CORES": "30",
-            }
+            envs={"CUDA_VISIBLE_DEVICES": "GPU-b", "VGPU_CORES": "30"},
+            cdi_devices=("nvidia.com/gpu=GPU-b",),
         )
     ]
 
@@ -72,7 +69,7 @@ def test_allocate_fractional_on_one_gpu() -> None:
 def test_allocate_whole_gpus_in_index_order() -> None:
     got = policy.allocate(CORES, [cores("GPU-c", range(100)) + cores("GPU-a", range(100))])
     assert isinstance(got, list)
-    assert got[0].envs["NVIDIA_VISIBLE_DEVICES"] == "GPU-a,GPU-c"
+    assert got[0].envs["CUDA_VISIBLE_DEVICES"] == "GPU-a,GPU-c"
     assert got[0].envs["VGPU_CORES"] == "100,100"
 
 

@@ -87,7 +87,7 @@ def test_preferred_allocation_binpacks_and_allocate_grants_env(node: Node) -> No
     gpu = first[0].split("::")[0]
     assert all(i.startswith(gpu + "::") for i in first)
     envs = response.container_responses[0].envs
-    assert envs["NVIDIA_VISIBLE_DEVICES"] == gpu and envs["VGPU_CORES"] == "30"
+    assert envs["CUDA_VISIBLE_DEVICES"] == gpu and envs["VGPU_CORES"] == "30"
     second, _ = node.kubelet.allocate(CORES, 50)
     assert all(i.startswith(gpu + "::") for i in second)  # binpacked onto the same GPU
     # The memory plugin's device list may arrive after the cores plugin's.

@@ -69,6 +69,8 @@ def test_a_fifo_or_symlink_for_activity_neither_blocks_nor_misleads(tmp_path: Pa
     dirs = ContainerDirs(tmp_path)
     a = make(dirs, DeviceLimit(G0, GIB, 30, 80, 30))
     b = make(dirs, DeviceLimit(G0, GIB, 30, 80, 30))
+    for cid in (a, b):  # the agent's own empty files, replaced as a host process could
+        (dirs.shared_dir(cid) / ACTIVITY_NAME).unlink()
     os.mkfifo(dirs.shared_dir(a) / ACTIVITY_NAME)
     target = tmp_path / "elsewhere"
     target.write_bytes(render_activity([NOW - 1]))

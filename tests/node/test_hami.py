@@ -15,6 +15,7 @@ from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.mode_flags import grant_settings, hami_core
 from vgpu.daemons.node_cli import add_parser
+from vgpu.node.container_dirs import DirBounds, DirOwner
 from vgpu.node.grants import (
     ContainerGrant,
     GpuLimit,
@@ -93,7 +94,7 @@ def test_devices_go_by_index_with_per_gpu_limits_as_hami_core_reads_them() -> No
     gpus = [GpuLimit(U0, 100, 16384), GpuLimit(U1, 100, 8192)]
     grant = container_grant(gpus, GrantSettings(GrantMode.HAMI))
     assert isinstance(grant, ContainerGrant)
-    assert grant.envs["NVIDIA_VISIBLE_DEVICES"] == f"{U0},{U1}"
+    assert grant.cdi_devices == (f"nvidia.com/gpu={U0}", f"nvidia.com/gpu={U1}")
     assert grant.envs["CUDA_VISIBLE_DEVICES"] == "0,1"
     assert (grant.envs["CUDA_DEVICE_MEMORY_LIMIT_0"], grant.envs["CUDA_DEVICE_MEMORY_LIMIT_1"]) == (
         "16384m",
@@ -176,3 +177,14 @@ def test_the_dra_driver_flags_give_hami_core_per_claim_caches_apart_from_the_age
     hami = hami_core(args, claim_dirs(args.state_dir))
     assert hami is not None and hami.library == LIB and hami.dirs is not None
     assert hami.dirs.root == tmp_path / "dra" / "containers"
+
+
+def test_the_cache_directories_are_bounded_per_pod_like_vgpu_cores(tmp_path: Path) -> None:
+    """Issue 31: the per-pod bound holds for mode hami's cache directories too."""
+    dirs = ContainerDirs(tmp_path, bounds=DirBounds(namespace=4, pod=1))
+    settings = GrantSettings(GrantMode.HAMI, hami=HamiCore(LIB, dirs=dirs))
+    gpus = [GpuLimit(U0, 30, 1024)]
+    first = container_grant(gpus, settings, owner=DirOwner("t", "uid-a", "c0"))
+    assert isinstance(first, ContainerGrant)
+    second = container_grant(gpus, settings, owner=DirOwner("t", "uid-a", "c1"))
+    assert isinstance(second, Refusal) and "per pod" in second.reason

@@ -129,7 +129,7 @@ def test_allocate_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
     policy = HandoffPolicy(handoff, gpus, memory_unit_mib=256, refresh=refresh)
     grants = policy.allocate("vgpu.io/cores", [ids])
     assert not isinstance(grants, Refusal)
-    assert grants[0].envs["NVIDIA_VISIBLE_DEVICES"] == "G0"
+    assert grants[0].envs["CUDA_VISIBLE_DEVICES"] == "G0"
     assert refreshes == [1]
 
 
@@ -172,7 +172,7 @@ def test_preferred_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
     assert {i.split("::")[0] for i in ids} == {"G1"}, ids
     grants = policy.allocate("vgpu.io/cores", [ids])
     assert not isinstance(grants, Refusal), grants
-    assert grants[0].envs["NVIDIA_VISIBLE_DEVICES"] == "G1"
+    assert grants[0].envs["CUDA_VISIBLE_DEVICES"] == "G1"
 
 
 def test_a_kubelet_withholding_the_assigned_devices_is_named_in_the_log_and_the_refusal(

@@ -27,10 +27,12 @@ from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.limits_file import DeviceLimit
 from vgpu.node.model import GpuInfo
 from vgpu.node.vgpucore import (
+    ACTIVITY_IN_CONTAINER,
     LIBRARY_IN_CONTAINER,
     LIMITS_IN_CONTAINER,
     PRELOAD_IN_CONTAINER,
     SHARED_IN_CONTAINER,
+    STATE_IN_CONTAINER,
     VgpuCore,
 )
 
@@ -65,12 +67,14 @@ def test_the_answer_mounts_the_library_preload_and_limits_read_only_and_shared_w
         LIBRARY_IN_CONTAINER,
         PRELOAD_IN_CONTAINER,
         LIMITS_IN_CONTAINER,
-        SHARED_IN_CONTAINER,
+        STATE_IN_CONTAINER,
+        ACTIVITY_IN_CONTAINER,
     }
     assert m[LIBRARY_IN_CONTAINER] == (LIB, True) and m[PRELOAD_IN_CONTAINER] == (PRELOAD, True)
-    assert m[LIMITS_IN_CONTAINER][1] is True and m[SHARED_IN_CONTAINER][1] is False
-    shared = Path(m[SHARED_IN_CONTAINER][0])
-    assert shared.is_dir() and shared.stat().st_mode & 0o777 == 0o777
+    assert m[LIMITS_IN_CONTAINER][1] is True
+    for path in (STATE_IN_CONTAINER, ACTIVITY_IN_CONTAINER):
+        assert m[path][1] is False
+        assert Path(m[path][0]).parent == Path(m[STATE_IN_CONTAINER][0]).parent
     assert (
         grant.envs["LD_PRELOAD"] == LIBRARY_IN_CONTAINER and grant.envs["VGPU_MODE"] == "vgpu-core"
     )
@@ -158,7 +162,6 @@ def test_plain_mode_keeps_the_unassigned_variables_of_each_resource() -> None:
     memory = policy.allocate(MEMORY, [[f"{U0}::m0", f"{U0}::m1"]])
     assert not isinstance(cores, Refusal) and not isinstance(memory, Refusal)
     assert cores[0].envs == {
-        "NVIDIA_VISIBLE_DEVICES": U0,
         "CUDA_VISIBLE_DEVICES": U0,
         "VGPU_CORES": "30",
     }
@@ -172,3 +175,22 @@ def test_an_assigned_grant_in_an_enforcing_mode_is_enforced(
 ) -> None:
     grant = container_grant([GpuLimit(U0, 30, 4096)], GrantSettings(mode, core=core(tmp_path)))
     assert isinstance(grant, ContainerGrant) and enforced(mode, grant)
+
+
+def test_the_shared_files_not_their_directory_are_mounted_so_nothing_can_be_added_there(
+    tmp_path: Path,
+) -> None:
+    """Issue 31: /run/vgpu-shared/ was a world-writable host directory mounted read-write, outside
+    the kubelet's ephemeral-storage accounting, so a container could fill the node's disk. The
+    library needs two files there (vgpu-core/src/region.c opens `state` and `activity`): the agent
+    creates them, empty and writable by any user, and mounts each; the directory is not mounted."""
+    grant = container_grant(
+        [GpuLimit(U0, 30, 4096)], GrantSettings(GrantMode.VGPU_CORE, core=core(tmp_path))
+    )
+    assert isinstance(grant, ContainerGrant)
+    m = mounts_by_path(grant)
+    assert not any(p == SHARED_IN_CONTAINER or p == SHARED_IN_CONTAINER + "/" for p in m)
+    for path in (STATE_IN_CONTAINER, ACTIVITY_IN_CONTAINER):
+        host = Path(m[path][0])
+        assert host.is_file() and not host.is_symlink() and host.stat().st_size == 0
+        assert host.stat().st_mode & 0o777 == 0o666 and m[path][1] is False

@@ -33,7 +33,10 @@ def given(cluster: RealCluster, pod: str, container: str) -> dict[str, str]:
     record = cluster.container(pod, container)
     assert record is not None, f"the kubelet created no container {pod}/{container}"
     envs: dict[str, str] = record["envs"]
-    order = envs.get("NVIDIA_VISIBLE_DEVICES", "").split(",")
+    order = envs.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    cdi = [d["name"] for d in record.get("cdiDevices") or []]
+    assert "NVIDIA_VISIBLE_DEVICES" not in envs, f"{pod}/{container}: GPUs by variable, not CDI"
+    assert cdi == [f"nvidia.com/gpu={uuid}" for uuid in order if uuid], (pod, container, cdi)
     by_uuid = sorted(range(len(order)), key=lambda i: order[i])
 
     def reorder(name: str) -> str:

@@ -307,9 +307,14 @@ def generated_claim(api: Rest, pod: str) -> str:
 
 
 def granted_env(dra: DraNode, pod: str, container: str = "app") -> dict[str, str]:
-    """The variables of the one CDI device the runtime was given for the container."""
-    (device,) = dra.record(pod, container)["cdiDevices"]
-    return dra.cdi_env(device["name"])
+    """The variables of the one vgpu CDI device the runtime was given for the container; its
+    other CDI devices are the GPUs (`nvidia.com/gpu=<UUID>`), matching CUDA_VISIBLE_DEVICES."""
+    names = [d["name"] for d in dra.record(pod, container)["cdiDevices"]]
+    (ours,) = [n for n in names if n.startswith("vgpu.io/")]
+    env = dra.cdi_env(ours)
+    gpus = sorted(n.split("=", 1)[1] for n in names if n.startswith("nvidia.com/gpu="))
+    assert gpus == sorted(env["CUDA_VISIBLE_DEVICES"].split(",")), names
+    return env
 
 
 def run_template(dra: DraNode, pod: str, template_name: str) -> tuple[str, list[Obj]]:

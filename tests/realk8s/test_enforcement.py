@@ -21,10 +21,11 @@ from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Obj
 from vgpu.adapters.container_dirs import read_limits
 from vgpu.node.vgpucore import (
+    ACTIVITY_IN_CONTAINER,
     LIBRARY_IN_CONTAINER,
     LIMITS_IN_CONTAINER,
     PRELOAD_IN_CONTAINER,
-    SHARED_IN_CONTAINER,
+    STATE_IN_CONTAINER,
 )
 
 pytestmark = pytest.mark.realk8s
@@ -32,7 +33,14 @@ pytestmark = pytest.mark.realk8s
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "daemonset" / "enforcement-policy.yaml"
 NODE = "node-b"
-ENFORCEMENT = {LIBRARY_IN_CONTAINER, PRELOAD_IN_CONTAINER, LIMITS_IN_CONTAINER, SHARED_IN_CONTAINER}
+ENFORCEMENT = {
+    LIBRARY_IN_CONTAINER,
+    PRELOAD_IN_CONTAINER,
+    LIMITS_IN_CONTAINER,
+    STATE_IN_CONTAINER,
+    ACTIVITY_IN_CONTAINER,
+}
+SHARED = {STATE_IN_CONTAINER, ACTIVITY_IN_CONTAINER}
 
 
 def _pinned(name: str, cores: int, **container: object) -> Obj:
@@ -118,8 +126,8 @@ def test_the_runtime_gets_exactly_the_enforcement_mounts(
     mounts = {m["container_path"]: m for m in record["mounts"] or []}
     ours = {path: m for path, m in mounts.items() if path in ENFORCEMENT}
     assert set(ours) == ENFORCEMENT, mounts
-    assert all(m.get("readonly") for p, m in ours.items() if p != SHARED_IN_CONTAINER)
-    assert not ours[SHARED_IN_CONTAINER].get("readonly")
+    assert all(m.get("readonly") for p, m in ours.items() if p not in SHARED)
+    assert not any(ours[p].get("readonly") for p in SHARED)
     for path, m in ours.items():
         assert m["host_path"].startswith(str(enforcing)), (path, m["host_path"])
     assert record["envs"]["LD_PRELOAD"] == LIBRARY_IN_CONTAINER

@@ -14,21 +14,27 @@ import logging
 import os
 import secrets
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from vgpu.dra.claim_dirs import DRA_SUBDIR
 from vgpu.node.container_dirs import (
     CONTAINERS,
     DEFAULT_GRACE_S,
-    DEFAULT_MAX_DIRS,
     ID,
+    OWNER_NAME,
+    DirBounds,
     DirectoryLimit,
+    DirOwner,
+    over_bound,
 )
 from vgpu.node.limits_file import (
     LIMITS_NAME,
     MAX_LIMITS_BYTES,
+    SHARED_FILES,
     DeviceLimit,
     LimitsError,
     parse_limits,
@@ -39,20 +45,26 @@ log = logging.getLogger(__name__)
 
 
 class ContainerDirs:
-    """Creates, lists and collects the per-container directories; the agent is their one owner."""
+    """Creates, lists and collects the per-container directories; the agent is their one owner.
+    Thread-safe: Allocate creates on the kubelet's calls while the elastic duty collects."""
 
     def __init__(
         self,
         state_dir: Path,
         *,
-        max_dirs: int = DEFAULT_MAX_DIRS,
+        max_dirs: int | None = None,
+        bounds: DirBounds | None = None,
         grace_s: float = DEFAULT_GRACE_S,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.root = state_dir / CONTAINERS
-        self._max = max_dirs
+        bounds = bounds or DirBounds()
+        self._bounds = bounds if max_dirs is None else replace(bounds, node=max_dirs)
         self._grace_s = grace_s
         self._clock = clock
+        self._lock = threading.Lock()
+        self._owners: dict[str, DirOwner | None] = {}  # read once per directory
+        self._recorded: set[str] = set()  # named by the kubelet's checkpoint at some collect
 
     def limits_dir(self, cid: str) -> Path:
         return self.root / cid / "limits"
@@ -60,26 +72,76 @@ class ContainerDirs:
     def shared_dir(self, cid: str) -> Path:
         return self.root / cid / "shared"
 
-    def create(self, devices: Sequence[DeviceLimit] | None) -> str:
-        """A new directory (with its limits file, unless `devices` is None); its id."""
-        count = sum(1 for _ in self.ids())
-        if count >= self._max:
-            raise DirectoryLimit(
-                f"{count} container directories under {self.root} (the bound is {self._max}); "
-                "the kubelet's checkpoint still names them or they are younger than the grace"
-            )
-        cid = secrets.token_hex(16)
+    def create(self, devices: Sequence[DeviceLimit] | None, owner: DirOwner | None = None) -> str:
+        """A directory for `owner`'s container (with its limits file, unless `devices` is None):
+        its pod's shared init directory with these limits if there is one, else a new one."""
+        with self._lock:
+            owners = self._present_owners()
+            if owner is not None and owner.shared_init and devices is not None:
+                shared = self._shared_init(owners, owner, _grant_of(devices))
+                if shared is not None:
+                    return shared
+            problem = over_bound(owners.values(), owner, self._bounds)
+            if problem is not None:
+                raise DirectoryLimit(
+                    f"{problem}; the kubelet's checkpoint still names them or they are younger "
+                    "than the grace"
+                )
+            cid = secrets.token_hex(16)
+            self._make(cid, devices, owner)
+            self._owners[cid] = owner
+            return cid
+
+    def _make(
+        self, cid: str, devices: Sequence[DeviceLimit] | None, owner: DirOwner | None
+    ) -> None:
         try:
             self.limits_dir(cid).mkdir(parents=True, mode=0o755)
             shared = self.shared_dir(cid)
             shared.mkdir(mode=0o777)
             shared.chmod(0o777)  # the container's processes may run as any user; umask aside
+            for name in SHARED_FILES:  # the library's files, mounted one by one (vgpucore)
+                _empty_file(shared / name)
             if devices is not None:
                 write_limits(self.limits_dir(cid), devices)
+            if owner is not None:
+                (self.root / cid / OWNER_NAME).write_text(owner.render(), encoding="ascii")
         except (OSError, LimitsError) as e:
             shutil.rmtree(self.root / cid, ignore_errors=True)
             raise DirectoryLimit(f"cannot prepare {self.root / cid}: {e}") from None
-        return cid
+
+    def _present_owners(self) -> dict[str, DirOwner | None]:
+        """Each present directory's owner (its `owner` file, read once; none: no owner)."""
+        present = {}
+        for cid in self.ids():
+            if cid not in self._owners:
+                try:
+                    text = (self.root / cid / OWNER_NAME).read_text(encoding="ascii")
+                except (OSError, UnicodeDecodeError):
+                    text = ""
+                self._owners[cid] = DirOwner.parse(text)
+            present[cid] = self._owners[cid]
+        for gone in set(self._owners) - set(present):
+            del self._owners[gone]
+        return present
+
+    def _shared_init(
+        self, owners: dict[str, DirOwner | None], owner: DirOwner, grant: tuple[object, ...]
+    ) -> str | None:
+        """The directory of an init container of the same pod with the same limits, if any."""
+        for cid, other in owners.items():
+            if (
+                other is not None
+                and other.shared_init
+                and (other.namespace, other.pod_uid) == (owner.namespace, owner.pod_uid)
+            ):
+                try:
+                    same = _grant_of(read_limits(self.limits_dir(cid))) == grant
+                except LimitsError:
+                    same = False
+                if same:
+                    return cid
+        return None
 
     def ids(self) -> Iterator[str]:
         """Ids of the directories present (anything else under the root is left alone)."""
@@ -92,19 +154,25 @@ class ContainerDirs:
                 yield entry.name
 
     def collect(self, referenced: frozenset[str]) -> list[str]:
-        """Remove the directories `referenced` does not name and older than the grace."""
+        """Remove the directories `referenced` does not name: at once when an earlier collect saw
+        them named (the kubelet dropped them), else once older than the grace."""
         removed = []
-        now = self._clock()
-        for cid in self.ids():
-            if cid in referenced:
-                continue
-            try:
-                age = now - (self.root / cid).stat().st_mtime
-            except FileNotFoundError:
-                continue
-            if age > self._grace_s:
-                shutil.rmtree(self.root / cid, ignore_errors=True)
-                removed.append(cid)
+        with self._lock:
+            now = self._clock()
+            self._recorded &= set(self.ids())
+            for cid in self.ids():
+                if cid in referenced:
+                    self._recorded.add(cid)
+                    continue
+                try:
+                    age = now - (self.root / cid).stat().st_mtime
+                except FileNotFoundError:
+                    continue
+                if cid in self._recorded or age > self._grace_s:
+                    shutil.rmtree(self.root / cid, ignore_errors=True)
+                    self._recorded.discard(cid)
+                    self._owners.pop(cid, None)
+                    removed.append(cid)
         if removed:
             log.info("removed %d container directories the kubelet no longer holds", len(removed))
         return removed
@@ -114,6 +182,20 @@ def claim_dirs(state_dir: Path) -> ContainerDirs:
     """The DRA driver's directories: `<state dir>/dra/containers/`, collected without a grace
     (the kubelet tells a DRA driver when a claim is done; `vgpu.dra.claim_dirs`)."""
     return ContainerDirs(state_dir / DRA_SUBDIR, grace_s=0.0)
+
+
+def _grant_of(devices: Sequence[DeviceLimit]) -> tuple[object, ...]:
+    """The limits without the allowance, which the elastic duty moves."""
+    return tuple((d.uuid, d.memory, d.cores, d.limit) for d in devices)
+
+
+def _empty_file(path: Path) -> None:
+    """An empty file any user may read and write (the library sizes and fills it)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        os.fchmod(fd, 0o666)  # umask aside
+    finally:
+        os.close(fd)
 
 
 def write_limits(directory: Path, devices: Sequence[DeviceLimit]) -> None:

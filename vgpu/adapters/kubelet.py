@@ -180,6 +180,7 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
                         )
                         for m in g.mounts
                     ],
+                    cdi_devices=[api_pb2.CDIDevice(name=name) for name in g.cdi_devices],
                 )
                 for g in result
             ]

@@ -52,7 +52,7 @@ from vgpu.agent.elastic import ElasticDuty, run_elastic
 from vgpu.agent.kubelet_sync import KubeletSync, checkpoint_signature
 from vgpu.agent.maintenance import LOOP, run_maintenance
 from vgpu.agent.metrics import NodeMetrics
-from vgpu.agent.mode import device_plugins, handoff_policy, local_policy
+from vgpu.agent.mode import check_runtime, device_plugins, handoff_policy, local_policy
 from vgpu.agent.pods import PodFeed
 from vgpu.agent.publish import NodePublisher
 from vgpu.agent.release import KubeletStale
@@ -135,6 +135,7 @@ class NodeAgent:
         self.liveness = Liveness(self._clock)
         self._pump: HealthPump | None = None
         self.elastic: ElasticDuty | None = None
+        self.runtime_problems: list[str] = []
         self._stopped = False
 
     def _usage_parts(
@@ -177,6 +178,7 @@ class NodeAgent:
         self.inventory = inventory = self._backend.inventory()
         gpus = inventory.gpus
         log.info("%s: %d GPU(s): %s", cfg.node_name, len(gpus), [g.model for g in gpus])
+        self.runtime_problems = check_runtime(cfg, [g.uuid for g in gpus])
         if self._kube is not None:
             policy = handoff_policy(
                 cfg,

@@ -16,6 +16,7 @@ from vgpu.adapters.procfs import DEFAULT_PROC_ROOT
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.grants import GrantSettings
 from vgpu.node.health import HealthPolicy
+from vgpu.node.runtime_check import DEFAULT_CDI_DIRS, DEFAULT_TOOLKIT_CONFIG
 from vgpu.node.watchdog import WatchdogPolicy
 
 
@@ -45,3 +46,5 @@ class AgentConfig:
     watchdog: WatchdogPolicy = field(default_factory=WatchdogPolicy)
     watchdog_event_interval_s: float = 300.0
     proc_root: Path = DEFAULT_PROC_ROOT
+    cdi_spec_dirs: tuple[Path, ...] = DEFAULT_CDI_DIRS  # read for the runtime check at start
+    toolkit_config: Path = DEFAULT_TOOLKIT_CONFIG  # the NVIDIA runtime's config.toml, likewise

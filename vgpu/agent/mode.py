@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING
 
 from vgpu.adapters.kubelet import PluginOptions
 from vgpu.adapters.kubelet_devices import NodeDevicePlugins
+from vgpu.adapters.runtime_settings import cdi_device_names, toolkit_config
 from vgpu.agent.metrics import CountingPolicy, NodeMetrics
 from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
 from vgpu.node.devices import ResourceNames
 from vgpu.node.handoff import Handoff
 from vgpu.node.handoff_policy import HandoffPolicy
 from vgpu.node.model import GpuInfo
+from vgpu.node.runtime_check import runtime_problems
 
 if TYPE_CHECKING:
     from vgpu.agent.config import AgentConfig
@@ -76,6 +78,25 @@ def handoff_policy(
         on_admit=lambda _pod: on_admit(),
         refresh=refresh,
     )
+
+
+def check_runtime(cfg: AgentConfig, uuids: Sequence[str]) -> list[str]:
+    """The node's runtime settings against what CDI device naming needs, each problem logged
+    once at start (docs/isolation.md, "Runtime settings"); the agent serves either way."""
+    problems = runtime_problems(
+        uuids,
+        cfg.grants.devices,
+        cdi_device_names(cfg.cdi_spec_dirs),
+        toolkit_config(cfg.toolkit_config),
+    )
+    for problem in problems:
+        log.warning("runtime settings: %s", problem)
+    if not problems:
+        log.info(
+            "runtime settings: every GPU has its CDI device; the NVIDIA runtime ignores "
+            "NVIDIA_VISIBLE_DEVICES in unprivileged containers"
+        )
+    return problems
 
 
 def device_plugins(

@@ -24,6 +24,7 @@ from vgpu.daemons.gpu_flags import add_gpu_flags, gpu_backend
 from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.daemons.mode_flags import add_mode_flags, grant_settings
 from vgpu.flags import HelpFormatter, port_number
+from vgpu.node.runtime_check import DEFAULT_CDI_DIRS, DEFAULT_TOOLKIT_CONFIG
 
 if TYPE_CHECKING:
     from vgpu.agent.agent import NodeAgent
@@ -133,6 +134,22 @@ def _add_watchdog_flags(w: argparse._ArgumentGroup) -> None:
         default=Path("/proc"),
         help="host procfs, to map GPU processes to containers (default /proc, with hostPID)",
     )
+    w.add_argument(
+        "--cdi-spec-dir",
+        type=Path,
+        action="append",
+        metavar="DIR",
+        help="a CDI spec directory (repeatable; default /etc/cdi and /var/run/cdi), read at start "
+        "to check that every GPU has its CDI device",
+    )
+    w.add_argument(
+        "--nvidia-runtime-config",
+        type=Path,
+        default=DEFAULT_TOOLKIT_CONFIG,
+        metavar="PATH",
+        help="the NVIDIA runtime's config.toml, read at start to check that it ignores "
+        "NVIDIA_VISIBLE_DEVICES in unprivileged containers (docs/isolation.md, Runtime settings)",
+    )
 
 
 def watchdog_policy(args: argparse.Namespace) -> WatchdogPolicy:
@@ -216,6 +233,8 @@ def build(args: argparse.Namespace) -> NodeAgent:
         watchdog=watchdog,
         watchdog_event_interval_s=args.watchdog_event_interval_s,
         proc_root=args.proc_root,
+        cdi_spec_dirs=tuple(args.cdi_spec_dir or DEFAULT_CDI_DIRS),
+        toolkit_config=args.nvidia_runtime_config,
     )
     return NodeAgent(config, backend, kube)
 

@@ -6,8 +6,9 @@ IDs the container runtime must apply. A claim's devices are grouped by request: 
 the claim becomes one CDI device, `vgpu.io/claim=<claim uid>-<request>`, whose container edits are
 exactly the grant a container gets in device-plugin mode (`vgpu.node.grants.container_grant`:
 visible devices, cores, memory limits, MPS or HAMi-core settings), with the GPUs in index order.
-The CDI device is listed on the request's first result only, so a container that uses the whole
-claim gets each variable once.
+The GPUs themselves are the grant's CDI devices (`nvidia.com/gpu=<UUID>`, `vgpu.node.device_list`),
+listed with it. The CDI devices are listed on the request's first result only, so a container that
+uses the whole claim gets each variable once.
 
 Nothing here guesses: the allocation names the pool (this node), the device (a GPU index) and
 what it consumed. A claim allocated elsewhere, to an unknown or unhealthy GPU, or replaced by a
@@ -133,7 +134,7 @@ def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> Prepare
         if isinstance(gpu, Refusal):
             return Refusal(f"claim {namespace}/{name}: {gpu.reason}")
         by_request.setdefault(share.request, []).append((share, gpu))
-    cdi_devices, first_of = [], {}
+    cdi_devices, first_of, gpu_devices = [], {}, {}
     for request, pairs in by_request.items():
         limits = [
             _limit(s, g, node.memory_unit_mib) for s, g in sorted(pairs, key=lambda p: p[1].index)
@@ -146,13 +147,16 @@ def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> Prepare
             return Refusal(f"claim {namespace}/{name}, request {request}: {grant.reason}")
         cdi_devices.append({"name": cdi_name(uid, request), "containerEdits": _edits(grant)})
         first_of[request] = pairs[0][0]
+        gpu_devices[request] = grant.cdi_devices
     devices = tuple(
         PreparedDevice(
             s.request,
             s.pool,
             s.device,
             s.share_id,
-            (f"{CDI_KIND}={cdi_name(uid, s.request)}",) if first_of[s.request] is s else (),
+            (f"{CDI_KIND}={cdi_name(uid, s.request)}", *gpu_devices[s.request])
+            if first_of[s.request] is s
+            else (),
         )
         for s in shares
     )

@@ -10,8 +10,16 @@ agent collects: a directory is removed when the kubelet's checkpoint, which keep
 container's Allocate answer (`AllocResp`, pkg/kubelet/cm/devicemanager/checkpoint), no longer
 names its id (`referenced_ids`) and it is older than a grace (an answer just given reaches the
 checkpoint only after the kubelet has all of the container's answers). Without a readable
-checkpoint nothing is removed. The number of directories is bounded: at the bound a new Allocate
-is refused (fail closed) rather than filling the node's disk.
+checkpoint nothing is removed. A directory the checkpoint named and no longer names is removed
+at once (the kubelet dropped the container); the grace only covers answers not yet recorded.
+
+The number of directories is bounded per node, per namespace and per pod (`DirBounds`): at a
+bound a new Allocate is refused (fail closed) rather than filling the node's disk, and one
+tenant can no longer take every directory of a node (issue 31: seven pods with many init
+containers did). Each directory records whose container it serves (`DirOwner`, as the hand-off
+attributed the call). A pod's regular init containers run one at a time, so those with the same
+limits share one directory when the attribution was sure (a container of another pod that the
+call may have been for never shares one).
 
 The modes see the directories through `ContainerDirMaker`; the one that makes them on disk is
 `vgpu.adapters.container_dirs.ContainerDirs`, so this package stays free of file I/O.
@@ -23,7 +31,8 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -33,11 +42,71 @@ CONTAINERS = "containers"
 ID = re.compile(r"[0-9a-f]{32}")
 _REFERENCE = re.compile(rb"/" + CONTAINERS.encode() + rb"/([0-9a-f]{32})/")
 DEFAULT_MAX_DIRS = 2048
+DEFAULT_MAX_DIRS_PER_NAMESPACE = 256
+DEFAULT_MAX_DIRS_PER_POD = 16
 DEFAULT_GRACE_S = 600.0
+OWNER_NAME = "owner"
+_OWNER = re.compile(r"([a-z0-9][-a-z0-9.]*) ([-0-9a-zA-Z]+) ([a-z0-9][-a-z0-9]*) ([01])\n")
 
 
 class DirectoryLimit(Exception):
     """No new container directory: the bound is reached or the disk refused; message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class DirOwner:
+    """The container a directory serves: its pod's namespace and UID and its name.
+
+    `shared_init`: a regular init container whose attribution was sure; such containers of one
+    pod with equal limits share a directory (they never run at the same time)."""
+
+    namespace: str
+    pod_uid: str
+    container: str
+    shared_init: bool = False
+
+    def render(self) -> str:
+        """The directory's `owner` file."""
+        return f"{self.namespace} {self.pod_uid} {self.container} {int(self.shared_init)}\n"
+
+    @staticmethod
+    def parse(text: str) -> DirOwner | None:
+        """An `owner` file's owner; None for anything else (then only the node bound counts)."""
+        m = _OWNER.fullmatch(text)
+        return None if m is None else DirOwner(m[1], m[2], m[3], m[4] == "1")
+
+
+@dataclass(frozen=True, slots=True)
+class DirBounds:
+    """At most this many directories per node, per namespace and per pod."""
+
+    node: int = DEFAULT_MAX_DIRS
+    namespace: int = DEFAULT_MAX_DIRS_PER_NAMESPACE
+    pod: int = DEFAULT_MAX_DIRS_PER_POD
+
+
+def over_bound(
+    owners: Iterable[DirOwner | None], new: DirOwner | None, bounds: DirBounds
+) -> str | None:
+    """Why one more directory for `new` would pass a bound, given the present ones' owners."""
+    present = list(owners)
+    if len(present) >= bounds.node:
+        return f"{len(present)} container directories on this node (the bound is {bounds.node})"
+    if new is None:
+        return None
+    in_ns = [o for o in present if o is not None and o.namespace == new.namespace]
+    if len(in_ns) >= bounds.namespace:
+        return (
+            f"{len(in_ns)} container directories for namespace {new.namespace} (the bound is "
+            f"{bounds.namespace} per namespace)"
+        )
+    in_pod = sum(1 for o in in_ns if o.pod_uid == new.pod_uid)
+    if in_pod >= bounds.pod:
+        return (
+            f"{in_pod} container directories for pod UID {new.pod_uid} in {new.namespace} (the "
+            f"bound is {bounds.pod} per pod; a pod's init containers with equal limits share one)"
+        )
+    return None
 
 
 class ContainerDirMaker(Protocol):
@@ -50,9 +119,9 @@ class ContainerDirMaker(Protocol):
 
     def shared_dir(self, cid: str) -> Path: ...
 
-    def create(self, devices: Sequence[DeviceLimit] | None) -> str:
-        """A new directory (with its limits file, unless `devices` is None); its id. Raises
-        `DirectoryLimit`."""
+    def create(self, devices: Sequence[DeviceLimit] | None, owner: DirOwner | None = None) -> str:
+        """A directory for `owner`'s container (with its limits file, unless `devices` is None):
+        a new one, or its pod's shared init directory; its id. Raises `DirectoryLimit`."""
         ...
 
     def ids(self) -> Iterator[str]:

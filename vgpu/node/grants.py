@@ -10,7 +10,8 @@ read from its signed assignment (a container without a memory ask makes no memor
 
 | variable | value |
 |---|---|
-| `NVIDIA_VISIBLE_DEVICES`, `CUDA_VISIBLE_DEVICES` | GPU UUIDs, comma-separated, by GPU index |
+| `CUDA_VISIBLE_DEVICES` | GPU UUIDs, comma-separated, by GPU index |
+| `cdi_devices` (not a variable) | `nvidia.com/gpu=<UUID>` per GPU, same order: the runtime injects these (`vgpu.node.device_list`; with the opt-in `envvar` strategy `NVIDIA_VISIBLE_DEVICES` instead) |
 | `VGPU_CORES` | guaranteed cores (percent of SMs) per visible GPU, same order |
 | `VGPU_CORES_LIMIT` | elastic upper bound from the pod annotation `vgpu.io/cores-limit`, if set |
 | `VGPU_MEMORY_LIMIT_MIB`, `VGPU_MEMORY_LIMIT_BYTES` | memory limit per visible GPU, same order |
@@ -30,10 +31,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from vgpu.core.units import CORES_PER_GPU
+from vgpu.node.container_dirs import DirOwner
+from vgpu.node.device_list import DeviceList
 
 MIB = 1024 * 1024
 DEFAULT_MPS_PIPE_DIR = "/tmp/nvidia-mps"
@@ -66,6 +69,7 @@ class ContainerGrant:
     envs: Mapping[str, str] = field(default_factory=dict)
     annotations: Mapping[str, str] = field(default_factory=dict)
     mounts: tuple[Mount, ...] = ()
+    cdi_devices: tuple[str, ...] = ()  # fully qualified CDI names the runtime injects
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +100,7 @@ class Preload(Protocol):
 
     def mounts(self) -> tuple[Mount, ...]: ...
 
-    def cache(self) -> ContainerGrant | Refusal: ...
+    def cache(self, owner: DirOwner | None = None) -> ContainerGrant | Refusal: ...
 
 
 class Enforcer(Protocol):
@@ -107,7 +111,7 @@ class Enforcer(Protocol):
     """
 
     def enforce(
-        self, gpus: Sequence[GpuLimit], cores_limit: int | None
+        self, gpus: Sequence[GpuLimit], cores_limit: int | None, owner: DirOwner | None = None
     ) -> ContainerGrant | Refusal: ...
 
 
@@ -117,17 +121,22 @@ class GrantSettings:
     mps_pipe_dir: str = DEFAULT_MPS_PIPE_DIR  # on the host; mounted at the same path
     hami: Preload | None = None  # HAMi-core on the node: mode hami then preloads it
     core: Enforcer | None = None  # vgpu-core installed on the node: mode vgpu-core needs it
+    devices: DeviceList = field(default_factory=DeviceList)  # how the runtime learns the GPUs
 
 
-def cores_grant(shares: Sequence[tuple[str, int]]) -> ContainerGrant:
+def cores_grant(
+    shares: Sequence[tuple[str, int]], devices: DeviceList | None = None
+) -> ContainerGrant:
     """Default-policy grant for (gpu_uuid, cores) pairs, already in GPU index order."""
-    uuids = ",".join(uuid for uuid, _ in shares)
+    devices = devices or DeviceList()
+    uuids = [uuid for uuid, _ in shares]
     return ContainerGrant(
         envs={
-            "NVIDIA_VISIBLE_DEVICES": uuids,
-            "CUDA_VISIBLE_DEVICES": uuids,
+            **devices.envs(uuids),
+            "CUDA_VISIBLE_DEVICES": ",".join(uuids),
             "VGPU_CORES": ",".join(str(cores) for _, cores in shares),
-        }
+        },
+        cdi_devices=devices.cdi_devices(uuids),
     )
 
 
@@ -156,9 +165,14 @@ def _joined(values: Sequence[object]) -> str:
 
 
 def container_grant(
-    gpus: Sequence[GpuLimit], settings: GrantSettings, *, cores_limit: int | None = None
+    gpus: Sequence[GpuLimit],
+    settings: GrantSettings,
+    *,
+    cores_limit: int | None = None,
+    owner: DirOwner | None = None,
 ) -> ContainerGrant | Refusal:
-    """The full grant of a container holding `gpus` (in GPU index order)."""
+    """The full grant of a container holding `gpus` (in GPU index order); `owner`: whose
+    container it is, for the bounds on per-container directories (None: not known)."""
     if not gpus:
         return Refusal("no GPU in the assignment")
     guaranteed = max(g.cores for g in gpus)
@@ -167,10 +181,10 @@ def container_grant(
             f"vgpu.io/cores-limit={cores_limit} is below the {guaranteed} cores the container "
             f"asks; set it between {guaranteed} and {CORES_PER_GPU} or remove it"
         )
-    uuids = _joined([g.uuid for g in gpus])
+    uuids = [g.uuid for g in gpus]
     envs = {
-        "NVIDIA_VISIBLE_DEVICES": uuids,
-        "CUDA_VISIBLE_DEVICES": uuids,
+        **settings.devices.envs(uuids),
+        "CUDA_VISIBLE_DEVICES": _joined(uuids),
         "VGPU_CORES": _joined([g.cores for g in gpus]),
         "VGPU_MEMORY_LIMIT_MIB": _joined([g.memory_mib for g in gpus]),
         "VGPU_MEMORY_LIMIT_BYTES": _joined([g.memory_mib * MIB for g in gpus]),
@@ -188,16 +202,19 @@ def container_grant(
         envs["CUDA_MPS_PIPE_DIRECTORY"] = settings.mps_pipe_dir
         mounts = (Mount(settings.mps_pipe_dir, settings.mps_pipe_dir),)
     elif settings.mode is GrantMode.HAMI:
-        return _hami_grant(gpus, settings.hami, envs, cores_limit)
+        grant = _hami_grant(gpus, settings.hami, envs, cores_limit, owner)
+        if isinstance(grant, Refusal):
+            return grant
+        return replace(grant, cdi_devices=settings.devices.cdi_devices(uuids))
     elif settings.mode is GrantMode.VGPU_CORE:
         if settings.core is None:
             return Refusal("mode vgpu-core without the library installed on the node (fail closed)")
-        extra = settings.core.enforce(gpus, cores_limit)
+        extra = settings.core.enforce(gpus, cores_limit, owner)
         if isinstance(extra, Refusal):
             return extra
         envs.update(extra.envs)
         mounts = extra.mounts
-    return ContainerGrant(envs=envs, mounts=mounts)
+    return ContainerGrant(envs=envs, mounts=mounts, cdi_devices=settings.devices.cdi_devices(uuids))
 
 
 def _hami_grant(
@@ -205,6 +222,7 @@ def _hami_grant(
     hami: Preload | None,
     envs: dict[str, str],
     cores_limit: int | None,
+    owner: DirOwner | None,
 ) -> ContainerGrant | Refusal:
     """Mode hami, as HAMi-core reads it: devices by **index** in `CUDA_VISIBLE_DEVICES` (it maps
     each entry with `atoi`, so UUIDs all became device 0 and later GPUs went unlimited), per-GPU
@@ -217,7 +235,7 @@ def _hami_grant(
     envs["CUDA_DEVICE_SM_LIMIT"] = str(cores_limit or max(g.cores for g in gpus))
     if hami is None:
         return ContainerGrant(envs=envs)
-    cache = hami.cache()
+    cache = hami.cache(owner)
     if isinstance(cache, Refusal):
         return cache
     envs.update(hami.envs())

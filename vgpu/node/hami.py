@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from vgpu.core.errors import ConfigError
-from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit
+from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit, DirOwner
 from vgpu.node.grants import ContainerGrant, Mount, Refusal
 
 LIBRARY_IN_CONTAINER = "/usr/local/vgpu/libvgpu.so"
@@ -60,12 +60,13 @@ class HamiCore:
         """Variables added to a hami-mode grant."""
         return {"LD_PRELOAD": LIBRARY_IN_CONTAINER}
 
-    def cache(self) -> ContainerGrant | Refusal:
-        """A writable cache directory of the container's own, and the variable naming it."""
+    def cache(self, owner: DirOwner | None = None) -> ContainerGrant | Refusal:
+        """A writable cache directory of the container's own, and the variable naming it;
+        `owner`: whose container, for the per-pod and per-namespace bounds."""
         if self.dirs is None:
             return ContainerGrant()
         try:
-            cid = self.dirs.create(None)
+            cid = self.dirs.create(None, owner)
         except DirectoryLimit as e:
             return Refusal(f"hami: {e}; the container is not admitted without its cache")
         return ContainerGrant(

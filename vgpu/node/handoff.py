@@ -130,7 +130,15 @@ class Handoff:
                 limit = cores_limit(entry.info)
                 after = entry.followers().get(container.name, ())
                 out.append(
-                    Candidate(entry.info.key, container, shares, limit, entry.in_progress(), after)
+                    Candidate(
+                        entry.info.key,
+                        container,
+                        shares,
+                        limit,
+                        entry.in_progress(),
+                        after,
+                        uid=entry.info.uid,
+                    )
                 )
             return out
 
@@ -183,7 +191,13 @@ class Handoff:
             for entry, container in matching(self._pods, kind, size, gpus, pending=False):
                 if (container.name, kind) in entry.unsure:
                     shares = entry.shares[container.name]
-                    return Candidate(entry.info.key, container, shares, cores_limit(entry.info))
+                    return Candidate(
+                        entry.info.key,
+                        container,
+                        shares,
+                        cores_limit(entry.info),
+                        uid=entry.info.uid,
+                    )
             return None
 
     def others_waiting(self, kind: UnitKind, size: int, gpus: frozenset[str], pod: PodKey) -> bool:
@@ -209,7 +223,7 @@ class Handoff:
         container may still belong (`reclaim`), for GetPreferredAllocation to steer to."""
         with self._lock:
             return [
-                Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info))
+                Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info), uid=e.info.uid)
                 for e, c in matching(self._pods, kind, size, None, pending=False)
                 if (c.name, kind) in e.unsure
             ]

@@ -27,8 +27,10 @@ from collections.abc import Callable, Sequence
 
 from vgpu.core.handoff_rule import confusable
 from vgpu.core.ids import PodKey
+from vgpu.core.kubelet_reuse import Role
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.allocation import DefaultAllocationPolicy
+from vgpu.node.container_dirs import DirOwner
 from vgpu.node.devices import (
     DeviceIdError,
     ResourceNames,
@@ -220,12 +222,12 @@ class HandoffPolicy:
             return Refusal(
                 f"{resource}: {len(ids)} devices on {', '.join(sorted(gpus))}: {ambiguous}"
             )
-        grant = self._grant(kind, chosen, groups)
-        if isinstance(grant, Refusal):
-            return grant
         # Another pod's container with this ask on these GPUs (same grant: invariant I) could
         # have made the call: the attribution is unsure.
         unsure = self._handoff.others_waiting(kind, len(ids), gpus, chosen.pod)
+        grant = self._grant(kind, chosen, groups, sure=not unsure)
+        if isinstance(grant, Refusal):
+            return grant
         self._handoff.admit(chosen.pod, chosen.container.name, kind, ids, unsure=unsure)
         log.info(
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
@@ -294,7 +296,7 @@ class HandoffPolicy:
         )
 
     def _grant(
-        self, kind: UnitKind, chosen: Candidate, groups: dict[str, list[UnitId]]
+        self, kind: UnitKind, chosen: Candidate, groups: dict[str, list[UnitId]], *, sure: bool
     ) -> ContainerGrant | Refusal:
         order = [u for u in self._gpus if u in groups]
         if kind is UnitKind.MEMORY:
@@ -306,7 +308,8 @@ class HandoffPolicy:
         limit, problem = chosen.cores_limit
         if problem is not None:
             return Refusal(problem)
-        return container_grant(limits, self._settings, cores_limit=limit)
+        owner = _owner(chosen, sure)
+        return container_grant(limits, self._settings, cores_limit=limit, owner=owner)
 
     def _unmatched(
         self, kind: UnitKind, resource: str, ids: Sequence[str], groups: dict[str, list[UnitId]]
@@ -346,3 +349,11 @@ class HandoffPolicy:
             if len(units) > free:
                 return f"only {max(free, 0)} unreserved {kind.name.lower()} devices on {uuid}"
         return None
+
+
+def _owner(chosen: Candidate, sure: bool) -> DirOwner:
+    """Whose container the grant's directory serves; a regular init container may share its
+    pod's directory only when no other pod's container may have made the call."""
+    namespace = chosen.pod.split("/", 1)[0]
+    shared = sure and chosen.container.role is Role.INIT
+    return DirOwner(namespace, chosen.uid or "-", chosen.container.name, shared_init=shared)

@@ -47,6 +47,7 @@ class Candidate:
     cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
     in_progress: bool = False  # some of the pod's containers are admitted, not all
     after: tuple[tuple[object, ...], ...] = ()  # grants of the pod's later containers
+    uid: str = ""  # the pod's UID
 
     @property
     def gpus(self) -> frozenset[str]:

@@ -20,6 +20,8 @@ from vgpu.core.errors import VgpuError
 
 LIMITS_NAME = "limits"
 ACTIVITY_NAME = "activity"
+STATE_NAME = "state"  # the library's accounting region (vgpu-core/src/region.c)
+SHARED_FILES = (STATE_NAME, ACTIVITY_NAME)  # all the library keeps in its shared directory
 HEADER = "vgpu-limits 1"
 MAX_LIMITS_BYTES = 4096
 MAX_DEVICES = 16

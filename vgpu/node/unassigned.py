@@ -47,7 +47,7 @@ def unassigned_grant(
     """The answer for (gpu_uuid, units) `shares` of `kind`, in GPU index order."""
     if not settings.mode.enforcing:
         if kind is UnitKind.CORES:
-            return cores_grant(shares)
+            return cores_grant(shares, settings.devices)
         return memory_grant([(uuid, n * unit_mib) for uuid, n in shares])
     if kind is UnitKind.MEMORY:
         return Refusal(

@@ -4,7 +4,11 @@ For every container it admits the agent creates a per-container directory (`Cont
 writes its `limits` there (`vgpu.node.limits_file`) and answers with the four mounts of the
 contract (vgpu-core/README.md): the library read-only at `LIBRARY_IN_CONTAINER`, the preload file
 read-only at `/etc/ld.so.preload` (so a process started with `env -i` loads it too), the limits
-directory read-only at `/run/vgpu/` and the shared directory read-write at `/run/vgpu-shared/`.
+directory read-only at `/run/vgpu/` and the shared directory's two files, `state` and `activity`,
+each read-write at `/run/vgpu-shared/<name>`. The files, not the directory, are mounted: the
+agent creates them, so a container cannot add entries to the host directory (issue 31: it was a
+world-writable host directory outside the kubelet's ephemeral-storage accounting); a file it
+creates next to them lands in its own writable layer, which the kubelet accounts.
 `LD_PRELOAD` names the library as well, for images whose own loader setup ignores the preload
 file. The library reads its limits only from the mounted file, so nothing in the pod's
 environment can raise or remove them; the shipped admission policy refuses pod specs that set
@@ -20,14 +24,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit
+from vgpu.node.container_dirs import ContainerDirMaker, DirectoryLimit, DirOwner
 from vgpu.node.grants import MIB, ContainerGrant, GpuLimit, Mount, Refusal
-from vgpu.node.limits_file import DeviceLimit, LimitsError, render_limits
+from vgpu.node.limits_file import SHARED_FILES, DeviceLimit, LimitsError, render_limits
 
 LIBRARY_IN_CONTAINER = "/usr/local/vgpu/libvgpu-core.so"
 PRELOAD_IN_CONTAINER = "/etc/ld.so.preload"
 LIMITS_IN_CONTAINER = "/run/vgpu"
 SHARED_IN_CONTAINER = "/run/vgpu-shared"
+STATE_IN_CONTAINER, ACTIVITY_IN_CONTAINER = (f"{SHARED_IN_CONTAINER}/{n}" for n in SHARED_FILES)
 ENFORCEMENT_PATHS = (
     LIBRARY_IN_CONTAINER,
     PRELOAD_IN_CONTAINER,
@@ -45,14 +50,14 @@ class VgpuCore:
     dirs: ContainerDirMaker
 
     def enforce(
-        self, gpus: Sequence[GpuLimit], cores_limit: int | None
+        self, gpus: Sequence[GpuLimit], cores_limit: int | None, owner: DirOwner | None = None
     ) -> ContainerGrant | Refusal:
         """Prepare the container's directory with its limits; the variables and mounts."""
         devices = device_limits(gpus, cores_limit)
         if isinstance(devices, Refusal):
             return devices
         try:
-            cid = self.dirs.create(devices)
+            cid = self.dirs.create(devices, owner)
         except DirectoryLimit as e:
             return Refusal(f"vgpu-core: {e}; the container is not admitted unenforced")
         return ContainerGrant(
@@ -61,7 +66,10 @@ class VgpuCore:
                 Mount(LIBRARY_IN_CONTAINER, self.library, read_only=True),
                 Mount(PRELOAD_IN_CONTAINER, self.preload_file, read_only=True),
                 Mount(LIMITS_IN_CONTAINER, str(self.dirs.limits_dir(cid)), read_only=True),
-                Mount(SHARED_IN_CONTAINER, str(self.dirs.shared_dir(cid))),
+                *(
+                    Mount(f"{SHARED_IN_CONTAINER}/{name}", str(self.dirs.shared_dir(cid) / name))
+                    for name in SHARED_FILES
+                ),
             ),
         )
 
