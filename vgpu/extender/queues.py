@@ -4,9 +4,12 @@
 (`vgpu.api.queues`), with their gates, asks and ages; the cache keeps the GPUs. `decide` runs one
 pass over a snapshot of the index and of the cluster's capacity, taking the cache's lock only for
 one job's placement at a time (and a reclaim what-if), never for the pass: filters run between
-jobs (issue 31: 5,000 held pods on 100 nodes held the lock for a 10 s pass, and a filter waited
-as long). A job that fits nowhere is found so by `Scheduler.select` alone (memoised per node and
-shape), without the gang planner's per-node explanation, which a pass does not need:
+jobs, and after each job it gives the interpreter to a verb waiting for it (issue 31: 5,000
+held pods on 100 nodes held the lock for a 10 s pass, and a filter waited as long; with the lock
+released but no yield, a pass running beside the serving loop still doubled a filter's p99). A
+single pod that fits nowhere is found so by `Scheduler.select` alone (memoised per node and
+shape), without the gang planner's per-node explanation, which a pass does not need, and its
+shape is not tried again in the pass:
 
 * pods are grouped into whole jobs (`vgpu.core.queue_jobs`) and offered to `release.plan`;
 * `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
@@ -31,6 +34,7 @@ outside the lock (`vgpu.daemons.queue_release`).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -199,11 +203,19 @@ class _Fits:
         self, ext: Extender, recs: Mapping[str, Queued], members: Mapping[str, tuple[str, ...]]
     ) -> None:
         self._ext, self._recs, self._members = ext, recs, members
+        self._nowhere: set[tuple[object, ...]] = set()
+        """Shapes of single pods that fit nowhere this pass: the pass's own reservations only
+        take capacity, so they fit nowhere for the rest of it (a pod freed meanwhile is seen
+        by the next pass)."""
 
     def __call__(self, job: Job) -> bool:
-        """Place the job and hold its place, under the cache's lock for this job only."""
-        with self._ext.cache.atomic():
-            return self._place(job)
+        """Place the job and hold its place, under the cache's lock for this job only; then
+        give the interpreter to a waiting verb (module doc)."""
+        try:
+            with self._ext.cache.atomic():
+                return self._place(job)
+        finally:
+            time.sleep(0)
 
     def _place(self, job: Job) -> bool:
         cache, keys = self._ext.cache, self._members[job.key]
@@ -221,7 +233,9 @@ class _Fits:
             size = self._recs[keys[0]].pod.gang_size
             placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now)
             return isinstance(placed, Assignment)
-        if scheduler.select(first.request) is None:  # nowhere: no need for the planner's why
+        shape = first.request.shape
+        if shape in self._nowhere or scheduler.select(first.request) is None:
+            self._nowhere.add(shape)  # nowhere: no need for the planner's why
             return False
         gang = GangKey(f"{job.namespace}/queue:{keys[0].split('/', 1)[1]}")
         result = gang_planning.plan(scheduler, gang, [first.request])
