@@ -4,6 +4,7 @@ limit, deep nesting, oversized strings), returns a value or raises its own error
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import re
@@ -220,3 +221,31 @@ def test_the_guard_error_is_a_value_error_with_a_short_message(token: str) -> No
         parse_inventory(token)
     assert isinstance(caught.value, ValueError)
     assert len(str(caught.value)) < 400
+
+
+def test_the_extender_writes_no_assignment_the_agent_would_not_read() -> None:
+    """One bound, `MAX_ASSIGNMENT_CHARS`, on both sides: what `binding_annotations`
+    refuses is exactly what `verify` would call unreadable, however well signed."""
+    from vgpu.api.assignment import binding_annotations, encode, sign, verify
+    from vgpu.api.decode import MAX_ASSIGNMENT_CHARS
+    from vgpu.core.errors import InvalidRequest
+    from vgpu.core.ids import GpuUUID, NodeName, PodKey
+    from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
+
+    def of(containers: int) -> Assignment:
+        share = (GpuShare(GpuUUID("GPU-" + "0" * 36), 1, 0),)
+        named = (ContainerAssignment(f"c{i:03d}-" + "x" * 50, share) for i in range(containers))
+        return Assignment(PodKey("ns/p"), NodeName("n"), containers=tuple(named), uid="u")
+
+    fits = bisect.bisect_right(
+        range(1, 2000), MAX_ASSIGNMENT_CHARS, key=lambda n: len(encode(of(n)))
+    )  # the most containers whose text is within the bound
+    written = binding_annotations(of(fits), b"k")
+    assert verify(written, b"k") == of(fits)
+    text = encode(of(fits + 1))
+    with pytest.raises(InvalidRequest, match="a node agent reads"):
+        binding_annotations(of(fits + 1), b"k")
+    assert (
+        verify({"vgpu.io/assignment": text, "vgpu.io/assignment-signature": sign(text, b"k")}, b"k")
+        is None
+    )

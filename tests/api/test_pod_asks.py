@@ -147,3 +147,18 @@ def test_equal_values_written_differently_are_one_ask() -> None:
     pod = _pod({"name": "main", "resources": {"limits": {CORES: "3e1"}, "requests": {CORES: 30}}})
     assert pod_info(pod).problems == ()
     assert pod_spec(pod, memory_unit_mib=UNIT_MIB).request.containers[0].cores == 30
+
+
+def test_every_reader_names_a_pod_past_the_vgpu_container_cap() -> None:
+    """The extender, the node agent and the report read the cap alike: past it, a problem."""
+    from vgpu.api.podasks import MAX_VGPU_CONTAINERS
+
+    def pod(count: int) -> dict[str, Any]:
+        asking = [{"name": f"c{i}", "resources": {"limits": {CORES: "1"}}} for i in range(count)]
+        plain = [{"name": "sidecar"}] * 3  # containers asking nothing do not count
+        return {"metadata": {"name": "p"}, "spec": {"containers": asking + plain}}
+
+    assert not pod_asks(pod(MAX_VGPU_CONTAINERS)).problems
+    (problem,) = pod_asks(pod(MAX_VGPU_CONTAINERS + 1)).problems
+    assert f"more than the {MAX_VGPU_CONTAINERS} a pod may have" in str(problem)
+    assert pod_info(pod(MAX_VGPU_CONTAINERS + 1)).problems == (str(problem),)

@@ -137,7 +137,7 @@ def test_a_vgpu_pod_setting_an_enforcement_variable_is_refused_naming_the_contai
 def test_a_vgpu_pod_setting_an_nvidia_runtime_variable_in_any_container_is_refused(
     name: str, where: str
 ) -> None:
-    """The NVIDIA container runtime selects GPUs and driver files from these (issue 31: a
+    """The NVIDIA container runtime selects GPUs and driver files from these (a
     sidecar's NVIDIA_VISIBLE_DEVICES=all gave the pod every GPU of its node)."""
     side = container("side", vgpu=False, env=[{"name": name, "value": "all"}])
     spec = pod(container(), side) if where == "containers" else pod(container(), **{where: [side]})

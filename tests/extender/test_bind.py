@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.extender.builders import ledger_of, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
 from tests.waiting import wait_until
@@ -245,3 +247,24 @@ def test_a_bind_in_flight_counts_as_pending_for_invariant_i(harness: Harness) ->
         assert [p.pod for p in pending] == ["default/a"]
         placed = ext.place(spec_b, "n1", policy)
     assert isinstance(placed, Verdict) and "waiting for admission" in str(placed)
+
+
+def test_bind_refuses_an_assignment_longer_than_the_agent_reads(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The extender bound pods whose signed assignment passed the agent's bound, and
+    the agent then called it forged. Both hold `MAX_ASSIGNMENT_CHARS` (here made small, so a
+    pod of a realistic size reaches it): bind refuses, assumes nothing, binds nothing."""
+    from tests.pods import container
+    from vgpu.api import assignment as assignment_text
+
+    monkeypatch.setattr(assignment_text, "MAX_ASSIGNMENT_CHARS", 2_000)
+    harness.put(make_node("n1", gpus=4))
+    pod = make_pod("p", cores=1)
+    pod["spec"]["initContainers"] = [container(f"init-{k}", cores=1) for k in range(30)]
+    daemon = harness.start()
+    error = harness.wire(daemon).bind(harness.shown(pod), "n1")
+    assert "vgpu.io/assignment: " in error and "more than the 2000 a node agent reads" in error
+    assert "fewer vGPU containers" in error
+    assert "nodeName" not in harness.pod("p")["spec"]
+    assert daemon.cache.holding(PodKey("default/p")) is None

@@ -164,3 +164,26 @@ def test_pods_choose_only_allowed_policies_and_memory_stays_bounded(harness: Har
     assert book.names == ["default", "binpack"]
     allowed = harness.shown(make_pod("ok", cores=30, annotations={"vgpu.io/policy": "binpack"}))
     assert wire.filter(allowed, ["n1"])["NodeNames"] == ["n1"]
+
+
+def test_a_pod_with_more_vgpu_containers_than_the_cap_is_refused_naming_the_fix(
+    harness: Harness,
+) -> None:
+    """A pod of 600 look-alike init containers stalled every filter. Past
+    `MAX_VGPU_CONTAINERS` the pod is an in-band error (the admission policy refuses it first
+    where it is installed); at the cap it is placed as any other."""
+    from tests.pods import container
+    from vgpu.api.podasks import MAX_VGPU_CONTAINERS
+
+    harness.put(make_node("n1", gpus=8))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    for name, count in (("at-cap", MAX_VGPU_CONTAINERS), ("past-cap", MAX_VGPU_CONTAINERS + 1)):
+        pod = make_pod(name, cores=1)
+        pod["spec"]["initContainers"] = [container(f"i{k}", cores=1) for k in range(count - 1)]
+        out = wire.filter(harness.shown(pod), ["n1"])
+        if count <= MAX_VGPU_CONTAINERS:
+            assert out["Error"] == "" and out["NodeNames"] == ["n1"], out
+        else:
+            assert f"{count} containers ask vgpu.io/ devices" in out["Error"], out
+            assert f"pods of at most {MAX_VGPU_CONTAINERS} vGPU containers" in out["Error"]

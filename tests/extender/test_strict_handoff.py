@@ -92,3 +92,27 @@ def test_a_carried_hold_that_cannot_be_read_starts_again(
 def test_holds_round_trip_and_none_removes_the_annotation() -> None:
     assert encode({}) is None
     assert decode(encode({"b": T0 - 5.25, "a": T0}), now=T0) == {"a": T0, "b": T0 - 5.25}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[" * 100_000 + "]" * 100_000,  # RecursionError inside json.loads
+        '{"a": ' + "1" * 5_000 + "}",  # past Python's int-digit limit
+        '{"a": ' + "9" * 400 + "}",  # an int no float can hold: OverflowError
+        '{"' + "q" * 70_000 + '": 1}',  # longer than any queue list could be
+    ],
+    ids=["deep", "huge-int", "overflow", "oversized"],
+)
+def test_a_hostile_carried_hold_is_dropped_not_raised(text: str) -> None:
+    """Whoever may write the Lease (the scheduler's Role may) must not make every later
+    leader's release pass raise: the value goes through the bounded decoder, and is dropped."""
+    assert decode(text, now=T0) == {}
+
+
+def test_a_release_pass_survives_a_deeply_nested_lease_annotation(harness: Harness) -> None:
+    daemon = _strict_head_that_does_not_fit(harness)
+    lease = Lease()
+    lease.annotations[HOLDS_ANNOTATION] = "[" * 100_000 + "]" * 100_000
+    assert _released(_leader(daemon, lease, T0)) == []  # held again, from now
+    assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}

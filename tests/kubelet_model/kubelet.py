@@ -109,11 +109,13 @@ class KubeletModel:
         self.gone: set[str] = set()  # deleted pods whose devices are not yet freed
         self.sources_ready = True
         self.file: dict[str, dict[str, dict[str, tuple[str, ...]]]] = {}  # the checkpoint file
+        self.roles: dict[str, dict[str, str]] = {}  # pod uid -> container -> role
 
     # ----- pods ----------------------------------------------------------------------------------
     def admit(self, pod: Mapping[str, Any]) -> Admission:
         uid = str(pod["metadata"]["uid"])
         containers = containers_of(pod, list(self.numa))
+        self.roles[uid] = {c.name: c.role for c in containers}
         result = Admission(True)
         self._update_allocated()
         held = self.checkpoint.setdefault(uid, {})
@@ -186,16 +188,20 @@ class KubeletModel:
         for per_resource in self.checkpoint.pop(uid, {}).values():
             for resource, ids in per_resource.items():
                 self.in_use[resource] -= set(ids)
+        self.roles.pop(uid, None)
 
     def held(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
         """(pod uid, container, resource, IDs): what the pod-resources API lists (it frees the
-        devices of deleted pods first, once sources are ready)."""
+        devices of deleted pods first, once sources are ready). It lists a pod's app containers
+        and restartable init containers, never a regular init container, whose devices the
+        checkpoint still holds (pkg/kubelet/apis/podresources/server_v1.go `List`)."""
         self._update_allocated()
         return [
             (uid, name, resource, ids)
             for uid, containers in self.checkpoint.items()
             if uid not in self.gone
             for name, per_resource in containers.items()
+            if self.roles.get(uid, {}).get(name) != "init"
             for resource, ids in per_resource.items()
         ]
 

@@ -83,7 +83,7 @@ def test_the_kubelet_gets_the_contract_mounts_and_the_duty_moves_the_allowance(
 
 
 def test_a_pods_init_containers_share_one_directory_through_the_hand_off(tmp_path: Path) -> None:
-    """The kubelet calls Allocate once per init container (issue 31: seven pods with many init
+    """The kubelet calls Allocate once per init container (seven pods with many init
     containers took every directory of the node); those of equal limits run one at a time and
     share one directory, the app container has its own."""
     dirs = ContainerDirs(tmp_path / "state")

@@ -95,7 +95,7 @@ def owner(pod: str = "uid-a", container: str = "c", ns: str = "t", init: bool = 
 
 
 def test_one_pod_is_bounded_and_its_neighbours_still_get_directories(tmp_path: Path) -> None:
-    """Issue 31: seven pods of one tenant took all 2,048 directories of a node."""
+    """Seven pods of one tenant took all 2,048 directories of a node."""
     dirs = ContainerDirs(tmp_path, bounds=DirBounds(namespace=4, pod=2))
     for n in range(2):
         dirs.create(LIMITS, owner("uid-a", f"c{n}"))

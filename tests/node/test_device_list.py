@@ -1,5 +1,5 @@
 """A container's GPUs reach the runtime as CDI devices, never as `NVIDIA_VISIBLE_DEVICES` unless
-the operator opts in (issue 31, finding 1): with the variable, a pod, its sidecar or its image
+the operator opts in: with the variable, a pod, its sidecar or its image
 that sets `NVIDIA_VISIBLE_DEVICES=all` got every GPU of the node on NVIDIA's default runtime."""
 
 from __future__ import annotations

@@ -180,7 +180,7 @@ def test_the_dra_driver_flags_give_hami_core_per_claim_caches_apart_from_the_age
 
 
 def test_the_cache_directories_are_bounded_per_pod_like_vgpu_cores(tmp_path: Path) -> None:
-    """Issue 31: the per-pod bound holds for mode hami's cache directories too."""
+    """The per-pod bound holds for mode hami's cache directories too."""
     dirs = ContainerDirs(tmp_path, bounds=DirBounds(namespace=4, pod=1))
     settings = GrantSettings(GrantMode.HAMI, hami=HamiCore(LIB, dirs=dirs))
     gpus = [GpuLimit(U0, 30, 1024)]

@@ -218,3 +218,69 @@ def test_a_new_pod_of_a_reused_name_gets_its_admitted_annotation(end: str) -> No
         handoff.observe(pod_info(done))
         handoff.forget(key, "u1")
     assert admit("u2") == [(key, '["c"]')]
+
+
+def _init_pod(uid: str, *, main: int, status: Obj | None = None) -> Obj:
+    """A pod whose init container `setup` asks 30 cores on G0 before `main` asks `main`."""
+    shares = {"setup": ("G0", 30)} | ({"main": ("G0", main)} if main else {})
+    raw = pod("p", uid, [("main", main)], **signed("p", uid, shares))
+    raw["spec"]["initContainers"] = [container("setup", cores=30)]
+    if status:
+        raw["status"] |= status
+    return raw
+
+
+def test_init_containers_stay_admitted_once_the_kubelet_lists_an_app_container() -> None:
+    """The kubelet's pod-resources List reports app (and restartable init) containers only
+    (pkg/kubelet/apis/podresources/server_v1.go), and it allocates every container of a pod at
+    admission, init containers first (pkg/kubelet/cm/topologymanager/scope_container.go): an app
+    container holding devices means the init containers were allocated. They stay admitted for
+    the pod's life, also when the app container reuses their IDs (manager.go's reuse pool)."""
+    now = [0.0]
+    handoff = Handoff("n", KEY, clock=lambda: now[0], grace_s=5.0)
+    key = PodKey("ns/p")
+    handoff.observe(pod_info(_init_pod("u1", main=30)))
+    ids = tuple(f"G0::c{k}" for k in range(30))
+    handoff.admit(key, "setup", UnitKind.CORES, ids)
+    handoff.admit(key, "main", UnitKind.CORES, ids)  # from the reuse pool: the same IDs
+    for t in (1.0, 60.0, 3600.0):
+        now[0] = t
+        handoff.reconcile([HeldDevices(key, "main", UnitKind.CORES, ids)])
+        assert handoff.admitted_containers(key) == ["main", "setup"], t
+    restarted = Handoff("n", KEY, clock=lambda: now[0], grace_s=5.0)  # an agent restart
+    restarted.observe(pod_info(_init_pod("u1", main=30)))
+    restarted.reconcile([HeldDevices(key, "main", UnitKind.CORES, ids)])
+    assert restarted.admitted_containers(key) == ["main", "setup"]
+    assert restarted.candidates(UnitKind.CORES, 30) == []
+
+
+def test_an_init_container_is_admitted_once_a_container_of_its_pod_has_started() -> None:
+    """A pod whose only vGPU container is an init container has nothing in the List; a started
+    container in its status means the kubelet admitted it, so allocated all its containers."""
+    now = [0.0]
+    handoff = Handoff("n", KEY, clock=lambda: now[0], grace_s=5.0)
+    key = PodKey("ns/p")
+    handoff.observe(pod_info(_init_pod("u1", main=0)))
+    handoff.admit(key, "setup", UnitKind.CORES, [f"G0::c{k}" for k in range(30)])
+    now[0] = 60.0
+    handoff.reconcile([])
+    assert handoff.admitted_containers(key) == []  # not known to be admitted: pending (safe)
+    started = {"initContainerStatuses": [{"name": "setup", "state": {"terminated": {}}}]}
+    handoff.observe(pod_info(_init_pod("u1", main=0, status=started)))
+    handoff.reconcile([])
+    assert handoff.admitted_containers(key) == ["setup"]
+
+
+def test_a_pod_part_way_through_admission_keeps_its_later_containers_pending() -> None:
+    """Only containers the kubelet allocates before a listed one are implied: an app container
+    not yet allocated stays pending, whatever its init containers did."""
+    handoff = Handoff("n", KEY, clock=lambda: 100.0, grace_s=5.0)
+    key = PodKey("ns/p")
+    raw = pod(
+        "p", "u1", [("a", 30), ("b", 30)], **signed("p", "u1", {"a": ("G0", 30), "b": ("G1", 30)})
+    )
+    raw["spec"]["initContainers"] = [container("setup", cores=0)]
+    handoff.observe(pod_info(raw))
+    handoff.reconcile([HeldDevices(key, "a", UnitKind.CORES, ("G0::c0",) * 30)])
+    assert handoff.admitted_containers(key) == ["a"]
+    assert [c.container.name for c in handoff.candidates(UnitKind.CORES, 30)] == ["b"]

@@ -1,7 +1,7 @@
 """The agent's start-up check of the node's runtime settings (docs/isolation.md, "Runtime
 settings"): every GPU must resolve as a CDI device and the NVIDIA runtime must ignore
 NVIDIA_VISIBLE_DEVICES in unprivileged containers; what the agent cannot read is reported as not
-verified, never as fine (issue 31, finding 1)."""
+verified, never as fine."""
 
 from __future__ import annotations
 

@@ -180,7 +180,7 @@ def test_an_assigned_grant_in_an_enforcing_mode_is_enforced(
 def test_the_shared_files_not_their_directory_are_mounted_so_nothing_can_be_added_there(
     tmp_path: Path,
 ) -> None:
-    """Issue 31: /run/vgpu-shared/ was a world-writable host directory mounted read-write, outside
+    """/run/vgpu-shared/ was a world-writable host directory mounted read-write, outside
     the kubelet's ephemeral-storage accounting, so a container could fill the node's disk. The
     library needs two files there (vgpu-core/src/region.c opens `state` and `activity`): the agent
     creates them, empty and writable by any user, and mounts each; the directory is not mounted."""

@@ -126,3 +126,28 @@ def test_init_container_and_app_container_get_their_grants(
     assert set(want) == {"prep", "main"}, want
     assert given(real_cluster, "with-init", "prep") == want["prep"]
     assert given(real_cluster, "with-init", "main") == want["main"]
+
+
+def test_an_init_container_stays_admitted_after_it_ran(
+    real_cluster: RealCluster, api: Rest
+) -> None:
+    """The kubelet's pod-resources List never reports a regular init container, so
+    its admission aged out 30 s after it ran and the extender counted it pending for the pod's
+    life. It stays in `vgpu.io/admitted` past the agent's grace period and next reconciliation
+    (30 s each: observed for 75 s; a persistence, not an event, so it is watched over time)."""
+    from vgpu.api.admitted import read_admitted
+
+    prep = pods.container("prep", 30, 8)
+    prep["env"] = [{"name": "FAKE_CRI_EXIT_CODE", "value": "0"}]  # the init container completes
+    api.post(pods.PODS, pods.pod("init-stays", pods.container("main", 30, 8), init=[prep]))
+    pods.wait_running(api, "init-stays", timeout=90)
+
+    def names() -> frozenset[str]:
+        value = pods.get(api, "init-stays")["metadata"].get("annotations", {}).get(ADMITTED)
+        return read_admitted(value).names
+
+    wait_until(lambda: names() == {"main", "prep"}, 60, "both containers admitted")
+    end = time.monotonic() + 75
+    while time.monotonic() < end:
+        assert names() == {"main", "prep"}, names()
+        time.sleep(1)

@@ -66,8 +66,16 @@ def sign(text: str, key: bytes) -> str:
 
 
 def binding_annotations(assignment: Assignment, key: bytes) -> dict[str, str]:
-    """The two annotations to put on the Binding."""
+    """The two annotations to put on the Binding. Raises `InvalidRequest` for an assignment
+    longer than `MAX_ASSIGNMENT_CHARS`, the bound `verify` (the node agent) holds it to: the
+    extender must not bind what every agent would then call forged."""
     text = encode(assignment)
+    if len(text) > MAX_ASSIGNMENT_CHARS:
+        raise InvalidRequest(
+            ASSIGNMENT,
+            f"{len(text)} characters, more than the {MAX_ASSIGNMENT_CHARS} a node agent reads",
+            "give the pod fewer vGPU containers, or shorter container names",
+        )
     return {ASSIGNMENT: text, SIGNATURE: sign(text, key)}
 
 

@@ -31,6 +31,9 @@ MAX_ASSIGNMENT_CHARS = 64 << 10
 """`vgpu.io/assignment`: about 120 characters per share of a container."""
 MAX_ADMITTED_CHARS = 16 << 10
 """`vgpu.io/admitted`: container names (at most 63 characters each) of one pod."""
+MAX_HOLDS_CHARS = 16 << 10
+"""`vgpu.io/strict-holds` on the leader Lease: a start time per strict queue (about 40
+characters each), so room for hundreds of strict queues."""
 MAX_NAME_CHARS = 253
 """A gang's name (a DNS subdomain, like the object names it mirrors)."""
 MAX_SMALL_CHARS = 64

@@ -10,6 +10,12 @@ extender (`vgpu.extender.podspec`), the node agent (`vgpu.node.podspec`) and the
   limit and a request, if given, equal to it (pkg/apis/core/validation/validation.go,
   `ValidateResourceRequirements`: "must be equal to ... limit"). The ask is the limit, or the
   request of a hand-made object without one; a request of another value is a problem.
+* A cap: at most `MAX_VGPU_CONTAINERS` containers of a pod ask vGPU devices. The extender's
+  work for a pod grows with them (its invariant-I check is near-linear, its placement is not
+  free), and a filter runs on the loop every other pod waits on (a pod of 600
+  look-alike init containers stalled every filter). The admission policy
+  `vgpu-limit-vgpu-containers` refuses such a pod at creation; this reader makes it a problem,
+  so the extender refuses it too where the policy is off.
 * Bad values: a count that is not a whole number (`vgpu.api.quantity.whole_count`) is a problem
   naming the field, and the container asks none of that resource. Problems are values: the
   extender refuses the pod with the first, the agent refuses it at Allocate, the report counts
@@ -28,6 +34,11 @@ from vgpu.api.quantity import whole_count
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.kubelet_reuse import Role, new_devices
+
+MAX_VGPU_CONTAINERS = 64
+"""The most containers (init and app) of one pod that may ask vGPU devices (module doc). The
+chart's policy (charts/vgpu/templates/container-cap-policy.yaml) states the same number;
+tests/deploy/test_container_cap_policy.py runs the policy and fails when the two differ."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +112,20 @@ def pod_asks(pod: Mapping[str, Any], names: ResourceNames = DEFAULT_NAMES) -> Po
             blocks = _count(limits, requests, names.memory, where, problems)
             name = str(raw.get("name") or "")
             asks.append(ContainerAsk(name, cores, blocks, role_of(raw, init), where))
-    return PodAsks(tuple(a for a in asks if a.asks), tuple(problems))
+    vgpu = tuple(a for a in asks if a.asks)
+    if len(vgpu) > MAX_VGPU_CONTAINERS:
+        problems.append(_too_many(len(vgpu), names))
+    return PodAsks(vgpu, tuple(problems))
+
+
+def _too_many(count: int, names: ResourceNames = DEFAULT_NAMES) -> InvalidRequest:
+    """The problem of a pod with `count` vGPU containers, more than `MAX_VGPU_CONTAINERS`."""
+    return InvalidRequest(
+        "spec.initContainers + spec.containers",
+        f"{count} containers ask {names.domain}/ devices, more than the "
+        f"{MAX_VGPU_CONTAINERS} a pod may have",
+        f"split the work into pods of at most {MAX_VGPU_CONTAINERS} vGPU containers",
+    )
 
 
 _SHAPE_FIX = "send a v1.Pod as the API server writes it"

@@ -8,10 +8,13 @@ than the operator allowed. The leader now carries the starts on its Lease
 them from the record it took over: a hold ends on time across a failover, give or take one
 renewal (a hold started in the last `retry_period` before a leader died starts again).
 
-The annotation is JSON, queue name to the hold's start in wall-clock seconds. Only vgpu's service
-account writes the Lease; a value that cannot be read all the same is logged and dropped (holds
-start again: the same as before this hand-off existed), and a start in the future is taken as
-now, so no value can make a hold outlast its `strictSeconds` from when this leader read it.
+The annotation is JSON, queue name to the hold's start in wall-clock seconds. vgpu's service
+account writes the Lease, but whoever else may update Leases in its namespace (a scheduler's
+Role may) can write it too, so it is read through the one bounded decoder (`vgpu.api.decode`):
+a value that cannot be read (too long, too deeply nested, not an object) is logged and dropped
+(holds start again: the same as before this hand-off existed), never an exception that would
+fail every release pass of every later leader; and a start in the future is taken as now, so no
+value can make a hold outlast its `strictSeconds` from when this leader read it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import logging
 import math
 from collections.abc import Mapping
 from typing import Protocol
+
+from vgpu.api.decode import MAX_HOLDS_CHARS, DecodeError, guard, load_json
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +51,17 @@ def decode(text: str | None, *, now: float) -> dict[str, float]:
     if not text:
         return {}
     try:
-        raw = json.loads(text)
-    except ValueError:
-        raw = None
-    if not isinstance(raw, dict):
-        log.warning(
-            "lease annotation %s is not a JSON object; strict holds start again", HOLDS_ANNOTATION
-        )
+        with guard(HOLDS_ANNOTATION):
+            return _holds(load_json(text, HOLDS_ANNOTATION, MAX_HOLDS_CHARS), now)
+    except DecodeError as err:
+        log.warning("lease annotation %s; strict holds start again", err)
         return {}
+
+
+def _holds(raw: object, now: float) -> dict[str, float]:
+    """Queue to start; a start that is no finite number is dropped (that hold starts again)."""
+    if not isinstance(raw, dict):
+        raise DecodeError(f"{HOLDS_ANNOTATION}: not a JSON object")
     holds: dict[str, float] = {}
     for queue, since in raw.items():
         if isinstance(since, int | float) and not isinstance(since, bool) and math.isfinite(since):

@@ -194,6 +194,11 @@ class Binder:
             held = cache.holding(key)
             if held is not None and canonical(held.assignment) == assignment:
                 assignment = held.assignment
+            if assignment.shares:  # what a node agent would refuse (`verify`) is refused here
+                try:
+                    binding_annotations(assignment, self.key)
+                except InvalidRequest as err:
+                    raise BindFailed(f"pod {key} cannot be bound: {err}") from err
             try:
                 cache.assume(assignment, self._clock())
             except Conflict as err:

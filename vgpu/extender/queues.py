@@ -2,7 +2,14 @@
 
 `QueueIndex` is a second reader of the pod watch: it keeps the pods carrying the queue label
 (`vgpu.api.queues`), with their gates, asks and ages; the cache keeps the GPUs. `decide` runs one
-pass under the cache's lock:
+pass over a snapshot of the index and of the cluster's capacity, taking the cache's lock only for
+one job's placement at a time (and a reclaim what-if), never for the pass: filters run between
+jobs, and after each job it gives the interpreter to a verb waiting for it (5,000
+held pods on 100 nodes held the lock for a 10 s pass, and a filter waited as long; with the lock
+released but no yield, a pass running beside the serving loop still doubled a filter's p99). A
+single pod that fits nowhere is found so by `Scheduler.select` alone (memoised per node and
+shape), without the gang planner's per-node explanation, which a pass does not need, and its
+shape is not tried again in the pass:
 
 * pods are grouped into whole jobs (`vgpu.core.queue_jobs`) and offered to `release.plan`;
 * `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
@@ -27,6 +34,7 @@ outside the lock (`vgpu.daemons.queue_release`).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -150,40 +158,38 @@ def decide(
     record = decided or {}
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
     cache = ext.cache
-    with cache.atomic():
+    with cache.atomic():  # the snapshot of capacity: O(nodes), the lock's only long hold
         capacity = capacity_of(cache.node_states.values(), ext.config.memory_unit_mib)
-        live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
-        grouped = group(live, capacity, record)
-        fits = _Fits(ext, recs, grouped.members)
-        outcome = plan(
-            config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since
+    live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
+    grouped = group(live, capacity, record)
+    fits = _Fits(ext, recs, grouped.members)
+    outcome = plan(config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since)
+    names = {s.name for s in config.queues}
+    keys = [*grouped.finishing]
+    for job in outcome.released:
+        keys += grouped.members[job]
+    waiting = {**elsewhere, **grouped.waiting}
+    for job, why in outcome.waiting.items():
+        waiting.update(dict.fromkeys(grouped.members[job], why))
+    held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
+    by_key = {j.key: j for j in grouped.jobs}
+    for job in outcome.released:
+        held[by_key[job].queue] = add(held.get(by_key[job].queue, ZERO), by_key[job].ask)
+        pending[by_key[job].queue] = sub(pending.get(by_key[job].queue, ZERO), by_key[job].ask)
+    evict: tuple[Queued, ...] = ()
+    if may_reclaim and not any(r.deleting and not r.pod.gated for r in recs.values()):
+        waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
+        candidates = {k: r for k, r in recs.items() if k not in spare}
+        evict = _reclaim(
+            ext,
+            config,
+            candidates,
+            waiting_jobs,
+            (held, outcome.deserved),
+            fits,
+            now,
+            ReclaimAsks() if asks is None else asks,
         )
-        names = {s.name for s in config.queues}
-        keys = [*grouped.finishing]
-        for job in outcome.released:
-            keys += grouped.members[job]
-        waiting = {**elsewhere, **grouped.waiting}
-        for job, why in outcome.waiting.items():
-            waiting.update(dict.fromkeys(grouped.members[job], why))
-        held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
-        by_key = {j.key: j for j in grouped.jobs}
-        for job in outcome.released:
-            held[by_key[job].queue] = add(held.get(by_key[job].queue, ZERO), by_key[job].ask)
-            pending[by_key[job].queue] = sub(pending.get(by_key[job].queue, ZERO), by_key[job].ask)
-        evict: tuple[Queued, ...] = ()
-        if may_reclaim and not any(r.deleting and not r.pod.gated for r in recs.values()):
-            waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
-            candidates = {k: r for k, r in recs.items() if k not in spare}
-            evict = _reclaim(
-                ext,
-                config,
-                candidates,
-                waiting_jobs,
-                (held, outcome.deserved),
-                fits,
-                now,
-                ReclaimAsks() if asks is None else asks,
-            )
     standing = {
         q: Standing(
             outcome.deserved.get(q, ZERO),
@@ -222,8 +228,21 @@ class _Fits:
         self, ext: Extender, recs: Mapping[str, Queued], members: Mapping[str, tuple[str, ...]]
     ) -> None:
         self._ext, self._recs, self._members = ext, recs, members
+        self._nowhere: set[tuple[object, ...]] = set()
+        """Shapes of single pods that fit nowhere this pass: the pass's own reservations only
+        take capacity, so they fit nowhere for the rest of it (a pod freed meanwhile is seen
+        by the next pass)."""
 
     def __call__(self, job: Job) -> bool:
+        """Place the job and hold its place, under the cache's lock for this job only; then
+        give the interpreter to a waiting verb (module doc)."""
+        try:
+            with self._ext.cache.atomic():
+                return self._place(job)
+        finally:
+            time.sleep(0)
+
+    def _place(self, job: Job) -> bool:
         cache, keys = self._ext.cache, self._members[job.key]
         if all(cache.holding(PodKey(k)) is not None for k in keys):
             return True
@@ -239,6 +258,10 @@ class _Fits:
             size = self._recs[keys[0]].pod.gang_size
             placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now)
             return isinstance(placed, Assignment)
+        shape = first.request.shape
+        if shape in self._nowhere or scheduler.select(first.request) is None:
+            self._nowhere.add(shape)  # nowhere: no need for the planner's why
+            return False
         gang = GangKey(f"{job.namespace}/queue:{keys[0].split('/', 1)[1]}")
         result = gang_planning.plan(scheduler, gang, [first.request])
         if isinstance(result, gang_planning.GangFailure):
@@ -251,11 +274,14 @@ class _Fits:
         return len(self._members[job.key])
 
     def whole(self, job: Job) -> bool:
-        """Whether the job would be placed whole now (no place held: a what-if)."""
+        """Whether the job would be placed whole now (no place held: a what-if; the caller
+        holds the cache's lock, `CacheOps.without`)."""
         specs = [self._ext.cache.pod(PodKey(k)) for k in self._members[job.key]]
         requests = [s.request for s in specs if s is not None]
         if len(requests) < len(specs):
             return False
+        if any(self._ext.scheduler.select(r) is None for r in requests):
+            return False  # a member that fits nowhere alone: no need for the planner's why
         ref = GangRef(GangKey(job.key), len(requests))
         requests = [replace(r, gang=ref) for r in requests]
         result = gang_planning.plan(self._ext.scheduler, GangKey(job.key), requests)
@@ -321,18 +347,18 @@ def free_units(ext: Extender) -> Callable[[str], Vec]:
     """What is free on a node in the queues' units (reclaim's candidate nodes): core units and
     memory blocks of its healthy GPUs; nothing on a node the cache does not know."""
     unit_mmib = mib_to_mmib(ext.config.memory_unit_mib)
-    states = ext.cache.node_states
 
     def free(node: str) -> Vec:
-        ns = states.get(NodeName(node))
-        if ns is None:
-            return ZERO
-        cores = memory = 0
-        for gpu, f_cores, f_mem in zip(ns.node.gpus, ns.free_cores, ns.free_mem, strict=True):
-            if gpu.healthy:
-                cores += f_cores
-                memory += f_mem // unit_mmib
-        return (cores, memory)
+        with ext.cache.atomic():  # one node's read: the pass holds no lock between reads
+            ns = ext.cache.node_states.get(NodeName(node))
+            if ns is None:
+                return ZERO
+            cores = memory = 0
+            for gpu, f_cores, f_mem in zip(ns.node.gpus, ns.free_cores, ns.free_mem, strict=True):
+                if gpu.healthy:
+                    cores += f_cores
+                    memory += f_mem // unit_mmib
+            return (cores, memory)
 
     return free
 

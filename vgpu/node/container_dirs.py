@@ -15,7 +15,7 @@ at once (the kubelet dropped the container); the grace only covers answers not y
 
 The number of directories is bounded per node, per namespace and per pod (`DirBounds`): at a
 bound a new Allocate is refused (fail closed) rather than filling the node's disk, and one
-tenant can no longer take every directory of a node (issue 31: seven pods with many init
+tenant can no longer take every directory of a node (seven pods with many init
 containers did). Each directory records whose container it serves (`DirOwner`, as the hand-off
 attributed the call). A pod's regular init containers run one at a time, so those with the same
 limits share one directory when the attribution was sure (a container of another pod that the

@@ -128,7 +128,7 @@ class Handoff:
                 if gpus is not None and frozenset(s.uuid for s in shares) != gpus:
                     continue
                 limit = cores_limit(entry.info)
-                after = entry.followers().get(container.name, ())
+                after = entry.followers().get(container.name, "")
                 out.append(
                     Candidate(
                         entry.info.key,

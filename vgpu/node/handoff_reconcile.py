@@ -6,6 +6,17 @@ place where the ledger is rewritten from outside: admissions the kubelet does no
 dropped once older than the grace period (Allocate has returned, the kubelet not yet recorded),
 attributions another holder's record contradicts are dropped at once, and what each container
 holds is checked against its assignment.
+
+Init containers are the exception the List cannot cover: it reports a pod's app containers (and,
+with sidecars, restartable init containers) only (pkg/kubelet/apis/podresources/server_v1.go),
+so a regular init container would be dropped after the grace period and counted pending for
+the pod's whole life. The kubelet allocates every container of a pod when it admits the pod,
+init containers first, and the first failure fails the pod
+(pkg/kubelet/cm/topologymanager/scope_container.go, `Admit`): an app container holding devices,
+or any container that has run, proves every init container allocated. Such a pod's init
+containers are admitted whole. The kubelet's device checkpoint would say the same per
+container, but it may be unreadable (the List-only fallback) and is keyed by the kubelet's UID,
+so the rule rests on the List and the pod's status, which every agent reads.
 """
 
 from __future__ import annotations
@@ -13,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from vgpu.core.ids import PodKey
-from vgpu.node.handoff_types import HeldDevices, PodEntry
+from vgpu.node.handoff_types import KINDS, HeldDevices, PodEntry
 
 Owners = dict[str, tuple[PodKey, str]]
 """Device ID -> (pod, container) holding it, as the kubelet records."""
@@ -49,6 +60,8 @@ def reconcile_entries(
             old = entry.admitted.get((h.container, h.kind))
             entry.admitted[(h.container, h.kind)] = (h.ids, old[1] if old else now)
             entry.unsure.discard((h.container, h.kind))  # the kubelet says so
+        if entry.info.started or any(_is_app(entry, h.container) for h in holdings):
+            _admit_init_containers(entry, now)
         entry.unsure &= set(entry.admitted)
     for rest in by_pod.values():
         unassigned += rest
@@ -70,6 +83,23 @@ def _keep_fresh(entry: PodEntry, key: PodKey, owner: Owners, now: float, grace_s
     entry.admitted = {
         k: v for k, v in entry.admitted.items() if fresh_and_unclaimed(k[0], tuple(v[0]), v[1])
     }
+
+
+def _is_app(entry: PodEntry, name: str) -> bool:
+    container = entry.info.container(name)
+    return container is not None and not container.init
+
+
+def _admit_init_containers(entry: PodEntry, now: float) -> None:
+    """The pod is past its admission (module doc): its init containers hold their devices."""
+    for container in entry.info.containers:
+        if not container.init or not entry.shares.get(container.name):
+            continue
+        for kind in KINDS:
+            if entry.ask(container, kind) > 0:
+                ids, _ = entry.admitted.get((container.name, kind), ((), now))
+                entry.admitted[(container.name, kind)] = (ids, now)
+                entry.unsure.discard((container.name, kind))
 
 
 def mismatch(entry: PodEntry, h: HeldDevices) -> str | None:

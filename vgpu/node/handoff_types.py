@@ -46,7 +46,7 @@ class Candidate:
     shares: tuple[GpuShare, ...]
     cores_limit: tuple[int | None, str | None]  # (value, problem) of vgpu.io/cores-limit
     in_progress: bool = False  # some of the pod's containers are admitted, not all
-    after: tuple[tuple[object, ...], ...] = ()  # grants of the pod's later containers
+    after: str = ""  # a digest of the grants of the pod's later containers (`followers`)
     uid: str = ""  # the pod's UID
 
     @property
@@ -86,7 +86,7 @@ class PodEntry:
             (container.name, k) in self.admitted for k in KINDS if self.ask(container, k) > 0
         )
 
-    def followers(self) -> dict[str, tuple[tuple[object, ...], ...]]:
+    def followers(self) -> dict[str, str]:
         """Per container, the grants of the pod's later vGPU containers (the hand-off rule)."""
         held = [c for c in self.info.containers if self.shares.get(c.name)]
         return followers(

@@ -35,6 +35,9 @@ class PodInfo:
     terminal: bool = False
     phase: str = ""
     problems: tuple[str, ...] = ()
+    started: bool = False
+    """Some container of the pod has run (its status says running or terminated): the kubelet
+    admitted the pod, so it allocated every container's devices (`vgpu.node.handoff_reconcile`)."""
 
     def container(self, name: str) -> ContainerAsk | None:
         return next((c for c in self.containers if c.name == name), None)
@@ -60,7 +63,19 @@ def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodI
         terminal=is_terminal(pod) or is_deleting(pod),  # nothing is admitted for either
         phase=_text(status.get("phase")),
         problems=tuple(str(p) for p in asks.problems),
+        started=_started(status),
     )
+
+
+def _started(status: Mapping[str, Any]) -> bool:
+    """Whether a container status of the pod says it is running or has terminated."""
+    for part in ("initContainerStatuses", "containerStatuses"):
+        listed = status.get(part)
+        for entry in listed if isinstance(listed, list) else ():
+            state = _object(_object(entry).get("state"))
+            if "running" in state or "terminated" in state:
+                return True
+    return False
 
 
 def _object(value: object) -> Mapping[str, Any]:

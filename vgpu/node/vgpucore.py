@@ -6,7 +6,7 @@ contract (vgpu-core/README.md): the library read-only at `LIBRARY_IN_CONTAINER`,
 read-only at `/etc/ld.so.preload` (so a process started with `env -i` loads it too), the limits
 directory read-only at `/run/vgpu/` and the shared directory's two files, `state` and `activity`,
 each read-write at `/run/vgpu-shared/<name>`. The files, not the directory, are mounted: the
-agent creates them, so a container cannot add entries to the host directory (issue 31: it was a
+agent creates them, so a container cannot add entries to the host directory (it was a
 world-writable host directory outside the kubelet's ephemeral-storage accounting); a file it
 creates next to them lands in its own writable layer, which the kubelet accounts.
 `LD_PRELOAD` names the library as well, for images whose own loader setup ignores the preload
