@@ -1,6 +1,7 @@
 /* The container's shared state: memory in use per process and GPU, and the cores budget per GPU.
  * It lives in a file under the read-write shared directory the agent mounts, mapped by every
- * process of the container, so the container is held to its grant as a whole. */
+ * process of the container (whatever its user or PID namespace: containers sharing a DRA claim
+ * share the directory), so the container is held to its grant as a whole. */
 #ifndef VGPU_REGION_H
 #define VGPU_REGION_H
 
@@ -12,10 +13,10 @@
 
 #define VGPU_MAX_PROCS 1024
 
+/* A process's slot. It is taken by an open file description lock on the slot's bytes of the file
+ * and lives exactly as long as that lock: no pid, which means nothing across PID namespaces. */
 typedef struct {
-    int32_t pid;
-    uint32_t pad;
-    uint64_t starttime; /* from /proc/<pid>/stat, to tell a reused pid from its first owner */
+    uint64_t claimed; /* nonzero once taken; counted until a check finds its lock released */
     uint64_t used[VGPU_MAX_DEVICES];
 } vgpu_proc_slot;
 
@@ -52,7 +53,8 @@ void vgpu_region_release(vgpu_region *r, int dev, uint64_t bytes);
 /* The container's total use of device `dev` (live processes only). */
 uint64_t vgpu_region_used(vgpu_region *r, int dev);
 
-/* Forgets this process's slot (in a forked child, which holds none of its parent's memory). */
+/* Forgets this process's slot and closes its copy of the parent's descriptor (in a forked child,
+ * which holds none of its parent's memory); the child takes a slot of its own when it allocates. */
 void vgpu_region_forget_self(void);
 
 #endif
