@@ -46,9 +46,12 @@ static void reload_allowances(const vgpu_state *s)
     }
 }
 
-static void refill(const vgpu_state *s, uint64_t now)
+/* Under the lock. The clock is read here, not before the lock was taken: every refill time written
+ * before is then at most one period ahead of it, so one further ahead was forged. */
+static void refill(const vgpu_state *s)
 {
     vgpu_region *r = s->region;
+    uint64_t now = vgpu_now_ns();
     uint64_t next = __atomic_load_n(&r->next_refill_ns, __ATOMIC_ACQUIRE);
     if (!refill_due(next, now))
         return; /* another process refilled while we waited for the lock */
@@ -69,7 +72,7 @@ void vgpu_budget_refill_if_due(const vgpu_state *s, uint64_t now)
     if (!refill_due(__atomic_load_n(&s->region->next_refill_ns, __ATOMIC_ACQUIRE), now))
         return;
     vgpu_region_lock(s->region);
-    refill(s, now);
+    refill(s);
     vgpu_region_unlock(s->region);
 }
 
