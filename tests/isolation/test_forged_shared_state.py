@@ -19,7 +19,8 @@ LAYOUT = r"""
 #include "region.h"
 int main(void)
 {
-    printf("%zu %zu\n", offsetof(vgpu_region, next_refill_ns), offsetof(vgpu_region, dev[0].budget_ns));
+    printf("%zu %zu %zu\n", offsetof(vgpu_region, next_refill_ns),
+           offsetof(vgpu_region, dev[0].budget_ns), sizeof(vgpu_region));
     return 0;
 }
 """
@@ -29,15 +30,16 @@ UINT64_MAX = (1 << 64) - 1
 
 @pytest.fixture(scope="module")
 def offsets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
-    """Where the refill time and GPU 0's budget lie in `state`, as the library's header says."""
+    """Where the refill time and GPU 0's budget lie in `state`, and its size, as the library's
+    header says."""
     d = tmp_path_factory.mktemp("layout")
     (d / "layout.c").write_text(LAYOUT)
     src = ROOT / "vgpu-core" / "src"
     subprocess.run(["cc", "-I", str(src), "-o", str(d / "layout"), str(d / "layout.c")], check=True)
-    refill, budget = subprocess.run(
+    refill, budget, size = subprocess.run(
         [str(d / "layout")], capture_output=True, text=True, check=True
     ).stdout.split()
-    return {"next_refill_ns": int(refill), "budget_ns": int(budget)}
+    return {"next_refill_ns": int(refill), "budget_ns": int(budget), "size": int(size)}
 
 
 def forge(state: Path, offset: int, fmt: str, value: int) -> None:
@@ -66,3 +68,19 @@ def test_a_forged_budget_or_refill_time_neither_traps_nor_stalls_launches(
         spin.communicate()
         pytest.fail(f"launches stalled after {field} was forged to {value}")
     assert spin.returncode == 0 and "runtime error" not in err, out + err
+
+
+def test_a_state_file_of_another_layout_fails_closed_and_is_left_as_it_is(
+    cluster: Cluster, offsets: dict[str, int]
+) -> None:
+    """Of the same size but another magic (another version of the library, whose processes may
+    still use it): initialising it would wipe their counts and their mutex under them."""
+    container = cluster.admit([(0, 30, 256)])
+    foreign = b"VGPUREG0" + bytes(range(256)) * (offsets["size"] // 256)
+    (container.shared_dir / "state").write_bytes(foreign[: offsets["size"]])
+    done = cluster.cuload(container, "info")
+    assert done.stdout.strip() == "cuInit 800", done.stdout
+    lines = [line for line in done.stderr.splitlines() if line]
+    assert len(lines) == 1 and "/run/vgpu-shared/state" in lines[0], lines
+    assert "unknown layout" in lines[0], lines
+    assert (container.shared_dir / "state").read_bytes() == foreign[: offsets["size"]]

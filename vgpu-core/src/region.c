@@ -264,6 +264,17 @@ static int init_activity(void *p)
     return 0;
 }
 
+/* The lock a slot is owned by must work here, or no process could ever take a slot. */
+static int check_locks(int fd, const char *dir, char *err, size_t errlen)
+{
+    struct flock probe = slot_bytes(0, F_WRLCK);
+    if (fcntl(fd, F_OFD_GETLK, &probe) == 0)
+        return 0;
+    snprintf(err, errlen, "cannot lock %s/state: %s (open file description locks need Linux 3.15)",
+             dir, strerror(errno));
+    return -1;
+}
+
 int vgpu_region_open(const char *dir, vgpu_region **region, uint64_t **activity, char *err,
                      size_t errlen)
 {
@@ -272,13 +283,18 @@ int vgpu_region_open(const char *dir, vgpu_region **region, uint64_t **activity,
                               err, errlen);
     if (!r)
         return -1;
+    if (r->version != REGION_VERSION || r->size != sizeof *r) {
+        snprintf(err, errlen, "%s/state has an unknown layout", dir);
+        close(fd);
+        return -1;
+    }
+    if (check_locks(fd, dir, err, errlen) != 0) {
+        close(fd);
+        return -1;
+    }
     snprintf(state_path, sizeof state_path, "%s/state", dir);
     my_fd = fd; /* kept: it is the description whose lock will be this process's slot */
     my_pid = getpid();
-    if (r->version != REGION_VERSION || r->size != sizeof *r) {
-        snprintf(err, errlen, "%s/state has an unknown layout", dir);
-        return -1;
-    }
     char *a = map_file(dir, "activity", ACTIVITY_BYTES, ACTIVITY_MAGIC, init_activity, NULL, err,
                        errlen);
     if (!a)
