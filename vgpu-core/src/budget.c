@@ -71,9 +71,10 @@ void vgpu_budget_refill_if_due(const vgpu_state *s, uint64_t now)
 {
     if (!refill_due(__atomic_load_n(&s->region->next_refill_ns, __ATOMIC_ACQUIRE), now))
         return;
-    vgpu_region_lock(s->region);
+    if (vgpu_region_lock() != 0)
+        return; /* no refill: launches wait, as without budget */
     refill(s);
-    vgpu_region_unlock(s->region);
+    vgpu_region_unlock();
 }
 
 /* Saturates rather than wrapping: a debt at the bottom of the range must not turn into budget. */

@@ -5,7 +5,6 @@
 #ifndef VGPU_REGION_H
 #define VGPU_REGION_H
 
-#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,7 +29,6 @@ typedef struct {
     char magic[8];
     uint32_t version;
     uint32_t size;
-    pthread_mutex_t lock; /* process-shared and robust: a killed holder cannot wedge the others */
     uint64_t next_refill_ns; /* read and written with __atomic builtins */
     vgpu_dev_slot dev[VGPU_MAX_DEVICES];
     vgpu_proc_slot proc[VGPU_MAX_PROCS];
@@ -40,8 +38,10 @@ typedef struct {
 int vgpu_region_open(const char *dir, vgpu_region **region, uint64_t **activity, char *err,
                      size_t errlen);
 
-void vgpu_region_lock(vgpu_region *r);
-void vgpu_region_unlock(vgpu_region *r);
+/* The region's lock, among processes and among this process's threads: 0, or -1 when it cannot
+ * be taken (this process cannot open `state` again: what depends on it fails closed). */
+int vgpu_region_lock(void);
+void vgpu_region_unlock(void);
 
 /* Adds `bytes` to this process's use of device `dev` if the container stays within `limit`;
  * returns 0, or -1 when it would not (nothing changed). */
