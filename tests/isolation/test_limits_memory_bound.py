@@ -3,10 +3,18 @@ write, the library refuses to read, failing closed like any other bad field."""
 
 from __future__ import annotations
 
-import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.isolation.conftest import Cluster
 from vgpu.node.limits_file import MAX_MEMORY_BYTES, LimitsError, parse_limits
+
+AROUND_THE_BOUNDS = st.one_of(
+    st.integers(0, 1 << 10),
+    st.integers(MAX_MEMORY_BYTES - (1 << 10), MAX_MEMORY_BYTES + (1 << 10)),
+    st.integers((1 << 64) - (1 << 10), (1 << 64) + (1 << 10)),
+    st.integers(0, 10**20),
+)
 
 
 def agent_accepts(text: str) -> bool:
@@ -17,8 +25,15 @@ def agent_accepts(text: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("memory", [MAX_MEMORY_BYTES, MAX_MEMORY_BYTES + 1, (1 << 64) - 1])
-def test_the_library_accepts_memory_exactly_up_to_the_agents_bound(
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(memory=AROUND_THE_BOUNDS)
+@example(memory=MAX_MEMORY_BYTES)
+@example(memory=MAX_MEMORY_BYTES + 1)
+@example(memory=(1 << 64) - 1)
+@example(memory=0)
+def test_the_library_accepts_memory_exactly_where_the_agent_does(
     cluster: Cluster, memory: int
 ) -> None:
     container = cluster.admit([(0, 30, 512)])
