@@ -6,13 +6,18 @@ the kubelet, calls `NodePrepareResources` over its gRPC socket. The CDI spec it 
 back from the CDI directory and its device's container edits are applied in the sandbox as a
 CDI-enabled runtime applies them: the `env` entries and the `mounts` (`ro` or `rw`). Every
 container that uses the claim gets the same edits, so they share the claim's memory as one
-container's processes share a device-plugin grant. The stand-in driver's GPUs are the DRA
-driver's own inventory.
+container's processes share a device-plugin grant, also when each container has its own PID
+namespace (as pods do) and their processes have the same pids. The stand-in driver's GPUs are
+the DRA driver's own inventory.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import select
+import signal
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,6 +101,70 @@ def test_the_containers_of_one_claim_share_its_memory(driver: Driver) -> None:
         assert holder.stdout.readline().strip() == "rc 0"
         other = cluster.cuload(container, "alloc", "0", "mem", str(512 * MIB), "1")
         assert codes(other.stdout) == [2]  # 768 + 512 MiB > the claim's 1 GiB
+    finally:
+        holder.kill()
+        holder.wait(10)
+
+
+def own_pid_namespace(cluster: Cluster, container: Container, *args: str) -> subprocess.Popen[str]:
+    """cuload in a container of its own PID namespace, as a second pod using the claim runs (its
+    first process has the same pid as the first container's)."""
+    argv = cluster.sandbox.argv(container, [str(cluster.build.cuload), *args])
+    assert argv[0] == "bwrap"
+    argv.insert(1, "--unshare-pid")
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def descendants(pid: int) -> list[int]:
+    """The processes below `pid` (a container's processes, whatever their pid inside)."""
+    parent: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        try:
+            stat = Path(entry.path, "stat").read_text() if entry.name.isdigit() else ""
+        except OSError:
+            continue
+        if stat:
+            parent[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = [], {pid}
+    while frontier:
+        frontier = {child for child, p in parent.items() if p in frontier}
+        found += sorted(frontier)
+    return found
+
+
+def kill_container(process: subprocess.Popen[str]) -> None:
+    """SIGKILL a container and return once every process of it has exited."""
+    pidfds = []
+    for pid in descendants(process.pid):
+        try:
+            pidfds.append(os.pidfd_open(pid))
+        except ProcessLookupError:
+            continue
+    process.send_signal(signal.SIGKILL)
+    process.wait(10)
+    try:
+        for fd in pidfds:
+            assert select.select([fd], [], [], 10)[0], "a process of the container outlived it"
+    finally:
+        for fd in pidfds:
+            os.close(fd)
+
+
+def test_containers_of_one_claim_in_their_own_pid_namespaces_share_its_memory(
+    driver: Driver,
+) -> None:
+    cluster, container = driver.cluster, driver.prepared("c1", "30", "1Gi")
+    holder = own_pid_namespace(cluster, container, "alloc", "0", "mem", str(768 * MIB), "1", "hold")
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "rc 0"
+        other = own_pid_namespace(cluster, container, "alloc", "0", "mem", str(256 * MIB), "2")
+        out, err = other.communicate(timeout=60)
+        assert codes(out) == [0, 2], out + err  # 768 + 256 MiB fill the claim's 1 GiB exactly
+        kill_container(holder)
+        after = own_pid_namespace(cluster, container, "alloc", "0", "mem", str(1024 * MIB), "1")
+        out, err = after.communicate(timeout=60)
+        assert codes(out) == [0], out + err  # the killed container's 768 MiB came back
     finally:
         holder.kill()
         holder.wait(10)

@@ -90,8 +90,8 @@ static int read_device(cursor *c, vgpu_limit *d, char *err, size_t errlen)
         return fail(err, errlen, c->line, "expected `device <UUID> memory=.. cores=.. limit=.. allowance=..`");
     if (read_uuid(c, d->uuid))
         return fail(err, errlen, c->line, "the UUID must be GPU- or MIG- followed by 36 characters");
-    if (read_field(c, "memory", 1, UINT64_MAX, &memory))
-        return fail(err, errlen, c->line, "memory must be a byte count >= 1");
+    if (read_field(c, "memory", 1, INT64_MAX, &memory)) /* the agent's bound too: sums stay exact */
+        return fail(err, errlen, c->line, "memory must be a byte count with 1 <= memory <= 2^63-1");
     if (read_field(c, "cores", 1, 100, &cores) || read_field(c, "limit", cores, 100, &limit))
         return fail(err, errlen, c->line, "cores and limit must satisfy 1 <= cores <= limit <= 100");
     if (read_field(c, "allowance", cores, limit, &allowance))

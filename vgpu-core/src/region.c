@@ -1,204 +1,206 @@
-/* Shared accounting region. Memory is reserved under a robust process-shared mutex before the real
- * allocation, so concurrent allocations in any process of the container cannot both pass the
- * check; slots of processes that died are dropped before a reservation is refused. */
+/* Shared accounting region. Memory is reserved under the region's lock before the real allocation,
+ * so concurrent allocations in any process of the container cannot both pass the check. Every
+ * lock here is an open file description lock (F_OFD_SETLK) on bytes of `state`: the region's on
+ * its first bytes, and each process's on its slot's bytes, so "the slot is live" means "its lock
+ * is held". Such a lock belongs to the open file description, not to a pid or thread id, so it
+ * means the same in every PID namespace (containers sharing a DRA claim each have their own pid
+ * 1, and the same thread ids: a robust futex, which names its owner by thread id, would take a
+ * killed waiter of one for the holder of the other), and the kernel releases it when the process
+ * exits however it exits (SIGKILL included): a holder cannot wedge the others, and a slot whose
+ * lock is free is given back, with no pid, /proc or kill() involved. */
+#define _GNU_SOURCE /* F_OFD_SETLK, F_OFD_GETLK */
 #include "region.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
+#include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/file.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#define REGION_MAGIC "VGPUREG1"
+#include "shared_file.h"
+
+#define REGION_MAGIC "VGPUREG2"
+#define REGION_VERSION 2
 #define ACTIVITY_MAGIC "VGPUACT1"
 #define ACTIVITY_BYTES (8 + 8 * VGPU_MAX_DEVICES)
 
+static char state_path[256];
+static int my_fd = -1; /* this process's own open file description of `state`: it holds the lock */
+static pid_t my_pid;   /* the process that opened my_fd (a forked child shares its parent's) */
 static int my_slot = -1;
-static pid_t my_pid;
+static pthread_mutex_t threads = PTHREAD_MUTEX_INITIALIZER; /* the OFD lock is the process's */
 
-void vgpu_region_forget_self(void)
+static void drop_parents_fd(void)
 {
+    if (my_fd >= 0)
+        close(my_fd); /* the parent's description stays open in the parent, its lock with it */
+    my_fd = -1;
     my_slot = -1;
 }
 
-/* The start time of a live process (0 when it is gone or a zombie: a killed process whose parent
- * has not reaped it holds no GPU memory any more, but kill(pid, 0) still succeeds). */
-static uint64_t proc_starttime(pid_t pid)
+void vgpu_region_forget_self(void)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* the command name may hold spaces; fields follow the last ')' */
-    unsigned long long start = 0;
-    char state = 0;
-    if (!p || sscanf(p + 2, "%c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
-                     &state, &start) != 2)
-        return 0;
-    return state == 'Z' || state == 'X' ? 0 : start;
+    drop_parents_fd();
+    pthread_mutex_init(&threads, NULL); /* a thread of the parent may have held it */
 }
 
-void vgpu_region_lock(vgpu_region *r)
-{
-    if (pthread_mutex_lock(&r->lock) == EOWNERDEAD)
-        pthread_mutex_consistent(&r->lock); /* counters are single stores: still consistent */
-}
-
-void vgpu_region_unlock(vgpu_region *r)
-{
-    pthread_mutex_unlock(&r->lock);
-}
-
-/* Drops slots of processes that are gone; `thorough` also catches a pid reused by another process. */
-static void reap(vgpu_region *r, int thorough)
-{
-    for (int i = 0; i < VGPU_MAX_PROCS; i++) {
-        vgpu_proc_slot *s = &r->proc[i];
-        if (s->pid == 0 || i == my_slot)
-            continue;
-        int dead = kill(s->pid, 0) < 0 && errno == ESRCH;
-        if (!dead && thorough) /* a zombie, or the pid now names another process */
-            dead = proc_starttime(s->pid) != s->starttime;
-        if (dead)
-            memset(s, 0, sizeof *s);
-    }
-}
-
-static int claim_slot(vgpu_region *r)
+/* This process's own description of `state`, opened again in a child that inherited its parent's
+ * without the fork handler (a lock taken through the parent's would be the parent's). */
+static int own_fd(void)
 {
     pid_t pid = getpid();
-    if (my_slot >= 0 && my_pid == pid)
-        return my_slot;
-    reap(r, 0);
-    int free_slot = -1;
-    for (int i = 0; i < VGPU_MAX_PROCS; i++) {
-        if (r->proc[i].pid == pid) /* a slot left by an earlier process with our pid */
-            memset(&r->proc[i], 0, sizeof r->proc[i]);
-        if (r->proc[i].pid == 0 && free_slot < 0)
-            free_slot = i;
-    }
-    if (free_slot < 0)
-        return -1;
-    r->proc[free_slot].pid = pid;
-    r->proc[free_slot].starttime = proc_starttime(pid);
-    my_slot = free_slot;
+    if (my_fd >= 0 && my_pid == pid)
+        return my_fd;
+    drop_parents_fd();
+    my_fd = open(state_path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     my_pid = pid;
+    return my_fd;
+}
+
+static struct flock bytes_of(size_t start, size_t len, short type)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t)start;
+    fl.l_len = (off_t)len;
+    return fl;
+}
+
+static struct flock slot_bytes(int slot, short type)
+{
+    size_t at = offsetof(vgpu_region, proc) + (size_t)slot * sizeof(vgpu_proc_slot);
+    return bytes_of(at, sizeof(vgpu_proc_slot), type);
+}
+
+/* 1 while another open file description holds slot `slot`'s lock (or when it cannot be told:
+ * an unknown slot stays counted, so an error never frees memory that is in use). */
+static int held_by_another(int fd, int slot)
+{
+    struct flock fl = slot_bytes(slot, F_WRLCK);
+    return fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK;
+}
+
+/* The magic's bytes are the region's lock. Counters are single stores, so a holder killed midway
+ * leaves them consistent. */
+int vgpu_region_lock(void)
+{
+    pthread_mutex_lock(&threads);
+    int fd = own_fd();
+    struct flock fl = bytes_of(0, sizeof(REGION_MAGIC) - 1, F_WRLCK);
+    int rc = -1;
+    while (fd >= 0 && (rc = fcntl(fd, F_OFD_SETLKW, &fl)) != 0 && errno == EINTR) {
+    }
+    if (rc != 0)
+        pthread_mutex_unlock(&threads);
+    return rc;
+}
+
+void vgpu_region_unlock(void)
+{
+    struct flock fl = bytes_of(0, sizeof(REGION_MAGIC) - 1, F_UNLCK);
+    fcntl(my_fd, F_OFD_SETLK, &fl);
+    pthread_mutex_unlock(&threads);
+}
+
+/* Drops the slots whose lock no process holds any more: their processes have exited. */
+static void reap(vgpu_region *r)
+{
+    int fd = own_fd();
+    if (fd < 0)
+        return;
+    for (int i = 0; i < VGPU_MAX_PROCS; i++)
+        if (r->proc[i].claimed && i != my_slot && !held_by_another(fd, i))
+            memset(&r->proc[i], 0, sizeof r->proc[i]);
+}
+
+/* This process's slot: the first whose lock it can take (one free, or left by an exited process,
+ * whose counts are dropped with it). Called under the region's lock, so no reap runs meanwhile. */
+static int claim_slot(vgpu_region *r)
+{
+    int fd = own_fd();
+    if (fd < 0 || my_slot >= 0)
+        return fd < 0 ? -1 : my_slot;
+    for (int i = 0; i < VGPU_MAX_PROCS; i++) {
+        struct flock fl = slot_bytes(i, F_WRLCK);
+        if (fcntl(fd, F_OFD_SETLK, &fl) == 0) {
+            memset(&r->proc[i], 0, sizeof r->proc[i]);
+            r->proc[i].claimed = 1;
+            __atomic_store_n(&my_slot, i, __ATOMIC_RELEASE);
+            break;
+        }
+    }
     return my_slot;
 }
 
+/* Saturates: counters are in a file any process of the container can write. */
 static uint64_t sum_used(vgpu_region *r, int dev)
 {
     uint64_t total = 0;
-    for (int i = 0; i < VGPU_MAX_PROCS; i++)
-        if (r->proc[i].pid != 0)
-            total += r->proc[i].used[dev];
+    for (int i = 0; i < VGPU_MAX_PROCS; i++) {
+        uint64_t *counter = &r->proc[i].used[dev];
+        uint64_t used = r->proc[i].claimed ? __atomic_load_n(counter, __ATOMIC_RELAXED) : 0;
+        total = total + used < total ? UINT64_MAX : total + used;
+    }
     return total;
 }
 
 int vgpu_region_reserve(vgpu_region *r, int dev, uint64_t bytes, uint64_t limit)
 {
     int ok = -1;
-    vgpu_region_lock(r);
+    if (vgpu_region_lock() != 0)
+        return -1; /* fail closed: nothing is granted that could not be counted */
     int slot = claim_slot(r);
     if (slot >= 0) {
         uint64_t used = sum_used(r, dev);
         if (used + bytes > limit || used + bytes < used) {
-            reap(r, 1);
+            reap(r);
             used = sum_used(r, dev);
         }
         if (used + bytes <= limit && used + bytes >= used) {
-            r->proc[slot].used[dev] += bytes;
+            __atomic_fetch_add(&r->proc[slot].used[dev], bytes, __ATOMIC_RELAXED);
             ok = 0;
         }
     }
-    vgpu_region_unlock(r);
+    vgpu_region_unlock();
     return ok;
 }
 
+/* Without the region's lock: only this process changes its own slot's counters (atomically, as its
+ * threads may), and a count that drops only makes a concurrent check stricter. A process with no
+ * slot of its own (a child forked past the fork handler) has reserved nothing. */
 void vgpu_region_release(vgpu_region *r, int dev, uint64_t bytes)
 {
-    vgpu_region_lock(r);
-    int slot = claim_slot(r);
-    if (slot >= 0) {
-        uint64_t *used = &r->proc[slot].used[dev];
-        *used = *used > bytes ? *used - bytes : 0;
-    }
-    vgpu_region_unlock(r);
+    int slot = __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE);
+    if (slot < 0 || my_pid != getpid())
+        return;
+    uint64_t *used = &r->proc[slot].used[dev];
+    uint64_t old = __atomic_load_n(used, __ATOMIC_RELAXED), left;
+    do {
+        left = old > bytes ? old - bytes : 0;
+    } while (!__atomic_compare_exchange_n(used, &old, left, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
 }
 
 uint64_t vgpu_region_used(vgpu_region *r, int dev)
 {
-    vgpu_region_lock(r);
-    reap(r, 0);
+    if (vgpu_region_lock() != 0)
+        return UINT64_MAX; /* reported as none free */
+    reap(r);
     uint64_t used = sum_used(r, dev);
-    vgpu_region_unlock(r);
+    vgpu_region_unlock();
     return used;
-}
-
-static int init_mutex(pthread_mutex_t *m)
-{
-    pthread_mutexattr_t attr;
-    pthread_mutexattr_init(&attr);
-    pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-    int rc = pthread_mutex_init(m, &attr);
-    pthread_mutexattr_destroy(&attr);
-    return rc;
-}
-
-/* Opens dir/name, sized `size`, and maps it; runs `init` once, serialised by flock. */
-static void *map_file(const char *dir, const char *name, size_t size, const char *magic,
-                      int (*init)(void *), char *err, size_t errlen)
-{
-    char path[256];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
-    if (fd < 0) {
-        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    void *map = MAP_FAILED;
-    struct stat st;
-    if (flock(fd, LOCK_EX) == 0 && fstat(fd, &st) == 0 &&
-        ((size_t)st.st_size >= size || ftruncate(fd, (off_t)size) == 0))
-        map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map %s: %s", path, strerror(errno));
-    } else if (memcmp(map, magic, 8) != 0) {
-        if ((size_t)st.st_size != 0 && (size_t)st.st_size != size) {
-            snprintf(err, errlen, "%s has an unknown layout", path);
-            munmap(map, size);
-            map = MAP_FAILED;
-        } else if (init(map) != 0) {
-            snprintf(err, errlen, "cannot initialise %s", path);
-            munmap(map, size);
-            map = MAP_FAILED;
-        } else {
-            memcpy(map, magic, 8);
-        }
-    }
-    flock(fd, LOCK_UN);
-    close(fd);
-    return map == MAP_FAILED ? NULL : map;
 }
 
 static int init_region(void *p)
 {
     vgpu_region *r = p;
     memset((char *)r + 8, 0, sizeof *r - 8);
-    r->version = 1;
+    r->version = REGION_VERSION;
     r->size = (uint32_t)sizeof *r;
-    return init_mutex(&r->lock);
+    return 0;
 }
 
 static int init_activity(void *p)
@@ -207,18 +209,39 @@ static int init_activity(void *p)
     return 0;
 }
 
+/* The lock a slot is owned by must work here, or no process could ever take a slot. */
+static int check_locks(int fd, const char *dir, char *err, size_t errlen)
+{
+    struct flock probe = slot_bytes(0, F_WRLCK);
+    if (fcntl(fd, F_OFD_GETLK, &probe) == 0)
+        return 0;
+    snprintf(err, errlen, "cannot lock %s/state: %s (open file description locks need Linux 3.15)",
+             dir, strerror(errno));
+    return -1;
+}
+
 int vgpu_region_open(const char *dir, vgpu_region **region, uint64_t **activity, char *err,
                      size_t errlen)
 {
-    vgpu_region *r = map_file(dir, "state", sizeof(vgpu_region), REGION_MAGIC, init_region, err,
-                              errlen);
+    int fd = -1;
+    vgpu_region *r = vgpu_map_shared(dir, "state", sizeof(vgpu_region), REGION_MAGIC, init_region,
+                                     &fd, err, errlen);
     if (!r)
         return -1;
-    if (r->version != 1 || r->size != sizeof *r) {
+    if (r->version != REGION_VERSION || r->size != sizeof *r) {
         snprintf(err, errlen, "%s/state has an unknown layout", dir);
+        close(fd);
         return -1;
     }
-    char *a = map_file(dir, "activity", ACTIVITY_BYTES, ACTIVITY_MAGIC, init_activity, err, errlen);
+    if (check_locks(fd, dir, err, errlen) != 0) {
+        close(fd);
+        return -1;
+    }
+    snprintf(state_path, sizeof state_path, "%s/state", dir);
+    my_fd = fd; /* kept: it is the description whose lock will be this process's slot */
+    my_pid = getpid();
+    char *a = vgpu_map_shared(dir, "activity", ACTIVITY_BYTES, ACTIVITY_MAGIC, init_activity, NULL,
+                              err, errlen);
     if (!a)
         return -1;
     *region = r;

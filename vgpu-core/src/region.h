@@ -1,10 +1,10 @@
 /* The container's shared state: memory in use per process and GPU, and the cores budget per GPU.
  * It lives in a file under the read-write shared directory the agent mounts, mapped by every
- * process of the container, so the container is held to its grant as a whole. */
+ * process of the container (whatever its user or PID namespace: containers sharing a DRA claim
+ * share the directory), so the container is held to its grant as a whole. */
 #ifndef VGPU_REGION_H
 #define VGPU_REGION_H
 
-#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -12,10 +12,10 @@
 
 #define VGPU_MAX_PROCS 1024
 
+/* A process's slot. It is taken by an open file description lock on the slot's bytes of the file
+ * and lives exactly as long as that lock: no pid, which means nothing across PID namespaces. */
 typedef struct {
-    int32_t pid;
-    uint32_t pad;
-    uint64_t starttime; /* from /proc/<pid>/stat, to tell a reused pid from its first owner */
+    uint64_t claimed; /* nonzero once taken; counted until a check finds its lock released */
     uint64_t used[VGPU_MAX_DEVICES];
 } vgpu_proc_slot;
 
@@ -29,7 +29,6 @@ typedef struct {
     char magic[8];
     uint32_t version;
     uint32_t size;
-    pthread_mutex_t lock; /* process-shared and robust: a killed holder cannot wedge the others */
     uint64_t next_refill_ns; /* read and written with __atomic builtins */
     vgpu_dev_slot dev[VGPU_MAX_DEVICES];
     vgpu_proc_slot proc[VGPU_MAX_PROCS];
@@ -39,8 +38,10 @@ typedef struct {
 int vgpu_region_open(const char *dir, vgpu_region **region, uint64_t **activity, char *err,
                      size_t errlen);
 
-void vgpu_region_lock(vgpu_region *r);
-void vgpu_region_unlock(vgpu_region *r);
+/* The region's lock, among processes and among this process's threads: 0, or -1 when it cannot
+ * be taken (this process cannot open `state` again: what depends on it fails closed). */
+int vgpu_region_lock(void);
+void vgpu_region_unlock(void);
 
 /* Adds `bytes` to this process's use of device `dev` if the container stays within `limit`;
  * returns 0, or -1 when it would not (nothing changed). */
@@ -52,7 +53,8 @@ void vgpu_region_release(vgpu_region *r, int dev, uint64_t bytes);
 /* The container's total use of device `dev` (live processes only). */
 uint64_t vgpu_region_used(vgpu_region *r, int dev);
 
-/* Forgets this process's slot (in a forked child, which holds none of its parent's memory). */
+/* Forgets this process's slot and closes its copy of the parent's descriptor (in a forked child,
+ * which holds none of its parent's memory); the child takes a slot of its own when it allocates. */
 void vgpu_region_forget_self(void);
 
 #endif

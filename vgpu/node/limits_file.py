@@ -25,7 +25,7 @@ SHARED_FILES = (STATE_NAME, ACTIVITY_NAME)  # all the library keeps in its share
 HEADER = "vgpu-limits 1"
 MAX_LIMITS_BYTES = 4096
 MAX_DEVICES = 16
-MAX_MEMORY_BYTES = (1 << 63) - 1  # the library holds it in a signed 64-bit integer at most
+MAX_MEMORY_BYTES = (1 << 63) - 1  # the contract's bound; vgpu-core's parser refuses above it too
 ACTIVITY_MAGIC = b"VGPUACT1"
 ACTIVITY_BYTES = len(ACTIVITY_MAGIC) + 8 * MAX_DEVICES
 
