@@ -1,7 +1,8 @@
 """Every user of a container shares its grant: the shared state one process created (under the
 usual umask 022) is usable by a process of another uid, as when a root entrypoint runs
 `nvidia-smi` and then starts the application as an unprivileged user, or when two unprivileged
-users take turns. The agent provides the shared directory writable by every uid."""
+users take turns. The agent pre-creates the two shared files writable by every uid, and a
+library that creates them itself (no agent) makes them so whatever the umask."""
 
 from __future__ import annotations
 
@@ -46,9 +47,8 @@ def test_a_second_uid_uses_cuda_after_another_created_the_state(
         container, [*as_user(first), "sh", "-c", f"umask 022 && exec {cuload} info"]
     )
     assert created.returncode == 0, created.stdout + created.stderr
-    for name in ("state", "activity"):
+    for name in ("state", "activity"):  # the agent pre-creates them; the library keeps 0666
         path = container.shared_dir / name
-        assert path.stat().st_uid == first
         assert stat.S_IMODE(path.stat().st_mode) == 0o666, f"{name}: {path.stat().st_mode:o}"
     (cluster.node.dir / "state").chmod(0o666)
     used = cluster.sandbox.run(
