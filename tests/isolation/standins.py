@@ -28,7 +28,15 @@ CONTEXT_BYTES = 64 << 20  # device memory a CUDA context takes (the `context` co
 GIB = 1 << 30
 
 _COMMON = ("config.c", "node.c", "pool.c")
-_CUDA = ("cuda_core.c", "cuda_mem.c", "cuda_exec.c", "cuda_graph.c", "cuda_proc.c")
+_CUDA = (
+    "cuda_core.c",
+    "cuda_mem.c",
+    "cuda_exec.c",
+    "cuda_graph.c",
+    "cuda_proc.c",
+    "cuda_capture.c",
+    "cuda_work.c",
+)
 _NVML = ("nvml_device.c", "nvml_usage.c")
 _CFLAGS = ("-O1", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror")
 _SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover")
