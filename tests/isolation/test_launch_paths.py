@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.isolation.conftest import PROGRAMS, Build
+from tests.isolation.conftest import PROGRAMS, Build, Cluster
 from tests.isolation.standins import GIB, Node, Standins, node_gpus
+from tests.isolation.test_cores_share import busy_ns
 
 SECONDS = "3"
 KERNEL_US = "2000"
@@ -74,3 +75,79 @@ def test_standin_event_query_during_capture_follows_the_interaction_modes(
     )
     lines = dict(line.split() for line in done.stdout.splitlines())
     assert (int(lines["query"]), int(lines["capture"])) == (query, ended)
+
+
+# ---- the interposer: a 30 % share holds on every path, and measuring breaks nothing ----
+
+
+def share_of(
+    c: Cluster, command: list[str], env: dict[str, str] | None = None
+) -> tuple[float, str, str]:
+    """(percent of the GPU's time a 30-core container kept busy, its stdout, its stderr)."""
+    container = c.admit([(0, 30, 256)])
+    done = c.sandbox.run(container, ["nice", "-n", "5", *command], env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    window = int(done.stdout.split()[-1])
+    return 100 * busy_ns(c, c.uuids[0]) / window, done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    "how",
+    [("capture", "global"), ("capture", "thread"), ("capture", "relaxed"), ("beside",)],
+    ids=["global", "thread-local", "relaxed", "another-threads-global-capture"],
+)
+def test_a_graph_captured_under_a_limit_is_captured_and_charged_when_launched(
+    timing_cluster: Cluster, launchpaths: Path, how: tuple[str, ...]
+) -> None:
+    """Capture after a warm-up (as torch.cuda.graph does) succeeds in every mode, and launching
+    the captured graph in a loop holds the share; throttled launches on one thread leave another
+    thread's global-mode capture intact."""
+    command = [str(launchpaths), how[0], SECONDS, KERNEL_US, *how[1:]]
+    share, out, _ = share_of(timing_cluster, command)
+    assert "capture 0" in out
+    assert share == pytest.approx(30, abs=5)
+
+
+MEMSET = str(16 << 20)  # bytes: 168 us of simulated time per memset
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("reset", SECONDS, KERNEL_US),
+        ("contexts", "40", "keep", SECONDS, KERNEL_US),
+        ("contexts", "40", "destroy", SECONDS, KERNEL_US),
+        ("memset", SECONDS, MEMSET, "d8"),
+        ("memset", SECONDS, MEMSET, "d32async"),
+        ("memset", SECONDS, MEMSET, "d2d8async"),
+        ("grid", SECONDS, KERNEL_US),
+    ],
+    ids=[
+        "after-a-primary-context-reset",
+        "in-a-41st-context-beside-40-live-ones",
+        "in-a-new-context-after-40-destroyed",
+        "cuMemsetD8",
+        "cuMemsetD32Async",
+        "cuMemsetD2D8Async-on-a-stream",
+        "deprecated-cuLaunchGrid",
+    ],
+)
+def test_work_is_charged_to_the_share(
+    timing_cluster: Cluster, launchpaths: Path, args: tuple[str, ...]
+) -> None:
+    share, _, _ = share_of(timing_cluster, [str(launchpaths), *args])
+    assert share == pytest.approx(30, abs=5)
+
+
+def test_without_events_launches_are_charged_by_estimate_and_it_is_said_once(
+    timing_cluster: Cluster,
+) -> None:
+    """A driver that cannot create events does not switch the throttle off: each launch is
+    charged its last measured (or host-timed) duration, and one `vgpu-core:` line says so."""
+    c = timing_cluster
+    command = [str(c.build.cuload), "spin", "0", SECONDS, KERNEL_US, "kernel"]
+    share, _, err = share_of(c, command, env={"VGPU_STANDIN_FAIL_EVENTS": "1"})
+    assert share == pytest.approx(30, abs=5)
+    assert [line for line in err.splitlines() if line.startswith("vgpu-core:")] == [
+        next(line for line in err.splitlines() if "event" in line)
+    ]

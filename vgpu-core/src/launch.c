@@ -1,10 +1,27 @@
 /* Per-process measurement of launches. Each measured launch is bracketed by two events on its
  * stream; when the end event has completed, the elapsed time between them is the launch's busy
  * time, charged to the container's budget. Pending launches per context are bounded, so a process
- * cannot run far ahead of its measurements. */
+ * cannot run far ahead of its measurements.
+ *
+ * Three rules keep the measurement from breaking programs or switching itself off:
+ * - Nothing is recorded on a stream that is being captured (cuStreamIsCapturing): captured work
+ *   does not run; it is charged when its graph is launched (cuGraphLaunch is a launch like any
+ *   other). Our own event queries and syncs run in the RELAXED capture interaction mode
+ *   (cuThreadExchangeStreamCaptureMode), so a capture in GLOBAL or THREAD_LOCAL mode on this or
+ *   another thread does not prohibit them (CUDA Programming Guide, stream capture: querying or
+ *   synchronising during such a capture is prohibited and invalidates it). Our events are never
+ *   recorded inside a capture, so they are never captured events.
+ * - A launch that cannot be measured (no event could be created or recorded) is charged an
+ *   estimate: its signature's last measured time, else its time to completion on the host
+ *   (cuStreamSynchronize); one `vgpu-core:` line on stderr says so, once per process.
+ * - Tracks live as long as their contexts (contexts.c ends them before cuCtxDestroy and
+ *   cuDevicePrimaryCtxReset), there is no fixed number of them, and an event that fails to record
+ *   (its context was reset behind our back) is destroyed with its pool, never reused. */
 #include "launch.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
@@ -14,14 +31,17 @@
 
 #define RING 16
 #define POOL (2 * RING + 2)
-#define TRACKS 32
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
+#define FALLBACK_NS 1000000 /* a launch neither measured nor timed: 1 ms */
 
 typedef CUresult (*ev_create_fn)(CUevent *, unsigned int);
 typedef CUresult (*ev_record_fn)(CUevent, CUstream);
 typedef CUresult (*ev_query_fn)(CUevent);
 typedef CUresult (*ev_elapsed_fn)(float *, CUevent, CUevent);
 typedef CUresult (*get_ctx_fn)(CUcontext *);
+typedef CUresult (*capturing_fn)(CUstream, int *);
+typedef CUresult (*exchange_fn)(int *);
+typedef CUresult (*sync_fn)(CUstream);
 
 typedef struct {
     CUevent start, end;
@@ -29,36 +49,84 @@ typedef struct {
     uint64_t signature;
 } pending;
 
-typedef struct {
+typedef struct track {
     CUcontext ctx;
     pending ring[RING];
     int head, count;
     CUevent pool[POOL];
     int pooled;
+    struct track *next;
 } track;
 
-static track tracks[TRACKS];
+static track *tracks; /* most recently used first */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static CUresult event_error; /* why the last event could not be created or recorded */
+static int told;
 
 void vgpu_launch_forget(void)
 {
-    memset(tracks, 0, sizeof tracks);
+    for (track *t = tracks, *next; t; t = next) {
+        next = t->next;
+        free(t);
+    }
+    tracks = NULL;
     vgpu_signature_forget();
     pthread_mutex_init(&mu, NULL);
 }
 
+/* Our calls run in the RELAXED interaction mode; returns the mode to restore (-1: none). */
+static int relax(void)
+{
+    exchange_fn exchange = REAL_CU(exchange_fn, cuThreadExchangeStreamCaptureMode);
+    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return exchange && exchange(&mode) == CUDA_SUCCESS ? mode : -1;
+}
+
+static void unrelax(int mode)
+{
+    exchange_fn exchange = REAL_CU(exchange_fn, cuThreadExchangeStreamCaptureMode);
+    if (mode >= 0 && exchange)
+        exchange(&mode);
+}
+
+/* 1 when work on `stream` is captured, not run (a driver without capture captures nothing). */
+static int captured(CUstream stream)
+{
+    capturing_fn is_capturing = REAL_CU(capturing_fn, cuStreamIsCapturing);
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (!is_capturing)
+        return 0;
+    CUresult rc = is_capturing(stream, &status);
+    if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
+        return 1; /* the legacy stream while a blocking stream captures: the launch is refused */
+    return rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static void destroy_event(CUevent ev)
+{
+    ev_query_fn destroy = REAL_CU(ev_query_fn, cuEventDestroy_v2);
+    if (ev && destroy)
+        destroy(ev);
+}
+
 static track *track_of(CUcontext ctx)
 {
-    track *free_track = NULL;
-    for (int i = 0; i < TRACKS; i++) {
-        if (tracks[i].ctx == ctx)
-            return &tracks[i];
-        if (!tracks[i].ctx && !free_track)
-            free_track = &tracks[i];
+    for (track **p = &tracks; *p; p = &(*p)->next) {
+        track *t = *p;
+        if (t->ctx == ctx) {
+            *p = t->next; /* move to the front */
+            t->next = tracks;
+            tracks = t;
+            return t;
+        }
     }
-    if (free_track)
-        free_track->ctx = ctx;
-    return free_track;
+    track *t = calloc(1, sizeof *t);
+    if (t) {
+        t->ctx = ctx;
+        t->next = tracks;
+        tracks = t;
+    }
+    return t;
 }
 
 static CUevent take_event(track *t)
@@ -67,16 +135,72 @@ static CUevent take_event(track *t)
         return t->pool[--t->pooled];
     CUevent ev = NULL;
     ev_create_fn create = REAL_CU(ev_create_fn, cuEventCreate);
-    return create && create(&ev, 0) == CUDA_SUCCESS ? ev : NULL;
+    CUresult rc = create ? create(&ev, 0) : CUDA_ERROR_NOT_INITIALIZED;
+    if (rc != CUDA_SUCCESS)
+        event_error = rc;
+    return rc == CUDA_SUCCESS ? ev : NULL;
 }
 
 static void give_event(track *t, CUevent ev)
 {
     if (ev && t->pooled < POOL)
         t->pool[t->pooled++] = ev;
+    else
+        destroy_event(ev);
 }
 
-/* Charges completed launches, oldest first; with `block`, waits for the oldest. */
+static void drop_pool(track *t)
+{
+    while (t->pooled > 0)
+        destroy_event(t->pool[--t->pooled]);
+}
+
+/* An event recorded on `stream`, or NULL. A pooled event that fails to record belongs to an
+ * earlier life of the context: it and the rest of the pool are destroyed, and a new one tried. */
+static CUevent recorded_event(track *t, CUstream stream)
+{
+    ev_record_fn record = REAL_CU(ev_record_fn, cuEventRecord);
+    for (int fresh = 0; record && fresh < 2; fresh++) {
+        CUevent ev = take_event(t);
+        if (!ev)
+            return NULL;
+        CUresult rc = record(ev, stream);
+        if (rc == CUDA_SUCCESS)
+            return ev;
+        event_error = rc;
+        destroy_event(ev);
+        drop_pool(t);
+    }
+    return NULL;
+}
+
+/* Says once per process that launches are charged by estimate, and why. */
+static void tell_once(void)
+{
+    if (__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+        return;
+    fprintf(stderr, "vgpu-core: cannot measure launches with CUDA events (CUDA error %d); "
+                    "charging each its last measured time, or its time to completion\n",
+            event_error);
+}
+
+/* Charges a launch that ran but was not measured: its signature's last measured time, else its
+ * time to completion on the host (an over-estimate when other work was queued before it). */
+static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
+{
+    int64_t ns = vgpu_signature_known(l->signature);
+    if (ns <= 0) {
+        sync_fn sync = REAL_CU(sync_fn, cuStreamSynchronize);
+        int timed = sync && sync(l->stream) == CUDA_SUCCESS;
+        ns = timed ? (int64_t)(vgpu_now_ns() - l->begun_ns) : FALLBACK_NS;
+        vgpu_signature_charge(l->signature, ns);
+    }
+    vgpu_budget_charge(s, l->index, ns);
+    tell_once();
+}
+
+/* Charges completed launches, oldest first; with `block`, waits for the oldest. A launch whose
+ * events fail (their context ended under us) is charged its signature's last measured time. */
 static void settle(const vgpu_state *s, track *t, int block)
 {
     ev_query_fn query = REAL_CU(ev_query_fn, cuEventQuery);
@@ -85,15 +209,24 @@ static void settle(const vgpu_state *s, track *t, int block)
     while (t->count > 0) {
         pending *p = &t->ring[t->head];
         CUresult rc = block && sync ? sync(p->end) : query(p->end);
-        block = 0;
+        block = block > 1 ? block : 0; /* 2: wait for every pending launch */
         if (rc == CUDA_ERROR_NOT_READY)
             break;
         float ms = 0;
-        if (rc == CUDA_SUCCESS && elapsed(&ms, p->start, p->end) == CUDA_SUCCESS && ms > 0)
-            vgpu_budget_charge(s, p->index,
-                               vgpu_signature_charge(p->signature, (int64_t)((double)ms * 1e6)));
-        give_event(t, p->start);
-        give_event(t, p->end);
+        if (rc == CUDA_SUCCESS)
+            rc = elapsed(&ms, p->start, p->end);
+        int64_t ns = rc == CUDA_SUCCESS ? (int64_t)((double)ms * 1e6) : 0;
+        if (rc == CUDA_SUCCESS && ns > 0)
+            vgpu_budget_charge(s, p->index, vgpu_signature_charge(p->signature, ns));
+        else if (rc != CUDA_SUCCESS)
+            vgpu_budget_charge(s, p->index, vgpu_signature_known(p->signature));
+        if (rc == CUDA_SUCCESS) {
+            give_event(t, p->start);
+            give_event(t, p->end);
+        } else {
+            destroy_event(p->start);
+            destroy_event(p->end);
+        }
         t->head = (t->head + 1) % RING;
         t->count--;
     }
@@ -113,7 +246,8 @@ static void wait_for_budget(const vgpu_state *s, track *t, int index)
 {
     for (;;) {
         pthread_mutex_lock(&mu);
-        settle(s, t, t->count == RING);
+        if (t)
+            settle(s, t, t->count == RING);
         pthread_mutex_unlock(&mu);
         if (vgpu_budget_left(s, index))
             return;
@@ -137,43 +271,84 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     vgpu_budget_refill_if_due(s, now);
     if (vgpu_budget_allowance(s, l->index) >= 100)
         return CUDA_SUCCESS; /* no limit: no measurement, nearly no cost */
+    l->stream = stream == NULL && per_thread_stream ? CU_STREAM_PER_THREAD : stream;
+    if (captured(l->stream))
+        return CUDA_SUCCESS; /* charged when its graph is launched */
+    int mode = relax();
     pthread_mutex_lock(&mu);
     track *t = current_track();
     pthread_mutex_unlock(&mu);
-    if (!t)
-        return CUDA_SUCCESS;
     wait_for_budget(s, t, l->index);
     pthread_mutex_lock(&mu);
-    if (t->count == RING)
+    if (t && t->count == RING)
         settle(s, t, 1); /* other threads filled it since we waited */
-    l->stream = stream == NULL && per_thread_stream ? CU_STREAM_PER_THREAD : stream;
-    l->start = take_event(t);
-    ev_record_fn record = REAL_CU(ev_record_fn, cuEventRecord);
-    if (!l->start || !record || record(l->start, l->stream) != CUDA_SUCCESS) {
-        give_event(t, l->start);
-        pthread_mutex_unlock(&mu);
-        return CUDA_SUCCESS;
-    }
+    l->start = t ? recorded_event(t, l->stream) : NULL;
+    unrelax(mode);
     l->track = t;
     l->signature = signature;
-    l->measure = 1;
+    l->charge = l->start ? VGPU_MEASURED : VGPU_ESTIMATED;
+    l->begun_ns = vgpu_now_ns();
     return CUDA_SUCCESS;
 }
 
 void vgpu_launch_end(vgpu_launch *l, CUresult rc)
 {
-    if (!l->measure)
+    if (l->charge == VGPU_UNCHARGED)
         return;
+    const vgpu_state *s = vgpu_state_get();
     track *t = l->track;
-    CUevent end = rc == CUDA_SUCCESS ? take_event(t) : NULL;
-    ev_record_fn record = REAL_CU(ev_record_fn, cuEventRecord);
-    if (end && record(end, l->stream) == CUDA_SUCCESS && t->count < RING) {
+    int mode = relax();
+    CUevent end = NULL;
+    if (l->charge == VGPU_MEASURED && rc == CUDA_SUCCESS && t->count < RING)
+        end = recorded_event(t, l->stream);
+    if (end) {
         int tail = (t->head + t->count) % RING;
         t->ring[tail] = (pending){l->start, end, l->index, l->signature};
         t->count++;
     } else {
-        give_event(t, l->start);
-        give_event(t, end);
+        if (l->charge == VGPU_MEASURED)
+            give_event(t, l->start);
+        if (rc == CUDA_SUCCESS)
+            charge_estimate(s, l);
     }
+    pthread_mutex_unlock(&mu);
+    unrelax(mode);
+}
+
+static track *unlink_track(CUcontext ctx)
+{
+    for (track **p = &tracks; *p; p = &(*p)->next)
+        if ((*p)->ctx == ctx) {
+            track *t = *p;
+            *p = t->next;
+            return t;
+        }
+    return NULL;
+}
+
+void vgpu_launch_context_ending(CUcontext ctx, int destroying)
+{
+    const vgpu_state *s = vgpu_state_get();
+    if (!s || !ctx)
+        return;
+    int mode = relax();
+    pthread_mutex_lock(&mu);
+    track *t = destroying ? unlink_track(ctx) : NULL;
+    for (track *u = tracks; !destroying && u && !t; u = u->next)
+        t = u->ctx == ctx ? u : NULL;
+    if (t)
+        settle(s, t, 2);
+    if (t && destroying) {
+        drop_pool(t);
+        free(t);
+    }
+    pthread_mutex_unlock(&mu);
+    unrelax(mode);
+}
+
+void vgpu_launch_context_gone(CUcontext ctx)
+{
+    pthread_mutex_lock(&mu);
+    free(unlink_track(ctx));
     pthread_mutex_unlock(&mu);
 }
