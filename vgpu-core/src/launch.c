@@ -6,11 +6,12 @@
  * Three rules keep the measurement from breaking programs or switching itself off:
  * - Nothing is recorded on a stream that is being captured (cuStreamIsCapturing): captured work
  *   does not run; it is charged when its graph is launched (cuGraphLaunch is a launch like any
- *   other). Our own event queries and syncs run in the RELAXED capture interaction mode
- *   (cuThreadExchangeStreamCaptureMode), so a capture in GLOBAL or THREAD_LOCAL mode on this or
- *   another thread does not prohibit them (CUDA Programming Guide, stream capture: querying or
- *   synchronising during such a capture is prohibited and invalidates it). Our events are never
- *   recorded inside a capture, so they are never captured events.
+ *   other). Our own event queries and syncs (potentially unsafe calls) run in the RELAXED capture
+ *   interaction mode (cuThreadExchangeStreamCaptureMode), so a capture in GLOBAL or THREAD_LOCAL
+ *   mode on this or another thread does not prohibit them (CUDA Programming Guide, stream
+ *   capture: querying or synchronising during such a capture is prohibited and invalidates it);
+ *   the application's own calls keep its mode. Our events are never recorded inside a capture,
+ *   so they are never captured events, which no mode allows to query.
  * - A launch that cannot be measured (no event could be created or recorded) is charged an
  *   estimate: its signature's last measured time, else its time to completion on the host
  *   (cuStreamSynchronize); one `vgpu-core:` line on stderr says so, once per process.
@@ -184,16 +185,20 @@ static void tell_once(void)
             event_error);
 }
 
-/* Charges a launch that ran but was not measured: its signature's last measured time, else its
- * time to completion on the host (an over-estimate when other work was queued before it). */
+/* Charges a launch that ran but was not measured: its signature's last measured time once it
+ * has a full window of measurements, else its time to completion on the host, which then joins
+ * the window (one host time can be inflated by queued work or a descheduled process; the least
+ * of a window is not). */
 static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
 {
     int64_t ns = vgpu_signature_known(l->signature);
-    if (ns <= 0) {
+    if (!vgpu_signature_settled(l->signature)) {
         sync_fn sync = REAL_CU(sync_fn, cuStreamSynchronize);
+        int mode = relax();
         int timed = sync && sync(l->stream) == CUDA_SUCCESS;
-        ns = timed ? (int64_t)(vgpu_now_ns() - l->begun_ns) : FALLBACK_NS;
-        vgpu_signature_charge(l->signature, ns);
+        unrelax(mode);
+        int64_t host = (int64_t)(vgpu_now_ns() - l->begun_ns);
+        ns = timed ? vgpu_signature_charge(l->signature, host) : ns > 0 ? ns : FALLBACK_NS;
     }
     vgpu_budget_charge(s, l->index, ns);
     tell_once();
@@ -201,7 +206,7 @@ static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
 
 /* Charges completed launches, oldest first; with `block`, waits for the oldest. A launch whose
  * events fail (their context ended under us) is charged its signature's last measured time. */
-static void settle(const vgpu_state *s, track *t, int block)
+static void settle_relaxed(const vgpu_state *s, track *t, int block)
 {
     ev_query_fn query = REAL_CU(ev_query_fn, cuEventQuery);
     ev_query_fn sync = REAL_CU(ev_query_fn, cuEventSynchronize);
@@ -230,6 +235,16 @@ static void settle(const vgpu_state *s, track *t, int block)
         t->head = (t->head + 1) % RING;
         t->count--;
     }
+}
+
+/* Queries and syncs are potentially unsafe during a capture: run them in the RELAXED mode. */
+static void settle(const vgpu_state *s, track *t, int block)
+{
+    if (t->count == 0)
+        return;
+    int mode = relax();
+    settle_relaxed(s, t, block);
+    unrelax(mode);
 }
 
 static track *current_track(void)
@@ -274,7 +289,6 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     l->stream = stream == NULL && per_thread_stream ? CU_STREAM_PER_THREAD : stream;
     if (captured(l->stream))
         return CUDA_SUCCESS; /* charged when its graph is launched */
-    int mode = relax();
     pthread_mutex_lock(&mu);
     track *t = current_track();
     pthread_mutex_unlock(&mu);
@@ -283,7 +297,6 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     if (t && t->count == RING)
         settle(s, t, 1); /* other threads filled it since we waited */
     l->start = t ? recorded_event(t, l->stream) : NULL;
-    unrelax(mode);
     l->track = t;
     l->signature = signature;
     l->charge = l->start ? VGPU_MEASURED : VGPU_ESTIMATED;
@@ -297,7 +310,6 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
         return;
     const vgpu_state *s = vgpu_state_get();
     track *t = l->track;
-    int mode = relax();
     CUevent end = NULL;
     if (l->charge == VGPU_MEASURED && rc == CUDA_SUCCESS && t->count < RING)
         end = recorded_event(t, l->stream);
@@ -312,7 +324,6 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
             charge_estimate(s, l);
     }
     pthread_mutex_unlock(&mu);
-    unrelax(mode);
 }
 
 static track *unlink_track(CUcontext ctx)
@@ -331,7 +342,6 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
     const vgpu_state *s = vgpu_state_get();
     if (!s || !ctx)
         return;
-    int mode = relax();
     pthread_mutex_lock(&mu);
     track *t = destroying ? unlink_track(ctx) : NULL;
     for (track *u = tracks; !destroying && u && !t; u = u->next)
@@ -343,7 +353,6 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
         free(t);
     }
     pthread_mutex_unlock(&mu);
-    unrelax(mode);
 }
 
 void vgpu_launch_context_gone(CUcontext ctx)

@@ -63,6 +63,12 @@ int64_t vgpu_signature_known(uint64_t signature)
     return least;
 }
 
+int vgpu_signature_settled(uint64_t signature)
+{
+    const entry *e = &table[signature % SLOTS];
+    return e->signature == signature && e->filled == WINDOW;
+}
+
 void vgpu_signature_forget(void)
 {
     memset(table, 0, sizeof table);
