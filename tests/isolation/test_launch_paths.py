@@ -151,3 +151,37 @@ def test_without_events_launches_are_charged_by_estimate_and_it_is_said_once(
     assert [line for line in err.splitlines() if line.startswith("vgpu-core:")] == [
         next(line for line in err.splitlines() if "event" in line)
     ]
+
+
+SHORT = "0.3"
+
+
+@pytest.mark.parametrize(
+    ("args", "events"),
+    [
+        (("capture", SHORT, KERNEL_US, "global"), "work"),
+        (("beside", SHORT, KERNEL_US), "work"),
+        (("reset", SHORT, KERNEL_US), "work"),
+        (("contexts", "40", "keep", SHORT, KERNEL_US), "work"),
+        (("contexts", "40", "destroy", SHORT, KERNEL_US), "work"),
+        (("memset", SHORT, MEMSET, "d2d8async"), "work"),
+        (("grid", SHORT, KERNEL_US), "work"),
+        (("capture", SHORT, KERNEL_US, "global"), "fail"),
+        (("reset", SHORT, KERNEL_US), "fail"),
+    ],
+)
+def test_every_launch_path_runs_clean_under_a_limit_on_both_builds(
+    cluster: Cluster, args: tuple[str, ...], events: str
+) -> None:
+    """Each new path under ASan+UBSan too (the `cluster` fixture runs both builds); the library
+    says nothing while events work, and one line when they cannot be created."""
+    program = cluster.build.cuload.parent / "launchpaths"
+    if not program.exists():
+        compile_launchpaths(cluster.build.standins, program)
+    env = {"VGPU_STANDIN_FAIL_EVENTS": "1"} if events == "fail" else None
+    container = cluster.admit([(0, 30, 256)])
+    done = cluster.sandbox.run(container, [str(program), *args], env=env, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "capture" not in args or "capture 0" in done.stdout
+    said = [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
+    assert len(said) == (1 if events == "fail" else 0), done.stderr
