@@ -15,9 +15,9 @@
  * - A launch that cannot be measured (no event could be created or recorded) is charged an
  *   estimate: its signature's last measured time, else its time to completion on the host
  *   (cuStreamSynchronize); one `vgpu-core:` line on stderr says so, once per process.
- * - Tracks live as long as their contexts (contexts.c ends them before cuCtxDestroy and
- *   cuDevicePrimaryCtxReset), there is no fixed number of them, and an event that fails to record
- *   (its context was reset behind our back) is destroyed with its pool, never reused. */
+ * - Tracks (tracks.c) live as long as their contexts (contexts.c ends them before cuCtxDestroy
+ *   and cuDevicePrimaryCtxReset), there is no fixed number of them, and an event that fails to
+ *   record (its context was reset behind our back) is destroyed with its pool, never reused. */
 #include "launch.h"
 
 #include <pthread.h>
@@ -26,153 +26,27 @@
 #include <string.h>
 
 #include "budget.h"
+#include "capture.h"
 #include "hooks.h"
 #include "signature.h"
 #include "state.h"
+#include "tracks.h"
 
-#define RING 16
-#define POOL (2 * RING + 2)
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
 #define FALLBACK_NS 1000000 /* a launch neither measured nor timed: 1 ms */
 
-typedef CUresult (*ev_create_fn)(CUevent *, unsigned int);
-typedef CUresult (*ev_record_fn)(CUevent, CUstream);
 typedef CUresult (*ev_query_fn)(CUevent);
 typedef CUresult (*ev_elapsed_fn)(float *, CUevent, CUevent);
-typedef CUresult (*get_ctx_fn)(CUcontext *);
-typedef CUresult (*capturing_fn)(CUstream, int *);
-typedef CUresult (*exchange_fn)(int *);
 typedef CUresult (*sync_fn)(CUstream);
 
-typedef struct {
-    CUevent start, end;
-    int index;
-    uint64_t signature;
-} pending;
-
-typedef struct track {
-    CUcontext ctx;
-    pending ring[RING];
-    int head, count;
-    CUevent pool[POOL];
-    int pooled;
-    struct track *next;
-} track;
-
-static track *tracks; /* most recently used first */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static CUresult event_error; /* why the last event could not be created or recorded */
 static int told;
 
 void vgpu_launch_forget(void)
 {
-    for (track *t = tracks, *next; t; t = next) {
-        next = t->next;
-        free(t);
-    }
-    tracks = NULL;
+    vgpu_tracks_forget();
     vgpu_signature_forget();
     pthread_mutex_init(&mu, NULL);
-}
-
-/* Our calls run in the RELAXED interaction mode; returns the mode to restore (-1: none). */
-static int relax(void)
-{
-    exchange_fn exchange = REAL_CU(exchange_fn, cuThreadExchangeStreamCaptureMode);
-    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-    return exchange && exchange(&mode) == CUDA_SUCCESS ? mode : -1;
-}
-
-static void unrelax(int mode)
-{
-    exchange_fn exchange = REAL_CU(exchange_fn, cuThreadExchangeStreamCaptureMode);
-    if (mode >= 0 && exchange)
-        exchange(&mode);
-}
-
-/* 1 when work on `stream` is captured, not run (a driver without capture captures nothing). */
-static int captured(CUstream stream)
-{
-    capturing_fn is_capturing = REAL_CU(capturing_fn, cuStreamIsCapturing);
-    int status = CU_STREAM_CAPTURE_STATUS_NONE;
-    if (!is_capturing)
-        return 0;
-    CUresult rc = is_capturing(stream, &status);
-    if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
-        return 1; /* the legacy stream while a blocking stream captures: the launch is refused */
-    return rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
-static void destroy_event(CUevent ev)
-{
-    ev_query_fn destroy = REAL_CU(ev_query_fn, cuEventDestroy_v2);
-    if (ev && destroy)
-        destroy(ev);
-}
-
-static track *track_of(CUcontext ctx)
-{
-    for (track **p = &tracks; *p; p = &(*p)->next) {
-        track *t = *p;
-        if (t->ctx == ctx) {
-            *p = t->next; /* move to the front */
-            t->next = tracks;
-            tracks = t;
-            return t;
-        }
-    }
-    track *t = calloc(1, sizeof *t);
-    if (t) {
-        t->ctx = ctx;
-        t->next = tracks;
-        tracks = t;
-    }
-    return t;
-}
-
-static CUevent take_event(track *t)
-{
-    if (t->pooled > 0)
-        return t->pool[--t->pooled];
-    CUevent ev = NULL;
-    ev_create_fn create = REAL_CU(ev_create_fn, cuEventCreate);
-    CUresult rc = create ? create(&ev, 0) : CUDA_ERROR_NOT_INITIALIZED;
-    if (rc != CUDA_SUCCESS)
-        event_error = rc;
-    return rc == CUDA_SUCCESS ? ev : NULL;
-}
-
-static void give_event(track *t, CUevent ev)
-{
-    if (ev && t->pooled < POOL)
-        t->pool[t->pooled++] = ev;
-    else
-        destroy_event(ev);
-}
-
-static void drop_pool(track *t)
-{
-    while (t->pooled > 0)
-        destroy_event(t->pool[--t->pooled]);
-}
-
-/* An event recorded on `stream`, or NULL. A pooled event that fails to record belongs to an
- * earlier life of the context: it and the rest of the pool are destroyed, and a new one tried. */
-static CUevent recorded_event(track *t, CUstream stream)
-{
-    ev_record_fn record = REAL_CU(ev_record_fn, cuEventRecord);
-    for (int fresh = 0; record && fresh < 2; fresh++) {
-        CUevent ev = take_event(t);
-        if (!ev)
-            return NULL;
-        CUresult rc = record(ev, stream);
-        if (rc == CUDA_SUCCESS)
-            return ev;
-        event_error = rc;
-        destroy_event(ev);
-        drop_pool(t);
-    }
-    return NULL;
 }
 
 /* Says once per process that launches are charged by estimate, and why. */
@@ -182,7 +56,7 @@ static void tell_once(void)
         return;
     fprintf(stderr, "vgpu-core: cannot measure launches with CUDA events (CUDA error %d); "
                     "charging each its last measured time, or its time to completion\n",
-            event_error);
+            vgpu_event_error());
 }
 
 /* Charges a launch that ran but was not measured: its signature's last measured time once it
@@ -194,9 +68,9 @@ static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
     int64_t ns = vgpu_signature_known(l->signature);
     if (!vgpu_signature_settled(l->signature)) {
         sync_fn sync = REAL_CU(sync_fn, cuStreamSynchronize);
-        int mode = relax();
+        int mode = vgpu_capture_relax();
         int timed = sync && sync(l->stream) == CUDA_SUCCESS;
-        unrelax(mode);
+        vgpu_capture_unrelax(mode);
         int64_t host = (int64_t)(vgpu_now_ns() - l->begun_ns);
         ns = timed ? vgpu_signature_charge(l->signature, host) : ns > 0 ? ns : FALLBACK_NS;
     }
@@ -206,13 +80,13 @@ static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
 
 /* Charges completed launches, oldest first; with `block`, waits for the oldest. A launch whose
  * events fail (their context ended under us) is charged its signature's last measured time. */
-static void settle_relaxed(const vgpu_state *s, track *t, int block)
+static void settle_relaxed(const vgpu_state *s, vgpu_track *t, int block)
 {
     ev_query_fn query = REAL_CU(ev_query_fn, cuEventQuery);
     ev_query_fn sync = REAL_CU(ev_query_fn, cuEventSynchronize);
     ev_elapsed_fn elapsed = REAL_CU(ev_elapsed_fn, cuEventElapsedTime);
     while (t->count > 0) {
-        pending *p = &t->ring[t->head];
+        vgpu_pending *p = &t->ring[t->head];
         CUresult rc = block && sync ? sync(p->end) : query(p->end);
         block = block > 1 ? block : 0; /* 2: wait for every pending launch */
         if (rc == CUDA_ERROR_NOT_READY)
@@ -226,43 +100,34 @@ static void settle_relaxed(const vgpu_state *s, track *t, int block)
         else if (rc != CUDA_SUCCESS)
             vgpu_budget_charge(s, p->index, vgpu_signature_known(p->signature));
         if (rc == CUDA_SUCCESS) {
-            give_event(t, p->start);
-            give_event(t, p->end);
+            vgpu_track_give(t, p->start);
+            vgpu_track_give(t, p->end);
         } else {
-            destroy_event(p->start);
-            destroy_event(p->end);
+            vgpu_event_destroy(p->start);
+            vgpu_event_destroy(p->end);
         }
-        t->head = (t->head + 1) % RING;
+        t->head = (t->head + 1) % VGPU_RING;
         t->count--;
     }
 }
 
 /* Queries and syncs are potentially unsafe during a capture: run them in the RELAXED mode. */
-static void settle(const vgpu_state *s, track *t, int block)
+static void settle(const vgpu_state *s, vgpu_track *t, int block)
 {
     if (t->count == 0)
         return;
-    int mode = relax();
+    int mode = vgpu_capture_relax();
     settle_relaxed(s, t, block);
-    unrelax(mode);
-}
-
-static track *current_track(void)
-{
-    get_ctx_fn get = REAL_CU(get_ctx_fn, cuCtxGetCurrent);
-    CUcontext ctx = NULL;
-    if (!get || get(&ctx) != CUDA_SUCCESS || !ctx)
-        return NULL;
-    return track_of(ctx);
+    vgpu_capture_unrelax(mode);
 }
 
 /* Waits until the container has budget on `index`, charging what completed meanwhile. */
-static void wait_for_budget(const vgpu_state *s, track *t, int index)
+static void wait_for_budget(const vgpu_state *s, vgpu_track *t, int index)
 {
     for (;;) {
         pthread_mutex_lock(&mu);
         if (t)
-            settle(s, t, t->count == RING);
+            settle(s, t, t->count == VGPU_RING);
         pthread_mutex_unlock(&mu);
         if (vgpu_budget_left(s, index))
             return;
@@ -287,16 +152,16 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     if (vgpu_budget_allowance(s, l->index) >= 100)
         return CUDA_SUCCESS; /* no limit: no measurement, nearly no cost */
     l->stream = stream == NULL && per_thread_stream ? CU_STREAM_PER_THREAD : stream;
-    if (captured(l->stream))
+    if (vgpu_capture_active(l->stream))
         return CUDA_SUCCESS; /* charged when its graph is launched */
     pthread_mutex_lock(&mu);
-    track *t = current_track();
+    vgpu_track *t = vgpu_track_current();
     pthread_mutex_unlock(&mu);
     wait_for_budget(s, t, l->index);
     pthread_mutex_lock(&mu);
-    if (t && t->count == RING)
+    if (t && t->count == VGPU_RING)
         settle(s, t, 1); /* other threads filled it since we waited */
-    l->start = t ? recorded_event(t, l->stream) : NULL;
+    l->start = t ? vgpu_track_recorded_event(t, l->stream) : NULL;
     l->track = t;
     l->signature = signature;
     l->charge = l->start ? VGPU_MEASURED : VGPU_ESTIMATED;
@@ -309,32 +174,21 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
     if (l->charge == VGPU_UNCHARGED)
         return;
     const vgpu_state *s = vgpu_state_get();
-    track *t = l->track;
+    vgpu_track *t = l->track;
     CUevent end = NULL;
-    if (l->charge == VGPU_MEASURED && rc == CUDA_SUCCESS && t->count < RING)
-        end = recorded_event(t, l->stream);
+    if (l->charge == VGPU_MEASURED && rc == CUDA_SUCCESS && t->count < VGPU_RING)
+        end = vgpu_track_recorded_event(t, l->stream);
     if (end) {
-        int tail = (t->head + t->count) % RING;
-        t->ring[tail] = (pending){l->start, end, l->index, l->signature};
+        int tail = (t->head + t->count) % VGPU_RING;
+        t->ring[tail] = (vgpu_pending){l->start, end, l->index, l->signature};
         t->count++;
     } else {
         if (l->charge == VGPU_MEASURED)
-            give_event(t, l->start);
+            vgpu_track_give(t, l->start);
         if (rc == CUDA_SUCCESS)
             charge_estimate(s, l);
     }
     pthread_mutex_unlock(&mu);
-}
-
-static track *unlink_track(CUcontext ctx)
-{
-    for (track **p = &tracks; *p; p = &(*p)->next)
-        if ((*p)->ctx == ctx) {
-            track *t = *p;
-            *p = t->next;
-            return t;
-        }
-    return NULL;
 }
 
 void vgpu_launch_context_ending(CUcontext ctx, int destroying)
@@ -343,13 +197,11 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
     if (!s || !ctx)
         return;
     pthread_mutex_lock(&mu);
-    track *t = destroying ? unlink_track(ctx) : NULL;
-    for (track *u = tracks; !destroying && u && !t; u = u->next)
-        t = u->ctx == ctx ? u : NULL;
+    vgpu_track *t = vgpu_track_find(ctx, destroying);
     if (t)
         settle(s, t, 2);
     if (t && destroying) {
-        drop_pool(t);
+        vgpu_track_drop_pool(t);
         free(t);
     }
     pthread_mutex_unlock(&mu);
@@ -358,6 +210,6 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
 void vgpu_launch_context_gone(CUcontext ctx)
 {
     pthread_mutex_lock(&mu);
-    free(unlink_track(ctx));
+    free(vgpu_track_find(ctx, 1));
     pthread_mutex_unlock(&mu);
 }
