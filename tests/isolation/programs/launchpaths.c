@@ -11,6 +11,8 @@
  *   launchpaths beside SECONDS KERNEL_US         another thread holds a global-mode capture open
  *                                                while this one launches kernels; "capture RC"
  *   launchpaths reset SECONDS KERNEL_US          spin, cuDevicePrimaryCtxReset, spin again
+ *   launchpaths release SECONDS KERNEL_US        spin, release the primary context's last
+ *                                                retain (it is destroyed), retain it, spin again
  *   launchpaths contexts N keep|destroy SECONDS KERNEL_US
  *                                                one kernel in each of N new contexts (kept or
  *                                                destroyed), then spin in one more new context
@@ -37,6 +39,7 @@ typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUgraph, *CUgraphEx
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
 CUresult cuDevicePrimaryCtxReset_v2(int);
+CUresult cuDevicePrimaryCtxRelease_v2(int);
 CUresult cuCtxCreate_v2(CUcontext *, unsigned, int);
 CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuCtxSetCurrent(CUcontext);
@@ -201,12 +204,16 @@ static int beside(double seconds, uint64_t kernel_us)
     return finish(start);
 }
 
-static int reset(double seconds, uint64_t kernel_us)
+/* The primary context ends in the middle: reset, or its only retain released. */
+static int context_ends(double seconds, uint64_t kernel_us, int by_reset)
 {
     CUfunction f = use_primary();
     uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
     spin_until(f, kernel_us, NULL, start + (stop - start) / 4);
-    check(cuDevicePrimaryCtxReset_v2(0), "cuDevicePrimaryCtxReset_v2");
+    if (by_reset)
+        check(cuDevicePrimaryCtxReset_v2(0), "cuDevicePrimaryCtxReset_v2");
+    else
+        check(cuDevicePrimaryCtxRelease_v2(0), "cuDevicePrimaryCtxRelease_v2");
     f = use_primary(); /* what the CUDA runtime does on its next call after cudaDeviceReset */
     spin_until(f, kernel_us, NULL, stop);
     return finish(start);
@@ -314,8 +321,8 @@ int main(int argc, char **argv)
         return capture(seconds, strtoull(argv[3], NULL, 10), argv[4]);
     if (!strcmp(argv[1], "beside"))
         return beside(seconds, strtoull(argv[3], NULL, 10));
-    if (!strcmp(argv[1], "reset"))
-        return reset(seconds, strtoull(argv[3], NULL, 10));
+    if (!strcmp(argv[1], "reset") || !strcmp(argv[1], "release"))
+        return context_ends(seconds, strtoull(argv[3], NULL, 10), !strcmp(argv[1], "reset"));
     if (!strcmp(argv[1], "memset") && argc == 5)
         return memset_loop(seconds, strtoull(argv[3], NULL, 10), argv[4]);
     if (!strcmp(argv[1], "query") && argc == 5)
