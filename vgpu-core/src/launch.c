@@ -6,12 +6,13 @@
  * Three rules keep the measurement from breaking programs or switching itself off:
  * - Nothing is recorded on a stream that is being captured (cuStreamIsCapturing): captured work
  *   does not run; it is charged when its graph is launched (cuGraphLaunch is a launch like any
- *   other). Our own event queries and syncs (potentially unsafe calls) run in the RELAXED capture
- *   interaction mode (cuThreadExchangeStreamCaptureMode), so a capture in GLOBAL or THREAD_LOCAL
- *   mode on this or another thread does not prohibit them (CUDA Programming Guide, stream
- *   capture: querying or synchronising during such a capture is prohibited and invalidates it);
- *   the application's own calls keep its mode. Our events are never recorded inside a capture,
- *   so they are never captured events, which no mode allows to query.
+ *   other). Our own calls (event creation, records, queries and syncs; querying and synchronising
+ *   are potentially unsafe) run in the RELAXED capture interaction mode
+ *   (cuThreadExchangeStreamCaptureMode), so a capture in GLOBAL or THREAD_LOCAL mode on this or
+ *   another thread does not prohibit them (CUDA Programming Guide, stream capture: querying or
+ *   synchronising during such a capture is prohibited and invalidates it); the application's own
+ *   launch keeps its mode. Our events are never recorded inside a capture, so they are never
+ *   captured events, which no mode allows to query.
  * - A launch that cannot be measured (no event could be created or recorded) is charged an
  *   estimate: its signature's last measured time, else its time to completion on the host
  *   (cuStreamSynchronize); one `vgpu-core:` line on stderr says so, once per process.
@@ -68,9 +69,7 @@ static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
     int64_t ns = vgpu_signature_known(l->signature);
     if (!vgpu_signature_settled(l->signature)) {
         sync_fn sync = REAL_CU(sync_fn, cuStreamSynchronize);
-        int mode = vgpu_capture_relax();
         int timed = sync && sync(l->stream) == CUDA_SUCCESS;
-        vgpu_capture_unrelax(mode);
         int64_t host = (int64_t)(vgpu_now_ns() - l->begun_ns);
         ns = timed ? vgpu_signature_charge(l->signature, host) : ns > 0 ? ns : FALLBACK_NS;
     }
@@ -80,7 +79,7 @@ static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
 
 /* Charges completed launches, oldest first; with `block`, waits for the oldest. A launch whose
  * events fail (their context ended under us) is charged its signature's last measured time. */
-static void settle_relaxed(const vgpu_state *s, vgpu_track *t, int block)
+static void settle(const vgpu_state *s, vgpu_track *t, int block)
 {
     ev_query_fn query = REAL_CU(ev_query_fn, cuEventQuery);
     ev_query_fn sync = REAL_CU(ev_query_fn, cuEventSynchronize);
@@ -109,16 +108,6 @@ static void settle_relaxed(const vgpu_state *s, vgpu_track *t, int block)
         t->head = (t->head + 1) % VGPU_RING;
         t->count--;
     }
-}
-
-/* Queries and syncs are potentially unsafe during a capture: run them in the RELAXED mode. */
-static void settle(const vgpu_state *s, vgpu_track *t, int block)
-{
-    if (t->count == 0)
-        return;
-    int mode = vgpu_capture_relax();
-    settle_relaxed(s, t, block);
-    vgpu_capture_unrelax(mode);
 }
 
 /* Waits until the container has budget on `index`, charging what completed meanwhile. */
@@ -154,6 +143,7 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     l->stream = stream == NULL && per_thread_stream ? CU_STREAM_PER_THREAD : stream;
     if (vgpu_capture_active(l->stream))
         return CUDA_SUCCESS; /* charged when its graph is launched */
+    int mode = vgpu_capture_relax(); /* for our own calls; the launch keeps the caller's mode */
     pthread_mutex_lock(&mu);
     vgpu_track *t = vgpu_track_current();
     pthread_mutex_unlock(&mu);
@@ -162,6 +152,7 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     if (t && t->count == VGPU_RING)
         settle(s, t, 1); /* other threads filled it since we waited */
     l->start = t ? vgpu_track_recorded_event(t, l->stream) : NULL;
+    vgpu_capture_unrelax(mode);
     l->track = t;
     l->signature = signature;
     l->charge = l->start ? VGPU_MEASURED : VGPU_ESTIMATED;
@@ -175,6 +166,7 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
         return;
     const vgpu_state *s = vgpu_state_get();
     vgpu_track *t = l->track;
+    int mode = vgpu_capture_relax();
     CUevent end = NULL;
     if (l->charge == VGPU_MEASURED && rc == CUDA_SUCCESS && t->count < VGPU_RING)
         end = vgpu_track_recorded_event(t, l->stream);
@@ -189,6 +181,7 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
             charge_estimate(s, l);
     }
     pthread_mutex_unlock(&mu);
+    vgpu_capture_unrelax(mode);
 }
 
 void vgpu_launch_context_ending(CUcontext ctx, int destroying)
@@ -196,6 +189,7 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
     const vgpu_state *s = vgpu_state_get();
     if (!s || !ctx)
         return;
+    int mode = vgpu_capture_relax();
     pthread_mutex_lock(&mu);
     vgpu_track *t = vgpu_track_find(ctx, destroying);
     if (t)
@@ -205,6 +199,7 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
         free(t);
     }
     pthread_mutex_unlock(&mu);
+    vgpu_capture_unrelax(mode);
 }
 
 void vgpu_launch_context_gone(CUcontext ctx)
