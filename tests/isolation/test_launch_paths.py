@@ -5,6 +5,7 @@ events. Busy time is the stand-in's device timeline (`programs/launchpaths.c` dr
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -192,3 +193,21 @@ def test_every_launch_path_runs_clean_under_a_limit_on_both_builds(
     assert "capture" not in args or "capture 0" in done.stdout
     said = [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
     assert len(said) == (1 if events == "fail" else 0), done.stderr
+
+
+def test_gpu_checks_graph_mode_captures_and_is_held_to_the_share_on_the_stand_in(
+    timing_cluster: Cluster,
+) -> None:
+    """hack/gpu-check.sh's real-GPU program, in the mode that checks capture on hardware. Its PTX
+    kernel takes the stand-in's default 1 us, too short for the host to fill the GPU, so only an
+    upper bound on the share holds here."""
+    c = timing_cluster
+    program = c.build.cuload.parent / "gpuspin"
+    source = PROGRAMS / "gpuspin.c"
+    flags = ["-O2", "-Wall", "-Wextra", "-Werror", "-o", str(program), str(source)]
+    subprocess.run(["cc", *flags, f"-L{c.build.standins.dir}", "-l:libcuda.so.1"], check=True)
+    done = c.sandbox.run(c.admit([(0, 30, 256)]), [str(program), "graph", "2", "1000"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["capture"] == 0
+    assert 100 * busy_ns(c, c.uuids[0]) / (report["window_s"] * 1e9) <= 35
