@@ -17,85 +17,56 @@ static CUresult gate(vgpu_launch *l, void *real, CUstream stream, int ptsz, size
     return vgpu_launch_begin(l, stream, ptsz, sig);
 }
 
-/* One hook per variant, each calling the driver through its own exact prototype. */
-#define VGPU_MEMSET_1D(name, type, ptsz)                                                          \
-    VGPU_EXPORT CUresult name(CUdeviceptr dst, type value, size_t n)                              \
+/* One hook per variant, each calling the driver through its own exact prototype `params`. */
+#define VGPU_MEMSET(name, params, stream, ptsz, width, height, ...)                               \
+    VGPU_EXPORT CUresult name params                                                              \
     {                                                                                             \
-        typedef CUresult (*fn)(CUdeviceptr, type, size_t);             \
-        fn real = REAL_CU(fn, name);                                                        \
+        typedef CUresult(*fn) params;                                                             \
+        fn real = REAL_CU(fn, name);                                                              \
         vgpu_launch l;                                                                            \
-        CUresult rc = gate(&l, (void *)real, NULL, ptsz, n, 1);                                   \
+        CUresult rc = gate(&l, (void *)real, stream, ptsz, width, height);                        \
         if (rc != CUDA_SUCCESS)                                                                   \
             return rc;                                                                            \
-        rc = real(dst, value, n);                                                                 \
+        rc = real(__VA_ARGS__);                                                                   \
         vgpu_launch_end(&l, rc);                                                                  \
         return rc;                                                                                \
     }
 
-#define VGPU_MEMSET_1D_ASYNC(name, type, ptsz)                                                    \
-    VGPU_EXPORT CUresult name(CUdeviceptr dst, type value, size_t n, CUstream stream)             \
-    {                                                                                             \
-        typedef CUresult (*fn)(CUdeviceptr, type, size_t, CUstream);   \
-        fn real = REAL_CU(fn, name);                                            \
-        vgpu_launch l;                                                                            \
-        CUresult rc = gate(&l, (void *)real, stream, ptsz, n, 1);                                 \
-        if (rc != CUDA_SUCCESS)                                                                   \
-            return rc;                                                                            \
-        rc = real(dst, value, n, stream);                                                         \
-        vgpu_launch_end(&l, rc);                                                                  \
-        return rc;                                                                                \
-    }
+#define D1(type) (CUdeviceptr dst, type value, size_t n)
+#define D1_ASYNC(type) (CUdeviceptr dst, type value, size_t n, CUstream stream)
+#define D2(type) (CUdeviceptr dst, size_t pitch, type value, size_t w, size_t h)
+#define D2_ASYNC(type)                                                                            \
+    (CUdeviceptr dst, size_t pitch, type value, size_t w, size_t h, CUstream stream)
 
-#define VGPU_MEMSET_2D(name, type, ptsz)                                                          \
-    VGPU_EXPORT CUresult name(CUdeviceptr dst, size_t pitch, type value, size_t w, size_t h)      \
-    {                                                                                             \
-        typedef CUresult (*fn)(CUdeviceptr, size_t, type, size_t, size_t); \
-        fn real = REAL_CU(fn, name);                                                        \
-        vgpu_launch l;                                                                            \
-        CUresult rc = gate(&l, (void *)real, NULL, ptsz, w, h);                                   \
-        if (rc != CUDA_SUCCESS)                                                                   \
-            return rc;                                                                            \
-        rc = real(dst, pitch, value, w, h);                                                       \
-        vgpu_launch_end(&l, rc);                                                                  \
-        return rc;                                                                                \
-    }
+#define SYNC_1D(name, type, ptsz) VGPU_MEMSET(name, D1(type), NULL, ptsz, n, 1, dst, value, n)
+#define ASYNC_1D(name, type, ptsz)                                                                \
+    VGPU_MEMSET(name, D1_ASYNC(type), stream, ptsz, n, 1, dst, value, n, stream)
+#define SYNC_2D(name, type, ptsz)                                                                 \
+    VGPU_MEMSET(name, D2(type), NULL, ptsz, w, h, dst, pitch, value, w, h)
+#define ASYNC_2D(name, type, ptsz)                                                                \
+    VGPU_MEMSET(name, D2_ASYNC(type), stream, ptsz, w, h, dst, pitch, value, w, h, stream)
 
-#define VGPU_MEMSET_2D_ASYNC(name, type, ptsz)                                                    \
-    VGPU_EXPORT CUresult name(CUdeviceptr dst, size_t pitch, type value, size_t w, size_t h,      \
-                              CUstream stream)                                                    \
-    {                                                                                             \
-        typedef CUresult (*fn)(CUdeviceptr, size_t, type, size_t, size_t, CUstream); \
-        fn real = REAL_CU(fn, name);                                            \
-        vgpu_launch l;                                                                            \
-        CUresult rc = gate(&l, (void *)real, stream, ptsz, w, h);                                 \
-        if (rc != CUDA_SUCCESS)                                                                   \
-            return rc;                                                                            \
-        rc = real(dst, pitch, value, w, h, stream);                                               \
-        vgpu_launch_end(&l, rc);                                                                  \
-        return rc;                                                                                \
-    }
-
-VGPU_MEMSET_1D(cuMemsetD8_v2, unsigned char, 0)
-VGPU_MEMSET_1D(cuMemsetD16_v2, unsigned short, 0)
-VGPU_MEMSET_1D(cuMemsetD32_v2, unsigned int, 0)
-VGPU_MEMSET_1D(cuMemsetD8_v2_ptds, unsigned char, 1)
-VGPU_MEMSET_1D(cuMemsetD16_v2_ptds, unsigned short, 1)
-VGPU_MEMSET_1D(cuMemsetD32_v2_ptds, unsigned int, 1)
-VGPU_MEMSET_1D_ASYNC(cuMemsetD8Async, unsigned char, 0)
-VGPU_MEMSET_1D_ASYNC(cuMemsetD16Async, unsigned short, 0)
-VGPU_MEMSET_1D_ASYNC(cuMemsetD32Async, unsigned int, 0)
-VGPU_MEMSET_1D_ASYNC(cuMemsetD8Async_ptsz, unsigned char, 1)
-VGPU_MEMSET_1D_ASYNC(cuMemsetD16Async_ptsz, unsigned short, 1)
-VGPU_MEMSET_1D_ASYNC(cuMemsetD32Async_ptsz, unsigned int, 1)
-VGPU_MEMSET_2D(cuMemsetD2D8_v2, unsigned char, 0)
-VGPU_MEMSET_2D(cuMemsetD2D16_v2, unsigned short, 0)
-VGPU_MEMSET_2D(cuMemsetD2D32_v2, unsigned int, 0)
-VGPU_MEMSET_2D(cuMemsetD2D8_v2_ptds, unsigned char, 1)
-VGPU_MEMSET_2D(cuMemsetD2D16_v2_ptds, unsigned short, 1)
-VGPU_MEMSET_2D(cuMemsetD2D32_v2_ptds, unsigned int, 1)
-VGPU_MEMSET_2D_ASYNC(cuMemsetD2D8Async, unsigned char, 0)
-VGPU_MEMSET_2D_ASYNC(cuMemsetD2D16Async, unsigned short, 0)
-VGPU_MEMSET_2D_ASYNC(cuMemsetD2D32Async, unsigned int, 0)
-VGPU_MEMSET_2D_ASYNC(cuMemsetD2D8Async_ptsz, unsigned char, 1)
-VGPU_MEMSET_2D_ASYNC(cuMemsetD2D16Async_ptsz, unsigned short, 1)
-VGPU_MEMSET_2D_ASYNC(cuMemsetD2D32Async_ptsz, unsigned int, 1)
+SYNC_1D(cuMemsetD8_v2, unsigned char, 0)
+SYNC_1D(cuMemsetD16_v2, unsigned short, 0)
+SYNC_1D(cuMemsetD32_v2, unsigned int, 0)
+SYNC_1D(cuMemsetD8_v2_ptds, unsigned char, 1)
+SYNC_1D(cuMemsetD16_v2_ptds, unsigned short, 1)
+SYNC_1D(cuMemsetD32_v2_ptds, unsigned int, 1)
+ASYNC_1D(cuMemsetD8Async, unsigned char, 0)
+ASYNC_1D(cuMemsetD16Async, unsigned short, 0)
+ASYNC_1D(cuMemsetD32Async, unsigned int, 0)
+ASYNC_1D(cuMemsetD8Async_ptsz, unsigned char, 1)
+ASYNC_1D(cuMemsetD16Async_ptsz, unsigned short, 1)
+ASYNC_1D(cuMemsetD32Async_ptsz, unsigned int, 1)
+SYNC_2D(cuMemsetD2D8_v2, unsigned char, 0)
+SYNC_2D(cuMemsetD2D16_v2, unsigned short, 0)
+SYNC_2D(cuMemsetD2D32_v2, unsigned int, 0)
+SYNC_2D(cuMemsetD2D8_v2_ptds, unsigned char, 1)
+SYNC_2D(cuMemsetD2D16_v2_ptds, unsigned short, 1)
+SYNC_2D(cuMemsetD2D32_v2_ptds, unsigned int, 1)
+ASYNC_2D(cuMemsetD2D8Async, unsigned char, 0)
+ASYNC_2D(cuMemsetD2D16Async, unsigned short, 0)
+ASYNC_2D(cuMemsetD2D32Async, unsigned int, 0)
+ASYNC_2D(cuMemsetD2D8Async_ptsz, unsigned char, 1)
+ASYNC_2D(cuMemsetD2D16Async_ptsz, unsigned short, 1)
+ASYNC_2D(cuMemsetD2D32Async_ptsz, unsigned int, 1)
