@@ -2,7 +2,8 @@
 
 Runs the isolation tier's `cuload` program over the stand-in driver in a bubblewrap container,
 once with the node agent's vgpu-core answer (library preloaded, no cores limit: allowance 100)
-and once with no library, and prints the differences (medians of --runs):
+and once with no library, and prints the differences (medians of --runs); then the cost per
+launch under a 50 % cores limit, where every launch is measured with events:
 
     python bench/interposer_bench.py [--runs 5] [--count 200000]
 
@@ -36,6 +37,12 @@ def measure(cluster: Cluster, container: Container, count: int) -> tuple[float, 
     return float(fields[1]), float(fields[3]), 100 * busy / window
 
 
+def launch_ns(cluster: Cluster, container: Container, count: int) -> float:
+    done = cluster.cuload(container, "bench", "0", str(count), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return float(done.stdout.split()[1])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -45,10 +52,13 @@ def main() -> int:
     cluster = Cluster(_build(root / "build", False), 1, root / "node")
     with_lib = cluster.admit([(0, 100, 4096)])
     without = Container(ContainerGrant())
+    limited = cluster.admit([(0, 50, 4096)])
     rows: dict[str, list[tuple[float, float, float]]] = {"with": [], "without": []}
+    under_limit: list[float] = []
     for _ in range(args.runs):
         rows["without"].append(measure(cluster, without, args.count))
         rows["with"].append(measure(cluster, with_lib, args.count))
+        under_limit.append(launch_ns(cluster, limited, args.count))
     med = {k: [statistics.median(col) for col in zip(*v, strict=True)] for k, v in rows.items()}
     launch = med["with"][0] - med["without"][0]
     pair = med["with"][1] - med["without"][1]
@@ -62,6 +72,8 @@ def main() -> int:
     print(
         f"spin throughput: {med['without'][2]:.2f} % without, {med['with'][2]:.2f} % with: -{loss:.2f} points"
     )
+    limit = statistics.median(under_limit) - med["without"][0]
+    print(f"launch under a 50 % limit: {statistics.median(under_limit):.0f} ns: +{limit:.0f} ns")
     return 0
 
 

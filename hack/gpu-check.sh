@@ -5,7 +5,8 @@
 #     (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the library
 #     preloaded). Checks, each pass/fail, as JSON on stdout and in $VGPU_CHECK_OUT (default
 #     ./gpu-check.json): memory grant exact, cores 25/50/75 within +-8 points, 30 and 60 side by
-#     side at 0.5 +- 0.1, overhead <= 2 % with no limit.
+#     side at 0.5 +- 0.1, overhead <= 2 % with no limit, and a CUDA graph captured in the global
+#     capture mode under 30 cores (the capture succeeds, its launches within +-8 points).
 #  2. Then, as before: NVML discovery and the device plugin against the stand-in kubelet
 #     (hack/gpu_check.py) and the NVML-marked tests. Extra arguments go to hack/gpu_check.py.
 # VGPU_CHECK_SECONDS sets each measurement's length (default 5).
@@ -53,6 +54,8 @@ container p60 1073741824 60
 spin inside p30 "$work/gpuspin" >"$work/p30.json" &
 spin inside p60 "$work/gpuspin" >"$work/p60.json"
 wait
+container g30 1073741824 30
+inside g30 "$work/gpuspin" graph "$seconds" 1000 >"$work/g30.json"
 
 "$python" - "$work" "$out" <<'PY'
 import json, pathlib, sys
@@ -73,6 +76,10 @@ for cores in (25, 50, 75):
 ratio = rate("p30") / rate("p60")
 checks.append({"check": "30 and 60 side by side at 0.5 +- 0.1", "ratio": round(ratio, 3),
                "pass": abs(ratio - 0.5) <= 0.1})
+graph = 100 * rate("g30") / bare
+checks.append({"check": "graph captured under 30 cores, launched within 8 points",
+               "capture": read("g30")["capture"], "share": round(graph, 1),
+               "pass": read("g30")["capture"] == 0 and abs(graph - 30) <= 8})
 report = {"gpu_kernels_per_s_without_library": round(bare, 1), "checks": checks,
           "pass": all(c["pass"] for c in checks)}
 out.write_text(json.dumps(report, indent=2) + "\n")

@@ -36,6 +36,8 @@ _CUDA = (
     "cuda_proc.c",
     "cuda_vmm.c",
     "cuda_pool.c",
+    "cuda_capture.c",
+    "cuda_work.c",
 )
 _NVML = ("nvml_device.c", "nvml_usage.c")
 _CFLAGS = ("-O1", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror")

@@ -32,6 +32,7 @@ enum {
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
 };
 
 /* cuArrayCreate_v2's descriptor. */
@@ -97,6 +98,10 @@ typedef struct {
     CUstream hStream;
     void **kernelParams;
 } CUDA_LAUNCH_PARAMS;
+
+/* Stream capture (cuStreamIsCapturing, cuThreadExchangeStreamCaptureMode). */
+enum { CU_STREAM_CAPTURE_STATUS_NONE = 0 };
+enum { CU_STREAM_CAPTURE_MODE_RELAXED = 2 };
 
 /* NVML */
 typedef int nvmlReturn_t;

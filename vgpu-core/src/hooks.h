@@ -22,12 +22,23 @@
     X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuMemPoolCreate)    \
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)     \
     X(cuGraphAddMemAllocNode) X(cuGraphDestroy) X(cuDeviceGraphMemTrim) X(cuGraphAddNode)         \
-    X(cuGraphAddNode_v2)
+    X(cuGraphAddNode_v2) X(cuCtxDestroy_v2)                                                       \
+    X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxRelease)         \
+    X(cuDevicePrimaryCtxRelease_v2) X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync)              \
+    X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD2D8_v2) X(cuMemsetD2D16_v2)   \
+    X(cuMemsetD2D32_v2) X(cuMemsetD8_v2_ptds) X(cuMemsetD16_v2_ptds) X(cuMemsetD32_v2_ptds)       \
+    X(cuMemsetD2D8_v2_ptds) X(cuMemsetD2D16_v2_ptds) X(cuMemsetD2D32_v2_ptds) X(cuMemsetD8Async)  \
+    X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuMemsetD2D8Async) X(cuMemsetD2D16Async)            \
+    X(cuMemsetD2D32Async) X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async_ptsz)                        \
+    X(cuMemsetD32Async_ptsz) X(cuMemsetD2D8Async_ptsz) X(cuMemsetD2D16Async_ptsz)                 \
+    X(cuMemsetD2D32Async_ptsz)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
-    X(cuEventElapsedTime) X(cuMemPoolGetAttribute) X(cuDeviceGetGraphMemAttribute)
+    X(cuEventElapsedTime) X(cuMemPoolGetAttribute) X(cuDeviceGetGraphMemAttribute)                 \
+    X(cuEventDestroy_v2) X(cuStreamIsCapturing)                             \
+    X(cuThreadExchangeStreamCaptureMode) X(cuStreamSynchronize) X(cuDevicePrimaryCtxGetState)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \

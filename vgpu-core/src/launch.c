@@ -1,119 +1,122 @@
 /* Per-process measurement of launches. Each measured launch is bracketed by two events on its
  * stream; when the end event has completed, the elapsed time between them is the launch's busy
  * time, charged to the container's budget. Pending launches per context are bounded, so a process
- * cannot run far ahead of its measurements. */
+ * cannot run far ahead of its measurements.
+ *
+ * Three rules keep the measurement from breaking programs or switching itself off:
+ * - Nothing is recorded on a stream that is being captured (cuStreamIsCapturing): captured work
+ *   does not run; it is charged when its graph is launched (cuGraphLaunch is a launch like any
+ *   other). Our own calls (event creation, records, queries and syncs; querying and synchronising
+ *   are potentially unsafe) run in the RELAXED capture interaction mode
+ *   (cuThreadExchangeStreamCaptureMode), so a capture in GLOBAL or THREAD_LOCAL mode on this or
+ *   another thread does not prohibit them (CUDA Programming Guide, stream capture: querying or
+ *   synchronising during such a capture is prohibited and invalidates it); the application's own
+ *   launch keeps its mode. Our events are never recorded inside a capture, so they are never
+ *   captured events, which no mode allows to query.
+ * - A launch that cannot be measured (no event could be created or recorded) is charged an
+ *   estimate: its signature's last measured time, else its time to completion on the host
+ *   (cuStreamSynchronize); one `vgpu-core:` line on stderr says so, once per process.
+ * - Tracks (tracks.c) live as long as their contexts (contexts.c ends them before cuCtxDestroy
+ *   and cuDevicePrimaryCtxReset), there is no fixed number of them, and an event that fails to
+ *   record (its context was reset behind our back) is destroyed with its pool, never reused. */
 #include "launch.h"
 
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "budget.h"
+#include "capture.h"
 #include "hooks.h"
 #include "signature.h"
 #include "state.h"
+#include "tracks.h"
 
-#define RING 16
-#define POOL (2 * RING + 2)
-#define TRACKS 32
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
+#define FALLBACK_NS 1000000 /* a launch neither measured nor timed: 1 ms */
 
-typedef CUresult (*ev_create_fn)(CUevent *, unsigned int);
-typedef CUresult (*ev_record_fn)(CUevent, CUstream);
 typedef CUresult (*ev_query_fn)(CUevent);
 typedef CUresult (*ev_elapsed_fn)(float *, CUevent, CUevent);
-typedef CUresult (*get_ctx_fn)(CUcontext *);
+typedef CUresult (*sync_fn)(CUstream);
 
-typedef struct {
-    CUevent start, end;
-    int index;
-    uint64_t signature;
-} pending;
-
-typedef struct {
-    CUcontext ctx;
-    pending ring[RING];
-    int head, count;
-    CUevent pool[POOL];
-    int pooled;
-} track;
-
-static track tracks[TRACKS];
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static int told;
 
 void vgpu_launch_forget(void)
 {
-    memset(tracks, 0, sizeof tracks);
+    vgpu_tracks_forget();
     vgpu_signature_forget();
     pthread_mutex_init(&mu, NULL);
 }
 
-static track *track_of(CUcontext ctx)
+/* Says once per process that launches are charged by estimate, and why. */
+static void tell_once(void)
 {
-    track *free_track = NULL;
-    for (int i = 0; i < TRACKS; i++) {
-        if (tracks[i].ctx == ctx)
-            return &tracks[i];
-        if (!tracks[i].ctx && !free_track)
-            free_track = &tracks[i];
+    if (__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
+        return;
+    fprintf(stderr, "vgpu-core: cannot measure launches with CUDA events (CUDA error %d); "
+                    "charging each its last measured time, or its time to completion\n",
+            vgpu_event_error());
+}
+
+/* Charges a launch that ran but was not measured: its signature's last measured time once it
+ * has a full window of measurements, else its time to completion on the host, which then joins
+ * the window (one host time can be inflated by queued work or a descheduled process; the least
+ * of a window is not). */
+static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
+{
+    int64_t ns = vgpu_signature_known(l->signature);
+    if (!vgpu_signature_settled(l->signature)) {
+        sync_fn sync = REAL_CU(sync_fn, cuStreamSynchronize);
+        int timed = sync && sync(l->stream) == CUDA_SUCCESS;
+        int64_t host = (int64_t)(vgpu_now_ns() - l->begun_ns);
+        ns = timed ? vgpu_signature_charge(l->signature, host) : ns > 0 ? ns : FALLBACK_NS;
     }
-    if (free_track)
-        free_track->ctx = ctx;
-    return free_track;
+    vgpu_budget_charge(s, l->index, ns);
+    tell_once();
 }
 
-static CUevent take_event(track *t)
-{
-    if (t->pooled > 0)
-        return t->pool[--t->pooled];
-    CUevent ev = NULL;
-    ev_create_fn create = REAL_CU(ev_create_fn, cuEventCreate);
-    return create && create(&ev, 0) == CUDA_SUCCESS ? ev : NULL;
-}
-
-static void give_event(track *t, CUevent ev)
-{
-    if (ev && t->pooled < POOL)
-        t->pool[t->pooled++] = ev;
-}
-
-/* Charges completed launches, oldest first; with `block`, waits for the oldest. */
-static void settle(const vgpu_state *s, track *t, int block)
+/* Charges completed launches, oldest first; with `block`, waits for the oldest. A launch whose
+ * events fail (their context ended under us) is charged its signature's last measured time. */
+static void settle(const vgpu_state *s, vgpu_track *t, int block)
 {
     ev_query_fn query = REAL_CU(ev_query_fn, cuEventQuery);
     ev_query_fn sync = REAL_CU(ev_query_fn, cuEventSynchronize);
     ev_elapsed_fn elapsed = REAL_CU(ev_elapsed_fn, cuEventElapsedTime);
     while (t->count > 0) {
-        pending *p = &t->ring[t->head];
+        vgpu_pending *p = &t->ring[t->head];
         CUresult rc = block && sync ? sync(p->end) : query(p->end);
-        block = 0;
+        block = block > 1 ? block : 0; /* 2: wait for every pending launch */
         if (rc == CUDA_ERROR_NOT_READY)
             break;
         float ms = 0;
-        if (rc == CUDA_SUCCESS && elapsed(&ms, p->start, p->end) == CUDA_SUCCESS && ms > 0)
-            vgpu_budget_charge(s, p->index,
-                               vgpu_signature_charge(p->signature, (int64_t)((double)ms * 1e6)));
-        give_event(t, p->start);
-        give_event(t, p->end);
-        t->head = (t->head + 1) % RING;
+        if (rc == CUDA_SUCCESS)
+            rc = elapsed(&ms, p->start, p->end);
+        int64_t ns = rc == CUDA_SUCCESS ? (int64_t)((double)ms * 1e6) : 0;
+        if (rc == CUDA_SUCCESS && ns > 0)
+            vgpu_budget_charge(s, p->index, vgpu_signature_charge(p->signature, ns));
+        else if (rc != CUDA_SUCCESS)
+            vgpu_budget_charge(s, p->index, vgpu_signature_known(p->signature));
+        if (rc == CUDA_SUCCESS) {
+            vgpu_track_give(t, p->start);
+            vgpu_track_give(t, p->end);
+        } else {
+            vgpu_event_destroy(p->start);
+            vgpu_event_destroy(p->end);
+        }
+        t->head = (t->head + 1) % VGPU_RING;
         t->count--;
     }
 }
 
-static track *current_track(void)
-{
-    get_ctx_fn get = REAL_CU(get_ctx_fn, cuCtxGetCurrent);
-    CUcontext ctx = NULL;
-    if (!get || get(&ctx) != CUDA_SUCCESS || !ctx)
-        return NULL;
-    return track_of(ctx);
-}
-
 /* Waits until the container has budget on `index`, charging what completed meanwhile. */
-static void wait_for_budget(const vgpu_state *s, track *t, int index)
+static void wait_for_budget(const vgpu_state *s, vgpu_track *t, int index)
 {
     for (;;) {
         pthread_mutex_lock(&mu);
-        settle(s, t, t->count == RING);
+        if (t)
+            settle(s, t, t->count == VGPU_RING);
         pthread_mutex_unlock(&mu);
         if (vgpu_budget_left(s, index))
             return;
@@ -137,43 +140,71 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     vgpu_budget_refill_if_due(s, now);
     if (vgpu_budget_allowance(s, l->index) >= 100)
         return CUDA_SUCCESS; /* no limit: no measurement, nearly no cost */
+    l->stream = stream == NULL && per_thread_stream ? CU_STREAM_PER_THREAD : stream;
+    if (vgpu_capture_active(l->stream))
+        return CUDA_SUCCESS; /* charged when its graph is launched */
+    int mode = vgpu_capture_relax(); /* for our own calls; the launch keeps the caller's mode */
     pthread_mutex_lock(&mu);
-    track *t = current_track();
+    vgpu_track *t = vgpu_track_current();
     pthread_mutex_unlock(&mu);
-    if (!t)
-        return CUDA_SUCCESS;
     wait_for_budget(s, t, l->index);
     pthread_mutex_lock(&mu);
-    if (t->count == RING)
+    if (t && t->count == VGPU_RING)
         settle(s, t, 1); /* other threads filled it since we waited */
-    l->stream = stream == NULL && per_thread_stream ? CU_STREAM_PER_THREAD : stream;
-    l->start = take_event(t);
-    ev_record_fn record = REAL_CU(ev_record_fn, cuEventRecord);
-    if (!l->start || !record || record(l->start, l->stream) != CUDA_SUCCESS) {
-        give_event(t, l->start);
-        pthread_mutex_unlock(&mu);
-        return CUDA_SUCCESS;
-    }
+    l->start = t ? vgpu_track_recorded_event(t, l->stream) : NULL;
+    vgpu_capture_unrelax(mode);
     l->track = t;
     l->signature = signature;
-    l->measure = 1;
+    l->charge = l->start ? VGPU_MEASURED : VGPU_ESTIMATED;
+    l->begun_ns = vgpu_now_ns();
     return CUDA_SUCCESS;
 }
 
 void vgpu_launch_end(vgpu_launch *l, CUresult rc)
 {
-    if (!l->measure)
+    if (l->charge == VGPU_UNCHARGED)
         return;
-    track *t = l->track;
-    CUevent end = rc == CUDA_SUCCESS ? take_event(t) : NULL;
-    ev_record_fn record = REAL_CU(ev_record_fn, cuEventRecord);
-    if (end && record(end, l->stream) == CUDA_SUCCESS && t->count < RING) {
-        int tail = (t->head + t->count) % RING;
-        t->ring[tail] = (pending){l->start, end, l->index, l->signature};
+    const vgpu_state *s = vgpu_state_get();
+    vgpu_track *t = l->track;
+    int mode = vgpu_capture_relax();
+    CUevent end = NULL;
+    if (l->charge == VGPU_MEASURED && rc == CUDA_SUCCESS && t->count < VGPU_RING)
+        end = vgpu_track_recorded_event(t, l->stream);
+    if (end) {
+        int tail = (t->head + t->count) % VGPU_RING;
+        t->ring[tail] = (vgpu_pending){l->start, end, l->index, l->signature};
         t->count++;
     } else {
-        give_event(t, l->start);
-        give_event(t, end);
+        if (l->charge == VGPU_MEASURED)
+            vgpu_track_give(t, l->start);
+        if (rc == CUDA_SUCCESS)
+            charge_estimate(s, l);
     }
+    pthread_mutex_unlock(&mu);
+    vgpu_capture_unrelax(mode);
+}
+
+void vgpu_launch_context_ending(CUcontext ctx, int destroying)
+{
+    const vgpu_state *s = vgpu_state_get();
+    if (!s || !ctx)
+        return;
+    int mode = vgpu_capture_relax();
+    pthread_mutex_lock(&mu);
+    vgpu_track *t = vgpu_track_find(ctx, destroying);
+    if (t)
+        settle(s, t, 2);
+    if (t && destroying) {
+        vgpu_track_drop_pool(t);
+        free(t);
+    }
+    pthread_mutex_unlock(&mu);
+    vgpu_capture_unrelax(mode);
+}
+
+void vgpu_launch_context_gone(CUcontext ctx)
+{
+    pthread_mutex_lock(&mu);
+    free(vgpu_track_find(ctx, 1));
     pthread_mutex_unlock(&mu);
 }

@@ -6,10 +6,13 @@
 
 #include "driver_api.h"
 
+enum { VGPU_UNCHARGED = 0, VGPU_MEASURED = 1, VGPU_ESTIMATED = 2 };
+
 typedef struct {
-    int measure; /* events recorded around this launch (the process lock is held until end) */
+    int charge; /* VGPU_MEASURED or VGPU_ESTIMATED: the process lock is held until end */
     int index;
     uint64_t signature;
+    uint64_t begun_ns;
     void *track;
     CUevent start;
     CUstream stream;
@@ -22,5 +25,10 @@ CUresult vgpu_launch_begin(vgpu_launch *t, CUstream stream, int per_thread_strea
 void vgpu_launch_end(vgpu_launch *t, CUresult rc);
 /* Forgets the pending measurements (a forked child has none of its parent's contexts). */
 void vgpu_launch_forget(void);
+/* Before a context goes (destroyed, reset, or maybe released: `destroying` says whether it
+ * surely goes): charges what completed in it and drops its measurement track. */
+void vgpu_launch_context_ending(CUcontext ctx, int destroying);
+/* After a context went without its events being destroyed by us (their handles died with it). */
+void vgpu_launch_context_gone(CUcontext ctx);
 
 #endif

@@ -1,6 +1,7 @@
 /* Every way to start work on the GPU goes through the same gate: kernels (plain, extended,
- * cooperative, per-thread default stream variants) and whole CUDA graphs, whose busy time is
- * measured around the graph as a whole. */
+ * cooperative, per-thread default stream variants, and the deprecated cuLaunch/cuLaunchGrid that
+ * current drivers still serve: CUDA Driver API, "Execution Control [DEPRECATED]") and whole CUDA
+ * graphs, whose busy time is measured around the graph as a whole (memsets: memsets.c). */
 #include "hooks.h"
 #include "launch.h"
 #include "signature.h"
@@ -151,4 +152,54 @@ VGPU_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream)
 VGPU_EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream stream)
 {
     return graph(REAL_CU(graph_fn, cuGraphLaunch_ptsz), 1, exec, stream);
+}
+
+typedef CUresult (*grid_fn)(CUfunction, int, int, CUstream);
+typedef CUresult (*grid_sync_fn)(CUfunction, int, int);
+typedef CUresult (*single_fn)(CUfunction);
+
+/* The block shape was set earlier by cuFuncSetBlockShape, so the grid and function identify it. */
+static CUresult legacy_begin(vgpu_launch *l, void *real, CUfunction f, int w, int h,
+                             CUstream stream)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return vgpu_launch_begin(l, stream, 0,
+                             vgpu_signature(f, (unsigned)w, (unsigned)h, 1, 0, 0, 0, 0));
+}
+
+VGPU_EXPORT CUresult cuLaunchGridAsync(CUfunction f, int w, int h, CUstream stream)
+{
+    grid_fn real = REAL_CU(grid_fn, cuLaunchGridAsync);
+    vgpu_launch l;
+    CUresult rc = legacy_begin(&l, (void *)real, f, w, h, stream);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(f, w, h, stream);
+    vgpu_launch_end(&l, rc);
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuLaunchGrid(CUfunction f, int w, int h)
+{
+    grid_sync_fn real = REAL_CU(grid_sync_fn, cuLaunchGrid);
+    vgpu_launch l;
+    CUresult rc = legacy_begin(&l, (void *)real, f, w, h, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(f, w, h);
+    vgpu_launch_end(&l, rc);
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuLaunch(CUfunction f)
+{
+    single_fn real = REAL_CU(single_fn, cuLaunch);
+    vgpu_launch l;
+    CUresult rc = legacy_begin(&l, (void *)real, f, 1, 1, NULL);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = real(f);
+    vgpu_launch_end(&l, rc);
+    return rc;
 }

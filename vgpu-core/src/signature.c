@@ -52,6 +52,23 @@ int64_t vgpu_signature_charge(uint64_t signature, int64_t measured_ns)
     return least;
 }
 
+int64_t vgpu_signature_known(uint64_t signature)
+{
+    const entry *e = &table[signature % SLOTS];
+    if (e->signature != signature || e->filled == 0)
+        return 0;
+    int64_t least = e->recent[0];
+    for (unsigned i = 1; i < e->filled; i++)
+        least = e->recent[i] < least ? e->recent[i] : least;
+    return least;
+}
+
+int vgpu_signature_settled(uint64_t signature)
+{
+    const entry *e = &table[signature % SLOTS];
+    return e->signature == signature && e->filled == WINDOW;
+}
+
 void vgpu_signature_forget(void)
 {
     memset(table, 0, sizeof table);

@@ -12,6 +12,12 @@ uint64_t vgpu_signature(const void *what, unsigned gx, unsigned gy, unsigned gz,
  * durations of the same signature. Call under the launch lock. */
 int64_t vgpu_signature_charge(uint64_t signature, int64_t measured_ns);
 
+/* What the signature was last charged (the smallest of its recent measurements), 0 if none: the
+ * estimate for a launch that could not be measured. Call under the launch lock. */
+int64_t vgpu_signature_known(uint64_t signature);
+/* 1 once the signature has a full window of measurements (its charge no longer rests on a few). */
+int vgpu_signature_settled(uint64_t signature);
+
 void vgpu_signature_forget(void);
 
 #endif

@@ -3,7 +3,10 @@
  * memory queries. Prototypes declared here from NVIDIA's public Driver API reference.
  *
  *   gpuspin mem BYTES COUNT       cuMemGetInfo total, then COUNT allocations' result codes
- *   gpuspin spin SECONDS US       kernels of US microseconds for SECONDS; prints kernels, window */
+ *   gpuspin spin SECONDS US       kernels of US microseconds for SECONDS; prints kernels, window
+ *   gpuspin graph SECONDS US      after a warm-up, one such kernel captured into a graph on a
+ *                                 stream (global capture mode, torch.cuda.graph's default), then
+ *                                 the graph launched for SECONDS; prints the capture's code too */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +14,7 @@
 #include <time.h>
 
 typedef int CUresult;
-typedef void *CUcontext, *CUmodule, *CUfunction;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUgraph, *CUgraphExec;
 typedef unsigned long long CUdeviceptr;
 
 CUresult cuInit(unsigned);
@@ -25,6 +28,12 @@ CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, void *, void **, void **);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
 
 static const char ptx[] =
     ".version 6.0\n.target sm_50\n.address_size 64\n"
@@ -64,15 +73,59 @@ static int mem(size_t bytes, int count)
     return 0;
 }
 
-static int spin(double seconds, double us)
+static CUfunction spin_kernel(void)
 {
-    int khz = 0;
     CUmodule mod;
     CUfunction f;
-    check(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), "cuDeviceGetAttribute");
     check(cuModuleLoadData(&mod, ptx), "cuModuleLoadData");
     check(cuModuleGetFunction(&f, mod, "spin"), "cuModuleGetFunction");
-    uint64_t cycles = (uint64_t)(us * khz / 1000.0);
+    return f;
+}
+
+static uint64_t cycles_of(double us)
+{
+    int khz = 0;
+    check(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), "cuDeviceGetAttribute");
+    return (uint64_t)(us * khz / 1000.0);
+}
+
+static int graph(double seconds, double us)
+{
+    CUfunction f = spin_kernel();
+    uint64_t cycles = cycles_of(us);
+    void *params[] = {&cycles};
+    CUstream s;
+    CUgraph g = NULL;
+    CUgraphExec exec;
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    for (int i = 0; i < 20; i++)
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), "cuLaunchKernel");
+    check(cuStreamSynchronize(s), "cuStreamSynchronize");
+    check(cuStreamBeginCapture_v2(s, 0), "cuStreamBeginCapture_v2");
+    CUresult launched = cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+    CUresult captured = cuStreamEndCapture(s, &g);
+    if (launched != 0 || captured != 0) {
+        CUresult rc = captured ? captured : launched;
+        printf("{\"kernels\": 0, \"window_s\": 1, \"capture\": %d}\n", rc);
+        return 0;
+    }
+    check(cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiateWithFlags");
+    long kernels = 0;
+    double start = now_s();
+    while (now_s() - start < seconds) {
+        check(cuGraphLaunch(exec, s), "cuGraphLaunch");
+        kernels++;
+    }
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    double window = now_s() - start;
+    printf("{\"kernels\": %ld, \"window_s\": %.4f, \"capture\": 0}\n", kernels, window);
+    return 0;
+}
+
+static int spin(double seconds, double us)
+{
+    CUfunction f = spin_kernel();
+    uint64_t cycles = cycles_of(us);
     void *params[] = {&cycles};
     long kernels = 0;
     double start = now_s();
@@ -95,6 +148,8 @@ int main(int argc, char **argv)
         return mem(strtoull(argv[2], NULL, 10), atoi(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "spin"))
         return spin(atof(argv[2]), atof(argv[3]));
-    fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin SECONDS US\n");
+    if (argc == 4 && !strcmp(argv[1], "graph"))
+        return graph(atof(argv[2]), atof(argv[3]));
+    fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin|graph SECONDS US\n");
     return 2;
 }

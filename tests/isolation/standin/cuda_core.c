@@ -13,6 +13,8 @@ pthread_mutex_t si_cu_mu = PTHREAD_MUTEX_INITIALIZER;
 static int initialised;
 static __thread struct si_ctx *current;
 static struct si_ctx *primary[SI_MAX_GPUS];
+static struct si_ctx *live;   /* open contexts, under si_cu_mu */
+static uint64_t epochs;       /* under si_cu_mu */
 
 struct si_node *si_cu_node(CUresult *rc) {
     struct si_node *n = initialised ? si_node(NULL, 0) : NULL;
@@ -178,14 +180,46 @@ SI_EXPORT CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice d) {
     return attribute(g, attr, value) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
+/* Contexts' lifetimes: objects created in a context (events) die with it. A context is live from
+ * its creation (or its primary context's first retain) to its destruction (cuCtxDestroy, the
+ * last cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxReset); each life has its own epoch, so an
+ * object of an earlier life of the same primary context, or of a destroyed context whose memory
+ * a new one reuses, is recognised as dead. */
+int si_cu_ctx_live(const struct si_ctx *ctx, uint64_t epoch) {
+    int found = 0;
+    pthread_mutex_lock(&si_cu_mu);
+    for (struct si_ctx *c = live; c && !found; c = c->next_live)
+        found = c == ctx && c->epoch == epoch;
+    pthread_mutex_unlock(&si_cu_mu);
+    return found;
+}
+
+static void ctx_unlink(struct si_ctx *ctx) { /* under si_cu_mu */
+    for (struct si_ctx **p = &live; *p; p = &(*p)->next_live)
+        if (*p == ctx) {
+            *p = ctx->next_live;
+            return;
+        }
+}
+
 static CUresult ctx_open(struct si_ctx *c) {
     CUresult rc = si_cu_take(NULL, c->dev, si_node(NULL, 0)->cfg.context_bytes, SI_CONTEXT,
                              &c->mem);
     if (rc == CUDA_SUCCESS) {
         c->active = 1;
         c->null_stream.ctx = c;
+        c->epoch = ++epochs;
+        c->next_live = live;
+        live = c;
     }
     return rc;
+}
+
+/* Under si_cu_mu: the context's resources go (its memory, the objects created in it). */
+static void ctx_close(struct si_ctx *c) {
+    c->active = 0;
+    ctx_unlink(c);
+    si_cu_give(c->mem, SI_CONTEXT);
 }
 
 SI_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
@@ -198,7 +232,9 @@ SI_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
     if (!c)
         return rc == CUDA_SUCCESS ? CUDA_ERROR_OUT_OF_MEMORY : rc;
     c->dev = d;
+    pthread_mutex_lock(&si_cu_mu);
     rc = ctx_open(c);
+    pthread_mutex_unlock(&si_cu_mu);
     if (rc != CUDA_SUCCESS) {
         free(c);
         return rc;
@@ -212,7 +248,9 @@ SI_EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
     if (!c || c->primary || !c->active)
         return CUDA_ERROR_INVALID_CONTEXT;
     si_sleep_until(c->null_stream.last_end);
-    si_cu_give(c->mem, SI_CONTEXT);
+    pthread_mutex_lock(&si_cu_mu);
+    ctx_close(c);
+    pthread_mutex_unlock(&si_cu_mu);
     if (current == c)
         current = NULL;
     free(c);
@@ -247,12 +285,46 @@ SI_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) {
     struct si_ctx *c = rc == CUDA_SUCCESS ? primary[d] : NULL;
     if (rc == CUDA_SUCCESS && (!c || !c->active))
         rc = CUDA_ERROR_INVALID_CONTEXT;
-    if (rc == CUDA_SUCCESS && --c->refs == 0) {
-        c->active = 0;
-        si_cu_give(c->mem, SI_CONTEXT);
-    }
+    if (rc == CUDA_SUCCESS && --c->refs == 0 && c->active)
+        ctx_close(c);
     pthread_mutex_unlock(&si_cu_mu);
     return rc;
+}
+
+/* "Destroy all allocations and reset all state on the primary context ... Resetting the primary
+ * context does not release it" (cuDevicePrimaryCtxReset_v2): its objects die, its retain count
+ * stays, and the next cuDevicePrimaryCtxRetain opens it again (a new life, the same handle). */
+SI_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
+    const struct si_gpu_cfg *g;
+    CUresult rc = device(d, &g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&si_cu_mu);
+    struct si_ctx *c = primary[d];
+    uint64_t until = c && c->active ? c->null_stream.last_end : 0;
+    pthread_mutex_unlock(&si_cu_mu);
+    si_sleep_until(until);
+    pthread_mutex_lock(&si_cu_mu);
+    if (c && c->active)
+        ctx_close(c);
+    pthread_mutex_unlock(&si_cu_mu);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice d) { return cuDevicePrimaryCtxReset_v2(d); }
+
+SI_EXPORT CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *active) {
+    const struct si_gpu_cfg *g;
+    if (!flags || !active)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = device(d, &g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    pthread_mutex_lock(&si_cu_mu);
+    *flags = 0;
+    *active = primary[d] && primary[d]->active;
+    pthread_mutex_unlock(&si_cu_mu);
+    return CUDA_SUCCESS;
 }
 
 SI_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice d) { return cuDevicePrimaryCtxRelease_v2(d); }
@@ -285,6 +357,9 @@ SI_EXPORT CUresult cuCtxSynchronize(void) {
     struct si_ctx *c = si_cu_current();
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult rc = si_cu_unsafe(); /* a potentially unsafe call during capture (cuda_capture.c) */
+    if (rc != CUDA_SUCCESS)
+        return rc;
     si_sleep_until(c->null_stream.last_end); /* every stream of c advances this (see exec.c) */
     si_cu_pools_synchronized();
     return CUDA_SUCCESS;

@@ -31,6 +31,13 @@ static struct si_stream *stream_of(CUstream s) {
 struct si_stream *si_cu_stream(CUstream s) { return stream_of(s); }
 
 CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns, CUstream s) {
+    if (!f || blocks == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return si_cu_submit(blocks * (f->ns_per_block ? f->ns_per_block : param_ns), s);
+}
+
+/* Work of `ns` on a stream: appended to its capture, or run on the device's timeline. */
+CUresult si_cu_submit(uint64_t ns, CUstream s) {
     CUresult rc;
     struct si_node *n = si_cu_node(&rc);
     struct si_stream *st = stream_of(s);
@@ -38,17 +45,17 @@ CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns, CUs
         return rc;
     if (!st || !st->ctx->active)
         return CUDA_ERROR_INVALID_CONTEXT;
-    if (!f || blocks == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    uint64_t cost = f->ns_per_block ? f->ns_per_block : param_ns;
     pthread_mutex_lock(&si_cu_mu);
+    int captured = si_cu_capture_append(st, ns, &rc);
     uint64_t slot_end = st->ring[st->head % SI_QUEUE];
     pthread_mutex_unlock(&si_cu_mu);
+    if (captured)
+        return rc;
     if (slot_end > si_now_ns()) /* the queue is full: wait for its oldest launch */
         si_sleep_until(slot_end);
     si_lock(n);
     si_register(n);
-    uint64_t end = si_timeline_run(n, st->ctx->dev, blocks * cost);
+    uint64_t end = si_timeline_run(n, st->ctx->dev, ns);
     si_unlock(n);
     pthread_mutex_lock(&si_cu_mu);
     st->ring[st->head++ % SI_QUEUE] = end;
@@ -175,10 +182,19 @@ SI_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     return CUDA_SUCCESS;
 }
 
+/* Synchronising a stream that is being captured is invalid (Programming Guide, "Prohibited and
+ * Unhandled Operations") and invalidates its capture; otherwise it is a potentially unsafe call. */
 SI_EXPORT CUresult cuStreamSynchronize(CUstream s) {
     struct si_stream *st = stream_of(s);
     if (!st)
         return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&si_cu_mu);
+    unsigned long long capture = si_cu_capture_id(st);
+    si_cu_capture_invalidate(capture);
+    pthread_mutex_unlock(&si_cu_mu);
+    CUresult rc = capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : si_cu_unsafe();
+    if (rc != CUDA_SUCCESS)
+        return rc;
     pthread_mutex_lock(&si_cu_mu);
     uint64_t end = st->last_end;
     pthread_mutex_unlock(&si_cu_mu);
@@ -196,39 +212,78 @@ SI_EXPORT CUresult cuStreamDestroy_v2(CUstream s) {
 
 SI_EXPORT CUresult cuStreamDestroy(CUstream s) { return cuStreamDestroy_v2(s); }
 
-/* ---- events ---- */
+/* ---- events ----
+ *
+ * An event belongs to the context current when it was created (cuEventCreate: "Creates an event
+ * *phEvent for the current context"); destroying or resetting that context destroys it with the
+ * context's other resources (cuCtxDestroy, cuDevicePrimaryCtxReset: "destroys and cleans up all
+ * resources"), after which its handle answers CUDA_ERROR_INVALID_HANDLE.
+ *
+ * Knob: VGPU_STANDIN_FAIL_EVENTS=1 in the environment makes cuEventCreate answer
+ * CUDA_ERROR_OUT_OF_MEMORY (one of its documented errors), to test callers that must cope. */
 
 SI_EXPORT CUresult cuEventCreate(CUevent *e, unsigned flags) {
+    struct si_ctx *c = si_cu_current();
+    const char *fail = getenv("VGPU_STANDIN_FAIL_EVENTS");
     (void)flags;
     if (!e)
         return CUDA_ERROR_INVALID_VALUE;
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (fail && strcmp(fail, "1") == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     *e = calloc(1, sizeof(struct si_event));
-    return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    if (!*e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    (*e)->ctx = c;
+    (*e)->epoch = c->epoch;
+    return CUDA_SUCCESS;
 }
 
+static int event_live(CUevent e) { return e && si_cu_ctx_live(e->ctx, e->epoch); }
+
+/* Recording into a capturing stream captures the record: the event is then a captured event. */
 SI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
     struct si_stream *st = stream_of(s);
-    if (!e)
+    if (!event_live(e))
         return CUDA_ERROR_INVALID_HANDLE;
     if (!st)
         return CUDA_ERROR_INVALID_CONTEXT;
     uint64_t now = si_now_ns();
     pthread_mutex_lock(&si_cu_mu);
-    e->t = st->last_end > now ? st->last_end : now;
-    e->recorded = 1;
+    e->capture = si_cu_capture_id(st);
+    if (!e->capture) {
+        e->t = st->last_end > now ? st->last_end : now;
+        e->recorded = 1;
+    }
     pthread_mutex_unlock(&si_cu_mu);
     return CUDA_SUCCESS;
 }
 
-SI_EXPORT CUresult cuEventQuery(CUevent e) {
-    if (!e)
+/* What querying or synchronising `e` answers before it looks at the event's time. */
+static CUresult status_check(CUevent e) {
+    if (!event_live(e))
         return CUDA_ERROR_INVALID_HANDLE;
+    if (e->capture) {
+        pthread_mutex_lock(&si_cu_mu);
+        si_cu_capture_invalidate(e->capture);
+        pthread_mutex_unlock(&si_cu_mu);
+        return CUDA_ERROR_CAPTURED_EVENT;
+    }
+    return si_cu_unsafe();
+}
+
+SI_EXPORT CUresult cuEventQuery(CUevent e) {
+    CUresult rc = status_check(e);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     return !e->recorded || si_now_ns() >= e->t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SI_EXPORT CUresult cuEventSynchronize(CUevent e) {
-    if (!e)
-        return CUDA_ERROR_INVALID_HANDLE;
+    CUresult rc = status_check(e);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (e->recorded)
         si_sleep_until(e->t);
     si_cu_pools_synchronized();
@@ -238,9 +293,9 @@ SI_EXPORT CUresult cuEventSynchronize(CUevent e) {
 SI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
     if (!ms || !start || !end)
         return CUDA_ERROR_INVALID_VALUE;
-    if (!start->recorded || !end->recorded)
+    if (!event_live(start) || !event_live(end) || !start->recorded || !end->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (cuEventQuery(start) || cuEventQuery(end))
+    if (si_now_ns() < start->t || si_now_ns() < end->t)
         return CUDA_ERROR_NOT_READY;
     *ms = (float)((double)((int64_t)(end->t - start->t)) / 1e6);
     return CUDA_SUCCESS;
@@ -249,8 +304,9 @@ SI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
 SI_EXPORT CUresult cuEventDestroy_v2(CUevent e) {
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    free(e);
-    return CUDA_SUCCESS;
+    int live = event_live(e);
+    free(e); /* the stand-in's own memory either way; a dead context's handle is invalid */
+    return live ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
 SI_EXPORT CUresult cuEventDestroy(CUevent e) { return cuEventDestroy_v2(e); }

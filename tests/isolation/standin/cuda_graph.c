@@ -1,6 +1,8 @@
-/* Stand-in libcuda.so.1: CUDA graphs of kernel nodes and memory nodes. Launching an executable
- * graph runs its nodes one after another on the stream, each kernel taking simulated time like a
- * launch. */
+/* Stand-in libcuda.so.1: CUDA graphs of kernel nodes, built by cuGraphAddKernelNode or by stream
+ * capture (cuda_capture.c), and memory nodes. Launching an executable graph runs its nodes one
+ * after another on the stream, each kernel taking simulated time like a launch; launching it into
+ * a capturing stream captures its kernel nodes instead (a graph launch is stream work like any
+ * other). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,13 +23,13 @@ SI_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph g, const CUgr
     if (!node || !g || !p || !p->func || g->n == 64)
         return CUDA_ERROR_INVALID_VALUE;
     struct si_gnode *n = &g->node[g->n];
-    n->func = p->func;
-    n->blocks = (uint64_t)p->gridDimX * p->gridDimY * p->gridDimZ;
-    if (!p->func->ns_per_block) {
+    uint64_t cost = p->func->ns_per_block;
+    if (!cost) {
         if (!p->kernelParams || !p->kernelParams[0])
             return CUDA_ERROR_INVALID_VALUE;
-        memcpy(&n->param_ns, p->kernelParams[0], sizeof(n->param_ns));
+        memcpy(&cost, p->kernelParams[0], sizeof(cost));
     }
+    n->ns = (uint64_t)p->gridDimX * p->gridDimY * p->gridDimZ * cost;
     *node = n;
     g->n++;
     return CUDA_SUCCESS;
@@ -71,7 +73,7 @@ SI_EXPORT CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
         return CUDA_ERROR_INVALID_VALUE;
     for (int i = 0; i < exec->n; i++) {
         const struct si_gnode *n = &exec->node[i];
-        CUresult rc = n->mem ? graph_mem_run(n) : si_cu_launch(n->func, n->blocks, n->param_ns, s);
+        CUresult rc = n->mem ? graph_mem_run(n) : si_cu_submit(n->ns, s);
         if (rc != CUDA_SUCCESS)
             return rc;
     }

@@ -33,9 +33,14 @@ enum {
     CUDA_ERROR_INVALID_IMAGE = 200,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_ILLEGAL_STATE = 401,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
     CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
+    CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
+    CUDA_ERROR_CAPTURED_EVENT = 907,
+    CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
     CUDA_ERROR_UNKNOWN = 999,
 };
 
@@ -93,6 +98,7 @@ typedef struct {
 
 struct si_stream {
     struct si_ctx *ctx;
+    struct si_capture *capture; /* the capture sequence this stream is in, or NULL */
     uint64_t last_end;
     unsigned head;
     uint64_t ring[SI_QUEUE];
@@ -105,11 +111,14 @@ struct si_ctx {
     int active;
     unsigned long long mem; /* the context's own device memory (an SI_CONTEXT allocation) */
     struct si_stream null_stream;
+    uint64_t epoch;            /* changes when the context is destroyed or reset */
+    struct si_ctx *next_live;  /* the process's live contexts */
 };
 
 struct si_func {
     char name[64];
     uint64_t ns_per_block; /* 0: taken from the first kernel parameter (a u64) */
+    uint64_t legacy_param_ns; /* cuParamSetv at offset 0, for cuLaunch/cuLaunchGrid */
 };
 
 struct si_module {
@@ -126,13 +135,14 @@ struct si_array {
 
 struct si_event {
     int recorded;
+    unsigned long long capture; /* nonzero: last recorded in the capture with this id */
     uint64_t t;
+    struct si_ctx *ctx; /* the context it was created in, and that context's epoch then */
+    uint64_t epoch;
 };
 
 struct si_gnode {
-    struct si_func *func;
-    uint64_t blocks;
-    uint64_t param_ns;
+    uint64_t ns; /* simulated time the node's work takes */
     int mem; /* 0: a kernel node; SI_GRAPH_ALLOC or SI_GRAPH_FREE: a memory node of `dptr` */
     CUdeviceptr dptr;
 };
@@ -151,6 +161,7 @@ SI_HIDDEN CUresult si_cu_take(struct si_ctx *ctx, int dev, uint64_t bytes, int k
 SI_HIDDEN CUresult si_cu_give(uint64_t ptr, int kind);
 SI_HIDDEN CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns,
                                 CUstream s);
+SI_HIDDEN CUresult si_cu_submit(uint64_t ns, CUstream s);
 SI_HIDDEN struct si_stream *si_cu_stream(CUstream s);
 SI_HIDDEN int si_cu_omitted(const char *name);
 /* cuda_pool.c: pools release what exceeds their release threshold at every synchronize call. */
@@ -159,5 +170,30 @@ SI_HIDDEN void si_cu_pools_synchronized(void);
 SI_HIDDEN int si_cu_pool_free(CUdeviceptr dptr);
 /* cuda_graph.c: frees a graph allocation (1), or 0 when `dptr` is not one. */
 SI_HIDDEN int si_cu_graph_free(CUdeviceptr dptr);
+
+/* ---- stream capture (cuda_capture.c) and context lifetimes (cuda_core.c) ---- */
+enum { SI_CAPTURE_GLOBAL = 0, SI_CAPTURE_THREAD_LOCAL = 1, SI_CAPTURE_RELAXED = 2 };
+enum { SI_CAPTURE_NONE = 0, SI_CAPTURE_ACTIVE = 1, SI_CAPTURE_INVALIDATED = 2 };
+
+struct si_capture {
+    int mode;   /* the mode cuStreamBeginCapture_v2 was given */
+    int status; /* SI_CAPTURE_ACTIVE or SI_CAPTURE_INVALIDATED */
+    pthread_t thread;
+    unsigned long long id;
+    struct si_graph *graph;
+    struct si_capture *next;
+};
+
+/* Under si_cu_mu: appends `ns` of work to the stream's capture. 0: not capturing; else 1 and
+ * *rc is the launch's answer. */
+SI_HIDDEN int si_cu_capture_append(struct si_stream *st, uint64_t ns, CUresult *rc);
+/* A potentially unsafe call (cuThreadExchangeStreamCaptureMode's term): CUDA_SUCCESS, or
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED after invalidating the captures that prohibit it. */
+SI_HIDDEN CUresult si_cu_unsafe(void);
+/* Under si_cu_mu: the id of the stream's capture (0: none), and invalidating one by id. */
+SI_HIDDEN unsigned long long si_cu_capture_id(const struct si_stream *st);
+SI_HIDDEN void si_cu_capture_invalidate(unsigned long long id);
+/* 1 while `ctx` is alive in the epoch an object was created in. */
+SI_HIDDEN int si_cu_ctx_live(const struct si_ctx *ctx, uint64_t epoch);
 
 #endif

@@ -35,7 +35,15 @@
     X(cuMemGetAllocationPropertiesFromHandle) X(cuMemSetAccess) X(cuDeviceGetDefaultMemPool)     \
     X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) \
     X(cuMemPoolTrimTo) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode) X(cuDeviceGraphMemTrim) \
-    X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc) X(cuGraphAddNode) X(cuGraphAddNode_v2)
+    X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc) X(cuGraphAddNode) X(cuGraphAddNode_v2)           \
+    X(cuDevicePrimaryCtxReset)                                                                  \
+    X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxGetState) X(cuStreamBeginCapture)         \
+    X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamIsCapturing)                     \
+    X(cuStreamGetCaptureInfo) X(cuStreamGetCaptureInfo_v2) X(cuThreadExchangeStreamCaptureMode) \
+    X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD8Async) X(cuMemsetD16Async) \
+    X(cuMemsetD32Async) X(cuMemsetD2D8_v2) X(cuMemsetD2D16_v2) X(cuMemsetD2D32_v2)              \
+    X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async) X(cuFuncSetBlockShape)     \
+    X(cuParamSetSize) X(cuParamSetv) X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)
@@ -62,6 +70,9 @@ static const struct {
     {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000},
     {"cuMemAlloc", "cuMemAlloc_v2", 3020}, /* below 3020: the 32-bit v1 function */
     {"cuGraphAddNode", "cuGraphAddNode_v2", 12030},
+    {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 11000},
+    {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010},
+    {"cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030},
     {NULL, NULL, 0},
 };
 
@@ -132,6 +143,16 @@ static const struct {
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
+     "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED",
+     "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_CAPTURED_EVENT, "CUDA_ERROR_CAPTURED_EVENT",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD",
+     "attempt to terminate a thread-local capture sequence from another thread"},
 };
 
 static int error_index(CUresult rc) {

@@ -1,0 +1,337 @@
+/* Launch paths that once ran free of the cores throttle, for the isolation tests: work captured
+ * into CUDA graphs, launches after a primary-context reset or in a process's many contexts,
+ * memsets and the deprecated cuLaunchGrid. Prototypes declared here from NVIDIA's public Driver
+ * API reference; linked against libcuda.so.1 by name. Every mode prints "pid N" first and
+ * "window_ns N" (the busy loop's wall time) last; kernels are the stand-in's "spin" kernel (its
+ * first parameter is its time in nanoseconds per block).
+ *
+ *   launchpaths capture SECONDS KERNEL_US MODE   capture two kernels of KERNEL_US/2 on a stream
+ *                                                in MODE (global, thread, relaxed) after a warm-up,
+ *                                                print "capture RC", then launch the graph
+ *   launchpaths beside SECONDS KERNEL_US         another thread holds a global-mode capture open
+ *                                                while this one launches kernels; "capture RC"
+ *   launchpaths reset SECONDS KERNEL_US          spin, cuDevicePrimaryCtxReset, spin again
+ *   launchpaths release SECONDS KERNEL_US        spin, release the primary context's last
+ *                                                retain (it is destroyed), retain it, spin again
+ *   launchpaths contexts N keep|destroy SECONDS KERNEL_US
+ *                                                one kernel in each of N new contexts (kept or
+ *                                                destroyed), then spin in one more new context
+ *   launchpaths memset SECONDS BYTES KIND        KIND: d8 (cuMemsetD8_v2), d32async
+ *                                                (cuMemsetD32Async), d2d8async (on a stream)
+ *   launchpaths grid SECONDS KERNEL_US           cuLaunchGrid of the spin kernel
+ *   launchpaths query CAPTURE THREAD WHO         no loop: a capture in mode CAPTURE by this or
+ *                                                another thread (WHO: same, other, captured); this
+ *                                                thread, in interaction mode THREAD, queries an
+ *                                                event (WHO captured: one recorded in the capture);
+ *                                                prints "query RC" and "capture RC" */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUgraph, *CUgraphExec, *CUevent;
+
+CUresult cuInit(unsigned);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuDevicePrimaryCtxReset_v2(int);
+CUresult cuDevicePrimaryCtxRelease_v2(int);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned, int);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
+CUresult cuMemsetD32Async(CUdeviceptr, unsigned, size_t, CUstream);
+CUresult cuMemsetD2D8Async(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
+CUresult cuFuncSetBlockShape(CUfunction, int, int, int);
+CUresult cuParamSetSize(CUfunction, unsigned);
+CUresult cuParamSetv(CUfunction, int, void *, unsigned);
+CUresult cuLaunchGrid(CUfunction, int, int);
+CUresult cuThreadExchangeStreamCaptureMode(int *);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventQuery(CUevent);
+
+static void check(CUresult rc, const char *what)
+{
+    if (rc != 0) {
+        printf("error %s %d\n", what, rc);
+        exit(3);
+    }
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static CUfunction spin_function(void)
+{
+    static const char image[] = "vgpu-standin-module\nfunc spin 0\n";
+    CUmodule mod;
+    CUfunction f;
+    check(cuModuleLoadData(&mod, image), "cuModuleLoadData");
+    check(cuModuleGetFunction(&f, mod, "spin"), "cuModuleGetFunction");
+    return f;
+}
+
+static CUfunction use_primary(void)
+{
+    CUcontext ctx;
+    check(cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    return spin_function();
+}
+
+/* Launches KERNEL_US kernels on `stream` until `stop`. */
+static void spin_until(CUfunction f, uint64_t kernel_us, CUstream stream, uint64_t stop)
+{
+    uint64_t ns = kernel_us * 1000;
+    void *params[] = {&ns};
+    while (now_ns() < stop)
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL), "cuLaunchKernel");
+}
+
+static int finish(uint64_t start)
+{
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    printf("window_ns %llu\n", (unsigned long long)(now_ns() - start));
+    return 0;
+}
+
+static int capture(double seconds, uint64_t kernel_us, const char *mode_name)
+{
+    int mode = !strcmp(mode_name, "global") ? 0 : !strcmp(mode_name, "thread") ? 1 : 2;
+    CUfunction f = use_primary();
+    CUstream s;
+    CUgraph g = NULL;
+    CUgraphExec exec;
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    uint64_t start = now_ns();
+    spin_until(f, kernel_us, s, start + 50000000ull); /* warm-up, as torch.cuda.graph asks */
+    check(cuStreamSynchronize(s), "cuStreamSynchronize");
+    check(cuStreamBeginCapture_v2(s, mode), "cuStreamBeginCapture_v2");
+    uint64_t half = kernel_us * 500;
+    void *params[] = {&half};
+    for (int i = 0; i < 2; i++)
+        cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+    CUresult rc = cuStreamEndCapture(s, &g);
+    printf("capture %d\n", rc);
+    if (rc != 0)
+        return 0;
+    check(cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiateWithFlags");
+    while (now_ns() - start < (uint64_t)(seconds * 1e9))
+        check(cuGraphLaunch(exec, s), "cuGraphLaunch");
+    return finish(start);
+}
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stage; /* 1: capture begun, 2: the other thread is done, 3: capture ended */
+    CUcontext ctx;
+    CUfunction f;
+    CUresult rc;
+} beside_args;
+
+static void advance(beside_args *a, int stage)
+{
+    pthread_mutex_lock(&a->mu);
+    a->stage = stage;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void await(beside_args *a, int stage)
+{
+    pthread_mutex_lock(&a->mu);
+    while (a->stage < stage)
+        pthread_cond_wait(&a->cv, &a->mu);
+    pthread_mutex_unlock(&a->mu);
+}
+
+static void *capturer(void *p)
+{
+    beside_args *a = p;
+    CUstream s;
+    CUgraph g = NULL;
+    uint64_t ns = 1000000;
+    void *params[] = {&ns};
+    check(cuCtxSetCurrent(a->ctx), "cuCtxSetCurrent");
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    check(cuStreamBeginCapture_v2(s, -a->stage), "cuStreamBeginCapture_v2");
+    cuLaunchKernel(a->f, 1, 1, 1, 1, 1, 1, 0, s, params, NULL);
+    advance(a, 1);
+    await(a, 2);
+    a->rc = cuStreamEndCapture(s, &g);
+    advance(a, 3);
+    return NULL;
+}
+
+static int beside(double seconds, uint64_t kernel_us)
+{
+    beside_args a = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, NULL, 0};
+    pthread_t tid;
+    CUstream s;
+    check(cuDevicePrimaryCtxRetain(&a.ctx, 0), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(a.ctx), "cuCtxSetCurrent");
+    a.f = spin_function();
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    uint64_t start = now_ns();
+    pthread_create(&tid, NULL, capturer, &a);
+    await(&a, 1);
+    spin_until(a.f, kernel_us, s, start + (uint64_t)(seconds * 1e9));
+    advance(&a, 2);
+    pthread_join(tid, NULL);
+    printf("capture %d\n", a.rc);
+    return finish(start);
+}
+
+/* The primary context ends in the middle: reset, or its only retain released. */
+static int context_ends(double seconds, uint64_t kernel_us, int by_reset)
+{
+    CUfunction f = use_primary();
+    uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
+    spin_until(f, kernel_us, NULL, start + (stop - start) / 4);
+    if (by_reset)
+        check(cuDevicePrimaryCtxReset_v2(0), "cuDevicePrimaryCtxReset_v2");
+    else
+        check(cuDevicePrimaryCtxRelease_v2(0), "cuDevicePrimaryCtxRelease_v2");
+    f = use_primary(); /* what the CUDA runtime does on its next call after cudaDeviceReset */
+    spin_until(f, kernel_us, NULL, stop);
+    return finish(start);
+}
+
+static int contexts(int n, int keep, double seconds, uint64_t kernel_us)
+{
+    uint64_t ns = 10000;
+    void *params[] = {&ns};
+    CUcontext ctx;
+    for (int i = 0; i < n; i++) {
+        check(cuCtxCreate_v2(&ctx, 0, 0), "cuCtxCreate_v2");
+        CUfunction f = spin_function();
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+        if (!keep)
+            check(cuCtxDestroy_v2(ctx), "cuCtxDestroy_v2");
+    }
+    check(cuCtxCreate_v2(&ctx, 0, 0), "cuCtxCreate_v2");
+    CUfunction f = spin_function();
+    uint64_t start = now_ns();
+    spin_until(f, kernel_us, NULL, start + (uint64_t)(seconds * 1e9));
+    return finish(start);
+}
+
+static int memset_loop(double seconds, size_t bytes, const char *kind)
+{
+    CUdeviceptr d;
+    CUstream s;
+    use_primary();
+    check(cuMemAlloc_v2(&d, bytes), "cuMemAlloc_v2");
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
+    while (now_ns() < stop) {
+        if (!strcmp(kind, "d8"))
+            check(cuMemsetD8_v2(d, 0, bytes), "cuMemsetD8_v2");
+        else if (!strcmp(kind, "d32async"))
+            check(cuMemsetD32Async(d, 0, bytes / 4, NULL), "cuMemsetD32Async");
+        else
+            check(cuMemsetD2D8Async(d, 4096, 0, 4096, bytes / 4096, s), "cuMemsetD2D8Async");
+    }
+    return finish(start);
+}
+
+static int grid(double seconds, uint64_t kernel_us)
+{
+    CUfunction f = use_primary();
+    uint64_t ns = kernel_us * 1000;
+    check(cuFuncSetBlockShape(f, 1, 1, 1), "cuFuncSetBlockShape");
+    check(cuParamSetv(f, 0, &ns, sizeof ns), "cuParamSetv");
+    check(cuParamSetSize(f, sizeof ns), "cuParamSetSize");
+    uint64_t start = now_ns();
+    while (now_ns() - start < (uint64_t)(seconds * 1e9))
+        check(cuLaunchGrid(f, 1, 1), "cuLaunchGrid");
+    return finish(start);
+}
+
+static int mode_of(const char *name)
+{
+    return !strcmp(name, "global") ? 0 : !strcmp(name, "thread") ? 1 : 2;
+}
+
+static int query(const char *capture_mode, const char *thread_mode, const char *who)
+{
+    beside_args a = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, NULL, 0};
+    CUstream s;
+    CUevent e;
+    CUgraph g = NULL;
+    pthread_t tid;
+    int mode = mode_of(thread_mode);
+    a.f = use_primary();
+    check(cuDevicePrimaryCtxRetain(&a.ctx, 0), "cuDevicePrimaryCtxRetain");
+    check(cuEventCreate(&e, 0), "cuEventCreate");
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    check(cuEventRecord(e, s), "cuEventRecord");
+    if (!strcmp(who, "other")) {
+        a.stage = -mode_of(capture_mode); /* the capturer reads its mode from here */
+        pthread_create(&tid, NULL, capturer, &a);
+        await(&a, 1);
+    } else {
+        check(cuStreamBeginCapture_v2(s, mode_of(capture_mode)), "cuStreamBeginCapture_v2");
+        if (!strcmp(who, "captured"))
+            check(cuEventRecord(e, s), "cuEventRecord");
+    }
+    check(cuThreadExchangeStreamCaptureMode(&mode), "cuThreadExchangeStreamCaptureMode");
+    printf("query %d\n", cuEventQuery(e));
+    if (!strcmp(who, "other")) {
+        advance(&a, 2);
+        pthread_join(tid, NULL);
+        printf("capture %d\n", a.rc);
+    } else {
+        printf("capture %d\n", cuStreamEndCapture(s, &g));
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 4)
+        return 2;
+    check(cuInit(0), "cuInit");
+    printf("pid %d\n", (int)getpid());
+    double seconds = atof(argv[2]);
+    if (!strcmp(argv[1], "capture") && argc == 5)
+        return capture(seconds, strtoull(argv[3], NULL, 10), argv[4]);
+    if (!strcmp(argv[1], "beside"))
+        return beside(seconds, strtoull(argv[3], NULL, 10));
+    if (!strcmp(argv[1], "reset") || !strcmp(argv[1], "release"))
+        return context_ends(seconds, strtoull(argv[3], NULL, 10), !strcmp(argv[1], "reset"));
+    if (!strcmp(argv[1], "memset") && argc == 5)
+        return memset_loop(seconds, strtoull(argv[3], NULL, 10), argv[4]);
+    if (!strcmp(argv[1], "query") && argc == 5)
+        return query(argv[2], argv[3], argv[4]);
+    if (!strcmp(argv[1], "grid"))
+        return grid(seconds, strtoull(argv[3], NULL, 10));
+    if (!strcmp(argv[1], "contexts") && argc == 6)
+        return contexts(atoi(argv[2]), !strcmp(argv[3], "keep"), atof(argv[4]),
+                        strtoull(argv[5], NULL, 10));
+    fprintf(stderr, "launchpaths: bad arguments\n");
+    return 2;
+}

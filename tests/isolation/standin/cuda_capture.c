@@ -1,0 +1,184 @@
+/* Stand-in libcuda.so.1: stream capture, as the CUDA Driver API reference documents it
+ * (cuStreamBeginCapture, cuStreamEndCapture, cuStreamIsCapturing, cuStreamGetCaptureInfo,
+ * cuThreadExchangeStreamCaptureMode) and the CUDA Programming Guide's "Stream Capture" section
+ * ("Prohibited and Unhandled Operations", "Invalidation"):
+ *
+ * - work submitted to a capturing stream is not run but appended to the capture's graph
+ *   (cuStreamBeginCapture: "all operations pushed into the stream will not be executed, but will
+ *   instead be captured into a graph, which will be returned via cuStreamEndCapture");
+ * - a thread's interaction mode (cuThreadExchangeStreamCaptureMode, GLOBAL by default) decides
+ *   when it is prohibited from potentially unsafe calls: GLOBAL when the thread itself has an
+ *   ongoing capture not begun RELAXED, or any other thread has a concurrent capture begun
+ *   GLOBAL; THREAD_LOCAL only for its own non-RELAXED capture; RELAXED never. Querying or
+ *   synchronising an event is such a call here (the Programming Guide forbids querying execution
+ *   status during capture; PyTorch's CUDA caching allocator defers its cudaEventQuery calls while
+ *   any capture is underway for this reason). A prohibited call answers
+ *   CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures that prohibit it;
+ * - querying an event last recorded inside a capture conflicts with capture in every mode
+ *   (CU_STREAM_CAPTURE_MODE_RELAXED's documentation) and answers CUDA_ERROR_CAPTURED_EVENT;
+ * - an invalidated capture ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and a NULL graph, and
+ *   work submitted to it meanwhile answers the same error ("Invalidation").
+ *
+ * Not modelled: capture on the legacy or per-thread default stream (the legacy stream cannot be
+ * captured, cuStreamBeginCapture's documentation; the per-thread one is refused here too), cross-
+ * stream capture through events (fork/join), and the legacy stream's implicit dependency. */
+#include <stdlib.h>
+
+#include "cuda_local.h"
+
+static __thread int thread_mode = SI_CAPTURE_GLOBAL;
+static struct si_capture *captures; /* ongoing sequences, under si_cu_mu */
+static unsigned long long next_id;
+
+static struct si_stream *created(CUstream s) { return (uintptr_t)s > 2 ? s : NULL; }
+
+int si_cu_capture_append(struct si_stream *st, uint64_t ns, CUresult *rc) {
+    struct si_capture *c = st->capture;
+    if (!c)
+        return 0;
+    if (c->status != SI_CAPTURE_ACTIVE) {
+        *rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (c->graph->n == 64) { /* the stand-in's graph size; a real driver has no such cap */
+        c->status = SI_CAPTURE_INVALIDATED;
+        *rc = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        c->graph->node[c->graph->n++].ns = ns;
+        *rc = CUDA_SUCCESS;
+    }
+    return 1;
+}
+
+unsigned long long si_cu_capture_id(const struct si_stream *st) {
+    return st && st->capture ? st->capture->id : 0;
+}
+
+void si_cu_capture_invalidate(unsigned long long id) {
+    for (struct si_capture *c = captures; c; c = c->next)
+        if (c->id == id)
+            c->status = SI_CAPTURE_INVALIDATED;
+}
+
+CUresult si_cu_unsafe(void) {
+    int prohibited = 0;
+    pthread_t self = pthread_self();
+    pthread_mutex_lock(&si_cu_mu);
+    for (struct si_capture *c = captures; c && thread_mode != SI_CAPTURE_RELAXED; c = c->next) {
+        int mine = pthread_equal(c->thread, self);
+        int local = mine && c->mode != SI_CAPTURE_RELAXED;
+        int global = !mine && thread_mode == SI_CAPTURE_GLOBAL && c->mode == SI_CAPTURE_GLOBAL;
+        if (local || global) {
+            c->status = SI_CAPTURE_INVALIDATED;
+            prohibited = 1;
+        }
+    }
+    pthread_mutex_unlock(&si_cu_mu);
+    return prohibited ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuThreadExchangeStreamCaptureMode(int *mode) {
+    if (!mode || *mode < SI_CAPTURE_GLOBAL || *mode > SI_CAPTURE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    int previous = thread_mode;
+    thread_mode = *mode;
+    *mode = previous;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
+    struct si_stream *st = created(s);
+    if (mode < SI_CAPTURE_GLOBAL || mode > SI_CAPTURE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!st)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct si_capture *c = calloc(1, sizeof(*c));
+    struct si_graph *g = calloc(1, sizeof(*g));
+    if (!c || !g) {
+        free(c);
+        free(g);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&si_cu_mu);
+    CUresult rc = st->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) {
+        *c = (struct si_capture){mode, SI_CAPTURE_ACTIVE, pthread_self(), ++next_id, g, captures};
+        captures = c;
+        st->capture = c;
+    }
+    pthread_mutex_unlock(&si_cu_mu);
+    if (rc != CUDA_SUCCESS) {
+        free(c);
+        free(g);
+    }
+    return rc;
+}
+
+/* The pre-10.1 form, without a mode, kept as an exported symbol: the default (GLOBAL) mode. */
+SI_EXPORT CUresult cuStreamBeginCapture(CUstream s) {
+    return cuStreamBeginCapture_v2(s, SI_CAPTURE_GLOBAL);
+}
+
+static void unlink_capture(struct si_capture *c) {
+    for (struct si_capture **p = &captures; *p; p = &(*p)->next)
+        if (*p == c) {
+            *p = c->next;
+            return;
+        }
+}
+
+SI_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
+    struct si_stream *st = created(s);
+    if (!graph)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&si_cu_mu);
+    struct si_capture *c = st ? st->capture : NULL;
+    CUresult rc = c ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+    if (c && c->mode != SI_CAPTURE_RELAXED && !pthread_equal(c->thread, pthread_self()))
+        rc = CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+    if (rc == CUDA_SUCCESS) {
+        unlink_capture(c);
+        st->capture = NULL;
+    }
+    pthread_mutex_unlock(&si_cu_mu);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    int ok = c->status == SI_CAPTURE_ACTIVE;
+    *graph = ok ? c->graph : NULL;
+    if (!ok)
+        free(c->graph);
+    free(c);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+}
+
+static CUresult capture_status(CUstream s, int *status, unsigned long long *id, CUgraph *graph) {
+    struct si_stream *st = created(s);
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&si_cu_mu);
+    struct si_capture *c = st ? st->capture : NULL;
+    *status = c ? c->status : SI_CAPTURE_NONE;
+    if (c && id)
+        *id = c->id;
+    if (graph)
+        *graph = c ? c->graph : NULL;
+    pthread_mutex_unlock(&si_cu_mu);
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuStreamIsCapturing(CUstream s, int *status) {
+    return capture_status(s, status, NULL, NULL);
+}
+
+SI_EXPORT CUresult cuStreamGetCaptureInfo(CUstream s, int *status, unsigned long long *id) {
+    return capture_status(s, status, id, NULL);
+}
+
+/* The 11.3 form adds the graph being captured and its dependency set (none modelled here). */
+SI_EXPORT CUresult cuStreamGetCaptureInfo_v2(CUstream s, int *status, unsigned long long *id,
+                                             CUgraph *graph, const CUgraphNode **deps,
+                                             size_t *ndeps) {
+    if (deps)
+        *deps = NULL;
+    if (ndeps)
+        *ndeps = 0;
+    return capture_status(s, status, id, graph);
+}

@@ -1,0 +1,84 @@
+/* Context lifetimes: a context's measurement track (its pending launches and pooled events, in
+ * launch.c) ends with the context. Before a context is destroyed (cuCtxDestroy) or reset
+ * (cuDevicePrimaryCtxReset: "destroys and cleans up all resources associated with the current
+ * device in the current process"), what ran in it is charged and its events are destroyed;
+ * releasing a primary context destroys it only with its last retain, so the track is dropped when
+ * cuDevicePrimaryCtxGetState says it is no longer active. */
+#include "hooks.h"
+#include "launch.h"
+
+typedef CUresult (*destroy_fn)(CUcontext);
+typedef CUresult (*device_fn)(CUdevice);
+typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
+typedef CUresult (*state_fn)(CUdevice, unsigned int *, int *);
+
+static int primary_active(CUdevice dev)
+{
+    state_fn get_state = REAL_CU(state_fn, cuDevicePrimaryCtxGetState);
+    unsigned int flags = 0;
+    int active = 0;
+    return get_state && get_state(dev, &flags, &active) == CUDA_SUCCESS && active;
+}
+
+/* The device's primary context while it is active (retaining an active one creates nothing). */
+static CUcontext primary_of(CUdevice dev)
+{
+    retain_fn retain = REAL_CU(retain_fn, cuDevicePrimaryCtxRetain);
+    device_fn release = REAL_CU(device_fn, cuDevicePrimaryCtxRelease_v2);
+    CUcontext ctx = NULL;
+    if (!release)
+        release = REAL_CU(device_fn, cuDevicePrimaryCtxRelease);
+    if (!retain || !release || !primary_active(dev) || retain(&ctx, dev) != CUDA_SUCCESS)
+        return NULL;
+    release(dev);
+    return ctx;
+}
+
+VGPU_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    destroy_fn real = REAL_CU(destroy_fn, cuCtxDestroy_v2);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    vgpu_launch_context_ending(ctx, 1);
+    return real(ctx);
+}
+
+static CUresult reset(device_fn real, CUdevice dev)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    vgpu_launch_context_ending(primary_of(dev), 1);
+    return real(dev);
+}
+
+VGPU_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return reset(REAL_CU(device_fn, cuDevicePrimaryCtxReset), dev);
+}
+
+VGPU_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    return reset(REAL_CU(device_fn, cuDevicePrimaryCtxReset_v2), dev);
+}
+
+static CUresult release(device_fn real, CUdevice dev)
+{
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    CUcontext ctx = primary_of(dev);
+    vgpu_launch_context_ending(ctx, 0);
+    CUresult rc = real(dev);
+    if (rc == CUDA_SUCCESS && ctx && !primary_active(dev))
+        vgpu_launch_context_gone(ctx);
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return release(REAL_CU(device_fn, cuDevicePrimaryCtxRelease), dev);
+}
+
+VGPU_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    return release(REAL_CU(device_fn, cuDevicePrimaryCtxRelease_v2), dev);
+}
