@@ -72,7 +72,9 @@ struct si_busy {
 };
 
 struct si_kernel {
-    uint64_t start, end; /* CLOCK_MONOTONIC ns */
+    uint64_t start, end; /* CLOCK_MONOTONIC ns: the kernel's span on the GPU's timeline */
+    uint64_t work;       /* ns of it the GPU spent on this kernel (the span, less time slices
+                            given to other contexts) */
     int32_t pid;
     int32_t pad;
 };
