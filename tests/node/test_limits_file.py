@@ -20,6 +20,8 @@ from vgpu.node.limits_file import (
     LIMITS_NAME,
     MAX_DEVICES,
     MAX_LIMITS_BYTES,
+    SCALE_MAX,
+    SCALE_NEUTRAL,
     DeviceLimit,
     LimitsError,
     parse_activity,
@@ -30,7 +32,7 @@ from vgpu.node.limits_file import (
 
 LINE = re.compile(
     r"device (GPU|MIG)-[0-9a-f-]{36} memory=[1-9][0-9]* cores=([0-9]+) limit=([0-9]+) "
-    r"allowance=([0-9]+)"
+    r"allowance=([0-9]+)( scale=[1-9][0-9]*)?"
 )
 
 
@@ -45,6 +47,7 @@ def device(draw: st.DrawFn) -> DeviceLimit:
         cores,
         limit,
         draw(st.integers(cores, limit)),
+        draw(st.one_of(st.just(SCALE_NEUTRAL), st.integers(SCALE_NEUTRAL, SCALE_MAX))),
     )
 
 
@@ -65,7 +68,7 @@ def test_every_rendered_file_obeys_the_contract_bounds(ds: list[DeviceLimit]) ->
     for line in rest:
         m = LINE.fullmatch(line)
         assert m is not None, line
-        cores, limit, allowance = (int(g) for g in m.groups()[1:])
+        cores, limit, allowance = (int(g) for g in m.groups()[1:4])
         assert 1 <= cores <= allowance <= limit <= 100
 
 
@@ -117,6 +120,11 @@ GOOD = f"{HEADER}\ndevice GPU-{uuid.UUID(int=7)} memory=4294967296 cores=30 limi
         GOOD.replace("GPU-", "GPU_"),
         HEADER + "\n",
         GOOD.replace("4294967296", "9" * 21),
+        GOOD.replace("allowance=45", "allowance=45 scale=999"),
+        GOOD.replace("allowance=45", "allowance=45 scale=8001"),
+        GOOD.replace("allowance=45", "allowance=45 scale=01000"),
+        GOOD.replace("allowance=45", "allowance=45 scal=2000"),
+        GOOD.replace("allowance=45", "allowance=45 scale=2000 scale=2000"),
     ],
 )
 def test_what_the_library_refuses_is_refused(text: str) -> None:

@@ -7,9 +7,16 @@
 #include <errno.h>
 #include <time.h>
 
-static int64_t period_budget(int allowance)
+/* Each device's `scale` as the refilling process last read it; only refill() uses it, right
+ * after reading the file, so it needs no place in the shared region. */
+static int scales[VGPU_MAX_DEVICES];
+
+/* The measured busy time one period refills: `allowance` percent of the period, times `scale`
+ * (permille), the agent's correction for what the events measure beyond the container's own
+ * work while neighbours share the GPU. */
+static int64_t period_budget(int allowance, int scale)
 {
-    return VGPU_PERIOD_NS * allowance / 100;
+    return VGPU_PERIOD_NS * allowance / 100 * scale / VGPU_SCALE_NEUTRAL;
 }
 
 /* Re-reads `limits`; a file that became unreadable or invalid holds the container to `cores`. */
@@ -21,6 +28,7 @@ static void reload_allowances(const vgpu_state *s)
     for (int i = 0; i < s->limits.count; i++) {
         int found = ok ? vgpu_limits_find(&now, s->limits.dev[i].uuid) : -1;
         int allowance = found >= 0 ? now.dev[found].allowance : s->limits.dev[i].cores;
+        scales[i] = found >= 0 ? now.dev[found].scale : VGPU_SCALE_NEUTRAL;
         __atomic_store_n(&s->region->dev[i].allowance, allowance, __ATOMIC_RELAXED);
     }
 }
@@ -34,7 +42,8 @@ static void refill(const vgpu_state *s, uint64_t now)
     uint64_t periods = next == 0 ? 1 : (now - next) / VGPU_PERIOD_NS + 1;
     reload_allowances(s);
     for (int i = 0; i < s->limits.count; i++) {
-        int64_t cap = period_budget(__atomic_load_n(&r->dev[i].allowance, __ATOMIC_RELAXED));
+        int64_t cap = period_budget(__atomic_load_n(&r->dev[i].allowance, __ATOMIC_RELAXED),
+                                    scales[i]);
         int64_t budget = __atomic_load_n(&r->dev[i].budget_ns, __ATOMIC_RELAXED);
         int64_t added = periods > 64 ? 64 * cap : (int64_t)periods * cap;
         budget = budget + added > cap ? cap : budget + added;

@@ -30,7 +30,9 @@ ACTIVITY_BYTES = len(ACTIVITY_MAGIC) + 8 * MAX_DEVICES
 _HEX = "[0-9a-f]"
 _UUID = re.compile(rf"(GPU|MIG)-{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}")
 _NUMBER = re.compile(r"0|[1-9][0-9]{0,19}")
-_FIELDS = ("memory", "cores", "limit", "allowance")
+_FIELDS = ("memory", "cores", "limit", "allowance", "scale")
+SCALE_NEUTRAL = 1000  # permille: the events' measure taken as it is
+SCALE_MAX = 8000
 
 
 class LimitsError(VgpuError, ValueError):
@@ -46,6 +48,7 @@ class DeviceLimit:
     cores: int
     limit: int
     allowance: int
+    scale: int = SCALE_NEUTRAL
 
     def problem(self) -> str | None:
         """What breaks the contract's bounds in this line (None: nothing)."""
@@ -57,6 +60,8 @@ class DeviceLimit:
             return f"cores={self.cores} limit={self.limit}: need 1 <= cores <= limit <= 100"
         if not self.cores <= self.allowance <= self.limit:
             return f"allowance={self.allowance}: need cores ({self.cores}) <= it <= limit"
+        if not SCALE_NEUTRAL <= self.scale <= SCALE_MAX:
+            return f"scale={self.scale}: need {SCALE_NEUTRAL} <= it <= {SCALE_MAX} (permille)"
         return None
 
 
@@ -75,7 +80,7 @@ def render_limits(devices: Sequence[DeviceLimit]) -> str:
         seen.add(d.uuid)
         lines.append(
             f"device {d.uuid} memory={d.memory} cores={d.cores} limit={d.limit} "
-            f"allowance={d.allowance}"
+            f"allowance={d.allowance}" + (f" scale={d.scale}" if d.scale != SCALE_NEUTRAL else "")
         )
     text = "\n".join(lines) + "\n"
     if len(text) > MAX_LIMITS_BYTES:  # cannot happen with 16 lines; kept as the contract's bound
@@ -105,12 +110,12 @@ def parse_limits(text: str) -> tuple[DeviceLimit, ...]:
 
 def _device(line: str, n: int) -> DeviceLimit:
     parts = line.split(" ")
-    if len(parts) != 6 or parts[0] != "device":
+    if len(parts) not in (6, 7) or parts[0] != "device":
         raise LimitsError(
             f"limits line {n}: expected 'device UUID memory= cores= limit= allowance='"
         )
     values: list[int] = []
-    for part, name in zip(parts[2:], _FIELDS, strict=True):
+    for part, name in zip(parts[2:], _FIELDS[: len(parts) - 2], strict=True):
         key, sep, value = part.partition("=")
         if key != name or not sep or not _NUMBER.fullmatch(value):
             raise LimitsError(f"limits line {n}: expected {name}=<decimal>, got {part[:40]!r}")
