@@ -84,6 +84,7 @@ observed = st.builds(
     real=st.floats(0.0, 100.0),
     active=st.booleans(),
     contended=st.booleans(),
+    attributed=st.booleans(),
 )
 
 
@@ -104,8 +105,14 @@ def test_a_container_at_or_over_its_allowance_is_never_given_more(
 def test_a_busy_contended_container_below_its_allowance_is_never_given_less(
     scale: int, seen: Observed
 ) -> None:
-    if seen.active and seen.contended and seen.real < seen.allowance < 100:
+    if seen.active and seen.contended and seen.attributed and seen.real < seen.allowance < 100:
         assert next_scale(scale, seen) >= scale
+
+
+@given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
+def test_no_scale_rises_while_some_utilisation_is_unattributed(scale: int, seen: Observed) -> None:
+    if not seen.attributed:
+        assert next_scale(scale, seen) <= scale or next_scale(scale, seen) == SCALE_NEUTRAL
 
 
 @given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)

@@ -16,7 +16,10 @@ The rule, per container and GPU, every step:
 - otherwise the scale is multiplied by (allowance / real share) ** GAIN, each step's factor held
   within [1 / MAX_STEP, MAX_STEP] and the scale within [SCALE_NEUTRAL, SCALE_MAX]; a real share
   within DEADBAND points of the allowance leaves it as it is (sampling noise is not chased);
-- an inactive container (no recent launch) goes back to neutral.
+- an inactive container (no recent launch) goes back to neutral;
+- while some of the GPU's utilisation belongs to no known container (a process the agent cannot
+  attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
+  own processes would otherwise look starved and be given more.
 
 So a scale only rises while the container got less than its allowance and only falls while it
 got more: the correction never pushes a container past its allowance (nor its limit, which
@@ -44,12 +47,14 @@ class Observed:
     """What the agent saw of one container on one GPU over the last window.
 
     `real` is the container's share of the GPU (percent, all its processes together, from the
-    driver's per-process utilisation); `contended` whether any other process ran on that GPU."""
+    driver's per-process utilisation); `contended` whether any other process ran on that GPU;
+    `attributed` whether every process that ran there belongs to a known container."""
 
     allowance: int
     real: float
     active: bool
     contended: bool
+    attributed: bool = True
 
     def __post_init__(self) -> None:
         if not 0 < self.allowance <= 100:
@@ -66,6 +71,8 @@ def next_scale(scale: int, seen: Observed) -> int:
         return _bounded(scale)
     ratio = seen.allowance / max(seen.real, seen.allowance / MAX_STEP)
     factor = min(MAX_STEP, max(1 / MAX_STEP, ratio**GAIN))
+    if not seen.attributed:
+        factor = min(1.0, factor)
     return _bounded(round(scale * factor))
 
 
