@@ -37,9 +37,9 @@ from dataclasses import dataclass
 
 SCALE_NEUTRAL = 1000
 SCALE_MAX = 8000
-GAIN = 0.5
+GAIN = 0.35
 MAX_STEP = 2.0
-DEADBAND = 0.5  # points of the GPU
+DEADBAND = 1.0  # points of the GPU: NVML reports whole percents
 
 
 @dataclass(frozen=True, slots=True)
