@@ -211,7 +211,7 @@ SI_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
 SI_EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
     if (!c || c->primary || !c->active)
         return CUDA_ERROR_INVALID_CONTEXT;
-    si_sleep_until(c->null_stream.last_end);
+    si_cu_wait(&c->null_stream);
     si_cu_give(c->mem, SI_CONTEXT);
     if (current == c)
         current = NULL;
@@ -285,6 +285,6 @@ SI_EXPORT CUresult cuCtxSynchronize(void) {
     struct si_ctx *c = si_cu_current();
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    si_sleep_until(c->null_stream.last_end); /* every stream of c advances this (see exec.c) */
+    si_cu_wait(&c->null_stream); /* every stream of c advances it (see exec.c) */
     return CUDA_SUCCESS;
 }

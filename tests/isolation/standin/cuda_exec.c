@@ -8,8 +8,8 @@
  *   func fixed 1000    # 1000 ns per block
  *
  * Any other image (PTX, cubin) loads too, and all its functions cost SI_DEFAULT_COST per block.
- * Each GPU is one serial timeline shared by all processes: a kernel starts when the device is
- * free. Launches return at once (a stream holds up to SI_QUEUE launches in flight, then a launch
+ * Each GPU is one timeline shared by all processes, time-sliced between them (timeline.c).
+ * Launches return at once (a stream holds up to SI_QUEUE launches in flight, then a launch
  * waits); synchronising sleeps until the stream's last kernel ends. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +30,20 @@ static struct si_stream *stream_of(CUstream s) {
 
 struct si_stream *si_cu_stream(CUstream s) { return stream_of(s); }
 
+static struct si_node *node(void) {
+    CUresult rc;
+    return si_cu_node(&rc);
+}
+
+void si_cu_wait(struct si_stream *st) {
+    pthread_mutex_lock(&si_cu_mu);
+    uint64_t last = st->last;
+    pthread_mutex_unlock(&si_cu_mu);
+    struct si_node *n = node();
+    if (n)
+        si_timeline_wait(n, st->ctx->dev, last);
+}
+
 CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns, CUstream s) {
     CUresult rc;
     struct si_node *n = si_cu_node(&rc);
@@ -42,19 +56,17 @@ CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns, CUs
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t cost = f->ns_per_block ? f->ns_per_block : param_ns;
     pthread_mutex_lock(&si_cu_mu);
-    uint64_t slot_end = st->ring[st->head % SI_QUEUE];
+    uint64_t oldest = st->ring[st->head % SI_QUEUE];
     pthread_mutex_unlock(&si_cu_mu);
-    if (slot_end > si_now_ns()) /* the queue is full: wait for its oldest launch */
-        si_sleep_until(slot_end);
+    si_timeline_wait(n, st->ctx->dev, oldest); /* a full queue waits for its oldest launch */
     si_lock(n);
     si_register(n);
-    uint64_t end = si_timeline_run(n, st->ctx->dev, blocks * cost);
+    uint64_t ticket = si_timeline_run(n, st->ctx->dev, blocks * cost);
     si_unlock(n);
     pthread_mutex_lock(&si_cu_mu);
-    st->ring[st->head++ % SI_QUEUE] = end;
-    st->last_end = end > st->last_end ? end : st->last_end;
-    struct si_stream *all = &st->ctx->null_stream; /* context-wide: cuCtxSynchronize */
-    all->last_end = end > all->last_end ? end : all->last_end;
+    st->ring[st->head++ % SI_QUEUE] = ticket;
+    st->last = ticket; /* a process's kernels end in the order they were queued */
+    st->ctx->null_stream.last = ticket; /* context-wide: cuCtxSynchronize */
     pthread_mutex_unlock(&si_cu_mu);
     return CUDA_SUCCESS;
 }
@@ -179,10 +191,7 @@ SI_EXPORT CUresult cuStreamSynchronize(CUstream s) {
     struct si_stream *st = stream_of(s);
     if (!st)
         return CUDA_ERROR_INVALID_CONTEXT;
-    pthread_mutex_lock(&si_cu_mu);
-    uint64_t end = st->last_end;
-    pthread_mutex_unlock(&si_cu_mu);
-    si_sleep_until(end);
+    si_cu_wait(st);
     return CUDA_SUCCESS;
 }
 
@@ -211,25 +220,42 @@ SI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
         return CUDA_ERROR_INVALID_HANDLE;
     if (!st)
         return CUDA_ERROR_INVALID_CONTEXT;
-    uint64_t now = si_now_ns();
     pthread_mutex_lock(&si_cu_mu);
-    e->t = st->last_end > now ? st->last_end : now;
+    e->t = si_now_ns();
+    e->dev = st->ctx->dev;
+    e->ticket = st->last;
     e->recorded = 1;
     pthread_mutex_unlock(&si_cu_mu);
     return CUDA_SUCCESS;
 }
 
+/* An event completes when the work before it in its stream has: its time is then the later of
+ * its recording and that kernel's end on the timeline. 1 if complete, with the time. */
+static int event_time(CUevent e, uint64_t *t) {
+    uint64_t end = 0;
+    struct si_node *n = node();
+    if (!e->recorded || !n) {
+        *t = e->t;
+        return 1;
+    }
+    int done = si_timeline_end(n, e->dev, e->ticket, &end);
+    *t = end > e->t ? end : e->t;
+    return done;
+}
+
 SI_EXPORT CUresult cuEventQuery(CUevent e) {
+    uint64_t t;
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    return !e->recorded || si_now_ns() >= e->t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return event_time(e, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SI_EXPORT CUresult cuEventSynchronize(CUevent e) {
     if (!e)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (e->recorded)
-        si_sleep_until(e->t);
+    struct si_node *n = node();
+    if (e->recorded && n)
+        si_timeline_wait(n, e->dev, e->ticket);
     return CUDA_SUCCESS;
 }
 
@@ -238,9 +264,10 @@ SI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
         return CUDA_ERROR_INVALID_VALUE;
     if (!start->recorded || !end->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (cuEventQuery(start) || cuEventQuery(end))
+    uint64_t t0, t1;
+    if (!event_time(start, &t0) || !event_time(end, &t1))
         return CUDA_ERROR_NOT_READY;
-    *ms = (float)((double)((int64_t)(end->t - start->t)) / 1e6);
+    *ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
     return CUDA_SUCCESS;
 }
 

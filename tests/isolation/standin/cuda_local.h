@@ -93,9 +93,9 @@ typedef struct {
 
 struct si_stream {
     struct si_ctx *ctx;
-    uint64_t last_end;
+    uint64_t last;           /* ticket of its latest kernel (timeline.c), 0: none */
     unsigned head;
-    uint64_t ring[SI_QUEUE];
+    uint64_t ring[SI_QUEUE]; /* tickets of the launches in flight */
 };
 
 struct si_ctx {
@@ -130,7 +130,9 @@ struct si_array {
 
 struct si_event {
     int recorded;
-    uint64_t t;
+    int dev;
+    uint64_t t;      /* when it was recorded (CPU time) */
+    uint64_t ticket; /* the kernel it waits for (its stream's latest), 0: none */
 };
 
 struct si_gnode {
@@ -146,6 +148,7 @@ struct si_graph {
 
 SI_HIDDEN extern pthread_mutex_t si_cu_mu; /* guards the process-local state */
 SI_HIDDEN struct si_node *si_cu_node(CUresult *rc);
+SI_HIDDEN void si_cu_wait(struct si_stream *st); /* until the stream's latest kernel is done */
 SI_HIDDEN struct si_ctx *si_cu_current(void);
 SI_HIDDEN CUresult si_cu_take(struct si_ctx *ctx, int dev, uint64_t bytes, int kind,
                               unsigned long long *ptr);

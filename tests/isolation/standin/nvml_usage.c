@@ -79,7 +79,7 @@ SI_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
         int seen = 0;
         for (int j = 0; j < np; j++)
             seen |= pids[j] == k->pid;
-        if (k->pid && !seen && k->end > from)
+        if (k->pid && !seen && si_kernel_last(sh, idx, k) > from)
             pids[np++] = k->pid;
     }
     rc = NVML_SUCCESS;
