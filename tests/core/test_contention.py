@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.core.contention import DEADBAND, SCALE_MAX, SCALE_NEUTRAL, Observed, next_scale
+from vgpu.core.contention import (
+    DEADBAND,
+    SCALE_MAX,
+    SCALE_NEUTRAL,
+    Observed,
+    ceiling,
+    next_scale,
+)
 from vgpu.core.elastic import ElasticShare, allowances
 
 STEPS = 60
@@ -56,8 +63,10 @@ def busy_gpu(draw: st.DrawFn) -> tuple[list[int], list[float]]:
         for i, (c, lim) in enumerate(zip(cores, limits, strict=True))
     ]
     allowed = allowances(shares)
-    inflation = draw(st.lists(st.floats(1.0, 4.0), min_size=n, max_size=n))
-    return [allowed[s.key] for s in shares], inflation
+    allow = [allowed[s.key] for s in shares]
+    # one stream's events measure at most the wall time: inflation * allowance <= 100
+    inflation = [draw(st.floats(1.0, min(4.0, 100 / a))) for a in allow]
+    return allow, inflation
 
 
 @given(busy_gpu())
@@ -89,8 +98,13 @@ observed = st.builds(
 
 
 @given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
-def test_a_scale_stays_within_the_contracts_bounds(scale: int, seen: Observed) -> None:
+def test_a_scale_stays_within_the_contracts_bounds_and_never_past_a_whole_period(
+    scale: int, seen: Observed
+) -> None:
     assert SCALE_NEUTRAL <= next_scale(scale, seen) <= SCALE_MAX
+    assert seen.allowance * next_scale(scale, seen) <= 100 * SCALE_NEUTRAL or (
+        next_scale(scale, seen) == SCALE_NEUTRAL
+    )
 
 
 @given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
@@ -106,7 +120,7 @@ def test_a_busy_contended_container_below_its_allowance_is_never_given_less(
     scale: int, seen: Observed
 ) -> None:
     if seen.active and seen.contended and seen.attributed and seen.real < seen.allowance < 100:
-        assert next_scale(scale, seen) >= scale
+        assert next_scale(scale, seen) >= min(scale, ceiling(seen.allowance))
 
 
 @given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)

@@ -1,9 +1,11 @@
 """The node agent's elastic duty as a child process on a simulated node, reading the stand-in's
 NVML through pynvml exactly as the agent does (the test process itself loads no NVML).
 
-    python -m tests.isolation.elastic_agent STATE_DIR CORRECT_S
+    python -m tests.isolation.elastic_agent STATE_DIR CORRECT_S|off
 
-prints `ready` once NVML answers, then steps every refill period until its stdin closes."""
+prints `ready` once NVML answers, then steps every refill period until its stdin closes; `off`
+runs the duty without its utilisation source (every scale neutral: the agent as it was before
+the outer loop, for bench/contention.py's baseline)."""
 
 from __future__ import annotations
 
@@ -17,11 +19,12 @@ from vgpu.agent.elastic import ElasticDuty, run_elastic
 
 
 def main() -> int:
-    state, correct_s = Path(sys.argv[1]), float(sys.argv[2])
-    source = nvml_utilisation()
-    if source is None:
+    state, off = Path(sys.argv[1]), sys.argv[2] == "off"
+    source = None if off else nvml_utilisation()
+    if source is None and not off:
         print("NVML unavailable", flush=True)
         return 2
+    correct_s = 0.0 if off else float(sys.argv[2])
     dirs = ContainerDirs(state)
     duty = ElasticDuty(dirs, state / "checkpoint", utilisation=source, correct_s=correct_s)
     stop = threading.Event()

@@ -113,10 +113,11 @@ MEASURE_S = 2.0
 
 
 @contextmanager
-def elastic_agent(c: Cluster) -> Iterator[None]:
-    """The agent's elastic duty with its NVML outer loop, running on the simulated node."""
+def elastic_agent(c: Cluster, correct_s: str = CORRECT_S) -> Iterator[None]:
+    """The agent's elastic duty with its NVML outer loop (`off`: without), on the simulated
+    node."""
     agent = subprocess.Popen(
-        [sys.executable, "-m", "tests.isolation.elastic_agent", str(c.state), CORRECT_S],
+        [sys.executable, "-m", "tests.isolation.elastic_agent", str(c.state), correct_s],
         env=c.node.env({"PYTHONPATH": str(ROOT)}),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,

@@ -14,8 +14,12 @@ The rule, per container and GPU, every step:
 - alone on its GPU (no other process ran there in the window) its events measure only its own
   work, so the scale is neutral;
 - otherwise the scale is multiplied by (allowance / real share) ** GAIN, each step's factor held
-  within [1 / MAX_STEP, MAX_STEP] and the scale within [SCALE_NEUTRAL, SCALE_MAX]; a real share
-  within DEADBAND points of the allowance leaves it as it is (sampling noise is not chased);
+  within [1 / MAX_STEP, MAX_STEP]; a real share within DEADBAND points of the allowance leaves
+  it as it is (sampling noise is not chased);
+- the scale stays within [SCALE_NEUTRAL, ceiling(allowance)]: a stream's events never measure
+  more than the wall time (its kernels' spans follow one another), so a budget of a whole
+  period of measured time no longer binds a single stream, and a scale above that would only
+  wind up (and take long to come back down once the container is over its allowance);
 - an inactive container (no recent launch) goes back to neutral;
 - while some of the GPU's utilisation belongs to no known container (a process the agent cannot
   attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
@@ -68,13 +72,18 @@ def next_scale(scale: int, seen: Observed) -> int:
     if not seen.active or not seen.contended or seen.allowance >= 100:
         return SCALE_NEUTRAL  # events measure only this container's work (or nothing is measured)
     if abs(seen.real - seen.allowance) <= DEADBAND:
-        return _bounded(scale)
+        return _bounded(scale, seen.allowance)
     ratio = seen.allowance / max(seen.real, seen.allowance / MAX_STEP)
     factor = min(MAX_STEP, max(1 / MAX_STEP, ratio**GAIN))
     if not seen.attributed:
         factor = min(1.0, factor)
-    return _bounded(round(scale * factor))
+    return _bounded(round(scale * factor), seen.allowance)
 
 
-def _bounded(scale: int) -> int:
-    return min(SCALE_MAX, max(SCALE_NEUTRAL, scale))
+def ceiling(allowance: int) -> int:
+    """The largest useful scale: allowance * scale reaches a whole period of measured time."""
+    return min(SCALE_MAX, max(SCALE_NEUTRAL, 100 * SCALE_NEUTRAL // allowance))
+
+
+def _bounded(scale: int, allowance: int) -> int:
+    return min(ceiling(allowance), max(SCALE_NEUTRAL, scale))
