@@ -11,7 +11,7 @@ from pathlib import Path
 from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.agent.elastic import ElasticDuty
 from vgpu.core.errors import VgpuError
-from vgpu.node.limits_file import ACTIVITY_NAME, DeviceLimit, render_activity
+from vgpu.node.limits_file import ACTIVITY_MAGIC_V1, ACTIVITY_NAME, DeviceLimit, render_activity
 
 G0 = f"GPU-{uuid.UUID(int=1)}"
 NOW = 10**12
@@ -85,6 +85,16 @@ def test_no_scale_rises_while_a_process_on_the_gpu_is_in_no_known_container(
     source.used[999] = 10.0  # no owner
     duty.step()
     assert scale(dirs, a) == 1000 and scale(dirs, b) == 1000
+
+
+def test_a_container_whose_library_predates_scale_gets_none(tmp_path: Path) -> None:
+    """Its library would refuse a limits file with `scale` (and fail closed at start)."""
+    dirs, (a, b), source, duty = setup(tmp_path, 30, 70)
+    (dirs.shared_dir(a) / ACTIVITY_NAME).write_bytes(render_activity([NOW - 1], ACTIVITY_MAGIC_V1))
+    run(source, [a, b], 20.0, 60.0)
+    duty.step()
+    assert scale(dirs, a) == 1000 and scale(dirs, b) > 1000
+    assert "scale" not in (dirs.limits_dir(a) / "limits").read_text()
 
 
 def test_a_failing_source_puts_every_scale_back_to_neutral(tmp_path: Path) -> None:

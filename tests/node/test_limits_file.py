@@ -165,7 +165,7 @@ def test_activity_round_trip(times: list[int]) -> None:
     assert parse_activity(data) == tuple(times + [0] * (MAX_DEVICES - len(times)))
 
 
-@pytest.mark.parametrize("data", [b"", b"VGPUACT1", b"VGPUACT2" + bytes(128)])
+@pytest.mark.parametrize("data", [b"", b"VGPUACT1", b"VGPUACT3" + bytes(128)])
 def test_a_short_or_foreign_activity_file_is_refused(data: bytes) -> None:
     with pytest.raises(LimitsError, match="activity"):
         parse_activity(data)

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define REGION_MAGIC "VGPUREG1"
-#define ACTIVITY_MAGIC "VGPUACT1"
+#define ACTIVITY_MAGIC "VGPUACT2" /* 2: this library reads `scale` (README, the contract) */
 #define ACTIVITY_BYTES (8 + 8 * VGPU_MAX_DEVICES)
 
 static int my_slot = -1;

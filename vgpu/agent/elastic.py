@@ -47,6 +47,7 @@ from vgpu.node.limits_file import (
     DeviceLimit,
     LimitsError,
     parse_activity,
+    reads_scale,
 )
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class _Slot:
     slot: int
     device: DeviceLimit
     active: bool
+    reads_scale: bool  # its library reads `scale` (an older one refuses a file with it)
 
 
 class ElasticDuty:
@@ -130,10 +132,10 @@ class ElasticDuty:
             if devices is None:
                 continue
             known[cid] = devices
-            last = self._activity(cid)
+            last, scaled = self._activity(cid)
             for slot, d in enumerate(devices):
                 active = is_active(last[slot], now, self._window_ns)
-                by_gpu[d.uuid].append(_Slot(cid, slot, d, active))
+                by_gpu[d.uuid].append(_Slot(cid, slot, d, active, scaled))
         new: dict[str, int] = {}
         for slots in by_gpu.values():
             shares = [
@@ -178,7 +180,8 @@ class ElasticDuty:
                 mine = sum(share for pid, share in used.items() if owners[pid] == s.cid)
                 others = any(owners[pid] != s.cid and share > 0 for pid, share in used.items())
                 seen = Observed(s.device.allowance, min(100.0, mine), s.active, others, attributed)
-                scales[_key(s.cid, s.slot)] = next_scale(s.device.scale, seen)
+                corrected = next_scale(s.device.scale, seen) if s.reads_scale else SCALE_NEUTRAL
+                scales[_key(s.cid, s.slot)] = corrected
         return scales
 
     def _devices(self, cid: str) -> tuple[DeviceLimit, ...] | None:
@@ -190,8 +193,9 @@ class ElasticDuty:
                 return None
         return self._limits[cid]
 
-    def _activity(self, cid: str) -> tuple[int, ...]:
-        """Last launch per slot; a missing or short file is no activity (never launched).
+    def _activity(self, cid: str) -> tuple[tuple[int, ...], bool]:
+        """Last launch per slot, and whether the container's library reads `scale`; a missing
+        or short file is no activity (never launched).
 
         The directory is the container's to write: a symlink, a FIFO or a device there must
         neither lead the agent elsewhere nor block it, so only a regular file is read."""
@@ -199,13 +203,14 @@ class ElasticDuty:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
-            return NO_ACTIVITY
+            return NO_ACTIVITY, False
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return NO_ACTIVITY
-            return parse_activity(os.read(fd, ACTIVITY_BYTES))
+                return NO_ACTIVITY, False
+            data = os.read(fd, ACTIVITY_BYTES)
+            return parse_activity(data), reads_scale(data)
         except (OSError, LimitsError):
-            return NO_ACTIVITY
+            return NO_ACTIVITY, False
         finally:
             os.close(fd)
 

@@ -24,7 +24,8 @@ HEADER = "vgpu-limits 1"
 MAX_LIMITS_BYTES = 4096
 MAX_DEVICES = 16
 MAX_MEMORY_BYTES = (1 << 63) - 1  # the library holds it in a signed 64-bit integer at most
-ACTIVITY_MAGIC = b"VGPUACT1"
+ACTIVITY_MAGIC = b"VGPUACT2"  # written by a library that reads `scale`
+ACTIVITY_MAGIC_V1 = b"VGPUACT1"  # the same layout, by a library that predates `scale`
 ACTIVITY_BYTES = len(ACTIVITY_MAGIC) + 8 * MAX_DEVICES
 
 _HEX = "[0-9a-f]"
@@ -129,17 +130,23 @@ def _device(line: str, n: int) -> DeviceLimit:
 
 def parse_activity(data: bytes) -> tuple[int, ...]:
     """The 16 last-launch times (CLOCK_MONOTONIC ns; 0 = never) of an activity file."""
-    if len(data) < ACTIVITY_BYTES or not data.startswith(ACTIVITY_MAGIC):
+    if len(data) < ACTIVITY_BYTES or not data.startswith((ACTIVITY_MAGIC, ACTIVITY_MAGIC_V1)):
         raise LimitsError(
-            f"activity: expected {ACTIVITY_MAGIC.decode()} and {MAX_DEVICES} slots "
-            f"({ACTIVITY_BYTES} bytes), got {len(data)} bytes"
+            f"activity: expected {ACTIVITY_MAGIC.decode()} (or {ACTIVITY_MAGIC_V1.decode()}) and "
+            f"{MAX_DEVICES} slots ({ACTIVITY_BYTES} bytes), got {len(data)} bytes"
         )
     return struct.unpack_from(f"<{MAX_DEVICES}Q", data, len(ACTIVITY_MAGIC))
 
 
-def render_activity(times: Sequence[int]) -> bytes:
+def reads_scale(data: bytes) -> bool:
+    """Whether the library that wrote this activity file reads `scale` (an older one would
+    refuse a limits file with it, so the agent writes none for its container)."""
+    return data.startswith(ACTIVITY_MAGIC)
+
+
+def render_activity(times: Sequence[int], magic: bytes = ACTIVITY_MAGIC) -> bytes:
     """An activity file (the library writes it; tests and the stand-in use this to)."""
     slots = list(times) + [0] * (MAX_DEVICES - len(times))
     if len(slots) != MAX_DEVICES:
         raise LimitsError(f"activity: {len(times)} slots, at most {MAX_DEVICES}")
-    return ACTIVITY_MAGIC + struct.pack(f"<{MAX_DEVICES}Q", *slots)
+    return magic + struct.pack(f"<{MAX_DEVICES}Q", *slots)
