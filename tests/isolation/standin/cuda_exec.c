@@ -58,10 +58,14 @@ CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns, CUs
     pthread_mutex_lock(&si_cu_mu);
     uint64_t oldest = st->ring[st->head % SI_QUEUE];
     pthread_mutex_unlock(&si_cu_mu);
-    si_timeline_wait(n, st->ctx->dev, oldest); /* a full queue waits for its oldest launch */
     si_lock(n);
     si_register(n);
-    uint64_t ticket = si_timeline_run(n, st->ctx->dev, blocks * cost);
+    uint64_t ticket;
+    while (!(ticket = si_timeline_run(n, st->ctx->dev, blocks * cost, oldest))) {
+        si_unlock(n); /* the queue is full: wait for its oldest launch */
+        si_timeline_wait(n, st->ctx->dev, oldest);
+        si_lock(n);
+    }
     si_unlock(n);
     pthread_mutex_lock(&si_cu_mu);
     st->ring[st->head++ % SI_QUEUE] = ticket;

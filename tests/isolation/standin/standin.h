@@ -90,6 +90,12 @@ struct si_gpu_state {
     uint64_t next_va;
     uint64_t khead;  /* kernels queued so far; kernel i (a ticket is i + 1) is kring[i % KRING] */
     uint64_t kfirst; /* every kernel before this one is done */
+    int32_t nqueued; /* processes with kernels queued, and how many each */
+    int32_t pad;
+    struct {
+        int32_t pid;
+        uint32_t kernels;
+    } queued[SI_MAX_PROCS];
     struct si_kernel kring[SI_KRING];
     uint64_t xseq; /* XIDs injected so far */
     struct si_xid xring[SI_XRING];
@@ -132,7 +138,8 @@ SI_HIDDEN void si_reap(struct si_node *n);
 SI_HIDDEN void si_busy_add(struct si_shared *sh, int pid, int gpu, uint64_t ns);
 
 /* timeline.c: each GPU's time-sliced timeline. A queued kernel is named by a ticket (0: none). */
-SI_HIDDEN uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns);
+SI_HIDDEN uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns,
+                                   uint64_t after);
 SI_HIDDEN int si_timeline_end(struct si_node *n, int gpu, uint64_t ticket, uint64_t *end);
 SI_HIDDEN uint64_t si_timeline_wait(struct si_node *n, int gpu, uint64_t ticket);
 SI_HIDDEN uint64_t si_busy_window(struct si_shared *sh, int gpu, int pid, uint64_t from,

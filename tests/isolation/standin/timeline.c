@@ -25,6 +25,29 @@ static struct si_kernel *at(struct si_gpu_state *g, uint64_t i) {
     return &g->kring[i % SI_KRING];
 }
 
+/* Counts a kernel of `pid` queued (+1) or done (-1) in the table of processes with work. */
+static void count(struct si_gpu_state *g, int32_t pid, int delta) {
+    for (int i = 0; i < g->nqueued; i++) {
+        if (g->queued[i].pid != pid)
+            continue;
+        g->queued[i].kernels += (uint32_t)delta;
+        if (g->queued[i].kernels == 0)
+            g->queued[i] = g->queued[--g->nqueued];
+        return;
+    }
+    if (delta > 0 && g->nqueued < SI_MAX_PROCS) {
+        g->queued[g->nqueued].pid = pid;
+        g->queued[g->nqueued++].kernels = 1;
+    }
+}
+
+/* Marks a kernel done at `t`. */
+static void finish(struct si_gpu_state *g, struct si_kernel *k, uint64_t t) {
+    k->left = 0;
+    k->end = t;
+    count(g, k->pid, -1);
+}
+
 /* The first queued kernel of each process (up to SI_MAX_PROCS); their count. */
 static int heads(struct si_gpu_state *g, uint64_t *out) {
     int n = 0;
@@ -41,15 +64,35 @@ static int heads(struct si_gpu_state *g, uint64_t *out) {
     return n;
 }
 
+/* One process alone has kernels queued: they run one after another at the GPU's full rate. */
+static void serial(struct si_gpu_state *g, uint64_t to) {
+    for (uint64_t i = g->kfirst; i < g->khead && g->sim_ns < to; i++) {
+        struct si_kernel *k = at(g, i);
+        if (k->end)
+            continue;
+        if (!k->start)
+            k->start = g->sim_ns;
+        uint64_t room = to - g->sim_ns;
+        uint64_t served = k->left < room ? k->left : room;
+        k->left -= served;
+        g->sim_ns += served;
+        if (k->left == 0)
+            finish(g, k, g->sim_ns);
+    }
+    g->sim_ns = to; /* idle for the rest, if the queue ran dry */
+    while (g->kfirst < g->khead && at(g, g->kfirst)->end)
+        g->kfirst++;
+}
+
 /* Runs the timeline up to `to`: the heads share the GPU equally until one of them ends. */
 static void advance(struct si_gpu_state *g, uint64_t to) {
     uint64_t h[SI_MAX_PROCS];
     while (g->sim_ns < to) {
-        int n = heads(g, h);
-        if (n == 0) {
-            g->sim_ns = to; /* idle */
+        if (g->nqueued <= 1) {
+            serial(g, to); /* no other process can queue work while the lock is held */
             break;
         }
+        int n = heads(g, h);
         uint64_t step = to - g->sim_ns;
         for (int j = 0; j < n; j++)
             if (at(g, h[j])->left * (uint64_t)n < step)
@@ -61,32 +104,12 @@ static void advance(struct si_gpu_state *g, uint64_t to) {
                 k->start = g->sim_ns;
             k->left -= served;
             if (k->left == 0)
-                k->end = g->sim_ns + step;
+                finish(g, k, g->sim_ns + step);
         }
         g->sim_ns += step;
         while (g->kfirst < g->khead && at(g, g->kfirst)->end)
             g->kfirst++;
     }
-}
-
-/* Queues `duration_ns` of work for this process on GPU `gpu`; returns its ticket. */
-uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns) {
-    struct si_gpu_state *g = &n->sh->gpu[gpu];
-    uint64_t now = si_now_ns();
-    advance(g, now);
-    if (g->khead - g->kfirst >= SI_KRING) { /* never in the tests: the oldest counts as done */
-        struct si_kernel *old = at(g, g->kfirst++);
-        old->left = 0;
-        old->end = now;
-    }
-    struct si_kernel *k = at(g, g->khead);
-    memset(k, 0, sizeof(*k));
-    k->pid = getpid();
-    k->work = k->left = duration_ns;
-    if (duration_ns == 0)
-        k->start = k->end = now;
-    si_busy_add(n->sh, k->pid, gpu, duration_ns);
-    return ++g->khead;
 }
 
 /* 1 with the end time if the kernel of `ticket` is done (ticket 0, or one long gone: at 0). */
@@ -97,6 +120,30 @@ static int done_at(struct si_gpu_state *g, uint64_t ticket, uint64_t *end) {
     }
     *end = at(g, ticket - 1)->end;
     return *end != 0;
+}
+
+/* Queues `duration_ns` of work for this process on GPU `gpu` and returns its ticket, or 0 while
+ * the kernel of ticket `after` (a full stream's oldest) is still queued: wait for it first. */
+uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns, uint64_t after) {
+    struct si_gpu_state *g = &n->sh->gpu[gpu];
+    uint64_t now = si_now_ns(), end;
+    advance(g, now);
+    if (!done_at(g, after, &end))
+        return 0;
+    if (g->khead - g->kfirst >= SI_KRING) { /* never in the tests: the oldest counts as done */
+        finish(g, at(g, g->kfirst++), now);
+    }
+    struct si_kernel *k = at(g, g->khead);
+    memset(k, 0, sizeof(*k));
+    k->pid = getpid();
+    k->work = k->left = duration_ns;
+    count(g, k->pid, 1);
+    if (duration_ns == 0) {
+        k->start = now;
+        finish(g, k, now);
+    }
+    si_busy_add(n->sh, k->pid, gpu, duration_ns);
+    return ++g->khead;
 }
 
 int si_timeline_end(struct si_node *n, int gpu, uint64_t ticket, uint64_t *end) {
@@ -111,7 +158,6 @@ int si_timeline_end(struct si_node *n, int gpu, uint64_t ticket, uint64_t *end) 
  * the kernel and those queued before it in its context would take if the GPU's contention stayed
  * as it is now, so a wait costs a few wake-ups. */
 uint64_t si_timeline_wait(struct si_node *n, int gpu, uint64_t ticket) {
-    uint64_t h[SI_MAX_PROCS];
     for (;;) {
         struct si_shared *sh = si_lock(n);
         struct si_gpu_state *g = &sh->gpu[gpu];
@@ -121,7 +167,7 @@ uint64_t si_timeline_wait(struct si_node *n, int gpu, uint64_t ticket) {
             si_unlock(n);
             return end;
         }
-        int contexts = heads(g, h);
+        int contexts = g->nqueued;
         int32_t pid = at(g, ticket - 1)->pid;
         for (uint64_t i = g->kfirst; i < ticket; i++)
             if (!at(g, i)->end && at(g, i)->pid == pid)
