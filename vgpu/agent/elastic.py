@@ -5,7 +5,9 @@ directory's `activity` (written by the interposer: the latest launch per GPU), c
 GPU's allowances (`vgpu.core.elastic`) and rewrites the `limits` files whose allowance changed,
 atomically. The agent is the one writer, so it keeps each container's limits in memory after the
 first read (a restarted agent reads them back from disk) and a step costs one small read per
-container plus a write only on change.
+container plus a write only on change. Every `collect_s` it removes the directories of
+containers the kubelet no longer holds (`ContainerDirs.collect`, from the kubelet's checkpoint).
+In mode hami (per-container caches, no limits files) it only collects.
 
 Cores under contention: every `correct_s` it also reads each process's real share of its GPU
 (`Utilisation`: NVML per-process utilisation, a process mapped to its container) and corrects
@@ -13,9 +15,7 @@ each container's `scale` (`vgpu.core.contention`), so that a busy container's re
 what its events measure (they include the neighbours' time slices), is its allowance. Without a
 utilisation source every scale stays neutral; when the source fails, every scale goes back to
 neutral (a stale correction could let a container past its allowance once its neighbours
-leave). Every `collect_s` it removes the directories of
-containers the kubelet no longer holds (`ContainerDirs.collect`, from the kubelet's checkpoint).
-In mode hami (per-container caches, no limits files) it only collects.
+leave); a container whose library predates `scale` (its `activity` says so) never gets one.
 
 A step never raises: an unreadable file skips that container (its limits stay as they were,
 which is never less than its guarantee), any other error is logged and the next period tries
