@@ -14,14 +14,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.adapters.container_dirs import read_limits, write_limits
+from vgpu.core.contention import SCALE_MAX, SCALE_NEUTRAL
 from vgpu.node.limits_file import (
     ACTIVITY_BYTES,
     HEADER,
     LIMITS_NAME,
     MAX_DEVICES,
     MAX_LIMITS_BYTES,
-    SCALE_MAX,
-    SCALE_NEUTRAL,
     DeviceLimit,
     LimitsError,
     parse_activity,

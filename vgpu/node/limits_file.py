@@ -16,6 +16,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vgpu.core.contention import SCALE_MAX, SCALE_NEUTRAL
 from vgpu.core.errors import VgpuError
 
 LIMITS_NAME = "limits"
@@ -32,8 +33,6 @@ _HEX = "[0-9a-f]"
 _UUID = re.compile(rf"(GPU|MIG)-{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}")
 _NUMBER = re.compile(r"0|[1-9][0-9]{0,19}")
 _FIELDS = ("memory", "cores", "limit", "allowance", "scale")
-SCALE_NEUTRAL = 1000  # permille: the events' measure taken as it is
-SCALE_MAX = 8000
 
 
 class LimitsError(VgpuError, ValueError):
