@@ -25,6 +25,10 @@ class NVMLError_NotFound(NVMLError):
     pass
 
 
+class NVMLError_NotSupported(NVMLError):
+    pass
+
+
 @dataclass
 class Sample:
     pid: int
@@ -36,11 +40,12 @@ class Sample:
 class FakeNvml:
     """One GPU; `samples` answers each call in turn; `asked` records lastSeenTimeStamp."""
 
-    samples: list[list[Sample] | None]
+    samples: list[list[Sample] | str | None]
     asked: list[int] = field(default_factory=list)
     broken: bool = False
     NVMLError: type[Exception] = NVMLError
     NVMLError_NotFound: type[Exception] = NVMLError_NotFound
+    NVMLError_NotSupported: type[Exception] = NVMLError_NotSupported
 
     def nvmlDeviceGetCount(self) -> int:
         if self.broken:
@@ -53,11 +58,13 @@ class FakeNvml:
     def nvmlDeviceGetUUID(self, handle: Any) -> str:
         return "GPU-1"
 
-    def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> list[Sample]:
+    def nvmlDeviceGetProcessUtilization(self, handle: Any, since: int) -> Any:
         self.asked.append(since)
         answer = self.samples.pop(0)
         if answer is None:
             raise NVMLError_NotFound("no samples")
+        if answer == "unsupported":
+            raise NVMLError_NotSupported("MIG")
         return answer
 
 
@@ -74,6 +81,11 @@ def test_several_samples_of_a_process_count_as_their_mean_and_no_sample_as_no_us
     source = NvmlUtilisation(nvml)
     assert source.shares() == {"GPU-1": {7: 40.0}}
     assert source.shares() == {"GPU-1": {}}
+
+
+def test_a_gpu_without_per_process_samples_shows_no_usage() -> None:
+    """A MIG-enabled GPU answers NOT_SUPPORTED: its containers look alone (scales neutral)."""
+    assert NvmlUtilisation(FakeNvml(["unsupported"])).shares() == {"GPU-1": {}}
 
 
 def test_an_nvml_failure_is_a_backend_error() -> None:

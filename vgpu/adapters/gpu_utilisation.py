@@ -50,6 +50,8 @@ class NvmlUtilisation:
             samples = self._nvml.nvmlDeviceGetProcessUtilization(handle, self._seen.get(uuid, 0))
         except self._nvml.NVMLError_NotFound:
             return {}  # NVML: no sample newer than lastSeenTimeStamp (nothing ran)
+        except self._nvml.NVMLError_NotSupported:
+            return {}  # e.g. a MIG-enabled GPU: its containers look alone, so scales stay neutral
         per_pid: dict[int, list[float]] = {}
         for s in samples:  # one per process (some drivers give several: their mean counts)
             self._seen[uuid] = max(self._seen.get(uuid, 0), int(s.timeStamp))
