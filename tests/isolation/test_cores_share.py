@@ -1,6 +1,8 @@
 """The cores share holds: a container's busy time on its GPU (the stand-in's device timeline, not
-the test's wall clock) is its allowance, for every launch path, also beside a neighbour, and the
-elastic allowance the agent writes into `limits` applies within one refill period."""
+the test's wall clock) is its allowance, for every launch path; the elastic allowance the agent
+writes into `limits` applies within one refill period; and busy neighbours, whose events also
+time each other's turns on the time-sliced GPU, each get their guarantee with the agent's
+outer loop running."""
 
 from __future__ import annotations
 
@@ -77,7 +79,7 @@ def test_elastic_limit_is_reached_alone_and_given_back_within_one_period(
 ) -> None:
     """Allowances from the agent's pure rule (vgpu.core.elastic), written as the agent writes
     them: alone, a 20-core container with cores-limit 60 gets 60; when its 80-core neighbour
-    starts it is back at 20 one refill period (100 ms) after the file changes."""
+    starts it is back at no more than 20 one refill period (100 ms) after the file changes."""
     c = timing_cluster
     mine, theirs = ElasticShare("a", 20, 60, True), ElasticShare("b", 80, 80, False)
     a, b = c.admit([(0, 20, 256)], cores_limit=60), c.admit([(0, 80, 256)])
