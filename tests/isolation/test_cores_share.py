@@ -1,15 +1,20 @@
 """The cores share holds: a container's busy time on its GPU (the stand-in's device timeline, not
-the test's wall clock) is its allowance, for every launch path, also beside a neighbour, and the
-elastic allowance the agent writes into `limits` applies within one refill period."""
+the test's wall clock) is its allowance, for every launch path; the elastic allowance the agent
+writes into `limits` applies within one refill period; and busy neighbours, whose events also
+time each other's turns on the time-sliced GPU, each get their guarantee with the agent's
+outer loop running."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
-from tests.isolation.conftest import Cluster
+from tests.isolation.conftest import ROOT, Cluster
 from tests.isolation.sandbox import Container
 from vgpu.core.elastic import ElasticShare, allowances
 from vgpu.node.limits_file import DeviceLimit, render_limits
@@ -57,15 +62,6 @@ def busy_of(cluster: Cluster, pid: int) -> int:
     return sum(ns for (_, p), ns in cluster.node.usage().busy_ns.items() if p == pid)
 
 
-def test_a_10_90_pair_splits_busy_time_1_to_9_within_10_percent(timing_cluster: Cluster) -> None:
-    small = timing_cluster.admit([(0, 10, 256)])
-    large = timing_cluster.admit([(0, 90, 256)])
-    runs = [spin(timing_cluster, small), spin(timing_cluster, large)]
-    outs = [r.communicate(timeout=60)[0].split() for r in runs]
-    a, b = (busy_of(timing_cluster, int(out[1])) for out in outs)  # "pid N" comes first
-    assert a / b == pytest.approx(1 / 9, rel=0.10)
-
-
 def limits_text(c: Cluster, share: ElasticShare, allowance: int) -> str:
     """The limits file the agent writes for a container holding `share` on GPU 0."""
     return render_limits([DeviceLimit(c.uuids[0], 256 << 20, share.cores, share.limit, allowance)])
@@ -83,7 +79,7 @@ def test_elastic_limit_is_reached_alone_and_given_back_within_one_period(
 ) -> None:
     """Allowances from the agent's pure rule (vgpu.core.elastic), written as the agent writes
     them: alone, a 20-core container with cores-limit 60 gets 60; when its 80-core neighbour
-    starts it is back at 20 one refill period (100 ms) after the file changes."""
+    starts it is back at no more than 20 one refill period (100 ms) after the file changes."""
     c = timing_cluster
     mine, theirs = ElasticShare("a", 20, 60, True), ElasticShare("b", 80, 80, False)
     a, b = c.admit([(0, 20, 256)], cores_limit=60), c.admit([(0, 80, 256)])
@@ -103,9 +99,71 @@ def test_elastic_limit_is_reached_alone_and_given_back_within_one_period(
         b.write_limits(limits_text(c, theirs, both["b"]))
         neighbour = spin(c, b)
         time.sleep(0.1)  # one refill period
-        assert busy_rate(c, pid, 1.5) == pytest.approx(20, abs=5)
+        # at most 20: its events also time the neighbour's turns, so without the agent's outer
+        # loop (test_busy_neighbours_each_get_their_guarantee_...) it gets less, never more
+        assert busy_rate(c, pid, 1.5) <= 20 + 5
     finally:
         for p in (runner, neighbour):
             if p is not None:
                 p.kill()
                 p.communicate(timeout=30)
+
+
+CORRECT_S = "0.3"  # the agent's correction period, scaled down from 0.5 s to keep the test short
+SETTLE_S = 3.5
+MEASURE_S = 2.0
+
+
+@contextmanager
+def elastic_agent(c: Cluster, correct_s: str = CORRECT_S) -> Iterator[None]:
+    """The agent's elastic duty with its NVML outer loop (`off`: without), on the simulated
+    node."""
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "tests.isolation.elastic_agent", str(c.state), correct_s],
+        env=c.node.env({"PYTHONPATH": str(ROOT)}),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert agent.stdout is not None and agent.stdout.readline().strip() == "ready"
+        yield
+    finally:
+        agent.communicate(timeout=30)  # closing stdin stops it
+
+
+def busy_rates(c: Cluster, pids: list[int], seconds: float) -> tuple[list[float], float]:
+    """Percent of GPU 0 each process kept busy over the next `seconds` (the kernels that ran on
+    its timeline then), and the percent it was idle."""
+    t0 = time.monotonic_ns()  # CLOCK_MONOTONIC, the stand-in's clock
+    time.sleep(seconds)  # a measuring window, not a wait for an event
+    t1 = time.monotonic_ns()
+    out = c.node.ctl("window", c.uuids[0], str(t0), str(t1), *map(str, pids)).split()
+    *each, total = (100 * int(ns) / (t1 - t0) for ns in out)
+    return each, 100 - total
+
+
+@pytest.mark.parametrize("split", [(30, 70), (10, 90), (20, 30, 50)])
+def test_busy_neighbours_each_get_their_guarantee_and_the_gpu_does_not_idle(
+    timing_cluster: Cluster, split: tuple[int, ...]
+) -> None:
+    """Their events also time each other's turns on the GPU (time-sliced, as without MPS); the
+    agent's outer loop corrects each container's scale from its real (NVML) share, so each gets
+    its guarantee within 3 points and the GPU idles under 5 % of the time."""
+    c = timing_cluster
+    containers = [c.admit([(0, cores, 256)]) for cores in split]
+    seconds = str(SETTLE_S + MEASURE_S + 1)
+    argv = [str(c.build.cuload), "spin", "0", seconds, KERNEL_US, "kernel"]
+    with elastic_agent(c):
+        runs = [c.sandbox.popen(k, argv) for k in containers]
+        try:
+            pids = [int(r.stdout.readline().split()[1]) for r in runs if r.stdout is not None]
+            time.sleep(SETTLE_S)  # the outer loop converges (about ten corrections)
+            shares, idle = busy_rates(c, pids, MEASURE_S)
+        finally:
+            for r in runs:
+                r.kill()
+                r.communicate(timeout=30)
+    for got, guaranteed in zip(shares, split, strict=True):
+        assert got >= guaranteed - 3, (split, shares, idle)
+    assert idle < 5, (split, shares, idle)

@@ -65,6 +65,10 @@ BAD_FILES = {
     "trailing": "vgpu-limits 1\ndevice {uuid} memory=1 cores=30 limit=30 allowance=30 x=1\n",
     "no-newline": "vgpu-limits 1\ndevice {uuid} memory=1 cores=30 limit=30 allowance=30",
     "duplicate": "vgpu-limits 1\n" + "device {uuid} memory=1 cores=30 limit=30 allowance=30\n" * 2,
+    "scale-too-small": "vgpu-limits 1\ndevice {uuid} memory=1 cores=30 limit=30 allowance=30 "
+    "scale=999\n",
+    "scale-too-large": "vgpu-limits 1\ndevice {uuid} memory=1 cores=30 limit=30 allowance=30 "
+    "scale=8001\n",
 }
 
 

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.adapters.container_dirs import read_limits, write_limits
+from vgpu.core.contention import SCALE_MAX, SCALE_NEUTRAL
 from vgpu.node.limits_file import (
     ACTIVITY_BYTES,
     HEADER,
@@ -30,7 +31,7 @@ from vgpu.node.limits_file import (
 
 LINE = re.compile(
     r"device (GPU|MIG)-[0-9a-f-]{36} memory=[1-9][0-9]* cores=([0-9]+) limit=([0-9]+) "
-    r"allowance=([0-9]+)"
+    r"allowance=([0-9]+)( scale=[1-9][0-9]*)?"
 )
 
 
@@ -45,6 +46,7 @@ def device(draw: st.DrawFn) -> DeviceLimit:
         cores,
         limit,
         draw(st.integers(cores, limit)),
+        draw(st.one_of(st.just(SCALE_NEUTRAL), st.integers(SCALE_NEUTRAL, SCALE_MAX))),
     )
 
 
@@ -65,7 +67,7 @@ def test_every_rendered_file_obeys_the_contract_bounds(ds: list[DeviceLimit]) ->
     for line in rest:
         m = LINE.fullmatch(line)
         assert m is not None, line
-        cores, limit, allowance = (int(g) for g in m.groups()[1:])
+        cores, limit, allowance = (int(g) for g in m.groups()[1:4])
         assert 1 <= cores <= allowance <= limit <= 100
 
 
@@ -117,6 +119,11 @@ GOOD = f"{HEADER}\ndevice GPU-{uuid.UUID(int=7)} memory=4294967296 cores=30 limi
         GOOD.replace("GPU-", "GPU_"),
         HEADER + "\n",
         GOOD.replace("4294967296", "9" * 21),
+        GOOD.replace("allowance=45", "allowance=45 scale=999"),
+        GOOD.replace("allowance=45", "allowance=45 scale=8001"),
+        GOOD.replace("allowance=45", "allowance=45 scale=01000"),
+        GOOD.replace("allowance=45", "allowance=45 scal=2000"),
+        GOOD.replace("allowance=45", "allowance=45 scale=2000 scale=2000"),
     ],
 )
 def test_what_the_library_refuses_is_refused(text: str) -> None:
@@ -157,7 +164,7 @@ def test_activity_round_trip(times: list[int]) -> None:
     assert parse_activity(data) == tuple(times + [0] * (MAX_DEVICES - len(times)))
 
 
-@pytest.mark.parametrize("data", [b"", b"VGPUACT1", b"VGPUACT2" + bytes(128)])
+@pytest.mark.parametrize("data", [b"", b"VGPUACT1", b"VGPUACT3" + bytes(128)])
 def test_a_short_or_foreign_activity_file_is_refused(data: bytes) -> None:
     with pytest.raises(LimitsError, match="activity"):
         parse_activity(data)

@@ -416,9 +416,12 @@ def test_share_claim_is_allocated_prepared_and_given_the_grant(dra: DraNode) -> 
     assert result["consumedCapacity"] == {"cores": "30", "memory": "8Gi"}
     uid = api.get(f"{CLAIMS}/share-30")["metadata"]["uid"]
     record = dra.record("dra-share")
-    assert [d["name"] for d in record["cdiDevices"]] == [f"vgpu.io/claim={uid}-gpu"]
-    env = dra.cdi_env(record["cdiDevices"][0]["name"])
-    assert env["CUDA_VISIBLE_DEVICES"] == uuid_of(api, result["device"])
+    gpu = uuid_of(api, result["device"])
+    # The claim's own device (mounts, limits) and the GPU itself, named in NVIDIA's CDI spec.
+    names = [d["name"] for d in record["cdiDevices"]]
+    assert names == [f"vgpu.io/claim={uid}-gpu", f"nvidia.com/gpu={gpu}"]
+    env = dra.cdi_env(names[0])
+    assert env["CUDA_VISIBLE_DEVICES"] == gpu
     assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == ("30", "8192")
     # The kubelet reads device health from the driver's health stream.
     (status,) = pods.get(api, "dra-share")["status"]["containerStatuses"]
@@ -523,7 +526,9 @@ def test_sidecar_and_app_containers_share_the_pods_claim(dra: DraNode) -> None:
     uid = api.get(f"{CLAIMS}/shared")["metadata"]["uid"]
     for container in ("warmup", "app"):
         record = dra.record("dra-init", container)
-        assert [d["name"] for d in record["cdiDevices"]] == [f"vgpu.io/claim={uid}-gpu"]
+        names = [d["name"] for d in record["cdiDevices"]]
+        assert names[0] == f"vgpu.io/claim={uid}-gpu", names
+        assert [n.split("=")[0] for n in names[1:]] == ["nvidia.com/gpu"], names
     assert dra.cdi_env(f"vgpu.io/claim={uid}-gpu")["VGPU_CORES"] == "40"
     release(api, "dra-init", "shared")
 

@@ -11,10 +11,20 @@
 
 #define DEBT_PERIODS 600 /* debt is bounded to what 600 refills (one minute) repay */
 
-static int64_t period_budget(int allowance)
+/* Each device's `scale` as the refilling process last read it; only refill() uses it, right
+ * after reading the file, so it needs no place in the shared region. */
+static int scales[VGPU_MAX_DEVICES];
+
+/* The measured busy time one period refills: `allowance` percent of the period, times `scale`
+ * (permille), the agent's correction for what the events measure beyond the container's own
+ * work while neighbours share the GPU. Both are bounded here whatever the region held. */
+static int64_t period_budget(int allowance, int scale)
 {
-    int percent = allowance < 1 ? 1 : allowance > 100 ? 100 : allowance;
-    return VGPU_PERIOD_NS * percent / 100;
+    int64_t percent = allowance < 1 ? 1 : allowance > 100 ? 100 : allowance;
+    int64_t permille = scale < VGPU_SCALE_NEUTRAL ? VGPU_SCALE_NEUTRAL
+                       : scale > VGPU_SCALE_MAX   ? VGPU_SCALE_MAX
+                                                  : scale;
+    return VGPU_PERIOD_NS * percent / 100 * permille / VGPU_SCALE_NEUTRAL;
 }
 
 /* A refill time more than one period ahead was not written by a refill: treat it as due. */
@@ -42,6 +52,7 @@ static void reload_allowances(const vgpu_state *s)
     for (int i = 0; i < s->limits.count; i++) {
         int found = ok ? vgpu_limits_find(&now, s->limits.dev[i].uuid) : -1;
         int allowance = found >= 0 ? now.dev[found].allowance : s->limits.dev[i].cores;
+        scales[i] = found >= 0 ? now.dev[found].scale : VGPU_SCALE_NEUTRAL;
         __atomic_store_n(&s->region->dev[i].allowance, allowance, __ATOMIC_RELAXED);
     }
 }
@@ -59,7 +70,8 @@ static void refill(const vgpu_state *s)
     uint64_t periods = fresh ? 1 : (now - next) / VGPU_PERIOD_NS + 1;
     reload_allowances(s);
     for (int i = 0; i < s->limits.count; i++) {
-        int64_t cap = period_budget(__atomic_load_n(&r->dev[i].allowance, __ATOMIC_RELAXED));
+        int64_t cap = period_budget(__atomic_load_n(&r->dev[i].allowance, __ATOMIC_RELAXED),
+                                    scales[i]);
         int64_t budget = __atomic_load_n(&r->dev[i].budget_ns, __ATOMIC_RELAXED);
         __atomic_store_n(&r->dev[i].budget_ns, refilled(budget, cap, periods), __ATOMIC_RELAXED);
     }

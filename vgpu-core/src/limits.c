@@ -85,7 +85,7 @@ static int read_field(cursor *c, const char *name, uint64_t min, uint64_t max, u
 
 static int read_device(cursor *c, vgpu_limit *d, char *err, size_t errlen)
 {
-    uint64_t memory, cores, limit, allowance;
+    uint64_t memory, cores, limit, allowance, scale = VGPU_SCALE_NEUTRAL;
     if (expect(c, "device "))
         return fail(err, errlen, c->line, "expected `device <UUID> memory=.. cores=.. limit=.. allowance=..`");
     if (read_uuid(c, d->uuid))
@@ -96,12 +96,15 @@ static int read_device(cursor *c, vgpu_limit *d, char *err, size_t errlen)
         return fail(err, errlen, c->line, "cores and limit must satisfy 1 <= cores <= limit <= 100");
     if (read_field(c, "allowance", cores, limit, &allowance))
         return fail(err, errlen, c->line, "allowance must satisfy cores <= allowance <= limit");
+    if (c->p < c->end && *c->p == ' ' && read_field(c, "scale", 1000, VGPU_SCALE_MAX, &scale))
+        return fail(err, errlen, c->line, "scale (optional) must satisfy 1000 <= scale <= 8000");
     if (expect(c, "\n"))
         return fail(err, errlen, c->line, "unexpected data at the end of the line");
     d->memory = memory;
     d->cores = (int)cores;
     d->limit = (int)limit;
     d->allowance = (int)allowance;
+    d->scale = (int)scale;
     return 0;
 }
 

@@ -16,7 +16,11 @@ typedef struct {
     int cores;                        /* guaranteed percent of busy time */
     int limit;                        /* elastic upper bound */
     int allowance;                    /* what the container may use now */
+    int scale;                        /* permille: measured busy time per percent of allowance */
 } vgpu_limit;
+
+#define VGPU_SCALE_NEUTRAL 1000
+#define VGPU_SCALE_MAX 8000
 
 typedef struct {
     int count;

@@ -23,7 +23,7 @@
 
 #define REGION_MAGIC "VGPUREG2"
 #define REGION_VERSION 2
-#define ACTIVITY_MAGIC "VGPUACT1"
+#define ACTIVITY_MAGIC "VGPUACT2" /* 2: this library reads `scale` (README, the contract) */
 #define ACTIVITY_BYTES (8 + 8 * VGPU_MAX_DEVICES)
 
 static char state_path[256];

@@ -34,7 +34,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from vgpu.adapters.gpu import GpuBackend
+from vgpu.adapters.gpu import GpuBackend, NvmlBackend
+from vgpu.adapters.gpu_utilisation import nvml_utilisation
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.kubelet_checkpoint import read_checkpoint
 from vgpu.adapters.kubelet_devices import HealthPump, NodeDevicePlugins
@@ -212,7 +213,10 @@ class NodeAgent:
         grants = self.config.grants
         checkpoint = self.config.plugin_dir / CHECKPOINT_FILE
         if isinstance(grants.core, VgpuCore):
-            self.elastic = duty = ElasticDuty(grants.core.dirs, checkpoint)
+            # the outer loop of cores under contention reads NVML, so only over the NVML backend
+            nvml = isinstance(self._backend, NvmlBackend)
+            source = nvml_utilisation(self.config.proc_root) if nvml else None
+            self.elastic = duty = ElasticDuty(grants.core.dirs, checkpoint, utilisation=source)
             self._spawn("vgpu-elastic", lambda: run_elastic(duty, self._stop))
         elif isinstance(grants.hami, HamiCore) and grants.hami.dirs is not None:
             self.elastic = duty = ElasticDuty(grants.hami.dirs, checkpoint, allowances=False)

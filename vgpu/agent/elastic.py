@@ -9,6 +9,14 @@ container plus a write only on change. Every `collect_s` it removes the director
 containers the kubelet no longer holds (`ContainerDirs.collect`, from the kubelet's checkpoint).
 In mode hami (per-container caches, no limits files) it only collects.
 
+Cores under contention: every `correct_s` it also reads each process's real share of its GPU
+(`Utilisation`: NVML per-process utilisation, a process mapped to its container) and corrects
+each container's `scale` (`vgpu.core.contention`), so that a busy container's real share, not
+what its events measure (they include the neighbours' time slices), is its allowance. Without a
+utilisation source every scale stays neutral; when the source fails, every scale goes back to
+neutral (a stale correction could let a container past its allowance once its neighbours
+leave); a container whose library predates `scale` (its `activity` says so) never gets one.
+
 A step never raises: an unreadable file skips that container (its limits stay as they were,
 which is never less than its guarantee), any other error is logged and the next period tries
 again; the same message is logged at most once a minute.
@@ -23,11 +31,14 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from vgpu.adapters.container_dirs import read_limits, write_limits
+from vgpu.core.contention import SCALE_NEUTRAL, Observed, next_scale
 from vgpu.core.elastic import ElasticShare, allowances, is_active
+from vgpu.core.errors import VgpuError
 from vgpu.node.container_dirs import ContainerDirMaker, referenced_ids
 from vgpu.node.limits_file import (
     ACTIVITY_BYTES,
@@ -36,18 +47,44 @@ from vgpu.node.limits_file import (
     DeviceLimit,
     LimitsError,
     parse_activity,
+    reads_scale,
 )
 
 log = logging.getLogger(__name__)
 DEFAULT_PERIOD_S = 0.1
 DEFAULT_WINDOW_S = 0.5  # a container that launched within this wants its GPU
 DEFAULT_COLLECT_S = 30.0
+DEFAULT_CORRECT_S = 0.5  # NVML samples each process a few times a second
 QUIET_S = 60.0
 NO_ACTIVITY = (0,) * MAX_DEVICES
 
 
+class Utilisation(Protocol):
+    """Where the real shares come from (`vgpu.adapters.gpu_utilisation.NvmlUtilisation`)."""
+
+    def shares(self) -> dict[str, dict[int, float]]:
+        """GPU UUID -> host PID -> percent of the GPU since the last call; raises VgpuError."""
+        ...
+
+    def container_of(self, pid: int) -> str | None:
+        """The container directory id of a host process, or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Slot:
+    """One container's device line as this step sees it."""
+
+    cid: str
+    slot: int
+    device: DeviceLimit
+    active: bool
+    reads_scale: bool  # its library reads `scale` (an older one refuses a file with it)
+
+
 class ElasticDuty:
-    """Recomputes allowances from activity; collects directories of containers gone."""
+    """Recomputes allowances from activity, corrects scales from real shares; collects
+    directories of containers gone."""
 
     def __init__(
         self,
@@ -58,8 +95,13 @@ class ElasticDuty:
         collect_s: float = DEFAULT_COLLECT_S,
         clock_ns: Callable[[], int] = time.monotonic_ns,
         allowances: bool = True,
+        utilisation: Utilisation | None = None,
+        correct_s: float = DEFAULT_CORRECT_S,
     ) -> None:
         self._dirs = dirs
+        self._utilisation = utilisation
+        self._correct_ns = int(correct_s * 1e9)
+        self._next_correct = 0
         self._with_allowances = allowances
         self._checkpoint = checkpoint
         self._window_ns = int(window_s * 1e9)
@@ -83,23 +125,31 @@ class ElasticDuty:
 
     def _allowances(self) -> None:
         now = self._clock_ns()
-        by_gpu: dict[str, list[ElasticShare]] = defaultdict(list)
+        by_gpu: dict[str, list[_Slot]] = defaultdict(list)
         known = {}
         for cid in list(self._dirs.ids()):
             devices = self._devices(cid)
             if devices is None:
                 continue
             known[cid] = devices
-            last = self._activity(cid)
+            last, scaled = self._activity(cid)
             for slot, d in enumerate(devices):
                 active = is_active(last[slot], now, self._window_ns)
-                by_gpu[d.uuid].append(ElasticShare(f"{cid}/{slot}", d.cores, d.limit, active))
+                by_gpu[d.uuid].append(_Slot(cid, slot, d, active, scaled))
         new: dict[str, int] = {}
-        for shares in by_gpu.values():
+        for slots in by_gpu.values():
+            shares = [
+                ElasticShare(_key(s.cid, s.slot), s.device.cores, s.device.limit, s.active)
+                for s in slots
+            ]
             new.update(allowances(shares))
+        scales = self._scales(by_gpu, now)
         for cid, devices in known.items():
             wanted = tuple(
-                replace(d, allowance=new[f"{cid}/{slot}"]) for slot, d in enumerate(devices)
+                replace(
+                    d, allowance=new[_key(cid, slot)], scale=scales.get(_key(cid, slot), d.scale)
+                )
+                for slot, d in enumerate(devices)
             )
             if wanted != devices:
                 write_limits(self._dirs.limits_dir(cid), wanted)
@@ -107,6 +157,32 @@ class ElasticDuty:
                 self.writes += 1
         for cid in set(self._limits) - set(known):
             del self._limits[cid]
+
+    def _scales(self, by_gpu: dict[str, list[_Slot]], now: int) -> dict[str, int]:
+        """Each slot's corrected scale, once every `correct_s` ({} between: keep them)."""
+        if self._utilisation is None or now < self._next_correct:
+            return {}
+        self._next_correct = now + self._correct_ns
+        try:
+            shares = self._utilisation.shares()
+        except VgpuError as e:
+            self._say(f"per-process utilisation unavailable ({e}); every scale is neutral")
+            return {_key(s.cid, s.slot): SCALE_NEUTRAL for slots in by_gpu.values() for s in slots}
+        owners: dict[int, str | None] = {}
+        scales: dict[str, int] = {}
+        for uuid, slots in by_gpu.items():
+            used = shares.get(uuid, {})
+            for pid in used:
+                if pid not in owners:
+                    owners[pid] = self._utilisation.container_of(pid)
+            attributed = all(owners[pid] in {s.cid for s in slots} for pid in used)
+            for s in slots:
+                mine = sum(share for pid, share in used.items() if owners[pid] == s.cid)
+                others = any(owners[pid] != s.cid and share > 0 for pid, share in used.items())
+                seen = Observed(s.device.allowance, min(100.0, mine), s.active, others, attributed)
+                corrected = next_scale(s.device.scale, seen) if s.reads_scale else SCALE_NEUTRAL
+                scales[_key(s.cid, s.slot)] = corrected
+        return scales
 
     def _devices(self, cid: str) -> tuple[DeviceLimit, ...] | None:
         if cid not in self._limits:
@@ -117,8 +193,9 @@ class ElasticDuty:
                 return None
         return self._limits[cid]
 
-    def _activity(self, cid: str) -> tuple[int, ...]:
-        """Last launch per slot; a missing or short file is no activity (never launched).
+    def _activity(self, cid: str) -> tuple[tuple[int, ...], bool]:
+        """Last launch per slot, and whether the container's library reads `scale`; a missing
+        or short file is no activity (never launched).
 
         The directory is the container's to write: a symlink, a FIFO or a device there must
         neither lead the agent elsewhere nor block it, so only a regular file is read."""
@@ -126,13 +203,14 @@ class ElasticDuty:
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         except OSError:
-            return NO_ACTIVITY
+            return NO_ACTIVITY, False
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return NO_ACTIVITY
-            return parse_activity(os.read(fd, ACTIVITY_BYTES))
+                return NO_ACTIVITY, False
+            data = os.read(fd, ACTIVITY_BYTES)
+            return parse_activity(data), reads_scale(data)
         except (OSError, LimitsError):
-            return NO_ACTIVITY
+            return NO_ACTIVITY, False
         finally:
             os.close(fd)
 
@@ -152,6 +230,11 @@ class ElasticDuty:
         if now - self._said.get(message, -QUIET_S) >= QUIET_S:
             self._said[message] = now
             log.warning("%s", message)
+
+
+def _key(cid: str, slot: int) -> str:
+    """A device line's key among its GPU's shares."""
+    return f"{cid}/{slot}"
 
 
 def run_elastic(

@@ -16,6 +16,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vgpu.core.contention import SCALE_MAX, SCALE_NEUTRAL
 from vgpu.core.errors import VgpuError
 
 LIMITS_NAME = "limits"
@@ -26,13 +27,14 @@ HEADER = "vgpu-limits 1"
 MAX_LIMITS_BYTES = 4096
 MAX_DEVICES = 16
 MAX_MEMORY_BYTES = (1 << 63) - 1  # the contract's bound; vgpu-core's parser refuses above it too
-ACTIVITY_MAGIC = b"VGPUACT1"
+ACTIVITY_MAGIC = b"VGPUACT2"  # written by a library that reads `scale`
+ACTIVITY_MAGIC_V1 = b"VGPUACT1"  # the same layout, by a library that predates `scale`
 ACTIVITY_BYTES = len(ACTIVITY_MAGIC) + 8 * MAX_DEVICES
 
 _HEX = "[0-9a-f]"
 _UUID = re.compile(rf"(GPU|MIG)-{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}")
 _NUMBER = re.compile(r"0|[1-9][0-9]{0,19}")
-_FIELDS = ("memory", "cores", "limit", "allowance")
+_FIELDS = ("memory", "cores", "limit", "allowance", "scale")
 
 
 class LimitsError(VgpuError, ValueError):
@@ -48,6 +50,7 @@ class DeviceLimit:
     cores: int
     limit: int
     allowance: int
+    scale: int = SCALE_NEUTRAL
 
     def problem(self) -> str | None:
         """What breaks the contract's bounds in this line (None: nothing)."""
@@ -59,6 +62,8 @@ class DeviceLimit:
             return f"cores={self.cores} limit={self.limit}: need 1 <= cores <= limit <= 100"
         if not self.cores <= self.allowance <= self.limit:
             return f"allowance={self.allowance}: need cores ({self.cores}) <= it <= limit"
+        if not SCALE_NEUTRAL <= self.scale <= SCALE_MAX:
+            return f"scale={self.scale}: need {SCALE_NEUTRAL} <= it <= {SCALE_MAX} (permille)"
         return None
 
 
@@ -77,7 +82,7 @@ def render_limits(devices: Sequence[DeviceLimit]) -> str:
         seen.add(d.uuid)
         lines.append(
             f"device {d.uuid} memory={d.memory} cores={d.cores} limit={d.limit} "
-            f"allowance={d.allowance}"
+            f"allowance={d.allowance}" + (f" scale={d.scale}" if d.scale != SCALE_NEUTRAL else "")
         )
     text = "\n".join(lines) + "\n"
     if len(text) > MAX_LIMITS_BYTES:  # cannot happen with 16 lines; kept as the contract's bound
@@ -107,12 +112,12 @@ def parse_limits(text: str) -> tuple[DeviceLimit, ...]:
 
 def _device(line: str, n: int) -> DeviceLimit:
     parts = line.split(" ")
-    if len(parts) != 6 or parts[0] != "device":
+    if len(parts) not in (6, 7) or parts[0] != "device":
         raise LimitsError(
             f"limits line {n}: expected 'device UUID memory= cores= limit= allowance='"
         )
     values: list[int] = []
-    for part, name in zip(parts[2:], _FIELDS, strict=True):
+    for part, name in zip(parts[2:], _FIELDS[: len(parts) - 2], strict=True):
         key, sep, value = part.partition("=")
         if key != name or not sep or not _NUMBER.fullmatch(value):
             raise LimitsError(f"limits line {n}: expected {name}=<decimal>, got {part[:40]!r}")
@@ -126,17 +131,23 @@ def _device(line: str, n: int) -> DeviceLimit:
 
 def parse_activity(data: bytes) -> tuple[int, ...]:
     """The 16 last-launch times (CLOCK_MONOTONIC ns; 0 = never) of an activity file."""
-    if len(data) < ACTIVITY_BYTES or not data.startswith(ACTIVITY_MAGIC):
+    if len(data) < ACTIVITY_BYTES or not data.startswith((ACTIVITY_MAGIC, ACTIVITY_MAGIC_V1)):
         raise LimitsError(
-            f"activity: expected {ACTIVITY_MAGIC.decode()} and {MAX_DEVICES} slots "
-            f"({ACTIVITY_BYTES} bytes), got {len(data)} bytes"
+            f"activity: expected {ACTIVITY_MAGIC.decode()} (or {ACTIVITY_MAGIC_V1.decode()}) and "
+            f"{MAX_DEVICES} slots ({ACTIVITY_BYTES} bytes), got {len(data)} bytes"
         )
     return struct.unpack_from(f"<{MAX_DEVICES}Q", data, len(ACTIVITY_MAGIC))
 
 
-def render_activity(times: Sequence[int]) -> bytes:
+def reads_scale(data: bytes) -> bool:
+    """Whether the library that wrote this activity file reads `scale` (an older one would
+    refuse a limits file with it, so the agent writes none for its container)."""
+    return data.startswith(ACTIVITY_MAGIC)
+
+
+def render_activity(times: Sequence[int], magic: bytes = ACTIVITY_MAGIC) -> bytes:
     """An activity file (the library writes it; tests and the stand-in use this to)."""
     slots = list(times) + [0] * (MAX_DEVICES - len(times))
     if len(slots) != MAX_DEVICES:
         raise LimitsError(f"activity: {len(times)} slots, at most {MAX_DEVICES}")
-    return ACTIVITY_MAGIC + struct.pack(f"<{MAX_DEVICES}Q", *slots)
+    return magic + struct.pack(f"<{MAX_DEVICES}Q", *slots)

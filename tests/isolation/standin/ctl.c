@@ -5,7 +5,10 @@
  *       gpu UUID used BYTES
  *       proc UUID PID BYTES         memory a live process holds
  *       busy UUID PID NS            kernel time a process has queued on the GPU's timeline,
- *                                   kept after it exits */
+ *                                   kept after it exits
+ *   vgpu-standin-ctl window UUID FROM TO PID...
+ *                                   ns each PID's kernels ran on that GPU in [FROM, TO)
+ *                                   (CLOCK_MONOTONIC ns), one number a line, then the GPU's */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,21 @@ static void usage_report(struct si_node *n) {
     si_unlock(n);
 }
 
+static int window(struct si_node *n, int argc, char **argv) {
+    int g = si_gpu_by_uuid(&n->cfg, argv[2]);
+    if (g < 0) {
+        fprintf(stderr, "vgpu-standin-ctl: no GPU %s in the config\n", argv[2]);
+        return 2;
+    }
+    uint64_t from = strtoull(argv[3], NULL, 10), to = strtoull(argv[4], NULL, 10);
+    struct si_shared *sh = si_lock(n);
+    for (int i = 5; i <= argc; i++)
+        printf("%llu\n", (unsigned long long)si_busy_window(sh, g, i < argc ? atoi(argv[i]) : 0,
+                                                           from, to));
+    si_unlock(n);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     char err[512];
     struct si_node *n = si_node(err, sizeof(err));
@@ -57,6 +75,8 @@ int main(int argc, char **argv) {
         usage_report(n);
         return 0;
     }
-    fprintf(stderr, "usage: vgpu-standin-ctl xid UUID XID | usage\n");
+    if (argc >= 5 && strcmp(argv[1], "window") == 0)
+        return window(n, argc, argv);
+    fprintf(stderr, "usage: vgpu-standin-ctl xid UUID XID | usage | window UUID FROM TO PID...\n");
     return 2;
 }

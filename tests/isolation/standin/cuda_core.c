@@ -247,7 +247,7 @@ SI_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
 SI_EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
     if (!c || c->primary || !c->active)
         return CUDA_ERROR_INVALID_CONTEXT;
-    si_sleep_until(c->null_stream.last_end);
+    si_cu_wait(&c->null_stream);
     pthread_mutex_lock(&si_cu_mu);
     ctx_close(c);
     pthread_mutex_unlock(&si_cu_mu);
@@ -301,9 +301,10 @@ SI_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice d) {
         return rc;
     pthread_mutex_lock(&si_cu_mu);
     struct si_ctx *c = primary[d];
-    uint64_t until = c && c->active ? c->null_stream.last_end : 0;
+    int live = c && c->active;
     pthread_mutex_unlock(&si_cu_mu);
-    si_sleep_until(until);
+    if (live)
+        si_cu_wait(&c->null_stream);
     pthread_mutex_lock(&si_cu_mu);
     if (c && c->active)
         ctx_close(c);
@@ -360,7 +361,7 @@ SI_EXPORT CUresult cuCtxSynchronize(void) {
     CUresult rc = si_cu_unsafe(); /* a potentially unsafe call during capture (cuda_capture.c) */
     if (rc != CUDA_SUCCESS)
         return rc;
-    si_sleep_until(c->null_stream.last_end); /* every stream of c advances this (see exec.c) */
+    si_cu_wait(&c->null_stream); /* every stream of c advances it (see exec.c) */
     si_cu_pools_synchronized();
     return CUDA_SUCCESS;
 }

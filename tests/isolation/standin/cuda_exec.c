@@ -8,8 +8,8 @@
  *   func fixed 1000    # 1000 ns per block
  *
  * Any other image (PTX, cubin) loads too, and all its functions cost SI_DEFAULT_COST per block.
- * Each GPU is one serial timeline shared by all processes: a kernel starts when the device is
- * free. Launches return at once (a stream holds up to SI_QUEUE launches in flight, then a launch
+ * Each GPU is one timeline shared by all processes, time-sliced between them (timeline.c).
+ * Launches return at once (a stream holds up to SI_QUEUE launches in flight, then a launch
  * waits); synchronising sleeps until the stream's last kernel ends. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +30,20 @@ static struct si_stream *stream_of(CUstream s) {
 
 struct si_stream *si_cu_stream(CUstream s) { return stream_of(s); }
 
+static struct si_node *node(void) {
+    CUresult rc;
+    return si_cu_node(&rc);
+}
+
+void si_cu_wait(struct si_stream *st) {
+    pthread_mutex_lock(&si_cu_mu);
+    uint64_t last = st->last;
+    pthread_mutex_unlock(&si_cu_mu);
+    struct si_node *n = node();
+    if (n)
+        si_timeline_wait(n, st->ctx->dev, last);
+}
+
 CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t param_ns, CUstream s) {
     if (!f || blocks == 0)
         return CUDA_ERROR_INVALID_VALUE;
@@ -47,21 +61,23 @@ CUresult si_cu_submit(uint64_t ns, CUstream s) {
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&si_cu_mu);
     int captured = si_cu_capture_append(st, ns, &rc);
-    uint64_t slot_end = st->ring[st->head % SI_QUEUE];
+    uint64_t oldest = st->ring[st->head % SI_QUEUE];
     pthread_mutex_unlock(&si_cu_mu);
     if (captured)
         return rc;
-    if (slot_end > si_now_ns()) /* the queue is full: wait for its oldest launch */
-        si_sleep_until(slot_end);
     si_lock(n);
     si_register(n);
-    uint64_t end = si_timeline_run(n, st->ctx->dev, ns);
+    uint64_t ticket;
+    while (!(ticket = si_timeline_run(n, st->ctx->dev, ns, oldest))) {
+        si_unlock(n); /* the queue is full: wait for its oldest launch */
+        si_timeline_wait(n, st->ctx->dev, oldest);
+        si_lock(n);
+    }
     si_unlock(n);
     pthread_mutex_lock(&si_cu_mu);
-    st->ring[st->head++ % SI_QUEUE] = end;
-    st->last_end = end > st->last_end ? end : st->last_end;
-    struct si_stream *all = &st->ctx->null_stream; /* context-wide: cuCtxSynchronize */
-    all->last_end = end > all->last_end ? end : all->last_end;
+    st->ring[st->head++ % SI_QUEUE] = ticket;
+    st->last = ticket; /* a process's kernels end in the order they were queued */
+    st->ctx->null_stream.last = ticket; /* context-wide: cuCtxSynchronize */
     pthread_mutex_unlock(&si_cu_mu);
     return CUDA_SUCCESS;
 }
@@ -195,10 +211,7 @@ SI_EXPORT CUresult cuStreamSynchronize(CUstream s) {
     CUresult rc = capture ? CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED : si_cu_unsafe();
     if (rc != CUDA_SUCCESS)
         return rc;
-    pthread_mutex_lock(&si_cu_mu);
-    uint64_t end = st->last_end;
-    pthread_mutex_unlock(&si_cu_mu);
-    si_sleep_until(end);
+    si_cu_wait(st);
     si_cu_pools_synchronized();
     return CUDA_SUCCESS;
 }
@@ -249,11 +262,12 @@ SI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
         return CUDA_ERROR_INVALID_HANDLE;
     if (!st)
         return CUDA_ERROR_INVALID_CONTEXT;
-    uint64_t now = si_now_ns();
     pthread_mutex_lock(&si_cu_mu);
     e->capture = si_cu_capture_id(st);
     if (!e->capture) {
-        e->t = st->last_end > now ? st->last_end : now;
+        e->t = si_now_ns();
+        e->dev = st->ctx->dev;
+        e->ticket = st->last;
         e->recorded = 1;
     }
     pthread_mutex_unlock(&si_cu_mu);
@@ -273,19 +287,35 @@ static CUresult status_check(CUevent e) {
     return si_cu_unsafe();
 }
 
+/* An event completes when the work before it in its stream has: its time is then the later of
+ * its recording and that kernel's end on the timeline. 1 if complete, with the time. */
+static int event_time(CUevent e, uint64_t *t) {
+    uint64_t end = 0;
+    struct si_node *n = node();
+    if (!e->recorded || !n) {
+        *t = e->t;
+        return 1;
+    }
+    int done = si_timeline_end(n, e->dev, e->ticket, &end);
+    *t = end > e->t ? end : e->t;
+    return done;
+}
+
 SI_EXPORT CUresult cuEventQuery(CUevent e) {
     CUresult rc = status_check(e);
     if (rc != CUDA_SUCCESS)
         return rc;
-    return !e->recorded || si_now_ns() >= e->t ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    uint64_t t;
+    return event_time(e, &t) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 SI_EXPORT CUresult cuEventSynchronize(CUevent e) {
     CUresult rc = status_check(e);
     if (rc != CUDA_SUCCESS)
         return rc;
-    if (e->recorded)
-        si_sleep_until(e->t);
+    struct si_node *n = node();
+    if (e->recorded && n)
+        si_timeline_wait(n, e->dev, e->ticket);
     si_cu_pools_synchronized();
     return CUDA_SUCCESS;
 }
@@ -295,9 +325,10 @@ SI_EXPORT CUresult cuEventElapsedTime(float *ms, CUevent start, CUevent end) {
         return CUDA_ERROR_INVALID_VALUE;
     if (!event_live(start) || !event_live(end) || !start->recorded || !end->recorded)
         return CUDA_ERROR_INVALID_HANDLE;
-    if (si_now_ns() < start->t || si_now_ns() < end->t)
+    uint64_t t0, t1;
+    if (!event_time(start, &t0) || !event_time(end, &t1))
         return CUDA_ERROR_NOT_READY;
-    *ms = (float)((double)((int64_t)(end->t - start->t)) / 1e6);
+    *ms = (float)((double)((int64_t)(t1 - t0)) / 1e6);
     return CUDA_SUCCESS;
 }
 

@@ -99,9 +99,9 @@ typedef struct {
 struct si_stream {
     struct si_ctx *ctx;
     struct si_capture *capture; /* the capture sequence this stream is in, or NULL */
-    uint64_t last_end;
+    uint64_t last;              /* ticket of its latest kernel (timeline.c), 0: none */
     unsigned head;
-    uint64_t ring[SI_QUEUE];
+    uint64_t ring[SI_QUEUE]; /* tickets of the launches in flight */
 };
 
 struct si_ctx {
@@ -136,7 +136,9 @@ struct si_array {
 struct si_event {
     int recorded;
     unsigned long long capture; /* nonzero: last recorded in the capture with this id */
-    uint64_t t;
+    int dev;
+    uint64_t t;         /* when it was recorded (CPU time) */
+    uint64_t ticket;    /* the kernel it waits for (its stream's latest), 0: none */
     struct si_ctx *ctx; /* the context it was created in, and that context's epoch then */
     uint64_t epoch;
 };
@@ -155,6 +157,7 @@ struct si_graph {
 
 SI_HIDDEN extern pthread_mutex_t si_cu_mu; /* guards the process-local state */
 SI_HIDDEN struct si_node *si_cu_node(CUresult *rc);
+SI_HIDDEN void si_cu_wait(struct si_stream *st); /* until the stream's latest kernel is done */
 SI_HIDDEN struct si_ctx *si_cu_current(void);
 SI_HIDDEN CUresult si_cu_take(struct si_ctx *ctx, int dev, uint64_t bytes, int kind,
                               unsigned long long *ptr);

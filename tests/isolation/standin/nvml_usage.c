@@ -62,6 +62,13 @@ static uint64_t wall_us(void) {
     return (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000;
 }
 
+/* NVML API Reference, nvmlDeviceGetProcessUtilization: one sample per process that had non-zero
+ * utilisation in the sample period, with the CPU timestamp (microseconds) it was taken at; only
+ * samples newer than lastSeenTimeStamp are returned, NVML_ERROR_NOT_FOUND when there is none, and
+ * NVML_ERROR_INSUFFICIENT_SIZE (with the count needed) when the buffer is NULL or too small.
+ * smUtil is the percent of the period the process's kernels kept the GPU busy: here the work
+ * each ran on the time-sliced timeline (timeline.c) since lastSeenTimeStamp, at most the last
+ * second (the stand-in's sample period), so a neighbour's turns are not counted as its own. */
 SI_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
                                                       nvmlProcessUtilizationSample_t *samples,
                                                       unsigned *count, unsigned long long since) {
@@ -79,20 +86,29 @@ SI_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
         int seen = 0;
         for (int j = 0; j < np; j++)
             seen |= pids[j] == k->pid;
-        if (k->pid && !seen && k->end > from)
+        if (k->pid && !seen && si_kernel_last(sh, idx, k) > from)
             pids[np++] = k->pid;
     }
+    uint64_t busy[SI_MAX_PROCS];
+    int kept = 0;
+    for (int j = 0; j < np; j++) { /* only processes that used the GPU in the period */
+        uint64_t b = si_busy_window(sh, idx, pids[j], from, now);
+        if (b > 0) {
+            pids[kept] = pids[j];
+            busy[kept++] = b;
+        }
+    }
+    np = kept;
     rc = NVML_SUCCESS;
     if (np == 0)
         rc = NVML_ERROR_NOT_FOUND;
     else if (!samples || *count < (unsigned)np)
         rc = NVML_ERROR_INSUFFICIENT_SIZE;
     for (int j = 0; rc == NVML_SUCCESS && j < np; j++) {
-        uint64_t busy = si_busy_window(sh, idx, pids[j], from, now);
         memset(&samples[j], 0, sizeof(samples[j]));
         samples[j].pid = (unsigned)pids[j];
         samples[j].timeStamp = now_us;
-        samples[j].smUtil = (unsigned)(busy * 100 / (now - from));
+        samples[j].smUtil = (unsigned)(busy[j] * 100 / (now - from));
     }
     si_unlock(n);
     *count = (unsigned)np;

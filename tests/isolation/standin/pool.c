@@ -1,4 +1,4 @@
-/* One memory pool and one serial timeline per simulated GPU, shared by every process.
+/* One memory pool per simulated GPU, shared by every process, and per-process busy records.
  * All functions here run under the state lock (si_lock). */
 #include <string.h>
 #include <unistd.h>
@@ -64,34 +64,7 @@ static struct si_busy *busy_record(struct si_shared *sh, int pid) {
     return oldest;
 }
 
-/* Queue `duration_ns` of work on GPU `gpu`'s timeline: it starts when the device is free (work
- * of all processes runs one after another) and its end time is returned. */
-uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns) {
-    struct si_gpu_state *g = &n->sh->gpu[gpu];
-    uint64_t now = si_now_ns();
-    uint64_t start = g->busy_until > now ? g->busy_until : now;
-    g->busy_until = start + duration_ns;
-    struct si_kernel *k = &g->kring[g->khead++ % SI_KRING];
-    k->start = start;
-    k->end = g->busy_until;
-    k->pid = getpid();
-    busy_record(n->sh, k->pid)->ns[gpu] += duration_ns;
-    return g->busy_until;
-}
-
-/* Nanoseconds GPU `gpu` was busy in [from, to) with kernels of `pid` (any pid when 0). */
-uint64_t si_busy_window(struct si_shared *sh, int gpu, int pid, uint64_t from, uint64_t to) {
-    struct si_gpu_state *g = &sh->gpu[gpu];
-    uint64_t total = 0;
-    uint64_t count = g->khead < SI_KRING ? g->khead : SI_KRING;
-    for (uint64_t i = 0; i < count; i++) {
-        const struct si_kernel *k = &g->kring[i];
-        if (pid && k->pid != pid)
-            continue;
-        uint64_t s = k->start > from ? k->start : from;
-        uint64_t e = k->end < to ? k->end : to;
-        if (e > s)
-            total += e - s;
-    }
-    return total;
+/* Adds `ns` of GPU `gpu`'s time to `pid`'s busy record (kept after the process exits). */
+void si_busy_add(struct si_shared *sh, int pid, int gpu, uint64_t ns) {
+    busy_record(sh, pid)->ns[gpu] += ns;
 }

@@ -20,7 +20,7 @@
 #define SI_MAX_PROCS 256  /* live processes using the node at once */
 #define SI_MAX_ALLOCS 8192
 #define SI_MAX_BUSY 512   /* per-pid busy records, kept after the process exits */
-#define SI_KRING 1024     /* recent kernels per GPU, for utilisation */
+#define SI_KRING 8192     /* recent kernels per GPU: those queued, and the latest done */
 #define SI_XRING 32       /* recent XID events per GPU */
 #define SI_DEFAULT_CONFIG "/etc/vgpu-standin/gpus"
 #define SI_CONFIG_ENV "VGPU_STANDIN_CONFIG"
@@ -72,7 +72,9 @@ struct si_busy {
 };
 
 struct si_kernel {
-    uint64_t start, end; /* CLOCK_MONOTONIC ns */
+    uint64_t start, end; /* CLOCK_MONOTONIC ns: its span on the timeline (0: not yet) */
+    uint64_t work;       /* ns of GPU time it takes */
+    uint64_t left;       /* ns of it still to run */
     int32_t pid;
     int32_t pad;
 };
@@ -84,9 +86,16 @@ struct si_xid {
 
 struct si_gpu_state {
     uint64_t used;
-    uint64_t busy_until;
+    uint64_t sim_ns; /* the timeline is simulated up to here */
     uint64_t next_va;
-    uint64_t khead; /* kernels recorded so far */
+    uint64_t khead;  /* kernels queued so far; kernel i (a ticket is i + 1) is kring[i % KRING] */
+    uint64_t kfirst; /* every kernel before this one is done */
+    int32_t nqueued; /* processes with kernels queued, and how many each */
+    int32_t pad;
+    struct {
+        int32_t pid;
+        uint32_t kernels;
+    } queued[SI_MAX_PROCS];
     struct si_kernel kring[SI_KRING];
     uint64_t xseq; /* XIDs injected so far */
     struct si_xid xring[SI_XRING];
@@ -125,9 +134,16 @@ SI_HIDDEN void si_sleep_until(uint64_t ns);
 /* pool.c: memory and timeline, all under the lock */
 SI_HIDDEN int si_mem_take(struct si_node *n, int gpu, uint64_t bytes, int kind, uint64_t *ptr);
 SI_HIDDEN int si_mem_give(struct si_node *n, uint64_t ptr, int kind, int *gpu_out);
-SI_HIDDEN uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns);
 SI_HIDDEN void si_reap(struct si_node *n);
+SI_HIDDEN void si_busy_add(struct si_shared *sh, int pid, int gpu, uint64_t ns);
+
+/* timeline.c: each GPU's time-sliced timeline. A queued kernel is named by a ticket (0: none). */
+SI_HIDDEN uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns,
+                                   uint64_t after);
+SI_HIDDEN int si_timeline_end(struct si_node *n, int gpu, uint64_t ticket, uint64_t *end);
+SI_HIDDEN uint64_t si_timeline_wait(struct si_node *n, int gpu, uint64_t ticket);
 SI_HIDDEN uint64_t si_busy_window(struct si_shared *sh, int gpu, int pid, uint64_t from,
                                   uint64_t to);
+SI_HIDDEN uint64_t si_kernel_last(const struct si_shared *sh, int gpu, const struct si_kernel *k);
 
 #endif

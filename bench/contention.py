@@ -1,0 +1,76 @@
+"""Cores under contention: each busy container's share of one GPU, and the GPU's idle time.
+
+Two to three containers with guarantees that fill the GPU spin 2 ms kernels (the isolation
+tier's `cuload`) in bubblewrap containers over the stand-in driver, whose GPU time-slices
+between processes (tests/isolation/standin/timeline.c: a kernel's events also time the other
+processes' turns, as on a GPU without MPS). The node agent's elastic duty runs beside them, once
+without its NVML outer loop (every scale neutral: the interposer's events alone, as before the
+outer loop existed) and once with it. Each share is a process's busy time on the GPU's timeline
+over a window after the loop has settled; medians of --runs:
+
+    python bench/contention.py [--runs 3] [--settle 4] [--window 3] [--correct 0.5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.isolation.conftest import Build, Cluster, _build
+from tests.isolation.test_cores_share import KERNEL_US, busy_rates, elastic_agent
+
+SPLITS = [(30, 70), (50, 50), (10, 90), (20, 30, 50)]
+
+
+def measure(
+    build: Build, root: Path, split: tuple[int, ...], correct: str, settle: float, window: float
+) -> tuple[list[float], float]:
+    """Each container's share (percent of the GPU) and the idle percent, over `window` s."""
+    cluster = Cluster(build, 1, Path(tempfile.mkdtemp(dir=root)))
+    containers = [cluster.admit([(0, cores, 256)]) for cores in split]
+    argv = [str(cluster.build.cuload), "spin", "0", str(settle + window + 1), KERNEL_US, "kernel"]
+    with elastic_agent(cluster, correct):
+        runs = [cluster.sandbox.popen(c, argv) for c in containers]
+        try:
+            pids = [int(r.stdout.readline().split()[1]) for r in runs if r.stdout is not None]
+            time.sleep(settle)
+            return busy_rates(cluster, pids, window)
+        finally:
+            for r in runs:
+                r.kill()
+                r.communicate(timeout=30)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=4.0)
+    parser.add_argument("--window", type=float, default=3.0)
+    parser.add_argument("--correct", default="0.5", help="the outer loop's period, seconds")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="vgpu-contention-"))
+    build = _build(root / "build", False)
+    print("split      | loop | shares (guarantee)          | worst shortfall | idle")
+    for split in SPLITS:
+        for name, correct in (("off", "off"), ("on", args.correct)):
+            got = [
+                measure(build, root, split, correct, args.settle, args.window)
+                for _ in range(args.runs)
+            ]
+            shares = [statistics.median(r[0][i] for r in got) for i in range(len(split))]
+            idle = statistics.median(r[1] for r in got)
+            short = max(g - s for g, s in zip(split, shares, strict=True))
+            text = " ".join(f"{s:5.1f} ({g})" for s, g in zip(shares, split, strict=True))
+            label = "/".join(map(str, split))
+            print(f"{label:10} | {name:4} | {text:27} | {short:+14.1f}  | {idle:4.1f} %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The outer loop's control law (vgpu.core.contention) against a model of a time-sliced GPU: it
+converges to each busy container's allowance, never pushes a container past its allowance, never
+holds a busy one below it, and with the elastic allowances (never past 100 together) leaves the
+GPU idle no more than their deadbands."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from vgpu.core.contention import (
+    DEADBAND,
+    SCALE_MAX,
+    SCALE_NEUTRAL,
+    Observed,
+    ceiling,
+    next_scale,
+)
+from vgpu.core.elastic import ElasticShare, allowances
+
+STEPS = 60
+
+
+def water_fill(caps: list[float], capacity: float = 100.0) -> list[float]:
+    """What each of several always-busy contexts gets of a GPU when context i stops at caps[i]
+    (its budget) and time slicing shares the rest equally."""
+    got = [0.0] * len(caps)
+    left, open_ = capacity, set(range(len(caps)))
+    while open_ and left > 1e-9:
+        each = left / len(open_)
+        for i in sorted(open_):
+            take = min(each, caps[i] - got[i])
+            got[i] += take
+            left -= take
+        open_ = {i for i in open_ if caps[i] - got[i] > 1e-9}
+    return got
+
+
+def run(allow: list[int], inflation: list[float], steps: int = STEPS) -> list[float]:
+    """The real shares after `steps` windows: container i's events measure `inflation[i]` times
+    its own work, and its budget is allowance * scale of measured time."""
+    scales = [SCALE_NEUTRAL] * len(allow)
+    real = [0.0] * len(allow)
+    for _ in range(steps):
+        caps = [a * s / SCALE_NEUTRAL / c for a, s, c in zip(allow, scales, inflation, strict=True)]
+        real = water_fill(caps)
+        seen = [Observed(a, r, True, len(allow) > 1) for a, r in zip(allow, real, strict=True)]
+        scales = [next_scale(s, o) for s, o in zip(scales, seen, strict=True)]
+    return real
+
+
+@st.composite
+def busy_gpu(draw: st.DrawFn) -> tuple[list[int], list[float]]:
+    """Two or three busy containers whose guarantees fit the GPU, and their events' inflation."""
+    n = draw(st.integers(2, 3))
+    cores = draw(
+        st.lists(st.integers(5, 60), min_size=n, max_size=n).filter(lambda c: sum(c) <= 100)
+    )
+    limits = [draw(st.integers(c, 100)) for c in cores]
+    shares = [
+        ElasticShare(str(i), c, lim, True)
+        for i, (c, lim) in enumerate(zip(cores, limits, strict=True))
+    ]
+    allowed = allowances(shares)
+    allow = [allowed[s.key] for s in shares]
+    # one stream's events measure at most the wall time: inflation * allowance <= 100
+    inflation = [draw(st.floats(1.0, min(4.0, 100 / a))) for a in allow]
+    return allow, inflation
+
+
+@given(busy_gpu())
+def test_busy_containers_converge_to_their_allowances_within_a_point(
+    case: tuple[list[int], list[float]],
+) -> None:
+    allow, inflation = case
+    for got, want in zip(run(allow, inflation), allow, strict=True):
+        assert got == pytest.approx(want, abs=DEADBAND)
+
+
+@given(busy_gpu())
+def test_allowances_that_fill_the_gpu_leave_it_no_idle_time(
+    case: tuple[list[int], list[float]],
+) -> None:
+    allow, inflation = case
+    if sum(allow) == 100:
+        assert 100 - sum(run(allow, inflation)) <= len(allow) * DEADBAND  # each within it
+
+
+observed = st.builds(
+    Observed,
+    allowance=st.integers(1, 100),
+    real=st.floats(0.0, 100.0),
+    active=st.booleans(),
+    contended=st.booleans(),
+    attributed=st.booleans(),
+)
+
+
+@given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
+def test_a_scale_stays_within_the_contracts_bounds_and_never_past_a_whole_period(
+    scale: int, seen: Observed
+) -> None:
+    assert SCALE_NEUTRAL <= next_scale(scale, seen) <= SCALE_MAX
+    assert seen.allowance * next_scale(scale, seen) <= 100 * SCALE_NEUTRAL or (
+        next_scale(scale, seen) == SCALE_NEUTRAL
+    )
+
+
+@given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
+def test_a_container_at_or_over_its_allowance_is_never_given_more(
+    scale: int, seen: Observed
+) -> None:
+    if seen.real >= seen.allowance:
+        assert next_scale(scale, seen) <= scale
+
+
+@given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
+def test_a_busy_contended_container_below_its_allowance_is_never_given_less(
+    scale: int, seen: Observed
+) -> None:
+    if seen.active and seen.contended and seen.attributed and seen.real < seen.allowance < 100:
+        assert next_scale(scale, seen) >= min(scale, ceiling(seen.allowance))
+
+
+@given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
+def test_no_scale_rises_while_some_utilisation_is_unattributed(scale: int, seen: Observed) -> None:
+    if not seen.attributed:
+        assert next_scale(scale, seen) <= scale or next_scale(scale, seen) == SCALE_NEUTRAL
+
+
+@given(st.integers(SCALE_NEUTRAL, SCALE_MAX), observed)
+def test_alone_or_idle_a_container_is_measured_as_it_is(scale: int, seen: Observed) -> None:
+    if not seen.active or not seen.contended:
+        assert next_scale(scale, seen) == SCALE_NEUTRAL
+
+
+@pytest.mark.parametrize(("allowance", "real"), [(0, 10.0), (101, 10.0), (30, -0.1), (30, 100.1)])
+def test_an_observation_outside_its_bounds_is_refused(allowance: int, real: float) -> None:
+    with pytest.raises(ValueError, match="need"):
+        Observed(allowance, real, True, True)

@@ -1,0 +1,89 @@
+"""Cores under contention: the correction that gives each busy container its allowance for real.
+
+The interposer holds a container to its allowance by the busy time its own CUDA events measure.
+While other processes share the GPU (time-sliced, without MPS) those events also measure the
+other contexts' turns (NVIDIA documents that the time between two events may include other
+work), so the container is held to less than its allowance and the GPU idles. The in-process
+events stay the fast inner loop; the agent, which sees every process's real share through NVML,
+runs the slow outer loop here: each container's `scale` (permille: how much measured busy time
+one percent of allowance buys, 1000 = the measure as it is) is corrected until its real share
+equals its allowance.
+
+The rule, per container and GPU, every step:
+
+- alone on its GPU (no other process ran there in the window) its events measure only its own
+  work, so the scale is neutral;
+- otherwise the scale is multiplied by (allowance / real share) ** GAIN, each step's factor held
+  within [1 / MAX_STEP, MAX_STEP]; a real share within DEADBAND points of the allowance leaves
+  it as it is (sampling noise is not chased);
+- the scale stays within [SCALE_NEUTRAL, ceiling(allowance)]: a stream's events never measure
+  more than the wall time (its kernels' spans follow one another), so a budget of a whole
+  period of measured time no longer binds a single stream, and a scale above that would only
+  wind up (and take long to come back down once the container is over its allowance);
+- an inactive container (no recent launch) goes back to neutral;
+- while some of the GPU's utilisation belongs to no known container (a process the agent cannot
+  attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
+  own processes would otherwise look starved and be given more.
+
+So a scale only rises while the container got less than its allowance and only falls while it
+got more: the correction never pushes a container past its allowance (nor its limit, which
+bounds the allowance), and never holds a busy container below it. A container that launches but
+needs less than its allowance keeps a raised scale (it wanted nothing more); should it turn busy,
+it may run above its allowance for the few steps the decrease takes (each step divides the
+excess by up to MAX_STEP).
+
+Pure: no I/O, no clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCALE_NEUTRAL = 1000
+SCALE_MAX = 8000
+GAIN = 0.35
+MAX_STEP = 2.0
+DEADBAND = 1.0  # points of the GPU: NVML reports whole percents
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the agent saw of one container on one GPU over the last window.
+
+    `real` is the container's share of the GPU (percent, all its processes together, from the
+    driver's per-process utilisation); `contended` whether any other process ran on that GPU;
+    `attributed` whether every process that ran there belongs to a known container."""
+
+    allowance: int
+    real: float
+    active: bool
+    contended: bool
+    attributed: bool = True
+
+    def __post_init__(self) -> None:
+        if not 0 < self.allowance <= 100:
+            raise ValueError(f"allowance {self.allowance}: need 0 < allowance <= 100")
+        if not 0.0 <= self.real <= 100.0:
+            raise ValueError(f"real share {self.real}: need 0 <= share <= 100 (percent)")
+
+
+def next_scale(scale: int, seen: Observed) -> int:
+    """The scale to write for the next window, from the one in force during `seen`."""
+    if not seen.active or not seen.contended or seen.allowance >= 100:
+        return SCALE_NEUTRAL  # events measure only this container's work (or nothing is measured)
+    if abs(seen.real - seen.allowance) <= DEADBAND:
+        return _bounded(scale, seen.allowance)
+    ratio = seen.allowance / max(seen.real, seen.allowance / MAX_STEP)
+    factor = min(MAX_STEP, max(1 / MAX_STEP, ratio**GAIN))
+    if not seen.attributed:
+        factor = min(1.0, factor)
+    return _bounded(round(scale * factor), seen.allowance)
+
+
+def ceiling(allowance: int) -> int:
+    """The largest useful scale: allowance * scale reaches a whole period of measured time."""
+    return min(SCALE_MAX, max(SCALE_NEUTRAL, 100 * SCALE_NEUTRAL // allowance))
+
+
+def _bounded(scale: int, allowance: int) -> int:
+    return min(ceiling(allowance), max(SCALE_NEUTRAL, scale))
