@@ -21,3 +21,11 @@ def test_a_negative_filter_best_is_one_clear_line(capsys: pytest.CaptureFixture[
     err = capsys.readouterr().err
     assert "--filter-best -1: give 0 (every node) or more" in err
     assert "Traceback" not in err
+
+
+def test_an_unknown_policy_names_the_flag_once(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["extender", "--kubeconfig", "/nonexistent", "--insecure-http", "--policy", "tetris"])
+    err = capsys.readouterr().err
+    assert "argument --policy: unknown policy 'tetris' (choose one of" in err
+    assert "--policy: --policy" not in err and "Traceback" not in err

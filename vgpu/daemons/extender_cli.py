@@ -173,8 +173,9 @@ def _policy(text: str, flag: str) -> PolicySpec:
     """A policy name (or `default:key=value,...` spec), parsed once, at start-up."""
     try:
         return parse_policy(text, flag)
-    except InvalidRequest as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
+    except InvalidRequest as err:  # argparse names the flag itself ("argument --policy: ")
+        fix = f" ({err.fix})" if err.fix else ""
+        raise argparse.ArgumentTypeError(f"{err.problem}{fix}") from None
 
 
 def _tls(args: argparse.Namespace) -> TlsFiles | None:
