@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 CHART = ROOT / "charts" / "vgpu"
 MANIFESTS = ROOT / "daemonset"
 VALUES = ROOT / "hack" / "manifests-values.yaml"
-KUBE_VERSION = "v1.31.4"  # the scheduler image tag daemonset/ pins (the chart follows the cluster)
+# The scheduler image tag daemonset/ pins (the chart follows the cluster); `helm template` without
+# --kube-version renders it too (vgpu.schedulerVersion; tests/deploy/test_chart.py compares).
+KUBE_VERSION = "v1.31.4"
 CI_KUBE_VERSIONS = ("v1.30.0", "v1.37.0")
 HEADER = (
     "# Generated from charts/vgpu by `python hack/chart.py generate`: edit the chart, not this.\n"

@@ -214,3 +214,32 @@ def test_bad_key_file_fails_before_the_gpus_are_read(
     del argv[argv.index("--fake-gpus") : argv.index("--fake-gpus") + 2]
     assert main(argv) == 2
     assert "--assignment-key-file: cannot read" in one_line_error(capsys)
+
+
+def test_a_missing_kubeconfig_file_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once "Invalid kube-config file. No configuration found." for a path that does not exist."""
+    missing = tmp_path / "nowhere.yaml"
+    assert main(["inspect", "--kubeconfig", str(missing)]) == 1
+    err = one_line_error(capsys)
+    assert f"kubeconfig {str(missing)!r}: no such file" in err and "Invalid" not in err
+
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: alpha, context: {cluster: c, user: u}}, {name: beta, context: {cluster: c, user: u}}]
+current-context: alpha
+"""
+
+
+def test_an_unknown_context_lists_the_kubeconfigs_contexts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config"
+    config.write_text(KUBECONFIG)
+    assert main(["inspect", "--kubeconfig", str(config), "--context", "gamma"]) == 1
+    err = one_line_error(capsys)
+    assert "no context 'gamma' (its contexts: alpha, beta)" in err

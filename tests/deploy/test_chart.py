@@ -353,3 +353,17 @@ def test_a_node_agent_may_update_only_its_own_node_and_its_pods() -> None:
     assert binding["spec"]["validationActions"] == ["Deny"]
     names = {o["metadata"]["name"] for o in render(admissionPolicy__agentOwnNodeOnly="false")}
     assert "vgpu-node-agent-own-node" not in names
+
+
+def test_helm_template_without_a_kube_version_renders_as_daemonset_does() -> None:
+    """Helm assumes Kubernetes v1.20.0 when it asks no cluster; the chart's kubeVersion once
+    refused that, so `helm template vgpu charts/vgpu` failed. It renders, with daemonset/'s
+    kube-scheduler tag (the cluster's version is unknown), and a real old cluster is refused."""
+    objs = [
+        d for d in yaml.safe_load_all(chart.run_helm("template", "vgpu", str(chart.CHART))) if d
+    ]
+    scheduler = find(objs, "Deployment", "vgpu-scheduler")
+    (container,) = scheduler["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == f"registry.k8s.io/kube-scheduler:{chart.KUBE_VERSION}"
+    with pytest.raises(chart.ChartError, match=r"incompatible with Kubernetes v1\.29\.0"):
+        render(kube_version="v1.29.0")

@@ -224,3 +224,22 @@ def test_exactly_the_reserved_names_are_refused(name: str) -> None:
     got = refusals(pod(container(env=[{"name": name, "value": "1"}])))
     reserved = name.startswith(RESERVED) or name.startswith("CUDA_DEVICE_MEMORY_SHARED_CACHE")
     assert bool(got) is reserved
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        container(env=[{"name": "LD_PRELOAD", "value": "libjemalloc.so"}]),
+        container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]),
+        container(envFrom=[{"configMapRef": {"name": "cfg"}}]),
+        container(volumeMounts=[{"name": "v", "mountPath": "/run/vgpu"}]),
+    ],
+)
+def test_every_refusal_names_the_policy_and_its_opt_out(bad: dict[str, Any]) -> None:
+    """An operator reading a refusal learns which policy spoke, where it is documented, that a
+    pod asking no vGPU is not checked, and the chart value that turns it off."""
+    (message,) = refusals(pod(bad, volumes=[{"name": "v", "emptyDir": {}}]))
+    assert "policy vgpu-protect-enforcement" in message
+    assert 'docs/isolation.md "The admission policy"' in message
+    assert "asks no vgpu.io resource is not checked" in message
+    assert "admissionPolicy.enforcement=false" in message

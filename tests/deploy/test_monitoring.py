@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.test_chart import _helm_or_skip
+from tests.deploy.test_chart import _helm_or_skip, render
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "hack"))
@@ -211,3 +211,21 @@ def test_strict_decoding_catches_an_unknown_field_and_a_wrong_type(tmp_path: Pat
         chart.check_strict([monitor])
     with pytest.raises(chart.ChartError, match="httpTimeout"):
         chart.check_strict([config])
+
+
+def test_alerts_whose_metrics_the_network_policy_blocks_are_refused_at_render() -> None:
+    """With the chart's defaults (NetworkPolicy on, no scraper named) Prometheus cannot reach the
+    extender, and VgpuExtenderNotReady and VgpuExtenderNoLeader fired critical on a healthy
+    cluster; the render is refused in one line saying what to set."""
+    _helm_or_skip()
+    with pytest.raises(chart.ChartError) as refused:
+        render(metrics__prometheusRule__enabled="true")
+    (line,) = [x for x in str(refused.value).splitlines() if "admits no scraper" in x]
+    assert "set networkPolicy.metricsFrom" in line
+    scraped = render(
+        metrics__prometheusRule__enabled="true",
+        **{"networkPolicy__metricsFrom[0]__podSelector__matchLabels__app": "prometheus"},
+    )
+    unguarded = render(metrics__prometheusRule__enabled="true", networkPolicy__enabled="false")
+    for objs in (scraped, unguarded):
+        assert [o for o in objs if o["kind"] == "PrometheusRule"]

@@ -179,3 +179,17 @@ def test_a_closed_pipe_ends_quietly(
     monkeypatch.setattr(sys, "stdout", ClosedPipe())
     assert main(simulate(tiny_trace, "--policy", "fgd", "--seeds", "42", "--json")) == 141
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_a_queued_replay_shows_its_progress_unless_quiet(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The default `--queues` run took 4 to 12 CPU minutes with nothing on the terminal."""
+    argv = ["simulate", "--queues", "A=1,B=3", "--measure", "10m", "--cluster-nodes", "4"]
+    assert main([*argv, "--seeds", "7"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("queues: replaying 10 simulated minutes on 4 nodes")
+    steps = [line for line in err if line.startswith("  simulated ")]
+    assert len(steps) == 10 and steps[-1].startswith("  simulated 10 of 10 min (100 %)")
+    assert main([*argv, "--seeds", "7", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

@@ -68,16 +68,28 @@ def _kind(value: object) -> str:
     return "a string" if isinstance(value, str) else f"the value {value!r}"
 
 
-def _check_shape(paths: str) -> None:
-    """Refuse a kubeconfig whose shape the client library would trip over (each file of a
-    `KUBECONFIG` list); an unreadable or missing file is left to the loader's own message."""
+def _check_shape(paths: str, context: str | None = None) -> None:
+    """Refuse a kubeconfig the client library would answer with its own internals: no file at
+    all ("Invalid kube-config file. No configuration found."), a shape it would trip over (each
+    file of a `KUBECONFIG` list), or a `context` none of the files names (the message lists
+    those they do, as kubectl users expect). An unreadable file is left to the loader."""
     import yaml
 
-    for path in paths.split(os.pathsep):
+    files = [p for p in paths.split(os.pathsep) if p]
+    if not any(os.path.exists(p) for p in files):
+        raise KubeConfigMissing(
+            f"kubeconfig {paths!r}: no such file; pass --kubeconfig PATH or set KUBECONFIG"
+        )
+    contexts: list[str] = []
+    unread = False
+    for path in files:
         try:
             with open(path, encoding="utf-8") as f:
                 doc = yaml.safe_load(f)
+        except FileNotFoundError:
+            continue  # in a KUBECONFIG list, as client-go: skipped
         except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            unread = True
             continue
         if doc is None:
             continue  # empty: the loader says no configuration was found
@@ -86,13 +98,20 @@ def _check_shape(paths: str) -> None:
             raise KubeConfigMissing(
                 f"kubeconfig {path!r}: {problem}; fix the file or pass --kubeconfig PATH"
             )
+        contexts += [c["name"] for c in doc.get("contexts") or [] if c["name"] not in contexts]
+    if context is not None and not unread and context not in contexts:
+        known = ", ".join(contexts) if contexts else "none"
+        raise KubeConfigMissing(
+            f"kubeconfig {paths!r} has no context {context!r} (its contexts: {known}); "
+            "pass --context NAME"
+        )
 
 
 def _load_kubeconfig(path: str, configuration: Any, context: str | None = None) -> None:
     import yaml
     from kubernetes.config.kube_config import load_kube_config  # heavy: see the module docstring
 
-    _check_shape(path)
+    _check_shape(path, context)
     try:
         cast(Callable[..., None], load_kube_config)(
             config_file=path, client_configuration=configuration, context=context

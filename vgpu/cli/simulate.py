@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from vgpu import __version__
@@ -296,6 +298,7 @@ def run_queues(args: argparse.Namespace) -> int:
         policies[0],
         seed=seeds[0],
         node_count=args.cluster_nodes,
+        progress=None if args.quiet else queue_progress(setup.end_s, args.cluster_nodes),
     )
     if args.plot:
         title = f"{trace_name(args)}: queues {args.queues}, load {args.load:g}, seed {seeds[0]}"
@@ -307,3 +310,29 @@ def run_queues(args: argparse.Namespace) -> int:
     else:
         print(queue_table(result))
     return 0
+
+
+def queue_progress(end_s: float, nodes: int) -> Callable[[float], None]:
+    """A `--queues` replay's progress on stderr: a first line saying what runs, then one line
+    each time another tenth of the simulated time is done (a full-cluster run takes minutes of
+    CPU, which once passed without a word)."""
+    started = time.perf_counter()
+    where = f"{nodes} nodes" if nodes else "every node of the trace"
+    print(
+        f"queues: replaying {end_s / 60:.0f} simulated minutes on {where}; progress below "
+        "(--quiet: none)",
+        file=sys.stderr,
+    )
+    shown = [0]
+
+    def show(now: float) -> None:
+        tenth = int(10 * now / end_s) if end_s > 0 else 10
+        if tenth > shown[0]:
+            shown[0] = tenth
+            print(
+                f"  simulated {now / 60:.0f} of {end_s / 60:.0f} min ({min(tenth, 10) * 10} %), "
+                f"{time.perf_counter() - started:.0f} s",
+                file=sys.stderr,
+            )
+
+    return show

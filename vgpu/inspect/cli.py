@@ -30,6 +30,7 @@ from vgpu.inspect.details import render_details
 from vgpu.inspect.export import render_json, render_yaml
 from vgpu.inspect.lease import DEFAULT_LEASE, parse_time
 from vgpu.inspect.model import Report
+from vgpu.inspect.namespace import only_namespace
 from vgpu.inspect.selector import Test, parse_selector
 from vgpu.inspect.snapshot import Snapshot, dumps, loads
 from vgpu.inspect.table import render_table
@@ -57,6 +58,13 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         "--selector",
         metavar="SELECTOR",
         help="only nodes with these labels, as kubectl takes them (e.g. 'pool=a100,!spot')",
+    )
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        metavar="NAMESPACE",
+        help="name only this namespace's pods (holders, waiting pods, gangs, problems); the GPU "
+        "totals still count every pod, the others' folded into one line per GPU",
     )
     parser.add_argument(
         "--width",
@@ -132,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"No node matches the selector {args.selector!r}.", file=sys.stderr)
                 return 0
             report = build_report(snapshot, wanted, names, now=now, lease=args.extender_lease)
+            if args.namespace:
+                report = only_namespace(report, args.namespace)
             text = render(report, output=args.output, details=args.details, width=_width(args))
     except VgpuError as e:
         print(f"error: {e}", file=sys.stderr)

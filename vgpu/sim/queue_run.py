@@ -8,6 +8,7 @@ series the plot draws.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vgpu.core.model import Node
@@ -61,15 +62,17 @@ def run(
     *,
     seed: int,
     node_count: int = 0,
+    progress: Callable[[float], None] | None = None,
 ) -> QueueResult:
     """Replay `setup` on the trace (its first `node_count` spread nodes, or all) with `policy`;
-    `lifetimes` are the trace pods' (`poisson.parse_lifetimes`)."""
+    `lifetimes` are the trace pods' (`poisson.parse_lifetimes`); `progress` is told the
+    simulated seconds as the replay goes (`QueuedReplay.run`)."""
     started = time.perf_counter()
     nodes = sample_nodes(trace.nodes, node_count)
     cores = sum(len(n.gpus) for n in nodes) * 100
     arrivals = generate(setup, trace.pods, lifetimes, cluster_cores=cores, seed=seed)
     replay = QueuedReplay(nodes, make_policy(policy, Workload((), ())), setup, seed)
-    tallies = replay.run(arrivals)
+    tallies = replay.run(arrivals, progress)
     return figures(setup, seed, len(arrivals), tallies, time.perf_counter() - started)
 
 

@@ -44,7 +44,9 @@ Kubernetes (feature gates) are rendered only for the versions that know them; a 
 a version (a digest, "latest") is taken as new.
 */}}
 {{- define "vgpu.schedulerVersion" -}}
-{{- .Values.scheduler.image.tag | default (regexFind "^v[0-9]+[.][0-9]+[.][0-9]+" .Capabilities.KubeVersion.Version) -}}
+{{- $cluster := regexFind "^v[0-9]+[.][0-9]+[.][0-9]+" .Capabilities.KubeVersion.Version -}}
+{{- /* v1.20.0: `helm template` without --kube-version, no cluster: daemonset/'s tag. */ -}}
+{{- .Values.scheduler.image.tag | default (ternary "v1.31.4" $cluster (eq $cluster "v1.20.0")) -}}
 {{- end -}}
 
 {{/* The name of the Secret holding the assignment key. */}}
