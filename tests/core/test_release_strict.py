@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.core.test_release import Gpus, job
-from vgpu.core.queues import QueueSpec
+from vgpu.core.queues import ZERO, QueueSpec, Vec, add
 from vgpu.core.release import Book, Job, plan, strict_reason
 
 SPECS = [QueueSpec("big", 1, strict_s=30), QueueSpec("small", 1)]
@@ -124,3 +125,60 @@ def test_while_a_hold_is_in_force_and_its_queue_waits_no_other_queue_is_released
     waits = [k for k in out.waiting if k.startswith("big") and "does not fit" in out.waiting[k]]
     if not waits:
         assert "big" not in out.held_since
+
+
+class StrictPasses(RuleBasedStateMachine):
+    """Jobs arrive in a strict queue and another, jobs end, time passes; each pass is planned on
+    the GPUs as they are, with the holds the last pass handed on."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gpus = Gpus([100] * 4)
+        self.pending: list[Job] = []
+        self.running: dict[str, Job] = {}
+        self.holds: dict[str, float] = {}
+        self.now = 0.0
+        self.serial = 0
+
+    @rule(queue=st.sampled_from(("big", "small")), cores=st.sampled_from((20, 100, 200)))
+    def arrive(self, queue: str, cores: int) -> None:
+        self.serial += 1
+        key = f"{queue}{self.serial}"
+        self.gpus.members[key] = (cores,)
+        self.pending.append(job(key, queue, cores, created=self.now))
+
+    @rule(data=st.data())
+    def end(self, data: st.DataObject) -> None:
+        if self.running:
+            key = data.draw(st.sampled_from(sorted(self.running)))
+            self.gpus.free_job(key)
+            del self.running[key]
+
+    @rule(seconds=st.sampled_from((1.0, 10.0, 25.0)))
+    def wait(self, seconds: float) -> None:
+        self.now += seconds
+
+    @rule()
+    def release(self) -> None:
+        held: dict[str, Vec] = {}
+        for j in self.running.values():
+            held[j.queue] = add(held.get(j.queue, ZERO), j.ask)
+        book = Book((400, 0), held)
+        out = plan(SPECS, book, self.pending, self.gpus.fits, now=self.now, held_since=self.holds)
+        start = out.held_since.get("big")
+        if start is not None and "big" in self.holds:
+            assert start == self.holds["big"]  # carried, never started again
+        if start is not None and self.now - start < 30:
+            assert not [k for k in out.released if k.startswith("small")]
+        for key in out.released:
+            self.running[key] = next(j for j in self.pending if j.key == key)
+        self.pending = [j for j in self.pending if j.key not in out.released]
+        self.holds = dict(out.held_since)
+
+    @invariant()
+    def a_hold_is_never_in_the_future(self) -> None:
+        assert all(t <= self.now for t in self.holds.values())
+
+
+TestStrictPasses = StrictPasses.TestCase
+TestStrictPasses.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
