@@ -140,3 +140,20 @@ def test_a_strict_hold_tells_each_held_pod_once_whichever_job_of_the_queue_waits
         if e["reason"] == "VgpuQueued" and e["involvedObject"]["name"] == "small0"
     ]
     assert len(told) == 1 and told[0].startswith("held for strict queue big:")
+
+
+def test_the_leader_holds_for_the_strict_queues_next_job_after_its_first_is_released(
+    harness: Harness,
+) -> None:
+    """Two GPUs: big0 (one GPU) fits and is released, big1 (two GPUs) then does not; small0
+    would fit on the GPU left, and is held for big (before, only the first job tried held)."""
+    harness.put(make_node("n1", gpus=2))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "big", "strictSeconds": 60}, {"name": "small"})
+    _held(harness, "big0", "big", 100)
+    _held(harness, "big1", "big", 200)
+    _held(harness, "small0", "small", 50)
+    _watched(daemon, "big/big0", "big/big1", "small/small0")
+    lease = Lease()
+    assert _released(_leader(daemon, lease, T0)) == ["big0"]
+    assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}
