@@ -61,7 +61,7 @@ def test_a_strict_hold_ends_on_time_across_a_failover(harness: Harness) -> None:
     assert _released(_leader(daemon, lease, T0 + 50)) == []
     # ... and the hold ends 60 s after it started, not 60 s after the failover.
     assert _released(_leader(daemon, lease, T0 + 61)) == ["small0"]
-    # The spent hold stays on record (its head still waits), so no later leader starts it again.
+    # The spent hold stays on record (a job of big still waits), so no later leader starts it again.
     assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}
 
 
