@@ -4,7 +4,9 @@ first waited, across passes; and a dimension only one queue asks cannot put it f
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from fractions import Fraction
+
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
@@ -182,3 +184,29 @@ class StrictPasses(RuleBasedStateMachine):
 
 TestStrictPasses = StrictPasses.TestCase
 TestStrictPasses.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
+
+
+@settings(max_examples=300, deadline=None)
+@example(c_held=280, m_held=590, m_memory=50, m_pending_memory=10)  # cores at its share
+@given(
+    c_held=st.integers(0, 600),
+    m_held=st.integers(0, 600),
+    m_memory=st.integers(0, 100),
+    m_pending_memory=st.integers(1, 100),
+)
+def test_memory_asked_by_one_queue_alone_never_serves_it_before_a_lower_core_share(
+    c_held: int, m_held: int, m_memory: int, m_pending_memory: int
+) -> None:
+    """Queue `memory` alone asks memory; whatever it holds and asks of it, the queue with the
+    lower share of its deserved cores gets the one place free first."""
+    specs = [QueueSpec("cores", 1), QueueSpec("memory", 2)]
+    gpus = Gpus([100])
+    gpus.members = {"c": (100,), "m": (100,)}
+    jobs = [Job("c", "cores", "c", (100, 0)), Job("m", "memory", "m", (100, m_pending_memory))]
+    book = Book((800, 200), {"cores": (c_held, 0), "memory": (m_held, m_memory)})
+    out = plan(specs, book, jobs, gpus.fits, now=0)
+    due = out.deserved
+    c_share = Fraction(c_held, due["cores"][0])
+    m_share = Fraction(m_held, due["memory"][0])
+    if c_share < m_share:
+        assert out.released == ("c",)
