@@ -105,11 +105,29 @@ def test_deserved_is_within_one_unit_of_the_exact_weighted_split_for_backlogged_
             assert abs(got[s.name][d] - capacity[d] * s.weight / total) < 1
 
 
-def test_share_is_the_dominant_ratio_and_overuse_needs_every_dimension() -> None:
+def test_share_is_the_dominant_ratio_and_overuse_is_reaching_it() -> None:
     assert share((50, 10), (100, 100)) == pytest.approx(0.5)
     assert share((0, 0), (0, 0)) == 0
     assert share((1, 0), (0, 5)) > 1_000
-    assert overused((100, 100), (100, 100)) and not overused((100, 99), (100, 100))
+    assert overused((100, 100), (100, 100)) and overused((100, 99), (100, 100))
+    assert not overused((99, 99), (100, 100))
+
+
+def test_a_dimension_only_one_queue_asks_cannot_keep_it_from_being_overused() -> None:
+    """Memory asked by one queue alone: it deserves all it asks, so it never holds all of it
+    while a pod waits; over its share of cores, it is still overused."""
+    specs = [QueueSpec("cores", 1), QueueSpec("memory", 2)]
+    due = deserved((600, 100), specs, {"cores": (900, 0), "memory": (900, 90)})
+    assert due == {"cores": (200, 0), "memory": (400, 90)}
+    assert overused((500, 60), due["memory"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(held=vecs, due=vecs)
+def test_overused_is_exactly_a_share_of_one_or_more(
+    held: tuple[int, int], due: tuple[int, int]
+) -> None:
+    assert overused(held, due) == (share(held, due) >= 1)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,8 @@ from tests.extender.builders import make_node
 from tests.extender.conftest import Harness
 from tests.extender.lease_stub import Lease
 from tests.extender.test_queue_release import _daemon, _held, _queues, _watched
+from tests.waiting import wait_until
+from vgpu.core.ids import PodKey
 from vgpu.daemons.extender import ExtenderDaemon
 from vgpu.daemons.queue_release import QueueReleaser
 from vgpu.daemons.strict_holds import HOLDS_ANNOTATION, decode, encode
@@ -59,7 +61,7 @@ def test_a_strict_hold_ends_on_time_across_a_failover(harness: Harness) -> None:
     assert _released(_leader(daemon, lease, T0 + 50)) == []
     # ... and the hold ends 60 s after it started, not 60 s after the failover.
     assert _released(_leader(daemon, lease, T0 + 61)) == ["small0"]
-    # The spent hold stays on record (its head still waits), so no later leader starts it again.
+    # The spent hold stays on record (a job of big still waits), so no later leader starts it again.
     assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}
 
 
@@ -115,4 +117,43 @@ def test_a_release_pass_survives_a_deeply_nested_lease_annotation(harness: Harne
     lease = Lease()
     lease.annotations[HOLDS_ANNOTATION] = "[" * 100_000 + "]" * 100_000
     assert _released(_leader(daemon, lease, T0)) == []  # held again, from now
+    assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}
+
+
+def test_a_strict_hold_tells_each_held_pod_once_whichever_job_of_the_queue_waits(
+    harness: Harness,
+) -> None:
+    """The held pods' reason names the strict queue, not the job of it that was tried: when that
+    job goes and another of the queue waits instead, nothing is told again (a reason naming the
+    job made a hold send an Event per held pod and change of job)."""
+    daemon = _strict_head_that_does_not_fit(harness)
+    _held(harness, "big1", "big", 200)
+    _watched(daemon, "big/big1")
+    leader = _leader(daemon, None, T0)
+    assert _released(leader) == []
+    harness.store.remove("Pod", "big", "big0")
+    wait_until(lambda: daemon.cache.pod(PodKey("big/big0")) is None)
+    assert _released(leader) == []
+    told = [
+        e["message"]
+        for e in harness.store.objects("Event")
+        if e["reason"] == "VgpuQueued" and e["involvedObject"]["name"] == "small0"
+    ]
+    assert len(told) == 1 and told[0].startswith("held for strict queue big:")
+
+
+def test_the_leader_holds_for_the_strict_queues_next_job_after_its_first_is_released(
+    harness: Harness,
+) -> None:
+    """Two GPUs: big0 (one GPU) fits and is released, big1 (two GPUs) then does not; small0
+    would fit on the GPU left, and is held for big (before, only the first job tried held)."""
+    harness.put(make_node("n1", gpus=2))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "big", "strictSeconds": 60}, {"name": "small"})
+    _held(harness, "big0", "big", 100)
+    _held(harness, "big1", "big", 200)
+    _held(harness, "small0", "small", 50)
+    _watched(daemon, "big/big0", "big/big1", "small/small0")
+    lease = Lease()
+    assert _released(_leader(daemon, lease, T0)) == ["big0"]
     assert json.loads(lease.annotations[HOLDS_ANNOTATION]) == {"big": T0}

@@ -71,7 +71,7 @@ def test_held_pods_say_why_they_wait() -> None:
         "t/g0": "gang t/trio: 2 of 3 members exist",
         "t/g1": "gang t/trio: 2 of 3 members exist",
         "t/lost": "queue nowhere is not configured",
-        "t/capped": "queue qc is at its cap (200, 4611686018427387904)",
+        "t/capped": "queue qc is at its cap of 200 cores",
         "t/next": LEADER_DECIDES,
     }
 

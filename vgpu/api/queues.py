@@ -22,14 +22,14 @@ from typing import Any
 
 from vgpu.api.queue_namespaces import Binding, check_unique, read_binding
 from vgpu.core.errors import ConfigError
-from vgpu.core.queues import QueueSpec
+from vgpu.core.queues import UNCAPPED, QueueSpec
 
 QUEUE_LABEL = "vgpu.io/queue"
 QUEUE_GATE = "vgpu.io/queue"
 CONFIG_KEY = "queues.json"
 KUEUE_PREFIX = "kueue.x-k8s.io/"
-UNLIMITED = 2**62
-"""A cap dimension the operator leaves out: no cap on it."""
+UNLIMITED = UNCAPPED
+"""A cap dimension the operator leaves out: no cap on it (`vgpu.core.queues.UNCAPPED`)."""
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _TOP = {"queues", "minRuntimeSeconds", "intervalSeconds", "reclaimPerPass"}
 _QUEUE = {"name", "weight", "cap", "reclaim", "strictSeconds", "namespaces", "namespaceSelector"}

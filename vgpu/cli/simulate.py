@@ -106,7 +106,8 @@ def _add_queue_flags(p: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="B=10m",
-        help="hold other queues back at most this long while this queue's head does not fit "
+        help="hold other queues back at most this long while a job of this queue does not fit "
+        "below its share "
         "(repeatable; default: work-conserving)",
     )
     g.add_argument(

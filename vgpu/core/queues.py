@@ -27,6 +27,8 @@ from vgpu.core.errors import ConfigError
 Vec = tuple[int, int]  # (core units, memory units)
 ZERO: Vec = (0, 0)
 DIMENSIONS = ("cores", "memory")
+UNCAPPED = 2**62
+"""A cap's value on a dimension the operator left out: no cap on it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +64,13 @@ def sub(a: Vec, b: Vec) -> Vec:
 def fits_within(a: Vec, b: Vec) -> bool:
     """Whether `a` is at most `b` on every dimension."""
     return a[0] <= b[0] and a[1] <= b[1]
+
+
+def cap_text(cap: Vec) -> str:
+    """A cap as an operator wrote it: only the dimensions it caps (`UNCAPPED` ones left out)."""
+    words = ("cores", "memory units")
+    parts = [f"{v} {w}" for v, w in zip(cap, words, strict=True) if v < UNCAPPED]
+    return " and ".join(parts) or "no cap"
 
 
 def target(spec: QueueSpec, request: Vec) -> Vec:
@@ -132,5 +141,16 @@ def share(allocated: Vec, deserves: Vec) -> Fraction:
 
 
 def overused(allocated: Vec, deserves: Vec) -> bool:
-    """Whether a queue holds at least what it deserves on every dimension (kube-batch's test)."""
-    return fits_within(deserves, allocated)
+    """Whether a queue holds its deserved share: at or over what it deserves on its dominant
+    dimension (`share` >= 1), one rule for the fair order, strict holds and reclaim.
+
+    kube-batch calls a queue overused when it holds at least its deserved on *every* dimension.
+    That works where every queue deserves a part of every dimension (kube-batch's water-filling
+    adds to a queue's whole vector), or where deserved is a hard cap on the task's own dimensions
+    (Volcano's proportion). Here deserved is filled per dimension and never exceeds what a queue
+    asks, so on a dimension only one queue asks (`vgpu.io/memory`) it deserves all it asks and
+    never holds that while a pod of it waits: "every dimension" would never hold, and that queue
+    would be served ahead of queues with lower shares for good. A dimension a queue alone asks
+    cannot make it look starved this way: it only enters through the dominant ratio.
+    """
+    return share(allocated, deserves) >= 1

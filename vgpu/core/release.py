@@ -13,9 +13,16 @@ whole or not at all. The order:
 3. **fit-aware**: a job is released only when `fits(job)` places it whole on real GPUs now; that
    callback also holds the place (the caller's ledger), so what is released can bind.
 
-A queue in strict mode whose head does not fit holds every other queue back for at most its
-`strict_s` (the fragmentation case: a queue of large shares starving behind small ones), then the
-pass goes on work-conserving. Pure: no I/O, no clock (the caller passes `now`).
+**Strict holds** (the fragmentation case: a queue of large shares starving behind small ones). A
+strict queue **waits** in a pass when a job of it, any job and not only the first tried, does not
+fit while the queue is below its deserved share (`queues.overused`). The hold starts when the queue
+first waits and is carried from pass to pass (and across failovers, by the caller) until a pass in
+which it does not wait. For `strict_s` from that start the hold is **in force**: when a job of the
+queue does not fit the pass stops, so nothing takes the room the queue waits for. A strict queue
+below its share whose hold is not spent is served before every other queue, so it finds out
+whether it waits before another queue takes that room. Once the time is spent the start is kept (the hold does not
+start again while the queue still waits) and passes are work-conserving. Pure: no I/O, no clock
+(the caller passes `now`).
 """
 
 from __future__ import annotations
@@ -25,7 +32,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add, deserved, fits_within, overused, share
+from vgpu.core.queues import (
+    ZERO,
+    QueueSpec,
+    Vec,
+    add,
+    cap_text,
+    deserved,
+    fits_within,
+    overused,
+    share,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,16 +146,19 @@ def plan(
     holds = {q: t for q, t in (held_since or {}).items() if q in by_name}
     released: list[str] = []
     waiting: dict[str, str] = {}
-    tried: set[str] = set()
+    waited: set[str] = set()  # strict queues with a job that did not fit below their share
+    cut_short = False
 
     # Queue order and namespace shares change only when a job is released: kept, not recomputed
     # for each of the pass's (possibly thousands of) jobs.
-    order: dict[str, tuple[bool, Fraction, str]] = {}
+    order: dict[str, tuple[bool, bool, Fraction, str]] = {}
     ns_share: dict[str, Fraction] = {}
 
-    def rank(q: str) -> tuple[bool, Fraction, str]:
+    def rank(q: str) -> tuple[bool, bool, Fraction, str]:
         if q not in order:
-            order[q] = (overused(held.get(q, ZERO), due[q]), share(held.get(q, ZERO), due[q]), q)
+            over = overused(held.get(q, ZERO), due[q])
+            holding = not over and _unspent(holds.get(q), by_name[q].strict_s, now)
+            order[q] = (not holding, over, share(held.get(q, ZERO), due[q]), q)
         return order[q]
 
     def dominance(ns: str) -> Fraction:
@@ -149,33 +169,63 @@ def plan(
     while True:
         live = sorted((q for q, p in pending.items() if p), key=rank)
         if not work_conserving:
-            live = [q for q in live if not rank(q)[0]]
+            live = [q for q in live if not rank(q)[1]]
         if not live:
             break
         q = live[0]
         job = pending[q].take(dominance)
         spec = by_name[q]
         if spec.cap is not None and not fits_within(add(held.get(q, ZERO), job.ask), spec.cap):
-            waiting[job.key] = f"queue {q} is at its cap {spec.cap}"
+            waiting[job.key] = f"queue {q} is at its cap of {cap_text(spec.cap)}"
             continue
-        head = q not in tried
-        tried.add(q)
         if fits(job):
             released.append(job.key)
             held[q] = add(held.get(q, ZERO), job.ask)
             ns_held[job.namespace] = add(ns_held.get(job.namespace, ZERO), job.ask)
             order.pop(q, None)
             ns_share.pop(job.namespace, None)
-            if head:
-                holds.pop(q, None)
             continue
         waiting[job.key] = "does not fit whole on any GPU now"
-        if head and spec.strict_s > 0 and not overused(held.get(q, ZERO), due[q]):
-            since = holds.setdefault(q, now)
-            if now - since < spec.strict_s:
-                _wait_all(pending, waiting, f"held for strict queue {q}'s head ({job.key})")
+        if spec.strict_s > 0 and not overused(held.get(q, ZERO), due[q]):
+            waited.add(q)
+            if _in_force(holds.setdefault(q, now), spec.strict_s, now):
+                _wait_all(pending, waiting, strict_reason(spec))
+                cut_short = True
                 break
-    return Pass(tuple(released), waiting, holds, due)
+    return Pass(tuple(released), waiting, _kept(holds, waited, cut_short, pending), due)
+
+
+def _in_force(since: float | None, strict_s: float, now: float) -> bool:
+    """Whether a hold started at `since` still holds the others back at `now`."""
+    return since is not None and now - since < strict_s
+
+
+def _unspent(since: float | None, strict_s: float, now: float) -> bool:
+    """Whether a strict queue below its share is served first: its hold is not spent (not started
+    yet, or in force), so that it finds out whether it waits before another queue takes the room."""
+    return strict_s > 0 and (since is None or _in_force(since, strict_s, now))
+
+
+def _kept(
+    holds: Mapping[str, float], waited: set[str], cut_short: bool, pending: Mapping[str, _Pending]
+) -> dict[str, float]:
+    """The holds that go on to the next pass: those of queues that waited in this one. A pass cut
+    short by a hold did not try every queue: a queue it did not reach keeps its hold while it has
+    jobs left (whether it still waits is for the next pass to see)."""
+    return {
+        q: since
+        for q, since in holds.items()
+        if q in waited or (cut_short and q in pending and bool(pending[q]))
+    }
+
+
+def strict_reason(spec: QueueSpec) -> str:
+    """Why the jobs a strict hold holds back wait: one line per queue, the same every pass the
+    hold lasts, so it is told once (Events follow changes in state, not which job was tried)."""
+    return (
+        f"held for strict queue {spec.name}: below its deserved share, a job of it does not fit "
+        f"whole on any GPU now (the others wait at most {spec.strict_s:g} s)"
+    )
 
 
 def _wait_all(pending: Mapping[str, _Pending], waiting: dict[str, str], why: str) -> None:

@@ -14,8 +14,10 @@ pods all asked 81 % of a GPU, which fit nowhere, so its smaller pods were never 
 queue as the extender never would.
 
 A shape that did not fit at the end of the last pass can fit now only on a node that pods left
-since, so only those nodes are scored, once per shape and pass. Each queue's head is offered all
-the same, so a strict queue sees that its head does not fit.
+since, so only those nodes are scored, once per shape and pass. Each queue's oldest pod that may
+not fit is offered all the same (its head, or the first past those that may fit), so a strict queue
+sees a job of it that does not fit, as the extender, offered every job, would
+(`vgpu.core.release`: the hold covers every job of the queue, not only its head).
 """
 
 from __future__ import annotations
@@ -51,14 +53,16 @@ class Offers:
         return got
 
     def oldest(self, queue: Sequence[Arrival]) -> list[Arrival]:
-        """The queue's head and its oldest pods that may fit, `window` at most."""
+        """The queue's oldest pods that may fit and its oldest that may not, `window` at most."""
         out: list[Arrival] = []
         known = self.fits
-        for i, a in enumerate(queue):
+        unfit_offered = False
+        for a in queue:
             fits = known.get(a.shape)
             if fits is None:
                 fits = self.may_fit(a)
-            if fits or i == 0:
+            if fits or not unfit_offered:
+                unfit_offered = unfit_offered or not fits
                 out.append(a)
                 if len(out) >= self._window:
                     break

@@ -34,7 +34,7 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policy import Policy
-from vgpu.core.queues import ZERO, Vec, deserved, share
+from vgpu.core.queues import ZERO, Vec, deserved, overused
 from vgpu.core.reclaim import Running
 from vgpu.core.reclaim_asks import ReclaimAsks
 from vgpu.core.reclaim_nodes import victims_on_one_node
@@ -250,7 +250,7 @@ class QueuedReplay:
             offered = {str(a.pod.key): a for a in self.pending[spec.name][: self.setup.window]}
             jobs = (_job(a) for a in offered.values() if a.shape not in tried)
             for job in self.asks.choose(jobs, per_queue=RECLAIMS, now=now):
-                if share((self.held[spec.name], 0), self.due.get(spec.name, ZERO)) >= 1:
+                if overused((self.held[spec.name], 0), self.due.get(spec.name, ZERO)):
                     break
                 arrival = offered[job.key]
                 if arrival.shape in tried:
