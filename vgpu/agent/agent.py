@@ -52,7 +52,13 @@ from vgpu.agent.elastic import ElasticDuty, run_elastic
 from vgpu.agent.kubelet_sync import KubeletSync, checkpoint_signature
 from vgpu.agent.maintenance import LOOP, run_maintenance
 from vgpu.agent.metrics import NodeMetrics
-from vgpu.agent.mode import check_runtime, device_plugins, handoff_policy, local_policy
+from vgpu.agent.mode import (
+    check_runtime,
+    device_plugins,
+    driver_backend,
+    handoff_policy,
+    local_policy,
+)
 from vgpu.agent.pods import PodFeed
 from vgpu.agent.publish import NodePublisher
 from vgpu.agent.release import KubeletStale
@@ -190,7 +196,9 @@ class NodeAgent:
             )
         else:
             policy = local_policy(cfg, self.names, gpus)
-        self.plugins = device_plugins(cfg, self.names, gpus, policy, self.metrics)
+        handoff = self.handoff if self._kube is not None else None
+        self.memory_choice, pre_start = driver_backend(cfg, inventory, handoff, self.names)
+        self.plugins = device_plugins(cfg, self.names, gpus, policy, self.metrics, pre_start)
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:
