@@ -3,6 +3,7 @@ interposer, announced in one log line that says why; `on` refuses a node without
 
 from __future__ import annotations
 
+import argparse
 import logging
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from vgpu.adapters.dmem import gather_facts
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.agent.mode import memory_backend
 from vgpu.core.errors import ConfigError
+from vgpu.daemons.driver_flags import add_driver_flags, driver_settings
 from vgpu.node.driver_limits import dmem_region
 from vgpu.node.driver_mode import DriverLimits, GpuFacts, NodeFacts, choose, gaps
 
@@ -89,3 +91,13 @@ def test_facts_come_from_the_cgroup_v2_files(tmp_path: Path) -> None:
     assert [g.listed for g in facts.gpus] == [True, False]
     v1 = gather_facts(inventory, True, tmp_path / "absent")
     assert not v1.cgroup_v2 and not v1.dmem
+
+
+def test_operators_force_the_backend_with_a_flag() -> None:
+    parser = argparse.ArgumentParser()
+    add_driver_flags(parser)
+    assert driver_settings(parser.parse_args([]))["driver_limits"] is DriverLimits.AUTO
+    forced = driver_settings(parser.parse_args(["--driver-memory-limits", "on"]))
+    assert forced["driver_limits"] is DriverLimits.ON
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--driver-memory-limits", "mps"])

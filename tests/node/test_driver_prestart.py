@@ -18,8 +18,8 @@ from vgpu.adapters.dmem import LimitError
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.adapters.kubelet import PluginOptions
 from vgpu.agent.driver_limits import DriverLimitHook
-from vgpu.core.kubelet_reuse import Role
 from vgpu.core.ids import GpuUUID
+from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.node.devices import ResourceNames, UnitKind
 
