@@ -12,15 +12,19 @@ nothing is left to clear when the pod goes.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
 
 from vgpu.adapters.dmem import CGROUPFS, LimitError, pod_cgroup
 from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.node.devices import ResourceNames, UnitKind
 from vgpu.node.driver_limits import PreStartRefused, pod_memory
+from vgpu.node.model import GpuInventory
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +90,27 @@ class DriverLimitHook:
             if self._on_set is not None:
                 self._on_set(uuid, hard)
         log.info("pod %s: driver memory limits set on %s: %s", uid, cgroup, memory)
+
+
+class BackendCollector:
+    """`vgpu_gpu_memory_backend{gpu,backend} 1`: which backend holds each GPU's memory grants
+    (`driver`: the driver's per-cgroup limits; else the `--mode`, e.g. `vgpu-core`)."""
+
+    def __init__(
+        self, inventory: Callable[[], GpuInventory | None], backend: Callable[[], str]
+    ) -> None:
+        self._inventory = inventory
+        self._backend = backend
+
+    def collect(self) -> Iterator[Metric]:
+        inventory = self._inventory()
+        if inventory is None or not self._backend():
+            return
+        gauge = GaugeMetricFamily(
+            "vgpu_gpu_memory_backend",
+            "1 for the backend that holds the GPU's memory grants (driver, else the --mode)",
+            labels=["gpu", "backend"],
+        )
+        for gpu in inventory.gpus:
+            gauge.add_metric([gpu.uuid, self._backend()], 1)
+        yield gauge

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 MIN_DRIVER_MAJOR = 615  # the first release with per-cgroup memory limits (MPS v3)
@@ -58,6 +57,11 @@ class Choice:
 
     driver_limits: bool
     reason: str
+
+    def backend(self, mode: str) -> str:
+        """The node label's and metric's value: `driver`, else the `--mode` that holds memory
+        (`vgpu-core`, `hami`, `mps`; `plain` holds nothing)."""
+        return "driver" if self.driver_limits else mode
 
     def line(self, cores: str) -> str:
         """The one start-up log line; `cores` is what enforces compute (the `--mode`)."""
@@ -105,9 +109,3 @@ def choose(requested: DriverLimits, facts: NodeFacts) -> Choice:
         return Choice(False, "driver limits not available: " + "; ".join(missing))
     backend = "dmem" if facts.dmem else "the driver's internal backend"
     return Choice(True, f"driver {facts.driver_version}, cgroup v2, {backend}, no MIG")
-
-
-def summary(choice: Choice, gpus: Sequence[str]) -> dict[str, str]:
-    """Per GPU, the memory backend (for the node label and metric)."""
-    value = "driver" if choice.driver_limits else "interposer"
-    return dict.fromkeys(gpus, value)
