@@ -10,18 +10,24 @@ from pathlib import Path
 
 import grpc
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import MEMORY, start_plugins
+from tests.node.test_handoff_pure import pod, signed
 from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.adapters.dmem import LimitError
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.adapters.kubelet import PluginOptions
 from vgpu.agent.driver_limits import DriverLimitHook
-from vgpu.core.ids import GpuUUID
+from vgpu.core.ids import GpuUUID, PodKey
 from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.node.devices import ResourceNames, UnitKind
+from vgpu.node.driver_limits import pod_memory
+from vgpu.node.handoff import Handoff
+from vgpu.node.podspec import pod_info
 
 UID = "0b5e-77"
 GPU = GpuUUID("GPU-a")
@@ -119,3 +125,33 @@ def test_a_limit_the_driver_refuses_fails_prestart_through_the_kubelet(cgroupfs:
         plugins.manager.stop(0.2)
         kubelet.stop()
         shutil.rmtree(sockdir, ignore_errors=True)
+
+
+def test_the_handoff_records_name_the_pod_of_a_containers_device_ids() -> None:
+    handoff = Handoff("n", b"k", clock=lambda: 0.0)
+    for name, uid, gpu in (("a", "uid-a", "G0"), ("b", "uid-b", "G1")):
+        shares = {"c": (gpu, 30)}
+        handoff.observe(pod_info(pod(name, uid, [("c", 30)], **signed(name, uid, shares))))
+    handoff.admit(PodKey("ns/b"), "c", UnitKind.CORES, ["G1::c0", "G1::c1"])
+    found = handoff.pod_holding(UnitKind.CORES, ["G1::c1", "G1::c0"])
+    assert found == ("uid-b", [(Role.APP, (GpuShare(GpuUUID("G1"), 30, 30000),))])
+    assert handoff.pod_holding(UnitKind.MEMORY, ["G1::c1", "G1::c0"]) is None
+    assert handoff.pod_holding(UnitKind.CORES, ["G1::c0"]) is None
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(list(Role)), st.sampled_from(["G0", "G1"]), st.integers(1, 4096)),
+        max_size=6,
+    )
+)
+def test_a_pods_limit_covers_each_container_and_never_the_sum_of_init_and_app(
+    containers: list[tuple[Role, str, int]],
+) -> None:
+    shaped = [(role, (GpuShare(GpuUUID(g), 1, mib * 1000),)) for role, g, mib in containers]
+    limits = pod_memory(shaped)
+    for gpu in {g for _, g, _ in containers}:
+        app = sum(m for r, g, m in containers if g == gpu and r is not Role.INIT) * MIB
+        inits = [m * MIB for r, g, m in containers if g == gpu and r is Role.INIT]
+        assert limits[gpu] >= max([app, *inits])
+        assert limits[gpu] <= app + max(inits, default=0)
