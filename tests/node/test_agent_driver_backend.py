@@ -9,6 +9,7 @@ import pytest
 
 from tests.node.agent_harness import NODE, Box, make_box
 from tests.node.usage_scenario import scrape, value
+from vgpu.core.errors import ConfigError
 from vgpu.node.driver_mode import DriverLimits
 from vgpu.node.grants import GrantMode, GrantSettings
 
@@ -35,3 +36,15 @@ def test_a_node_without_driver_limits_labels_and_reports_its_mode(box: Box, tmp_
     samples = scrape(agent.metrics.port)
     for gpu in box.gpus:
         assert value(samples, "vgpu_gpu_memory_backend", gpu=gpu, backend="mps") == 1
+
+
+def test_forcing_driver_limits_on_a_node_without_them_stops_the_agent(
+    box: Box, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError, match=r"driver-memory-limits on, but .*cgroup v1"):
+        box.start_agent(
+            watchdog_s=0,
+            driver_limits=DriverLimits.ON,
+            cgroupfs=tmp_path,
+            nvml_library="libvgpu-absent-nvml.so.1",
+        )
