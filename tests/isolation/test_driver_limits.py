@@ -68,16 +68,14 @@ class DriverNode:
         (self.cgroupfs / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
         return self.cgroupfs / path.lstrip("/")
 
-    def pre_start(self, mib: int) -> tuple[int, int, int]:
-        """The agent's PreStart hook for the pod, in a child that loads the stand-in NVML;
-        returns what NVML reads back (soft, hard, used)."""
+    def child(self, program: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """`program` in a Python child that loads the stand-in NVML (and this checkout)."""
         node, build = self.cluster.node, self.cluster.build
         env = node.env({"PYTHONPATH": str(ROOT)})
         if build.asan_runtime:
             env["LD_PRELOAD"] = build.asan_runtime
-        args = [UID, node.gpus[0].uuid, str(mib), str(self.cgroupfs)]
-        done = subprocess.run(
-            [sys.executable, "-c", HOOK, *args],
+        return subprocess.run(
+            [sys.executable, "-c", program, *args],
             env=env,
             cwd=ROOT,
             capture_output=True,
@@ -85,6 +83,12 @@ class DriverNode:
             timeout=60,
             check=False,
         )
+
+    def pre_start(self, mib: int, gpu: int = 0) -> tuple[int, int, int]:
+        """The agent's PreStart hook for the pod on GPU `gpu`; returns what NVML reads back
+        (soft, hard, used)."""
+        uuid = self.cluster.node.gpus[gpu].uuid
+        done = self.child(HOOK, UID, uuid, str(mib), str(self.cgroupfs))
         assert done.returncode == 0, done.stderr
         soft, hard, used = ast.literal_eval(done.stdout.strip().splitlines()[-1])
         return soft, hard, used
@@ -192,19 +196,7 @@ def test_the_standin_nvml_limits_behave_as_documented(driver: DriverNode) -> Non
     gpus = [node.gpus[0], replace(node.gpus[1], mig="on")]
     write_config(node.config, gpus, state=node.dir / "state", cgroupfs=driver.cgroupfs)
     pod = driver.cgroup(POD)
-    env = node.env({"PYTHONPATH": str(ROOT)})
-    if driver.cluster.build.asan_runtime:
-        env["LD_PRELOAD"] = driver.cluster.build.asan_runtime
-    args = [gpus[0].uuid, gpus[1].uuid, str(pod), str(driver.cgroupfs)]
-    done = subprocess.run(
-        [sys.executable, "-c", NVML_CASES, *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = driver.child(NVML_CASES, gpus[0].uuid, gpus[1].uuid, str(pod), str(driver.cgroupfs))
     assert done.returncode == 0, done.stderr
     out = ast.literal_eval(done.stdout.strip().splitlines()[-1])
     not_supported, not_found, unlimited = 3, 6, (1 << 64) - 1
@@ -213,3 +205,15 @@ def test_the_standin_nvml_limits_behave_as_documented(driver: DriverNode) -> Non
     assert out["set"] == (3 << 20, 5 << 20, 0)
     assert out["cleared"] == (0, unlimited, 0)
     assert f"{dmem_region(gpus[0].pci)} max" in (pod / "dmem.max").read_text()
+
+
+def test_a_limit_the_driver_refuses_fails_the_prestart_with_its_cause(driver: DriverNode) -> None:
+    node = driver.cluster.node
+    gpus = [node.gpus[0], replace(node.gpus[1], mig="on")]
+    write_config(node.config, gpus, state=node.dir / "state", cgroupfs=driver.cgroupfs)
+    driver.cgroup(POD)
+    done = driver.child(HOOK, UID, gpus[1].uuid, "1024", str(driver.cgroupfs))
+    assert done.returncode != 0
+    assert "PreStartRefused" in done.stderr
+    assert f"memory limit of {1024 * MIB} bytes on GPU {gpus[1].uuid}" in done.stderr
+    assert "Not Supported (code 3)" in done.stderr
