@@ -39,6 +39,7 @@ def test_a_node_with_everything_uses_the_driver_limits() -> None:
         (replace(READY, gpus=(GpuFacts("GPU-a", REGION, True, True),)), "GPU-a has MIG on"),
         (replace(READY, gpus=(GpuFacts("GPU-a", REGION, False, False),)), "does not list"),
         (replace(READY, gpus=()), "no GPU"),
+        (replace(READY, kubepods=False), "no kubepods cgroup"),
     ],
 )
 def test_a_missing_capability_falls_back_with_one_log_line(
@@ -86,8 +87,10 @@ def test_facts_come_from_the_cgroup_v2_files(tmp_path: Path) -> None:
     regions = [dmem_region(g.pci_bus_id) for g in inventory.gpus]
     (tmp_path / "cgroup.controllers").write_text("cpu io memory pids dmem\n")
     (tmp_path / "dmem.capacity").write_text(f"{regions[0]} 16106127360\n")
+    assert not gather_facts(inventory, True, tmp_path).kubepods  # a container's own view
+    (tmp_path / "kubepods.slice").mkdir()
     facts = gather_facts(inventory, True, tmp_path)
-    assert facts.cgroup_v2 and facts.dmem
+    assert facts.cgroup_v2 and facts.dmem and facts.kubepods
     assert [g.listed for g in facts.gpus] == [True, False]
     v1 = gather_facts(inventory, True, tmp_path / "absent")
     assert not v1.cgroup_v2 and not v1.dmem

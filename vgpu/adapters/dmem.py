@@ -119,6 +119,7 @@ def gather_facts(
         cgroup_v2=(cgroupfs / "cgroup.controllers").is_file(),
         dmem="dmem" in controllers,
         gpus=tuple(gpus),
+        kubepods=any((cgroupfs / root).is_dir() for root in ("kubepods.slice", "kubepods")),
     )
 
 

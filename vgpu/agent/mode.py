@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from vgpu.adapters.dmem import LimitError, NvmlLimits, gather_facts
@@ -128,7 +129,7 @@ def driver_backend(
         log.debug("driver memory limits: %s", e)
     facts = gather_facts(inventory, nvml is not None and nvml.available, cfg.cgroupfs)
     if handoff is None:  # no records to find a container's pod by its device IDs
-        facts = NodeFacts(facts.driver_version, False, facts.cgroup_v2, facts.dmem, facts.gpus)
+        facts = replace(facts, nvml_limits=False)
     choice = memory_backend(cfg.driver_limits, facts, cores)
     if not choice.driver_limits or nvml is None or handoff is None:
         return choice, None

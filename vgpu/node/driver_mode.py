@@ -49,6 +49,7 @@ class NodeFacts:
     cgroup_v2: bool
     dmem: bool  # the dmem controller is available (cgroup.controllers names it)
     gpus: tuple[GpuFacts, ...] = ()
+    kubepods: bool = True  # the kubelet's pod cgroups are visible where the agent looks
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,8 @@ def gaps(facts: NodeFacts) -> list[str]:
         out.append("libnvidia-ml lacks nvmlDeviceSetMemoryLimits_v1/GetMemoryLimits_v1")
     if not facts.cgroup_v2:
         out.append("cgroup v1 (the limits need cgroup v2)")
+    elif not facts.kubepods:
+        out.append("no kubepods cgroup in the agent's view of cgroup v2 (mount the host's)")
     if not facts.gpus:
         out.append("no GPU")
     out += [f"{g.uuid} has MIG on (MIG is not supported)" for g in facts.gpus if g.mig_enabled]
