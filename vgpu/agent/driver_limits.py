@@ -66,7 +66,8 @@ class DriverLimitHook:
         found = self._lookup(kind, ids)
         if found is None:
             raise PreStartRefused(
-                f"{resource}: no pod in the agent's records holds devices {', '.join(ids)}, so "
+                f"{resource}: no pod in the agent's records holds devices {', '.join(ids)} "
+                "(a container admitted without an assignment has no grant to limit it to), so "
                 "the driver's memory limit cannot be set; the container is not started"
             )
         uid, containers = found
