@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from vgpu.adapters.dmem import gather_facts
 from vgpu.adapters.fakegpu import parse_spec
+from vgpu.agent.driver_flags import add_driver_flags, driver_settings
 from vgpu.agent.mode import memory_backend
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.driver_flags import add_driver_flags, driver_settings
 from vgpu.node.driver_limits import dmem_region
 from vgpu.node.driver_mode import DriverLimits, GpuFacts, NodeFacts, choose, gaps
 
