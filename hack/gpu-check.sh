@@ -7,7 +7,10 @@
 #     ./gpu-check.json): memory grant exact, cores 25/50/75 within +-8 points, 30 and 60 side by
 #     side at 0.5 +- 0.1, overhead <= 2 % with no limit, and a CUDA graph captured in the global
 #     capture mode under 30 cores (the capture succeeds, its launches within +-8 points).
-#  2. Then, as before: NVML discovery and the device plugin against the stand-in kubelet
+#  2. The driver memory backend (hack/gpu-check-driver.sh): where the driver is r615+ with cgroup
+#     v2, a program without the interposer is refused past its cgroup's hard limit; elsewhere it
+#     reports "not available: driver X, kernel Y, cgroup vN".
+#  3. Then, as before: NVML discovery and the device plugin against the stand-in kubelet
 #     (hack/gpu_check.py) and the NVML-marked tests. Extra arguments go to hack/gpu_check.py.
 # VGPU_CHECK_SECONDS sets each measurement's length (default 5).
 set -euo pipefail
@@ -87,5 +90,6 @@ print(json.dumps(report, indent=2))
 sys.exit(0 if report["pass"] else 1)
 PY
 
+hack/gpu-check-driver.sh "$work/gpuspin"
 "$python" hack/gpu_check.py --seconds 1 "$@"
 "$python" -m pytest -q -m nvml tests/node

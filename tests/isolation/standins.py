@@ -27,7 +27,7 @@ CONFIG_ENV = "VGPU_STANDIN_CONFIG"
 CONTEXT_BYTES = 64 << 20  # device memory a CUDA context takes (the `context` config line)
 GIB = 1 << 30
 
-_COMMON = ("config.c", "node.c", "pool.c", "timeline.c")
+_COMMON = ("config.c", "node.c", "pool.c", "timeline.c", "dmem.c")
 _CUDA = (
     "cuda_core.c",
     "cuda_mem.c",
@@ -39,7 +39,7 @@ _CUDA = (
     "cuda_capture.c",
     "cuda_work.c",
 )
-_NVML = ("nvml_device.c", "nvml_usage.c")
+_NVML = ("nvml_device.c", "nvml_usage.c", "nvml_limits.c")
 _CFLAGS = ("-O1", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror")
 _SANITIZE = ("-fsanitize=address,undefined", "-fno-omit-frame-pointer", "-fno-sanitize-recover")
 
@@ -111,12 +111,17 @@ def write_config(
     driver: str = "550.54.15",
     cuda_version: int = 12040,
     context_bytes: int = CONTEXT_BYTES,
+    cgroupfs: Path | None = None,
 ) -> Path:
-    """Write the node description; `state` is the file all processes share (one device)."""
+    """Write the node description; `state` is the file all processes share (one device).
+
+    `cgroupfs`: where the simulated driver reads cgroup v2 for its per-cgroup memory limits
+    (a fake one in a test directory); without it the driver has none."""
     lines = [
         f"state {state}",
         f"driver {driver} {cuda_version}",
         f"context {context_bytes}",
+        *([f"cgroupfs {cgroupfs}"] if cgroupfs else []),
         *(g.line() for g in gpus),
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -193,9 +198,12 @@ class Node:
     built: Standins
     gpus: list[StandinGpu]
     dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="vgsn")))
+    cgroupfs: Path | None = None
 
     def __post_init__(self) -> None:
-        self.config = write_config(self.dir / "gpus", self.gpus, state=self.dir / "state")
+        self.config = write_config(
+            self.dir / "gpus", self.gpus, state=self.dir / "state", cgroupfs=self.cgroupfs
+        )
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """Environment for a program using the stand-ins outside a sandbox."""

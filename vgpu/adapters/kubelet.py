@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,7 @@ from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2, api_pb2_grpc
 from vgpu.core.errors import VgpuError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.devices import DeviceEntry
+from vgpu.node.driver_limits import PreStartRefused
 from vgpu.node.grants import Refusal
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,10 @@ API_VERSION = "v1beta1"
 DEFAULT_PLUGIN_DIR = Path("/var/lib/kubelet/device-plugins")
 MAX_UNIX_PATH = 107
 HEALTHY, UNHEALTHY = "Healthy", "Unhealthy"
+
+PreStart = Callable[[str, Sequence[str]], None]
+"""Called with (resource, device IDs) before each container start; raises PreStartRefused to
+fail the start (`vgpu.agent.driver_limits.DriverLimitHook`)."""
 
 
 class KubeletError(VgpuError):
@@ -47,6 +52,7 @@ class PluginOptions:
     register_timeout_s: float = 5.0
     stop_grace_s: float = 2.0
     max_workers: int = 8
+    pre_start: PreStart | None = None  # asks the kubelet for PreStartContainer when set
 
     @property
     def kubelet_socket_path(self) -> Path:
@@ -107,9 +113,9 @@ def to_proto_devices(devices: Sequence[DeviceEntry]) -> api_pb2.ListAndWatchResp
     )
 
 
-def plugin_options() -> api_pb2.DevicePluginOptions:
+def plugin_options(pre_start: bool = False) -> api_pb2.DevicePluginOptions:
     return api_pb2.DevicePluginOptions(
-        pre_start_required=False, get_preferred_allocation_available=True
+        pre_start_required=pre_start, get_preferred_allocation_available=True
     )
 
 
@@ -117,17 +123,23 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
     """The DevicePlugin service for one resource."""
 
     def __init__(
-        self, resource: str, board: DeviceBoard, policy: AllocationPolicy, stopping: threading.Event
+        self,
+        resource: str,
+        board: DeviceBoard,
+        policy: AllocationPolicy,
+        stopping: threading.Event,
+        pre_start: PreStart | None = None,
     ) -> None:
         self._resource = resource
         self._board = board
         self._policy = policy
         self._stopping = stopping
+        self._pre_start = pre_start
 
     def GetDevicePluginOptions(
         self, request: api_pb2.Empty, context: grpc.ServicerContext
     ) -> api_pb2.DevicePluginOptions:
-        return plugin_options()
+        return plugin_options(self._pre_start is not None)
 
     def ListAndWatch(
         self, request: api_pb2.Empty, context: grpc.ServicerContext
@@ -189,6 +201,16 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
     def PreStartContainer(
         self, request: api_pb2.PreStartContainerRequest, context: grpc.ServicerContext
     ) -> api_pb2.PreStartContainerResponse:
+        """An error here fails the container's start; the kubelet shows the message."""
+        if self._pre_start is not None:
+            try:
+                self._pre_start(self._resource, list(request.devices_ids))
+            except PreStartRefused as e:
+                log.warning("%s: PreStartContainer refused: %s", self._resource, e)
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
+            except Exception as e:
+                log.exception("%s: PreStartContainer failed", self._resource)
+                context.abort(grpc.StatusCode.INTERNAL, f"{self._resource}: PreStart failed: {e}")
         return api_pb2.PreStartContainerResponse()
 
 
@@ -233,7 +255,9 @@ class ResourcePlugin:
         path.unlink(missing_ok=True)
         self._stopping = threading.Event()
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self._options.max_workers))
-        servicer = DevicePluginServicer(self.resource, self.board, self._policy, self._stopping)
+        servicer = DevicePluginServicer(
+            self.resource, self.board, self._policy, self._stopping, self._options.pre_start
+        )
         api_pb2_grpc.add_DevicePluginServicer_to_server(servicer, server)  # type: ignore[no-untyped-call]
         if server.add_insecure_port(f"unix://{path}") == 0:
             raise KubeletError(f"{self.resource}: cannot listen on {path}")
@@ -250,7 +274,7 @@ class ResourcePlugin:
             version=API_VERSION,
             endpoint=self._socket.name,
             resource_name=self.resource,
-            options=plugin_options(),
+            options=plugin_options(self._options.pre_start is not None),
         )
         target = f"unix://{self._options.kubelet_socket_path}"
         timeout = self._options.register_timeout_s

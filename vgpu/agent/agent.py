@@ -49,11 +49,18 @@ from vgpu.adapters.procfs import (
 )
 from vgpu.adapters.signals import run_until_signal
 from vgpu.agent.config import AgentConfig
+from vgpu.agent.driver_limits import BackendCollector
 from vgpu.agent.elastic import ElasticDuty, run_elastic
 from vgpu.agent.kubelet_sync import KubeletSync, checkpoint_signature
 from vgpu.agent.maintenance import LOOP, run_maintenance
 from vgpu.agent.metrics import NodeMetrics
-from vgpu.agent.mode import check_runtime, device_plugins, handoff_policy, local_policy
+from vgpu.agent.mode import (
+    check_runtime,
+    device_plugins,
+    driver_backend,
+    handoff_policy,
+    local_policy,
+)
 from vgpu.agent.pods import PodFeed
 from vgpu.agent.publish import NodePublisher
 from vgpu.agent.release import KubeletStale
@@ -150,6 +157,9 @@ class NodeAgent:
         self.metrics.registry.register(
             GpuCollector(lambda: self.inventory, lambda: self._unhealthy, self.usage)
         )
+        self.metrics.registry.register(
+            BackendCollector(lambda: self.inventory, lambda: self.publisher.memory_backend)
+        )
         self.watchdog = WatchdogRunner(
             self.usage,
             config.watchdog,
@@ -191,7 +201,10 @@ class NodeAgent:
             )
         else:
             policy = local_policy(cfg, self.names, gpus)
-        self.plugins = device_plugins(cfg, self.names, gpus, policy, self.metrics)
+        handoff = self.handoff if self._kube is not None else None
+        self.memory_choice, pre_start = driver_backend(cfg, inventory, handoff, self.names)
+        self.publisher.memory_backend = self.memory_choice.backend(cfg.grants.mode.value)
+        self.plugins = device_plugins(cfg, self.names, gpus, policy, self.metrics, pre_start)
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)
         self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
         if cfg.metrics_port is not None:

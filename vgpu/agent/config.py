@@ -14,6 +14,7 @@ from vgpu.adapters.kubelet import DEFAULT_PLUGIN_DIR
 from vgpu.adapters.podresources import DEFAULT_POD_RESOURCES_SOCKET
 from vgpu.adapters.procfs import DEFAULT_PROC_ROOT
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB
+from vgpu.node.driver_mode import DriverLimits
 from vgpu.node.grants import GrantSettings
 from vgpu.node.health import HealthPolicy
 from vgpu.node.runtime_check import DEFAULT_CDI_DIRS, DEFAULT_TOOLKIT_CONFIG
@@ -48,3 +49,7 @@ class AgentConfig:
     proc_root: Path = DEFAULT_PROC_ROOT
     cdi_spec_dirs: tuple[Path, ...] = DEFAULT_CDI_DIRS  # read for the runtime check at start
     toolkit_config: Path = DEFAULT_TOOLKIT_CONFIG  # the NVIDIA runtime's config.toml, likewise
+    driver_limits: DriverLimits = DriverLimits.OFF  # the driver memory backend (docs/isolation.md)
+    driver_soft_limits: bool = False  # also set each pod's soft limit (a floor) to its grant
+    cgroupfs: Path = Path("/sys/fs/cgroup")  # cgroup v2 as the agent sees it (pod cgroups, dmem)
+    nvml_library: str = "libnvidia-ml.so.1"

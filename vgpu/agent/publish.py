@@ -50,6 +50,7 @@ class NodePublisher:
         self.stale = stale
         self._node_state = node_state
         self.dirty = True  # the node's metadata may differ from what we'd publish
+        self.memory_backend = ""  # `driver` or the --mode, once the agent chose (a label)
         self.patches = 0
         self._node_uid = ""
         self._streak = Streak(log, f"node {config.node_name}: cannot update labels/annotations")
@@ -82,7 +83,9 @@ class NodePublisher:
         assert inventory is not None
         domain = self.config.domain
         labels = label_patch(
-            meta.get("labels") or {}, node_labels(inventory, domain=domain), domain=domain
+            meta.get("labels") or {},
+            node_labels(inventory, domain=domain, memory_backend=self.memory_backend),
+            domain=domain,
         )
         desired = build_inventory(
             inventory,

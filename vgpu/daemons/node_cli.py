@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from vgpu.agent.driver_flags import add_driver_flags, driver_settings
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import ConfigError, VgpuError
 from vgpu.daemons.gpu_flags import add_gpu_flags, gpu_backend
@@ -45,6 +46,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_kubelet_flags(p)
     _add_cluster_flags(p)
     add_mode_flags(p)
+    add_driver_flags(p)
     _add_admission_flags(p)
     _add_watchdog_flags(p.add_argument_group("usage watchdog"))
     p.set_defaults(run=run)
@@ -235,6 +237,7 @@ def build(args: argparse.Namespace) -> NodeAgent:
         proc_root=args.proc_root,
         cdi_spec_dirs=tuple(args.cdi_spec_dir or DEFAULT_CDI_DIRS),
         toolkit_config=args.nvidia_runtime_config,
+        **driver_settings(args),
     )
     return NodeAgent(config, backend, kube)
 

@@ -61,7 +61,13 @@ def build_report(
     for missing in sorted(set(only) - {_name(n) for n in snapshot.nodes}):
         collect.problems.append(Problem(missing, "no such node", missing))
     views = tuple(
-        _node_view(n, inventories[_name(n)], collect, "dra" if _name(n) in dra_nodes else "")
+        _node_view(
+            n,
+            inventories[_name(n)],
+            collect,
+            "dra" if _name(n) in dra_nodes else "",
+            _memory_backend(n, names.domain),
+        )
         for n in sorted(snapshot.nodes, key=_name)
         if _name(n) in wanted and _name(n) in inventories
     )
@@ -230,8 +236,17 @@ def _kubelet_stale(g: InventoryGpu) -> tuple[Holder, ...]:
     )
 
 
+def _memory_backend(node: Obj, domain: str) -> str:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return str(labels.get(f"{domain}/gpu.memory-backend") or "")
+
+
 def _node_view(
-    node: Obj, inventory: NodeGpuInventory, collect: _Collect, mode: str = ""
+    node: Obj,
+    inventory: NodeGpuInventory,
+    collect: _Collect,
+    mode: str = "",
+    memory_backend: str = "",
 ) -> NodeView:
     holders = collect.holders.get(_name(node), {})
     gpus = tuple(
@@ -259,7 +274,7 @@ def _node_view(
         pending_cores=sum(h.cores for h in pending),
         pending_memory_mmib=sum(h.memory_mmib for h in pending),
     )
-    return NodeView(_name(node), _address(node), _ready(node), gpus, usage, mode)
+    return NodeView(_name(node), _address(node), _ready(node), gpus, usage, mode, memory_backend)
 
 
 def _address(node: Obj) -> str:

@@ -31,6 +31,8 @@ def render_details(report: Report) -> str:
 def _node(node: NodeView) -> list[str]:
     state = "Ready" if node.ready else "NotReady"
     head = f"NODE {node.name}  {node.address or '-'}  {state}"
+    if node.memory_backend:
+        head += f"  memory held by: {node.memory_backend}"
     rows = [["GPU", "MODEL", "CORES", "MEMORY", "HEALTH", "UUID"]]
     for gpu in node.gpus:
         rows.append(_gpu_row(gpu))

@@ -90,6 +90,7 @@ def _node(n: NodeView) -> dict[str, Any]:
         "address": n.address,
         "ready": n.ready,
         **({"mode": n.mode} if n.mode else {}),  # "dra": GPUs published by a DRA driver
+        **({"memoryBackend": n.memory_backend} if n.memory_backend else {}),
         "gpus": [_gpu(g) for g in n.gpus],
         "usage": _usage(n.usage),
     }

@@ -79,6 +79,9 @@ class NodeView:
     usage: Usage
     mode: str = ""
     """"dra" for a node whose GPUs a DRA driver publishes; "" for device-plugin mode."""
+    memory_backend: str = ""
+    """What holds memory grants there, from the agent's `gpu.memory-backend` label: "driver"
+    (the driver's per-cgroup limits), else the agent's `--mode`; "" when not labelled."""
 
     @property
     def models(self) -> tuple[str, ...]:

@@ -95,6 +95,8 @@ def _row(node: NodeView, width: int, layout: Layout) -> list[str]:
     name = node.name if node.ready else f"{node.name} (NotReady)"
     if node.mode:
         name = f"{name} [{node.mode}]"
+    if node.memory_backend == "driver":  # the one backend that holds against a hostile tenant
+        name = f"{name} [driver memory]"
     models = ", ".join(model_name(m) for m in node.models) or "-"
     u = node.usage
     row = [name] + [node.address or "-"] * layout.address + [models] * layout.model

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Sequence
 from vgpu.api.admitted import encode_admitted
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
+from vgpu.core.kubelet_reuse import Role
+from vgpu.core.model import GpuShare
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.devices import UnitKind
 from vgpu.node.handoff_match import describe_on, matching, pending_entries
@@ -282,6 +284,24 @@ class Handoff:
                     done = container is not None and entry.done(container)
                     out.append(GrantedContainer(key, entry.info.uid, name, shares, done))
             return out
+
+    def pod_holding(
+        self, kind: UnitKind, ids: Sequence[str]
+    ) -> tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]] | None:
+        """The UID and the containers (role, shares) of the pod whose container was allocated
+        exactly `ids` of `kind`, or None: how `PreStartContainer`, which names only device
+        IDs, finds the pod whose cgroup the driver's memory limit goes on."""
+        wanted = set(ids)
+        with self._lock:
+            for entry in self._pods.values():
+                if not any(
+                    k is kind and set(held) == wanted
+                    for (_, k), (held, _) in entry.admitted.items()
+                ):
+                    continue
+                containers = [(c.role, entry.shares.get(c.name, ())) for c in entry.info.containers]
+                return entry.info.uid, containers
+            return None
 
     # ----- the admitted annotation ---------------------------------------------------------------
     def admitted_containers(self, key: PodKey) -> list[str]:

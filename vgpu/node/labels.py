@@ -9,6 +9,7 @@ Labels (all under `<domain>/`, values are strings):
 | `gpu.mixed` | `"true"` when the node has more than one GPU model |
 | `gpu.product.<product>` | number of GPUs of that model (one label per model) |
 | `cuda.driver.major/minor`, `cuda.runtime.major/minor` | driver and CUDA versions |
+| `gpu.memory-backend` | `driver` (the driver's per-cgroup limits), else the `--mode` (docs/isolation.md) |
 
 On a homogeneous node the single-valued labels describe every GPU, as with GFD. On a mixed node
 they describe GPU 0 only; select by `gpu.product.<product>` (exists / count) instead, or read the
@@ -64,10 +65,15 @@ def _family_by_cc(major: int, minor: int) -> str | None:
     return {6: "pascal", 9: "hopper", 10: "blackwell", 12: "blackwell", 13: "rubin"}.get(major)
 
 
-def node_labels(inventory: GpuInventory, *, domain: str = DEFAULT_DOMAIN) -> dict[str, str]:
-    """The full desired label set for a node with these GPUs."""
+def node_labels(
+    inventory: GpuInventory, *, domain: str = DEFAULT_DOMAIN, memory_backend: str = ""
+) -> dict[str, str]:
+    """The full desired label set for a node with these GPUs (and its memory backend, once
+    the agent chose it)."""
     gpus = sorted(inventory.gpus, key=lambda g: g.index)
     labels = {f"{domain}/gpu.count": str(len(gpus))}
+    if memory_backend:
+        labels[f"{domain}/gpu.memory-backend"] = memory_backend
     labels.update(_version_labels(f"{domain}/cuda.driver", inventory.driver_version))
     labels.update(_version_labels(f"{domain}/cuda.runtime", inventory.cuda_version))
     if not gpus:

@@ -4,6 +4,8 @@
  *   state /run/vgpu-standin/state        shared state file (default /tmp/vgpu-standin.state)
  *   driver 550.54.15 12040               NVML driver version string, CUDA driver version
  *   context 67108864                     device memory one CUDA context takes (default 64 MiB)
+ *   cgroupfs /sys/fs/cgroup              where cgroup v2 is mounted; without it the driver has
+ *                                        no per-cgroup memory limits (dmem.c)
  *   gpu UUID MEMORY PCI NUMA MIG PEERS SMS CC NAME...
  *
  * MIG is on, off or none (not MIG-capable); PEERS a comma list of NVLink peer UUIDs or -; NUMA -1
@@ -80,6 +82,8 @@ static int parse_line(struct si_config *cfg, char *line) {
         return parse_gpu(cfg, rest);
     if (strcmp(key, "state") == 0)
         return sscanf(rest, "%255s", cfg->state_path) == 1 ? 0 : -1;
+    if (strcmp(key, "cgroupfs") == 0)
+        return sscanf(rest, "%255s", cfg->cgroupfs) == 1 ? 0 : -1;
     if (strcmp(key, "driver") == 0)
         return sscanf(rest, "%31s %d", cfg->driver_version, &cfg->cuda_version) == 2 ? 0 : -1;
     if (strcmp(key, "context") == 0) {

@@ -135,6 +135,7 @@ int si_register(struct si_node *n) {
                 continue;
             memset(&n->sh->proc[s], 0, sizeof(n->sh->proc[s]));
             n->sh->proc[s].pid = getpid();
+            si_cgroup_self(n->sh->proc[s].cgroup, sizeof(n->sh->proc[s].cgroup));
             n->slot = s;
             n->pid = getpid();
             break;

@@ -13,6 +13,7 @@ enum {
     NVML_ERROR_UNINITIALIZED = 1,
     NVML_ERROR_INVALID_ARGUMENT = 2,
     NVML_ERROR_NOT_SUPPORTED = 3,
+    NVML_ERROR_NO_PERMISSION = 4,
     NVML_ERROR_NOT_FOUND = 6,
     NVML_ERROR_INSUFFICIENT_SIZE = 7,
     NVML_ERROR_DRIVER_NOT_LOADED = 9,
@@ -62,6 +63,22 @@ typedef struct {
     unsigned long long eventType, eventData;
     unsigned gpuInstanceId, computeInstanceId;
 } nvmlEventData_t;
+
+/* nvmlSetMemoryLimits_v1_t / nvmlGetMemoryLimits_v1_t (NVML reference, "Structs"): the cgroup's
+ * full sysfs path, then the limits in bytes; no version field. */
+typedef struct {
+    const char *nameSpace;
+    unsigned long long softLimit, hardLimit;
+} nvmlSetMemoryLimits_v1_t;
+
+typedef struct {
+    const char *nameSpace;
+    unsigned long long softLimit, hardLimit, currentUsed;
+} nvmlGetMemoryLimits_v1_t;
+
+/* "To clear the limits, set softLimit to 0, and hardLimit to NVML_DEVICE_MEMORY_LIMIT_MAX": the
+ * reference names the constant; its value here (all ones) is an assumption. */
+#define NVML_DEVICE_MEMORY_LIMIT_MAX (~0ull)
 
 struct si_nvdev {
     int index;

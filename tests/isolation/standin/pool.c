@@ -15,6 +15,8 @@ int si_mem_take(struct si_node *n, int gpu, uint64_t bytes, int kind, uint64_t *
     int slot = si_register(n);
     if (slot < 0 || bytes > n->cfg.gpu[gpu].memory - g->used)
         return -1;
+    if (!si_dmem_allows(n, gpu, slot, bytes)) /* the driver's cgroup limit (dmem.c) */
+        return -1;
     for (int i = 0; i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *a = &sh->alloc[i];
         if (a->kind != SI_FREE)

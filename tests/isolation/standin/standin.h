@@ -24,6 +24,7 @@
 #define SI_XRING 32       /* recent XID events per GPU */
 #define SI_DEFAULT_CONFIG "/etc/vgpu-standin/gpus"
 #define SI_CONFIG_ENV "VGPU_STANDIN_CONFIG"
+#define SI_CGROUP_LEN 256 /* a cgroup v2 path, as /proc/self/cgroup's "0::" line names it */
 
 struct si_gpu_cfg {
     char uuid[48];
@@ -41,6 +42,7 @@ struct si_gpu_cfg {
 struct si_config {
     char state_path[256];
     char driver_version[32];
+    char cgroupfs[256]; /* where cgroup v2 is mounted; "": no per-cgroup memory limits */
     int cuda_version;       /* 1000 * major + 10 * minor */
     uint64_t context_bytes; /* device memory one context takes */
     int ngpus;
@@ -62,6 +64,7 @@ struct si_proc {
     int32_t pid; /* 0: slot free */
     int32_t pad;
     uint64_t used[SI_MAX_GPUS];
+    char cgroup[SI_CGROUP_LEN]; /* the process's cgroup at registration */
 };
 
 struct si_busy {
@@ -145,5 +148,13 @@ SI_HIDDEN uint64_t si_timeline_wait(struct si_node *n, int gpu, uint64_t ticket)
 SI_HIDDEN uint64_t si_busy_window(struct si_shared *sh, int gpu, int pid, uint64_t from,
                                   uint64_t to);
 SI_HIDDEN uint64_t si_kernel_last(const struct si_shared *sh, int gpu, const struct si_kernel *k);
+
+/* dmem.c: the driver's own per-cgroup memory limits (MPS v3 memory partitioning) */
+SI_HIDDEN void si_cgroup_self(char *out, size_t len);
+SI_HIDDEN void si_dmem_region(const struct si_config *cfg, int gpu, char *out, size_t len);
+SI_HIDDEN int si_dmem_limit(const char *dir, const char *file, const char *region,
+                            uint64_t *bytes);
+SI_HIDDEN uint64_t si_dmem_used(struct si_shared *sh, int gpu, const char *cgroup);
+SI_HIDDEN int si_dmem_allows(struct si_node *n, int gpu, int slot, uint64_t bytes);
 
 #endif

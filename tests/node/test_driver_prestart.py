@@ -1,0 +1,157 @@
+"""The driver memory backend's PreStartContainer: the plugin asks the kubelet for it, sets the
+pod's limit on its cgroup at every container start, and a failure fails the start."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import grpc
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tests.kubelet_standin.kubelet import FakeKubelet
+from tests.node.conftest import MEMORY, start_plugins
+from tests.node.test_handoff_pure import pod, signed
+from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
+from vgpu.adapters.dmem import LimitError
+from vgpu.adapters.fakegpu import parse_spec
+from vgpu.adapters.kubelet import PluginOptions
+from vgpu.agent.driver_limits import DriverLimitHook
+from vgpu.core.ids import GpuUUID, PodKey
+from vgpu.core.kubelet_reuse import Role
+from vgpu.core.model import GpuShare
+from vgpu.node.devices import ResourceNames, UnitKind
+from vgpu.node.driver_limits import pod_memory
+from vgpu.node.handoff import Handoff
+from vgpu.node.podspec import pod_info
+
+UID = "0b5e-77"
+GPU = GpuUUID("GPU-a")
+MIB = 1 << 20
+
+
+class RecordingLimits:
+    """NVML's setter, recorded; `fail` makes it answer as a driver that refuses."""
+
+    def __init__(self, fail: str = "") -> None:
+        self.calls: list[tuple[str, Path, int, int]] = []
+        self.fail = fail
+
+    def set(self, uuid: str, cgroup: Path, *, hard: int, soft: int = 0) -> None:
+        if self.fail:
+            raise LimitError(self.fail)
+        self.calls.append((uuid, cgroup, hard, soft))
+
+
+def lookup(
+    kind: UnitKind, ids: Sequence[str]
+) -> tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]] | None:
+    if list(ids) != [f"{GPU}::m0"]:
+        return None
+    return UID, [(Role.APP, (GpuShare(GPU, 10, 2048 * 1000),))]
+
+
+@pytest.fixture
+def cgroupfs() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="vgcg"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def pod_dir(root: Path, layout: str) -> Path:
+    path = root / layout.lstrip("/")
+    path.mkdir(parents=True)
+    return path
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod0b5e_77.slice",
+        "/kubepods/besteffort/pod0b5e-77",
+        "/kubepods/pod0b5e-77",
+    ],
+)
+def test_prestart_sets_the_pods_hard_limit_on_its_cgroup_every_start(
+    cgroupfs: Path, layout: str
+) -> None:
+    path = pod_dir(cgroupfs, layout)
+    limits = RecordingLimits()
+    hook = DriverLimitHook(lookup, limits, ResourceNames(), cgroupfs=cgroupfs)
+    hook(MEMORY, [f"{GPU}::m0"])
+    hook(MEMORY, [f"{GPU}::m0"])  # the container restarted: set again
+    assert limits.calls == [(GPU, path, 2048 * MIB, 0)] * 2
+
+
+def test_prestart_without_the_pods_cgroup_is_refused(cgroupfs: Path) -> None:
+    hook = DriverLimitHook(lookup, RecordingLimits(), ResourceNames(), cgroupfs=cgroupfs)
+    with pytest.raises(Exception, match="no cgroup under"):
+        hook(MEMORY, [f"{GPU}::m0"])
+
+
+def test_prestart_for_devices_no_pod_holds_is_refused(cgroupfs: Path) -> None:
+    hook = DriverLimitHook(lookup, RecordingLimits(), ResourceNames(), cgroupfs=cgroupfs)
+    with pytest.raises(Exception, match="no pod in the agent's records"):
+        hook(MEMORY, ["GPU-b::m3"])
+
+
+def test_a_limit_the_driver_refuses_fails_prestart_through_the_kubelet(cgroupfs: Path) -> None:
+    pod_dir(cgroupfs, "/kubepods/pod0b5e-77")
+    limits = RecordingLimits(fail="NVML nvmlDeviceSetMemoryLimits_v1 failed: Not Supported")
+    hook = DriverLimitHook(lookup, limits, ResourceNames(), cgroupfs=cgroupfs)
+    sockdir = Path(tempfile.mkdtemp(prefix="vg"))
+    kubelet = FakeKubelet(sockdir)
+    kubelet.start()
+    options = PluginOptions(
+        plugin_dir=sockdir, register_timeout_s=2.0, stop_grace_s=0.2, pre_start=hook
+    )
+    plugins = start_plugins(parse_spec("1xT4"), options)
+    try:
+        assert kubelet.wait_for(lambda: len(kubelet.registrations) >= 2, 15)
+        assert all(r.options.pre_start_required for r in kubelet.registrations)
+        conn = kubelet.connection(MEMORY)
+        assert conn.options.pre_start_required
+        request = api_pb2.PreStartContainerRequest(devices_ids=[f"{GPU}::m0"])
+        with pytest.raises(grpc.RpcError) as refused:
+            conn.stub.PreStartContainer(request)
+        assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        assert "Not Supported" in str(refused.value.details())
+        assert f"GPU {GPU}" in str(refused.value.details())
+    finally:
+        plugins.manager.stop(0.2)
+        kubelet.stop()
+        shutil.rmtree(sockdir, ignore_errors=True)
+
+
+def test_the_handoff_records_name_the_pod_of_a_containers_device_ids() -> None:
+    handoff = Handoff("n", b"k", clock=lambda: 0.0)
+    for name, uid, gpu in (("a", "uid-a", "G0"), ("b", "uid-b", "G1")):
+        shares = {"c": (gpu, 30)}
+        handoff.observe(pod_info(pod(name, uid, [("c", 30)], **signed(name, uid, shares))))
+    handoff.admit(PodKey("ns/b"), "c", UnitKind.CORES, ["G1::c0", "G1::c1"])
+    found = handoff.pod_holding(UnitKind.CORES, ["G1::c1", "G1::c0"])
+    assert found == ("uid-b", [(Role.APP, (GpuShare(GpuUUID("G1"), 30, 30000),))])
+    assert handoff.pod_holding(UnitKind.MEMORY, ["G1::c1", "G1::c0"]) is None
+    assert handoff.pod_holding(UnitKind.CORES, ["G1::c0"]) is None
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(list(Role)), st.sampled_from(["G0", "G1"]), st.integers(1, 4096)),
+        max_size=6,
+    )
+)
+def test_a_pods_limit_covers_each_container_and_never_the_sum_of_init_and_app(
+    containers: list[tuple[Role, str, int]],
+) -> None:
+    shaped = [(role, (GpuShare(GpuUUID(g), 1, mib * 1000),)) for role, g, mib in containers]
+    limits = pod_memory(shaped)
+    for gpu in {g for _, g, _ in containers}:
+        app = sum(m for r, g, m in containers if g == gpu and r is not Role.INIT) * MIB
+        inits = [m * MIB for r, g, m in containers if g == gpu and r is Role.INIT]
+        assert limits[gpu] >= max([app, *inits])
+        assert limits[gpu] <= app + max(inits, default=0)

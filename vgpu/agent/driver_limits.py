@@ -1,0 +1,117 @@
+"""The driver memory backend in the node agent: the kubelet's `PreStartContainer` sets the pod's
+limit on each granted GPU before the container starts.
+
+The kubelet calls `PreStartContainer` before EVERY start of a container that holds devices of a
+plugin asking for it, restarts included, so a limit that a driver reload or the pod cgroup's
+re-creation lost is set again. A call that cannot set the limit fails: the kubelet then fails the
+container's start with our message, and no container runs without its limit (fail closed).
+Removing the pod's cgroup clears its limits (NVML reference, `nvmlSetMemoryLimits_v1_t`), so
+nothing is left to clear when the pod goes.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.metrics_core import Metric
+
+from vgpu.adapters.dmem import CGROUPFS, LimitError, pod_cgroup
+from vgpu.core.kubelet_reuse import Role
+from vgpu.core.model import GpuShare
+from vgpu.node.devices import ResourceNames, UnitKind
+from vgpu.node.driver_limits import PreStartRefused, pod_memory
+from vgpu.node.model import GpuInventory
+
+log = logging.getLogger(__name__)
+
+
+class Limits(Protocol):
+    """What the hook needs of NVML (`vgpu.adapters.dmem.NvmlLimits`)."""
+
+    def set(self, uuid: str, cgroup: Path, *, hard: int, soft: int = 0) -> None: ...
+
+
+PodLookup = Callable[
+    [UnitKind, Sequence[str]], "tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]] | None"
+]
+
+
+class DriverLimitHook:
+    """`PreStartContainer` for the driver memory backend (`vgpu.adapters.kubelet.PreStart`)."""
+
+    def __init__(
+        self,
+        lookup: PodLookup,
+        limits: Limits,
+        names: ResourceNames,
+        *,
+        cgroupfs: Path = CGROUPFS,
+        soft: bool = False,
+        on_set: Callable[[str, int], None] | None = None,
+    ) -> None:
+        self._lookup = lookup
+        self._limits = limits
+        self._names = names
+        self._cgroupfs = cgroupfs
+        self._soft = soft
+        self._on_set = on_set
+
+    def __call__(self, resource: str, ids: Sequence[str]) -> None:
+        """Set the limits of the pod holding `ids`; raises PreStartRefused with the cause."""
+        kind = UnitKind.CORES if resource == self._names.cores else UnitKind.MEMORY
+        found = self._lookup(kind, ids)
+        if found is None:
+            raise PreStartRefused(
+                f"{resource}: no pod in the agent's records holds devices {', '.join(ids)} "
+                "(a container admitted without an assignment has no grant to limit it to), so "
+                "the driver's memory limit cannot be set; the container is not started"
+            )
+        uid, containers = found
+        memory = pod_memory(containers)
+        if not memory:
+            return  # the pod holds no GPU memory here: nothing to limit
+        cgroup = pod_cgroup(uid, self._cgroupfs)
+        if cgroup is None:
+            raise PreStartRefused(
+                f"pod {uid}: no cgroup under {self._cgroupfs} (looked for the systemd and "
+                "cgroupfs layouts), so the driver's memory limit cannot be set"
+            )
+        for uuid, hard in sorted(memory.items()):
+            try:
+                self._limits.set(uuid, cgroup, hard=hard, soft=hard if self._soft else 0)
+            except LimitError as e:
+                raise PreStartRefused(
+                    f"pod {uid}: cannot set the driver's memory limit of {hard} bytes on GPU "
+                    f"{uuid} for {cgroup}: {e}"
+                ) from None
+            if self._on_set is not None:
+                self._on_set(uuid, hard)
+        log.info("pod %s: driver memory limits set on %s: %s", uid, cgroup, memory)
+
+
+class BackendCollector:
+    """`vgpu_gpu_memory_backend{gpu,backend} 1`: which backend holds each GPU's memory grants
+    (`driver`: the driver's per-cgroup limits; else the `--mode`, e.g. `vgpu-core`)."""
+
+    def __init__(
+        self, inventory: Callable[[], GpuInventory | None], backend: Callable[[], str]
+    ) -> None:
+        self._inventory = inventory
+        self._backend = backend
+
+    def collect(self) -> Iterator[Metric]:
+        inventory = self._inventory()
+        if inventory is None or not self._backend():
+            return
+        gauge = GaugeMetricFamily(
+            "vgpu_gpu_memory_backend",
+            "1 for the backend that holds the GPU's memory grants (driver, else the --mode)",
+            labels=["gpu", "backend"],
+        )
+        for gpu in inventory.gpus:
+            gauge.add_metric([gpu.uuid, self._backend()], 1)
+        yield gauge
