@@ -1,37 +1,77 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU (as root; about 1 minute of checks plus builds, well inside 10):
-#  1. vgpu-core on the hardware: a hand-written PTX %clock64 spin kernel JIT-compiled by the driver
-#     (tests/isolation/programs/gpuspin.c, no nvcc) runs in "containers" made with unshare -m
-#     (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the library
-#     preloaded). Checks, each pass/fail, as JSON on stdout and in $VGPU_CHECK_OUT (default
+# On a machine with an NVIDIA GPU (as root; about 2 minutes of checks plus builds, well inside 10):
+#  1. vgpu-core on the hardware: hand-written PTX kernels JIT-compiled by the driver (no nvcc;
+#     tests/isolation/programs/gpuspin.c and gpumem.c, which declare the driver's prototypes
+#     themselves and run in CI on the stand-in driver too) run in "containers" made with
+#     unshare -m (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the
+#     library preloaded). Nothing is downloaded: the driver's libraries, cc and what the
+#     checkout builds. Checks, each pass/fail, as JSON on stdout and in $VGPU_CHECK_OUT (default
 #     ./gpu-check.json): memory grant exact, cores 25/50/75 within +-8 points, 30 and 60 side by
 #     side at 0.5 +- 0.1, overhead <= 2 % with no limit, and a CUDA graph captured in the global
-#     capture mode under 30 cores (the capture succeeds, its launches within +-8 points).
+#     capture mode under 30 cores (the capture succeeds, its launches within +-8 points); then
+#     - the cudaDeviceReset sequence: cuDevicePrimaryCtxReset, the context retained again, and
+#       30 cores still hold within +-8 points;
+#     - VMM map-then-release (NVIDIA's sample pattern): a second cuMemCreate past a 1 GiB grant
+#       is refused while the first, released, stays mapped; after the unmap it fits again;
+#     - a graph memory node (cuGraphAddMemAllocNode) past the grant is refused beside one that
+#       fits;
+#     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
+#       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
+#       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
+#       (how the runtime reaches the driver), beside cuMemGetInfo_v2: all equal the grant while
+#       the same call without the library reports the GPU's own size (no cuDeviceGetAttribute
+#       reports memory size, so none is read);
+#     - absolute shares of a contending pair, 30 and 70 side by side, measured with a kernel of a
+#       fixed amount of work (its rate over its rate alone is the share of the GPU it got; a
+#       %clock64 spin would end on time while time-sliced and overstate it). Without MPS the
+#       GPU time-slices the pair and each container's events also time its neighbour's turns,
+#       which on a real node the agent's outer loop corrects from NVML per-process utilisation.
+#       So the pair runs twice: without the agent, reported raw (no pass/fail: it shows how far
+#       the in-process loop alone falls short), and with the agent's own elastic duty and its
+#       control law (tests/isolation/elastic_agent.py over vgpu/agent/elastic.py, pynvml as
+#       the agent uses it; the containers' directories laid out as the agent's), whose figures
+#       must each come within 5 points of the guarantee after a settling time. That run needs
+#       the checkout's Python environment (nvidia-ml-py), as step 2 does; without it the check
+#       fails and says why.
 #  2. Then, as before: NVML discovery and the device plugin against the stand-in kubelet
 #     (hack/gpu_check.py) and the NVML-marked tests. Extra arguments go to hack/gpu_check.py.
-# VGPU_CHECK_SECONDS sets each measurement's length (default 5).
+# VGPU_CHECK_SECONDS sets each measurement's length (default 5); VGPU_CHECK_WORK_ITERS the fixed-work
+# kernel's steps (default 100000; its length alone is reported), VGPU_CHECK_SETTLE_SECONDS the
+# agent's settling time before the pair is measured (default 8).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python="${PYTHON:-python3}"
 seconds="${VGPU_CHECK_SECONDS:-5}"
 out="${VGPU_CHECK_OUT:-gpu-check.json}"
+iters="${VGPU_CHECK_WORK_ITERS:-100000}"
+settle="${VGPU_CHECK_SETTLE_SECONDS:-8}"
 work="$(mktemp -d)"
+state="$work/state" # laid out as the agent's state directory: containers/<32 hex digits>/
 trap 'rm -rf "$work"' EXIT
 
 lib="$(hack/build-interposer.sh "$work/lib" | tail -1)"
-"${CC:-cc}" -O2 -Wall -Wextra -Werror -o "$work/gpuspin" tests/isolation/programs/gpuspin.c -lcuda
+for program in gpuspin gpumem; do
+    "${CC:-cc}" -O2 -Wall -Wextra -Werror -o "$work/$program" \
+        "tests/isolation/programs/$program.c" -lcuda
+done
 uuid="$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')"
+
+# cdir NAME: the container's directory, where the agent would make it (an id from the name).
+cdir() { printf '%s/containers/%s' "$state" "$(printf '%s' "$1" | md5sum | cut -c1-32)"; }
 
 # container NAME MEMORY CORES: a container directory with its limits file (allowance = cores).
 container() {
-    mkdir -p "$work/$1/limits" "$work/$1/shared"
+    local dir
+    dir="$(cdir "$1")"
+    mkdir -p "$dir/limits" "$dir/shared"
     printf 'vgpu-limits 1\ndevice %s memory=%s cores=%s limit=%s allowance=%s\n' \
-        "$uuid" "$2" "$3" "$3" "$3" >"$work/$1/limits/limits"
+        "$uuid" "$2" "$3" "$3" "$3" >"$dir/limits/limits"
 }
 
 # inside NAME COMMAND...: run COMMAND with the container's directories mounted and vgpu-core loaded.
 inside() {
-    local dir="$work/$1"
+    local dir
+    dir="$(cdir "$1")"
     shift
     unshare -m bash -c 'mount -t tmpfs vgpu-check /run && mkdir /run/vgpu /run/vgpu-shared &&
         mount --bind -o ro "$0/limits" /run/vgpu && mount --bind "$0/shared" /run/vgpu-shared &&
@@ -56,11 +96,43 @@ spin inside p60 "$work/gpuspin" >"$work/p60.json"
 wait
 container g30 1073741824 30
 inside g30 "$work/gpuspin" graph "$seconds" 1000 >"$work/g30.json"
+container r30 1073741824 30
+inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json"
+container vmm 1073741824 100
+inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json"
+inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json"
+inside vmm "$work/gpumem" total >"$work/total.json"
+"$work/gpumem" total >"$work/total-bare.json"
 
-"$python" - "$work" "$out" <<'PY'
+# The contending pair: its kernels' rate alone, then side by side without and with the agent.
+"$work/gpuspin" work "$seconds" "$iters" >"$work/work.json"
+pair() { # pair PREFIX [SETTLE]: 30 and 70 side by side
+    local first
+    container "$1-30" 1073741824 30
+    container "$1-70" 1073741824 70
+    inside "$1-30" "$work/gpuspin" work "$seconds" "$iters" "${2:-0}" >"$work/$1-30.json" &
+    first=$!
+    inside "$1-70" "$work/gpuspin" work "$seconds" "$iters" "${2:-0}" >"$work/$1-70.json"
+    wait "$first"
+}
+pair raw
+# The agent's elastic duty: it says "ready" once NVML answers and runs until its stdin closes.
+mkfifo "$work/agent.in" "$work/agent.out"
+PYTHONPATH=. "$python" -m tests.isolation.elastic_agent "$state" 0.5 \
+    <"$work/agent.in" >"$work/agent.out" 2>"$work/agent.err" &
+agent=$!
+exec {agent_in}>"$work/agent.in" {agent_out}<"$work/agent.out"
+read -r -u "$agent_out" agent_said || agent_said="exited: $(tail -1 "$work/agent.err")"
+if [ "$agent_said" = ready ]; then
+    pair agent "$settle"
+fi
+exec {agent_in}>&- {agent_out}<&-
+wait "$agent" || true
+
+"$python" - "$work" "$out" "$agent_said" <<'PY'
 import json, pathlib, sys
 
-work, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+work, out, agent_said = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
 read = lambda name: json.loads((work / f"{name}.json").read_text())
 rate = lambda name: read(name)["kernels"] / read(name)["window_s"]
 bare = rate("bare")
@@ -80,7 +152,29 @@ graph = 100 * rate("g30") / bare
 checks.append({"check": "graph captured under 30 cores, launched within 8 points",
                "capture": read("g30")["capture"], "share": round(graph, 1),
                "pass": read("g30")["capture"] == 0 and abs(graph - 30) <= 8})
-report = {"gpu_kernels_per_s_without_library": round(bare, 1), "checks": checks,
+reset = 100 * rate("r30") / bare
+checks.append({"check": "30 cores after cuDevicePrimaryCtxReset within 8 points",
+               "share": round(reset, 1), "pass": abs(reset - 30) <= 8})
+vmm = read("vmm")
+checks.append({"check": "VMM: released but mapped memory refuses a second create past the grant",
+               **vmm, "pass": vmm["second"] == 2 and vmm["after_unmap"] == 0})
+graphmem = read("graphmem")
+checks.append({"check": "graph memory node past the grant refused", **graphmem,
+               "pass": graphmem["codes"] == [0, 2]})
+total, gpu = read("total"), read("total-bare")
+totals = [total[k] for k in ("total_mem", "total_mem_by_proc_address", "mem_info_total")]
+checks.append({"check": "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
+               **total, "gpu_total_mem": gpu["total_mem"],
+               "pass": totals == [1 << 30] * 3 and gpu["total_mem"] > 1 << 30})
+alone = rate("work")
+shares = lambda prefix: [round(100 * rate(f"{prefix}-{c}") / alone, 1) for c in (30, 70)]
+agent = shares("agent") if agent_said == "ready" else None
+checks.append({"check": "30 and 70 side by side, with the agent's outer loop: each within 5 points",
+               "agent": agent_said, "shares": agent,
+               "pass": agent is not None and all(abs(g - c) <= 5 for g, c in zip(agent, (30, 70)))})
+report = {"gpu_kernels_per_s_without_library": round(bare, 1),
+          "work_kernel_us_alone": round(1e6 / alone, 1),
+          "pair_30_70_without_agent": shares("raw"), "checks": checks,
           "pass": all(c["pass"] for c in checks)}
 out.write_text(json.dumps(report, indent=2) + "\n")
 print(json.dumps(report, indent=2))

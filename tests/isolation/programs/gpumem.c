@@ -114,9 +114,8 @@ static int graph(size_t bytes)
     CUgraph g;
     CUresult codes[2];
     check(cuGraphCreate(&g, 0), "cuGraphCreate");
-    for (int i = 0; i < 2; i++) {
-        AccessDesc access = {{ON_DEVICE, 0}, READ_WRITE};
-        AllocNodeParams p = {{PINNED, 0, {ON_DEVICE, 0}, NULL, 0, 0, {0}}, &access, 1, bytes, 0};
+    for (int i = 0; i < 2; i++) { /* no access descriptors: they describe peer access only */
+        AllocNodeParams p = {{PINNED, 0, {ON_DEVICE, 0}, NULL, 0, 0, {0}}, NULL, 0, bytes, 0};
         CUgraphNode node;
         codes[i] = cuGraphAddMemAllocNode(&node, g, NULL, 0, &p);
     }
