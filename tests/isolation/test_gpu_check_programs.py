@@ -9,11 +9,12 @@ with no limit rather than against exact figures."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.isolation.conftest import MIB, PROGRAMS, Cluster
+from tests.isolation.conftest import MIB, PROGRAMS, ROOT, Cluster
 from tests.isolation.test_cores_share import busy_ns
 
 OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY
@@ -77,3 +78,11 @@ def test_the_throttle_holds_the_fixed_work_kernel_counted_after_settling(
 ) -> None:
     throttled = share(timing_cluster, 30, "work", "2", "1000", "1", settle_s=1)
     assert throttled <= 35, throttled
+
+
+def test_the_gpu_check_script_parses() -> None:
+    """The script itself runs only on a GPU; here bash reads it (and shellcheck, where present)."""
+    script = str(ROOT / "hack/gpu-check.sh")
+    subprocess.run(["bash", "-n", script], check=True)
+    if shutil.which("shellcheck") is not None:
+        subprocess.run(["shellcheck", script], check=True)
