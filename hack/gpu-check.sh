@@ -97,23 +97,24 @@ wait
 container g30 1073741824 30
 inside g30 "$work/gpuspin" graph "$seconds" 1000 >"$work/g30.json"
 container r30 1073741824 30
-inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json"
+# From here a program that stops on a driver error (its JSON names it) fails its check only.
+inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json" || true
 container vmm 1073741824 100
-inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json"
-inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json"
-inside vmm "$work/gpumem" total >"$work/total.json"
-"$work/gpumem" total >"$work/total-bare.json"
+inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
+inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
+inside vmm "$work/gpumem" total >"$work/total.json" || true
+"$work/gpumem" total >"$work/total-bare.json" || true
 
 # The contending pair: its kernels' rate alone, then side by side without and with the agent.
-"$work/gpuspin" work "$seconds" "$iters" >"$work/work.json"
+"$work/gpuspin" work "$seconds" "$iters" >"$work/work.json" || true
 pair() { # pair PREFIX [SETTLE]: 30 and 70 side by side
     local first
     container "$1-30" 1073741824 30
     container "$1-70" 1073741824 70
     inside "$1-30" "$work/gpuspin" work "$seconds" "$iters" "${2:-0}" >"$work/$1-30.json" &
     first=$!
-    inside "$1-70" "$work/gpuspin" work "$seconds" "$iters" "${2:-0}" >"$work/$1-70.json"
-    wait "$first"
+    inside "$1-70" "$work/gpuspin" work "$seconds" "$iters" "${2:-0}" >"$work/$1-70.json" || true
+    wait "$first" || true
 }
 pair raw
 # The agent's elastic duty: it says "ready" once NVML answers and runs until its stdin closes.
@@ -133,7 +134,18 @@ wait "$agent" || true
 import json, pathlib, sys
 
 work, out, agent_said = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
-read = lambda name: json.loads((work / f"{name}.json").read_text())
+
+
+def read(name):
+    """A program's JSON report; output that is none (it crashed) reads as an error."""
+    text = (work / f"{name}.json").read_text()
+    try:
+        report = json.loads(text)
+    except ValueError:
+        report = None
+    return report if isinstance(report, dict) else {"error": "no report", "output": text[-200:]}
+
+
 rate = lambda name: read(name)["kernels"] / read(name)["window_s"]
 bare = rate("bare")
 mem = read("mem")
@@ -152,29 +164,47 @@ graph = 100 * rate("g30") / bare
 checks.append({"check": "graph captured under 30 cores, launched within 8 points",
                "capture": read("g30")["capture"], "share": round(graph, 1),
                "pass": read("g30")["capture"] == 0 and abs(graph - 30) <= 8})
-reset = 100 * rate("r30") / bare
-checks.append({"check": "30 cores after cuDevicePrimaryCtxReset within 8 points",
-               "share": round(reset, 1), "pass": abs(reset - 30) <= 8})
-vmm = read("vmm")
-checks.append({"check": "VMM: released but mapped memory refuses a second create past the grant",
-               **vmm, "pass": vmm["second"] == 2 and vmm["after_unmap"] == 0})
-graphmem = read("graphmem")
-checks.append({"check": "graph memory node past the grant refused", **graphmem,
-               "pass": graphmem["codes"] == [0, 2]})
-total, gpu = read("total"), read("total-bare")
-totals = [total[k] for k in ("total_mem", "total_mem_by_proc_address", "mem_info_total")]
-checks.append({"check": "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
-               **total, "gpu_total_mem": gpu["total_mem"],
-               "pass": totals == [1 << 30] * 3 and gpu["total_mem"] > 1 << 30})
-alone = rate("work")
-shares = lambda prefix: [round(100 * rate(f"{prefix}-{c}") / alone, 1) for c in (30, 70)]
-agent = shares("agent") if agent_said == "ready" else None
-checks.append({"check": "30 and 70 side by side, with the agent's outer loop: each within 5 points",
-               "agent": agent_said, "shares": agent,
-               "pass": agent is not None and all(abs(g - c) <= 5 for g, c in zip(agent, (30, 70)))})
+
+
+def judged(check, names, test, **shown):
+    """A check over the named programs' reports; one that stopped on a driver error fails it."""
+    reports = {name: read(name) for name in names}
+    errors = {name: r for name, r in reports.items() if "error" in r}
+    if errors:
+        return {"check": check, "errors": errors, "pass": False}
+    return {"check": check, **{k: f() for k, f in shown.items()}, "pass": test(*reports.values())}
+
+
+share_of = lambda name, alone: round(100 * rate(name) / rate(alone), 1)
+checks.append(judged("30 cores after cuDevicePrimaryCtxReset within 8 points", ["r30", "bare"],
+                     lambda r30, bare: abs(share_of("r30", "bare") - 30) <= 8,
+                     share=lambda: share_of("r30", "bare")))
+checks.append(judged("VMM: released but mapped memory refuses a second create past the grant",
+                     ["vmm"], lambda vmm: vmm["second"] == 2 and vmm["after_unmap"] == 0,
+                     vmm=lambda: read("vmm")))
+checks.append(judged("graph memory node past the grant refused", ["graphmem"],
+                     lambda graphmem: graphmem["codes"] == [0, 2],
+                     graphmem=lambda: read("graphmem")))
+fields = ("total_mem", "total_mem_by_proc_address", "mem_info_total")
+checks.append(judged("totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
+                     ["total", "total-bare"],
+                     lambda total, bare: [total[k] for k in fields] == [1 << 30] * 3
+                     and bare["total_mem"] > 1 << 30,
+                     total=lambda: read("total"), gpu_total_mem=lambda: read("total-bare")["total_mem"]))
+pair = lambda prefix: [share_of(f"{prefix}-{c}", "work") for c in (30, 70)]
+if agent_said == "ready":
+    checks.append(judged("30 and 70 side by side, with the agent's outer loop: each within 5 points",
+                         ["work", "agent-30", "agent-70"],
+                         lambda *_: all(abs(g - c) <= 5 for g, c in zip(pair("agent"), (30, 70))),
+                         shares=lambda: pair("agent")))
+else:
+    checks.append({"check": "30 and 70 side by side, with the agent's outer loop",
+                   "agent": agent_said, "pass": False})
+raw = [read(n) for n in ("work", "raw-30", "raw-70")]
 report = {"gpu_kernels_per_s_without_library": round(bare, 1),
-          "work_kernel_us_alone": round(1e6 / alone, 1),
-          "pair_30_70_without_agent": shares("raw"), "checks": checks,
+          "work_kernel_us_alone": None if "error" in raw[0] else round(1e6 / rate("work"), 1),
+          "pair_30_70_without_agent": raw if any("error" in r for r in raw) else pair("raw"),
+          "checks": checks,
           "pass": all(c["pass"] for c in checks)}
 out.write_text(json.dumps(report, indent=2) + "\n")
 print(json.dumps(report, indent=2))
