@@ -9,12 +9,17 @@ with no limit rather than against exact figures."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
-from tests.isolation.conftest import MIB, PROGRAMS, ROOT, Cluster
+import pytest
+
+from tests.isolation.conftest import GIB, MIB, PROGRAMS, ROOT, Build, Cluster
+from tests.isolation.standins import Node, node_gpus
 from tests.isolation.test_cores_share import busy_ns
 
 OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY
@@ -86,3 +91,53 @@ def test_the_gpu_check_script_parses() -> None:
     subprocess.run(["bash", "-n", script], check=True)
     if shutil.which("shellcheck") is not None:
         subprocess.run(["shellcheck", script], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script makes its containers with unshare -m")
+def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stand_in(
+    plain_build: Build, tmp_path: Path
+) -> None:
+    """The script's own flow (containers laid out as the agent's, the agent's duty started and
+    stopped, the JSON report) on the stand-in driver: a fake nvidia-smi names its GPU and -lcuda
+    finds it. The memory checks hold as on a GPU; the stand-in's 1 us PTX kernels leave the
+    shares meaningless, so only their presence is checked."""
+    node = Node(plain_build.standins, node_gpus(1, memory=4 * GIB), dir=tmp_path / "node")
+    (tmp_path / "bin").mkdir()
+    smi = tmp_path / "bin/nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho {node.gpus[0].uuid}\n")
+    smi.chmod(0o755)
+    (tmp_path / "libcuda.so").symlink_to(plain_build.standins.libcuda)
+    out = tmp_path / "gpu-check.json"
+    env = node.env(
+        {
+            "PATH": f"{tmp_path / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "LIBRARY_PATH": str(tmp_path),
+            "PYTHON": sys.executable,
+            "VGPU_CHECK_SECONDS": "1",
+            "VGPU_CHECK_SETTLE_SECONDS": "1",
+            "VGPU_CHECK_OUT": str(out),
+            "VGPU_CHECK_VGPU_CORE_ONLY": "1",
+        }
+    )
+    done = subprocess.run(
+        ["bash", str(ROOT / "hack/gpu-check.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode in (0, 1) and out.exists(), done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    checks = {c["check"]: c for c in report["checks"]}
+    for name in (
+        "memory grant exact",
+        "VMM: released but mapped memory refuses a second create past the grant",
+        "graph memory node past the grant refused",
+        "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
+    ):
+        assert checks[name]["pass"], checks[name]
+    agent = "30 and 70 side by side, with the agent's outer loop: each within 5 points"
+    assert len(checks[agent]["shares"]) == 2, checks  # the agent came up and the pair ran
+    assert len(report["pair_30_70_without_agent"]) == 2, report
+    assert "30 cores after cuDevicePrimaryCtxReset within 8 points" in checks
