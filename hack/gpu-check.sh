@@ -126,6 +126,8 @@ exec {agent_in}>"$work/agent.in" {agent_out}<"$work/agent.out"
 read -r -u "$agent_out" agent_said || agent_said="exited: $(tail -1 "$work/agent.err")"
 if [ "$agent_said" = ready ]; then
     pair agent "$settle"
+    # What the agent last wrote (its scale shows the outer loop at work), before it stops.
+    tail -qn1 "$(cdir agent-30)/limits/limits" "$(cdir agent-70)/limits/limits" >"$work/agent.limits"
 fi
 exec {agent_in}>&- {agent_out}<&-
 wait "$agent" || true
@@ -196,7 +198,9 @@ if agent_said == "ready":
     checks.append(judged("30 and 70 side by side, with the agent's outer loop: each within 5 points",
                          ["work", "agent-30", "agent-70"],
                          lambda *_: all(abs(g - c) <= 5 for g, c in zip(pair("agent"), (30, 70))),
-                         shares=lambda: pair("agent")))
+                         shares=lambda: pair("agent"),
+                         limits=lambda: (work / "agent.limits").read_text().splitlines(),
+                         agent_log=lambda: (work / "agent.err").read_text().splitlines()[-5:]))
 else:
     checks.append({"check": "30 and 70 side by side, with the agent's outer loop",
                    "agent": agent_said, "pass": False})
