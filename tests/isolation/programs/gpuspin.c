@@ -1,6 +1,7 @@
-/* The real-GPU program of hack/gpu-check.sh: a hand-written PTX kernel that spins on %clock64 for
- * a given number of cycles, JIT-compiled by the driver (cuModuleLoadData; no nvcc), plus the
- * memory queries. Prototypes declared here from NVIDIA's public Driver API reference.
+/* The real-GPU program of hack/gpu-check.sh: hand-written PTX kernels, one that spins on %clock64
+ * for a given number of cycles and one of a fixed amount of work, JIT-compiled by the driver
+ * (cuModuleLoadData; no nvcc), plus the memory queries. Prototypes declared here from NVIDIA's
+ * public Driver API reference.
  *
  *   gpuspin mem BYTES COUNT       cuMemGetInfo total, then COUNT allocations' result codes
  *   gpuspin spin SECONDS US       kernels of US microseconds for SECONDS; prints kernels, window
