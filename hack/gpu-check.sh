@@ -1,40 +1,80 @@
 #!/usr/bin/env bash
-# On a machine with an NVIDIA GPU (as root; about 1 minute of checks plus builds, well inside 10):
-#  1. vgpu-core on the hardware: a hand-written PTX %clock64 spin kernel JIT-compiled by the driver
-#     (tests/isolation/programs/gpuspin.c, no nvcc) runs in "containers" made with unshare -m
-#     (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the library
-#     preloaded). Checks, each pass/fail, as JSON on stdout and in $VGPU_CHECK_OUT (default
+# On a machine with an NVIDIA GPU (as root; about 2 minutes of checks plus builds, well inside 10):
+#  1. vgpu-core on the hardware: hand-written PTX kernels JIT-compiled by the driver (no nvcc;
+#     tests/isolation/programs/gpuspin.c and gpumem.c, which declare the driver's prototypes
+#     themselves and run in CI on the stand-in driver too) run in "containers" made with
+#     unshare -m (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the
+#     library preloaded). Nothing is downloaded: the driver's libraries, cc and what the
+#     checkout builds. Checks, each pass/fail, as JSON on stdout and in $VGPU_CHECK_OUT (default
 #     ./gpu-check.json): memory grant exact, cores 25/50/75 within +-8 points, 30 and 60 side by
 #     side at 0.5 +- 0.1, overhead <= 2 % with no limit, and a CUDA graph captured in the global
-#     capture mode under 30 cores (the capture succeeds, its launches within +-8 points).
+#     capture mode under 30 cores (the capture succeeds, its launches within +-8 points); then
+#     - the cudaDeviceReset sequence: cuDevicePrimaryCtxReset, the context retained again, and
+#       30 cores still hold within +-8 points;
+#     - VMM map-then-release (NVIDIA's sample pattern): a second cuMemCreate past a 1 GiB grant
+#       is refused while the first, released, stays mapped; after the unmap it fits again;
+#     - a graph memory node (cuGraphAddMemAllocNode) past the grant is refused beside one that
+#       fits;
+#     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
+#       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
+#       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
+#       (how the runtime reaches the driver), beside cuMemGetInfo_v2: all equal the grant while
+#       the same call without the library reports the GPU's own size (no cuDeviceGetAttribute
+#       reports memory size, so none is read);
+#     - absolute shares of a contending pair, 30 and 70 side by side, measured with a kernel of a
+#       fixed amount of work (its rate over its rate alone is the share of the GPU it got; a
+#       %clock64 spin would end on time while time-sliced and overstate it). Without MPS the
+#       GPU time-slices the pair and each container's events also time its neighbour's turns,
+#       which on a real node the agent's outer loop corrects from NVML per-process utilisation.
+#       So the pair runs twice: without the agent, reported raw (no pass/fail: it shows how far
+#       the in-process loop alone falls short), and with the agent's own elastic duty and its
+#       control law (tests/isolation/elastic_agent.py over vgpu/agent/elastic.py, pynvml as
+#       the agent uses it; the containers' directories laid out as the agent's), whose figures
+#       must each come within 5 points of the guarantee after a settling time. That run needs
+#       the checkout's Python environment (nvidia-ml-py), as step 2 does; without it the check
+#       fails and says why.
 #  2. The driver memory backend (hack/gpu-check-driver.sh): where the driver is r615+ with cgroup
 #     v2, a program without the interposer is refused past its cgroup's hard limit; elsewhere it
 #     reports "not available: driver X, kernel Y, cgroup vN".
 #  3. Then, as before: NVML discovery and the device plugin against the stand-in kubelet
 #     (hack/gpu_check.py) and the NVML-marked tests. Extra arguments go to hack/gpu_check.py.
-# VGPU_CHECK_SECONDS sets each measurement's length (default 5).
+# VGPU_CHECK_SECONDS sets each measurement's length (default 5); VGPU_CHECK_WORK_ITERS the fixed-work
+# kernel's steps (default 100000; its length alone is reported), VGPU_CHECK_SETTLE_SECONDS the
+# agent's settling time before the pair is measured (default 8).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python="${PYTHON:-python3}"
 seconds="${VGPU_CHECK_SECONDS:-5}"
 out="${VGPU_CHECK_OUT:-gpu-check.json}"
+iters="${VGPU_CHECK_WORK_ITERS:-100000}"
+settle="${VGPU_CHECK_SETTLE_SECONDS:-8}"
 work="$(mktemp -d)"
+state="$work/state" # laid out as the agent's state directory: containers/<32 hex digits>/
 trap 'rm -rf "$work"' EXIT
 
 lib="$(hack/build-interposer.sh "$work/lib" | tail -1)"
-"${CC:-cc}" -O2 -Wall -Wextra -Werror -o "$work/gpuspin" tests/isolation/programs/gpuspin.c -lcuda
+for program in gpuspin gpumem; do
+    "${CC:-cc}" -O2 -Wall -Wextra -Werror -o "$work/$program" \
+        "tests/isolation/programs/$program.c" -lcuda
+done
 uuid="$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')"
+
+# cdir NAME: the container's directory, where the agent would make it (an id from the name).
+cdir() { printf '%s/containers/%s' "$state" "$(printf '%s' "$1" | md5sum | cut -c1-32)"; }
 
 # container NAME MEMORY CORES: a container directory with its limits file (allowance = cores).
 container() {
-    mkdir -p "$work/$1/limits" "$work/$1/shared"
+    local dir
+    dir="$(cdir "$1")"
+    mkdir -p "$dir/limits" "$dir/shared"
     printf 'vgpu-limits 1\ndevice %s memory=%s cores=%s limit=%s allowance=%s\n' \
-        "$uuid" "$2" "$3" "$3" "$3" >"$work/$1/limits/limits"
+        "$uuid" "$2" "$3" "$3" "$3" >"$dir/limits/limits"
 }
 
 # inside NAME COMMAND...: run COMMAND with the container's directories mounted and vgpu-core loaded.
 inside() {
-    local dir="$work/$1"
+    local dir
+    dir="$(cdir "$1")"
     shift
     unshare -m bash -c 'mount -t tmpfs vgpu-check /run && mkdir /run/vgpu /run/vgpu-shared &&
         mount --bind -o ro "$0/limits" /run/vgpu && mount --bind "$0/shared" /run/vgpu-shared &&
@@ -59,12 +99,58 @@ spin inside p60 "$work/gpuspin" >"$work/p60.json"
 wait
 container g30 1073741824 30
 inside g30 "$work/gpuspin" graph "$seconds" 1000 >"$work/g30.json"
+container r30 1073741824 30
+# From here a program that stops on a driver error (its JSON names it) fails its check only.
+inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json" || true
+container vmm 1073741824 100
+inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
+inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
+inside vmm "$work/gpumem" total >"$work/total.json" || true
+"$work/gpumem" total >"$work/total-bare.json" || true
 
-"$python" - "$work" "$out" <<'PY'
+# The contending pair: its kernels' rate alone, then side by side without and with the agent.
+"$work/gpuspin" work "$seconds" "$iters" >"$work/work.json" || true
+pair() { # pair PREFIX [SETTLE]: 30 and 70 side by side
+    local first
+    container "$1-30" 1073741824 30
+    container "$1-70" 1073741824 70
+    inside "$1-30" "$work/gpuspin" work "$seconds" "$iters" "${2:-0}" >"$work/$1-30.json" &
+    first=$!
+    inside "$1-70" "$work/gpuspin" work "$seconds" "$iters" "${2:-0}" >"$work/$1-70.json" || true
+    wait "$first" || true
+}
+pair raw
+# The agent's elastic duty: it says "ready" once NVML answers and runs until its stdin closes.
+mkfifo "$work/agent.in" "$work/agent.out"
+PYTHONPATH=. "$python" -m tests.isolation.elastic_agent "$state" 0.5 \
+    <"$work/agent.in" >"$work/agent.out" 2>"$work/agent.err" &
+agent=$!
+exec {agent_in}>"$work/agent.in" {agent_out}<"$work/agent.out"
+read -r -u "$agent_out" agent_said || agent_said="exited: $(tail -1 "$work/agent.err")"
+if [ "$agent_said" = ready ]; then
+    pair agent "$settle"
+    # What the agent last wrote (its scale shows the outer loop at work), before it stops.
+    tail -qn1 "$(cdir agent-30)/limits/limits" "$(cdir agent-70)/limits/limits" >"$work/agent.limits"
+fi
+exec {agent_in}>&- {agent_out}<&-
+wait "$agent" || true
+
+"$python" - "$work" "$out" "$agent_said" <<'PY'
 import json, pathlib, sys
 
-work, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-read = lambda name: json.loads((work / f"{name}.json").read_text())
+work, out, agent_said = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3]
+
+
+def read(name):
+    """A program's JSON report; output that is none (it crashed) reads as an error."""
+    text = (work / f"{name}.json").read_text()
+    try:
+        report = json.loads(text)
+    except ValueError:
+        report = None
+    return report if isinstance(report, dict) else {"error": "no report", "output": text[-200:]}
+
+
 rate = lambda name: read(name)["kernels"] / read(name)["window_s"]
 bare = rate("bare")
 mem = read("mem")
@@ -83,12 +169,56 @@ graph = 100 * rate("g30") / bare
 checks.append({"check": "graph captured under 30 cores, launched within 8 points",
                "capture": read("g30")["capture"], "share": round(graph, 1),
                "pass": read("g30")["capture"] == 0 and abs(graph - 30) <= 8})
-report = {"gpu_kernels_per_s_without_library": round(bare, 1), "checks": checks,
+
+
+def judged(check, names, test, **shown):
+    """A check over the named programs' reports; one that stopped on a driver error fails it."""
+    reports = {name: read(name) for name in names}
+    errors = {name: r for name, r in reports.items() if "error" in r}
+    if errors:
+        return {"check": check, "errors": errors, "pass": False}
+    return {"check": check, **{k: f() for k, f in shown.items()}, "pass": test(*reports.values())}
+
+
+share_of = lambda name, alone: round(100 * rate(name) / rate(alone), 1)
+checks.append(judged("30 cores after cuDevicePrimaryCtxReset within 8 points", ["r30", "bare"],
+                     lambda r30, bare: abs(share_of("r30", "bare") - 30) <= 8,
+                     share=lambda: share_of("r30", "bare")))
+checks.append(judged("VMM: released but mapped memory refuses a second create past the grant",
+                     ["vmm"], lambda vmm: vmm["second"] == 2 and vmm["after_unmap"] == 0,
+                     vmm=lambda: read("vmm")))
+checks.append(judged("graph memory node past the grant refused", ["graphmem"],
+                     lambda graphmem: graphmem["codes"] == [0, 2],
+                     graphmem=lambda: read("graphmem")))
+fields = ("total_mem", "total_mem_by_proc_address", "mem_info_total")
+checks.append(judged("totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
+                     ["total", "total-bare"],
+                     lambda total, bare: [total[k] for k in fields] == [1 << 30] * 3
+                     and bare["total_mem"] > 1 << 30,
+                     total=lambda: read("total"), gpu_total_mem=lambda: read("total-bare")["total_mem"]))
+pair = lambda prefix: [share_of(f"{prefix}-{c}", "work") for c in (30, 70)]
+if agent_said == "ready":
+    checks.append(judged("30 and 70 side by side, with the agent's outer loop: each within 5 points",
+                         ["work", "agent-30", "agent-70"],
+                         lambda *_: all(abs(g - c) <= 5 for g, c in zip(pair("agent"), (30, 70))),
+                         shares=lambda: pair("agent"),
+                         limits=lambda: (work / "agent.limits").read_text().splitlines(),
+                         agent_log=lambda: (work / "agent.err").read_text().splitlines()[-5:]))
+else:
+    checks.append({"check": "30 and 70 side by side, with the agent's outer loop",
+                   "agent": agent_said, "pass": False})
+raw = [read(n) for n in ("work", "raw-30", "raw-70")]
+report = {"gpu_kernels_per_s_without_library": round(bare, 1),
+          "work_kernel_us_alone": None if "error" in raw[0] else round(1e6 / rate("work"), 1),
+          "pair_30_70_without_agent": raw if any("error" in r for r in raw) else pair("raw"),
+          "checks": checks,
           "pass": all(c["pass"] for c in checks)}
 out.write_text(json.dumps(report, indent=2) + "\n")
 print(json.dumps(report, indent=2))
 sys.exit(0 if report["pass"] else 1)
 PY
+# VGPU_CHECK_VGPU_CORE_ONLY=1 ends here (tests/isolation runs this section on the stand-in driver).
+[ "${VGPU_CHECK_VGPU_CORE_ONLY:-0}" = 1 ] && exit 0
 
 hack/gpu-check-driver.sh "$work/gpuspin"
 "$python" hack/gpu_check.py --seconds 1 "$@"

@@ -1,9 +1,18 @@
-/* The real-GPU program of hack/gpu-check.sh: a hand-written PTX kernel that spins on %clock64 for
- * a given number of cycles, JIT-compiled by the driver (cuModuleLoadData; no nvcc), plus the
- * memory queries. Prototypes declared here from NVIDIA's public Driver API reference.
+/* The real-GPU program of hack/gpu-check.sh: hand-written PTX kernels, one that spins on %clock64
+ * for a given number of cycles and one of a fixed amount of work, JIT-compiled by the driver
+ * (cuModuleLoadData; no nvcc), plus the memory queries. Prototypes declared here from NVIDIA's
+ * public Driver API reference.
  *
  *   gpuspin mem BYTES COUNT       cuMemGetInfo total, then COUNT allocations' result codes
  *   gpuspin spin SECONDS US       kernels of US microseconds for SECONDS; prints kernels, window
+ *   gpuspin work SECONDS ITERS [SETTLE]
+ *                                 the same with a kernel of a fixed amount of work (ITERS dependent
+ *                                 steps), counted after SETTLE seconds (default 0): it advances
+ *                                 only while the GPU runs it, so its rate over the rate alone is
+ *                                 the share of the GPU it got, also when time-sliced with a
+ *                                 neighbour (a %clock64 spin ends on time whoever ran meanwhile)
+ *   gpuspin reset SECONDS US      20 kernels, cuDevicePrimaryCtxReset (what cudaDeviceReset does),
+ *                                 the primary context retained again, then as spin
  *   gpuspin graph SECONDS US      after a warm-up, one such kernel captured into a graph on a
  *                                 stream (global capture mode, torch.cuda.graph's default), then
  *                                 the graph launched for SECONDS; prints the capture's code too */
@@ -19,6 +28,7 @@ typedef unsigned long long CUdeviceptr;
 
 CUresult cuInit(unsigned);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuDevicePrimaryCtxReset_v2(int);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxSynchronize(void);
 CUresult cuDeviceGetAttribute(int *, int, int);
@@ -41,7 +51,17 @@ static const char ptx[] =
     "  .reg .u64 %t0, %t1, %d, %c;\n  .reg .pred %p;\n"
     "  ld.param.u64 %c, [cycles];\n  mov.u64 %t0, %clock64;\n"
     "LOOP:\n  mov.u64 %t1, %clock64;\n  sub.u64 %d, %t1, %t0;\n"
-    "  setp.lt.u64 %p, %d, %c;\n  @%p bra LOOP;\n  ret;\n}\n";
+    "  setp.lt.u64 %p, %d, %c;\n  @%p bra LOOP;\n  ret;\n}\n"
+    /* ITERS steps of a 64-bit LCG; the store that never runs (its address is 0) keeps the JIT
+     * from dropping the loop. */
+    ".visible .entry work(.param .u64 iters, .param .u64 sink)\n{\n"
+    "  .reg .u64 %i, %n, %x, %a;\n  .reg .pred %q;\n"
+    "  ld.param.u64 %n, [iters];\n  ld.param.u64 %a, [sink];\n"
+    "  mov.u64 %i, 0;\n  mov.u64 %x, 1;\n"
+    "WORK:\n  mad.lo.u64 %x, %x, 6364136223846793005, 1442695040888963407;\n"
+    "  add.u64 %i, %i, 1;\n  setp.lt.u64 %q, %i, %n;\n  @%q bra WORK;\n"
+    "  setp.ne.u64 %q, %x, 0;\n  @%q bra DONE;\n  st.global.u64 [%a], %x;\n"
+    "DONE:\n  ret;\n}\n";
 
 #define CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13 /* kHz */
 
@@ -73,14 +93,16 @@ static int mem(size_t bytes, int count)
     return 0;
 }
 
-static CUfunction spin_kernel(void)
+static CUfunction kernel(const char *name)
 {
     CUmodule mod;
     CUfunction f;
     check(cuModuleLoadData(&mod, ptx), "cuModuleLoadData");
-    check(cuModuleGetFunction(&f, mod, "spin"), "cuModuleGetFunction");
+    check(cuModuleGetFunction(&f, mod, name), "cuModuleGetFunction");
     return f;
 }
+
+static CUfunction spin_kernel(void) { return kernel("spin"); }
 
 static uint64_t cycles_of(double us)
 {
@@ -122,13 +144,15 @@ static int graph(double seconds, double us)
     return 0;
 }
 
-static int spin(double seconds, double us)
+/* Kernels of f with params, one after another on the null stream: SETTLE seconds uncounted
+ * (a neighbour's outer loop converging), then SECONDS counted. */
+static int launch_for(double settle, double seconds, CUfunction f, void **params)
 {
-    CUfunction f = spin_kernel();
-    uint64_t cycles = cycles_of(us);
-    void *params[] = {&cycles};
     long kernels = 0;
     double start = now_s();
+    while (now_s() - start < settle)
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+    start = now_s();
     while (now_s() - start < seconds) {
         check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
         kernels++;
@@ -136,6 +160,39 @@ static int spin(double seconds, double us)
     check(cuCtxSynchronize(), "cuCtxSynchronize");
     printf("{\"kernels\": %ld, \"window_s\": %.4f}\n", kernels, now_s() - start);
     return 0;
+}
+
+static int spin(double seconds, double us)
+{
+    CUfunction f = spin_kernel();
+    uint64_t cycles = cycles_of(us);
+    void *params[] = {&cycles};
+    return launch_for(0, seconds, f, params);
+}
+
+static int work(double seconds, uint64_t iters, double settle)
+{
+    CUfunction f = kernel("work");
+    CUdeviceptr sink = 0;
+    void *params[] = {&iters, &sink};
+    return launch_for(settle, seconds, f, params);
+}
+
+/* The cudaDeviceReset sequence: the context's modules and events are gone after the reset; the
+ * runtime retains the primary context again on its next call. */
+static int reset(double seconds, double us)
+{
+    CUfunction f = spin_kernel();
+    uint64_t cycles = cycles_of(us);
+    void *params[] = {&cycles};
+    CUcontext ctx;
+    for (int i = 0; i < 20; i++)
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    check(cuDevicePrimaryCtxReset_v2(0), "cuDevicePrimaryCtxReset_v2");
+    check(cuDevicePrimaryCtxRetain(&ctx, 0), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    return spin(seconds, us);
 }
 
 int main(int argc, char **argv)
@@ -150,6 +207,11 @@ int main(int argc, char **argv)
         return spin(atof(argv[2]), atof(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "graph"))
         return graph(atof(argv[2]), atof(argv[3]));
-    fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin|graph SECONDS US\n");
+    if (argc == 4 && !strcmp(argv[1], "reset"))
+        return reset(atof(argv[2]), atof(argv[3]));
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "work"))
+        return work(atof(argv[2]), strtoull(argv[3], NULL, 10), argc == 5 ? atof(argv[4]) : 0);
+    fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin|graph|reset SECONDS US | "
+                    "gpuspin work SECONDS ITERS [SETTLE]\n");
     return 2;
 }

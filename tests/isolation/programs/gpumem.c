@@ -1,0 +1,160 @@
+/* The real-GPU memory program of hack/gpu-check.sh: the memory that outlives the call that
+ * obtained it, and the total a CUDA program is told. Prototypes declared here from NVIDIA's
+ * public Driver API reference; linked against libcuda.so.1 by name. Each mode prints one JSON
+ * object (result codes as the driver's CUresult numbers).
+ *
+ *   gpumem vmm BYTES     NVIDIA's VMM sample pattern: cuMemCreate BYTES (rounded up to the
+ *                        granularity), reserve, map, grant access, cuMemRelease at once; then a
+ *                        second cuMemCreate BYTES while the first stays mapped ("second" is its
+ *                        code); then unmap and create once more ("after_unmap")
+ *   gpumem graph BYTES   two cuGraphAddMemAllocNode of BYTES in one graph (a captured
+ *                        cudaMallocAsync becomes such a node): each node's code
+ *   gpumem total         what the CUDA runtime's cudaGetDeviceProperties reads for totalGlobalMem:
+ *                        cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at
+ *                        CUDA 12.0 (how the runtime reaches the driver), beside cuMemGetInfo_v2 */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr, Handle;
+typedef void *CUcontext, *CUgraph, *CUgraphNode;
+typedef struct { int type, id; } Location;
+typedef struct { /* CUmemAllocationProp */
+    int type, handle_types;
+    Location location;
+    void *win32;
+    unsigned char flags[8];
+} AllocProp;
+typedef struct { Location location; int flags; } AccessDesc; /* CUmemAccessDesc */
+typedef struct {                                            /* CUmemPoolProps */
+    int alloc_type, handle_types;
+    Location location;
+    void *win32;
+    size_t max_size;
+    unsigned short usage;
+    unsigned char reserved[54];
+} PoolProps;
+typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS */
+    PoolProps pool_props;
+    const AccessDesc *access;
+    size_t access_count;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} AllocNodeParams;
+
+CUresult cuInit(unsigned);
+CUresult cuDeviceGet(int *, int);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuDeviceTotalMem_v2(size_t *, int);
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
+CUresult cuMemGetAllocationGranularity(size_t *, const AllocProp *, int);
+CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
+CUresult cuMemRelease(Handle);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemAddressFree(CUdeviceptr, size_t);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuMemSetAccess(CUdeviceptr, size_t, const AccessDesc *, size_t);
+CUresult cuGraphCreate(CUgraph *, unsigned);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                AllocNodeParams *);
+CUresult cuGraphDestroy(CUgraph);
+
+#define PINNED 1              /* CU_MEM_ALLOCATION_TYPE_PINNED */
+#define ON_DEVICE 1           /* CU_MEM_LOCATION_TYPE_DEVICE */
+#define READ_WRITE 3          /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
+#define GRANULARITY_MINIMUM 0 /* CU_MEM_ALLOC_GRANULARITY_MINIMUM */
+
+static void check(CUresult rc, const char *what)
+{
+    if (rc != 0) {
+        printf("{\"error\": \"%s\", \"code\": %d}\n", what, rc);
+        exit(3);
+    }
+}
+
+/* One create of BYTES on device 0 (pinned, device-local): its code, the handle in *h. */
+static CUresult create(Handle *h, size_t bytes)
+{
+    AllocProp prop = {PINNED, 0, {ON_DEVICE, 0}, NULL, {0}};
+    return cuMemCreate(h, bytes, &prop, 0);
+}
+
+static int vmm(size_t bytes)
+{
+    AllocProp prop = {PINNED, 0, {ON_DEVICE, 0}, NULL, {0}};
+    AccessDesc access = {{ON_DEVICE, 0}, READ_WRITE};
+    size_t grain = 0;
+    check(cuMemGetAllocationGranularity(&grain, &prop, GRANULARITY_MINIMUM), "granularity");
+    bytes = (bytes + grain - 1) / grain * grain;
+    Handle first, second, third;
+    CUdeviceptr va;
+    check(create(&first, bytes), "cuMemCreate");
+    check(cuMemAddressReserve(&va, bytes, 0, 0, 0), "cuMemAddressReserve");
+    check(cuMemMap(va, bytes, 0, first, 0), "cuMemMap");
+    check(cuMemSetAccess(va, bytes, &access, 1), "cuMemSetAccess");
+    check(cuMemRelease(first), "cuMemRelease"); /* the sample's pattern: memory lives on, mapped */
+    CUresult mapped = create(&second, bytes);
+    if (mapped == 0)
+        cuMemRelease(second);
+    check(cuMemUnmap(va, bytes), "cuMemUnmap"); /* now the driver frees the first */
+    CUresult unmapped = create(&third, bytes);
+    if (unmapped == 0)
+        cuMemRelease(third);
+    cuMemAddressFree(va, bytes);
+    printf("{\"bytes\": %zu, \"second\": %d, \"after_unmap\": %d}\n", bytes, mapped, unmapped);
+    return 0;
+}
+
+static int graph(size_t bytes)
+{
+    CUgraph g;
+    CUresult codes[2];
+    check(cuGraphCreate(&g, 0), "cuGraphCreate");
+    for (int i = 0; i < 2; i++) { /* no access descriptors: they describe peer access only */
+        AllocNodeParams p = {{PINNED, 0, {ON_DEVICE, 0}, NULL, 0, 0, {0}}, NULL, 0, bytes, 0};
+        CUgraphNode node;
+        codes[i] = cuGraphAddMemAllocNode(&node, g, NULL, 0, &p);
+    }
+    cuGraphDestroy(g);
+    printf("{\"bytes\": %zu, \"codes\": [%d, %d]}\n", bytes, codes[0], codes[1]);
+    return 0;
+}
+
+static int total(void)
+{
+    typedef CUresult (*total_fn)(size_t *, int);
+    size_t direct = 0, looked_up = 0, free_b = 0, info_total = 0;
+    void *fn = NULL;
+    int dev;
+    check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+    check(cuDeviceTotalMem_v2(&direct, dev), "cuDeviceTotalMem_v2");
+    check(cuGetProcAddress("cuDeviceTotalMem", &fn, 12000, 0), "cuGetProcAddress");
+    check(((total_fn)fn)(&looked_up, dev), "cuDeviceTotalMem by cuGetProcAddress");
+    check(cuMemGetInfo_v2(&free_b, &info_total), "cuMemGetInfo_v2");
+    printf("{\"total_mem\": %zu, \"total_mem_by_proc_address\": %zu, \"mem_info_total\": %zu, "
+           "\"mem_info_free\": %zu}\n",
+           direct, looked_up, info_total, free_b);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    CUcontext ctx;
+    int dev;
+    check(cuInit(0), "cuInit");
+    check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+    if (argc == 3 && !strcmp(argv[1], "vmm"))
+        return vmm(strtoull(argv[2], NULL, 10));
+    if (argc == 3 && !strcmp(argv[1], "graph"))
+        return graph(strtoull(argv[2], NULL, 10));
+    if (argc == 2 && !strcmp(argv[1], "total"))
+        return total();
+    fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem total\n");
+    return 2;
+}

@@ -1,0 +1,143 @@
+"""hack/gpu-check.sh's real-GPU programs (`programs/gpuspin.c`, `programs/gpumem.c`) in each mode
+the script runs, on the stand-in driver, so what the script checks on hardware is exercised in CI:
+memory held by a VMM mapping after its handle's release and by a graph memory node is refused past
+the grant, the total a CUDA program is told is the grant however it reaches the driver, and the
+cores throttle holds after `cuDevicePrimaryCtxReset` and for the fixed-work kernel. The stand-in
+gives a PTX kernel its default 1 us per block, so the shares are checked against the same program
+with no limit rather than against exact figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.isolation.conftest import GIB, MIB, PROGRAMS, ROOT, Build, Cluster
+from tests.isolation.standins import Node, node_gpus
+from tests.isolation.test_cores_share import busy_ns
+
+OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY
+
+
+def program(c: Cluster, name: str) -> Path:
+    """The program built against the cluster's stand-in driver, next to cuload (a path the sandbox
+    shows), with the flags hack/gpu-check.sh uses."""
+    out = c.build.cuload.parent / name
+    if not out.exists():
+        flags = ["-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out), str(PROGRAMS / f"{name}.c")]
+        subprocess.run(["cc", *flags, f"-L{c.build.standins.dir}", "-l:libcuda.so.1"], check=True)
+    return out
+
+
+def run(c: Cluster, cores: int, memory_mib: int, name: str, *args: str) -> dict[str, Any]:
+    done = c.sandbox.run(c.admit([(0, cores, memory_mib)]), [str(program(c, name)), *args])
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def test_vmm_memory_mapped_after_its_release_refuses_a_second_allocation_past_the_grant(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "vmm", str(768 * MIB))
+    assert got["second"] == OUT_OF_MEMORY, got
+    assert got["after_unmap"] == 0, got  # unmapped, the first is really freed
+
+
+def test_a_graph_memory_node_past_the_grant_is_refused_beside_one_that_fits(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "graph", str(768 * MIB))
+    assert got["codes"] == [0, OUT_OF_MEMORY], got
+
+
+def test_the_total_a_cuda_program_reads_is_the_grant_directly_and_by_proc_address(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "total")
+    grant = 1024 * MIB
+    assert got["total_mem"] == got["total_mem_by_proc_address"] == got["mem_info_total"] == grant
+    assert got["mem_info_free"] <= grant
+
+
+def share(c: Cluster, cores: int, *args: str, settle_s: float = 0) -> float:
+    """Percent of GPU 0 gpuspin kept busy over its run, in a container of `cores`. With no limit
+    these modes keep the stand-in's GPU about 96 % busy, so a throttle that turned off shows."""
+    got = run(c, cores, 256, "gpuspin", *args)
+    return 100 * busy_ns(c, c.uuids[0]) / ((float(got["window_s"]) + settle_s) * 1e9)
+
+
+def test_the_throttle_holds_after_a_primary_context_reset(timing_cluster: Cluster) -> None:
+    throttled = share(timing_cluster, 30, "reset", "2", "1000")
+    assert throttled <= 35, throttled
+
+
+def test_the_throttle_holds_the_fixed_work_kernel_counted_after_settling(
+    timing_cluster: Cluster,
+) -> None:
+    throttled = share(timing_cluster, 30, "work", "2", "1000", "1", settle_s=1)
+    assert throttled <= 35, throttled
+
+
+def test_the_gpu_check_script_parses() -> None:
+    """The script itself runs only on a GPU; here bash reads it (and shellcheck, where present)."""
+    script = str(ROOT / "hack/gpu-check.sh")
+    subprocess.run(["bash", "-n", script], check=True)
+    if shutil.which("shellcheck") is not None:
+        subprocess.run(["shellcheck", script], check=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script makes its containers with unshare -m")
+def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stand_in(
+    plain_build: Build, tmp_path: Path
+) -> None:
+    """The script's own flow (containers laid out as the agent's, the agent's duty started and
+    stopped, the JSON report) on the stand-in driver: a fake nvidia-smi names its GPU and -lcuda
+    finds it. The memory checks hold as on a GPU; the stand-in's 1 us PTX kernels leave the
+    shares meaningless, so only their presence is checked."""
+    node = Node(plain_build.standins, node_gpus(1, memory=4 * GIB), dir=tmp_path / "node")
+    (tmp_path / "bin").mkdir()
+    smi = tmp_path / "bin/nvidia-smi"
+    smi.write_text(f"#!/bin/sh\necho {node.gpus[0].uuid}\n")
+    smi.chmod(0o755)
+    (tmp_path / "libcuda.so").symlink_to(plain_build.standins.libcuda)
+    out = tmp_path / "gpu-check.json"
+    env = node.env(
+        {
+            "PATH": f"{tmp_path / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "LIBRARY_PATH": str(tmp_path),
+            "PYTHON": sys.executable,
+            "VGPU_CHECK_SECONDS": "1",
+            "VGPU_CHECK_SETTLE_SECONDS": "1",
+            "VGPU_CHECK_OUT": str(out),
+            "VGPU_CHECK_VGPU_CORE_ONLY": "1",
+        }
+    )
+    done = subprocess.run(
+        ["bash", str(ROOT / "hack/gpu-check.sh")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode in (0, 1) and out.exists(), done.stdout + done.stderr
+    report = json.loads(out.read_text())
+    checks = {c["check"]: c for c in report["checks"]}
+    for name in (
+        "memory grant exact",
+        "VMM: released but mapped memory refuses a second create past the grant",
+        "graph memory node past the grant refused",
+        "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
+    ):
+        assert checks[name]["pass"], checks[name]
+    agent = "30 and 70 side by side, with the agent's outer loop: each within 5 points"
+    assert len(checks[agent]["shares"]) == 2, checks  # the agent came up and the pair ran
+    assert len(report["pair_30_70_without_agent"]) == 2, report
+    assert "30 cores after cuDevicePrimaryCtxReset within 8 points" in checks
