@@ -21,9 +21,13 @@ import json
 from itertools import chain, combinations
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.waiting import wait_until
+from vgpu.extender.preemption import parse_preemption_args
 
 Obj = dict[str, Any]
 
@@ -104,3 +108,21 @@ def test_every_victim_set_comes_back_whole_or_not_at_all(harness: Harness) -> No
         assert got.get("n1", list(subset)) == list(subset), subset
         frees_a_gpu = uid["a"] in subset or uid["b"] in subset  # either leaves >= 80 free
         assert ("n1" in got) == frees_a_gpu, subset
+
+
+POD = {"metadata": {"name": "p", "namespace": "ns", "uid": "u-p"}}
+NODES = st.dictionaries(
+    st.text("abn-0123", min_size=1, max_size=6),
+    st.lists(st.uuids().map(str), max_size=3, unique=True),
+    max_size=4,
+)
+
+
+@given(NODES)
+def test_both_forms_read_the_same_victims_empty_ones_included(nodes: dict[str, list[str]]) -> None:
+    """Whichever form kube-scheduler sends, with `[]` or `null` for no victims, the verb reads
+    the same UIDs per node."""
+    full = {n: [{"metadata": {"name": u[:8], "uid": u}} for u in uids] for n, uids in nodes.items()}
+    for body in (_meta_body(POD, nodes), _full_body(POD, full)):
+        args = parse_preemption_args(json.dumps(body).encode())
+        assert {n: list(v.uids) for n, v in args.candidates.items()} == nodes
