@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the test cluster's one binary (hack/testcluster) with the Kubernetes version stamped in:
-#   bash hack/testcluster/build.sh [--k8s 1.MINOR] [OUTPUT]   (default bin/testcluster)
+#   bash hack/testcluster/build.sh [--k8s 1.MINOR] [OUTPUT]   (default hack/testcluster/bin/testcluster)
 #   bash hack/testcluster/build.sh [--k8s 1.MINOR] --ldflags  print the linker flags only
 # Each Kubernetes minor version the tier runs against is pinned in its own module file, built
 # from the published modules with `go build -modfile` (the source is the same): go.mod pins one,
@@ -13,6 +13,7 @@
 # the same from the k8s.io/kubernetes version pinned in the module file, so the cluster reports
 # it (a pre-release such as v1.38.0-beta.0 gets the minor "38+", as version.sh gives it).
 set -euo pipefail
+caller="$PWD"  # an OUTPUT path is the caller's, relative or not
 cd "$(dirname "$0")"
 k8s=1.37
 if [ "${1:-}" = "--k8s" ]; then
@@ -52,5 +53,6 @@ fi
 # proxy served late (-mod=mod adds them, checked against the checksum database as always).
 mode=readonly
 [ "$modfile" = go.mod ] || mode=mod
-exec go build -buildvcs=false -modfile="$modfile" -mod="$mode" -ldflags="$flags" \
-  -o "${1:-bin/testcluster}" .
+output="${1:-bin/testcluster}"
+[ -z "${1:-}" ] || [[ "$1" = /* ]] || output="$caller/$1"
+exec go build -buildvcs=false -modfile="$modfile" -mod="$mode" -ldflags="$flags" -o "$output" .

@@ -8,6 +8,7 @@ agent), as Kubernetes' own build does; CI (.ci/run) and the realk8s tier build w
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -114,3 +115,18 @@ def test_the_tier_builds_the_version_its_environment_selects(
     monkeypatch.setenv(binary.K8S_ENV, "v1.38.0")
     with pytest.raises(binary.Unavailable, match=binary.K8S_ENV):
         binary.selected()
+
+
+def test_a_relative_output_is_the_callers_path(tmp_path: Path) -> None:
+    """.ci/run names its output from the repository root while build.sh works in its own
+    directory: the binary must land where the caller said (a `go` stand-in records the flags)."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    record = tmp_path / "args"
+    (fake / "go").write_text(
+        f'#!/bin/sh\n[ "$1" = env ] && {{ echo go1.26.8; exit 0; }}\necho "$@" > {record}\n'
+    )
+    (fake / "go").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    subprocess.run(["bash", str(SCRIPT), "out/tc"], cwd=tmp_path, env=env, check=True)
+    assert f"-o {tmp_path / 'out' / 'tc'} " in record.read_text()
