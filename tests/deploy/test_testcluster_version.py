@@ -8,11 +8,15 @@ agent), as Kubernetes' own build does; CI (.ci/run) and the realk8s tier build w
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
+
+from tests.realk8s import binary
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "hack" / "testcluster" / "build.sh"
@@ -55,3 +59,74 @@ def test_ci_and_the_realk8s_tier_build_with_the_script() -> None:
     assert "bash hack/testcluster/build.sh" in ci and "go build" not in ci
     helper = (ROOT / "tests" / "realk8s" / "binary.py").read_text()
     assert "BUILD_SCRIPT" in helper and '"build"' not in helper
+
+
+def pins() -> dict[str, Path]:
+    """Every module file build.sh can build from, by the minor version it pins."""
+    files = [ROOT / "hack" / "testcluster" / "go.mod"]
+    files += sorted((ROOT / "hack" / "testcluster").glob("v1.*.mod"))
+    found: dict[str, Path] = {}
+    for path in files:
+        match = re.search(r"^\s*k8s\.io/kubernetes v1\.(\d+)\.\S+$", path.read_text(), re.M)
+        assert match, path
+        found[f"1.{match.group(1)}"] = path
+    return found
+
+
+def test_each_pin_moves_every_staging_module_to_its_own_release() -> None:
+    """A staging module left at another release mixes two Kubernetes versions in one binary."""
+    for minor, path in pins().items():
+        text = path.read_text()
+        staging = re.findall(r"^\s*k8s\.io/\S+ => k8s\.io/\S+ v0\.(\d+)\.\S+$", text, re.M)
+        assert staging and set(staging) == {minor.split(".")[1]}, path.name
+
+
+def test_every_pinned_version_is_selectable_and_stamped() -> None:
+    """`build.sh --k8s 1.N` builds the pin of 1.N, and a pre-release gets Kubernetes' "N+" minor."""
+    for minor, path in pins().items():
+        version = re.search(r"^\s*k8s\.io/kubernetes (v\S+)$", path.read_text(), re.M)
+        assert version
+        done = subprocess.run(
+            ["bash", str(SCRIPT), "--k8s", minor, "--ldflags"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        stamped = "+" if "-" in version.group(1) else ""
+        assert f"k8s.io/component-base/version.gitVersion={version.group(1)}" in done.stdout
+        assert f"version.gitMinor={minor.split('.')[1]}{stamped} " in done.stdout + " "
+
+
+def test_an_unpinned_version_is_refused_by_name() -> None:
+    done = subprocess.run(
+        ["bash", str(SCRIPT), "--k8s", "1.99", "--ldflags"], capture_output=True, text=True
+    )
+    assert done.returncode != 0 and "--k8s 1.99" in done.stderr
+
+
+def test_the_tier_builds_the_version_its_environment_selects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(binary.K8S_ENV, raising=False)
+    assert binary.selected() == ([], binary.BINARY)
+    monkeypatch.setenv(binary.K8S_ENV, "1.38")
+    args, path = binary.selected()
+    assert args == ["--k8s", "1.38"] and path.name == "testcluster-v1.38"
+    monkeypatch.setenv(binary.K8S_ENV, "v1.38.0")
+    with pytest.raises(binary.Unavailable, match=binary.K8S_ENV):
+        binary.selected()
+
+
+def test_a_relative_output_is_the_callers_path(tmp_path: Path) -> None:
+    """.ci/run names its output from the repository root while build.sh works in its own
+    directory: the binary must land where the caller said (a `go` stand-in records the flags)."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    record = tmp_path / "args"
+    (fake / "go").write_text(
+        f'#!/bin/sh\n[ "$1" = env ] && {{ echo go1.26.8; exit 0; }}\necho "$@" > {record}\n'
+    )
+    (fake / "go").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    subprocess.run(["bash", str(SCRIPT), "out/tc"], cwd=tmp_path, env=env, check=True)
+    assert f"-o {tmp_path / 'out' / 'tc'} " in record.read_text()

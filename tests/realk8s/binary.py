@@ -7,6 +7,8 @@ decides whether that is a skip (a developer's machine) or a failure (CI).
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import time
@@ -16,21 +18,36 @@ GO_MODULE = Path(__file__).resolve().parents[2] / "hack" / "testcluster"
 BINARY = GO_MODULE / "bin" / "testcluster"
 BUILD_SCRIPT = GO_MODULE / "build.sh"
 BUILD_TIMEOUT_S = 3600
+K8S_ENV = "VGPU_REALK8S_K8S"
+"""Selects the Kubernetes minor version the tier runs (`1.38`: hack/testcluster/v1.38.mod);
+unset, build.sh's default. Each version is its own binary, so both can stay built."""
+
+
+def selected() -> tuple[list[str], Path]:
+    """build.sh's version arguments and the binary for the version `K8S_ENV` selects."""
+    minor = os.environ.get(K8S_ENV, "")
+    if not minor:
+        return [], BINARY
+    if not re.fullmatch(r"1\.\d+", minor):
+        raise Unavailable(f"{K8S_ENV}={minor!r}: expected a minor version such as 1.38")
+    return ["--k8s", minor], BINARY.with_name(f"testcluster-v{minor}")
 
 
 class Unavailable(Exception):
     """The test cluster cannot be built here; the message says why and how to fix it."""
 
 
-def build(binary: Path = BINARY) -> tuple[Path, float]:
-    """Build (or refresh) the binary; returns its path and the seconds the build took."""
+def build() -> tuple[Path, float]:
+    """Build (or refresh) the selected version's binary; returns its path and the seconds the
+    build took."""
     if shutil.which("go") is None:
         raise Unavailable(
             "the real-cluster tier needs Go (>= 1.26) on PATH to build hack/testcluster"
         )
+    version, binary = selected()
     started = time.monotonic()
     done = subprocess.run(  # the script .ci/run uses: it stamps the Kubernetes version
-        ["bash", str(BUILD_SCRIPT), str(binary)],
+        ["bash", str(BUILD_SCRIPT), *version, str(binary)],
         cwd=GO_MODULE,
         capture_output=True,
         text=True,

@@ -77,6 +77,10 @@ def _session_cluster(binary: Path, nodes: list[NodeSpec], api_only: bool) -> Ite
     cluster = RealCluster(root, binary, nodes)
     try:
         cluster.up(api_only=api_only)
+        # CI's log names the version each run tested, as the API server reports it
+        print(
+            f"\nrealk8s: Kubernetes {cluster.admin.get('/version')['gitVersion']}", file=sys.stderr
+        )
         yield cluster
     finally:
         cluster.down()

@@ -11,6 +11,19 @@ the extender does not run, so sparing one could leave the pod unschedulable afte
 
 Pods that ask for no vGPU and gang members get the candidates back unchanged: the first need
 nothing from the extender's accounting, the second are re-planned as a gang once victims leave.
+
+Empty victim lists (Kubernetes 1.38, kubernetes/kubernetes#135486, "Preemption-capable scheduler
+extenders must now handle candidates with empty victim lists"): kube-scheduler now sends a node
+whose in-tree filters pass with nothing evicted, as a placeholder a preempt-capable extender may
+fill (`callExtenders` in pkg/scheduler/framework/preemption/preemption.go). The extender may
+return it unchanged (kept for the next extender, then dropped if still empty), omit it (reject),
+or add victims. This verb never adds victims (it sees only vGPU holdings, not priorities or
+PDBs): an empty list is judged like any other, so the node comes back empty where the pod fits
+with nothing evicted and is omitted where it does not. The nodeCacheCapable form encodes the
+empty list as `[]` (`convertToMetaVictims` in pkg/scheduler/extender.go), the full form as
+`null` (the dry run's nil slice); both are read as empty. A node sent with victims is returned
+with the same victims or omitted, never with fewer: kube-scheduler rejects an empty answer for a
+node it sent victims for ("expected at least one victim pod on node").
 """
 
 from __future__ import annotations
@@ -59,7 +72,11 @@ def parse_preemption_args(body: bytes) -> PreemptionArgs:
 
 
 def _victims(value: Any, field: str) -> Victims:
-    pods = value.get("Pods") if isinstance(value, dict) else None
+    """One node's victims. `"Pods": null` is an empty list: Go encodes a nil slice as null,
+    and the full form's victims are the nil slice kube-scheduler's dry run starts from."""
+    if not isinstance(value, dict) or "Pods" not in value:
+        raise BadRequest(f"{field}.Pods: expected a list of pods")
+    pods = [] if value["Pods"] is None else value["Pods"]
     if not isinstance(pods, list) or not all(isinstance(p, dict) for p in pods):
         raise BadRequest(f"{field}.Pods: expected a list of pods")
     uids = [str(p.get("UID") or (p.get("metadata") or {}).get("uid") or "") for p in pods]

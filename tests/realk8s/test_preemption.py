@@ -1,0 +1,109 @@
+"""Preemption of vGPU pods by the real kube-scheduler, through the extender's preempt verb.
+
+The cluster has two nodes of 4 fake A100s (100 cores each). kube-scheduler's DefaultPreemption
+sees `vgpu.io/cores` as one number per node; the extender sees GPUs.
+
+- Whole GPUs taken by low-priority pods: the node total is short, kube-scheduler picks one
+  victim per node, the preempt verb keeps the nodes where that victim's GPU then fits the pod,
+  one pod is evicted and the high-priority pod runs in its place.
+- Every GPU 60 cores full: the node totals have room (160 free), only the GPUs are short.
+  kube-scheduler's own filters then fit the pod with nothing evicted. Up to 1.37 the dry run
+  counts that as no candidate (`expected at least one victim pod`); from 1.38 it sends the node
+  to the preempt verb with an empty victim list (kubernetes/kubernetes#135486), which the verb
+  omits (the pod does not fit with nothing evicted, and it never picks victims itself). On both,
+  nothing is evicted and the pod stays pending: vgpu does not defragment by preemption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.realk8s import pods
+from tests.realk8s.cluster import RealCluster
+from tests.realk8s.processes import wait_until
+from tests.realk8s.rest import ApiError, Obj, Rest
+from tests.realk8s.test_scheduling_calls import _settled_calls
+
+pytestmark = pytest.mark.realk8s
+
+CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
+LOW, HIGH = "vgpu-test-low", "vgpu-test-high"
+
+
+@pytest.fixture
+def api(real_cluster: RealCluster) -> Iterator[Rest]:
+    rest = real_cluster.admin
+    pods.delete_all(rest)
+    for name, value in ((LOW, 10), (HIGH, 1000)):
+        body = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass"}
+        try:
+            rest.post(CLASSES, {**body, "metadata": {"name": name}, "value": value})
+        except ApiError as err:
+            if err.status != 409:  # made by an earlier test of the session
+                raise
+    yield rest
+    pods.delete_all(rest)
+
+
+def _pod(name: str, cores: int, priority: str) -> Obj:
+    pod = pods.pod(name, pods.container("main", cores, 0 if cores % 100 == 0 else 8))
+    pod["spec"]["priorityClassName"] = priority
+    return pod
+
+
+def _fill(api: Rest, cores: int) -> list[str]:
+    """One low-priority pod of `cores` on each of the 8 GPUs (two never share one)."""
+    names = [f"low-{i}" for i in range(8)]
+    for name in names:
+        api.post(pods.PODS, _pod(name, cores, LOW))
+    for name in names:
+        try:
+            pods.wait_running(api, name)
+        except TimeoutError as err:
+            err.add_note(str([e.get("message") for e in pods.events_for(api, name)]))
+            raise
+    return names
+
+
+def _alive(api: Rest, names: list[str]) -> set[str]:
+    """The pods of `names` that exist and are not being deleted."""
+    items = api.get(pods.PODS).get("items", [])
+    return {
+        p["metadata"]["name"]
+        for p in items
+        if p["metadata"]["name"] in names and not p["metadata"].get("deletionTimestamp")
+    }
+
+
+def test_a_high_priority_pod_evicts_one_whole_gpu_pod_and_runs(
+    real_cluster: RealCluster, api: Rest
+) -> None:
+    low = _fill(api, 100)
+    before = _settled_calls(real_cluster).get("preempt", 0.0)
+    api.post(pods.PODS, _pod("high", 100, HIGH))
+    running = pods.wait_running(api, "high", timeout=120)
+    assert len(_alive(api, low)) == 7, "exactly one victim"
+    assert _settled_calls(real_cluster).get("preempt", 0.0) > before, "the verb judged it"
+    assert running["spec"]["nodeName"] in {"node-a", "node-b"}
+
+
+def test_a_pod_short_only_on_single_gpus_evicts_nothing(
+    real_cluster: RealCluster, api: Rest
+) -> None:
+    low = _fill(api, 60)
+    before = _settled_calls(real_cluster).get("preempt", 0.0)
+    api.post(pods.PODS, _pod("high", 80, HIGH))
+
+    def failed() -> list[Obj] | None:
+        events = [e for e in pods.events_for(api, "high") if e.get("reason") == "FailedScheduling"]
+        return events or None
+
+    wait_until(failed, 60, "the high-priority pod's FailedScheduling event")  # after PostFilter
+    assert _alive(api, low) == set(low), "a pod was evicted for nothing"
+    high = pods.get(api, "high")
+    assert not high["spec"].get("nodeName") and not high["status"].get("nominatedNodeName")
+    minor = int(str(api.get("/version")["minor"]).rstrip("+"))
+    asked = _settled_calls(real_cluster).get("preempt", 0.0) > before
+    assert asked == (minor >= 38), f"1.{minor}: empty victim lists reach the verb from 1.38 on"
