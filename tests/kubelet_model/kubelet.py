@@ -19,7 +19,8 @@ From pkg/kubelet/cm/devicemanager/manager.go (Kubernetes 1.30-1.32):
   GetPreferredAllocation is called with the drawn IDs as `must_include` — with only the aligned
   devices when more are aligned than still needed, else with every available device after
   taking all aligned ones; its answer is intersected with the candidates and topped up.
-* Restarts: allocations are checkpointed and survive; the reuse pool is memory only, rebuilt as
+* Restarts: allocations are checkpointed after each container's allocation
+  (`allocateContainerResources` ends with `writeCheckpoint`) and survive; the reuse pool is memory only, rebuilt as
   admission walks the pod's containers again.
 * Deleted pods (`gone`): their devices stay taken until the next Allocate or pod-resources
   `List` (`UpdateAllocatedDevices`, called from `allocateContainerResources` and from
@@ -141,8 +142,8 @@ class KubeletModel:
                     result.topology_rejected,
                 )
             self._update_pool(pool, c, held.get(c.name, {}))
+            self.republished()  # writeCheckpoint after each container's allocation
         result.ids = {name: dict(res) for name, res in held.items()}
-        self.republished()  # writeCheckpoint after an allocation
         return result
 
     def delete(self, uid: str) -> None:
@@ -173,6 +174,16 @@ class KubeletModel:
             (uid, resource, ids)
             for uid, containers in self.file.items()
             for per_resource in containers.values()
+            for resource, ids in per_resource.items()
+        ]
+
+    def checkpointed_containers(self) -> list[tuple[str, str, str, tuple[str, ...]]]:
+        """(pod uid, container, resource, IDs) per entry of the checkpoint file: unlike the
+        List, it names regular init containers too (`PodDevicesEntry.ContainerName`)."""
+        return [
+            (uid, name, resource, ids)
+            for uid, containers in self.file.items()
+            for name, per_resource in containers.items()
             for resource, ids in per_resource.items()
         ]
 

@@ -324,12 +324,16 @@ class World:
             if pod["spec"].get("nodeName") == node.name
         }
         kinds = {CORES: UnitKind.CORES, MEMORY: UnitKind.MEMORY}
-        held = [
-            HeldDevices(by_uid[uid], name, kinds[res], ids)
-            for uid, name, res, ids in node.kubelet.held()
-            if uid in by_uid
-        ]
-        node.handoff.reconcile(held)
+
+        def of(rows: list[tuple[str, str, str, tuple[str, ...]]]) -> list[HeldDevices]:
+            return [
+                HeldDevices(by_uid[uid], name, kinds[res], ids)
+                for uid, name, res, ids in rows
+                if uid in by_uid
+            ]
+
+        # The checkpoint file as the agent reads it (`vgpu.node.handoff_reconcile`).
+        node.handoff.reconcile(of(node.kubelet.held()), of(node.kubelet.checkpointed_containers()))
         self._patch_admitted(node)
 
     def _patch_admitted(self, node: Node) -> None:

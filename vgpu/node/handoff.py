@@ -333,14 +333,19 @@ class Handoff:
             self._patched[key] = value
 
     # ----- reconciliation ------------------------------------------------------------------------
-    def reconcile(self, held: Iterable[HeldDevices]) -> list[tuple[PodKey, str]]:
-        """Rebuild the admitted set from what the kubelet says running containers hold.
+    def reconcile(
+        self, held: Iterable[HeldDevices], checkpointed: Iterable[HeldDevices] = ()
+    ) -> list[tuple[PodKey, str]]:
+        """Rebuild the admitted set from what the kubelet says running containers hold (`held`,
+        its pod-resources List) and, where the caller can read the kubelet's device checkpoint,
+        what its regular init containers hold (`checkpointed`: the only record of them while
+        their pod is part-way through admission).
 
         Returns (pod, message) for containers holding IDs that differ from their assignment and
         for unassigned pods holding devices (`vgpu.node.handoff_reconcile`).
         """
         with self._lock:
             reports, self.unassigned_held = reconcile_entries(
-                self._pods, held, self._clock(), self._grace_s
+                self._pods, held, self._clock(), self._grace_s, checkpointed
             )
         return reports

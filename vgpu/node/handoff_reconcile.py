@@ -16,7 +16,13 @@ init containers first, and the first failure fails the pod
 or any container that has run, proves every init container allocated. Such a pod's init
 containers are admitted whole. The kubelet's device checkpoint would say the same per
 container, but it may be unreadable (the List-only fallback) and is keyed by the kubelet's UID,
-so the rule rests on the List and the pod's status, which every agent reads.
+so the rule rests on the List and the pod's status, which every agent reads. Part-way through
+a pod's admission neither shows anything yet: an agent restarted between a regular init
+container's allocation and the next container's would expect the init container's call again,
+and take the next container's call for it (another grant) or refuse it. The kubelet writes its
+checkpoint after each container's allocation (manager.go `allocateContainerResources` ends with
+`writeCheckpoint`), so the caller passes the checkpoint's entries (`checkpointed`) where it can
+read them, and the regular init containers they name are admitted.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from vgpu.core.ids import PodKey
+from vgpu.core.kubelet_reuse import Role
 from vgpu.node.handoff_types import KINDS, HeldDevices, PodEntry
 
 Owners = dict[str, tuple[PodKey, str]]
@@ -31,13 +38,22 @@ Owners = dict[str, tuple[PodKey, str]]
 
 
 def reconcile_entries(
-    pods: dict[PodKey, PodEntry], held: Iterable[HeldDevices], now: float, grace_s: float
+    pods: dict[PodKey, PodEntry],
+    held: Iterable[HeldDevices],
+    now: float,
+    grace_s: float,
+    checkpointed: Iterable[HeldDevices] = (),
 ) -> tuple[list[tuple[PodKey, str]], tuple[HeldDevices, ...]]:
-    """Rewrite each entry's admissions from `held`; (reports, holdings of unassigned pods).
+    """Rewrite each entry's admissions from `held` (the List) and the regular init containers
+    of `checkpointed` (the kubelet's checkpoint, module doc); (reports, holdings of unassigned
+    pods).
 
     Reports are (pod, message) for containers holding IDs that differ from their assignment and
     for unassigned pods holding devices. The caller holds the ledger's lock.
     """
+    inits: dict[PodKey, list[HeldDevices]] = {}
+    for h in checkpointed:
+        inits.setdefault(h.pod, []).append(h)
     by_pod: dict[PodKey, list[HeldDevices]] = {}
     owner: Owners = {}
     for h in held:
@@ -53,6 +69,7 @@ def reconcile_entries(
                 reports.append((key, f"unassigned pod holds vGPU devices: {entry.problem}"))
             continue
         _keep_fresh(entry, key, owner, now, grace_s)
+        holdings += [h for h in inits.get(key, ()) if _is_regular_init(entry, h.container)]
         for h in holdings:
             problem = mismatch(entry, h)
             if problem:
@@ -88,6 +105,12 @@ def _keep_fresh(entry: PodEntry, key: PodKey, owner: Owners, now: float, grace_s
 def _is_app(entry: PodEntry, name: str) -> bool:
     container = entry.info.container(name)
     return container is not None and not container.init
+
+
+def _is_regular_init(entry: PodEntry, name: str) -> bool:
+    """A regular (not restartable) init container: the List never shows it."""
+    container = entry.info.container(name)
+    return container is not None and container.role is Role.INIT
 
 
 def _admit_init_containers(entry: PodEntry, now: float) -> None:
