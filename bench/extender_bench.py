@@ -46,7 +46,7 @@ from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.extender.tls import TlsFiles
+from vgpu.extender.server.tls import TlsFiles
 
 KEY = b"bench-key"
 Obj = dict[str, Any]

@@ -19,7 +19,7 @@ from vgpu.core.ids import PodKey
 from vgpu.core.policy_specs import parse_policy
 from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
-from vgpu.extender.tls import TlsFiles
+from vgpu.extender.server.tls import TlsFiles
 
 __all__ = ["kube_client", "kube_server"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.handoff.pods import agent, ids, pod, share
+from vgpu.api.podspec import pod_spec
 from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, Phase
-from vgpu.extender.podspec import pod_spec
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
 from vgpu.node.handoff import HeldDevices

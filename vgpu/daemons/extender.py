@@ -31,16 +31,16 @@ from vgpu.daemons.queue_release import QueueReleaser
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.config import ExtenderConfig
-from vgpu.extender.http import HttpServer
-from vgpu.extender.httplimits import HttpLimits
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.offloop import LeaveLoop, may_block
 from vgpu.extender.queue_metrics import QueueCollector
 from vgpu.extender.queues import QueueIndex
 from vgpu.extender.routes import Routes
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.limits import HttpLimits
+from vgpu.extender.server.tls import Reloader, TlsFiles, server_context
 from vgpu.extender.service import Extender
-from vgpu.extender.tls import Reloader, TlsFiles, server_context
 
 log = logging.getLogger(__name__)
 MAX_RETRY_S = 30.0  # cap of the capped, jittered exponential backoff after API failures

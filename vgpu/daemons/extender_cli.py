@@ -28,7 +28,7 @@ from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
-    from vgpu.extender.tls import TlsFiles
+    from vgpu.extender.server.tls import TlsFiles
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8443  # HTTPS, as the chart and daemonset/extender.yaml pass it
@@ -179,7 +179,7 @@ def _policy(text: str, flag: str) -> PolicySpec:
 
 def _tls(args: argparse.Namespace) -> TlsFiles | None:
     """The TLS files, or None with --insecure-http (logged loudly)."""
-    from vgpu.extender.tls import TlsFiles
+    from vgpu.extender.server.tls import TlsFiles
 
     given = [args.tls_cert, args.tls_key, args.client_ca]
     if args.insecure_http:

@@ -33,13 +33,13 @@ import time
 from collections.abc import Callable, Mapping
 
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
+from vgpu.api.queue_pods import Queued
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
 from vgpu.core.reclaim_asks import ReclaimAsks
 from vgpu.daemons import gang_record, strict_holds
 from vgpu.daemons.strict_holds import LeaseNotes
 from vgpu.extender.queue_metrics import QueueFigures
-from vgpu.extender.queue_pods import Queued
 from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line
 from vgpu.extender.service import Extender
 

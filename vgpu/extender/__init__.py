@@ -3,5 +3,6 @@
 Wire JSON (`wire`), Kubernetes-object translation (`podspec`, `nodespec`, over `vgpu.api`), the
 watch-fed cache (`cache`: the one owner of the extender's state and lock, with its gang
 coordination, `gangs`), one reading of a request's pod (`resolve`), the verbs (`service`,
-`binder`, `preemption`), the HTTP server (`http`) and metrics (`metrics`). The composition root is `vgpu.daemons.extender`.
+`binder`, `preemption`), the table of verbs the server answers (`routes`) and metrics (`metrics`); the HTTP/1.1,
+HTTP/2 and TLS server is the `server` package. The composition root is `vgpu.daemons.extender`.
 """

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
 from vgpu.api.assignment import ASSIGNMENT, binding_annotations
+from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
 from vgpu.core.fit import Verdict
 from vgpu.core.handoff_rule import conflicts
@@ -34,7 +35,6 @@ from vgpu.core.scheduler import Scheduler
 from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.pod_place import canonical
-from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BindingArgs
 

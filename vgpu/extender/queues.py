@@ -40,7 +40,9 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from vgpu.api.podspec import key_of
 from vgpu.api.queue_namespaces import astray
+from vgpu.api.queue_pods import Queued, capacity, queued_pod
 from vgpu.api.queues import QueueConfig, queue_of
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
@@ -54,8 +56,6 @@ from vgpu.core.reclaim_nodes import victims_on_one_node
 from vgpu.core.release import Job, plan
 from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
-from vgpu.extender.podspec import key_of
-from vgpu.extender.queue_pods import Queued, capacity, queued_pod
 from vgpu.extender.service import Extender
 
 Obj = dict[str, Any]

@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import Verdict, check
 from vgpu.core.ids import GangKey, NodeName, PodKey
@@ -49,7 +50,6 @@ from vgpu.extender.outcomes import (
     placed_outcome,
     shape_key,
 )
-from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.resolve import (
     GroupSize,
     PodReader,

@@ -2,12 +2,12 @@
 /metrics.
 
 HTTP/1.1 with keep-alive (kube-scheduler reuses connections), optionally over TLS; over TLS
-also HTTP/2 (ALPN "h2", `vgpu.extender.http2`), which kube-scheduler's Go client prefers: it then
+also HTTP/2 (ALPN "h2", `vgpu.extender.server.http2`), which kube-scheduler's Go client prefers: it then
 multiplexes every call on one connection instead of opening new ones (new TLS handshakes) while
 binds are in flight. The verbs are
 matched on the last path segment, so any `urlPrefix` works (`/scheduler/filter`, `/filter`).
 Malformed requests get 4xx with a message; which thread answers a request, and how verb
-failures are answered, is `vgpu.extender.httpanswer`'s; nothing a client sends crashes the
+failures are answered, is `vgpu.extender.server.dispatch`'s; nothing a client sends crashes the
 server.
 
 Connections are served by one asyncio loop, so a client that sends slowly, or connects and waits,
@@ -17,10 +17,10 @@ IdleConnTimeout, so kube-scheduler's client closes first and never races a serve
 POST it would not retry), and at most `max_connections` are open. Complete requests run on a
 pool of `workers` threads (the verbs take the cache lock; bind waits on the API server), except
 filter and prioritize, answered on the loop's thread unless they would wait
-(`vgpu.extender.httpanswer`).
+(`vgpu.extender.server.dispatch`).
 
 With TLS, verbs are answered only for a client that presented a certificate from the configured
-CA (`vgpu.extender.tls`); /healthz, /readyz and /metrics need none (kubelet probes send none).
+CA (`vgpu.extender.server.tls`); /healthz, /readyz and /metrics need none (kubelet probes send none).
 """
 
 from __future__ import annotations
@@ -35,10 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from http import HTTPStatus
 from typing import Any
 
-from vgpu.extender.http2 import Http2Connection
-from vgpu.extender.httpanswer import PROBES_ONLY, Answerer
-from vgpu.extender.httplimits import HttpLimits
-from vgpu.extender.httpwire import (
+from vgpu.extender.routes import Routes, message
+from vgpu.extender.server.dispatch import PROBES_ONLY, Answerer
+from vgpu.extender.server.http1_request import (
     MAX_LINE,
     NO_CERTIFICATE,
     TEXT,
@@ -48,7 +47,8 @@ from vgpu.extender.httpwire import (
     read_body,
     read_head,
 )
-from vgpu.extender.routes import Routes, message
+from vgpu.extender.server.http2 import Http2Connection
+from vgpu.extender.server.limits import HttpLimits
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ certificate of its `tlsConfig` (`certFile`/`keyFile`, checking the extender's ce
 k8s.io/kube-scheduler/config/v1/types.go. The handshake asks for a certificate without requiring
 one (`CERT_OPTIONAL`), so kubelet probes (HTTPS, no client certificate) still reach /healthz and
 /readyz; a certificate that is presented must chain to the client CA or the handshake fails, and
-the HTTP server refuses verbs on a connection without one (`vgpu.extender.http`).
+the HTTP server refuses verbs on a connection without one (`vgpu.extender.server.http1`).
 `hack/make-extender-certs.sh` makes the certificates. `Reloader` picks up renewed files (a
 Secret volume is updated in place): the serving certificate is replaced and a new client CA is
 added for the handshakes that follow; a client CA that was removed stays trusted until restart.
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 ALPN = ["h2", "http/1.1"]
 """Offered in this order: kube-scheduler's Go client asks for both and takes HTTP/2, which
-multiplexes its calls on one connection (`vgpu.extender.http2`); other clients keep HTTP/1.1."""
+multiplexes its calls on one connection (`vgpu.extender.server.http2`); other clients keep HTTP/1.1."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ it opens one stream per call (a few per pod), resets streams only after their re
 (or when a call times out), returns flow-control credit for what it read, pings rarely (Go's
 transport: only with ReadIdleTimeout set) and acknowledges settings once. So each
 connection has a budget per kind, refilled at a steady rate; a client that spends one is sent
-GOAWAY (ENHANCE_YOUR_CALM) and its connection closed (`vgpu.extender.http2`), as Go's and
+GOAWAY (ENHANCE_YOUR_CALM) and its connection closed (`vgpu.extender.server.http2`), as Go's and
 nghttp2's servers do. The budgets hold for clients with the scheduler's certificate too: a stolen
 certificate must not be a way to starve the filter.
 

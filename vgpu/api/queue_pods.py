@@ -2,7 +2,7 @@
 
 One reading for both, so the report shows what the leader decides on: the pod's queue (its
 label), its ask in core units and `vgpu.io/memory` blocks, whether the queue gate still holds
-it, its gang and the gang's size. And one capacity: 100 core units and the memory blocks of each
+it, its gang and the gang's size. And one capacity: `CORES_PER_GPU` core units and the memory blocks of each
 healthy GPU. Pure: the caller parses the pod (`podspec.pod_spec`) and resolves the gang's size.
 """
 
@@ -13,12 +13,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from vgpu.api.podspec import PodSpec
 from vgpu.api.queues import QUEUE_GATE, gates_of, queue_of
 from vgpu.core.queue_jobs import QueuedPod
 from vgpu.core.queues import Vec
-from vgpu.extender.podspec import PodSpec
-
-CORES_PER_GPU = 100
+from vgpu.core.units import CORES_PER_GPU
 
 
 @dataclass(frozen=True, slots=True)

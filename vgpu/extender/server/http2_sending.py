@@ -1,4 +1,4 @@
-"""The sending half of an HTTP/2 connection (`vgpu.extender.http2` reads and answers): a
+"""The sending half of an HTTP/2 connection (`vgpu.extender.server.http2` reads and answers): a
 stream's reply goes out as the client's flow-control window allows, the rest on a task; all of
 it within the read timeout; replies a client does not take, or a socket it does not read, past
 `max_buffered` bytes end the connection. A stream's task is cancelled when the client resets it.
@@ -18,9 +18,9 @@ from h2.connection import H2Connection
 from h2.errors import ErrorCodes
 from h2.exceptions import ProtocolError
 
-from vgpu.extender.http2caps import Credit
-from vgpu.extender.httplimits import HttpLimits
-from vgpu.extender.httpwire import Reply
+from vgpu.extender.server.http1_request import Reply
+from vgpu.extender.server.http2_budgets import Credit
+from vgpu.extender.server.limits import HttpLimits
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """What one client may cost the extender's HTTP server, over HTTP/1.1 and HTTP/2 alike.
 
-Its own module because both servers read it: `vgpu.extender.http` (which hands each TLS
-connection that chose "h2" to `vgpu.extender.http2`) and the HTTP/2 connection itself; held in
+Its own module because both servers read it: `vgpu.extender.server.http1` (which hands each TLS
+connection that chose "h2" to `vgpu.extender.server.http2`) and the HTTP/2 connection itself; held in
 either of the two, the other would import it back.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vgpu.extender.http2caps import Http2Caps
-from vgpu.extender.httpwire import MAX_BODY
+from vgpu.extender.server.http1_request import MAX_BODY
+from vgpu.extender.server.http2_budgets import Http2Caps
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ session, so binds running beside the next pods' filters keep opening connections
 TLS handshake inside the serial scheduling cycle. Over HTTP/2 it multiplexes every call as a
 stream of one connection.
 
-The rules are HTTP/1.1's (`vgpu.extender.http`, which answers the requests): a stream's request
+The rules are HTTP/1.1's (`vgpu.extender.server.http1`, which answers the requests): a stream's request
 must arrive whole within `read_timeout` of its HEADERS (else 408) with a body of at most
 `max_body` (else 413); a connection with no stream open for `idle_timeout` gets GOAWAY; at most
 `MAX_STREAMS` streams are open at once (SETTINGS_MAX_CONCURRENT_STREAMS, which Go honours, so
@@ -15,7 +15,7 @@ in-flight verbs are bounded too). A client without a certificate gets one GET; a
 answered 403 and the connection closed. Streams are answered as they finish, each reply sent as
 the client's flow-control window allows; received data is acknowledged as it is read, so large
 uploads flow. A protocol error ends the connection (h2 queues the GOAWAY), counted "malformed".
-Replies are sent by the connection's sending half, `vgpu.extender.http2replies`.
+Replies are sent by the connection's sending half, `vgpu.extender.server.http2_sending`.
 """
 
 from __future__ import annotations
@@ -42,10 +42,10 @@ from h2.events import (
 from h2.exceptions import ProtocolError
 from h2.settings import SettingCodes, Settings
 
-from vgpu.extender.http2caps import Budgets, Credit, charge
-from vgpu.extender.http2replies import Http2Replies, Stream
-from vgpu.extender.httplimits import HttpLimits
-from vgpu.extender.httpwire import NO_CERTIFICATE, TEXT, Reply
+from vgpu.extender.server.http1_request import NO_CERTIFICATE, TEXT, Reply
+from vgpu.extender.server.http2_budgets import Budgets, Credit, charge
+from vgpu.extender.server.http2_sending import Http2Replies, Stream
+from vgpu.extender.server.limits import HttpLimits
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +269,7 @@ class Http2Connection(Http2Replies):
             self._acked = True
 
     def _spent(self, event: Event) -> str | None:
-        """Charge the event to the connection's budgets (`vgpu.extender.http2caps.charge`); the
+        """Charge the event to the connection's budgets (`vgpu.extender.server.http2_budgets.charge`); the
         name of the one it overdraws."""
         now = asyncio.get_running_loop().time()
         stream_id = getattr(event, "stream_id", None) or 0

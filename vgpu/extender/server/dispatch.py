@@ -1,5 +1,5 @@
-"""Which thread answers a request, for HTTP/1.1 (`vgpu.extender.http`) and HTTP/2
-(`vgpu.extender.http2`) alike: the serving loop's own, or a verb thread.
+"""Which thread answers a request, for HTTP/1.1 (`vgpu.extender.server.http1`) and HTTP/2
+(`vgpu.extender.server.http2`) alike: the serving loop's own, or a verb thread.
 
 The probes and the `INLINE_VERBS` are answered on the loop's thread, at once; /metrics, bind and
 preempt on the pool of verb threads (bind waits on the API server). An inline verb that would
@@ -14,9 +14,9 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from vgpu.extender.httpwire import TEXT, Reply
 from vgpu.extender.offloop import LeaveLoop, on_loop
 from vgpu.extender.routes import JSON, Routes, message
+from vgpu.extender.server.http1_request import TEXT, Reply
 from vgpu.extender.wire import BadRequest
 
 log = logging.getLogger(__name__)
