@@ -15,12 +15,12 @@ from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
-from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.daemons.gang_record import GANGS_ANNOTATION, encode
-from vgpu.daemons.queue_release import REFUSED_S, QueueReleaser
-from vgpu.daemons.strict_holds import LeaseNotes
+from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
+from vgpu.extender.gang_record import GANGS_ANNOTATION, encode
+from vgpu.extender.queue_release import REFUSED_S, QueueReleaser
 from vgpu.extender.queues import QueueIndex
+from vgpu.extender.strict_holds import LeaseNotes
 
 Obj = dict[str, Any]
 GATE = [{"name": "vgpu.io/queue"}]

@@ -28,7 +28,7 @@ shape is not tried again in the pass:
   to other victims instead of asking for the same refused pod every pass.
 
 What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
-outside the lock (`vgpu.daemons.queue_release`).
+outside the lock (`vgpu.extender.queue_release`).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class Decision:
     evict: tuple[Queued, ...] = ()
     held_since: Mapping[str, float] = field(default_factory=dict)
     decided: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """The record of gangs decided and still being released (`vgpu.daemons.gang_record`)."""
+    """The record of gangs decided and still being released (`vgpu.extender.gang_record`)."""
 
 
 def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:

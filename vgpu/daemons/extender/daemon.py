@@ -27,7 +27,6 @@ from vgpu.adapters.kubewatch import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.adapters.liveness import Liveness, done
 from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.daemons.queue_release import QueueReleaser
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.config import ExtenderConfig
@@ -35,6 +34,7 @@ from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.offloop import LeaveLoop, may_block
 from vgpu.extender.queue_metrics import QueueCollector
+from vgpu.extender.queue_release import QueueReleaser
 from vgpu.extender.queues import QueueIndex
 from vgpu.extender.routes import Routes
 from vgpu.extender.server.http1 import HttpServer
@@ -71,7 +71,7 @@ class DaemonConfig:
     retry_delay: float = 1.0
     queues: tuple[str, str] | None = None
     """(namespace, name) of the queue ConfigMap: the leader runs the release loop
-    (`vgpu.daemons.queue_release`); None: no queues, pods are never held by vgpu."""
+    (`vgpu.extender.queue_release`); None: no queues, pods are never held by vgpu."""
 
 
 class PodGroupSizes:

@@ -1,10 +1,10 @@
 """`vgpu node-agent`: flags → `AgentConfig`, GPU backend and API client → `NodeAgent`.
 
 Registered by `vgpu.cli.main` through `add_parser(subparsers)` (it lives here, not in the pure
-`vgpu.node`, because it wires adapters); `python -m vgpu.daemons.node_cli ARGS` runs it
+`vgpu.node`, because it wires adapters); `python -m vgpu.daemons.node_agent.cli ARGS` runs it
 standalone (benchmarks do). Bad flags raise `ConfigError` naming the flag and the fix. The flags it
-shares with `vgpu dra-driver` live in `vgpu.daemons.gpu_flags` (where the GPUs come from) and
-`vgpu.daemons.mode_flags` (how shares are enforced).
+shares with `vgpu dra-driver` live in `vgpu.daemons.flags.gpu` (where the GPUs come from) and
+`vgpu.daemons.flags.mode` (how shares are enforced).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import ConfigError, VgpuError
-from vgpu.daemons.gpu_flags import add_gpu_flags, gpu_backend
-from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment_key
-from vgpu.daemons.mode_flags import add_mode_flags, grant_settings
+from vgpu.daemons.flags.gpu import add_gpu_flags, gpu_backend
+from vgpu.daemons.flags.keys import KEY_ENV, add_development_key_flag, load_assignment_key
+from vgpu.daemons.flags.mode import add_mode_flags, grant_settings
 from vgpu.flags import HelpFormatter, port_number
 from vgpu.node.runtime_check import DEFAULT_CDI_DIRS, DEFAULT_TOOLKIT_CONFIG
 

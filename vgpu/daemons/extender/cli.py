@@ -24,7 +24,7 @@ from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.policy_specs import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.daemons.keys import KEY_ENV, add_development_key_flag, load_assignment_key
+from vgpu.daemons.flags.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.flags import HelpFormatter, port_number
 
 if TYPE_CHECKING:
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
     from vgpu.adapters.kube import KubeApi
     from vgpu.adapters.leader import LeaderConfig
-    from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+    from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
     from vgpu.extender.config import ExtenderConfig
 
     if args.gang_timeout <= 0 or args.memory_unit_mib <= 0 or args.bind_wait < 0:

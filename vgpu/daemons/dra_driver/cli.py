@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.gpu_flags import add_gpu_flags, gpu_backend
-from vgpu.daemons.mode_flags import add_mode_flags, grant_settings
+from vgpu.daemons.flags.gpu import add_gpu_flags, gpu_backend
+from vgpu.daemons.flags.mode import add_mode_flags, grant_settings
 from vgpu.flags import HelpFormatter
 
 if TYPE_CHECKING:
-    from vgpu.daemons.dra_driver import DraDriver
+    from vgpu.daemons.dra_driver.driver import DraDriver
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -80,7 +80,7 @@ def build(args: argparse.Namespace) -> DraDriver:
     from vgpu.adapters.draplugin import DraSockets
     from vgpu.adapters.kube_dra import DraKubeApi
     from vgpu.api.dra import DRIVER
-    from vgpu.daemons.dra_driver import DraConfig, DraDriver
+    from vgpu.daemons.dra_driver.driver import DraConfig, DraDriver
     from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
 
     if args.memory_unit_mib <= 0:

@@ -115,7 +115,7 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
 
 def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
     """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
-    from vgpu.agent.enforce import checked_library, choose_mode, install_vgpu_core
+    from vgpu.adapters.vgpu_core_install import checked_library, choose_mode, install_vgpu_core
     from vgpu.node.grants import GrantMode, GrantSettings
 
     dirs = dirs or container_dirs(args)

@@ -2,7 +2,7 @@
 
 `DraDriver.start()` discovers GPUs through the injected backend and then:
 
-- publishes the node's ResourceSlice and keeps it current (`vgpu.daemons.dra_slice`);
+- publishes the node's ResourceSlice and keeps it current (`vgpu.daemons.dra_driver.slices`);
 - serves the kubelet (`vgpu.adapters.draplugin`): `NodePrepareResources` reads the claim,
   prepares it (`vgpu.dra.prepare`), writes its CDI spec (`vgpu.adapters.cdi_specs`) and
   checkpoints it; a claim already in the
@@ -33,7 +33,7 @@ from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.adapters.kubelet_devices import HealthPump
 from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, device_name
-from vgpu.daemons.dra_slice import SliceKeeper, SliceSettings
+from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
 from vgpu.dra import claim_dirs
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
@@ -212,7 +212,7 @@ class DraDriver:
             self.slice.changed(unhealthy)
 
     def _on_registered(self) -> None:
-        """A (re)started kubelet may delete the slice after registering us (`dra_slice`)."""
+        """A (re)started kubelet may delete the slice after registering us (`slices`)."""
         if self.slice is not None:
             self.slice.registered()
 

@@ -6,7 +6,7 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
 * each released pod loses the gate `vgpu.io/queue` in one JSON patch that tests the gate list and
   the UID first. Removing a gate that is gone is not possible, and a new leader rebuilds its view
   from a fresh listing, so failover releases nothing twice. A gang's gates are removed only once
-  the Lease this leader last wrote records the gang's decision (`vgpu.daemons.gang_record`), so
+  the Lease this leader last wrote records the gang's decision (`vgpu.extender.gang_record`), so
   a gang cut short by a failover is finished by the next leader from that record, exactly the
   members it names (`vgpu.core.queue_jobs`); without a Lease the record is kept in memory;
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
@@ -22,7 +22,7 @@ naming the field) and the last good one is kept; with none, nothing is released 
 fail closed). A pod counts only in its namespace's queue (`vgpu.api.queue_namespaces`); when a
 queue is bound by label the namespaces are listed each pass, and until one listing succeeds
 nothing is released. Strict holds are kept across passes and handed to the next leader on the
-leader Lease (`vgpu.daemons.strict_holds`).
+leader Lease (`vgpu.extender.strict_holds`).
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from vgpu.api.queue_pods import Queued
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
 from vgpu.core.reclaim_asks import ReclaimAsks
-from vgpu.daemons import gang_record, strict_holds
-from vgpu.daemons.strict_holds import LeaseNotes
+from vgpu.extender import gang_record, strict_holds
 from vgpu.extender.queue_metrics import QueueFigures
 from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line
 from vgpu.extender.service import Extender
+from vgpu.extender.strict_holds import LeaseNotes
 
 log = logging.getLogger(__name__)
 EVENTS_PER_PASS = 20
@@ -75,7 +75,7 @@ class QueueReleaser:
         self._namespaces: Mapping[str, Mapping[str, str]] | None = None
         """Each namespace's labels as last listed (queues bound by label)."""
         self._decided: Mapping[str, frozenset[str]] = {}
-        """The gangs decided and still being released (`vgpu.daemons.gang_record`)."""
+        """The gangs decided and still being released (`vgpu.extender.gang_record`)."""
         self._notes = notes
         self._asks = ReclaimAsks()
         """Waiting jobs resting after a reclaim ask that found no victims."""

@@ -1,4 +1,6 @@
-"""Putting an interposer on the node at the agent's start, and choosing the mode by it.
+"""Putting an interposer on the node at the start of the node agent or the DRA driver, and
+choosing the mode by it: file work both daemons do alike (`vgpu.daemons.flags.mode`), so an
+adapter's, and neither daemon reaches into the other's package for it.
 
 vgpu-core reaches the node in the agent's image: the Dockerfile builds it with
 `hack/build-interposer.sh` into `DEFAULT_LIBRARY`. At start the agent checks it exports the CUDA
