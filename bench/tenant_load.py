@@ -81,7 +81,9 @@ def _pending(ext: Extender, names: list[str]) -> None:
         pod = _pod(ext, f"tenant-pending-{i}", init=63, cores=1)
         spec = ext.cache.pod(PodKey(f"default/{pod['metadata']['name']}"))
         assert spec is not None
-        placed = ext.place(spec, names[i * len(names) // PENDING], ext.policies.default)
+        placed = ext.cache.place(
+            spec, names[i * len(names) // PENDING], ext.policies.default, ext.scheduler
+        )
         assert isinstance(placed, Assignment), placed
         ext.cache.assume(placed, ext.clock())
 
@@ -89,7 +91,7 @@ def _pending(ext: Extender, names: list[str]) -> None:
 def _held(ext: Extender, held: int) -> QueueIndex:
     """Gated pods in ten queues, each asking a GPU model no node has: they fit nowhere, and no
     two ask the same (cores 1-100 x memory blocks 1-50), so no pass learns from another pod."""
-    index = QueueIndex(ext)
+    index = QueueIndex(ext.queue_parts())
     for i in range(held):
         pod = _pod(
             ext,
@@ -108,7 +110,7 @@ def _held(ext: Extender, held: int) -> QueueIndex:
 def _passes(ext: Extender, index: QueueIndex, stop: threading.Event, took: list[float]) -> None:
     while not stop.is_set():
         start = time.perf_counter()
-        decide(ext, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
+        decide(index.parts, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
         took.append(time.perf_counter() - start)
 
 
@@ -165,7 +167,7 @@ def main() -> None:
     _run("tenant", partial(_serve, ext, names, others, tenant, args.seconds), [])
     index = _held(ext, args.held)
     start = time.perf_counter()
-    decide(ext, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
+    decide(index.parts, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
     alone = time.perf_counter() - start
     print(f"queue pass alone over {args.held} held pods: {alone:.2f} s", flush=True)
     for label, load in (("held", []), ("both", tenant)):

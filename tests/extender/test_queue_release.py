@@ -50,10 +50,9 @@ def _releaser(
     daemon: ExtenderDaemon, wall: float = 2_000_000_000.0, notes: LeaseNotes | None = None
 ) -> QueueReleaser:
     """A release loop driven pass by pass: its index is rebuilt from a listing each pass."""
-    index = QueueIndex(daemon.extender)
+    index = QueueIndex(daemon.extender.queue_parts())
     return QueueReleaser(
         daemon.api,
-        daemon.extender,
         index,
         namespace="vgpu",
         config_map="vgpu-queues",

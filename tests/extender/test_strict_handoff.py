@@ -23,8 +23,7 @@ T0 = 2_000_000_000.0
 def _leader(daemon: ExtenderDaemon, lease: Lease | None, wall: float) -> QueueReleaser:
     return QueueReleaser(
         daemon.api,
-        daemon.extender,
-        QueueIndex(daemon.extender),
+        QueueIndex(daemon.extender.queue_parts()),
         namespace="vgpu",
         config_map="vgpu-queues",
         may_act=lambda: None,

@@ -40,7 +40,6 @@ from vgpu.core.reclaim_asks import ReclaimAsks
 from vgpu.extender import gang_record, strict_holds
 from vgpu.extender.queue_metrics import QueueFigures
 from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line
-from vgpu.extender.service import Extender
 from vgpu.extender.strict_holds import LeaseNotes
 
 log = logging.getLogger(__name__)
@@ -56,7 +55,6 @@ class QueueReleaser:
     def __init__(
         self,
         api: KubeApi,
-        extender: Extender,
         index: QueueIndex,
         *,
         namespace: str,
@@ -65,7 +63,7 @@ class QueueReleaser:
         wall: Callable[[], float] = time.time,
         notes: LeaseNotes | None = None,
     ) -> None:
-        self.api, self.extender, self.index = api, extender, index
+        self.api, self.index = api, index
         self._where = (namespace, config_map)
         self._may_act = may_act
         self._wall = wall
@@ -119,7 +117,7 @@ class QueueReleaser:
             self._decided = gang_record.decode(self._notes.annotation(gang_record.GANGS_ANNOTATION))
         self._new_term = False
         decision = decide(
-            self.extender,
+            self.index.parts,
             self.index,
             config,
             now=now,

@@ -56,7 +56,7 @@ from vgpu.core.reclaim_nodes import victims_on_one_node
 from vgpu.core.release import Job, plan
 from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
-from vgpu.extender.service import Extender
+from vgpu.extender.queue_cache import QueueParts
 
 Obj = dict[str, Any]
 
@@ -64,8 +64,9 @@ Obj = dict[str, Any]
 class QueueIndex:
     """The queued pods of the watch (a second subscriber to its events, with a lock of its own)."""
 
-    def __init__(self, extender: Extender) -> None:
-        self._ext = extender
+    def __init__(self, parts: QueueParts) -> None:
+        self.parts = parts
+        """What the pass reads of the extender, the pods' parsing included."""
         self._lock = threading.Lock()
         self._pods: dict[str, Queued] = {}
 
@@ -100,10 +101,10 @@ class QueueIndex:
         if queue_of(obj.get("metadata") or {}) is None:
             return None
         try:
-            parsed = self._ext.cache.parse(obj)
-            if parsed.scheduler not in self._ext.config.schedulers:
+            parsed = self.parts.cache.parse(obj)
+            if parsed.scheduler not in self.parts.config.schedulers:
                 return None  # another scheduler's pod: neither gated nor counted
-            size = self._ext.pods.resolve(parsed).gang_size if parsed.gang else 1
+            size = self.parts.gang_size(parsed) if parsed.gang else 1
         except InvalidRequest:
             return None  # the cache reports it (an Event and a metric)
         return queued_pod(obj, parsed, size)
@@ -138,7 +139,7 @@ def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
 
 
 def decide(
-    ext: Extender,
+    parts: QueueParts,
     index: QueueIndex,
     config: QueueConfig,
     *,
@@ -150,25 +151,60 @@ def decide(
     decided: Mapping[str, frozenset[str]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
 ) -> Decision:
-    """One pass (module doc); `now` is wall time (strict holds, minimum runtimes); `spare`:
-    pods reclaim must not pick (their evictions were refused lately); `asks`: the jobs resting
-    after asks that found no victims, kept by the caller from pass to pass; `decided`: the
-    leader's record of the gangs it decided (`vgpu.core.queue_jobs`); `namespace_labels`:
-    each namespace's labels, for the queues bound by selector (`vgpu.api.queue_namespaces`)."""
-    record = decided or {}
+    """One pass (module doc): the plan, then reclaim's victims for the jobs it leaves waiting.
+    `now` is wall time (strict holds, minimum runtimes); `spare`: pods reclaim must not pick
+    (their evictions were refused lately); `asks`: the jobs resting after asks that found no
+    victims, kept by the caller from pass to pass; `decided`: the leader's record of the gangs
+    it decided (`vgpu.core.queue_jobs`); `namespace_labels`: each namespace's labels, for the
+    queues bound by selector (`vgpu.api.queue_namespaces`)."""
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
-    cache = ext.cache
+    planned = _plan(parts, recs, config, now=now, held_since=held_since, decided=decided or {})
+    waiting = {**elsewhere, **planned.decision.waiting}
+    decision = replace(planned.decision, waiting=waiting)
+    if not may_reclaim or any(r.deleting and not r.pod.gated for r in recs.values()):
+        return decision  # no reclaim while earlier victims still exist
+    candidates = {k: r for k, r in recs.items() if k not in spare}
+    evict = _victims(
+        parts, config, candidates, planned, now, ReclaimAsks() if asks is None else asks
+    )
+    return replace(decision, evict=evict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """The plan of one pass, and what reclaim reads of it."""
+
+    decision: Decision
+    """Released, waiting, standing and the gang record (no evictions: reclaim's)."""
+    fits: _Fits
+    waiting: list[Job]
+    """The jobs left waiting, reclaim's candidates."""
+    held: Mapping[str, Vec]
+    """What each queue holds after this pass's releases."""
+    deserved: Mapping[str, Vec]
+
+
+def _plan(
+    parts: QueueParts,
+    recs: Mapping[str, Queued],
+    config: QueueConfig,
+    *,
+    now: float,
+    held_since: Mapping[str, float],
+    decided: Mapping[str, frozenset[str]],
+) -> _Planned:
+    """Which jobs to release in fair order (`release.plan`), each placed whole and held."""
+    cache = parts.cache
     with cache.atomic():  # the snapshot of capacity: O(nodes), the lock's only long hold
-        capacity = capacity_of(cache.node_states.values(), ext.config.memory_unit_mib)
+        capacity = capacity_of(cache.node_states.values(), parts.config.memory_unit_mib)
     live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
-    grouped = group(live, capacity, record)
-    fits = _Fits(ext, recs, grouped.members)
+    grouped = group(live, capacity, decided)
+    fits = _Fits(parts, recs, grouped.members)
     outcome = plan(config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since)
-    names = {s.name for s in config.queues}
     keys = [*grouped.finishing]
     for job in outcome.released:
         keys += grouped.members[job]
-    waiting = {**elsewhere, **grouped.waiting}
+    waiting = dict(grouped.waiting)
     for job, why in outcome.waiting.items():
         waiting.update(dict.fromkeys(grouped.members[job], why))
     held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
@@ -176,32 +212,21 @@ def decide(
     for job in outcome.released:
         held[by_key[job].queue] = add(held.get(by_key[job].queue, ZERO), by_key[job].ask)
         pending[by_key[job].queue] = sub(pending.get(by_key[job].queue, ZERO), by_key[job].ask)
-    evict: tuple[Queued, ...] = ()
-    if may_reclaim and not any(r.deleting and not r.pod.gated for r in recs.values()):
-        waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
-        candidates = {k: r for k, r in recs.items() if k not in spare}
-        evict = _reclaim(
-            ext,
-            config,
-            candidates,
-            waiting_jobs,
-            (held, outcome.deserved),
-            fits,
-            now,
-            ReclaimAsks() if asks is None else asks,
-        )
-    standing = {
-        q: Standing(
-            outcome.deserved.get(q, ZERO),
-            held.get(q, ZERO),
-            pending.get(q, ZERO),
-            share(held.get(q, ZERO), outcome.deserved.get(q, ZERO)),
-        )
-        for q in sorted(names)
-    }
+    names = sorted({s.name for s in config.queues})
+    standing = {q: _standing(outcome.deserved, held, pending, q) for q in names}
     release = tuple(recs[k] for k in keys if k in recs)
-    after = record_after(live, record, outcome.released, grouped.members)
-    return Decision(release, waiting, standing, evict, dict(outcome.held_since), after)
+    after = record_after(live, decided, outcome.released, grouped.members)
+    decision = Decision(release, waiting, standing, (), dict(outcome.held_since), after)
+    waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
+    return _Planned(decision, fits, waiting_jobs, held, outcome.deserved)
+
+
+def _standing(
+    deserved: Mapping[str, Vec], held: Mapping[str, Vec], pending: Mapping[str, Vec], queue: str
+) -> Standing:
+    got = held.get(queue, ZERO)
+    due = deserved.get(queue, ZERO)
+    return Standing(due, got, pending.get(queue, ZERO), share(got, due))
 
 
 def _counted(
@@ -225,9 +250,9 @@ class _Fits:
     """`release.plan`'s `fits`: a job placed whole now and its place held (module doc)."""
 
     def __init__(
-        self, ext: Extender, recs: Mapping[str, Queued], members: Mapping[str, tuple[str, ...]]
+        self, parts: QueueParts, recs: Mapping[str, Queued], members: Mapping[str, tuple[str, ...]]
     ) -> None:
-        self._ext, self._recs, self._members = ext, recs, members
+        self._parts, self._recs, self._members = parts, recs, members
         self._nowhere: set[tuple[object, ...]] = set()
         """Shapes of single pods that fit nowhere this pass: the pass's own reservations only
         take capacity, so they fit nowhere for the rest of it (a pod freed meanwhile is seen
@@ -237,13 +262,13 @@ class _Fits:
         """Place the job and hold its place, under the cache's lock for this job only; then
         give the interpreter to a waiting verb (module doc)."""
         try:
-            with self._ext.cache.atomic():
+            with self._parts.cache.atomic():
                 return self._place(job)
         finally:
             time.sleep(0)
 
     def _place(self, job: Job) -> bool:
-        cache, keys = self._ext.cache, self._members[job.key]
+        cache, keys = self._parts.cache, self._members[job.key]
         if all(cache.holding(PodKey(k)) is not None for k in keys):
             return True
         if job.ask == ZERO:
@@ -253,7 +278,7 @@ class _Fits:
             return False
         first = specs[0]
         assert first is not None
-        scheduler, now = self._ext.scheduler, self._ext.clock()
+        scheduler, now = self._parts.scheduler(), self._parts.clock()
         if first.gang is not None:
             size = self._recs[keys[0]].pod.gang_size
             placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now)
@@ -266,7 +291,7 @@ class _Fits:
         result = gang_planning.plan(scheduler, gang, [first.request])
         if isinstance(result, gang_planning.GangFailure):
             return False
-        cache.reserve_gang(result, now + self._ext.config.gang_timeout)
+        cache.reserve_gang(result, now + self._parts.config.gang_timeout)
         return True
 
     def pods(self, job: Job) -> int:
@@ -276,31 +301,30 @@ class _Fits:
     def whole(self, job: Job) -> bool:
         """Whether the job would be placed whole now (no place held: a what-if; the caller
         holds the cache's lock, `CacheOps.without`)."""
-        specs = [self._ext.cache.pod(PodKey(k)) for k in self._members[job.key]]
+        specs = [self._parts.cache.pod(PodKey(k)) for k in self._members[job.key]]
         requests = [s.request for s in specs if s is not None]
         if len(requests) < len(specs):
             return False
-        if any(self._ext.scheduler.select(r) is None for r in requests):
+        scheduler = self._parts.scheduler()
+        if any(scheduler.select(r) is None for r in requests):
             return False  # a member that fits nowhere alone: no need for the planner's why
         ref = GangRef(GangKey(job.key), len(requests))
         requests = [replace(r, gang=ref) for r in requests]
-        result = gang_planning.plan(self._ext.scheduler, GangKey(job.key), requests)
+        result = gang_planning.plan(scheduler, GangKey(job.key), requests)
         return isinstance(result, gang_planning.GangPlan)
 
 
-def _reclaim(
-    ext: Extender,
+def _victims(
+    parts: QueueParts,
     config: QueueConfig,
     recs: Mapping[str, Queued],
-    jobs: list[Job],
-    standing: tuple[Mapping[str, Vec], Mapping[str, Vec]],
-    fits: _Fits,
+    planned: _Planned,
     now: float,
     asks: ReclaimAsks,
 ) -> tuple[Queued, ...]:
     """The pods to evict for the first waiting job reclaim lets in (at most one per pass);
     the jobs asked are `asks`' choice, and one whose ask finds no victims rests."""
-    held, due = standing
+    jobs, fits, held, due = planned.waiting, planned.fits, planned.held, planned.deserved
     running = [
         Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node)
         for r in recs.values()
@@ -308,7 +332,7 @@ def _reclaim(
     ]
 
     def fits_without(job: Job, gone: Iterable[Running]) -> bool:
-        with ext.cache.without([PodKey(g.key) for g in gone]):
+        with parts.cache.without([PodKey(g.key) for g in gone]):
             return fits.whole(job)
 
     asks.forget_rested(now)
@@ -324,7 +348,7 @@ def _reclaim(
                 fits_without,
                 now=now,
                 min_runtime_s=config.min_runtime_s,
-                free=free_units(ext),
+                free=free_units(parts),
             )
         else:
             chosen = victims(
@@ -343,14 +367,14 @@ def _reclaim(
     return ()
 
 
-def free_units(ext: Extender) -> Callable[[str], Vec]:
+def free_units(parts: QueueParts) -> Callable[[str], Vec]:
     """What is free on a node in the queues' units (reclaim's candidate nodes): core units and
     memory blocks of its healthy GPUs; nothing on a node the cache does not know."""
-    unit_mmib = mib_to_mmib(ext.config.memory_unit_mib)
+    unit_mmib = mib_to_mmib(parts.config.memory_unit_mib)
 
     def free(node: str) -> Vec:
-        with ext.cache.atomic():  # one node's read: the pass holds no lock between reads
-            ns = ext.cache.node_states.get(NodeName(node))
+        with parts.cache.atomic():  # one node's read: the pass holds no lock between reads
+            ns = parts.cache.node_states.get(NodeName(node))
             if ns is None:
                 return ZERO
             cores = memory = 0

@@ -130,8 +130,16 @@ class ExtenderDaemon:
         self.metrics.watch(self.extender)
         self.invalid_pods = InvalidPods(api, self.metrics)
         self.cache.subscribe(invalid=self.invalid_pods)
-        self.binder = Binder(self.extender, api, key=config.key, may_bind=self.why_not_binding)
-        self.queue_index = QueueIndex(self.extender)
+        self.binder = Binder(
+            self.cache,
+            self.extender.pods,
+            api,
+            clock=self.extender.clock,
+            bind_wait=self.extender.config.bind_wait,
+            key=config.key,
+            may_bind=self.why_not_binding,
+        )
+        self.queue_index = QueueIndex(self.extender.queue_parts())
         self.elector = LeaderElector(api, config.leader) if config.leader is not None else None
         self.queues = self._queue_releaser()
         tls = server_context(config.tls) if config.tls is not None else None
@@ -175,7 +183,6 @@ class ExtenderDaemon:
         namespace, name = self.config.queues
         releaser = QueueReleaser(
             self.api,
-            self.extender,
             self.queue_index,
             namespace=namespace,
             config_map=name,
