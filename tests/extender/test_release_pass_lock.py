@@ -19,14 +19,16 @@ GATE = [{"name": "vgpu.io/queue"}]
 
 
 def _cluster(nodes: int, held: int) -> tuple[Extender, QueueIndex]:
-    """`nodes` nodes of 8 GPUs and `held` gated pods of 50 cores in ten queues: a fifth fit."""
+    """`nodes` nodes of 8 GPUs and `held` gated pods of 50 cores in ten queues, each
+    queue serving a namespace of its name: a fifth fit."""
     cache = ClusterCache(key=b"k", memory_unit_mib=256)
     ext = Extender(cache)
     index = QueueIndex(ext.queue_parts())
     for i in range(nodes):
         cache.apply_node("ADDED", make_node(f"n{i}", gpus=8))
     for i in range(held):
-        pod = make_pod(f"h{i}", cores=50, labels={"vgpu.io/queue": f"q{i % 10}"})
+        queue = f"q{i % 10}"
+        pod = make_pod(f"h{i}", cores=50, namespace=queue, labels={"vgpu.io/queue": queue})
         pod["metadata"] |= {"uid": f"u{i}", "creationTimestamp": "2026-01-01T00:00:00Z"}
         pod["spec"]["schedulingGates"] = list(GATE)
         cache.apply_pod("ADDED", pod)
@@ -54,7 +56,8 @@ def test_a_release_pass_over_many_held_pods_holds_the_lock_a_job_at_a_time() -> 
     ext, index = _cluster(nodes=40, held=2_000)
     holds: list[float] = []
     _record_holds(ext.cache, holds)
-    config = read_config(json.dumps({"queues": [{"name": f"q{i}"} for i in range(10)]}))
+    queues = [{"name": f"q{i}", "namespaces": [f"q{i}"]} for i in range(10)]  # one each
+    config = read_config(json.dumps({"queues": queues}))
     start = time.perf_counter()
     decision = decide(index.parts, index, config, now=2e9, held_since={}, may_reclaim=False)
     took = time.perf_counter() - start
