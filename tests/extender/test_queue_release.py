@@ -404,7 +404,7 @@ def test_the_leader_loop_releases_from_its_watch(harness: Harness) -> None:
 def test_reclaim_asks_move_past_a_job_no_victims_can_help(harness: Harness) -> None:
     """The oldest waiting job asks two GPUs on one node of a cluster of one-GPU nodes: no
     eviction lets it in. With one ask per pass, the next pass asks for the job behind it instead
-    of the same one again (`vgpu.core.reclaim_asks`), and that one gets its victim."""
+    of the same one again (`vgpu.core.queues.reclaim_asks`), and that one gets its victim."""
     harness.put(make_node("n1", gpus=1))
     harness.put(make_node("n2", gpus=1))
     daemon = _daemon(harness)

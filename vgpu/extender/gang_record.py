@@ -8,7 +8,7 @@ or share check. So the leader records each gang it decides (gang -> its members'
 carries the record on its Lease (`LeaderElector.carry`, beside the strict holds,
 `vgpu.extender.strict_holds`); it removes a gang's gates only once the Lease it last wrote holds
 the gang, and the next leader finishes exactly the members the record names
-(`vgpu.core.queue_jobs`).
+(`vgpu.core.queues.jobs`).
 
 The annotation is JSON, gang to a list of UIDs. Only vgpu's service account writes the Lease; a
 value that cannot be read is logged and dropped: its gangs' held members then stay held (fail

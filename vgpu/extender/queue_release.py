@@ -8,7 +8,7 @@ resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside t
   from a fresh listing, so failover releases nothing twice. A gang's gates are removed only once
   the Lease this leader last wrote records the gang's decision (`vgpu.extender.gang_record`), so
   a gang cut short by a failover is finished by the next leader from that record, exactly the
-  members it names (`vgpu.core.queue_jobs`); without a Lease the record is kept in memory;
+  members it names (`vgpu.core.queues.jobs`); without a Lease the record is kept in memory;
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
   that allows no disruption now answers 429 and nothing is deleted). A victim set is evicted
   whole or not at all: each victim is asked first with a dry run, and if any is refused none is
@@ -36,7 +36,7 @@ from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queue_pods import Queued
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
-from vgpu.core.reclaim_asks import ReclaimAsks
+from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.extender import gang_record, strict_holds
 from vgpu.extender.queue_metrics import QueueFigures
 from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line

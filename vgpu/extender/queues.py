@@ -11,7 +11,7 @@ single pod that fits nowhere is found so by `Scheduler.select` alone (memoised p
 shape), without the gang planner's per-node explanation, which a pass does not need, and its
 shape is not tried again in the pass:
 
-* pods are grouped into whole jobs (`vgpu.core.queue_jobs`) and offered to `release.plan`;
+* pods are grouped into whole jobs (`vgpu.core.queues.jobs`) and offered to `release.plan`;
 * `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
   gang planner makes: a gang through the gang coordinator (`GangCoordinator.place_of`, held until
   kube-scheduler binds its members or the gang timeout passes), a single pod as a gang of one
@@ -48,12 +48,12 @@ from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, GangRef
-from vgpu.core.queue_jobs import group, record_after
-from vgpu.core.queues import ZERO, Vec, add, share, sub
-from vgpu.core.reclaim import Running, victims
-from vgpu.core.reclaim_asks import ReclaimAsks
-from vgpu.core.reclaim_nodes import victims_on_one_node
-from vgpu.core.release import Job, plan
+from vgpu.core.queues.jobs import group, record_after
+from vgpu.core.queues.proportion import ZERO, Vec, add, share, sub
+from vgpu.core.queues.reclaim import Running, victims
+from vgpu.core.queues.reclaim_asks import ReclaimAsks
+from vgpu.core.queues.reclaim_nodes import victims_on_one_node
+from vgpu.core.queues.release import Job, plan
 from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
 from vgpu.extender.queue_cache import QueueParts
@@ -155,7 +155,7 @@ def decide(
     `now` is wall time (strict holds, minimum runtimes); `spare`: pods reclaim must not pick
     (their evictions were refused lately); `asks`: the jobs resting after asks that found no
     victims, kept by the caller from pass to pass; `decided`: the leader's record of the gangs
-    it decided (`vgpu.core.queue_jobs`); `namespace_labels`: each namespace's labels, for the
+    it decided (`vgpu.core.queues.jobs`); `namespace_labels`: each namespace's labels, for the
     queues bound by selector (`vgpu.api.queue_namespaces`)."""
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
     planned = _plan(parts, recs, config, now=now, held_since=held_since, decided=decided or {})

@@ -1,7 +1,7 @@
 """Strict holds handed from one extender leader to the next, on the leader Lease.
 
 A strict queue whose head does not fit holds the other queues back for at most its
-`strictSeconds` (`vgpu.core.release`). The hold's start lived in the leader's memory, so a
+`strictSeconds` (`vgpu.core.queues.release`). The hold's start lived in the leader's memory, so a
 failover started every running hold again and the other queues could be held back for longer
 than the operator allowed. The leader now carries the starts on its Lease
 (`LeaderElector.carry`, written with each renewal, every `retry_period`) and a new leader reads

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add, fits_within
-from vgpu.core.reclaim import Givers, Running, may_reclaim, needed, victims, youngest
-from vgpu.core.release import Job
+from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add, fits_within
+from vgpu.core.queues.reclaim import Givers, Running, may_reclaim, needed, victims, youngest
+from vgpu.core.queues.release import Job
 
 NODES_TRIED = 16
 """Candidate nodes walked per ask, those where eviction may leave the most room first."""

@@ -26,8 +26,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from vgpu.core.queues import ZERO, Vec, add, sub
-from vgpu.core.release import Book, Job
+from vgpu.core.queues.proportion import ZERO, Vec, add, sub
+from vgpu.core.queues.release import Book, Job
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from vgpu.core.release import Job
+from vgpu.core.queues.release import Job
 
 REST_S = 60.0
 """Seconds a job whose ask found no victims is not asked again."""

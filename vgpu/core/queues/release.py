@@ -25,7 +25,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add, deserved, fits_within, overused, share
+from vgpu.core.queues.proportion import (
+    ZERO,
+    QueueSpec,
+    Vec,
+    add,
+    deserved,
+    fits_within,
+    overused,
+    share,
+)
 
 
 @dataclass(frozen=True, slots=True)

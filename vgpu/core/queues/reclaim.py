@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add, fits_within, share, sub
-from vgpu.core.release import Job
+from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add, fits_within, share, sub
+from vgpu.core.queues.release import Job
 
 
 @dataclass(frozen=True, slots=True)
