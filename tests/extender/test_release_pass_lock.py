@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from tests.extender.builders import make_node, make_pod
 from vgpu.api.queues import read_config
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.queues import QueueIndex, decide
+from vgpu.extender.queue_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 
 GATE = [{"name": "vgpu.io/queue"}]

@@ -13,8 +13,8 @@ from tests.extender.conftest import Harness
 from tests.extender.lease_stub import Lease
 from tests.extender.test_queue_release import _daemon, _held, _queues, _watched
 from vgpu.daemons.extender.daemon import ExtenderDaemon
+from vgpu.extender.queue_pass import QueueIndex
 from vgpu.extender.queue_release import QueueReleaser
-from vgpu.extender.queues import QueueIndex
 from vgpu.extender.strict_holds import HOLDS_ANNOTATION, decode, encode
 
 T0 = 2_000_000_000.0

@@ -1,6 +1,6 @@
 """What the leader's queue pass may use of the extender, and nothing more.
 
-The pass (`vgpu.extender.queues`) reads the watched pods and the nodes' free capacity and holds
+The pass (`vgpu.extender.queue_pass`) reads the watched pods and the nodes' free capacity and holds
 places for the jobs it releases, under the cache's lock one job at a time. Typed against the
 whole `Extender` it could reach any verb's state; typed against `QueueCache` (the eight members
 of the cache it uses; `ClusterCache` is one) and `QueueParts` (the cache with the scheduler, the

@@ -1,7 +1,7 @@
 """The extender leader's release loop: held pods let go in fair order, through the API.
 
 Every `intervalSeconds` (the queue ConfigMap), on the replica that may bind (the leader, its cache
-resynced for its term), one pass (`vgpu.extender.queues.decide`), then outside the cache's lock:
+resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outside the cache's lock:
 
 * each released pod loses the gate `vgpu.io/queue` in one JSON patch that tests the gate list and
   the UID first. Removing a gate that is gone is not possible, and a new leader rebuilds its view
@@ -39,7 +39,7 @@ from vgpu.core.errors import ConfigError
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.extender import gang_record, strict_holds
 from vgpu.extender.queue_metrics import QueueFigures
-from vgpu.extender.queues import Decision, QueueIndex, Standing, decide, reason_line
+from vgpu.extender.queue_pass import Decision, QueueIndex, Standing, decide, reason_line
 from vgpu.extender.strict_holds import LeaseNotes
 
 log = logging.getLogger(__name__)

@@ -34,8 +34,8 @@ from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.offloop import LeaveLoop, may_block
 from vgpu.extender.queue_metrics import QueueCollector
+from vgpu.extender.queue_pass import QueueIndex
 from vgpu.extender.queue_release import QueueReleaser
-from vgpu.extender.queues import QueueIndex
 from vgpu.extender.routes import Routes
 from vgpu.extender.server.http1 import HttpServer
 from vgpu.extender.server.limits import HttpLimits
