@@ -1,4 +1,5 @@
-"""How much of each GPU model the GPU-type-constrained part of the workload claims.
+"""How much of each GPU model the GPU-type-constrained part of the workload claims: the
+demand on GPU models (not a DRA ResourceClaim, `vgpu.api.dra`).
 
 A pod that names the GPU models it accepts can only use those; a pod that names none can run
 anywhere. When the constrained pods' demand for a model approaches its capacity, every GPU of it
@@ -28,7 +29,7 @@ from vgpu.core.stranding import pressures
 from vgpu.core.workload import Workload
 
 
-class Claims:
+class ModelDemand:
     """Per GPU class: the claim of constrained shapes, and what it costs to take such a GPU."""
 
     def __init__(self, *, reserve: float, lo: float) -> None:

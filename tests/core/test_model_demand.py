@@ -1,14 +1,15 @@
-"""Claims of GPU-type-constrained shapes on GPU models (`stranding.pressures`, `core.claims`)."""
+"""The demand of GPU-type-constrained shapes on GPU models (`stranding.pressures`,
+`core.model_demand`)."""
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.builders import make_node, make_pod
-from vgpu.core.claims import Claims
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fragmentation import FragmentMeter
 from vgpu.core.model import ANY_GPU, GpuSelector, Node
+from vgpu.core.model_demand import ModelDemand
 from vgpu.core.policy_default import DefaultPolicy
 from vgpu.core.policy_specs import make_policy
 from vgpu.core.scheduler import Scheduler
@@ -59,9 +60,9 @@ def test_claims_add_up_to_the_constrained_share_of_the_demand(
 
 def _claims(
     workload: Workload, nodes: list[Node], *, lo: float = 1.0
-) -> tuple[Claims, FragmentMeter]:
+) -> tuple[ModelDemand, FragmentMeter]:
     meter = FragmentMeter(workload)
-    claims = Claims(reserve=1.0, lo=lo)
+    claims = ModelDemand(reserve=1.0, lo=lo)
     for node in nodes:
         claims.note(node)
     assert claims.dirty
@@ -129,7 +130,7 @@ def test_without_constrained_shapes_nothing_is_claimed_and_scores_are_unchanged(
             sched = Scheduler(state, policy)
             got.append([sched.evaluate(ns, pod) for ns in state.nodes()])
         assert got[0] == got[1], i
-    assert not any(new.claims.claim)
+    assert not any(new.demand.claim)
     assert new.generation == 0  # counting the models changed no claim: memos stay valid
 
 
