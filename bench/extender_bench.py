@@ -45,8 +45,8 @@ from vgpu.adapters.kube import KubeApi
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.extender.tls import TlsFiles
+from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
+from vgpu.extender.server.tls import TlsFiles
 
 KEY = b"bench-key"
 Obj = dict[str, Any]

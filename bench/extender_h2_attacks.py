@@ -58,8 +58,8 @@ from tests.extender.builders import make_node, make_pod
 from tests.extender.h2client import H2Client, tls_socket
 from tests.kubeapi.server import FakeApiServer
 from vgpu.adapters.kube import KubeApi
-from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.extender.tls import TlsFiles
+from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
+from vgpu.extender.server.tls import TlsFiles
 
 ATTACKS = ("hold", "reset-anon", "ping-anon", "ping", "settings", "rapid-reset", "zero-window")
 HEAD = [(b":scheme", b"https"), (b":authority", b"x")]

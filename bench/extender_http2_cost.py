@@ -32,8 +32,8 @@ from bench.extender_bench import _certs
 from bench.extender_tls_cost import SIZES, _Stub
 from bench.scheduler_standin import client_tls
 from tests.extender.h2client import H2Client, tls_socket
-from vgpu.extender.http import HttpServer
-from vgpu.extender.tls import TlsFiles, server_context
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.tls import TlsFiles, server_context
 
 PROTOCOLS = ("HTTP/1.1", "HTTP/2")
 GO_STREAM_WINDOW = 4 << 20

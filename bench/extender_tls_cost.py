@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.extender_bench import _certs
 from bench.scheduler_standin import client_tls
-from vgpu.extender.http import HttpServer
-from vgpu.extender.tls import TlsFiles, server_context
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.tls import TlsFiles, server_context
 
 SIZES = {"bind 0.1 KB": 100, "filter 500 names 8 KB": 8_000, "filter 5,000 names 75 KB": 75_000}
 

@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.extender.builders import FakeClock, Wire, make_node, make_pod
 from tests.kubeapi.server import FakeApiServer
 from vgpu.adapters.kube import KubeApi
-from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
 
 KEY = b"gang-bench-key"

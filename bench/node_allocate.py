@@ -4,7 +4,7 @@
    stand-in kubelet (real unix sockets). Background pods stay pending on every GPU; each round
    binds one more pod, then times GetPreferredAllocation (all free core IDs offered) and
    Allocate over the socket, as the kubelet calls them. Targets: p99 <= 5 ms each.
-2. Memory: `python -m vgpu.daemons.node_cli` as a separate process with 8 fake GPUs, a kubeconfig for
+2. Memory: `python -m vgpu.daemons.node_agent.cli` as a separate process with 8 fake GPUs, a kubeconfig for
    the fake API server and the stand-in kubelet; its VmRSS once registered and synced, then
    SIGTERM (it must exit 0). Target: <= 60 MiB. Then the same agent with credentials as in a pod:
    a `Configuration` filled directly, as the in-cluster loader does, so the kubeconfig loader
@@ -164,7 +164,7 @@ from vgpu.adapters.kube import KubeApi  # first: defers the kubernetes packages'
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.daemons.keys import load_assignment_key
+from vgpu.daemons.flags.keys import load_assignment_key
 from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig
 logging.basicConfig(level=logging.INFO)
@@ -188,7 +188,15 @@ def memory(workdir: Path, arena: dict[str, str], *, in_pod: bool = False) -> Non
     kubeconfig = workdir / "kubeconfig"
     _kubeconfig(kubeconfig, api.url)
     repo = Path(__file__).resolve().parents[1]
-    argv = [sys.executable, "-m", "vgpu.daemons.node_cli", "--fake-gpus", SPEC, "--node-name", NODE]
+    argv = [
+        sys.executable,
+        "-m",
+        "vgpu.daemons.node_agent.cli",
+        "--fake-gpus",
+        SPEC,
+        "--node-name",
+        NODE,
+    ]
     argv += ["--device-plugin-dir", str(workdir), "--kubeconfig", str(kubeconfig)]
     argv += ["--pod-resources-socket", str(workdir / "none.sock"), "--metrics-port", "0"]
     if in_pod:

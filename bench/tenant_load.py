@@ -12,7 +12,7 @@ name, one after another as kube-scheduler's scheduling cycles send them, in four
   600 look-alike init containers (past the cap: refused) or one of 64, the cap (placed), with
   20 pods of 64 such containers pending on nodes that every filter must keep invariant I with;
 * held: `--held` gated pods in 10 queues that fit nowhere, and the leader's queue pass running
-  back to back over them (`vgpu.extender.queues.decide`);
+  back to back over them (`vgpu.extender.queue_pass.decide`);
 * both at once.
 
 Prints, per run, p50/p99 of an other-team filter (its own time on the serving loop, including
@@ -40,7 +40,7 @@ from vgpu.api.queues import read_config
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.queues import QueueIndex, decide
+from vgpu.extender.queue_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs
 
@@ -81,7 +81,9 @@ def _pending(ext: Extender, names: list[str]) -> None:
         pod = _pod(ext, f"tenant-pending-{i}", init=63, cores=1)
         spec = ext.cache.pod(PodKey(f"default/{pod['metadata']['name']}"))
         assert spec is not None
-        placed = ext.place(spec, names[i * len(names) // PENDING], ext.policies.default)
+        placed = ext.cache.place(
+            spec, names[i * len(names) // PENDING], ext.policies.default, ext.scheduler
+        )
         assert isinstance(placed, Assignment), placed
         ext.cache.assume(placed, ext.clock())
 
@@ -89,7 +91,7 @@ def _pending(ext: Extender, names: list[str]) -> None:
 def _held(ext: Extender, held: int) -> QueueIndex:
     """Gated pods in ten queues, each asking a GPU model no node has: they fit nowhere, and no
     two ask the same (cores 1-100 x memory blocks 1-50), so no pass learns from another pod."""
-    index = QueueIndex(ext)
+    index = QueueIndex(ext.queue_parts())
     for i in range(held):
         pod = _pod(
             ext,
@@ -108,7 +110,7 @@ def _held(ext: Extender, held: int) -> QueueIndex:
 def _passes(ext: Extender, index: QueueIndex, stop: threading.Event, took: list[float]) -> None:
     while not stop.is_set():
         start = time.perf_counter()
-        decide(ext, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
+        decide(index.parts, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
         took.append(time.perf_counter() - start)
 
 
@@ -165,7 +167,7 @@ def main() -> None:
     _run("tenant", partial(_serve, ext, names, others, tenant, args.seconds), [])
     index = _held(ext, args.held)
     start = time.perf_counter()
-    decide(ext, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
+    decide(index.parts, index, QUEUES, now=2e9, held_since={}, may_reclaim=False)
     alone = time.perf_counter() - start
     print(f"queue pass alone over {args.held} held pods: {alone:.2f} s", flush=True)
     for label, load in (("held", []), ("both", tenant)):

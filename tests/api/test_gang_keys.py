@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from vgpu.api.podspec import gang_of
 from vgpu.core.errors import InvalidRequest
-from vgpu.extender.podspec import gang_of
 from vgpu.inspect.gangs import membership
 
 Obj = dict[str, Any]

@@ -17,13 +17,23 @@ PURE = ("vgpu.core", "vgpu.api", "vgpu.sim", "vgpu.node", "vgpu.dra")
 """The pure packages; that they also hold no file I/O is `test_pure_file_io.py`'s to check."""
 
 
-def _contracts() -> dict[str, list[str]]:
+def _config() -> dict[str, configparser.SectionProxy]:
     config = configparser.ConfigParser()
     config.read(REPO / ".importlinter")
     return {
-        name.removeprefix("importlinter:contract:"): config[name]["source_modules"].split()
+        name.removeprefix("importlinter:contract:"): config[name]
         for name in config.sections()
         if name.startswith("importlinter:contract:")
+    }
+
+
+def _contracts() -> dict[str, list[str]]:
+    """The modules each contract constrains: a forbidden contract's sources, an independence
+    contract's modules, a layers contract's containers."""
+    keys = ("source_modules", "modules", "containers")
+    return {
+        name: [module for key in keys for module in section.get(key, "").split()]
+        for name, section in _config().items()
     }
 
 
@@ -44,6 +54,23 @@ def test_pure_contract_names_packages_not_modules() -> None:
 def test_every_package_is_the_source_of_some_contract() -> None:
     covered = {name for sources in _contracts().values() for name in sources}
     assert _packages() - covered <= {"vgpu.daemons", "vgpu.cli"}  # the roots: nothing above them
+
+
+def test_extender_agent_and_report_are_independent() -> None:
+    section = _config()["verbs-are-independent"]
+    assert section["type"] == "independence"
+    assert set(section["modules"].split()) == {"vgpu.extender", "vgpu.agent", "vgpu.inspect"}
+
+
+def test_every_extender_module_has_a_layer_below_the_server() -> None:
+    """The layers contract is exhaustive, so a new module of the extender fails `lint-imports`
+    until it is placed; here: the server is the top layer and the table of verbs the next."""
+    section = _config()["extender-server-on-top"]
+    layers = [line.strip() for line in section["layers"].splitlines() if line.strip()]
+    assert (section["exhaustive"], layers[0], layers[1]) == ("true", "server", "routes")
+    placed = {name.strip() for layer in layers for name in layer.split(":")}
+    present = {path.stem for path in (REPO / "vgpu/extender").glob("*.py")} - {"__init__"}
+    assert present | {"server"} == placed
 
 
 def test_generated_grpc_code_lives_with_the_adapters() -> None:

@@ -16,10 +16,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vgpu.api.podasks import pod_asks
+from vgpu.api.podspec import PodSpec, pod_spec
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.kubelet_reuse import Role, new_devices
 from vgpu.core.units import validate_cores, validate_memory
-from vgpu.extender.podspec import PodSpec, pod_spec
 from vgpu.inspect.pods import pod_facts
 from vgpu.node.podspec import PodInfo, pod_info
 

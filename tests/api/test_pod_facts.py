@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.api.podread import is_deleting, is_terminal
-from vgpu.extender.podspec import key_of, pod_spec
+from vgpu.api.podspec import key_of, pod_spec
 from vgpu.inspect.pods import pod_facts
 from vgpu.node.podspec import pod_info
 

@@ -160,7 +160,7 @@ def test_the_node_agent_and_the_report_read_asks_with_the_same_parser() -> None:
 @pytest.mark.timeout(5)
 @pytest.mark.parametrize("value", ["²", "9" * 5000, "1e9", "-1", "10000000"])
 def test_number_valued_annotations_are_refused_not_raised(value: str) -> None:
-    from vgpu.extender.podspec import gang_of
+    from vgpu.api.podspec import gang_of
     from vgpu.node.podspec import cores_limit, pod_info
 
     pod = _pod("10")

@@ -20,7 +20,7 @@ from vgpu.api.queues import (
     read_config,
 )
 from vgpu.core.errors import ConfigError
-from vgpu.core.queues import QueueSpec
+from vgpu.core.queues.proportion import QueueSpec
 
 
 def _text(**top: Any) -> str:

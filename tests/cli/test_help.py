@@ -11,8 +11,8 @@ import yaml
 
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.cli.main import COMMANDS, _load, _parser, log_level
-from vgpu.daemons.extender_cli import DEFAULT_LEASE_NAMESPACE, DEFAULT_PORT
-from vgpu.daemons.gpu_flags import FAKE_GPUS_EXAMPLE
+from vgpu.daemons.extender.cli import DEFAULT_LEASE_NAMESPACE, DEFAULT_PORT
+from vgpu.daemons.flags.gpu import FAKE_GPUS_EXAMPLE
 from vgpu.flags import shown_default
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,7 +1,7 @@
 """A gang is decided whole, once, over any run of arrivals, passes, gate removals cut
 short by a change of leader, annotations into gangs and deletions.
 
-The machine plays the leader's side of `vgpu.core.queue_jobs`: each pass groups the pods with
+The machine plays the leader's side of `vgpu.core.queues.jobs`: each pass groups the pods with
 the record (`group`), decides every gang offered (as if it fitted), keeps the record
 (`record_after`), and removes the gates of some finishing members only (a leader that stops
 halfway). A tenant adds pods to any gang at any time, held, under a new name or one reused.
@@ -17,7 +17,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from vgpu.core.queue_jobs import QueuedPod, group, record_after
+from vgpu.core.queues.jobs import QueuedPod, group, record_after
 
 CAP = (10_000, 10_000)
 GANGS = ("ns/g0", "ns/g1")

@@ -35,7 +35,7 @@ def _pick(
     warm: bool = False,
 ) -> str:
     sched = Scheduler(state, make_policy(policy_name, workload))
-    if warm:  # a first pod lets the policy count the GPU models it scores (`core.claims`)
+    if warm:  # a first pod lets the policy count the GPU models it scores (`core.model_demand`)
         sched.select(make_pod("warm-up", cpu=1))
     sel = sched.select(pod)
     assert sel is not None

@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.core.queue_jobs import QueuedPod, group
-from vgpu.core.queues import ZERO, add
+from vgpu.core.queues.jobs import QueuedPod, group
+from vgpu.core.queues.proportion import ZERO, add
 
 CAP = (800, 320)
 

@@ -1,4 +1,4 @@
-"""Deserved shares by water-filling (vgpu.core.queues): split by weight among backlogged
+"""Deserved shares by water-filling (vgpu.core.queues.proportion): split by weight among backlogged
 queues, never above capacity or what a queue can use, capped, independent of queue order."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vgpu.core.errors import ConfigError
-from vgpu.core.queues import QueueSpec, deserved, overused, share
+from vgpu.core.queues.proportion import QueueSpec, deserved, overused, share
 
 units = st.integers(min_value=0, max_value=5_000)
 vecs = st.tuples(units, units)

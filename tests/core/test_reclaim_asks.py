@@ -1,4 +1,4 @@
-"""Which waiting jobs ask reclaim (`vgpu.core.reclaim_asks`): the queue's order, past jobs whose
+"""Which waiting jobs ask reclaim (`vgpu.core.queues.reclaim_asks`): the queue's order, past jobs whose
 ask found no victims lately while others are awake, at most a few per queue and pass."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.core.reclaim_asks import ReclaimAsks
-from vgpu.core.release import Job
+from vgpu.core.queues.reclaim_asks import ReclaimAsks
+from vgpu.core.queues.release import Job
 
 
 def _jobs(queues: list[str]) -> list[Job]:

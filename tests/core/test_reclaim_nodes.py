@@ -1,4 +1,4 @@
-"""Reclaim's victims chosen per node (vgpu.core.reclaim_nodes), against a small GPU model.
+"""Reclaim's victims chosen per node (vgpu.core.queues.reclaim_nodes), against a small GPU model.
 
 The model is its own: nodes of GPUs with 100 cores each, running pods on one GPU each, and a
 waiting pod that asks either some cores of one GPU or whole GPUs of one node (what kube-scheduler
@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add, share, sub
-from vgpu.core.reclaim import Running, victims
-from vgpu.core.reclaim_nodes import victims_on_one_node
-from vgpu.core.release import Job
+from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add, share, sub
+from vgpu.core.queues.reclaim import Running, victims
+from vgpu.core.queues.reclaim_nodes import victims_on_one_node
+from vgpu.core.queues.release import Job
 
 SPECS = (QueueSpec("a", 1), QueueSpec("b", 3, reclaim=True), QueueSpec("c", 2))
 

@@ -15,10 +15,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add, deserved, share
-from vgpu.core.reclaim import Running
-from vgpu.core.reclaim_nodes import victims_on_one_node
-from vgpu.core.release import Job
+from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add, deserved, share
+from vgpu.core.queues.reclaim import Running
+from vgpu.core.queues.reclaim_nodes import victims_on_one_node
+from vgpu.core.queues.release import Job
 
 SPECS = (QueueSpec("a", 1, reclaim=True), QueueSpec("b", 3, reclaim=True))
 GPUS = [(n, g) for n in ("n0", "n1", "n2") for g in range(2)]

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add, fits_within, share, sub
-from vgpu.core.reclaim import Running, victims
-from vgpu.core.release import Job
+from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add, fits_within, share, sub
+from vgpu.core.queues.reclaim import Running, victims
+from vgpu.core.queues.release import Job
 
 SPECS = (QueueSpec("a", 1), QueueSpec("b", 3, reclaim=True), QueueSpec("c", 2))
 

@@ -1,4 +1,4 @@
-"""Fair, fit-aware release of held jobs (vgpu.core.release) and reclaim (vgpu.core.reclaim).
+"""Fair, fit-aware release of held jobs (vgpu.core.queues.release) and reclaim (vgpu.core.queues.reclaim).
 
 The GPUs here are a small model of their own (free cores per GPU, members placed first-fit,
 all or nothing), enough to make "units say yes but no GPU fits" concrete.
@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vgpu.core.queues import QueueSpec, Vec, deserved, share
-from vgpu.core.reclaim import Running, victims
-from vgpu.core.release import Book, Job, plan
+from vgpu.core.queues.proportion import QueueSpec, Vec, deserved, share
+from vgpu.core.queues.reclaim import Running, victims
+from vgpu.core.queues.release import Book, Job, plan
 
 
 @dataclass

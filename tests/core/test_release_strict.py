@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.core.test_release import Gpus, job
-from vgpu.core.queues import ZERO, QueueSpec, Vec, add
-from vgpu.core.release import Book, Job, plan, strict_reason
+from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add
+from vgpu.core.queues.release import Book, Job, plan, strict_reason
 
 SPECS = [QueueSpec("big", 1, strict_s=30), QueueSpec("small", 1)]
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.keys import DEV_KEY, DEV_KEY_FLAG, KEY_ENV, load_assignment_key
+from vgpu.daemons.flags.keys import DEV_KEY, DEV_KEY_FLAG, KEY_ENV, load_assignment_key
 
 
 def test_file_key_is_stripped_like_a_mounted_secret(tmp_path: Path) -> None:
@@ -51,8 +51,8 @@ def test_missing_file_names_the_flag(tmp_path: Path) -> None:
 
 
 def test_both_daemons_use_the_same_loader() -> None:
-    import vgpu.daemons.extender_cli as extender_cli
-    import vgpu.daemons.node_cli as node_cli
+    import vgpu.daemons.extender.cli as extender_cli
+    import vgpu.daemons.node_agent.cli as node_cli
 
     # read through the modules' namespaces: what each daemon calls is the shared loader
     assert vars(node_cli)["load_assignment_key"] is load_assignment_key

@@ -10,7 +10,7 @@ import pytest
 
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.core.errors import InvalidRequest
-from vgpu.daemons.extender import PodGroupSizes
+from vgpu.daemons.extender.daemon import PodGroupSizes
 from vgpu.extender.offloop import LeaveLoop, on_loop
 
 

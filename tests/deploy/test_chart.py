@@ -237,7 +237,9 @@ def test_plain_http_only_when_tls_is_off_and_then_said_so() -> None:
 def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> None:
     """The rendered args go through `vgpu`'s own parsers and flag checks (nothing runs)."""
     from vgpu.cli.main import _load, _parser
-    from vgpu.daemons import extender_cli, mode_flags, node_cli
+    from vgpu.daemons.extender import cli as extender_cli
+    from vgpu.daemons.flags import mode as mode_flags
+    from vgpu.daemons.node_agent import cli as node_cli
 
     objs = render(values, kube_version="v1.37.0")
     checks: dict[str, Callable[[argparse.Namespace], object]] = {

@@ -262,7 +262,7 @@ def test_the_node_agents_flags_parse_and_name_gpus_by_cdi() -> None:
     """daemonset/ is generated from the chart; its agent flags go through `vgpu`'s own parser and
     checks (nothing runs): the GPUs by CDI, the directory bounds, the runtime check's paths."""
     from vgpu.cli.main import _load, _parser
-    from vgpu.daemons import mode_flags
+    from vgpu.daemons.flags import mode as mode_flags
     from vgpu.node.device_list import DeviceList
 
     (container,) = by_name("DaemonSet", "vgpu-node-agent")["spec"]["template"]["spec"]["containers"]

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tests.deploy.test_chart import _helm_or_skip, find, render
 from vgpu.api.queue_namespaces import Binding, bound_queue
 from vgpu.api.queues import UNLIMITED, read_config
-from vgpu.core.queues import QueueSpec
+from vgpu.core.queues.proportion import QueueSpec
 
 celpy = pytest.importorskip("celpy")
 from celpy import celtypes  # noqa: E402

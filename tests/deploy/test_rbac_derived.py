@@ -27,7 +27,7 @@ Triple = tuple[str, str, str]
 
 COMPONENTS = {
     "extender": (
-        "vgpu.daemons.extender",
+        "vgpu.daemons.extender.daemon",
         [("ClusterRole", "vgpu-extender"), ("Role", "vgpu-extender-leader-election")],
     ),
     "node-agent": ("vgpu.agent.agent", [("ClusterRole", "vgpu-node-agent")]),

@@ -17,7 +17,7 @@ from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import Harness, harness, kube_client, kube_server
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
-from vgpu.daemons.extender import ExtenderDaemon
+from vgpu.daemons.extender.daemon import ExtenderDaemon
 
 __all__ = ["harness", "kube_client", "kube_server"]
 

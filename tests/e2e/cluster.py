@@ -31,7 +31,7 @@ from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT
 from vgpu.api.resources import ResourceNames
-from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
 
 KEY = b"e2e-shared-key"

@@ -17,9 +17,9 @@ from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.leader import LeaderConfig
 from vgpu.core.ids import PodKey
 from vgpu.core.policy_specs import parse_policy
-from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
+from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
-from vgpu.extender.tls import TlsFiles
+from vgpu.extender.server.tls import TlsFiles
 
 __all__ = ["kube_client", "kube_server"]
 

@@ -71,7 +71,7 @@ def test_the_filter_counts_assumed_pods_for_invariant_i_as_bind_does() -> None:
     world.assume(pending, "n1")
     _fill_gpu0(world, pending)
     spec = world.cache.parse(probe)
-    bind_says = world.ext.place(spec, "n1", world.ext.policies.default)
+    bind_says = world.ext.cache.place(spec, "n1", world.ext.policies.default, world.ext.scheduler)
     assert isinstance(bind_says, Verdict) and "waiting for admission" in str(bind_says)
     got = world.ext.filter(ExtenderArgs(probe, list(names)))
     assert got.passed == [] and "waiting for admission" in got.failed["n1"]

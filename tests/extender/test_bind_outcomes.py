@@ -9,7 +9,7 @@ import re
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.extender.test_gang import _filter_all, _gang
-from vgpu.daemons.extender import ExtenderDaemon
+from vgpu.daemons.extender.daemon import ExtenderDaemon
 
 
 def _binds(daemon: ExtenderDaemon) -> dict[str, float]:

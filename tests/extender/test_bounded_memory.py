@@ -46,7 +46,9 @@ def test_a_pod_deleted_before_its_bind_leaves_no_pick_or_assumption_timer_behind
     assert ext.filter(ExtenderArgs(picked, ["n1"])).passed == ["n1"]
     held = cache.holding(PodKey("default/picked"))
     assert held is not None and held.phase is Phase.ASSUMED  # the pick
-    place = ext.place(cache.pods[PodKey("default/assumed")], "n1", ext.pods.policies.default)
+    place = ext.cache.place(
+        cache.pods[PodKey("default/assumed")], "n1", ext.pods.policies.default, ext.scheduler
+    )
     assert isinstance(place, Assignment)
     cache.assume(place, now=0.0)
     cache.bind_done(place.pod)

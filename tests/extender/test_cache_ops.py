@@ -4,12 +4,12 @@ only an assumption (never a bound holding) is dropped when a bind fails."""
 from __future__ import annotations
 
 from tests.extender.builders import make_node, make_pod
+from vgpu.api.podspec import PodSpec
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase
 from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.podspec import PodSpec
 from vgpu.extender.resolve import DEFAULT_WORKLOAD
 
 KEY = b"k" * 32

@@ -21,8 +21,8 @@ from tests.extender.test_queue_release import (
     _watched,
 )
 from tests.extender.test_strict_handoff import T0, _leader, _released
-from vgpu.daemons.extender import ExtenderDaemon
-from vgpu.daemons.gang_record import GANGS_ANNOTATION, decode, encode
+from vgpu.daemons.extender.daemon import ExtenderDaemon
+from vgpu.extender.gang_record import GANGS_ANNOTATION, decode, encode
 
 GANG = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "1"}
 PAIR = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}

@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.extender.builders import make_node, make_pod
+from vgpu.api.podspec import PodSpec
 from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.gangs import GangWait
-from vgpu.extender.podspec import PodSpec
 from vgpu.extender.resolve import DEFAULT_WORKLOAD
 
 KEY = b"k" * 32

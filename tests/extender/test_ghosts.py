@@ -14,7 +14,7 @@ from tests.extender.conftest import Harness
 from tests.extender.test_request_state import learned
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
-from vgpu.daemons.extender import ExtenderDaemon
+from vgpu.daemons.extender.daemon import ExtenderDaemon
 
 
 def _ghost(name: str, *, node: str = "", cpu: str = "32", cores: int = 0) -> dict[str, Any]:

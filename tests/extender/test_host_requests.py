@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from vgpu.extender.podspec import pod_spec
+from vgpu.api.podspec import pod_spec
 
 
 def _c(name: str, cpu: str, mem: str = "0", sidecar: bool = False) -> dict[str, Any]:

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from vgpu.extender.http import HttpServer
-from vgpu.extender.httplimits import HttpLimits
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.limits import HttpLimits
 
 
 class _Routes:

@@ -14,8 +14,8 @@ import pytest
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.extender.h2client import H2Client, tls_socket
-from vgpu.daemons.extender import ExtenderDaemon
-from vgpu.extender.tls import TlsFiles
+from vgpu.daemons.extender.daemon import ExtenderDaemon
+from vgpu.extender.server.tls import TlsFiles
 
 JSON = {"Content-Type": "application/json"}
 

@@ -18,10 +18,10 @@ import pytest
 from h2.errors import ErrorCodes
 
 from tests.extender.h2client import H2Client, tls_socket
-from vgpu.extender.http import HttpServer
-from vgpu.extender.http2caps import Http2Caps, Rate
-from vgpu.extender.httplimits import HttpLimits
-from vgpu.extender.tls import TlsFiles, server_context
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.http2_budgets import Http2Caps, Rate
+from vgpu.extender.server.limits import HttpLimits
+from vgpu.extender.server.tls import TlsFiles, server_context
 
 CAPS = Http2Caps(streams=Rate(100, 10.0), resets=Rate(20, 2.0), control=Rate(50, 5.0))
 LIMITS = HttpLimits(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.extender.http2caps import CREDIT_MIN, Bucket, Credit, Http2Caps, Rate
+from vgpu.extender.server.http2_budgets import CREDIT_MIN, Bucket, Credit, Http2Caps, Rate
 
 
 @given(

@@ -17,10 +17,10 @@ from h2.settings import Settings
 
 from tests.extender.gomodel import GoClient
 from tests.extender.h2client import H2Client, tls_socket
-from vgpu.extender.http import HttpServer
-from vgpu.extender.http2caps import Http2Caps
-from vgpu.extender.httplimits import HttpLimits
-from vgpu.extender.tls import TlsFiles, server_context
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.http2_budgets import Http2Caps
+from vgpu.extender.server.limits import HttpLimits
+from vgpu.extender.server.tls import TlsFiles, server_context
 
 CAPS = Http2Caps()
 CALM = ErrorCodes.ENHANCE_YOUR_CALM

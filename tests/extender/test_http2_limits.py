@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.extender.h2client import H2Client, tls_socket
-from vgpu.extender.http import HttpServer
-from vgpu.extender.httplimits import HttpLimits
-from vgpu.extender.tls import TlsFiles, server_context
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.limits import HttpLimits
+from vgpu.extender.server.tls import TlsFiles, server_context
 
 LIMITS = HttpLimits(read_timeout=0.5, idle_timeout=1.0, workers=2, max_body=1000)
 

@@ -15,8 +15,8 @@ from h2.connection import H2Connection
 
 from tests.extender.h2client import H2Client, tls_socket
 from tests.extender.test_http2_limits import _Routes, _served
-from vgpu.extender.http import HttpServer
-from vgpu.extender.httplimits import HttpLimits
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.limits import HttpLimits
 
 LIMITS = HttpLimits(read_timeout=2.0, idle_timeout=5.0, workers=2)
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from vgpu.extender.http import HttpServer
-from vgpu.extender.httplimits import HttpLimits
+from vgpu.extender.server.http1 import HttpServer
+from vgpu.extender.server.limits import HttpLimits
 
 LIMITS = HttpLimits(read_timeout=2.0, idle_timeout=5.0, workers=2)
 

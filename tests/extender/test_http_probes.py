@@ -14,7 +14,7 @@ from tests.extender.builders import make_node
 from tests.extender.conftest import Harness
 from tests.extender.h2client import H2Client, tls_socket
 from vgpu.cli.main import main
-from vgpu.extender.tls import TlsFiles
+from vgpu.extender.server.tls import TlsFiles
 
 
 @pytest.fixture

@@ -150,7 +150,7 @@ class World:
         spec = self.cache.parse(obj)
         if not spec.request.wants_gpu:
             return None
-        a = self.ext.place(spec, node, self.ext.policies.default)
+        a = self.ext.cache.place(spec, node, self.ext.policies.default, self.ext.scheduler)
         return canonical(a) if isinstance(a, Assignment) else None
 
     def bind(self, obj: Obj, node: str, a: Assignment | None, admitted: str | None) -> None:

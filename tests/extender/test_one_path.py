@@ -34,7 +34,7 @@ def test_bind_takes_the_gpus_the_simulator_takes(name: str) -> None:
         selection = simulator.select(spec.request)
         if selection is None:
             continue
-        assert ext.place(spec, selection.node, policy) == selection.assignment
+        assert ext.cache.place(spec, selection.node, policy, ext.scheduler) == selection.assignment
         ledger_of(cache).assume(selection.assignment)
         placed += 1
     assert placed >= 7

@@ -13,7 +13,7 @@ from tests.extender.conftest import Harness
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
-from vgpu.daemons.extender import ExtenderDaemon
+from vgpu.daemons.extender.daemon import ExtenderDaemon
 
 NODES = ["n1", "n2", "n3"]
 

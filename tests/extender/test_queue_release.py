@@ -15,12 +15,12 @@ from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
-from vgpu.daemons.extender import DaemonConfig, ExtenderDaemon
-from vgpu.daemons.gang_record import GANGS_ANNOTATION, encode
-from vgpu.daemons.queue_release import REFUSED_S, QueueReleaser
-from vgpu.daemons.strict_holds import LeaseNotes
+from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
-from vgpu.extender.queues import QueueIndex
+from vgpu.extender.gang_record import GANGS_ANNOTATION, encode
+from vgpu.extender.queue_pass import QueueIndex
+from vgpu.extender.queue_release import REFUSED_S, QueueReleaser
+from vgpu.extender.strict_holds import LeaseNotes
 
 Obj = dict[str, Any]
 GATE = [{"name": "vgpu.io/queue"}]
@@ -50,10 +50,9 @@ def _releaser(
     daemon: ExtenderDaemon, wall: float = 2_000_000_000.0, notes: LeaseNotes | None = None
 ) -> QueueReleaser:
     """A release loop driven pass by pass: its index is rebuilt from a listing each pass."""
-    index = QueueIndex(daemon.extender)
+    index = QueueIndex(daemon.extender.queue_parts())
     return QueueReleaser(
         daemon.api,
-        daemon.extender,
         index,
         namespace="vgpu",
         config_map="vgpu-queues",
@@ -405,7 +404,7 @@ def test_the_leader_loop_releases_from_its_watch(harness: Harness) -> None:
 def test_reclaim_asks_move_past_a_job_no_victims_can_help(harness: Harness) -> None:
     """The oldest waiting job asks two GPUs on one node of a cluster of one-GPU nodes: no
     eviction lets it in. With one ask per pass, the next pass asks for the job behind it instead
-    of the same one again (`vgpu.core.reclaim_asks`), and that one gets its victim."""
+    of the same one again (`vgpu.core.queues.reclaim_asks`), and that one gets its victim."""
     harness.put(make_node("n1", gpus=1))
     harness.put(make_node("n2", gpus=1))
     daemon = _daemon(harness)

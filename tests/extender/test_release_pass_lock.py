@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from tests.extender.builders import make_node, make_pod
 from vgpu.api.queues import read_config
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.queues import QueueIndex, decide
+from vgpu.extender.queue_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 
 GATE = [{"name": "vgpu.io/queue"}]
@@ -23,7 +23,7 @@ def _cluster(nodes: int, held: int) -> tuple[Extender, QueueIndex]:
     queue serving a namespace of its name: a fifth fit."""
     cache = ClusterCache(key=b"k", memory_unit_mib=256)
     ext = Extender(cache)
-    index = QueueIndex(ext)
+    index = QueueIndex(ext.queue_parts())
     for i in range(nodes):
         cache.apply_node("ADDED", make_node(f"n{i}", gpus=8))
     for i in range(held):
@@ -59,7 +59,7 @@ def test_a_release_pass_over_many_held_pods_holds_the_lock_a_job_at_a_time() -> 
     queues = [{"name": f"q{i}", "namespaces": [f"q{i}"]} for i in range(10)]  # one each
     config = read_config(json.dumps({"queues": queues}))
     start = time.perf_counter()
-    decision = decide(ext, index, config, now=2e9, held_since={}, may_reclaim=False)
+    decision = decide(index.parts, index, config, now=2e9, held_since={}, may_reclaim=False)
     took = time.perf_counter() - start
     assert len(decision.release) == 40 * 8 * 2  # two 50-core pods per GPU
     assert max(holds) < 0.05, f"the lock was held {max(holds):.3f} s of a {took:.2f} s pass"

@@ -1,6 +1,6 @@
 """A strict hold outlives a failover without starting again (a strict queue holds the
 others back for at most its `strictSeconds`): the leader carries each hold's start on the leader
-Lease and the next leader reads it from there (`vgpu.daemons.strict_holds`)."""
+Lease and the next leader reads it from there (`vgpu.extender.strict_holds`)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from tests.extender.lease_stub import Lease
 from tests.extender.test_queue_release import _daemon, _held, _queues, _watched
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
-from vgpu.daemons.extender import ExtenderDaemon
-from vgpu.daemons.queue_release import QueueReleaser
-from vgpu.daemons.strict_holds import HOLDS_ANNOTATION, decode, encode
-from vgpu.extender.queues import QueueIndex
+from vgpu.daemons.extender.daemon import ExtenderDaemon
+from vgpu.extender.queue_pass import QueueIndex
+from vgpu.extender.queue_release import QueueReleaser
+from vgpu.extender.strict_holds import HOLDS_ANNOTATION, decode, encode
 
 T0 = 2_000_000_000.0
 
@@ -25,8 +25,7 @@ T0 = 2_000_000_000.0
 def _leader(daemon: ExtenderDaemon, lease: Lease | None, wall: float) -> QueueReleaser:
     return QueueReleaser(
         daemon.api,
-        daemon.extender,
-        QueueIndex(daemon.extender),
+        QueueIndex(daemon.extender.queue_parts()),
         namespace="vgpu",
         config_map="vgpu-queues",
         may_act=lambda: None,

@@ -17,8 +17,8 @@ import pytest
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
 from vgpu.core.errors import ConfigError
-from vgpu.daemons import extender_cli as cli
-from vgpu.extender.tls import TlsFiles
+from vgpu.daemons.extender import cli
+from vgpu.extender.server.tls import TlsFiles
 
 SCRIPT = Path(__file__).resolve().parents[2] / "hack" / "make-extender-certs.sh"
 

@@ -16,7 +16,7 @@ from tests.extender.test_leader import _lease
 from tests.waiting import wait_until
 from vgpu.api.admitted import ADMITTED
 from vgpu.core.ids import PodKey
-from vgpu.daemons.extender import ExtenderDaemon
+from vgpu.daemons.extender.daemon import ExtenderDaemon
 from vgpu.extender.cache import ClusterCache
 
 Obj = dict[str, Any]

@@ -21,7 +21,7 @@ from tests.extender.conftest import Harness
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
-from vgpu.daemons.extender import ExtenderDaemon
+from vgpu.daemons.extender.daemon import ExtenderDaemon
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.offloop import LeaveLoop, on_loop
 from vgpu.extender.watchwait import NotWatched, WatchWait

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from tests.extender.builders import make_node, make_pod
 from vgpu.api.admitted import ADMITTED, encode_admitted
 from vgpu.api.assignment import SIGNATURE, binding_annotations
+from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
@@ -31,7 +32,6 @@ from vgpu.extender.cache import ClusterCache
 from vgpu.extender.cache_parts import CacheParts
 from vgpu.extender.pod_book import PodBook
 from vgpu.extender.pod_parser import PodParser
-from vgpu.extender.podspec import PodSpec
 
 Obj = dict[str, Any]
 KEY = b"k" * 32

@@ -34,8 +34,8 @@ from vgpu.api.quantity import (
 )
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.httpwire import HttpError, read_body, read_head
 from vgpu.extender.preemption import parse_preemption_args
+from vgpu.extender.server.http1_request import HttpError, read_body, read_head
 from vgpu.extender.wire import BadRequest, NamesMemo, parse_binding_args, parse_extender_args
 
 _loop = asyncio.new_event_loop()

@@ -22,7 +22,7 @@ from vgpu.adapters.kube import KubeApi
 from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig
 from vgpu.core.errors import ConfigError
-from vgpu.daemons import node_cli
+from vgpu.daemons.node_agent import cli as node_cli
 
 
 @pytest.fixture

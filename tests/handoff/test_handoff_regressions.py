@@ -13,10 +13,10 @@ from __future__ import annotations
 from tests.extender.builders import make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.handoff.pods import agent, ids, pod, share
+from vgpu.api.podspec import pod_spec
 from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, Phase
-from vgpu.extender.podspec import pod_spec
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
 from vgpu.node.handoff import HeldDevices
@@ -134,7 +134,7 @@ def test_an_interchangeable_attribution_is_settled_not_trusted() -> None:
     """a and b ask the same 20 cores on G0 with the same grant. The kubelet admits b first; the
     agent may attribute that call to a (same devices, same limits), but must neither report a
     admitted (the extender would lift invariant I for a pod still waiting) nor refuse a's own
-    call after b is deleted: a's call then reclaims the attribution."""
+    call after b is deleted: a's call then takes the attribution back (`Handoff.reattribute`)."""
     a = pod("a", [("main", 20, 0, "G0")])
     b = pod("b", [("main", 20, 0, "G0")])
     handoff, policy, _ = agent(a, b)

@@ -1,7 +1,7 @@
 """A container for the isolation tests: bubblewrap applying the node agent's real Allocate answer.
 
 `grant_for` asks the agent's own code (`vgpu.node.grants.container_grant` in mode vgpu-core, with
-the library installed by `vgpu.agent.enforce.install_vgpu_core`) for a container's answer:
+the library installed by `vgpu.adapters.vgpu_core_install.install_vgpu_core`) for a container's answer:
 its environment and its mounts (library, preload file, limits and shared directories). `Sandbox`
 runs a command under that answer as a container runtime would: a read-only root, a private
 `/tmp`, only the answer's mounts and variables, and the stand-in driver libraries found by name
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.isolation.standins import CONFIG_PATH, Node
 from vgpu.adapters.container_dirs import ContainerDirs
-from vgpu.agent.enforce import install_vgpu_core
+from vgpu.adapters.vgpu_core_install import install_vgpu_core
 from vgpu.node.grants import ContainerGrant, GpuLimit, GrantMode, GrantSettings, container_grant
 from vgpu.node.vgpucore import LIMITS_IN_CONTAINER, STATE_IN_CONTAINER
 

@@ -33,7 +33,7 @@ from tests.isolation.test_memory_grant import codes
 from tests.node.agent_harness import CORES, MEMORY, NODE, Box, make_box
 from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.agent.enforce import install_vgpu_core
+from vgpu.adapters.vgpu_core_install import install_vgpu_core
 from vgpu.node.grants import ContainerGrant, GrantMode, GrantSettings, Mount
 
 NVML = ["python3", "-m", "tests.isolation.programs.nvml_memory"]

@@ -32,7 +32,7 @@ from tests.isolation.test_chain import standin_gpus
 from tests.isolation.test_memory_grant import codes
 from tests.kubeapi.server import FakeApiServer
 from vgpu.adapters.container_dirs import claim_dirs
-from vgpu.agent.enforce import install_vgpu_core
+from vgpu.adapters.vgpu_core_install import install_vgpu_core
 from vgpu.node.grants import ContainerGrant, GrantMode, GrantSettings, Mount
 
 

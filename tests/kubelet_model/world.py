@@ -192,7 +192,7 @@ class World:
                 names = list(self.nodes)
                 self.rng.shuffle(names)
                 for name in names:
-                    result = self.ext.place(spec, name, policy)
+                    result = self.ext.cache.place(spec, name, policy, self.ext.scheduler)
                     if not isinstance(result, Verdict):
                         placed = result
                         break

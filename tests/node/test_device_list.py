@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from tests.node.agent_harness import CORES, Box, gpu_of, make_box
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.mode_flags import add_mode_flags, device_list
+from vgpu.daemons.flags.mode import add_mode_flags, device_list
 from vgpu.node.device_list import DeviceList, DeviceListStrategy
 from vgpu.node.grants import GpuLimit, GrantMode, GrantSettings, Refusal, container_grant
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from tests.node.libs import hook_libraries, needs_cc
 from vgpu.adapters.container_dirs import ContainerDirs
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.mode_flags import grant_settings, hami_core
-from vgpu.daemons.node_cli import add_parser
+from vgpu.daemons.flags.mode import grant_settings, hami_core
+from vgpu.daemons.node_agent.cli import add_parser
 from vgpu.node.container_dirs import DirBounds, DirOwner
 from vgpu.node.grants import (
     ContainerGrant,
@@ -160,7 +160,7 @@ def test_the_dra_driver_flags_give_hami_core_per_claim_caches_apart_from_the_age
 ) -> None:
     """`vgpu dra-driver` shares the enforcement flags; its caches go under <state dir>/dra."""
     from vgpu.adapters.container_dirs import claim_dirs
-    from vgpu.daemons import dra_cli
+    from vgpu.daemons.dra_driver import cli as dra_cli
 
     parser = argparse.ArgumentParser(prog="vgpu")
     dra_cli.add_parser(parser.add_subparsers(dest="command", required=True))

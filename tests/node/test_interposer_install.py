@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from tests.node.libs import CC, hook_libraries, needs_cc
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.mode_flags import grant_settings
-from vgpu.daemons.node_cli import add_parser
+from vgpu.daemons.flags.mode import grant_settings
+from vgpu.daemons.node_agent.cli import add_parser
 from vgpu.node.elf_symbols import CUDA_HOOKS, ElfError, exported_functions, missing_hooks
 from vgpu.node.grants import GrantMode
 from vgpu.node.vgpucore import LIBRARY_IN_CONTAINER, VgpuCore

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from vgpu.core.errors import ConfigError
-from vgpu.daemons.node_cli import add_parser, watchdog_policy
+from vgpu.daemons.node_agent.cli import add_parser, watchdog_policy
 from vgpu.node.watchdog import WatchdogPolicy
 
 

@@ -1,4 +1,4 @@
-"""The node agent's settings: one frozen value the command line (`vgpu.daemons.node_cli`) or a
+"""The node agent's settings: one frozen value the command line (`vgpu.daemons.node_agent.cli`) or a
 test builds, and every part of the agent reads.
 
 In a module of its own so that the parts (`vgpu.agent.mode`, `pods`, `publish`...) can name it

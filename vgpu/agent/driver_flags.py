@@ -1,6 +1,6 @@
 """The node agent's flags for the driver memory backend (docs/isolation.md, "Driver memory
 limits"): whether the driver's per-cgroup limits hold each pod's memory, and where the agent
-sees the host's cgroup v2 tree. The command line (`vgpu.daemons.node_cli`) adds them with
+sees the host's cgroup v2 tree. The command line (`vgpu.daemons.node_agent.cli`) adds them with
 `add_driver_flags(p)` and passes `**driver_settings(args)` to `AgentConfig`."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """A pod's vGPU asks as the kubelet's device manager will meet them: the one reader of the
-extender (`vgpu.extender.podspec`), the node agent (`vgpu.node.podspec`) and the report
+extender (`vgpu.api.podspec`), the node agent (`vgpu.node.podspec`) and the report
 (`vgpu.inspect.pods`).
 
 * Order and roles: init containers, then app containers, each in spec order (the device

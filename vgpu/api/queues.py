@@ -22,7 +22,7 @@ from typing import Any
 
 from vgpu.api.queue_namespaces import Binding, check_unique, read_binding
 from vgpu.core.errors import ConfigError
-from vgpu.core.queues import UNCAPPED, QueueSpec
+from vgpu.core.queues.proportion import UNCAPPED, QueueSpec
 
 QUEUE_LABEL = "vgpu.io/queue"
 QUEUE_GATE = "vgpu.io/queue"

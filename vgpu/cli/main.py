@@ -21,14 +21,14 @@ from vgpu.extras import ALL_DAEMONS, install_hint
 
 COMMANDS: dict[str, tuple[str, str, str]] = {
     "simulate": ("vgpu.cli.simulate", "replay a cluster trace through the scheduling core", ""),
-    "extender": ("vgpu.daemons.extender_cli", "run the kube-scheduler extender", "extender"),
+    "extender": ("vgpu.daemons.extender.cli", "run the kube-scheduler extender", "extender"),
     "node-agent": (
-        "vgpu.daemons.node_cli",
+        "vgpu.daemons.node_agent.cli",
         "run the node agent (device plugin, labels, health)",
         "node",
     ),
     "dra-driver": (
-        "vgpu.daemons.dra_cli",
+        "vgpu.daemons.dra_driver.cli",
         "run the DRA driver (ResourceSlice, claim preparation, health)",
         "node",
     ),

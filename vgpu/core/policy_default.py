@@ -10,7 +10,7 @@ share. What this policy adds, each measured on the openb trace (docs/research/po
   fragment too (*CPU stranding*): FGD only notices CPU when a whole shape stops fitting.
 * On a GPU that fits a share, what is left after packing it with copies of that share counts as
   fragment too (*residue*), so a 470 that leaves 60 unusable is told from one that leaves 530.
-* GPU models that GPU-type-constrained pods claim (`claims`) are kept for them: stranding weighs
+* GPU models that GPU-type-constrained pods claim (`model_demand`) are kept for them: stranding weighs
   less there, and a pod that could run elsewhere pays for taking such a GPU.
 * Growths within one of FGD's integer score buckets are equal, and the tie goes to the first node
   in node order, as in the paper's artifact. (Ties to the *fullest* node, `tie=packed`, score
@@ -28,11 +28,11 @@ from itertools import count
 from random import Random
 
 from vgpu.core.capacity import candidates, host_fits
-from vgpu.core.claims import Claims
 from vgpu.core.fgd import sigmoid_score, take_choice
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.learning import WorkloadLearner
 from vgpu.core.model import Node, PodRequest
+from vgpu.core.model_demand import ModelDemand
 from vgpu.core.placement import share_of
 from vgpu.core.policy import Evaluation, Policy
 from vgpu.core.policy_default_knobs import DefaultConfig
@@ -71,7 +71,7 @@ class DefaultPolicy(Policy):
         self.generation = 0
         self._base_key = ("default-base", next(_TOKENS))
         self._feeds: dict[tuple[int, ...], Feed] = {}
-        self.claims = Claims(reserve=self.config.reserve, lo=self.config.reserve_lo)
+        self.demand = ModelDemand(reserve=self.config.reserve, lo=self.config.reserve_lo)
         self._sigs: dict[str, tuple[Node, tuple[object, ...]]] = {}
         self._same: dict[tuple[object, ...], Evaluation | None] = {}
 
@@ -81,11 +81,11 @@ class DefaultPolicy(Policy):
         learner = self.learner
         if learner is not None and learner.observe(pod):
             self.meter = FragmentMeter(learner.workload, residue_weight=self.config.residue_weight)
-            self.claims.refresh(self.meter, learner.whole)
+            self.demand.refresh(self.meter, learner.whole)
             self._stale()
-        elif self.claims.dirty and self.config.typed:
+        elif self.demand.dirty and self.config.typed:
             whole = learner.whole if learner is not None else self.meter.workload
-            if self.claims.refresh(self.meter, whole):
+            if self.demand.refresh(self.meter, whole):
                 self._stale()
 
     def _stale(self) -> None:
@@ -136,15 +136,15 @@ class DefaultPolicy(Policy):
             return 1.0
         if rule == "off":
             return 0.0
-        claim = max(map(self.claims.of, kinds))
+        claim = max(map(self.demand.of, kinds))
         if rule == "step":
             return 0.0 if claim >= 1 else 1.0
         return max(0.0, 1.0 - claim)
 
     def _reserve(self, pod: PodRequest, cid: int, cores: int) -> float:
         """Growth for taking `cores` of a GPU of class `cid` that constrained shapes claim
-        (`claims`); 0 unless type-aware."""
-        return self.claims.cost(pod.selector, cid, cores) if self.config.typed else 0.0
+        (`model_demand`); 0 unless type-aware."""
+        return self.demand.cost(pod.selector, cid, cores) if self.config.typed else 0.0
 
     def _stranded(self, ns: NodeState, cpu_free: int, free_cores: int) -> float:
         """Weighted free GPU (milli) that the free CPU cannot feed (see `stranding`)."""
@@ -187,7 +187,7 @@ class DefaultPolicy(Policy):
                 for g in ns.gpus
             )
             hit = self._sigs[ns.name] = (ns.node, sig)
-            self.claims.note(ns.node)
+            self.demand.note(ns.node)
         return hit[1]
 
     def evaluate(self, ns: NodeState, pod: PodRequest, rng: Random) -> Evaluation | None:

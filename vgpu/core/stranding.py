@@ -5,7 +5,7 @@ node's CPU with CPU-only pods and strand its GPUs. The default policy adds the f
 node's free CPU cannot feed to the node's fragmentation. "Feed" is measured against the target
 workload's GPU shapes *that could run on the node* (a shape whose GPU models exclude the node
 already counts all of its free GPU as fragment). The default policy weighs the term down on a
-node whose GPU model type-constrained shapes claim (`pressures`, `core.claims`): there the
+node whose GPU model type-constrained shapes claim (`pressures`, `core.model_demand`): there the
 term's pull (CPU-light pods onto CPU-poor nodes) hands scarce models to pods that could run
 anywhere, which measured worse than no term at all (docs/research/policies.md, GPU-type
 constraints).

@@ -2,5 +2,5 @@
 
 Pure logic only (no gRPC, Kubernetes client or file system beyond what callers pass in); the
 kubelet-facing servers live in `vgpu.adapters.draplugin` and the wiring in
-`vgpu.daemons.dra_driver`.
+`vgpu.daemons.dra_driver.driver`.
 """

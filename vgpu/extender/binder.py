@@ -25,17 +25,18 @@ from typing import Any, Protocol
 
 from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
 from vgpu.api.assignment import ASSIGNMENT, binding_annotations
+from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
 from vgpu.core.fit import Verdict
 from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
 from vgpu.core.scheduler import Scheduler
+from vgpu.extender.cache import ClusterCache
 from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.pod_place import canonical
-from vgpu.extender.podspec import PodSpec
-from vgpu.extender.service import Extender
+from vgpu.extender.resolve import PodReader
 from vgpu.extender.wire import BindingArgs
 
 log = logging.getLogger(__name__)
@@ -96,16 +97,25 @@ def bind_outcome(error: str) -> str:
 
 
 class Binder:
-    """Binds pods: reads them as the other verbs do (the `Extender`'s `PodReader`) and changes
-    the state only through its cache's operations."""
+    """Binds pods: reads them as the other verbs do (the `PodReader` the `Extender`'s verbs
+    share) and changes the state only through its cache's operations. Given these parts, not
+    the `Extender`: it uses no verb of it."""
 
     def __init__(
-        self, extender: Extender, api: BindApi, *, key: bytes, may_bind: Callable[[], str | None]
+        self,
+        cache: ClusterCache,
+        pods: PodReader,
+        api: BindApi,
+        *,
+        clock: Callable[[], float],
+        bind_wait: float,
+        key: bytes,
+        may_bind: Callable[[], str | None],
     ) -> None:
-        self.cache = extender.cache
-        self._pods = extender.pods
-        self._clock = extender.clock
-        self._bind_wait = extender.config.bind_wait
+        self.cache = cache
+        self._pods = pods
+        self._clock = clock
+        self._bind_wait = bind_wait
         self.api = api
         self.key = key
         self.may_bind = may_bind

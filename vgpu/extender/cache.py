@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import ClassVar
 
+from vgpu.api.podspec import PodSpec
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core import gang as gang_planning
 from vgpu.core.changes import DEFAULT_LIMIT
@@ -41,7 +42,6 @@ from vgpu.extender.claimgangs import ClaimGangs, is_claim_member
 from vgpu.extender.gang_plans import Planner, core_planner
 from vgpu.extender.gangs import GangCoordinator, GangWait
 from vgpu.extender.pod_place import canonical, place_read
-from vgpu.extender.podspec import PodSpec
 
 __all__ = ["ClusterCache", "canonical", "place_read"]  # the last two: `pod_place`
 

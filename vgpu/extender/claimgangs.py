@@ -31,12 +31,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Assignment
 from vgpu.extender.gang_cache import GangCache
 from vgpu.extender.gangs import GangCoordinator, GangEvent, GangWait
-from vgpu.extender.podspec import PodSpec
 
 log = logging.getLogger(__name__)
 Placer = Callable[[], "Assignment | Verdict"]

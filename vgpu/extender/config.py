@@ -1,4 +1,4 @@
-"""The extender verbs' settings, filled by the command line (`vgpu.daemons.extender_cli`) and
+"""The extender verbs' settings, filled by the command line (`vgpu.daemons.extender.cli`) and
 read by filter, prioritize, preempt and bind alike, so that every verb runs under one set."""
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Protocol
 
+from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Holding
 from vgpu.extender.cacheviews import LedgerView
-from vgpu.extender.podspec import PodSpec
 
 
 class GangCache(Protocol):

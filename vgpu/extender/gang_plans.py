@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import GangKey, PodKey
@@ -18,7 +19,6 @@ from vgpu.core.kubelet_reuse import Role, expand, merged, reuses
 from vgpu.core.model import GangRef, PodRequest
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.gang_cache import GangCache
-from vgpu.extender.podspec import PodSpec
 
 Planner = Callable[
     [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"

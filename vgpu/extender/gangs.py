@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from threading import RLock
 from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 
+from vgpu.api.podspec import GangLabel
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
@@ -37,7 +38,6 @@ from vgpu.extender.gang_plans import (
     plan_gang,
     unplaced_members,
 )
-from vgpu.extender.podspec import GangLabel
 
 log = logging.getLogger(__name__)
 _FOREVER = float("inf")

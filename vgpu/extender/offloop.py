@@ -1,6 +1,6 @@
 """Verbs answered on the serving loop's thread must never block it.
 
-Filter and prioritize are answered on the HTTP loop's own thread (`vgpu.extender.http`,
+Filter and prioritize are answered on the HTTP loop's own thread (`vgpu.extender.server.http1`,
 `INLINE_VERBS`): every connection, probes included, waits while they run. A verb that finds it
 would have to wait (a filter for a pod the watch does not show yet waits for the watch,
 `vgpu.extender.watchwait`) raises `LeaveLoop` there instead, and the server answers the same

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Code, Verdict
 from vgpu.core.model import Assignment
 from vgpu.extender.answers import FeedView
-from vgpu.extender.podspec import PodSpec
 from vgpu.extender.replies import FilterAnswers
 
 

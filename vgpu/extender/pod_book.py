@@ -18,6 +18,7 @@ from typing import Any
 
 from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import verify
+from vgpu.api.podspec import PodSpec
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, NodeName, PodKey
@@ -25,7 +26,6 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Phase
 from vgpu.core.state import ClusterState
 from vgpu.extender.podmemo import Notes, Observed, notes_of
-from vgpu.extender.podspec import PodSpec
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from vgpu.api.podspec import PodSpec, pod_spec
 from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.podmemo import ParsedPods
-from vgpu.extender.podspec import PodSpec, pod_spec
 
 Obj = dict[str, Any]
 MALFORMED = (TypeError, AttributeError, ValueError, KeyError, IndexError, RecursionError)

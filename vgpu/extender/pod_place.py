@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Verdict
 from vgpu.core.given_node import place
 from vgpu.core.handoff_rule import PendingContainer
@@ -19,7 +20,6 @@ from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
 from vgpu.core.policy import Policy
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.podspec import PodSpec
 
 
 def canonical(assignment: Assignment) -> Assignment:

@@ -25,8 +25,8 @@ from vgpu.adapters import fastjson
 from vgpu.api.admitted import ADMITTED
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE
 from vgpu.api.podread import is_terminal
+from vgpu.api.podspec import READ_METADATA, PodSpec, node_of, read_part
 from vgpu.core.model import Assignment
-from vgpu.extender.podspec import READ_METADATA, PodSpec, node_of, read_part
 
 Obj = dict[str, Any]
 K = TypeVar("K")

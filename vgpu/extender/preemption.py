@@ -32,10 +32,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Code
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.policy import Policy
-from vgpu.extender.podspec import PodSpec
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BadRequest, Obj, load_request
 

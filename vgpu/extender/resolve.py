@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
+from vgpu.api.podspec import POLICY as POLICY_ANNOTATION
+from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.policy import Policy
 from vgpu.core.policy_specs import PolicySpec, make_policy, parse_policy
 from vgpu.core.workload import TaskShape, Workload
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.podspec import POLICY as POLICY_ANNOTATION
-from vgpu.extender.podspec import PodSpec, key_of
 from vgpu.extender.watchwait import WatchWait
 
 GroupSize = Callable[[str, str], int | None]

@@ -1,4 +1,4 @@
-"""The verbs behind the extender's HTTP servers (HTTP/1.1 in `http`, HTTP/2 in `http2`): a
+"""The verbs behind the extender's HTTP servers (`vgpu.extender.server`): a
 request body in, a status and a JSON body out, each verb timed in the request metric.
 
 Filter requests repeat their node names pod after pod and prioritize names the last filter's
@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from vgpu.api.podspec import key_of
 from vgpu.core.errors import InvalidRequest
 from vgpu.extender.binder import Binder, bind_outcome
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.offloop import LeaveLoop
-from vgpu.extender.podspec import key_of
 from vgpu.extender.preemption import Preemptor, encode_preemption, parse_preemption_args
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import (

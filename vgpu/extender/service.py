@@ -28,8 +28,9 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
+from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.fit import Verdict, check
+from vgpu.core.fit import check
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
@@ -49,7 +50,7 @@ from vgpu.extender.outcomes import (
     placed_outcome,
     shape_key,
 )
-from vgpu.extender.podspec import PodSpec, key_of
+from vgpu.extender.queue_cache import QueueParts
 from vgpu.extender.resolve import (
     GroupSize,
     PodReader,
@@ -111,9 +112,15 @@ class Extender:
         policy and gang size (0: no gang). Raises InvalidRequest (`NotWatched`)."""
         return self.pods.read(pod)
 
-    def place(self, spec: PodSpec, node: str, policy: Policy) -> Assignment | Verdict:
-        """A fresh assignment on `node` keeping invariant I."""
-        return self.cache.place(spec, node, policy, self.scheduler)
+    def queue_parts(self) -> QueueParts:
+        """What the leader's queue pass may use of the extender (`vgpu.extender.queue_cache`)."""
+        return QueueParts(
+            self.cache,
+            lambda: self.scheduler,
+            self.clock,
+            self.config,
+            lambda spec: self.pods.resolve(spec).gang_size,
+        )
 
     def restore_gangs(self) -> None:
         """After the cache is rebuilt or first synced: gangs with bound members get their
@@ -179,7 +186,7 @@ class Extender:
     def _pick(self, spec: PodSpec, node: str, policy: Policy) -> None:
         """Hold the one node's place for the pod until its bind (`ClusterCache.pick`); only
         for pods the watch shows, as for gang plans, so a forged request holds nothing."""
-        placed = self.place(spec, node, policy)
+        placed = self.cache.place(spec, node, policy, self.scheduler)
         if isinstance(placed, Assignment):
             self.cache.pick(placed, self.clock())
 

@@ -32,11 +32,11 @@ import threading
 import time
 from collections.abc import Callable
 
+from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.offloop import LeaveLoop, may_block
-from vgpu.extender.podspec import PodSpec
 
 WATCH_WAIT_S = 1.0
 """How long a verb waits for the watch to show the pod its request names."""

@@ -1,8 +1,8 @@
 """`kubectl inspect vgpu --queues`: where each queue stands and why its held pods wait.
 
 Computed from the queue ConfigMap and the pods with the functions the extender's leader uses,
-never a second implementation: the pod reading and capacity of `vgpu.extender.queue_pods`, the
-jobs and book of `vgpu.core.queue_jobs.group`, and `vgpu.core.release.plan` for each queue's
+never a second implementation: the pod reading and capacity of `vgpu.api.queue_pods`, the
+jobs and book of `vgpu.core.queues.jobs.group`, and `vgpu.core.queues.release.plan` for each queue's
 deserved share (water-filling over cores and memory units) and the reasons that need no GPU
 placement (a queue at its cap). Whether a held job fits whole on real GPUs now is the leader's
 decision alone (it holds the place it finds); the report says so and points at the pod's
@@ -16,15 +16,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from vgpu.api.podspec import pod_spec
+from vgpu.api.queue_pods import Queued, capacity, queued_pod
 from vgpu.api.queues import QueueConfig, read_config
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.core.queue_jobs import group
-from vgpu.core.queues import ZERO, Vec, share
-from vgpu.core.release import plan
+from vgpu.core.queues.jobs import group
+from vgpu.core.queues.proportion import ZERO, Vec, share
+from vgpu.core.queues.release import plan
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.extender.podspec import pod_spec
-from vgpu.extender.queue_pods import Queued, capacity, queued_pod
 from vgpu.inspect.build import build_report
 from vgpu.inspect.gangs import membership, pod_group_minimums
 from vgpu.inspect.snapshot import Snapshot

@@ -6,7 +6,7 @@ read "waiting for a node"): the cluster is full now (the scheduler's PodSchedule
 says which nodes refused it and why), the pod can never fit (it asks more than any node has, or
 a GPU type no node has), or its asks are invalid (the extender refuses it, with an `InvalidPod`
 Event). The never-fit checks use the extender's own rules (`vgpu.core.units` for valid asks,
-`vgpu.extender.podspec.selector_of` and `GpuSelector` for the `vgpu.io/gpu-type` matching) over
+`vgpu.api.podspec.selector_of` and `GpuSelector` for the `vgpu.io/gpu-type` matching) over
 the nodes' published inventories. Pure.
 """
 
@@ -19,11 +19,11 @@ from typing import Any
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory
 from vgpu.api.podasks import PodAsks, pod_asks
 from vgpu.api.podread import namespace_of
+from vgpu.api.podspec import selector_of
 from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.model import GpuSelector
 from vgpu.core.units import CORES_PER_GPU, validate_cores, validate_memory
-from vgpu.extender.podspec import selector_of
 from vgpu.inspect.gangs import GangMembership
 from vgpu.inspect.model import Problem, Unscheduled
 from vgpu.inspect.pods import PodFacts

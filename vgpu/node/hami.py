@@ -16,7 +16,7 @@ default under `/tmp`); without a writable one every CUDA process exits at its fi
 with a read-only root and no writable `/tmp` could not use CUDA at all. With a state dir the agent
 gives each container its own directory, mounted writable at `CACHE_DIR_IN_CONTAINER`, and points
 the variable there. The library itself is checked at the agent's start
-(`vgpu.agent.enforce.checked_library`): a build that does not export the CUDA calls is
+(`vgpu.adapters.vgpu_core_install.checked_library`): a build that does not export the CUDA calls is
 refused.
 
 Statically linked programs and setuid binaries ignore both. Paths are checked for form only; the

@@ -12,7 +12,7 @@ ask for `kind` equals `size` and whose assignment names exactly `gpus`, ordered 
 admits them: a pod the kubelet is in the middle of first, then pods in the order they were
 seen, and within a pod in spec order (init containers first). Invariant I guarantees that
 containers of different pods left in that list would get the same grant; which of them a call
-was for stays *unsure* until the kubelet's record says (`admit`, `reclaim`, `reconcile`). Pure,
+was for stays *unsure* until the kubelet's record says (`admit`, `reattribute`, `reconcile`). Pure,
 apart from a lock: the adapters call it from several threads.
 """
 
@@ -184,7 +184,7 @@ class Handoff:
                 if unsure or entry.unsure:
                     entry.unsure.add((container, kind))
 
-    def reclaim(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
+    def reattribute(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
         """An Allocate matched no pending container: an unsure attribution there took the
         caller's container for another pod's call, and this call is that container's own (the
         kubelet allocates a container once). Any of them gives the same grant; which one it
@@ -222,7 +222,7 @@ class Handoff:
 
     def unsure_candidates(self, kind: UnitKind, size: int) -> list[Candidate]:
         """Unsure attributions asking `size` of `kind`: where a call matching no pending
-        container may still belong (`reclaim`), for GetPreferredAllocation to steer to."""
+        container may still belong (`reattribute`), for GetPreferredAllocation to steer to."""
         with self._lock:
             return [
                 Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info), uid=e.info.uid)

@@ -12,7 +12,7 @@
   (a twin the watch has not shown may be the caller: `_match`). When another pod waits
   with a container confusable with it (`vgpu.core.handoff_rule`), the call is refused rather
   than guessed; interchangeable ones make the attribution *unsure* (`Handoff.admit`); a call
-  matching nothing may reclaim an unsure attribution (`Handoff.reclaim`). Otherwise it is
+  matching nothing may take back an unsure attribution (`Handoff.reattribute`). Otherwise it is
   refused with what the ledger holds there, and the pod part-way through admission that made
   it is marked failed (`Handoff.abort_admissions`). With `allow_unassigned`, IDs matching no
   pending container are admitted when their GPU has capacity no assigned pod holds.
@@ -259,8 +259,8 @@ class HandoffPolicy:
             self._refresh()
             matches = self._handoff.candidates(kind, size, gpus)
         if not matches and not self._handoff.waiting_unassigned(kind, size):
-            reclaimed = self._handoff.reclaim(kind, size, gpus)
-            matches = [reclaimed] if reclaimed is not None else []
+            taken = self._handoff.reattribute(kind, size, gpus)
+            matches = [taken] if taken is not None else []
         return matches
 
     def _sure_start(

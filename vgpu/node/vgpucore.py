@@ -15,7 +15,7 @@ environment can raise or remove them; the shipped admission policy refuses pod s
 `LD_PRELOAD` or mount over these paths (docs/isolation.md).
 
 The library and the preload file are host paths: the agent installs them at start from its image
-(`vgpu.agent.enforce`). A failure to prepare the directory refuses the Allocate: an
+(`vgpu.adapters.vgpu_core_install`). A failure to prepare the directory refuses the Allocate: an
 enforcing node never admits a container unenforced.
 """
 

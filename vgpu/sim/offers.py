@@ -17,7 +17,7 @@ A shape that did not fit at the end of the last pass can fit now only on a node 
 since, so only those nodes are scored, once per shape and pass. Each queue's oldest pod that may
 not fit is offered all the same (its head, or the first past those that may fit), so a strict queue
 sees a job of it that does not fit, as the extender, offered every job, would
-(`vgpu.core.release`: the hold covers every job of the queue, not only its head).
+(`vgpu.core.queues.release`: the hold covers every job of the queue, not only its head).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.core.queues import QueueSpec
+from vgpu.core.queues.proportion import QueueSpec
 
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")

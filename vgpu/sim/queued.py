@@ -34,11 +34,11 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policy import Policy
-from vgpu.core.queues import ZERO, Vec, deserved, overused
-from vgpu.core.reclaim import Running
-from vgpu.core.reclaim_asks import ReclaimAsks
-from vgpu.core.reclaim_nodes import victims_on_one_node
-from vgpu.core.release import Book, Job, plan
+from vgpu.core.queues.proportion import ZERO, Vec, deserved, overused
+from vgpu.core.queues.reclaim import Running
+from vgpu.core.queues.reclaim_asks import ReclaimAsks
+from vgpu.core.queues.reclaim_nodes import victims_on_one_node
+from vgpu.core.queues.release import Book, Job, plan
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.sim.best_nodes import BestNodes

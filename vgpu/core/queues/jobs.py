@@ -1,0 +1,182 @@
+"""From queued pods to the jobs `release.plan` orders, and to the book of what queues hold.
+
+The extender's leader sees pods one by one (its watch); `release.plan` releases **jobs**: a pod,
+or a gang whole. `group` makes the jobs:
+
+* a gated pod outside any gang is a job of its own;
+* a gang is one job (key `gang:<namespace>/<name>`) once at least its size of members exist and all of them are still gated; its
+  ask is the sum of its members', its age its oldest member's, its priority its highest;
+* a gang with fewer members than its size waits (a partial gang is never released);
+* a gang is decided whole, once. The leader records each gang it decides (`decided`: the gang
+  and its members' identities, carried on the leader Lease before any gate is removed), so a gang
+  caught half released by a change of leader (the gates are removed pod by pod) is **finishing**:
+  its recorded members still gated are released at once without a new decision. What finishes is
+  proven by that record, never inferred from a released member: a gated pod in a gang that has
+  released members and no record, or that the record does not name (a pod annotated into the gang,
+  or made again under a recorded name), waits for good. Otherwise reusing a released gang's name
+  would release any number of new members with no fit, cap or share check.
+
+Released pods (no gate left, bound or not yet) and finishing ones count in the book: what each
+queue and namespace holds. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from vgpu.core.queues.proportion import ZERO, Vec, add, sub
+from vgpu.core.queues.release import Book, Job
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedPod:
+    """A pod carrying a queue label, as the leader's watch shows it."""
+
+    key: str
+    queue: str
+    namespace: str
+    ask: Vec
+    gated: bool
+    priority: int = 0
+    created: float = 0.0
+    gang: str | None = None
+    gang_size: int = 1
+    uid: str = ""
+
+    @property
+    def ident(self) -> str:
+        """Who the pod is in a gang's record: its UID (a pod made again under the same name is
+        another pod), its key where the UID is not known."""
+        return self.uid or self.key
+
+
+@dataclass(frozen=True, slots=True)
+class Grouped:
+    """The jobs to offer, their members, what finishes a release, why others wait, the book."""
+
+    jobs: tuple[Job, ...]
+    members: Mapping[str, tuple[str, ...]]
+    finishing: tuple[str, ...]
+    waiting: Mapping[str, str]
+    book: Book
+    pending: Mapping[str, Vec] = field(default_factory=dict)
+    """What each queue's gated pods ask (for metrics)."""
+
+
+def group(
+    pods: Iterable[QueuedPod],
+    capacity: Vec,
+    decided: Mapping[str, frozenset[str]] | None = None,
+) -> Grouped:
+    """The jobs among `pods` and the book of the released ones; `decided` is the leader's record
+    of the gangs it decided to release, gang to members' `ident` (module doc)."""
+    record = decided or {}
+    singles: list[Job] = []
+    gangs: dict[str, list[QueuedPod]] = defaultdict(list)
+    by_queue: dict[str, Vec] = {}
+    by_ns: dict[str, Vec] = {}
+    pending: dict[str, Vec] = {}
+    for pod in pods:
+        if not pod.gated:
+            by_queue[pod.queue] = add(by_queue.get(pod.queue, ZERO), pod.ask)
+            by_ns[pod.namespace] = add(by_ns.get(pod.namespace, ZERO), pod.ask)
+        else:
+            pending[pod.queue] = add(pending.get(pod.queue, ZERO), pod.ask)
+        if pod.gang is not None:
+            gangs[pod.gang].append(pod)
+        elif pod.gated:
+            singles.append(_job(pod.key, [pod]))
+    jobs = list(singles)
+    members: dict[str, tuple[str, ...]] = {j.key: (j.key,) for j in singles}
+    finishing: list[str] = []
+    waiting: dict[str, str] = {}
+    for gang, found in sorted(gangs.items()):
+        gated = sorted(p.key for p in found if p.gated)
+        if not gated:
+            continue
+        if gang in record or len(gated) < len(found):
+            done, why = _finishing(gang, found, record.get(gang))
+            finishing += done
+            waiting.update(why)
+            continue
+        size = max(p.gang_size for p in found)
+        if len(found) < size:
+            for key in gated:
+                waiting[key] = f"gang {gang}: {len(found)} of {size} members exist"
+            continue
+        if len({p.queue for p in found}) > 1:
+            for key in gated:
+                waiting[key] = f"gang {gang}: its members name different queues; name one"
+            continue
+        job = _job(f"gang:{gang}", found)
+        jobs.append(job)
+        members[job.key] = tuple(gated)
+    for pod in pods_by_key(gangs.values(), finishing):
+        # decided already: held by its queue from the decision on (a cap counts it at once)
+        by_queue[pod.queue] = add(by_queue.get(pod.queue, ZERO), pod.ask)
+        by_ns[pod.namespace] = add(by_ns.get(pod.namespace, ZERO), pod.ask)
+        pending[pod.queue] = sub(pending[pod.queue], pod.ask)
+    book = Book(capacity, by_queue, by_ns)
+    return Grouped(tuple(jobs), members, tuple(finishing), waiting, book, pending)
+
+
+def pods_by_key(groups: Iterable[list[QueuedPod]], keys: Iterable[str]) -> list[QueuedPod]:
+    """The pods of `groups` named by `keys`."""
+    wanted = set(keys)
+    return [p for found in groups for p in found if p.key in wanted]
+
+
+def _finishing(
+    gang: str, found: list[QueuedPod], recorded: frozenset[str] | None
+) -> tuple[list[str], dict[str, str]]:
+    """A gang with a decision (or released members): its recorded members to finish, and why
+    every other held member waits."""
+    if recorded is None:
+        why = (
+            f"gang {gang} has released members and no record of a decision: a gang is decided "
+            "whole, once; give this pod's gang a new name"
+        )
+        return [], {p.key: why for p in found if p.gated}
+    done = sorted(p.key for p in found if p.gated and p.ident in recorded)
+    why = (
+        f"gang {gang} was released with {len(recorded)} members and cannot grow; "
+        "give this pod's gang a new name"
+    )
+    return done, {p.key: why for p in found if p.gated and p.ident not in recorded}
+
+
+def _job(key: str, pods: list[QueuedPod]) -> Job:
+    ask = ZERO
+    for pod in pods:
+        ask = add(ask, pod.ask)
+    first = min(pods, key=lambda p: (p.created, p.key))
+    return Job(
+        key=key,
+        queue=first.queue,
+        namespace=first.namespace,
+        ask=ask,
+        priority=max(p.priority for p in pods),
+        created=first.created,
+    )
+
+
+def record_after(
+    pods: Iterable[QueuedPod],
+    decided: Mapping[str, frozenset[str]],
+    released: Iterable[str],
+    members: Mapping[str, tuple[str, ...]],
+) -> dict[str, frozenset[str]]:
+    """The leader's record after a pass: each gang it decided while a recorded member is still
+    held, plus the gangs `released` (job keys) this pass with their members' identities.
+
+    A gang leaves the record once none of its recorded members is held any more, so a member
+    added later is never finished from it (module doc)."""
+    by_key = {p.key: p for p in pods}
+    held = {(p.gang, p.ident) for p in by_key.values() if p.gated and p.gang is not None}
+    out = {g: ids for g, ids in decided.items() if any((g, i) in held for i in ids)}
+    for job in released:
+        if job.startswith("gang:"):
+            out[job.removeprefix("gang:")] = frozenset(by_key[k].ident for k in members[job])
+    return out

@@ -1,0 +1,240 @@
+"""The DRA driver's composition root (`vgpu dra-driver`): slice, preparation, health.
+
+`DraDriver.start()` discovers GPUs through the injected backend and then:
+
+- publishes the node's ResourceSlice and keeps it current (`vgpu.daemons.dra_driver.slices`);
+- serves the kubelet (`vgpu.adapters.draplugin`): `NodePrepareResources` reads the claim,
+  prepares it (`vgpu.dra.prepare`), writes its CDI spec (`vgpu.adapters.cdi_specs`) and
+  checkpoints it; a claim already in the
+  checkpoint is answered from there (idempotent, and intact across driver restarts);
+  `NodeUnprepareResources` removes both, and the claim's enforcement directories in modes
+  vgpu-core and hami (`vgpu.dra.claim_dirs`); device health is streamed to the kubelet.
+
+A DRA driver needs the API server (the claims live there), so unlike the node agent it does not
+run without credentials. Every loop survives API failures (logged, retried).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vgpu.adapters.cdi_specs import CdiSpecs
+from vgpu.adapters.container_dirs import ContainerDirs
+from vgpu.adapters.dra_checkpoint import Checkpoint
+from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, HealthBoard
+from vgpu.adapters.gpu import GpuBackend
+from vgpu.adapters.kube import KubeError
+from vgpu.adapters.kube_dra import DraKubeApi
+from vgpu.adapters.kubelet_devices import HealthPump
+from vgpu.adapters.signals import run_until_signal
+from vgpu.api.dra import DRIVER, device_name
+from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
+from vgpu.dra import claim_dirs
+from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
+from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
+from vgpu.node.grants import GrantSettings, Refusal
+from vgpu.node.health import HealthPolicy, HealthTracker
+from vgpu.node.model import GpuInventory, XidEvent
+
+log = logging.getLogger(__name__)
+DEFAULT_CDI_DIR = Path("/var/run/cdi")
+
+
+@dataclass(frozen=True, slots=True)
+class DraConfig:
+    node_name: str
+    sockets: DraSockets = field(default_factory=lambda: DraSockets(DRIVER))
+    cdi_dir: Path = DEFAULT_CDI_DIR
+    memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
+    grants: GrantSettings = field(default_factory=GrantSettings)
+    dirs: ContainerDirs | None = None  # the enforcement directories (vgpu.dra.claim_dirs)
+    health: HealthPolicy = field(default_factory=HealthPolicy)
+    slice_order: str = "index"  # or "fullest"
+    resync_s: float = 30.0
+    retry_s: float = 1.0
+    stop_grace_s: float = 2.0
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.sockets.plugins_dir / self.sockets.driver / "checkpoint.json"
+
+
+class DraDriver:
+    def __init__(
+        self,
+        config: DraConfig,
+        backend: GpuBackend,
+        kube: DraKubeApi,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.config = config
+        self._backend = backend
+        self._kube = kube
+        self._clock = clock or time.monotonic
+        self.inventory: GpuInventory | None = None
+        self.checkpoint = Checkpoint(config.checkpoint_path)
+        self.health = HealthBoard()
+        self.server = DraPluginServer(
+            config.sockets, self.prepare, self.unprepare, self.health, self._on_registered
+        )
+        self.cdi = CdiSpecs(config.cdi_dir)
+        self.slice: SliceKeeper | None = None
+        self._unhealthy: frozenset[str] = frozenset()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._pump: HealthPump | None = None
+        self._stopped = False
+
+    # ----- lifecycle -----------------------------------------------------------------------------
+    def start(self) -> None:
+        cfg = self.config
+        self.inventory = inventory = self._backend.inventory()
+        log.info("%s: %d GPU(s) for DRA driver %s", cfg.node_name, len(inventory.gpus), DRIVER)
+        settings = SliceSettings(
+            cfg.node_name, cfg.memory_unit_mib, cfg.slice_order, cfg.resync_s, cfg.retry_s
+        )
+        self.slice = SliceKeeper(settings, inventory, self._kube, self._clock, self._stop)
+        for claim in self.checkpoint:  # a restart: the runtime may still need these specs
+            self.cdi.write(claim)
+        log.info("%s: %d prepared claim(s) in the checkpoint", cfg.node_name, len(self.checkpoint))
+        self._collect_dirs()
+        self._publish_health()
+        tracker = HealthTracker(tuple(g.uuid for g in inventory.gpus), cfg.health, self._clock)
+        self._pump = HealthPump(self._wait_xid, tracker, self._on_health, wait_s=1.0)
+        self.server.start()
+        self._pump.start()
+        loops = [("vgpu-dra-slice", self.slice.run)]
+        if cfg.slice_order == "fullest":
+            loops.append(("vgpu-dra-claims", self.slice.watch_claims))
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        """Stop serving and the loops; idempotent. The slice stays (a restart keeps it)."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._stop.set()
+        if self.slice is not None:
+            self.slice.wake.set()
+        for thread in self._threads:
+            thread.join(timeout=self.config.stop_grace_s + 1.0)
+        if self._pump is not None:
+            self._pump.stop()
+        self.server.stop(self.config.stop_grace_s)
+        self._backend.close()
+
+    def ready(self) -> bool:
+        """Serving, and the slice published at least once."""
+        return self.slice is not None and self.slice.published.is_set() and not self._stopped
+
+    def wait_ready(self, timeout: float = 10.0) -> bool:
+        return self.slice is not None and self.slice.published.wait(timeout)
+
+    @property
+    def slice_updates(self) -> int:
+        """How often the slice was written (created or replaced)."""
+        return 0 if self.slice is None else self.slice.updates
+
+    def run_until_signal(self) -> None:
+        """start(), serve until SIGTERM/SIGINT, then stop(). Main thread only."""
+        run_until_signal(self.start, self.stop, self._stop)
+
+    # ----- kubelet: prepare / unprepare ----------------------------------------------------------
+    def _node(self) -> NodeGpus:
+        assert self.inventory is not None
+        return NodeGpus(
+            pool=self.config.node_name,
+            gpus={g.index: g for g in self.inventory.gpus},
+            settings=self.config.grants,
+            unhealthy=self._unhealthy,
+            memory_unit_mib=self.config.memory_unit_mib,
+        )
+
+    def prepare(self, namespace: str, name: str, uid: str) -> PreparedClaim | Refusal:
+        """The kubelet's NodePrepareResources for one claim."""
+        with self._lock:
+            done = self.checkpoint.get(uid)
+            if done is not None:
+                self.cdi.write(done)  # idempotent: same answer, spec present
+                return done
+            try:
+                claim = self._kube.get_resource_claim(namespace, name)
+            except KubeError as e:
+                return Refusal(f"cannot read claim {namespace}/{name}: {e}")
+            result = prepare_claim(claim, uid, self._node())
+            if isinstance(result, Refusal):
+                log.warning("refused to prepare %s/%s: %s", namespace, name, result.reason)
+                self._collect_dirs()  # a request prepared before another was refused
+                return result
+            try:
+                self.cdi.write(result)
+                self.checkpoint.put(result)
+            except OSError as e:
+                self._collect_dirs()
+                return Refusal(f"cannot write the CDI spec or checkpoint: {e.strerror or e}")
+            log.info(
+                "prepared claim %s/%s: %s",
+                namespace,
+                name,
+                ", ".join(d.device for d in result.devices),
+            )
+            self._slice_changed()  # the slice order may change
+            return result
+
+    def unprepare(self, uid: str) -> str | None:
+        """The kubelet's NodeUnprepareResources for one claim; unknown claims are done."""
+        with self._lock:
+            claim = self.checkpoint.remove(uid)
+            self.cdi.remove(uid)
+            if claim is not None:
+                log.info("unprepared claim %s/%s", claim.namespace, claim.name)
+            self._collect_dirs()
+            self._slice_changed()
+            return None
+
+    def _collect_dirs(self) -> None:
+        """Remove the enforcement directories no checkpointed claim names (under the lock)."""
+        if self.config.dirs is not None:
+            claim_dirs.collect(self.config.dirs, self.checkpoint)
+
+    def _slice_changed(self, unhealthy: frozenset[str] | None = None) -> None:
+        if self.slice is not None:
+            self.slice.changed(unhealthy)
+
+    def _on_registered(self) -> None:
+        """A (re)started kubelet may delete the slice after registering us (`slices`)."""
+        if self.slice is not None:
+            self.slice.registered()
+
+    # ----- health --------------------------------------------------------------------------------
+    def _wait_xid(self, timeout_s: float) -> list[XidEvent]:
+        return self._backend.wait_xid(timeout_s)
+
+    def _on_health(self, unhealthy: frozenset[str]) -> None:
+        self._unhealthy = unhealthy
+        self._publish_health()
+        self._slice_changed(unhealthy)
+
+    def _publish_health(self) -> None:
+        assert self.inventory is not None
+        self.health.publish(
+            [
+                DeviceHealth(
+                    self.config.node_name,
+                    device_name(g.index),
+                    g.uuid not in self._unhealthy,
+                    "critical XID" if g.uuid in self._unhealthy else "",
+                )
+                for g in sorted(self.inventory.gpus, key=lambda g: g.index)
+            ]
+        )

@@ -1,0 +1,1 @@
+"""`vgpu extender`: its command line (`cli`) and the process it starts (`daemon`)."""

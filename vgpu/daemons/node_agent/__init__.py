@@ -1,0 +1,1 @@
+"""`vgpu node-agent`: its command line (`cli`); the agent it starts is `vgpu.agent`."""

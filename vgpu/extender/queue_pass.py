@@ -1,0 +1,398 @@
+"""The leader's queue pass over the extender's cache: which held pods to release, which to evict.
+
+`QueueIndex` is a second reader of the pod watch: it keeps the pods carrying the queue label
+(`vgpu.api.queues`), with their gates, asks and ages; the cache keeps the GPUs. `decide` runs one
+pass over a snapshot of the index and of the cluster's capacity, taking the cache's lock only for
+one job's placement at a time (and a reclaim what-if), never for the pass: filters run between
+jobs, and after each job it gives the interpreter to a verb waiting for it (5,000
+held pods on 100 nodes held the lock for a 10 s pass, and a filter waited as long; with the lock
+released but no yield, a pass running beside the serving loop still doubled a filter's p99). A
+single pod that fits nowhere is found so by `Scheduler.select` alone (memoised per node and
+shape), without the gang planner's per-node explanation, which a pass does not need, and its
+shape is not tried again in the pass:
+
+* pods are grouped into whole jobs (`vgpu.core.queues.jobs`) and offered to `release.plan`;
+* `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
+  gang planner makes: a gang through the gang coordinator (`GangCoordinator.place_of`, held until
+  kube-scheduler binds its members or the gang timeout passes), a single pod as a gang of one
+  under its own key (`queue:` + the pod's name), released by the same sweep when it expires. Its
+  filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
+  a place already (a pass whose gate removal failed) fits without a second reservation;
+* reclaim (opt-in per queue), for the waiting jobs `reclaim_asks` chooses (priority, then age,
+  past those whose ask found no victims in the last minute), asks, for a single pod,
+  `reclaim_nodes.victims_on_one_node` (its victims all on one node, the node needing the
+  fewest), for a gang `reclaim.victims` (youngest first over the cluster: its members may span
+  nodes), with a what-if on the cache
+  (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist; pods
+  whose eviction a PodDisruptionBudget refused lately are spared (`spare`), so reclaim moves on
+  to other victims instead of asking for the same refused pod every pass.
+
+What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
+outside the lock (`vgpu.extender.queue_release`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from typing import Any
+
+from vgpu.api.podspec import key_of
+from vgpu.api.queue_namespaces import astray
+from vgpu.api.queue_pods import Queued, capacity, queued_pod
+from vgpu.api.queues import QueueConfig, queue_of
+from vgpu.core import gang as gang_planning
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.ids import GangKey, NodeName, PodKey
+from vgpu.core.model import Assignment, GangRef
+from vgpu.core.queues.jobs import group, record_after
+from vgpu.core.queues.proportion import ZERO, Vec, add, share, sub
+from vgpu.core.queues.reclaim import Running, victims
+from vgpu.core.queues.reclaim_asks import ReclaimAsks
+from vgpu.core.queues.reclaim_nodes import victims_on_one_node
+from vgpu.core.queues.release import Job, plan
+from vgpu.core.state import NodeState
+from vgpu.core.units import mib_to_mmib
+from vgpu.extender.queue_cache import QueueParts
+
+Obj = dict[str, Any]
+
+
+class QueueIndex:
+    """The queued pods of the watch (a second subscriber to its events, with a lock of its own)."""
+
+    def __init__(self, parts: QueueParts) -> None:
+        self.parts = parts
+        """What the pass reads of the extender, the pods' parsing included."""
+        self._lock = threading.Lock()
+        self._pods: dict[str, Queued] = {}
+
+    def apply(self, kind: str, obj: Obj) -> None:
+        """One pod watch event; pods without the queue label, or unreadable, are not kept."""
+        key = str(key_of(obj))
+        found = None if kind == "DELETED" else self._read(obj)
+        with self._lock:
+            if found is None:
+                self._pods.pop(key, None)
+            else:
+                self._pods[key] = found
+
+    def replace_all(self, pods: Iterable[Obj]) -> None:
+        """Rebuild from a fresh listing (a new leadership term)."""
+        read = [q for q in map(self._read, pods) if q is not None]
+        with self._lock:
+            self._pods = {q.pod.key: q for q in read}
+
+    def released(self, key: str) -> None:
+        """Its gate is gone (the patch succeeded): count it released before the watch says so."""
+        with self._lock:
+            found = self._pods.get(key)
+            if found is not None:
+                self._pods[key] = replace(found, pod=replace(found.pod, gated=False), gates=())
+
+    def snapshot(self) -> dict[str, Queued]:
+        with self._lock:
+            return dict(self._pods)
+
+    def _read(self, obj: Obj) -> Queued | None:
+        if queue_of(obj.get("metadata") or {}) is None:
+            return None
+        try:
+            parsed = self.parts.cache.parse(obj)
+            if parsed.scheduler not in self.parts.config.schedulers:
+                return None  # another scheduler's pod: neither gated nor counted
+            size = self.parts.gang_size(parsed) if parsed.gang else 1
+        except InvalidRequest:
+            return None  # the cache reports it (an Event and a metric)
+        return queued_pod(obj, parsed, size)
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where a queue stands after a pass (Events, metrics, `kubectl inspect vgpu --queues`)."""
+
+    deserved: Vec
+    allocated: Vec
+    pending: Vec
+    share: Fraction
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A pass's outcome, to carry out outside the cache's lock."""
+
+    release: tuple[Queued, ...] = ()
+    waiting: Mapping[str, str] = field(default_factory=dict)
+    standing: Mapping[str, Standing] = field(default_factory=dict)
+    evict: tuple[Queued, ...] = ()
+    held_since: Mapping[str, float] = field(default_factory=dict)
+    decided: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """The record of gangs decided and still being released (`vgpu.extender.gang_record`)."""
+
+
+def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
+    """The cluster's healthy vGPU capacity: 100 core units and its memory blocks per GPU."""
+    return capacity(((g.healthy, g.memory_mib) for ns in nodes for g in ns.gpus), unit_mib)
+
+
+def decide(
+    parts: QueueParts,
+    index: QueueIndex,
+    config: QueueConfig,
+    *,
+    now: float,
+    held_since: Mapping[str, float],
+    may_reclaim: bool,
+    spare: frozenset[str] = frozenset(),
+    asks: ReclaimAsks | None = None,
+    decided: Mapping[str, frozenset[str]] | None = None,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> Decision:
+    """One pass (module doc): the plan, then reclaim's victims for the jobs it leaves waiting.
+    `now` is wall time (strict holds, minimum runtimes); `spare`: pods reclaim must not pick
+    (their evictions were refused lately); `asks`: the jobs resting after asks that found no
+    victims, kept by the caller from pass to pass; `decided`: the leader's record of the gangs
+    it decided (`vgpu.core.queues.jobs`); `namespace_labels`: each namespace's labels, for the
+    queues bound by selector (`vgpu.api.queue_namespaces`)."""
+    recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
+    planned = _plan(parts, recs, config, now=now, held_since=held_since, decided=decided or {})
+    waiting = {**elsewhere, **planned.decision.waiting}
+    decision = replace(planned.decision, waiting=waiting)
+    if not may_reclaim or any(r.deleting and not r.pod.gated for r in recs.values()):
+        return decision  # no reclaim while earlier victims still exist
+    candidates = {k: r for k, r in recs.items() if k not in spare}
+    evict = _victims(
+        parts, config, candidates, planned, now, ReclaimAsks() if asks is None else asks
+    )
+    return replace(decision, evict=evict)
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    """The plan of one pass, and what reclaim reads of it."""
+
+    decision: Decision
+    """Released, waiting, standing and the gang record (no evictions: reclaim's)."""
+    fits: _Fits
+    waiting: list[Job]
+    """The jobs left waiting, reclaim's candidates."""
+    held: Mapping[str, Vec]
+    """What each queue holds after this pass's releases."""
+    deserved: Mapping[str, Vec]
+
+
+def _plan(
+    parts: QueueParts,
+    recs: Mapping[str, Queued],
+    config: QueueConfig,
+    *,
+    now: float,
+    held_since: Mapping[str, float],
+    decided: Mapping[str, frozenset[str]],
+) -> _Planned:
+    """Which jobs to release in fair order (`release.plan`), each placed whole and held."""
+    cache = parts.cache
+    with cache.atomic():  # the snapshot of capacity: O(nodes), the lock's only long hold
+        capacity = capacity_of(cache.node_states.values(), parts.config.memory_unit_mib)
+    live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
+    grouped = group(live, capacity, decided)
+    fits = _Fits(parts, recs, grouped.members)
+    outcome = plan(config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since)
+    keys = [*grouped.finishing]
+    for job in outcome.released:
+        keys += grouped.members[job]
+    waiting = dict(grouped.waiting)
+    for job, why in outcome.waiting.items():
+        waiting.update(dict.fromkeys(grouped.members[job], why))
+    held, pending = dict(grouped.book.by_queue), dict(grouped.pending)
+    by_key = {j.key: j for j in grouped.jobs}
+    for job in outcome.released:
+        held[by_key[job].queue] = add(held.get(by_key[job].queue, ZERO), by_key[job].ask)
+        pending[by_key[job].queue] = sub(pending.get(by_key[job].queue, ZERO), by_key[job].ask)
+    names = sorted({s.name for s in config.queues})
+    standing = {q: _standing(outcome.deserved, held, pending, q) for q in names}
+    release = tuple(recs[k] for k in keys if k in recs)
+    after = record_after(live, decided, outcome.released, grouped.members)
+    decision = Decision(release, waiting, standing, (), dict(outcome.held_since), after)
+    waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
+    return _Planned(decision, fits, waiting_jobs, held, outcome.deserved)
+
+
+def _standing(
+    deserved: Mapping[str, Vec], held: Mapping[str, Vec], pending: Mapping[str, Vec], queue: str
+) -> Standing:
+    got = held.get(queue, ZERO)
+    due = deserved.get(queue, ZERO)
+    return Standing(due, got, pending.get(queue, ZERO), share(got, due))
+
+
+def _counted(
+    recs: Mapping[str, Queued], config: QueueConfig, labels: Mapping[str, Mapping[str, str]]
+) -> tuple[dict[str, Queued], dict[str, str]]:
+    """The pods whose label names their namespace's queue, and why each other held pod waits
+    (`vgpu.api.queue_namespaces.astray`)."""
+    counted: dict[str, Queued] = {}
+    held: dict[str, str] = {}
+    for key, r in recs.items():
+        ns = r.pod.namespace
+        why = astray(config.bindings, ns, labels.get(ns, {}), r.pod.queue)
+        if why is None:
+            counted[key] = r
+        elif r.pod.gated:
+            held[key] = why
+    return counted, held
+
+
+class _Fits:
+    """`release.plan`'s `fits`: a job placed whole now and its place held (module doc)."""
+
+    def __init__(
+        self, parts: QueueParts, recs: Mapping[str, Queued], members: Mapping[str, tuple[str, ...]]
+    ) -> None:
+        self._parts, self._recs, self._members = parts, recs, members
+        self._nowhere: set[tuple[object, ...]] = set()
+        """Shapes of single pods that fit nowhere this pass: the pass's own reservations only
+        take capacity, so they fit nowhere for the rest of it (a pod freed meanwhile is seen
+        by the next pass)."""
+
+    def __call__(self, job: Job) -> bool:
+        """Place the job and hold its place, under the cache's lock for this job only; then
+        give the interpreter to a waiting verb (module doc)."""
+        try:
+            with self._parts.cache.atomic():
+                return self._place(job)
+        finally:
+            time.sleep(0)
+
+    def _place(self, job: Job) -> bool:
+        cache, keys = self._parts.cache, self._members[job.key]
+        if all(cache.holding(PodKey(k)) is not None for k in keys):
+            return True
+        if job.ask == ZERO:
+            return True
+        specs = [cache.pod(PodKey(k)) for k in keys]
+        if any(s is None for s in specs):
+            return False
+        first = specs[0]
+        assert first is not None
+        scheduler, now = self._parts.scheduler(), self._parts.clock()
+        if first.gang is not None:
+            size = self._recs[keys[0]].pod.gang_size
+            placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now)
+            return isinstance(placed, Assignment)
+        shape = first.request.shape
+        if shape in self._nowhere or scheduler.select(first.request) is None:
+            self._nowhere.add(shape)  # nowhere: no need for the planner's why
+            return False
+        gang = GangKey(f"{job.namespace}/queue:{keys[0].split('/', 1)[1]}")
+        result = gang_planning.plan(scheduler, gang, [first.request])
+        if isinstance(result, gang_planning.GangFailure):
+            return False
+        cache.reserve_gang(result, now + self._parts.config.gang_timeout)
+        return True
+
+    def pods(self, job: Job) -> int:
+        """How many pods the job has (one runs on one node; a gang may span nodes)."""
+        return len(self._members[job.key])
+
+    def whole(self, job: Job) -> bool:
+        """Whether the job would be placed whole now (no place held: a what-if; the caller
+        holds the cache's lock, `CacheOps.without`)."""
+        specs = [self._parts.cache.pod(PodKey(k)) for k in self._members[job.key]]
+        requests = [s.request for s in specs if s is not None]
+        if len(requests) < len(specs):
+            return False
+        scheduler = self._parts.scheduler()
+        if any(scheduler.select(r) is None for r in requests):
+            return False  # a member that fits nowhere alone: no need for the planner's why
+        ref = GangRef(GangKey(job.key), len(requests))
+        requests = [replace(r, gang=ref) for r in requests]
+        result = gang_planning.plan(scheduler, GangKey(job.key), requests)
+        return isinstance(result, gang_planning.GangPlan)
+
+
+def _victims(
+    parts: QueueParts,
+    config: QueueConfig,
+    recs: Mapping[str, Queued],
+    planned: _Planned,
+    now: float,
+    asks: ReclaimAsks,
+) -> tuple[Queued, ...]:
+    """The pods to evict for the first waiting job reclaim lets in (at most one per pass);
+    the jobs asked are `asks`' choice, and one whose ask finds no victims rests."""
+    jobs, fits, held, due = planned.waiting, planned.fits, planned.held, planned.deserved
+    running = [
+        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node)
+        for r in recs.values()
+        if not r.pod.gated and r.node and not r.deleting
+    ]
+
+    def fits_without(job: Job, gone: Iterable[Running]) -> bool:
+        with parts.cache.without([PodKey(g.key) for g in gone]):
+            return fits.whole(job)
+
+    asks.forget_rested(now)
+    ordered = sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
+    for job in asks.choose(ordered, per_queue=config.reclaim_per_pass, now=now):
+        if fits.pods(job) == 1:
+            chosen = victims_on_one_node(
+                job,
+                config.queues,
+                held,
+                due,
+                running,
+                fits_without,
+                now=now,
+                min_runtime_s=config.min_runtime_s,
+                free=free_units(parts),
+            )
+        else:
+            chosen = victims(
+                job,
+                config.queues,
+                held,
+                due,
+                running,
+                fits_without,
+                now=now,
+                min_runtime_s=config.min_runtime_s,
+            )
+        if chosen:
+            return tuple(recs[v.key] for v in chosen)
+        asks.found_none(job.key, now)
+    return ()
+
+
+def free_units(parts: QueueParts) -> Callable[[str], Vec]:
+    """What is free on a node in the queues' units (reclaim's candidate nodes): core units and
+    memory blocks of its healthy GPUs; nothing on a node the cache does not know."""
+    unit_mmib = mib_to_mmib(parts.config.memory_unit_mib)
+
+    def free(node: str) -> Vec:
+        with parts.cache.atomic():  # one node's read: the pass holds no lock between reads
+            ns = parts.cache.node_states.get(NodeName(node))
+            if ns is None:
+                return ZERO
+            cores = memory = 0
+            for gpu, f_cores, f_mem in zip(ns.node.gpus, ns.free_cores, ns.free_mem, strict=True):
+                if gpu.healthy:
+                    cores += f_cores
+                    memory += f_mem // unit_mmib
+            return (cores, memory)
+
+    return free
+
+
+def reason_line(why: str, queue: str, standing: Standing | None) -> str:
+    """An Event's message: why the pod waits and where its queue stands."""
+    if standing is None:
+        return why
+    d, a, p = standing.deserved, standing.allocated, standing.pending
+    return (
+        f"{why}; queue {queue} holds {a[0]} cores / {a[1]} memory units of {d[0]} / {d[1]} "
+        f"deserved (share {float(standing.share):.2f}), {p[0]} cores / {p[1]} units pending"
+    )

@@ -1,0 +1,75 @@
+"""Strict holds handed from one extender leader to the next, on the leader Lease.
+
+A strict queue whose head does not fit holds the other queues back for at most its
+`strictSeconds` (`vgpu.core.queues.release`). The hold's start lived in the leader's memory, so a
+failover started every running hold again and the other queues could be held back for longer
+than the operator allowed. The leader now carries the starts on its Lease
+(`LeaderElector.carry`, written with each renewal, every `retry_period`) and a new leader reads
+them from the record it took over: a hold ends on time across a failover, give or take one
+renewal (a hold started in the last `retry_period` before a leader died starts again).
+
+The annotation is JSON, queue name to the hold's start in wall-clock seconds. vgpu's service
+account writes the Lease, but whoever else may update Leases in its namespace (a scheduler's
+Role may) can write it too, so it is read through the one bounded decoder (`vgpu.api.decode`):
+a value that cannot be read (too long, too deeply nested, not an object) is logged and dropped
+(holds start again: the same as before this hand-off existed), never an exception that would
+fail every release pass of every later leader; and a start in the future is taken as now, so no
+value can make a hold outlast its `strictSeconds` from when this leader read it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+from typing import Protocol
+
+from vgpu.api.decode import MAX_HOLDS_CHARS, DecodeError, guard, load_json
+
+log = logging.getLogger(__name__)
+
+HOLDS_ANNOTATION = "vgpu.io/strict-holds"
+
+
+class LeaseNotes(Protocol):
+    """What the hand-off needs of the leader elector (`vgpu.adapters.leader.LeaderElector`)."""
+
+    def annotation(self, key: str) -> str | None: ...
+    def carry(self, key: str, value: str | None) -> None: ...
+
+
+def encode(held_since: Mapping[str, float]) -> str | None:
+    """The annotation's value for these holds (None: no hold, the annotation is removed)."""
+    if not held_since:
+        return None
+    return json.dumps({q: round(t, 3) for q, t in sorted(held_since.items())})
+
+
+def decode(text: str | None, *, now: float) -> dict[str, float]:
+    """The holds an annotation carries; {} (logged) when it cannot be read (module doc)."""
+    if not text:
+        return {}
+    try:
+        with guard(HOLDS_ANNOTATION):
+            return _holds(load_json(text, HOLDS_ANNOTATION, MAX_HOLDS_CHARS), now)
+    except DecodeError as err:
+        log.warning("lease annotation %s; strict holds start again", err)
+        return {}
+
+
+def _holds(raw: object, now: float) -> dict[str, float]:
+    """Queue to start; a start that is no finite number is dropped (that hold starts again)."""
+    if not isinstance(raw, dict):
+        raise DecodeError(f"{HOLDS_ANNOTATION}: not a JSON object")
+    holds: dict[str, float] = {}
+    for queue, since in raw.items():
+        if isinstance(since, int | float) and not isinstance(since, bool) and math.isfinite(since):
+            holds[str(queue)] = min(float(since), now)
+        else:
+            log.warning(
+                "lease annotation %s: queue %s has no start time; its strict hold starts again",
+                HOLDS_ANNOTATION,
+                queue,
+            )
+    return holds
