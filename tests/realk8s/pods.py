@@ -107,9 +107,26 @@ def wait_running(rest: Rest, name: str, timeout: float = 60) -> Obj:
             node = node_of(rest, name)
         except ApiError:
             node = ""
+        err.add_note(_why_not_running(rest, name))
         err.add_note(agent_log_tail(node))
         raise
     return result
+
+
+def _why_not_running(rest: Rest, name: str) -> str:
+    """What the API server says about a pod that never ran: its gates, conditions and events."""
+    try:
+        current = get(rest, name)
+        events = events_for(rest, name)
+    except ApiError as err:
+        return f"(pod {name} not readable: {err})"
+    gated = [g.get("name") for g in current["spec"].get("schedulingGates") or []]
+    conditions = [
+        f"{c.get('type')}={c.get('status')} {c.get('reason', '')} {c.get('message', '')}".strip()
+        for c in current.get("status", {}).get("conditions", [])
+    ]
+    said = [f"{e.get('reason')}: {e.get('message')}" for e in events[-8:]]
+    return f"gates: {gated}\nconditions: {conditions}\nevents: {said}"
 
 
 def events_for(rest: Rest, name: str) -> list[Obj]:

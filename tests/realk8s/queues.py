@@ -89,25 +89,29 @@ def install(cluster: RealCluster) -> list[Obj]:
         },
     )
     objs = [manifests.create(cluster.admin, obj) for obj in rendered()]
-    probe = qpod("queue-probe", "qa", 10)
-
-    def gates_new_pods() -> bool:
-        created = cluster.admin.post(pods.PODS, probe)
-        cluster.admin.delete(f"{pods.PODS}/queue-probe")
-        wait_until(lambda: _gone(cluster.admin, "queue-probe"), 30, "the probe to go")
-        return QUEUE_GATE in gates(created)
-
-    wait_until(gates_new_pods, 60, "the queue gate policy to act")
+    wait_until(lambda: _probe_gated(cluster.admin), 60, "the queue gate policy to act")
     return objs
 
 
+def _probe_gated(admin: Rest) -> bool:
+    """Whether a new vGPU pod of the test namespace comes out of admission gated."""
+    created = admin.post(pods.PODS, qpod("queue-probe", "qa", 10))
+    admin.delete(f"{pods.PODS}/queue-probe")
+    wait_until(lambda: _gone(admin, "queue-probe"), 30, "the probe to go")
+    return QUEUE_GATE in gates(created)
+
+
 def uninstall(cluster: RealCluster, objs: list[Obj]) -> None:
+    """Delete the queue objects and wait until the API server stops gating new pods: it
+    reloads admission policies from its own informer, so a pod created just after the delete
+    can still be gated, and with no queue pass left to release it, it would never be bound."""
     for obj in reversed(objs):
         try:
             cluster.admin.delete(manifests.object_path(obj))
         except ApiError as err:
             if err.status != 404:
                 raise
+    wait_until(lambda: not _probe_gated(cluster.admin), 60, "the queue gate policy to stop")
 
 
 def configure(admin: Rest, queues: list[Obj], **top: Any) -> None:
