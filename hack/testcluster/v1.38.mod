@@ -168,6 +168,8 @@ require (
 )
 
 replace (
+	// Not served by the module proxy (403); see iptables-stub/go.mod.
+	sigs.k8s.io/iptables-wrappers => ./iptables-stub
 	k8s.io/api => k8s.io/api v0.38.0-beta.0
 	k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.38.0-beta.0
 	k8s.io/apimachinery => k8s.io/apimachinery v0.38.0-beta.0
