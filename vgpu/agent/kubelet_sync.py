@@ -21,7 +21,7 @@ from vgpu.agent.metrics import NodeMetrics
 from vgpu.agent.publish import NodePublisher
 from vgpu.agent.release import KubeletStale
 from vgpu.core.ids import PodKey
-from vgpu.node.handoff import Handoff, HeldDevices
+from vgpu.node.handoff.ledger import Handoff, HeldDevices
 
 log = logging.getLogger(__name__)
 

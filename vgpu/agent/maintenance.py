@@ -22,7 +22,7 @@ from vgpu.agent.config import AgentConfig
 from vgpu.agent.kubelet_sync import KubeletSync
 from vgpu.agent.publish import NodePublisher
 from vgpu.agent.release import KubeletStale
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.ledger import Handoff
 
 LOOP = "maintenance"
 """The loop's name in `agent.liveness`."""

@@ -28,9 +28,7 @@ from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.devices import UnitKind
-from vgpu.node.handoff_match import describe_on, matching, pending_entries
-from vgpu.node.handoff_reconcile import reconcile_entries
-from vgpu.node.handoff_types import (
+from vgpu.node.handoff.entries import (
     KINDS,
     Candidate,
     GrantedContainer,
@@ -38,6 +36,8 @@ from vgpu.node.handoff_types import (
     PodEntry,
     check_assignment,
 )
+from vgpu.node.handoff.matching import describe_on, matching, pending_entries
+from vgpu.node.handoff.reconcile import reconcile_entries
 from vgpu.node.podspec import PodInfo, cores_limit
 
 __all__ = [
@@ -342,7 +342,7 @@ class Handoff:
         their pod is part-way through admission).
 
         Returns (pod, message) for containers holding IDs that differ from their assignment and
-        for unassigned pods holding devices (`vgpu.node.handoff_reconcile`).
+        for unassigned pods holding devices (`vgpu.node.handoff.reconcile`).
         """
         with self._lock:
             reports, self.unassigned_held = reconcile_entries(

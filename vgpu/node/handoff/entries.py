@@ -1,4 +1,4 @@
-"""The values of the node's hand-off ledger (`vgpu.node.handoff`): what the kubelet says a
+"""The values of the node's hand-off ledger (`vgpu.node.handoff.ledger`): what the kubelet says a
 container holds, the containers of assigned pods, an Allocate's candidates, a pod's ledger entry,
 and the verification of a pod's signed assignment. Pure."""
 
