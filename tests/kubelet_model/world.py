@@ -173,7 +173,7 @@ class World:
     def schedule(self, key: PodKey) -> bool:
         """One scheduling attempt (filter + bind on the first node that takes it)."""
         pod = self.pods[key]
-        spec, policy, size = self.ext.parse(pod)
+        spec, policy, size = self.ext.pods.read(pod)
         with self.cache.atomic():
             target = self.cache.held_place(spec, size, self.ext.scheduler, self.ext.clock())
             if isinstance(target, GangWait):
