@@ -127,7 +127,7 @@ def test_deleting_an_admitted_pod_has_the_kubelet_free_and_checkpoint_its_device
     """The kubelet frees a deleted pod's devices at a pod-resources List and checkpoints that at
     a ListAndWatch update; a restart before both would reload them as taken (docs/handshake.md).
     So after the deletion the agent calls List, then sends its unchanged device lists again."""
-    agent = box.start_agent(release_sync_s=0.2, reconcile_s=60)
+    agent = box.start_agent(stale_sync_s=0.2, reconcile_s=60)
     box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
     box.admit("a", "main", CORES, 30)
     assert holds_within(lambda: box.admitted("a") == ["main"])

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.adapters.streak import Streak
-from vgpu.agent.release import KubeletStale
+from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
 from vgpu.node.devices import ResourceNames
