@@ -19,7 +19,7 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, Phase
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
-from vgpu.node.handoff.ledger import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 from vgpu.node.podspec import pod_info
 
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"

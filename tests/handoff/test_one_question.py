@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.handoff.pods import agent, ids, pod
 from vgpu.node.grants import Refusal
-from vgpu.node.handoff.policy import HandoffPolicy
+from vgpu.node.handoff.allocate import HandoffPolicy
 
 
 class CountedLock:

@@ -21,7 +21,7 @@ from tests.kubelet_model.world import World
 from vgpu.core.ids import PodKey
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
-from vgpu.node.handoff.ledger import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 
 CORES = "vgpu.io/cores"
 

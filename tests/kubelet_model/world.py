@@ -34,8 +34,8 @@ from vgpu.extender.gangs import GangWait
 from vgpu.extender.service import Extender
 from vgpu.node.checkpoint import CheckpointEntry, stale_devices
 from vgpu.node.devices import UnitKind, device_list
-from vgpu.node.handoff.ledger import Handoff, HeldDevices
-from vgpu.node.handoff.policy import HandoffPolicy
+from vgpu.node.handoff.admissions import Handoff, HeldDevices
+from vgpu.node.handoff.allocate import HandoffPolicy
 from vgpu.node.inventory import annotation_patch, build_inventory
 from vgpu.node.model import GpuInfo, GpuInventory
 from vgpu.node.podspec import pod_info

@@ -14,7 +14,7 @@ from tests.node.agent_harness import CORES, KEY, MEMORY, Box, gpu_of, make_box
 from tests.waiting import holds_within
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, binding_annotations
 from vgpu.core.ids import PodKey
-from vgpu.node.handoff.ledger import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 
 
 @pytest.fixture

@@ -72,7 +72,7 @@ from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.hami import HamiCore
-from vgpu.node.handoff.ledger import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.health import HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
 from vgpu.node.vgpucore import VgpuCore

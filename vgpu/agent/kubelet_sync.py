@@ -21,7 +21,7 @@ from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.agent.metrics import NodeMetrics
 from vgpu.agent.publish import NodePublisher
 from vgpu.core.ids import PodKey
-from vgpu.node.handoff.ledger import Handoff, HeldDevices
+from vgpu.node.handoff.admissions import Handoff, HeldDevices
 
 log = logging.getLogger(__name__)
 

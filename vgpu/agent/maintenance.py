@@ -22,7 +22,7 @@ from vgpu.agent.config import AgentConfig
 from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.agent.kubelet_sync import KubeletSync
 from vgpu.agent.publish import NodePublisher
-from vgpu.node.handoff.ledger import Handoff
+from vgpu.node.handoff.admissions import Handoff
 
 LOOP = "maintenance"
 """The loop's name in `agent.liveness`."""

@@ -21,7 +21,7 @@ from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
-from vgpu.node.handoff.ledger import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.health_listing import lists_unit_ids
 from vgpu.node.podspec import pod_info
 

@@ -18,7 +18,7 @@ from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
 from vgpu.node.devices import ResourceNames
-from vgpu.node.handoff.ledger import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.inventory import annotation_patch, build_inventory
 from vgpu.node.labels import label_patch, node_labels
 from vgpu.node.model import GpuInventory

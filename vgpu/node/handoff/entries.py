@@ -1,6 +1,6 @@
-"""The values of the node's hand-off ledger (`vgpu.node.handoff.ledger`): what the kubelet says a
-container holds, the containers of assigned pods, an Allocate's candidates, a pod's ledger entry,
-and the verification of a pod's signed assignment. Pure."""
+"""The values of the node's hand-off ledger (`vgpu.node.handoff.admissions`): what the kubelet
+says a container holds, the containers of assigned pods, an Allocate's candidates and its
+attribution, a pod's ledger entry, and the verification of a pod's signed assignment. Pure."""
 
 from __future__ import annotations
 

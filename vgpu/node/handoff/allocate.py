@@ -51,7 +51,7 @@ from vgpu.node.grants import (
     container_grant,
     memory_ack_grant,
 )
-from vgpu.node.handoff.ledger import Attribution, Candidate, Handoff
+from vgpu.node.handoff.admissions import Attribution, Candidate, Handoff
 from vgpu.node.model import GpuInfo
 
 log = logging.getLogger(__name__)
