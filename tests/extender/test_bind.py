@@ -236,13 +236,13 @@ def test_a_bind_in_flight_counts_as_pending_for_invariant_i(harness: Harness) ->
     daemon = harness.start()
     ext = daemon.extender
     with daemon.cache.atomic():
-        spec_a, policy, _ = ext.parse(harness.pod("a"))
+        spec_a, policy, _ = ext.pods.read(harness.pod("a"))
         a = ext.cache.place(spec_a, "n1", policy, ext.scheduler)
         assert isinstance(a, Assignment)
         ledger_of(daemon.cache).assume(a)  # the Binding is on its way, not yet watched
         gpu_a = a.containers[0].shares[0].uuid
         b = make_pod("b", cores=30, annotations={"vgpu.io/gpu-uuid-exclude": gpu_a})
-        spec_b, _, _ = ext.parse(harness.put(b))
+        spec_b, _, _ = ext.pods.read(harness.put(b))
         pending = daemon.cache.pending_on(NodeName("n1"), besides=spec_b.request.key)
         assert [p.pod for p in pending] == ["default/a"]
         placed = ext.cache.place(spec_b, "n1", policy, ext.scheduler)

@@ -205,7 +205,7 @@ class World:
 
 def reference_raw(ext: Extender, pod: Obj, names: list[str]) -> list[float | None]:
     """The policy's raw score of each named node (None: the pod cannot go there now)."""
-    spec, policy, _ = ext.parse(pod)
+    spec, policy, _ = ext.pods.read(pod)
     raw: list[float | None] = []
     for name in names:
         ns = ext.cache.node_states.get(name)
@@ -218,7 +218,7 @@ def reference_raw(ext: Extender, pod: Obj, names: list[str]) -> list[float | Non
 
 def reference_scores(ext: Extender, pod: Obj, names: list[str]) -> list[int]:
     """Scores as the core scales them, from the policy's evaluation of each named node."""
-    spec, _, _ = ext.parse(pod)
+    spec, _, _ = ext.pods.read(pod)
     if not spec.request.wants_gpu:
         return [0] * len(names)
     raw = reference_raw(ext, pod, names)
@@ -241,14 +241,14 @@ def check_requests(world: World, probe: int, names: list[str]) -> None:
     note(f"ask about probe {probe} {PROBES[probe]}: {names}")
     got = world.ext.filter(ExtenderArgs(pod, names))
     assert got.error == ""
-    spec, policy, _ = world.ext.parse(pod)
+    spec, policy, _ = world.ext.pods.read(pod)
     fresh = world.rebuilt()
     if spec.request.wants_gpu:
         slow = world.ext._filter_slow(spec, names, policy)
         assert got.passed == slow.passed
         assert got.failed == slow.failed
         assert got.unresolvable == slow.unresolvable
-        ref = fresh._filter_slow(fresh.parse(pod)[0], names, policy)
+        ref = fresh._filter_slow(fresh.pods.read(pod)[0], names, policy)
         assert got.passed == ref.passed
         assert set(got.failed) == set(ref.failed)
         assert set(got.unresolvable) == set(ref.unresolvable)
@@ -269,7 +269,7 @@ def check_narrowed(
     """--filter-best N passes the first N of the full filter's survivors (in request order)
     that share the best raw score among them, and fails the same nodes for the same reasons;
     pods without vGPUs pass unnarrowed."""
-    spec = world.ext.parse(pod)[0]
+    spec = world.ext.pods.read(pod)[0]
     raw = dict(zip(full.passed, reference_raw(fresh, pod, full.passed), strict=True))
     known = [s for s in raw.values() if s is not None]
     for limit, ext in world.narrow.items():

@@ -30,7 +30,7 @@ def test_bind_takes_the_gpus_the_simulator_takes(name: str) -> None:
         pod = make_pod(f"p{i}", cores=cores, cpu=str(i % 4))
         pod["metadata"]["uid"] = f"uid-{i}"
         cache.apply_pod("ADDED", pod)  # the watch shows the pod a request names
-        spec, _, _ = ext.parse(pod)
+        spec, _, _ = ext.pods.read(pod)
         selection = simulator.select(spec.request)
         if selection is None:
             continue

@@ -13,7 +13,7 @@ from tests.waiting import wait_until
 Obj = dict[str, Any]
 
 
-def _cluster(harness: Harness) -> tuple[Wire, dict[str, str]]:
+def preemption_cluster(harness: Harness) -> tuple[Wire, dict[str, str]]:
     """n1: 2 GPUs, 60 cores taken on one by pod a and 50 on the other by pod b (sizes differ so
     neither waits for the other's admission), plus a CPU-only pod c; n2: 1 idle GPU. Returns
     the wire and the UIDs by pod name."""
@@ -43,7 +43,7 @@ def _preempt(wire: Wire, pod: Obj, victims: dict[str, list[str]]) -> dict[str, l
 
 
 def test_only_nodes_where_the_victims_free_a_whole_gpu_share_are_kept(harness: Harness) -> None:
-    wire, uid = _cluster(harness)
+    wire, uid = preemption_cluster(harness)
     pod = harness.shown(make_pod("p", cores=80))
     asked = {"n1": [uid["a"]], "n2": []}
     assert _preempt(wire, pod, asked) == asked  # a's GPU is free once a is gone; n2 fits as is
@@ -55,7 +55,7 @@ def test_only_nodes_where_the_victims_free_a_whole_gpu_share_are_kept(harness: H
 
 
 def test_the_full_pod_form_is_understood(harness: Harness) -> None:
-    wire, _ = _cluster(harness)
+    wire, _ = preemption_cluster(harness)
     victims = {"n1": {"Pods": [harness.pod("b")], "NumPDBViolations": 0}}
     pod = harness.shown(make_pod("p", cores=80))
     reply = wire.post("preempt", {"Pod": pod, "NodeNameToVictims": victims})
@@ -67,7 +67,7 @@ def test_the_full_pod_form_is_understood(harness: Harness) -> None:
 
 
 def test_pods_without_vgpu_and_gang_members_get_the_candidates_back(harness: Harness) -> None:
-    wire, uid = _cluster(harness)
+    wire, uid = preemption_cluster(harness)
     asked = {"n1": [uid["c"]]}
     assert _preempt(wire, harness.shown(make_pod("cpu", cores=0)), asked) == asked
     member = harness.shown(
@@ -77,7 +77,7 @@ def test_pods_without_vgpu_and_gang_members_get_the_candidates_back(harness: Har
 
 
 def test_bad_preemption_requests_get_400(harness: Harness) -> None:
-    wire, uid = _cluster(harness)
+    wire, uid = preemption_cluster(harness)
     pod = harness.shown(make_pod("p", cores=80))
     bad = harness.shown(make_pod("bad", cores="lots"))  # its watched version is unreadable
     bodies = [

@@ -24,26 +24,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.extender.builders import Wire, make_node, make_pod
+from tests.extender.builders import Wire, make_pod
 from tests.extender.conftest import Harness
-from tests.waiting import wait_until
+from tests.extender.test_preempt import preemption_cluster
 from vgpu.extender.preemption import parse_preemption_args
 
 Obj = dict[str, Any]
-
-
-def _cluster(harness: Harness) -> tuple[Wire, dict[str, str]]:
-    """n1: 2 GPUs, 60 cores held on one by a and 50 on the other by b, plus a CPU-only pod c;
-    n2: 1 idle GPU. Returns the wire and the UIDs by pod name."""
-    harness.put(make_node("n1", gpus=2))
-    harness.put(make_node("n2", gpus=1))
-    daemon = harness.start()
-    wire = harness.wire(daemon)
-    for name, cores in (("a", 60), ("b", 50), ("c", 0)):
-        harness.put(make_pod(name, cores=cores))
-        assert wire.bind(harness.pod(name), "n1") == ""
-    wait_until(lambda: len(daemon.cache.ledger.on_node("n1")) == 3)  # type: ignore[arg-type]
-    return wire, {n: harness.pod(n)["metadata"]["uid"] for n in ("a", "b", "c")}
 
 
 def _meta_body(pod: Obj, victims: dict[str, list[str]]) -> Obj:
@@ -71,7 +57,7 @@ def _answer(wire: Wire, body: Obj) -> dict[str, list[str]]:
 def test_a_null_victim_list_in_the_full_pod_form_is_an_empty_list(harness: Harness) -> None:
     """1.38 sends `"Pods": null` for a node that needs no eviction in the full form; it once
     got a 400, which fails the preemption of every candidate."""
-    wire, _ = _cluster(harness)
+    wire, _ = preemption_cluster(harness)
     pod = harness.shown(make_pod("p", cores=80))
     assert _answer(wire, _full_body(pod, {"n2": []})) == {"n2": []}  # fits as is: kept empty
     assert _answer(wire, _full_body(pod, {"n1": []})) == {}  # does not fit: rejected
@@ -80,7 +66,7 @@ def test_a_null_victim_list_in_the_full_pod_form_is_an_empty_list(harness: Harne
 def test_an_empty_list_is_kept_empty_where_the_pod_fits_and_omitted_where_not(
     harness: Harness,
 ) -> None:
-    wire, _ = _cluster(harness)
+    wire, _ = preemption_cluster(harness)
     pod = harness.shown(make_pod("p", cores=80))
     assert _answer(wire, _meta_body(pod, {"n1": [], "n2": []})) == {"n2": []}
     small = harness.shown(make_pod("s", cores=30))  # fits beside a (40 free) or b (50 free)
@@ -89,7 +75,7 @@ def test_an_empty_list_is_kept_empty_where_the_pod_fits_and_omitted_where_not(
 
 def test_empty_lists_pass_through_for_pods_without_vgpu(harness: Harness) -> None:
     """The extender has nothing to judge: placeholders stay for the next extender."""
-    wire, _ = _cluster(harness)
+    wire, _ = preemption_cluster(harness)
     cpu = harness.shown(make_pod("cpu", cores=0))
     assert _answer(wire, _meta_body(cpu, {"n1": [], "n2": []})) == {"n1": [], "n2": []}
     assert _answer(wire, _full_body(cpu, {"n1": []})) == {"n1": []}
@@ -98,7 +84,7 @@ def test_empty_lists_pass_through_for_pods_without_vgpu(harness: Harness) -> Non
 def test_every_victim_set_comes_back_whole_or_not_at_all(harness: Harness) -> None:
     """For every subset of n1's pods as victims (the empty one included) the answer is the same
     set or no entry: never fewer victims (1.38 errors on an emptied node), never an added one."""
-    wire, uid = _cluster(harness)
+    wire, uid = preemption_cluster(harness)
     pod = harness.shown(make_pod("p", cores=80))
     uids = list(uid.values())
     for subset in chain.from_iterable(combinations(uids, k) for k in range(len(uids) + 1)):

@@ -10,8 +10,8 @@ from tests.pods import pod_obj
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.node.handoff import Handoff
-from vgpu.node.handoff_policy import HandoffPolicy
+from vgpu.node.handoff.admissions import Handoff
+from vgpu.node.handoff.allocate import HandoffPolicy
 from vgpu.node.model import GpuInfo
 from vgpu.node.podspec import pod_info
 

@@ -19,7 +19,7 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, Phase
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
-from vgpu.node.handoff import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 from vgpu.node.podspec import pod_info
 
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
@@ -134,7 +134,7 @@ def test_an_interchangeable_attribution_is_settled_not_trusted() -> None:
     """a and b ask the same 20 cores on G0 with the same grant. The kubelet admits b first; the
     agent may attribute that call to a (same devices, same limits), but must neither report a
     admitted (the extender would lift invariant I for a pod still waiting) nor refuse a's own
-    call after b is deleted: a's call then takes the attribution back (`Handoff.reattribute`)."""
+    call after b is deleted: a's call then takes the attribution back (`Handoff.attribution`)."""
     a = pod("a", [("main", 20, 0, "G0")])
     b = pod("b", [("main", 20, 0, "G0")])
     handoff, policy, _ = agent(a, b)

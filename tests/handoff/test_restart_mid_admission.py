@@ -9,7 +9,7 @@ container's call (drawn from the kubelet's reuse pool: the init container's devi
 refused when its ask differs, or, worse, given the init container's grant when the asks are
 equal and the memory differs. The kubelet writes its device checkpoint after each container's
 allocation, naming regular init containers too; the restarted agent admits them from it
-(`vgpu/node/handoff_reconcile.py`). Both cases are pinned here, deterministic and small.
+(`vgpu/node/handoff/reconcile.py`). Both cases are pinned here, deterministic and small.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tests.kubelet_model.world import World
 from vgpu.core.ids import PodKey
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
-from vgpu.node.handoff import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 
 CORES = "vgpu.io/cores"
 

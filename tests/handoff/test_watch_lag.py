@@ -19,7 +19,7 @@ from tests.kubelet_model.world import World
 from vgpu.core.ids import PodKey
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import Refusal
-from vgpu.node.handoff import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 from vgpu.node.podspec import pod_info
 
 QUIET_LOGS = True  # the model refuses on purpose: keep its warnings out (tests/handoff/conftest.py)

@@ -14,7 +14,7 @@ from typing import Any
 
 from tests.kubelet_model.world import World
 from vgpu.core.ids import PodKey
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.podspec import pod_info
 
 

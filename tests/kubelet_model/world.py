@@ -34,8 +34,8 @@ from vgpu.extender.gangs import GangWait
 from vgpu.extender.service import Extender
 from vgpu.node.checkpoint import CheckpointEntry, stale_devices
 from vgpu.node.devices import UnitKind, device_list
-from vgpu.node.handoff import Handoff, HeldDevices
-from vgpu.node.handoff_policy import HandoffPolicy
+from vgpu.node.handoff.admissions import Handoff, HeldDevices
+from vgpu.node.handoff.allocate import HandoffPolicy
 from vgpu.node.inventory import annotation_patch, build_inventory
 from vgpu.node.model import GpuInfo, GpuInventory
 from vgpu.node.podspec import pod_info
@@ -173,7 +173,7 @@ class World:
     def schedule(self, key: PodKey) -> bool:
         """One scheduling attempt (filter + bind on the first node that takes it)."""
         pod = self.pods[key]
-        spec, policy, size = self.ext.parse(pod)
+        spec, policy, size = self.ext.pods.read(pod)
         with self.cache.atomic():
             target = self.cache.held_place(spec, size, self.ext.scheduler, self.ext.clock())
             if isinstance(target, GangWait):
@@ -332,7 +332,7 @@ class World:
                 if uid in by_uid
             ]
 
-        # The checkpoint file as the agent reads it (`vgpu.node.handoff_reconcile`).
+        # The checkpoint file as the agent reads it (`vgpu.node.handoff.reconcile`).
         node.handoff.reconcile(of(node.kubelet.held()), of(node.kubelet.checkpointed_containers()))
         self._patch_admitted(node)
 

@@ -14,7 +14,7 @@ from tests.node.agent_harness import CORES, KEY, MEMORY, Box, gpu_of, make_box
 from tests.waiting import holds_within
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, binding_annotations
 from vgpu.core.ids import PodKey
-from vgpu.node.handoff import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_deleting_an_admitted_pod_has_the_kubelet_free_and_checkpoint_its_device
     """The kubelet frees a deleted pod's devices at a pod-resources List and checkpoints that at
     a ListAndWatch update; a restart before both would reload them as taken (docs/handshake.md).
     So after the deletion the agent calls List, then sends its unchanged device lists again."""
-    agent = box.start_agent(release_sync_s=0.2, reconcile_s=60)
+    agent = box.start_agent(stale_sync_s=0.2, reconcile_s=60)
     box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
     box.admit("a", "main", CORES, 30)
     assert holds_within(lambda: box.admitted("a") == ["main"])

@@ -53,7 +53,7 @@ def _stale(box: Box) -> dict[str, tuple[int, int]]:
 def test_a_deleted_pods_checkpointed_devices_are_published_until_the_kubelet_drops_them(
     box: Box,
 ) -> None:
-    agent = box.start_agent(release_sync_s=0.1, reconcile_s=60)
+    agent = box.start_agent(stale_sync_s=0.1, reconcile_s=60)
     pod = box.place("a", [("main", 30, 2)], {"main": [(0, 30)]})
     gpu = box.gpus[0]
     cores = [f"{gpu}::c{i}" for i in range(30)]
@@ -76,7 +76,7 @@ def test_a_broken_checkpoint_is_logged_once_and_publishes_nothing(
     (box.dir / CHECKPOINT_FILE).write_text("{not json")
     # logger="vgpu": other test modules quiet it to ERROR when collected with this one.
     with caplog.at_level(logging.WARNING, logger="vgpu"):
-        agent = box.start_agent(release_sync_s=0.1, reconcile_s=0.2)
+        agent = box.start_agent(stale_sync_s=0.1, reconcile_s=0.2)
 
         def said() -> int:
             return sum("not published" in r.getMessage() for r in caplog.records)
@@ -96,7 +96,7 @@ def test_with_an_unreadable_checkpoint_a_deletion_is_followed_by_list_alone(
     sends its device lists again (the kubelet checkpoints what that List freed)."""
     (box.dir / CHECKPOINT_FILE).write_text('{"Data": {"PodDeviceEntries": 3}}')  # a format unknown
     with caplog.at_level(logging.INFO, logger="vgpu"):
-        agent = box.start_agent(release_sync_s=0.1, reconcile_s=60)
+        agent = box.start_agent(stale_sync_s=0.1, reconcile_s=60)
         box.place("a", [("main", 30, 0)], {"main": [(0, 30)]})
         box.admit("a", "main", CORES, 30)
         assert holds_within(lambda: box.admitted("a") == ["main"])

@@ -26,7 +26,7 @@ from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.node.devices import ResourceNames, UnitKind
 from vgpu.node.driver_limits import pod_memory
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.podspec import pod_info
 
 UID = "0b5e-77"

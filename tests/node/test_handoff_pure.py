@@ -12,7 +12,7 @@ from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
 from vgpu.node.devices import UnitKind
 from vgpu.node.grants import GpuLimit, GrantMode, GrantSettings, Refusal, container_grant
-from vgpu.node.handoff import Handoff, HeldDevices, check_assignment
+from vgpu.node.handoff.admissions import Handoff, HeldDevices, check_assignment
 from vgpu.node.podspec import pod_info
 
 KEY = b"k"
@@ -109,7 +109,7 @@ def test_hami_grant_and_cores_limit_below_ask() -> None:
 def test_allocate_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
     """The kubelet may admit a bound pod before the agent's watch delivers it: the policy asks
     for a refresh once, then matches; without one it would refuse."""
-    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.handoff.allocate import HandoffPolicy
     from vgpu.node.model import GpuInfo
 
     handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
@@ -156,7 +156,7 @@ def test_preferred_catches_up_with_a_pod_the_watch_has_not_shown_yet() -> None:
     Allocate (pkg/kubelet/cm/devicemanager/manager.go, devicesToAllocate): if the agent's watch
     is behind there too, binpacking steers the call to G0 while the extender chose G1, and the
     Allocate that follows is refused however much it refreshes. Seen on the real cluster."""
-    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.handoff.allocate import HandoffPolicy
     from vgpu.node.model import GpuInfo
 
     handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
@@ -181,7 +181,7 @@ def test_a_kubelet_withholding_the_assigned_devices_is_named_in_the_log_and_the_
     """After a restart the kubelet may still count devices of pods deleted before it as allocated
     (seen on the real cluster): steering cannot help, the refusal is certain; the log and the
     refusal say what the kubelet offered and where the pod's assignment is."""
-    from vgpu.node.handoff_policy import HandoffPolicy
+    from vgpu.node.handoff.allocate import HandoffPolicy
     from vgpu.node.model import GpuInfo
 
     handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
@@ -189,7 +189,7 @@ def test_a_kubelet_withholding_the_assigned_devices_is_named_in_the_log_and_the_
     gpus = [GpuInfo("G0", 0, "Tesla T4", 16384), GpuInfo("G1", 1, "Tesla T4", 16384)]
     policy = HandoffPolicy(handoff, gpus, memory_unit_mib=256)
     available = [f"G0::c{k}" for k in range(100)] + [f"G1::c{k}" for k in range(30, 100)]
-    with caplog.at_level(logging.WARNING, logger="vgpu.node.handoff_policy"):
+    with caplog.at_level(logging.WARNING, logger="vgpu.node.handoff.allocate"):
         ids = policy.preferred("vgpu.io/cores", available, [], 100)
     assert "the kubelet offers 70 of 100 on G1 for ns/p/c's assignment" in caplog.text
     refusal = policy.allocate("vgpu.io/cores", [ids])

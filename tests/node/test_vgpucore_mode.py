@@ -22,8 +22,8 @@ from vgpu.node.grants import (
     Refusal,
     container_grant,
 )
-from vgpu.node.handoff import Handoff
-from vgpu.node.handoff_policy import HandoffPolicy
+from vgpu.node.handoff.admissions import Handoff
+from vgpu.node.handoff.allocate import HandoffPolicy
 from vgpu.node.limits_file import DeviceLimit
 from vgpu.node.model import GpuInfo
 from vgpu.node.vgpucore import (

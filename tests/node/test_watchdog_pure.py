@@ -5,7 +5,7 @@ from __future__ import annotations
 from vgpu.core.ids import GpuUUID, PodKey
 from vgpu.core.model import GpuShare
 from vgpu.node.containers import ContainerKey, Unresolved
-from vgpu.node.handoff import GrantedContainer
+from vgpu.node.handoff.admissions import GrantedContainer
 from vgpu.node.model import ProcessUsage
 from vgpu.node.watchdog import (
     ContainerUsage,

@@ -17,7 +17,7 @@ from vgpu.adapters._proto.podresources.v1 import api_pb2, api_pb2_grpc
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import pod_key
 from vgpu.node.devices import ResourceNames, UnitKind
-from vgpu.node.handoff import HeldDevices
+from vgpu.node.handoff.admissions import HeldDevices
 
 DEFAULT_POD_RESOURCES_SOCKET = Path("/var/lib/kubelet/pod-resources/kubelet.sock")
 

@@ -51,6 +51,7 @@ from vgpu.adapters.signals import run_until_signal
 from vgpu.agent.config import AgentConfig
 from vgpu.agent.driver_limits import BackendCollector
 from vgpu.agent.elastic import ElasticDuty, run_elastic
+from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.agent.kubelet_sync import KubeletSync, checkpoint_signature
 from vgpu.agent.maintenance import LOOP, run_maintenance
 from vgpu.agent.metrics import NodeMetrics
@@ -63,7 +64,6 @@ from vgpu.agent.mode import (
 )
 from vgpu.agent.pods import PodFeed
 from vgpu.agent.publish import NodePublisher
-from vgpu.agent.release import KubeletStale
 from vgpu.agent.usage import GpuCollector, UsageView
 from vgpu.agent.watchdog import WatchdogRunner
 from vgpu.core.ids import PodKey
@@ -72,7 +72,7 @@ from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
 from vgpu.node.grants import GrantMode, GrantSettings
 from vgpu.node.hami import HamiCore
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.health import HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
 from vgpu.node.vgpucore import VgpuCore

@@ -36,7 +36,7 @@ class AgentConfig:
     reconcile_s: float = 30.0
     unsure_reconcile_s: float = 1.0  # sooner while an attribution waits for the kubelet's record
     admission_grace_s: float = 30.0
-    release_sync_s: float = 1.0  # `KubeletStale` steps: pods gone, devices the kubelet holds
+    stale_sync_s: float = 1.0  # `KubeletStale` steps: pods gone, devices the kubelet holds
     metrics_port: int | None = None
     watch_timeout_s: int = 300
     retry_s: float = 1.0  # first retry after an API failure; doubles up to max_retry_s

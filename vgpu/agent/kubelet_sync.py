@@ -17,11 +17,11 @@ from pathlib import Path
 from vgpu.adapters.kubelet_devices import NodeDevicePlugins
 from vgpu.adapters.podresources import PodResourcesClient, PodResourcesError
 from vgpu.adapters.streak import Streak
+from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.agent.metrics import NodeMetrics
 from vgpu.agent.publish import NodePublisher
-from vgpu.agent.release import KubeletStale
 from vgpu.core.ids import PodKey
-from vgpu.node.handoff import Handoff, HeldDevices
+from vgpu.node.handoff.admissions import Handoff, HeldDevices
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ class KubeletSync:
         held = self.reconcile()
         return None if held is None else {h.pod for h in held}
 
-    def release(self) -> None:
+    def free_stale(self) -> None:
         """One step of `KubeletStale`: publish what the kubelet's checkpoint holds for pods gone
         and have the kubelet free it, or on the List-only fallback follow deleted pods."""
         step = self.stale.step(self.listed, self._resend)

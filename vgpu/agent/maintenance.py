@@ -1,7 +1,7 @@
 """The node agent's maintenance loop: one thread for every periodic write and reconciliation.
 
 One loop rather than a thread per duty because the duties feed each other (a stale device found
-marks the node dirty; a reconciliation settles a release) and share one wake-up event, which the
+marks the node dirty; a reconciliation settles what the kubelet freed) and share one wake-up event, which the
 pod watch, health changes and admissions set so that the next step runs at once. Each duty has its
 own deadline; API failures back off (capped, jittered, exponential) from the first one. Any
 exception in one duty (a bug, an object no reader foresaw) is logged and retried after the
@@ -19,10 +19,10 @@ from vgpu.adapters.backoff import Backoff
 from vgpu.adapters.heap import release_free_heap
 from vgpu.adapters.liveness import Liveness, done
 from vgpu.agent.config import AgentConfig
+from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.agent.kubelet_sync import KubeletSync
 from vgpu.agent.publish import NodePublisher
-from vgpu.agent.release import KubeletStale
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.admissions import Handoff
 
 LOOP = "maintenance"
 """The loop's name in `agent.liveness`."""
@@ -80,8 +80,8 @@ def run_maintenance(
             duty("reconciling with the kubelet", done(agent.kubelet.reconcile))
             reconcile_at, unsure_at = now + cfg.reconcile_s, now + cfg.unsure_reconcile_s
         if now >= stale_at or agent.stale.dirty:  # a deletion: publish before a bind
-            duty("publishing kubelet-held devices", done(agent.kubelet.release))
-            stale_at = now + cfg.release_sync_s
+            duty("publishing kubelet-held devices", done(agent.kubelet.free_stale))
+            stale_at = now + cfg.stale_sync_s
         if now >= patch_retry:
             if duty("writing vgpu.io/admitted", agent.publisher.patch_admitted):
                 patch_backoff.reset()

@@ -23,8 +23,8 @@ from vgpu.core.errors import ConfigError
 from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
 from vgpu.node.devices import ResourceNames
 from vgpu.node.driver_mode import Choice, DriverLimits, DriverLimitsUnavailable, NodeFacts, choose
-from vgpu.node.handoff import Handoff
-from vgpu.node.handoff_policy import HandoffPolicy
+from vgpu.node.handoff.admissions import Handoff
+from vgpu.node.handoff.allocate import HandoffPolicy
 from vgpu.node.model import GpuInfo, GpuInventory
 from vgpu.node.runtime_check import runtime_problems
 

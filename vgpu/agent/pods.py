@@ -1,7 +1,7 @@
 """Feeds the pods bound to this node into the hand-off ledger and the agent's other views.
 
 One place sees every pod event, so the ledger (`Handoff`), the container directory, the
-kubelet release tracker (`KubeletStale`) all learn of a pod the same way, whether from the
+tracker of what the kubelet still holds (`KubeletStale`) all learn of a pod the same way, whether from the
 watch or from a refresh a device-plugin call asked for (the kubelet's watch can be ahead of
 ours: the kubelet may call for a pod our watch has not shown yet).
 """
@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 from vgpu.adapters.backoff import Backoff
 from vgpu.adapters.kube import KubeApi
-from vgpu.agent.release import KubeletStale
+from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.api.podread import is_terminal
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import PodKey
 from vgpu.node.containers import ContainerDirectory
 from vgpu.node.devices import ResourceNames
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.health_listing import lists_unit_ids
 from vgpu.node.podspec import pod_info
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.adapters.streak import Streak
-from vgpu.agent.release import KubeletStale
+from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.api.assignment import ADMITTED
 from vgpu.core.ids import PodKey
 from vgpu.node.devices import ResourceNames
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.inventory import annotation_patch, build_inventory
 from vgpu.node.labels import label_patch, node_labels
 from vgpu.node.model import GpuInventory

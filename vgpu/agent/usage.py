@@ -28,7 +28,7 @@ from vgpu.adapters.procfs import CgroupReader
 from vgpu.core.errors import VgpuError
 from vgpu.node.cgroup import parse_cgroup
 from vgpu.node.containers import ContainerDirectory, ContainerKey, Unresolved
-from vgpu.node.handoff import Handoff
+from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.model import GpuInventory
 from vgpu.node.watchdog import Assessment, Grant, Owner, WatchdogPolicy, assess, grants_of
 

@@ -1,6 +1,6 @@
 """`vgpu.io/admitted`: the containers of a pod that the kubelet has admitted on its node.
 
-The node agent writes it (`vgpu.node.handoff`) once Allocate has served every resource a
+The node agent writes it (`vgpu.node.handoff.admissions`) once Allocate has served every resource a
 container asks: a compact JSON list of container names in name order, `["main","setup"]`. The
 extender reads it to know which containers are still pending (invariant I of
 docs/handshake.md) and `kubectl inspect vgpu` to show what is PENDING. Both read it here.

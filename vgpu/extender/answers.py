@@ -3,7 +3,7 @@
 (Not to be confused with the cache's read-only *views* of its state, `vgpu.extender.cacheviews`.)
 
 A question is "how does a pod of this shape fare on each node" (the filter's `FilterAnswers`, in
-`replies.py`; prioritize's `ScoreAnswers`, in `scores.py`, reads the same feed but keeps its
+`filter_answers.py`; prioritize's `ScoreAnswers`, in `scores.py`, reads the same feed but keeps its
 scores grouped). kube-scheduler asks it with up to every node's name, for pod after pod, while
 each bind changes one node. A `NodeAnswers` keeps the answer
 for every node it has been asked about and, before each use, forgets only the nodes the feed

@@ -9,7 +9,7 @@ from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Code, Verdict
 from vgpu.core.model import Assignment
 from vgpu.extender.answers import FeedView
-from vgpu.extender.replies import FilterAnswers
+from vgpu.extender.filter_answers import FilterAnswers
 
 
 class Outcome(NamedTuple):

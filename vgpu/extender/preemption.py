@@ -105,7 +105,7 @@ class Preemptor:
 
     def preempt(self, args: PreemptionArgs) -> dict[str, Victims]:
         """The candidates where the pod fits once their victims are gone."""
-        spec, policy, size = self.ext.parse(args.pod)  # InvalidRequest: the caller's error
+        spec, policy, size = self.ext.pods.read(args.pod)  # InvalidRequest: the caller's error
         if not spec.request.wants_gpu or size:
             return dict(args.candidates)
         kept: dict[str, Victims] = {}

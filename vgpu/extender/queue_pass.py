@@ -338,29 +338,14 @@ def _victims(
     asks.forget_rested(now)
     ordered = sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
     for job in asks.choose(ordered, per_queue=config.reclaim_per_pass, now=now):
-        if fits.pods(job) == 1:
+        given = (job, config.queues, held, due, running, fits_without)
+        limit = config.min_runtime_s
+        if fits.pods(job) == 1:  # a one-pod job runs on one node: its victims are all there
             chosen = victims_on_one_node(
-                job,
-                config.queues,
-                held,
-                due,
-                running,
-                fits_without,
-                now=now,
-                min_runtime_s=config.min_runtime_s,
-                free=free_units(parts),
+                *given, now=now, min_runtime_s=limit, free=free_units(parts)
             )
         else:
-            chosen = victims(
-                job,
-                config.queues,
-                held,
-                due,
-                running,
-                fits_without,
-                now=now,
-                min_runtime_s=config.min_runtime_s,
-            )
+            chosen = victims(*given, now=now, min_runtime_s=limit)
         if chosen:
             return tuple(recs[v.key] for v in chosen)
         asks.found_none(job.key, now)

@@ -55,7 +55,6 @@ from vgpu.extender.resolve import (
     GroupSize,
     PodReader,
     PolicyBook,
-    Resolved,
     no_pod_groups,
 )
 from vgpu.extender.scores import ScoreAnswers, log_top_scores
@@ -106,11 +105,6 @@ class Extender:
     @policies.setter
     def policies(self, book: PolicyBook) -> None:
         self.pods.policies = book
-
-    def parse(self, pod: dict[str, object]) -> Resolved:
-        """The pod a request names, from the watch (waiting for it a bounded time): spec,
-        policy and gang size (0: no gang). Raises InvalidRequest (`NotWatched`)."""
-        return self.pods.read(pod)
 
     def queue_parts(self) -> QueueParts:
         """What the leader's queue pass may use of the extender (`vgpu.extender.queue_cache`)."""

@@ -5,7 +5,7 @@ A `ContainerGrant` is plain data; the kubelet adapter turns it into a
 answers, keeping the first value of a variable set twice (in no fixed order), so the cores and
 memory grants of one container never set the same variable.
 
-With the hand-off (`vgpu.node.handoff`) the **cores** grant carries the container's whole grant,
+With the hand-off (`vgpu.node.handoff.admissions`) the **cores** grant carries the container's whole grant,
 read from its signed assignment (a container without a memory ask makes no memory Allocate):
 
 | variable | value |

@@ -37,7 +37,7 @@ class PodInfo:
     problems: tuple[str, ...] = ()
     started: bool = False
     """Some container of the pod has run (its status says running or terminated): the kubelet
-    admitted the pod, so it allocated every container's devices (`vgpu.node.handoff_reconcile`)."""
+    admitted the pod, so it allocated every container's devices (`vgpu.node.handoff.reconcile`)."""
 
     def container(self, name: str) -> ContainerAsk | None:
         return next((c for c in self.containers if c.name == name), None)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.containers import ContainerKey, Unresolved
-from vgpu.node.handoff import GrantedContainer
+from vgpu.node.handoff.admissions import GrantedContainer
 from vgpu.node.model import ProcessUsage
 
 MIB = 1024 * 1024

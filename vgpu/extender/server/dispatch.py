@@ -1,5 +1,5 @@
-"""Which thread answers a request, for HTTP/1.1 (`vgpu.extender.server.http1`) and HTTP/2
-(`vgpu.extender.server.http2`) alike: the serving loop's own, or a verb thread.
+"""Which thread makes the reply to a request, for HTTP/1.1 (`vgpu.extender.server.http1`) and
+HTTP/2 (`vgpu.extender.server.http2`) alike: the serving loop's own, or a verb thread.
 
 The probes and the `INLINE_VERBS` are answered on the loop's thread, at once; /metrics, bind and
 preempt on the pool of verb threads (bind waits on the API server). An inline verb that would
@@ -31,8 +31,10 @@ with the real kube-scheduler, bench/real_scheduler_bench.py), and a worker pool 
 waiting on a slow API server would hold them up. Bind and preempt stay on the workers."""
 
 
-class Answerer:
-    """Answers whole requests for a server: `now` on the loop's thread, else `answer`."""
+class Replier:
+    """Makes the replies to whole requests for a server: `now` on the loop's thread, else
+    `reply` (an *answer* in the extender is a node's entry in an answer set,
+    `vgpu.extender.answers`)."""
 
     def __init__(
         self,
@@ -63,7 +65,7 @@ class Answerer:
         except LeaveLoop:  # it would wait (a pod the watch does not show yet): on a worker
             return None
 
-    async def answer(self, method: str, target: str, body: bytes) -> Reply:
+    async def reply(self, method: str, target: str, body: bytes) -> Reply:
         """The reply to one request: on the loop's thread where `now` makes it, else on a
         verb thread."""
         reply = self.now(method, target, body)

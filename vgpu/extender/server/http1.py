@@ -6,7 +6,7 @@ also HTTP/2 (ALPN "h2", `vgpu.extender.server.http2`), which kube-scheduler's Go
 multiplexes every call on one connection instead of opening new ones (new TLS handshakes) while
 binds are in flight. The verbs are
 matched on the last path segment, so any `urlPrefix` works (`/scheduler/filter`, `/filter`).
-Malformed requests get 4xx with a message; which thread answers a request, and how verb
+Malformed requests get 4xx with a message; which thread makes a request's reply, and how verb
 failures are answered, is `vgpu.extender.server.dispatch`'s; nothing a client sends crashes the
 server.
 
@@ -36,7 +36,7 @@ from http import HTTPStatus
 from typing import Any
 
 from vgpu.extender.routes import Routes, message
-from vgpu.extender.server.dispatch import PROBES_ONLY, Answerer
+from vgpu.extender.server.dispatch import PROBES_ONLY, Replier
 from vgpu.extender.server.http1_request import (
     MAX_LINE,
     NO_CERTIFICATE,
@@ -87,7 +87,7 @@ class HttpServer:
         self._pool = ThreadPoolExecutor(limits.workers, thread_name_prefix="vgpu-extender-verb")
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(_quiet)
-        self._answers = Answerer(routes, self._loop, self._pool, probes_only=probes_only)
+        self._replier = Replier(routes, self._loop, self._pool, probes_only=probes_only)
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._open: set[asyncio.StreamWriter] = set()
@@ -193,8 +193,8 @@ class HttpServer:
             writer,
             verified=verified,
             limits=self.limits,
-            answer=self._answers.later,
-            answer_now=self._answers.now,
+            reply_later=self._replier.later,
+            reply_now=self._replier.now,
             on_refused=self.on_refused,
         )
         self._http2[writer] = connection
@@ -234,7 +234,7 @@ class HttpServer:
             self.on_refused("timeout")
             await self._send(writer, (408, b"request not received in time\n", TEXT), close=True)
             return False
-        reply = await self._answers.answer(head.method, head.path, body)
+        reply = await self._replier.reply(head.method, head.path, body)
         await self._send(writer, reply, close=head.close or not verified)
         return verified and not head.close
 

@@ -72,9 +72,9 @@ _LINGER_BYTES = 1 << 20
 """What a connection ended over a budget may still send, dropped unparsed (`_drop_input`)."""
 _FEW = 8
 """A full read of at most this many events lets the next read be twice as large."""
-Answer = Callable[[str, str, bytes], Awaitable[Reply]]
+ReplyLater = Callable[[str, str, bytes], Awaitable[Reply]]
 """(method, path, body) -> the reply."""
-AnswerNow = Callable[[str, str, bytes], Reply | None]
+ReplyNow = Callable[[str, str, bytes], Reply | None]
 """The reply if it is made on the loop's thread (`INLINE_VERBS`), else None."""
 
 
@@ -88,12 +88,12 @@ class Http2Connection(Http2Replies):
         *,
         verified: bool,
         limits: HttpLimits,
-        answer: Answer,
-        answer_now: AnswerNow,
+        reply_later: ReplyLater,
+        reply_now: ReplyNow,
         on_refused: Callable[[str], None],
     ) -> None:
         self._reader, self._writer, self._verified = reader, writer, verified
-        self._limits, self._answer, self._answer_now = limits, answer, answer_now
+        self._limits, self._reply_later, self._reply_now = limits, reply_later, reply_now
         self._on_refused = on_refused
         config = H2Configuration(
             client_side=False,
@@ -355,21 +355,21 @@ class Http2Connection(Http2Replies):
         if self._buffered() > self._limits.max_buffered:
             self._calm("buffered")
 
-    # -- answering -------------------------------------------------------------------------------
+    # -- replying --------------------------------------------------------------------------------
     def _complete(self, stream_id: int) -> None:
-        """Answer a whole request: at once where `answer_now` can (filter and prioritize, so no
+        """Answer a whole request: at once where `reply_now` can (filter and prioritize, so no
         task is made for them), else on a task."""
         stream = self._streams[stream_id]
         stream.complete = True
         body = bytes(stream.body)
-        reply = self._answer_now(stream.method, stream.path, body)
+        reply = self._reply_now(stream.method, stream.path, body)
         if reply is None:
-            stream.task = self._spawn(self._answered(stream_id, stream, body))
+            stream.task = self._spawn(self._replied_later(stream_id, stream, body))
         else:
             self._reply(stream_id, stream, reply)
 
-    async def _answered(self, stream_id: int, stream: Stream, body: bytes) -> None:
-        self._reply(stream_id, stream, await self._answer(stream.method, stream.path, body))
+    async def _replied_later(self, stream_id: int, stream: Stream, body: bytes) -> None:
+        self._reply(stream_id, stream, await self._reply_later(stream.method, stream.path, body))
         await self._flush()
 
     def _refuse(self, stream_id: int, reason: str, reply: Reply) -> None:

@@ -1,5 +1,5 @@
 """Units of the incremental replies: prioritize's score answers, scaling and encoding, the filter's
-answer set's patched reply, and the answer book (`vgpu.extender.scores`, `.replies`, `.answers`)."""
+answer set's patched reply, and the answer book (`vgpu.extender.scores`, `.filter_answers`, `.answers`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from vgpu.core.changes import ChangeFeed
 from vgpu.extender.answers import AnswerBook, NodeAnswers
-from vgpu.extender.replies import FilterAnswers
+from vgpu.extender.filter_answers import FilterAnswers
 from vgpu.extender.scores import ScoreAnswers
 from vgpu.extender.wire import Grouped, Priorities, encode_priorities
 

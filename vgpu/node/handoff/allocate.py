@@ -9,10 +9,13 @@
   exactly those GPUs is admitted and its grant returned (cores: the full grant from the
   assignment; memory: an acknowledgement, the limits came with cores). Before a miss is
   refused, and before a call surely starts a pod's admission, the node's pods are re-listed
-  (a twin the watch has not shown may be the caller: `_match`). When another pod waits
+  (a twin the watch has not shown may be the caller: `_match`). Each container of a call is
+  judged on one answer of the ledger (`Handoff.attribution`, read in one hold of its lock, so
+  the pod watch cannot change it between the answer's parts), asked again only after a
+  re-list. When another pod waits
   with a container confusable with it (`vgpu.core.handoff_rule`), the call is refused rather
   than guessed; interchangeable ones make the attribution *unsure* (`Handoff.admit`); a call
-  matching nothing may take back an unsure attribution (`Handoff.reattribute`). Otherwise it is
+  matching nothing may take back an unsure attribution (`Handoff.attribution`). Otherwise it is
   refused with what the ledger holds there, and the pod part-way through admission that made
   it is marked failed (`Handoff.abort_admissions`). With `allow_unassigned`, IDs matching no
   pending container are admitted when their GPU has capacity no assigned pod holds.
@@ -48,7 +51,7 @@ from vgpu.node.grants import (
     container_grant,
     memory_ack_grant,
 )
-from vgpu.node.handoff import Candidate, Handoff
+from vgpu.node.handoff.admissions import Attribution, Candidate, Handoff
 from vgpu.node.model import GpuInfo
 
 log = logging.getLogger(__name__)
@@ -213,87 +216,49 @@ class HandoffPolicy:
         if unknown:
             return Refusal(f"{resource}: unknown GPU {unknown[0]} (not on this node)")
         gpus = frozenset(groups)
-        matches = self._match(kind, resource, len(ids), gpus)
-        if not matches:
-            return self._unmatched(kind, resource, ids, groups)
-        chosen = matches[0]
-        ambiguous = self._ambiguity(kind, len(ids), chosen)
+        answer = self._match(kind, resource, len(ids), gpus)
+        chosen = answer.chosen
+        if chosen is None:
+            return self._unmatched(kind, resource, ids, groups, answer)
+        ambiguous = _ambiguity(answer, chosen)
         if ambiguous is not None:
             return Refusal(
                 f"{resource}: {len(ids)} devices on {', '.join(sorted(gpus))}: {ambiguous}"
             )
         # Another pod's container with this ask on these GPUs (same grant: invariant I) could
         # have made the call: the attribution is unsure.
-        unsure = self._handoff.others_waiting(kind, len(ids), gpus, chosen.pod)
-        grant = self._grant(kind, chosen, groups, sure=not unsure)
+        grant = self._grant(kind, chosen, groups, sure=not answer.unsure)
         if isinstance(grant, Refusal):
             return grant
-        self._handoff.admit(chosen.pod, chosen.container.name, kind, ids, unsure=unsure)
+        self._handoff.admit(chosen.pod, chosen.container.name, kind, ids, unsure=answer.unsure)
         log.info(
             "%s: admitted %s/%s on %s", resource, chosen.pod, chosen.container.name, sorted(gpus)
         )
         return grant, (chosen.pod, chosen.container.name)
 
-    def _match(
-        self, kind: UnitKind, resource: str, size: int, gpus: frozenset[str]
-    ) -> list[Candidate]:
-        """The containers an Allocate of `size` devices of `kind` on `gpus` could be for, judged
-        on a view of the node's pods as new as the kubelet's wherever the answer depends on it.
+    def _match(self, kind: UnitKind, resource: str, size: int, gpus: frozenset[str]) -> Attribution:
+        """The ledger's answer (`Handoff.attribution`) for an Allocate of `size` devices of
+        `kind` on `gpus`, read from a view of the node's pods as new as the kubelet's wherever
+        the answer depends on it.
 
         The kubelet learns of a bound pod through its own watch and may admit it before ours
         has shown it (pkg/kubelet/config/apiserver.go; pkg/kubelet/kubelet.go
-        `HandlePodAdditions`). On a miss the agent catches up with the API server once before
-        refusing. On a hit that would *surely* start a pod's admission it catches up too: a
-        twin we do not see yet (same ask, GPU and grant: invariant I lets both wait) may be the
-        caller, and a sure attribution would report the wrong pod admitted, or fail it with its
-        twin when the twin's next call is refused. The kubelet only admits pods it has seen
-        bound, so after the re-list every pod it may be admitting is in the ledger.
+        `HandlePodAdditions`). With no pending container matching, the agent catches up with
+        the API server once and asks again. On a match that would *surely* start a pod's
+        admission it catches up too: a twin we do not see yet (same ask, GPU and grant:
+        invariant I lets both wait) may be the caller, and a sure attribution would report the
+        wrong pod admitted, or fail it with its twin when the twin's next call is refused. The
+        kubelet only admits pods it has seen bound, so after the re-list every pod it may be
+        admitting is in the ledger.
         """
-        matches = self._handoff.candidates(kind, size, gpus)
-        if not matches:
-            self._refresh()
-            matches = self._handoff.candidates(kind, size, gpus)
-            if matches:
-                log.info(_CAUGHT_UP, resource, "Allocate", size, matches[0].pod)
-        elif self._sure_start(kind, size, gpus, matches[0]):
-            self._refresh()
-            matches = self._handoff.candidates(kind, size, gpus)
-        if not matches and not self._handoff.waiting_unassigned(kind, size):
-            taken = self._handoff.reattribute(kind, size, gpus)
-            matches = [taken] if taken is not None else []
-        return matches
-
-    def _sure_start(
-        self, kind: UnitKind, size: int, gpus: frozenset[str], chosen: Candidate
-    ) -> bool:
-        """Whether attributing the call to `chosen` would start its pod's admission and be
-        sure (no other pod seen waiting with this ask on these GPUs)."""
-        if chosen.in_progress:
-            return False
-        return not self._handoff.others_waiting(kind, size, gpus, chosen.pod)
-
-    def _ambiguity(self, kind: UnitKind, size: int, chosen: Candidate) -> str | None:
-        """Why this Allocate might be for another pod than `chosen` (None: it cannot be).
-
-        Any other pod waiting with a container confusable with `chosen` (the hand-off rule,
-        `vgpu.core.handoff_rule`: same ask, another GPU or another grant) or without a valid
-        assignment makes the call ambiguous: refuse, never swap. Being part-way through its
-        admission does not make `chosen` certain: its admission may have failed elsewhere.
-        """
-        mine = chosen.pending
-        rivals = [
-            c.pod
-            for c in self._handoff.candidates(kind, size)
-            if confusable(mine, c.pending) is not None
-        ]
-        rivals += self._handoff.waiting_unassigned(kind, size)
-        if not rivals:
-            return None
-        return (
-            f"could be for {chosen.pod} or for {', '.join(sorted(set(rivals)))}, which wait with "
-            f"the same ask and a different or no assignment; refusing rather than risk a swap "
-            "(the pod will be recreated)"
-        )
+        answer = self._handoff.attribution(kind, size, gpus)
+        if answer.pending is not None and not answer.sure_start:
+            return answer
+        self._refresh()
+        again = self._handoff.attribution(kind, size, gpus)
+        if answer.pending is None and again.pending is not None:
+            log.info(_CAUGHT_UP, resource, "Allocate", size, again.pending.pod)
+        return again
 
     def _grant(
         self, kind: UnitKind, chosen: Candidate, groups: dict[str, list[UnitId]], *, sure: bool
@@ -312,7 +277,12 @@ class HandoffPolicy:
         return container_grant(limits, self._settings, cores_limit=limit, owner=owner)
 
     def _unmatched(
-        self, kind: UnitKind, resource: str, ids: Sequence[str], groups: dict[str, list[UnitId]]
+        self,
+        kind: UnitKind,
+        resource: str,
+        ids: Sequence[str],
+        groups: dict[str, list[UnitId]],
+        answer: Attribution,
     ) -> tuple[ContainerGrant, None] | Refusal:
         if self._allow_unassigned:
             short = self._short_of(kind, groups)
@@ -325,14 +295,13 @@ class HandoffPolicy:
             reason = short
         else:
             reason = "unassigned pods are not admitted (--allow-unassigned is off)"
-        held = self._handoff.pending_on(groups)
+        held = answer.held_there
         where = ", ".join(sorted(groups))
         holds = "; ".join(held[:5]) if held else "nothing assigned there"
         if len(held) > 5:
             holds += f"; and {len(held) - 5} more"
         elsewhere = [
-            f"{c.pod}/{c.container.name} on {', '.join(sorted(c.gpus))}"
-            for c in self._handoff.candidates(kind, len(ids))
+            f"{c.pod}/{c.container.name} on {', '.join(sorted(c.gpus))}" for c in answer.waiting
         ]
         if elsewhere:  # the kubelet did not take the devices the assignment names
             reason = f"pending with this ask elsewhere: {'; '.join(elsewhere[:3])}; " + reason
@@ -349,6 +318,26 @@ class HandoffPolicy:
             if len(units) > free:
                 return f"only {max(free, 0)} unreserved {kind.name.lower()} devices on {uuid}"
         return None
+
+
+def _ambiguity(answer: Attribution, chosen: Candidate) -> str | None:
+    """Why this Allocate might be for another pod than `chosen` (None: it cannot be).
+
+    Any other pod waiting with a container confusable with `chosen` (the hand-off rule,
+    `vgpu.core.handoff_rule`: same ask, another GPU or another grant) or without a valid
+    assignment makes the call ambiguous: refuse, never swap. Being part-way through its
+    admission does not make `chosen` certain: its admission may have failed elsewhere.
+    """
+    mine = chosen.pending
+    rivals = [c.pod for c in answer.waiting if confusable(mine, c.pending) is not None]
+    rivals += answer.unassigned
+    if not rivals:
+        return None
+    return (
+        f"could be for {chosen.pod} or for {', '.join(sorted(set(rivals)))}, which wait with "
+        f"the same ask and a different or no assignment; refusing rather than risk a swap "
+        "(the pod will be recreated)"
+    )
 
 
 def _owner(chosen: Candidate, sure: bool) -> DirOwner:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.agent.release import KubeletStale, ReleaseStep
+from vgpu.agent.kubelet_stale import KubeletStale, StaleStep
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.core.ids import PodKey
 from vgpu.node.checkpoint import CheckpointEntry, CheckpointRead
@@ -43,7 +43,7 @@ class Kubelet:
             patience_s=patience_s,
         )
 
-    def step(self, stale: KubeletStale) -> ReleaseStep:
+    def step(self, stale: KubeletStale) -> StaleStep:
         def listed() -> set[PodKey] | None:
             self.lists.append(self.now)
             return None if self.reported is None else set(self.reported)
@@ -65,9 +65,9 @@ def test_fallback_resends_once_the_kubelet_no_longer_reports_the_pod() -> None:
     _gone(stale, A)
     assert stale.dirty and stale.following == (A,)
     kubelet.reported = {A}  # still active at the kubelet (its grace period)
-    assert kubelet.step(stale) == ReleaseStep() and kubelet.sent == []
+    assert kubelet.step(stale) == StaleStep() and kubelet.sent == []
     kubelet.now, kubelet.reported = 1.0, set()  # dropped: that List freed it
-    assert kubelet.step(stale) == ReleaseStep(freed=(A,))
+    assert kubelet.step(stale) == StaleStep(freed=(A,))
     assert kubelet.sent == [1.0] and not stale.following
     kubelet.now = 2.0
     kubelet.step(stale)
@@ -84,9 +84,9 @@ def test_fallback_checkpoints_each_freed_pod_and_gives_a_stuck_one_up() -> None:
     kubelet.now, kubelet.reported = 1.0, {B}
     assert kubelet.step(stale).freed == (A,) and kubelet.sent == [1.0]  # B still waited for
     kubelet.now, kubelet.reported = 2.0, None
-    assert kubelet.step(stale) == ReleaseStep() and kubelet.sent == [1.0]  # a failed List
+    assert kubelet.step(stale) == StaleStep() and kubelet.sent == [1.0]  # a failed List
     kubelet.now, kubelet.reported = 6.0, {B}
-    assert kubelet.step(stale) == ReleaseStep(given_up=(B,))  # past patience: sent anyway
+    assert kubelet.step(stale) == StaleStep(given_up=(B,))  # past patience: sent anyway
     assert kubelet.sent == [1.0, 6.0] and stale.following == ()
 
 
@@ -109,7 +109,7 @@ def test_a_readable_checkpoint_replaces_the_fallback() -> None:
     kubelet.step(stale)
     assert stale.following == (A,) and kubelet.sent == []
     kubelet.entries, kubelet.signature = [], 2  # the kubelet wrote a checkpoint we can read
-    assert kubelet.step(stale) == ReleaseStep()
+    assert kubelet.step(stale) == StaleStep()
     assert stale.readable and not stale.following and kubelet.lists == [0.0]
     assert kubelet.sent == []
 
@@ -118,7 +118,7 @@ def test_checkpoint_read_when_pods_or_the_file_change_and_freed_while_any_remain
     kubelet = Kubelet([CheckpointEntry("u1", DEFAULT_NAMES.cores, ("GPU-a::c0",))])
     stale = kubelet.tracker()
     stale.pod(A, ["u1"], True, False)
-    assert kubelet.step(stale) == ReleaseStep() and kubelet.reads == 0  # not synced: cannot judge
+    assert kubelet.step(stale) == StaleStep() and kubelet.reads == 0  # not synced: cannot judge
     stale.synced()
     assert stale.dirty and not kubelet.step(stale).changed  # u1 is live: nothing stale
     assert kubelet.reads == 1 and not stale.dirty
@@ -128,7 +128,7 @@ def test_checkpoint_read_when_pods_or_the_file_change_and_freed_while_any_remain
     assert stale.published() == {"GPU-a": (1, 0)} and len(kubelet.sent) == len(kubelet.lists) == 1
     assert stale.following == ()  # the checkpoint is the measure, not the List
     assert not kubelet.step(stale).changed and len(kubelet.sent) == 2  # freed again meanwhile
-    kubelet.entries, kubelet.signature = [], 2  # the kubelet checkpointed the release
+    kubelet.entries, kubelet.signature = [], 2  # the kubelet checkpointed the freeing
     assert kubelet.step(stale).changed and stale.published() == {}
     assert len(kubelet.sent) == 2 and kubelet.reads == 4
 

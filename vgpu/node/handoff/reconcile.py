@@ -31,7 +31,7 @@ from collections.abc import Iterable
 
 from vgpu.core.ids import PodKey
 from vgpu.core.kubelet_reuse import Role
-from vgpu.node.handoff_types import KINDS, HeldDevices, PodEntry
+from vgpu.node.handoff.entries import KINDS, HeldDevices, PodEntry
 
 Owners = dict[str, tuple[PodKey, str]]
 """Device ID -> (pod, container) holding it, as the kubelet records."""

@@ -38,7 +38,7 @@ Listed = Callable[[], set[PodKey] | None]
 
 
 @dataclass(frozen=True, slots=True)
-class ReleaseStep:
+class StaleStep:
     """What one step found: whether `stale` changed, and on the List-only fallback the deleted
     pods the kubelet dropped (`freed`) or that were given up on (`given_up`) before the device
     lists were sent again."""
@@ -49,7 +49,7 @@ class ReleaseStep:
 
 
 class KubeletStale:
-    """The devices the kubelet holds for pods no longer bound to the node, and their release.
+    """The devices the kubelet holds for pods no longer bound to the node, and having the kubelet free them.
 
     The checkpoint is re-read when it changed on disk, when the node's pods did, and every step
     while it holds stale devices; `read` and `signature` are the only I/O (injected: a file in
@@ -113,13 +113,13 @@ class KubeletStale:
         with self._lock:
             self._synced, self._dirty = True, True
 
-    def step(self, listed: Listed, resend: Callable[[], None]) -> ReleaseStep:
+    def step(self, listed: Listed, resend: Callable[[], None]) -> StaleStep:
         """Re-read if anything changed; have the kubelet free what is stale (`listed()`, then
         `resend()` the device lists), or on the fallback what deleted pods held."""
         signature = self._signature()
         with self._lock:
             if not self._synced:
-                return ReleaseStep()
+                return StaleStep()
             fresh = self._dirty or signature != self._seen or bool(self.stale)
             self._dirty, self._seen, live = False, signature, set(self._live)
         changed = self._reread(live) if fresh else False
@@ -131,7 +131,7 @@ class KubeletStale:
             if self.stale and (self._frees < PATIENT_STEPS or self._frees % SLOW_EVERY == 0):
                 listed()
                 resend()
-            return ReleaseStep(changed)
+            return StaleStep(changed)
         return self._follow(listed, resend, changed)
 
     def _reread(self, live: set[str]) -> bool:
@@ -144,12 +144,12 @@ class KubeletStale:
         self._frees = 0 if changed else self._frees + 1
         return changed
 
-    def _follow(self, listed: Listed, resend: Callable[[], None], changed: bool) -> ReleaseStep:
+    def _follow(self, listed: Listed, resend: Callable[[], None], changed: bool) -> StaleStep:
         """The List-only fallback: drop the deleted pods the kubelet no longer reports (that List
         freed their devices) or waited for past patience; if any, resend the device lists."""
         with self._lock:
             if not self._waiting:
-                return ReleaseStep(changed)
+                return StaleStep(changed)
         pods = listed()
         now = self._clock()
         with self._lock:
@@ -159,7 +159,7 @@ class KubeletStale:
                 del self._waiting[pod]
         if gone or late:
             resend()
-        return ReleaseStep(changed, tuple(sorted(gone)), tuple(sorted(late)))
+        return StaleStep(changed, tuple(sorted(gone)), tuple(sorted(late)))
 
     def published(self) -> dict[str, tuple[int, int]]:
         """Per GPU UUID, (cores, memory MiB) for the inventory annotation."""

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 
 from vgpu.core.ids import PodKey
 from vgpu.node.devices import UnitKind
-from vgpu.node.handoff_types import PodEntry
+from vgpu.node.handoff.entries import PodEntry
 from vgpu.node.podspec import ContainerAsk
 
 Entries = dict[PodKey, PodEntry]

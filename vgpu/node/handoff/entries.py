@@ -1,6 +1,6 @@
-"""The values of the node's hand-off ledger (`vgpu.node.handoff`): what the kubelet says a
-container holds, the containers of assigned pods, an Allocate's candidates, a pod's ledger entry,
-and the verification of a pod's signed assignment. Pure."""
+"""The values of the node's hand-off ledger (`vgpu.node.handoff.admissions`): what the kubelet
+says a container holds, the containers of assigned pods, an Allocate's candidates and its
+attribution, a pod's ledger entry, and the verification of a pod's signed assignment. Pure."""
 
 from __future__ import annotations
 
@@ -61,6 +61,31 @@ class Candidate:
         return PendingContainer(
             self.pod, c.name, asks, self.shares, self.cores_limit[0], self.after
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Attribution:
+    """The ledger's one answer to an Allocate of `size` devices of `kind` on `gpus`
+    (`Handoff.attribution`), read in one hold of its lock: the watch cannot change the
+    ledger between the parts the policy judges the call on."""
+
+    pending: Candidate | None  # the first pending container asking that there
+    taken_back: Candidate | None  # with none pending: an unsure attribution the call may undo
+    unsure: bool  # another pod may still wait with that ask there: the attribution is unsure
+    waiting: tuple[Candidate, ...]  # the pending containers asking `size` of `kind`, any GPUs
+    unassigned: tuple[PodKey, ...]  # unassigned pods not yet started with that ask somewhere
+    held_there: tuple[str, ...]  # what the ledger holds on `gpus`, for a refusal
+
+    @property
+    def chosen(self) -> Candidate | None:
+        """The container the call is attributed to, if any."""
+        return self.pending or self.taken_back
+
+    @property
+    def sure_start(self) -> bool:
+        """Whether the call would surely start a pod's admission: a pending container of a pod
+        not yet part-way through admission, with no other pod waiting with that ask there."""
+        return self.pending is not None and not self.pending.in_progress and not self.unsure
 
 
 @dataclass(slots=True)

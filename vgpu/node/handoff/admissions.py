@@ -12,7 +12,7 @@ ask for `kind` equals `size` and whose assignment names exactly `gpus`, ordered 
 admits them: a pod the kubelet is in the middle of first, then pods in the order they were
 seen, and within a pod in spec order (init containers first). Invariant I guarantees that
 containers of different pods left in that list would get the same grant; which of them a call
-was for stays *unsure* until the kubelet's record says (`admit`, `reattribute`, `reconcile`). Pure,
+was for stays *unsure* until the kubelet's record says (`admit`, `attribution`, `reconcile`). Pure,
 apart from a lock: the adapters call it from several threads.
 """
 
@@ -28,20 +28,22 @@ from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.node.devices import UnitKind
-from vgpu.node.handoff_match import describe_on, matching, pending_entries
-from vgpu.node.handoff_reconcile import reconcile_entries
-from vgpu.node.handoff_types import (
+from vgpu.node.handoff.entries import (
     KINDS,
+    Attribution,
     Candidate,
     GrantedContainer,
     HeldDevices,
     PodEntry,
     check_assignment,
 )
+from vgpu.node.handoff.matching import describe_on, matching, pending_entries
+from vgpu.node.handoff.reconcile import reconcile_entries
 from vgpu.node.podspec import PodInfo, cores_limit
 
 __all__ = [
     "KINDS",
+    "Attribution",
     "Candidate",
     "GrantedContainer",
     "Handoff",
@@ -144,25 +146,6 @@ class Handoff:
                 )
             return out
 
-    def waiting_unassigned(self, kind: UnitKind, size: int) -> list[PodKey]:
-        """Unassigned pods not yet started that ask `size` devices of `kind` somewhere: an
-        Allocate of that size could be theirs, whatever IDs it carries."""
-        holders = {h.pod for h in self.unassigned_held}
-        with self._lock:
-            return [
-                key
-                for key, e in self._pods.items()
-                if e.assignment is None
-                and e.info.phase in ("", "Pending")
-                and key not in holders
-                and any(e.ask(c, kind) == size for c in e.info.containers)
-            ]
-
-    def pending_on(self, gpus: Iterable[str]) -> list[str]:
-        """What the ledger holds on these GPUs, for refusal messages."""
-        with self._lock:
-            return describe_on(self._pods, set(gpus))
-
     def admit(
         self,
         pod: PodKey,
@@ -184,36 +167,62 @@ class Handoff:
                 if unsure or entry.unsure:
                     entry.unsure.add((container, kind))
 
-    def reattribute(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
-        """An Allocate matched no pending container: an unsure attribution there took the
-        caller's container for another pod's call, and this call is that container's own (the
-        kubelet allocates a container once). Any of them gives the same grant; which one it
-        was stays unsure until the kubelet's record says (`reconcile`)."""
+    def attribution(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Attribution:
+        """What an Allocate of `size` devices of `kind` on `gpus` is judged on, in one hold of
+        the lock (`Attribution`). With no pending container there and no unassigned pod waiting
+        with that ask, an unsure attribution there may be taken back: it took the caller's
+        container for another pod's call, and this call is that container's own (the kubelet
+        allocates a container once); which one it was stays unsure until the kubelet's record
+        says (`reconcile`)."""
         with self._lock:
-            for entry, container in matching(self._pods, kind, size, gpus, pending=False):
-                if (container.name, kind) in entry.unsure:
-                    shares = entry.shares[container.name]
-                    return Candidate(
-                        entry.info.key,
-                        container,
-                        shares,
-                        cores_limit(entry.info),
-                        uid=entry.info.uid,
-                    )
-            return None
+            pending = self.candidates(kind, size, gpus)
+            unassigned = self._waiting_unassigned(kind, size)
+            taken_back = None if pending or unassigned else self._taken_back(kind, size, gpus)
+            chosen = pending[0] if pending else taken_back
+            return Attribution(
+                pending[0] if pending else None,
+                taken_back,
+                chosen is not None and self._others_waiting(kind, size, gpus, chosen.pod),
+                tuple(self.candidates(kind, size)),
+                tuple(unassigned),
+                tuple(describe_on(self._pods, set(gpus))),
+            )
 
-    def others_waiting(self, kind: UnitKind, size: int, gpus: frozenset[str], pod: PodKey) -> bool:
+    def _waiting_unassigned(self, kind: UnitKind, size: int) -> list[PodKey]:
+        """Unassigned pods not yet started that ask `size` devices of `kind` somewhere: an
+        Allocate of that size could be theirs, whatever IDs it carries."""
+        holders = {h.pod for h in self.unassigned_held}
+        return [
+            key
+            for key, e in self._pods.items()
+            if e.assignment is None
+            and e.info.phase in ("", "Pending")
+            and key not in holders
+            and any(e.ask(c, kind) == size for c in e.info.containers)
+        ]
+
+    def _taken_back(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> Candidate | None:
+        """An unsure attribution asking `size` of `kind` on `gpus`, which a call matching no
+        pending container may take back."""
+        for entry, container in matching(self._pods, kind, size, gpus, pending=False):
+            if (container.name, kind) in entry.unsure:
+                shares = entry.shares[container.name]
+                return Candidate(
+                    entry.info.key, container, shares, cores_limit(entry.info), uid=entry.info.uid
+                )
+        return None
+
+    def _others_waiting(self, kind: UnitKind, size: int, gpus: frozenset[str], pod: PodKey) -> bool:
         """Whether another pod than `pod` may still wait with a container asking `size` of
         `kind` on `gpus`: one not yet allocated (at any position: after an unsure attribution
         a pod's calls come at other positions than the ledger expects) or unsurely allocated."""
-        with self._lock:
-            waiting = matching(self._pods, kind, size, gpus, pending=True)
-            waiting += [
-                (e, c)
-                for e, c in matching(self._pods, kind, size, gpus, pending=False)
-                if (c.name, kind) in e.unsure
-            ]
-            return any(e.info.key != pod for e, _ in waiting)
+        waiting = matching(self._pods, kind, size, gpus, pending=True)
+        waiting += [
+            (e, c)
+            for e, c in matching(self._pods, kind, size, gpus, pending=False)
+            if (c.name, kind) in e.unsure
+        ]
+        return any(e.info.key != pod for e, _ in waiting)
 
     def has_unsure(self) -> bool:
         """Whether some attribution waits for the kubelet's record (reconcile soon)."""
@@ -222,7 +231,7 @@ class Handoff:
 
     def unsure_candidates(self, kind: UnitKind, size: int) -> list[Candidate]:
         """Unsure attributions asking `size` of `kind`: where a call matching no pending
-        container may still belong (`reattribute`), for GetPreferredAllocation to steer to."""
+        container may still belong (`attribution`), for GetPreferredAllocation to steer to."""
         with self._lock:
             return [
                 Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info), uid=e.info.uid)
@@ -342,7 +351,7 @@ class Handoff:
         their pod is part-way through admission).
 
         Returns (pod, message) for containers holding IDs that differ from their assignment and
-        for unassigned pods holding devices (`vgpu.node.handoff_reconcile`).
+        for unassigned pods holding devices (`vgpu.node.handoff.reconcile`).
         """
         with self._lock:
             reports, self.unassigned_held = reconcile_entries(
