@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from vgpu.inspect.layout import columns, memory_pair, mmib, model_name, percent
 from vgpu.inspect.model import GpuView, NodeView, Report
+from vgpu.inspect.real_use import use_cell
 from vgpu.inspect.table import NO_VGPU, pending, summary
 
 
@@ -18,7 +19,7 @@ def render_details(report: Report) -> str:
     if not report.nodes:
         lines.append(NO_VGPU)
     for node in report.nodes:
-        lines += [*_node(node), ""]
+        lines += [*_node(node, report), ""]
     if report.gangs:
         lines += [*_gangs(report), ""]
     if report.unscheduled:
@@ -28,7 +29,7 @@ def render_details(report: Report) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _node(node: NodeView) -> list[str]:
+def _node(node: NodeView, report: Report) -> list[str]:
     state = "Ready" if node.ready else "NotReady"
     head = f"NODE {node.name}  {node.address or '-'}  {state}"
     if node.memory_backend:
@@ -47,6 +48,11 @@ def _node(node: NodeView) -> list[str]:
             ]
             for h in gpu.holders
         ]
+    if report.real_use is not None:  # one more column: what each GPU really uses
+        rows[0].append("REAL USE")
+        at = {g.uuid: i for i, g in enumerate(node.gpus)}
+        rows[1:] = [[*r, use_cell(report.use_of(node.gpus[at[r[5]]])) if r[5] in at else ""]
+                    for r in rows[1:]]  # fmt: skip
     u = node.usage
     total = (
         f"  total: cores {u.cores_used}/{u.cores_total} ({percent(u.cores_percent)}), memory "
