@@ -256,3 +256,22 @@ def test_the_policies_and_the_extender_bind_a_namespace_to_the_same_queue(
     assert gated(objs, pod(), _namespace(name, labels)) == expected
     assert (refusals(objs, None, pod({"vgpu.io/queue": expected or "x"}), "alice",
                      _namespace(name, labels)) == []) == (expected is not None)  # fmt: skip
+
+
+def test_queues_on_a_kubernetes_without_mutating_admission_policy_are_refused_at_render() -> None:
+    """Without the policy no pod is gated, so queues would silently hold nothing: 1.35 is
+    refused in one line naming the value and the fix, unless it serves the beta API."""
+    import chart  # hack/chart.py, on sys.path through tests.deploy.test_chart
+    import yaml
+
+    _helm_or_skip()
+    sets = {"queues__enabled": "true", "queues__list[0]__name": "a",
+            "queues__list[0]__namespaces[0]": "a"}  # fmt: skip
+    with pytest.raises(Exception, match=r"queues.enabled: Kubernetes v1.35.0 serves no Mutating"):
+        render(kube_version="v1.35.0", **sets)
+    args = ["template", "vgpu", str(chart.CHART), "-n", "gpu", "--kube-version", "v1.35.0",
+            "--api-versions", "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy"]  # fmt: skip
+    args += [f"--set={k.replace('__', '.')}={v}" for k, v in sets.items()]
+    policies = [d for d in yaml.safe_load_all(chart.run_helm(*args)) if d]
+    kinds = {o["apiVersion"] for o in policies if o["kind"] == "MutatingAdmissionPolicy"}
+    assert kinds == {"admissionregistration.k8s.io/v1beta1"}
