@@ -15,12 +15,18 @@ from typing import Any
 
 import pytest
 
-from tests.inspect.builders import gpu_uuid, node
+from tests.inspect.builders import gpu_uuid, node, pod
 from vgpu.inspect.build import build_report
 from vgpu.inspect.cli import main
 from vgpu.inspect.details import render_details
 from vgpu.inspect.export import report_document
-from vgpu.inspect.real_use import AGE_QUERY, BUSY_QUERY, MEMORY_QUERY, from_answers
+from vgpu.inspect.real_use import (
+    AGE_QUERY,
+    BUSY_QUERY,
+    CONTAINER_QUERY,
+    MEMORY_QUERY,
+    from_answers,
+)
 from vgpu.inspect.snapshot import Snapshot
 from vgpu.inspect.table import render_table
 
@@ -28,9 +34,10 @@ T4 = ("Tesla T4", 15360)
 G0, G1, G2 = (gpu_uuid("n1", i) for i in range(3))
 
 
-def _vector(values: Mapping[str, float]) -> dict[str, Any]:
+def _vector(values: Mapping[str, float], **labels: str) -> dict[str, Any]:
     result = [
-        {"metric": {"gpu": g, "node": "n1"}, "value": [1.0, str(v)]} for g, v in values.items()
+        {"metric": {"gpu": g, "node": "n1"} | labels, "value": [1.0, str(v)]}
+        for g, v in values.items()
     ]
     return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
@@ -39,11 +46,13 @@ ANSWERS = {
     MEMORY_QUERY: _vector({G0: 3 * 1024**3, G1: 512 * 1024**2}),
     BUSY_QUERY: _vector({G0: 0.45, G1: 0.0}),
     AGE_QUERY: _vector({G0: 12.0, G1: 600.0}),
+    CONTAINER_QUERY: _vector({G0: 2 * 1024**3}, namespace="t", pod="p", container="main"),
 }
 
 
 def _report(answers: Mapping[str, Any] = ANSWERS) -> Any:
-    report = build_report(Snapshot((node("n1", [T4] * 3),), ()), ())
+    holder = pod("t/p", node="n1", shares={"main": [(0, 50, 8192)]})
+    report = build_report(Snapshot((node("n1", [T4] * 3),), (holder,)), ())
     return dataclasses.replace(report, real_use=from_answers("prom", answers))
 
 
@@ -63,6 +72,12 @@ def test_details_and_json_carry_the_same_figures() -> None:
     assert gpus[0]["realUse"] == {"memoryUsedMiB": 3072.0, "busyPercent": 45.0,
                                   "ageSeconds": 12.0, "stale": False}  # fmt: skip
     assert gpus[1]["realUse"]["stale"] is True and gpus[2]["realUse"] is None
+    assert gpus[0]["holders"][0]["realMemoryUsedMiB"] == 2048.0
+
+
+def test_details_show_each_containers_memory_in_use_beside_its_grant() -> None:
+    (holder,) = [line for line in render_details(_report()).splitlines() if "t/p [main]" in line]
+    assert holder.split()[-4:] == ["50", "8Gi", "admitted", "2Gi"]
 
 
 def test_without_the_flag_nothing_changes() -> None:

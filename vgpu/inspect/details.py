@@ -7,8 +7,8 @@ not yet allocated by the kubelet).
 from __future__ import annotations
 
 from vgpu.inspect.layout import columns, memory_pair, mmib, model_name, percent
-from vgpu.inspect.model import GpuView, NodeView, Report
-from vgpu.inspect.real_use import use_cell
+from vgpu.inspect.model import GpuView, Holder, NodeView, Report
+from vgpu.inspect.real_use import container_cell, use_cell
 from vgpu.inspect.table import NO_VGPU, pending, summary
 
 
@@ -34,9 +34,10 @@ def _node(node: NodeView, report: Report) -> list[str]:
     head = f"NODE {node.name}  {node.address or '-'}  {state}"
     if node.memory_backend:
         head += f"  memory held by: {node.memory_backend}"
-    rows = [["GPU", "MODEL", "CORES", "MEMORY", "HEALTH", "UUID"]]
+    real = report.real_use is not None  # --prometheus: one more column, what is really used
+    rows = [["GPU", "MODEL", "CORES", "MEMORY", "HEALTH", "UUID", *["REAL USE"] * real]]
     for gpu in node.gpus:
-        rows.append(_gpu_row(gpu))
+        rows.append([*_gpu_row(gpu), *_real(report, gpu)])
         rows += [
             [
                 "",
@@ -45,14 +46,10 @@ def _node(node: NodeView, report: Report) -> list[str]:
                 mmib(h.memory_mmib),
                 "admitted" if h.admitted else "pending",
                 "",
+                *_real(report, gpu, h),
             ]
             for h in gpu.holders
         ]
-    if report.real_use is not None:  # one more column: what each GPU really uses
-        rows[0].append("REAL USE")
-        at = {g.uuid: i for i, g in enumerate(node.gpus)}
-        rows[1:] = [[*r, use_cell(report.use_of(node.gpus[at[r[5]]])) if r[5] in at else ""]
-                    for r in rows[1:]]  # fmt: skip
     u = node.usage
     total = (
         f"  total: cores {u.cores_used}/{u.cores_total} ({percent(u.cores_percent)}), memory "
@@ -60,6 +57,16 @@ def _node(node: NodeView, report: Report) -> list[str]:
         f"pending {pending(u)}"
     )
     return [head, *columns(rows, indent="  ", gap=2), total]
+
+
+def _real(report: Report, gpu: GpuView, holder: Holder | None = None) -> list[str]:
+    """The REAL USE cell of a GPU's row or of one of its holders' (none without --prometheus)."""
+    real = report.real_use
+    if real is None:
+        return []
+    if holder is None:
+        return [use_cell(report.use_of(gpu))]
+    return [container_cell(real.container_mib(holder.pod, holder.container, gpu.uuid))]
 
 
 def _gpu_row(gpu: GpuView) -> list[str]:

@@ -22,6 +22,9 @@ def report_document(report: Report) -> dict[str, Any]:
         for node, n in zip(doc["nodes"], report.nodes, strict=True):
             for gpu, g in zip(node["gpus"], n.gpus, strict=True):
                 gpu["realUse"] = use_document(report.use_of(g))
+                for holder, h in zip(gpu["holders"], g.holders, strict=True):
+                    used = report.real_use.container_mib(h.pod, h.container, g.uuid)
+                    holder["realMemoryUsedMiB"] = None if used is None else round(used, 1)
     return doc
 
 

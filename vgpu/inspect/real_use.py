@@ -1,11 +1,12 @@
 """Real use per GPU, beside the grants: memory in use and how busy each GPU is, as the node
 agents measure them through the driver (NVML) and export them (`vgpu_gpu_memory_used_bytes`,
-`vgpu_gpu_utilization_ratio`, labelled by GPU UUID; `vgpu.agent.usage`).
+`vgpu_gpu_utilization_ratio`, labelled by GPU UUID; per container on each GPU
+`vgpu_container_gpu_memory_used_bytes`; `vgpu.agent.usage`).
 
 Grants say what pods may use; an operator also asks what they do use (an idle 50-core grant,
 a GPU at 100% with little granted). The agents publish these figures only as metrics, not on
 the API server (a patch per sample would be churn every watcher pays for), so the report reads
-them from the Prometheus that scrapes the agents: the three instant queries below, whose
+them from the Prometheus that scrapes the agents: the four instant queries below, whose
 answers this module reads. A figure older than `STALE_S` is shown marked stale; a GPU without
 one shows "-". Pure: the caller asks Prometheus (`vgpu.inspect.real_use_read`).
 """
@@ -13,7 +14,7 @@ one shows "-". Pure: the caller asks Prometheus (`vgpu.inspect.real_use_read`).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.inspect.layout import memory
@@ -21,7 +22,8 @@ from vgpu.inspect.layout import memory
 MEMORY_QUERY = "vgpu_gpu_memory_used_bytes"
 BUSY_QUERY = "vgpu_gpu_utilization_ratio"
 AGE_QUERY = "time() - timestamp(vgpu_gpu_memory_used_bytes)"
-QUERIES = (MEMORY_QUERY, BUSY_QUERY, AGE_QUERY)
+CONTAINER_QUERY = "vgpu_container_gpu_memory_used_bytes"
+QUERIES = (MEMORY_QUERY, BUSY_QUERY, AGE_QUERY, CONTAINER_QUERY)
 STALE_S = 120.0
 """Seconds after which a sample is shown stale: several scrapes missed (the chart's scrape
 interval is 30 s)."""
@@ -47,12 +49,18 @@ class RealUse:
     gpus: Mapping[str, GpuUse]
     problem: str = ""
     """Why nothing could be read ("" when it was)."""
+    containers: Mapping[tuple[str, str, str], float] = field(default_factory=dict)
+    """(namespace/pod, container, GPU UUID) -> MiB of that GPU's memory the container uses."""
+
+    def container_mib(self, pod: str, container: str, gpu: str) -> float | None:
+        return self.containers.get((pod, container, gpu))
 
 
 def from_answers(source: str, answers: Mapping[str, Any]) -> RealUse:
     """Real use from the Prometheus HTTP API's answers to `QUERIES` (query -> JSON body)."""
     try:
-        memory_b, busy, age = (_vector(answers.get(q), q) for q in QUERIES)
+        memory_b, busy, age = (_by_gpu(answers.get(q), q) for q in QUERIES[:3])
+        per_container = _vector(answers.get(CONTAINER_QUERY), CONTAINER_QUERY, _CONTAINER)
     except ValueError as err:
         return RealUse(source, {}, str(err))
     gpus = {
@@ -63,25 +71,35 @@ def from_answers(source: str, answers: Mapping[str, Any]) -> RealUse:
         )
         for uuid in sorted(memory_b.keys() | busy.keys())
     }
-    return RealUse(source, gpus)
+    containers = {
+        (f"{ns}/{pod}", c, gpu): v / MIB for (ns, pod, c, gpu), v in per_container.items()
+    }
+    return RealUse(source, gpus, containers=containers)
 
 
-def _vector(body: object, query: str) -> dict[str, float]:
-    """GPU UUID -> value of an instant vector answer; ValueError naming the query if it is not
-    one."""
+_CONTAINER = ("namespace", "pod", "container", "gpu")
+
+
+def _by_gpu(body: object, query: str) -> dict[str, float]:
+    return {key[0]: value for key, value in _vector(body, query, ("gpu",)).items()}
+
+
+def _vector(body: object, query: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+    """The values of an instant vector answer by their `labels`; ValueError naming the query
+    if it is not one."""
     if not isinstance(body, Mapping) or body.get("status") != "success":
         error = body.get("error") if isinstance(body, Mapping) else None
         raise ValueError(f"Prometheus did not answer {query!r}: {error or 'no success status'}")
     data = body.get("data") or {}
     if not isinstance(data, Mapping) or data.get("resultType") != "vector":
         raise ValueError(f"Prometheus answered {query!r} with no instant vector")
-    out: dict[str, float] = {}
+    out: dict[tuple[str, ...], float] = {}
     for sample in data.get("result") or []:
         try:
-            uuid = str(sample["metric"]["gpu"])
-            out[uuid] = float(sample["value"][1])
+            key = tuple(str(sample["metric"][label]) for label in labels)
+            out[key] = float(sample["value"][1])
         except (KeyError, IndexError, TypeError, ValueError):
-            continue  # a series without a GPU label or a value: not a GPU's figure
+            continue  # a series without the labels or a value: not a figure of ours
     return out
 
 
@@ -93,6 +111,11 @@ def use_cell(use: GpuUse | None) -> str:
     busy = "?" if use.busy_percent is None else f"{use.busy_percent:.0f}%"
     text = f"{used} {busy}"
     return f"{text} (stale {use.age_s:.0f}s)" if use.stale else text
+
+
+def container_cell(mib: float | None) -> str:
+    """A container's GPU memory in use on one GPU (`-` when not measured)."""
+    return "-" if mib is None else memory(mib)
 
 
 def use_document(use: GpuUse | None) -> dict[str, Any] | None:
