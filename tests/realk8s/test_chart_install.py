@@ -3,13 +3,16 @@ installed every vgpu object, so the documented server-side dry run and a real up
 against it; the chart's queue objects work (a pod of a bound namespace that names no scheduler
 and no queue is labelled, gated, released by the leader and placed); `kubectl inspect vgpu
 --queues` names the leader and the configuration in force and gives a held pod the leader's
-own reason; the agents' metrics are open."""
+own reason; the agents' metrics are open, and the chart's alerts evaluated over a real scrape
+fire nothing (and, without the extender's series, only the alerts saying it is missing)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -19,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from tests.deploy.test_alert_rules import Series, alert_rules, fires, steady
 from tests.deploy.test_chart import _helm_or_skip
 from tests.realk8s import chart_install, pods
 from tests.realk8s.cluster import RealCluster
@@ -111,3 +116,47 @@ def test_the_agents_metrics_are_open(charted: RealCluster) -> None:
     url = f"http://127.0.0.1:{flag.split('=', 1)[1]}/metrics"
     with urllib.request.urlopen(url, timeout=10) as reply:
         assert b"vgpu_gpu_info" in reply.read()
+
+
+def _scrape(cluster: RealCluster) -> dict[str, str]:
+    """The leading extender's and each agent's /metrics, as Prometheus would scrape them."""
+    context = ssl.create_default_context(cafile=str(cluster.pki / "ca.crt"))
+    url = f"https://127.0.0.1:{cluster.ports['extender']}/metrics"
+    with urllib.request.urlopen(url, context=context, timeout=10) as reply:
+        texts = {"extender": reply.read().decode()}
+    for name, spec in cluster.nodes.items():
+        (flag,) = [f for f in spec.agent_flags if f.startswith("--metrics-port=")]
+        agent = f"http://127.0.0.1:{flag.split('=', 1)[1]}/metrics"
+        with urllib.request.urlopen(agent, timeout=10) as reply:
+            texts[f"agent-{name}"] = reply.read().decode()
+    return texts
+
+
+def _series(texts: list[str], minutes: int = 40) -> Series:
+    """Every sample held steady for `minutes` (a settled cluster: counters do not move)."""
+    out: Series = {}
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if not math.isfinite(s.value):
+                    continue
+                labels = ",".join(f"{k}={json.dumps(v)}" for k, v in sorted(s.labels.items()))
+                out[f"{s.name}{{{labels}}}"] = steady(s.value, minutes)
+    return out
+
+
+def test_the_charts_alerts_fire_nothing_on_a_real_scrape_and_only_the_extenders_without_it(
+    charted: RealCluster,
+) -> None:
+    """The chart's own rules, by Prometheus's engine (`.bin/promql`), over what this cluster
+    exports: silent while it is healthy; with the extender's series gone, only the alerts that
+    say the extender is missing."""
+    _helm_or_skip("promql")
+    texts = _scrape(charted)
+    healthy = _series(list(texts.values()))
+    assert any(k.startswith("vgpu_extender_binding_ready") for k in healthy)
+    assert any(k.startswith("vgpu_gpu_memory_capacity_bytes") for k in healthy)
+    assert [a for a in alert_rules() if fires(a, healthy)] == []
+    without = _series([t for who, t in texts.items() if who != "extender"])
+    fired = {a for a in alert_rules() if fires(a, without)}
+    assert fired == {"VgpuExtenderNotReady", "VgpuExtenderNoLeader"}
