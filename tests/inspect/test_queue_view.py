@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tests.inspect.builders import node, pod
 from tests.inspect.test_queues import A100, _config, _queued
 from vgpu.api.queue_record import IN_FORCE_ANNOTATION, encode_in_force
@@ -119,3 +122,42 @@ def test_a_saved_snapshot_keeps_the_queue_gate_and_the_leaders_record() -> None:
 def test_a_pod_without_the_gate_is_not_held() -> None:
     report = queue_report(_cluster(pod("qa/x", asks={"main": (50, 0)}), lease=None), GOOD)
     assert report.held == ()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["qa", "qb", "qc"]),
+            st.sampled_from([10, 50, 100, 200]),
+            st.booleans(),
+            st.integers(0, 40),
+        ),
+        max_size=8,
+    ),
+    st.lists(st.integers(1, 4), min_size=2, max_size=2),
+)
+def test_text_and_json_say_the_same_for_any_queues_and_pods(
+    asks: list[tuple[str, int, bool, int]], weights: list[int]
+) -> None:
+    """Every figure of -o json is in the text's row for its queue and dimension, and every
+    held pod's reason is in the text, whatever the pods and weights."""
+    config = _config(
+        *({"name": q, "weight": w} for q, w in zip(("qa", "qb"), weights, strict=True))
+    )
+    made = [
+        _queued(f"{q}/p{i}", q, cores, held=held, blocks=blocks if cores < 100 else 0,
+                **({} if held else {"node": "n1"}))
+        for i, (q, cores, held, blocks) in enumerate(asks)
+    ]  # fmt: skip
+    report = queue_report(_cluster(*made, lease=_lease("e", encode_in_force("e", config))), config)
+    text, doc = render_queues(report), as_dict(report)
+    rows = [line.split() for line in text.splitlines()]
+    for q in doc["queues"]:
+        (start,) = [i for i, r in enumerate(rows) if r[:2] == [q["name"], str(q["weight"])]]
+        cores, memory = rows[start][-3:], rows[start + 1][-3:]
+        for i, key in enumerate(("deserved", "allocated", "pending")):
+            assert (cores[i], memory[i]) == (str(q[key]["cores"]), str(q[key]["memory"]))
+        assert rows[start][2] == f"{q['share']:.2f}"
+    for h in doc["held"]:
+        assert h["why"] in text and h["pod"] in text
