@@ -5,6 +5,7 @@ and -o json say the same."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -16,7 +17,13 @@ from tests.inspect.test_queues import A100, _config, _queued
 from vgpu.api.queue_record import IN_FORCE_ANNOTATION, encode_in_force
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
-from vgpu.inspect.queues import NO_LEADER, as_dict, queue_report, render_queues
+from vgpu.inspect.queues import (
+    NO_LEADER,
+    REFUSED_NONE_IN_FORCE,
+    as_dict,
+    queue_report,
+    render_queues,
+)
 from vgpu.inspect.snapshot import Snapshot, dumps, loads
 
 GOOD = _config({"name": "qa", "weight": 2})
@@ -78,6 +85,15 @@ def test_a_refused_configmap_shows_the_leaders_configuration_in_force() -> None:
     assert "not configured" not in report.held[0].why
     text = render_queues(report)
     assert "refused: queues[0].weight" in text and "the leader's last good configuration" in text
+
+
+def test_a_refused_configmap_with_nothing_known_in_force_says_so_for_each_held_pod() -> None:
+    held = _queued("qa/p", "qa", 50, held=True)
+    unread = dataclasses.replace(_cluster(held, lease=None), lease_read=False)
+    report = queue_report(unread, BAD)  # the Lease unread: who runs queues is unknown
+    assert report.in_force == "none" and report.queues == ()
+    assert report.held[0].why == REFUSED_NONE_IN_FORCE
+    assert "In force: not known" in render_queues(report)
 
 
 def test_without_the_leaders_record_held_pods_are_said_to_wait_for_no_one() -> None:

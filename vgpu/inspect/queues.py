@@ -81,6 +81,7 @@ class QueueReport:
 
 
 UNKNOWN = "?"
+REFUSED_NONE_IN_FORCE = "the queue configuration is refused and none is known in force"
 
 
 def queue_report(
@@ -101,27 +102,42 @@ def queue_report(
     for job, reason in outcome.waiting.items():
         if "cap" in reason:
             why.update(dict.fromkeys(grouped.members[job], reason))
-    configured = {s.name for s in config.queues}
     lines = []
     for spec in config.queues:
         held = grouped.book.by_queue.get(spec.name, ZERO)
         due = outcome.deserved.get(spec.name, ZERO)
         pending = grouped.pending.get(spec.name, ZERO)
         lines.append(QueueLine(spec.name, spec.weight, due, held, pending, share(held, due)))
-    held_lines = []
-    for r in sorted(recs, key=lambda r: (r.pod.queue, r.pod.key)):
-        if not r.pod.gated:
-            continue
-        reason = why.get(r.pod.key, LEADER_DECIDES)
-        if r.pod.queue not in configured and in_force != "none":
-            reason = f"queue {r.pod.queue} is not configured"
-        said = leader_words(r.raw, snapshot.events)
-        if said:
-            held_lines.append(HeldLine(r.pod.key, r.pod.queue, r.pod.ask, said, "leader"))
-        else:
-            reason = NO_LEADER if not leader else reason
-            held_lines.append(HeldLine(r.pod.key, r.pod.queue, r.pod.ask, reason))
+    configured = {s.name for s in config.queues} if in_force != "none" else None
+    held_lines = [
+        _held(r, why, configured, leader, snapshot.events)
+        for r in sorted(recs, key=lambda r: (r.pod.queue, r.pod.key))
+        if r.pod.gated
+    ]
     return QueueReport(tuple(lines), tuple(held_lines), cap, problem, leader, in_force, unit_mib)
+
+
+def _held(
+    r: _Rec,
+    why: Mapping[str, str],
+    configured: set[str] | None,
+    leader: str,
+    events: Sequence[Mapping[str, Any]],
+) -> HeldLine:
+    """A held pod and why it waits: the leader's latest words when it said any, else what the
+    configuration alone tells (`configured` None: no configuration is known in force)."""
+    said = leader_words(r.raw, events)
+    if said:
+        return HeldLine(r.pod.key, r.pod.queue, r.pod.ask, said, "leader")
+    if not leader:
+        reason = NO_LEADER
+    elif configured is None:
+        reason = REFUSED_NONE_IN_FORCE
+    elif r.pod.queue not in configured:
+        reason = f"queue {r.pod.queue} is not configured"
+    else:
+        reason = why.get(r.pod.key, LEADER_DECIDES)
+    return HeldLine(r.pod.key, r.pod.queue, r.pod.ask, reason)
 
 
 def _record(snapshot: Snapshot) -> tuple[InForce | None, str]:
