@@ -91,6 +91,8 @@ spec:
     Needs python3 >= 3.11 on PATH (or VGPU_PYTHON). To read a live cluster it also needs the
     Python packages kubernetes and PyYAML: pip install 'kubernetes>=37,<38' PyYAML
     Reading needs the ClusterRole vgpu-inspect bound to you (the chart creates it).
+    Krew links it as kubectl-inspect_vgpu: run it as `kubectl inspect-vgpu` (a
+    kubectl-inspect-vgpu on PATH, as pip installs it, is `kubectl inspect vgpu`).
   platforms:
   - selector:
       matchExpressions:
