@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import threading
-import urllib.parse
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.inspect.builders import gpu_uuid, node, pod
+from tests.prometheus_stub import serving
 from vgpu.inspect.build import build_report
 from vgpu.inspect.cli import main
 from vgpu.inspect.details import render_details
@@ -96,26 +94,8 @@ def test_a_prometheus_error_is_one_line_and_every_gpu_shows_a_dash() -> None:
 @pytest.fixture
 def prometheus() -> Iterator[str]:
     """A Prometheus query API answering `ANSWERS`."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)["query"][0]
-            body = json.dumps(ANSWERS[query]).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *_: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    thread.join()
-    server.server_close()
+    with serving(ANSWERS) as url:
+        yield url
 
 
 def _saved(tmp_path: Path) -> Path:

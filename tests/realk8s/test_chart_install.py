@@ -26,6 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.deploy.test_alert_rules import Series, alert_rules, fires, steady
 from tests.deploy.test_chart import _helm_or_skip
+from tests.prometheus_stub import serving
 from tests.realk8s import chart_install, pods
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.nodes import NodeSpec
@@ -77,7 +78,19 @@ def _get(cluster: RealCluster, namespace: str, name: str) -> Obj:
     return cluster.admin.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
 
 
+def _policies_in_effect(cluster: RealCluster, namespace: str) -> None:
+    """Wait until the API server applies the chart's mutating policies to a new pod (a dry-run
+    create): it loads policies asynchronously after they are written."""
+    path = f"/api/v1/namespaces/{namespace}/pods?dryRun=All"
+    wait_until(
+        lambda: "vgpu.io/queue" in (cluster.admin.post(path, _pod("probe", namespace, 10))
+                                    ["metadata"].get("labels") or {}),
+        60, "the chart's mutating policies to be in effect",
+    )  # fmt: skip
+
+
 def test_the_charts_queue_objects_hold_release_and_place_a_pod(charted: RealCluster) -> None:
+    _policies_in_effect(charted, "team-a")
     created = charted.admin.post("/api/v1/namespaces/team-a/pods", _pod("a0", "team-a", 100))
     assert created["metadata"]["labels"]["vgpu.io/queue"] == "team-a"
     assert {"name": "vgpu.io/queue"} in created["spec"]["schedulingGates"]
@@ -100,6 +113,7 @@ def test_inspect_names_the_leader_and_gives_a_held_pod_the_leaders_reason(
     charted: RealCluster,
 ) -> None:
     # a0 holds one of the two GPUs: b0, asking both, does not fit whole
+    _policies_in_effect(charted, "team-b")
     charted.admin.post("/api/v1/namespaces/team-b/pods", _pod("b0", "team-b", 200))
     report = wait_until(
         lambda: (r := _inspect(charted))["held"] and r["held"][0]["source"] == "leader" and r,
@@ -160,3 +174,38 @@ def test_the_charts_alerts_fire_nothing_on_a_real_scrape_and_only_the_extenders_
     without = _series([t for who, t in texts.items() if who != "extender"])
     fired = {a for a in alert_rules() if fires(a, without)}
     assert fired == {"VgpuExtenderNotReady", "VgpuExtenderNoLeader"}
+
+
+def _answers(text: str) -> dict[str, Any]:
+    """What a Prometheus scraping `text` answers to the report's queries (every sample fresh:
+    the age query answers 0 s)."""
+    from vgpu.inspect.real_use import AGE_QUERY, QUERIES
+
+    samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+
+    def vector(name: str, value: Any = None) -> dict[str, Any]:
+        result = [
+            {"metric": dict(s.labels), "value": [0, str(s.value if value is None else value)]}
+            for s in samples
+            if s.name == name
+        ]
+        return {"status": "success", "data": {"resultType": "vector", "result": result}}
+
+    answers = {q: vector(q) for q in QUERIES if q != AGE_QUERY}
+    answers[AGE_QUERY] = vector("vgpu_gpu_memory_used_bytes", 0)
+    return answers
+
+
+def test_inspect_shows_the_agents_real_use_for_the_gpus_it_reports(charted: RealCluster) -> None:
+    """The agent's series name the GPUs by the UUIDs the report shows: every GPU gets a
+    real-use figure, from a Prometheus answering with what the agent exports."""
+    answers = _answers(_scrape(charted)["agent-node-a"])
+    with serving(answers) as url:
+        argv = [sys.executable, "-m", "vgpu", "inspect", "-o", "json", "--kubeconfig",
+                str(charted.kubeconfig("vgpu-inspect-user")), "--prometheus", url]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True)
+    doc = json.loads(done.stdout)
+    assert doc["realUse"]["problem"] == ""
+    gpus = [g for n in doc["nodes"] for g in n["gpus"]]
+    assert gpus and all(g["realUse"] is not None for g in gpus), gpus
+    assert all(g["realUse"]["stale"] is False for g in gpus)
