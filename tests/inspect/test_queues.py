@@ -54,7 +54,7 @@ def test_each_queue_shows_weight_deserved_allocated_pending_and_share() -> None:
     assert float(qa.share) == 1.5 and float(qb.share) == 0.0
     assert [h.pod for h in report.held] == [f"t/b{i}" for i in range(8)]
     table = render_queues(report)
-    assert "QUEUE" in table and "qb      3        300c/80m   0c/0m" in table
+    assert "QUEUE" in table and "qb      3        0.00    cores          300        0" in table
 
 
 def test_held_pods_say_why_they_wait() -> None:
@@ -80,7 +80,7 @@ def test_a_malformed_configuration_is_one_line_naming_the_field() -> None:
     report = queue_report(_cluster(), _config({"name": "qa", "weight": 0}))
     assert report.queues == ()
     assert report.problem.startswith("queues[0].weight: 0 must be a whole number")
-    assert render_queues(report).startswith("The queue configuration is refused: queues[0]")
+    assert "The ConfigMap's queue configuration is refused: queues[0]" in render_queues(report)
 
 
 @pytest.mark.parametrize("output", ["table", "json"])
@@ -100,4 +100,4 @@ def test_the_command_line_reports_queues_from_a_saved_cluster(
         assert doc["queues"][0]["pending"] == {"cores": 50, "memory": 0}
         assert doc["held"][0]["pod"] == "t/p"
     else:
-        assert "qa      2" in out and "t/p" in out
+        assert "qa      2        0.00" in out and "t/p" in out

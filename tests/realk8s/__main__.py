@@ -1,6 +1,7 @@
 """`python -m tests.realk8s up|down DIR`: the test cluster by hand (hack/testcluster.sh wraps it).
 
-`up` builds hack/testcluster, starts the cluster in DIR and returns, leaving it running; DIR/cluster.json
+`up` builds hack/testcluster, starts the cluster in DIR and returns, leaving it running (with
+`--chart`, set up by the Helm chart: `tests.realk8s.chart_install`); DIR/cluster.json
 names the API server, the kubeconfigs (admin and each vgpu service account) and the logs.
 `down` ends the processes `up` recorded in DIR/pids.json.
 """
@@ -26,6 +27,12 @@ def main(argv: list[str]) -> int:
         default="node-a:4xA100-SXM4-80GB,node-b:4xA100-SXM4-80GB",
         help="NAME:FAKE_GPUS,... (default: two nodes of four A100s)",
     )
+    parser.add_argument(
+        "--chart",
+        action="store_true",
+        help="vgpu's objects from `helm install` of charts/vgpu (queues on, agents' metrics "
+        "open), so Helm's dry runs, upgrades and the chart's queue objects work against it",
+    )
     args = parser.parse_args(argv)
     if args.action == "down":
         stopped = Processes.stop_recorded(args.dir)
@@ -39,7 +46,7 @@ def main(argv: list[str]) -> int:
     print(f"built {binary.name} in {seconds:.1f}s", file=sys.stderr)
     nodes = [NodeSpec(*item.split(":", 1)) for item in args.nodes.split(",")]
     args.dir.mkdir(parents=True, exist_ok=True)
-    cluster = RealCluster(args.dir.resolve(), binary, nodes)
+    cluster = RealCluster(args.dir.resolve(), binary, nodes, chart=args.chart)
     try:
         cluster.up()
     except Exception as err:

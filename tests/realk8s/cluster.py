@@ -5,12 +5,14 @@ node a real kubelet on Kubernetes' fake CRI runtime with `vgpu node-agent --fake
 device plugin (tests/realk8s/nodes.py); plus the vgpu extender. All Kubernetes parts come from
 one Go binary (hack/testcluster, `testcluster <component>`).
 
-vgpu's daemons authenticate with tokens of the service accounts in daemonset/rbac (TokenRequest);
+vgpu's daemons authenticate with tokens of the service accounts in daemonset/rbac (TokenRequest;
+with `chart`, those `helm install` of the chart creates: `chart_install`);
 kube-scheduler as the vgpu-scheduler service account; kubelets as system:node:NAME.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import secrets
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.realk8s import configs, manifests, pods
+from tests.realk8s import chart_install, configs, manifests, pods
 from tests.realk8s.nodes import NodeControl, NodeSpec
 from tests.realk8s.objects import POD_GROUP_CRD, cluster_role_binding
 from tests.realk8s.processes import Processes, free_port, wait_until
@@ -39,10 +41,24 @@ class RealCluster(NodeControl):
     """`up()` starts everything and waits until each node's vGPUs are schedulable."""
 
     def __init__(
-        self, root: Path, binary: Path, nodes: list[NodeSpec], *, admission_policy: bool = True
+        self,
+        root: Path,
+        binary: Path,
+        nodes: list[NodeSpec],
+        *,
+        admission_policy: bool = True,
+        chart: bool = False,
     ) -> None:
+        """`chart`: vgpu's objects from `helm install` of the chart (`chart_install`), not
+        POSTed from daemonset/."""
+        if chart:
+            nodes = [
+                dataclasses.replace(n, agent_flags=(*n.agent_flags, *chart_install.agent_flags()))
+                for n in nodes
+            ]
         self.root, self.binary, self.nodes = root, binary, {n.name: n for n in nodes}
         self.admission_policy = admission_policy
+        self.chart = chart
         self.pki = root / "pki"
         self.procs = Processes(root)
         self.ports = {
@@ -86,7 +102,7 @@ class RealCluster(NodeControl):
         pods.show_agent_logs(lambda node: self.procs.log(f"agent-{node}"))
         for name in self.nodes:
             self.start_node(name)
-        self.start_extender("extender-0")
+        self.start_extender("extender-0", None, *(chart_install.extender_flags() * self.chart))
         for name in self.nodes:
             self.wait_node_gpus(name)
         (self.root / "cluster.json").write_text(json.dumps(self.describe(), indent=2))
@@ -108,6 +124,7 @@ class RealCluster(NodeControl):
             "extender": f"https://127.0.0.1:{self.ports['extender']}",
             "nodes": list(self.nodes),
             "logs": str(self.procs.logs),
+            "chart": f"helm release {chart_install.RELEASE} in {SYSTEM}" if self.chart else None,
         }
 
     def _watching(self, component: str) -> tuple[Path, Callable[[], bool]]:
@@ -161,8 +178,15 @@ class RealCluster(NodeControl):
         ]
         if self.admission_policy:  # benchmarks fill nodes with bound pods as admin: no policy
             shipped.append("admission-policy.yaml")
-        for name in shipped:
-            manifests.apply_file(self.admin, DAEMONSET / name)
+        (self.root / "kubeconfigs").mkdir(exist_ok=True)
+        self._admin_kubeconfig()
+        if self.chart:
+            chart_install.install(self.kubeconfig("admin"))
+            for obj in chart_install.queue_namespaces():
+                manifests.create(self.admin, obj)
+        else:
+            for name in shipped:
+                manifests.apply_file(self.admin, DAEMONSET / name)
         # A user of `kubectl inspect vgpu`: the shipped role, granted as its comment says.
         manifests.create(
             self.admin,
@@ -192,7 +216,6 @@ class RealCluster(NodeControl):
                 "automountServiceAccountToken": False,
             },
         )
-        (self.root / "kubeconfigs").mkdir(exist_ok=True)
         for account in ACCOUNTS:
             self.tokens[account] = manifests.service_account_token(self.admin, SYSTEM, account)
             configs.write_kubeconfig(
@@ -201,6 +224,8 @@ class RealCluster(NodeControl):
                 self.pki / "ca.crt",
                 Identity(account, token=self.tokens[account]),
             )
+
+    def _admin_kubeconfig(self) -> None:  # helm, and a person at the cluster, read it
         configs.write_kubeconfig(
             self.kubeconfig("admin"),
             self.server,

@@ -22,7 +22,9 @@ naming the field) and the last good one is kept; with none, nothing is released 
 fail closed). A pod counts only in its namespace's queue (`vgpu.api.queue_namespaces`); when a
 queue is bound by label the namespaces are listed each pass, and until one listing succeeds
 nothing is released. Strict holds are kept across passes and handed to the next leader on the
-leader Lease (`vgpu.extender.strict_holds`).
+leader Lease (`vgpu.extender.strict_holds`). Each pass also carries on the Lease the
+configuration in force and who acts on it (`vgpu.api.queue_record`), and a refused ConfigMap
+fixed again is logged, so an operator sees both from outside.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from collections.abc import Callable, Mapping
 
 from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queue_pods import Queued
+from vgpu.api.queue_record import IN_FORCE_ANNOTATION, QUEUED_EVENT, encode_in_force
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
 from vgpu.core.errors import ConfigError
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
@@ -46,7 +49,7 @@ log = logging.getLogger(__name__)
 EVENTS_PER_PASS = 20
 REFUSED_S = 60.0
 """Seconds reclaim spares a pod whose eviction a PodDisruptionBudget refused."""
-REASON = "VgpuQueued"
+REASON = QUEUED_EVENT
 
 
 class QueueReleaser:
@@ -62,6 +65,7 @@ class QueueReleaser:
         may_act: Callable[[], str | None],
         wall: Callable[[], float] = time.time,
         notes: LeaseNotes | None = None,
+        holder: str = "",
     ) -> None:
         self.api, self.index = api, index
         self._where = (namespace, config_map)
@@ -75,6 +79,10 @@ class QueueReleaser:
         self._decided: Mapping[str, frozenset[str]] = {}
         """The gangs decided and still being released (`vgpu.extender.gang_record`)."""
         self._notes = notes
+        self._holder = holder
+        """This replica's identity, carried with the configuration in force."""
+        self._in_force = "{}"
+        """The `queues.json` text of `_config`."""
         self._asks = ReclaimAsks()
         """Waiting jobs resting after a reclaim ask that found no victims."""
         self._new_term = True
@@ -170,23 +178,33 @@ class QueueReleaser:
 
     def _read_config(self) -> QueueConfig | None:
         namespace, name = self._where
+        text = "{}"
         try:
             data = self.api.get_config_map(namespace, name).get("data") or {}
-            config = read_config(str(data.get(CONFIG_KEY) or "{}"))
+            text = str(data.get(CONFIG_KEY) or "{}")
+            config = read_config(text)
         except KubeNotFound:
             config = QueueConfig()
         except KubeError as err:
             log.warning("cannot read queue configuration %s/%s: %s", namespace, name, err)
-            return self._config
+            return self._told_in_force(self._config)
         except ConfigError as err:
             if str(err) != self._config_problem:
                 log.error(
                     "ConfigMap %s/%s: %s (keeping the last good queues)", namespace, name, err
                 )
                 self._config_problem = str(err)
-            return self._config
+            return self._told_in_force(self._config)
+        if self._config_problem is not None:
+            log.info("ConfigMap %s/%s is readable again: its queues are in force", namespace, name)
         self._config_problem = None
-        self._config = config
+        self._config, self._in_force = config, text
+        return self._told_in_force(config)
+
+    def _told_in_force(self, config: QueueConfig | None) -> QueueConfig | None:
+        """Carry the configuration in force on the Lease (none yet: nothing is carried)."""
+        if config is not None and self._notes is not None:
+            self._notes.carry(IN_FORCE_ANNOTATION, encode_in_force(self._holder, self._in_force))
         return config
 
     def _release(self, queued: Queued) -> None:

@@ -98,6 +98,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         type=Path,
         help="also write the cluster as read to FILE (trimmed; .json for JSON, else YAML)",
     )
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="add REAL USE per GPU (memory in use, busy %%) from the Prometheus that scrapes "
+        "the node agents, e.g. http://prometheus.monitoring:9090",
+    )
     queues_cmd.add_flags(parser)
     parser.set_defaults(run=run)
     return parser
@@ -140,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"No node matches the selector {args.selector!r}.", file=sys.stderr)
                 return 0
             report = build_report(snapshot, wanted, names, now=now, lease=args.extender_lease)
+            if args.prometheus:
+                from vgpu.inspect.real_use_read import read_real_use
+
+                report = dataclasses.replace(report, real_use=read_real_use(args.prometheus))
             if args.namespace:
                 report = only_namespace(report, args.namespace)
             text = render(report, output=args.output, details=args.details, width=_width(args))

@@ -7,7 +7,8 @@ not yet allocated by the kubelet).
 from __future__ import annotations
 
 from vgpu.inspect.layout import columns, memory_pair, mmib, model_name, percent
-from vgpu.inspect.model import GpuView, NodeView, Report
+from vgpu.inspect.model import GpuView, Holder, NodeView, Report
+from vgpu.inspect.real_use import container_cell, use_cell
 from vgpu.inspect.table import NO_VGPU, pending, summary
 
 
@@ -18,7 +19,7 @@ def render_details(report: Report) -> str:
     if not report.nodes:
         lines.append(NO_VGPU)
     for node in report.nodes:
-        lines += [*_node(node), ""]
+        lines += [*_node(node, report), ""]
     if report.gangs:
         lines += [*_gangs(report), ""]
     if report.unscheduled:
@@ -28,14 +29,15 @@ def render_details(report: Report) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def _node(node: NodeView) -> list[str]:
+def _node(node: NodeView, report: Report) -> list[str]:
     state = "Ready" if node.ready else "NotReady"
     head = f"NODE {node.name}  {node.address or '-'}  {state}"
     if node.memory_backend:
         head += f"  memory held by: {node.memory_backend}"
-    rows = [["GPU", "MODEL", "CORES", "MEMORY", "HEALTH", "UUID"]]
+    real = report.real_use is not None  # --prometheus: one more column, what is really used
+    rows = [["GPU", "MODEL", "CORES", "MEMORY", "HEALTH", "UUID", *["REAL USE"] * real]]
     for gpu in node.gpus:
-        rows.append(_gpu_row(gpu))
+        rows.append([*_gpu_row(gpu), *_real(report, gpu)])
         rows += [
             [
                 "",
@@ -44,6 +46,7 @@ def _node(node: NodeView) -> list[str]:
                 mmib(h.memory_mmib),
                 "admitted" if h.admitted else "pending",
                 "",
+                *_real(report, gpu, h),
             ]
             for h in gpu.holders
         ]
@@ -54,6 +57,16 @@ def _node(node: NodeView) -> list[str]:
         f"pending {pending(u)}"
     )
     return [head, *columns(rows, indent="  ", gap=2), total]
+
+
+def _real(report: Report, gpu: GpuView, holder: Holder | None = None) -> list[str]:
+    """The REAL USE cell of a GPU's row or of one of its holders' (none without --prometheus)."""
+    real = report.real_use
+    if real is None:
+        return []
+    if holder is None:
+        return [use_cell(report.use_of(gpu))]
+    return [container_cell(real.container_mib(holder.pod, holder.container, gpu.uuid))]
 
 
 def _gpu_row(gpu: GpuView) -> list[str]:

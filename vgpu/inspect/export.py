@@ -10,11 +10,25 @@ from typing import Any
 
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.model import GpuView, NodeView, Report, Usage
+from vgpu.inspect.real_use import STALE_S, RealUse, use_document
 
 FORMAT_VERSION = 1
 
 
 def report_document(report: Report) -> dict[str, Any]:
+    doc = _document(report)
+    if report.real_use is not None:  # asked for (--prometheus): each GPU's figure or null
+        doc["realUse"] = real_use_document(report.real_use)
+        for node, n in zip(doc["nodes"], report.nodes, strict=True):
+            for gpu, g in zip(node["gpus"], n.gpus, strict=True):
+                gpu["realUse"] = use_document(report.use_of(g))
+                for holder, h in zip(gpu["holders"], g.holders, strict=True):
+                    used = report.real_use.container_mib(h.pod, h.container, g.uuid)
+                    holder["realMemoryUsedMiB"] = None if used is None else round(used, 1)
+    return doc
+
+
+def _document(report: Report) -> dict[str, Any]:
     return {
         "version": FORMAT_VERSION,
         "takenAt": report.taken_at or None,
@@ -61,6 +75,10 @@ def _extender(report: Report) -> dict[str, Any] | None:
         "renewedSecondsAgo": e.age_s,
         "up": e.up,
     }
+
+
+def real_use_document(real: RealUse) -> dict[str, Any]:
+    return {"source": real.source, "problem": real.problem, "staleAfterSeconds": STALE_S}
 
 
 def _mib(mmib: int) -> float | int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.gangs import GangView
 from vgpu.inspect.lease import ExtenderStatus
+from vgpu.inspect.real_use import GpuUse, RealUse
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,3 +129,9 @@ class Report:
     taken_at: str = ""
     extender: ExtenderStatus | None = None
     """Whether the extender is up, when its Lease was looked for (`vgpu.inspect.lease`)."""
+    real_use: RealUse | None = None
+    """The GPUs' real use, when asked for (`--prometheus`; `vgpu.inspect.real_use`)."""
+
+    def use_of(self, gpu: GpuView) -> GpuUse | None:
+        """A GPU's real use (None: not asked, or no figure for it)."""
+        return None if self.real_use is None else self.real_use.gpus.get(gpu.uuid)

@@ -25,7 +25,8 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--queues",
         action="store_true",
-        help="per queue: weight, deserved, allocated, pending, share; held pods and why",
+        help="who runs queues and on which configuration; per queue its weight, share and, "
+        "per dimension, deserved, allocated and pending; held pods and why (the leader's words)",
     )
     parser.add_argument(
         "--queues-config",

@@ -2,7 +2,7 @@
 
 Needs only read access: list nodes, list pods in all namespaces and, when pods name
 scheduler-plugins PodGroups, get those (a missing CRD or permission just leaves their minimum
-unknown); list Events (the extender's InvalidPod) and get the extender's Lease (without
+unknown); list Events (the extender's InvalidPod and VgpuQueued) and get the extender's Lease (without
 permission, the report just says less). Kubernetes errors become `InspectError`s whose message says what to do.
 """
 
@@ -22,8 +22,10 @@ from vgpu.adapters.kube import (
 )
 from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.api.gang import POD_GROUP_LABEL
+from vgpu.api.queue_record import QUEUED_EVENT
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.lease import DEFAULT_LEASE
+from vgpu.inspect.queue_events import is_held
 from vgpu.inspect.snapshot import Snapshot
 from vgpu.inspect.waiting import INVALID_POD
 
@@ -73,7 +75,7 @@ def read_snapshot(
         taken,
         slices,
         claims,
-        events=_invalid_pod_events(api, pods),
+        events=_invalid_pod_events(api, pods) + _queued_events(api, pods),
         extender_lease=extender_lease,
         lease_read=lease_read,
     )
@@ -82,15 +84,25 @@ def read_snapshot(
 def _invalid_pod_events(api: KubeApi, pods: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
     """The extender's InvalidPod Events about pods bound to no node (the only ones the report
     explains); none where the reader may not list Events: the PodScheduled message remains."""
-    if not any(not (p.get("spec") or {}).get("nodeName") for p in pods):
-        return ()
+    wanted = any(not (p.get("spec") or {}).get("nodeName") for p in pods)
+    return _events(api, INVALID_POD) if wanted else ()
+
+
+def _queued_events(api: KubeApi, pods: Iterable[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """The queue leader's VgpuQueued Events, when some pod is held by a queue: its own words on
+    why (`vgpu.inspect.queue_events`); none where the reader may not list Events."""
+    return _events(api, QUEUED_EVENT) if any(is_held(p) for p in pods) else ()
+
+
+def _events(api: KubeApi, reason: str) -> tuple[dict[str, Any], ...]:
+    """Every Event with this reason (none where they may not be listed)."""
     try:
-        listing = api.list_events(field_selector=f"reason={INVALID_POD}")
+        listing = api.list_events(field_selector=f"reason={reason}")
     except (KubeNotFound, KubeForbidden):
         return ()
     except KubeError as e:
-        raise InspectError(f"reading InvalidPod Events failed: {e}") from e
-    return tuple(e for e in listing.items if e.get("reason") == INVALID_POD)
+        raise InspectError(f"reading {reason} Events failed: {e}") from e
+    return tuple(e for e in listing.items if e.get("reason") == reason)
 
 
 def _lease(api: KubeApi, lease: str) -> tuple[bool, dict[str, Any] | None]:

@@ -4,7 +4,8 @@ Each GPU cell is `used/total` cores and memory, suffixed `!` when the GPU is unh
 is what is bound to the node but not yet admitted by its kubelet. When that is wider than the
 terminal (8-GPU nodes make ~200 columns), the cells condense to percentages of each GPU, then
 the IP, the model and the per-GPU columns give way, and last each GPU shows only its fuller
-share (cores or memory); `-d` keeps every detail.
+share (cores or memory); `-d` keeps every detail. With `--prometheus`, REAL USE lists each
+GPU's memory in use and busy % as the agents measure them (`vgpu.inspect.real_use`).
 Pure: Report -> text.
 """
 
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.layout import columns, memory_pair, mmib, model_name, percent
 from vgpu.inspect.model import GpuView, NodeView, Report, Usage
+from vgpu.inspect.real_use import footer, use_cell
 
 UNHEALTHY_MARK = "!"
 NO_VGPU = (
@@ -84,6 +86,11 @@ def _table(report: Report, layout: Layout) -> list[str]:
         header.append(GPUS_HEADER[layout.cell])
     header += ["PENDING", "CORES", "MEMORY"]
     rows = [header, *(_row(n, width, layout) for n in report.nodes)]
+    if report.real_use is not None and layout.cell == "full":  # condensed layouts leave it out
+        rows = [[*rows[0], "REAL USE"]] + [
+            [*row, ", ".join(use_cell(report.use_of(g)) for g in n.gpus)]
+            for row, n in zip(rows[1:], report.nodes, strict=True)
+        ]
     if layout.cell == "full":
         return columns(rows)
     return [*columns(rows, gap=2), NOTES[layout.cell]]
@@ -158,6 +165,8 @@ def summary(report: Report, *, details: bool = False) -> list[str]:
 
 def _footer(report: Report, *, details: bool = False) -> list[str]:
     lines = [report.extender.line()] if report.extender is not None else []
+    if report.real_use is not None:
+        lines.append(footer(report.real_use))
     if report.unscheduled:
         n = len(report.unscheduled)
         more = "" if details else " (-d lists them)"

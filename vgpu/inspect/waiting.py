@@ -27,6 +27,7 @@ from vgpu.core.units import CORES_PER_GPU, validate_cores, validate_memory
 from vgpu.inspect.gangs import GangMembership
 from vgpu.inspect.model import Problem, Unscheduled
 from vgpu.inspect.pods import PodFacts
+from vgpu.inspect.queue_events import about_pod, held_reason, is_held
 from vgpu.inspect.snapshot import Snapshot
 
 Obj = Mapping[str, Any]
@@ -53,6 +54,8 @@ def waiting_pods(
         if not (pod.asks_vgpu or asks.problems):
             continue
         reason, invalid = last_reason(obj, snapshot.events)
+        if is_held(obj):  # the PodScheduled message says only "blocked by scheduling gates"
+            reason = held_reason(obj, snapshot.events)
         why = never_fits(obj, asks, list(inventories.values()))
         if why is not None:
             problems.append(Problem(pod.key, f"can never be scheduled: {why}"))
@@ -143,17 +146,8 @@ def _too_large(
 
 
 def _about(event: Obj, pod: Obj) -> bool:
-    """Whether `event` is an InvalidPod Event about this pod (this very pod when both carry a
-    UID: a pod recreated under the same name is another pod)."""
-    if event.get("reason") != INVALID_POD:
-        return False
-    ref = event.get("involvedObject") or {}
-    meta = pod.get("metadata") or {}
-    if ref.get("name") != meta.get("name"):
-        return False
-    if (ref.get("namespace") or "default") != (meta.get("namespace") or "default"):
-        return False
-    return not (ref.get("uid") and meta.get("uid")) or ref.get("uid") == meta.get("uid")
+    """Whether `event` is an InvalidPod Event about this very pod (`about_pod`)."""
+    return event.get("reason") == INVALID_POD and about_pod(event, pod)
 
 
 def _when(stamp: object) -> datetime:

@@ -188,6 +188,7 @@ class ExtenderDaemon:
             config_map=name,
             may_act=self.why_not_binding,
             notes=self.elector,
+            holder=self.config.leader.identity if self.config.leader is not None else "",
         )
         self.metrics.registry.register(QueueCollector(releaser.figures))
         return releaser
