@@ -210,7 +210,7 @@ def trim_pod(pod: Mapping[str, Any]) -> Obj:
     kept_spec: Obj = {"containers": containers("containers")}
     if spec.get("initContainers"):
         kept_spec["initContainers"] = containers("initContainers")
-    for key in ("nodeName", "schedulerName"):
+    for key in ("nodeName", "schedulerName", "schedulingGates"):  # gates: held in a queue
         if spec.get(key):
             kept_spec[key] = spec[key]
     kept_status: Obj = {"phase": status.get("phase", "Pending")}
