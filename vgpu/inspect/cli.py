@@ -34,6 +34,7 @@ from vgpu.inspect.namespace import only_namespace
 from vgpu.inspect.selector import Test, parse_selector
 from vgpu.inspect.snapshot import Snapshot, dumps, loads
 from vgpu.inspect.table import render_table
+from vgpu.inspect.web import serve_cmd
 
 DESCRIPTION = (
     "Show how the cluster's GPUs are shared: per node and GPU index the cores (100 per GPU) and "
@@ -99,6 +100,7 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="also write the cluster as read to FILE (trimmed; .json for JSON, else YAML)",
     )
     queues_cmd.add_flags(parser)
+    serve_cmd.add_flags(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -116,6 +118,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report; 1 when it cannot be made or a NODE named does not exist."""
+    if args.serve:
+        return _serve(args)
     try:
         names = resource_names(args.resource_domain)
         matches = parse_selector(args.selector) if args.selector else None
@@ -162,6 +166,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: no such node: {', '.join(missing)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """`--serve`: the web view, with the report's errors reported as the report's are."""
+    try:
+        return serve_cmd.run(args)
+    except VgpuError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as e:
+        print(f"error: this needs the Python package {e.name!r}, not installed: "
+              f"{install_hint('cli')}", file=sys.stderr)  # fmt: skip
+        return 1
 
 
 class InspectUsageError(VgpuError):

@@ -115,16 +115,19 @@ def _queued(snapshot: Snapshot, names: ResourceNames, unit_mib: int) -> list[Que
     return out
 
 
+def headline(report: QueueReport) -> str:
+    """The report's first line when there is no queue to show ("": there are queues); the
+    table and the web view both open with it."""
+    if report.problem:
+        return f"The queue configuration is refused: {report.problem}"
+    return "" if report.queues else "No queues are configured."
+
+
 def render_queues(report: QueueReport) -> str:
     """The table of queues, then the held pods with why they wait."""
-    if report.problem:
-        head = f"The queue configuration is refused: {report.problem}\n"
-    elif not report.queues:
-        head = "No queues are configured.\n"
-    else:
-        head = ""
+    head = headline(report)
     c, m = report.capacity
-    out = [head, f"Cluster: {c} cores / {m} memory units\n"]
+    out = [head + "\n" if head else "", f"Cluster: {c} cores / {m} memory units\n"]
     rows = [("QUEUE", "WEIGHT", "DESERVED", "ALLOCATED", "PENDING", "SHARE")]
     for q in report.queues:
         rows.append(

@@ -1,0 +1,118 @@
+"""The web view's HTTP server: the standard library's `ThreadingHTTPServer`, GET and HEAD only.
+
+Read-only by construction: no route changes anything and other methods are refused (501, the
+standard library's answer). Every page comes from the `Refresher`'s newest view; a page that
+fails to render answers 500 with one line and the server goes on. Headers keep the browser
+to the process's own assets (a Content-Security-Policy without inline scripts or styles).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from urllib.parse import parse_qs, urlsplit
+
+from vgpu.inspect.web.detail import node_page, pod_page
+from vgpu.inspect.web.pages import cluster_page
+from vgpu.inspect.web.queuepage import queues_page
+from vgpu.inspect.web.refresh import Refresher
+from vgpu.inspect.web.view import Filter, document
+
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; "
+    "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+def assets() -> dict[str, tuple[str, bytes]]:
+    """The served files: path -> (content type, bytes); the stylesheet's fill widths
+    `w0`..`w100` are generated (the pages use classes, never inline styles)."""
+    folder = resources.files("vgpu.inspect.web") / "assets"
+    css = (folder / "view.css").read_text(encoding="utf-8")
+    css += "".join(f".w{i}{{width:{i}%}}" for i in range(101)) + "\n"
+    return {
+        "/assets/view.css": ("text/css; charset=utf-8", css.encode()),
+        "/assets/view.js": (
+            "text/javascript; charset=utf-8",
+            (folder / "view.js").read_bytes(),
+        ),
+    }
+
+
+Params = Mapping[str, str]
+
+
+def route(refresher: Refresher, path: str, params: Params) -> tuple[int, str, bytes]:
+    """The answer to GET `path`: status, content type, body."""
+    view, status = refresher.current()
+    html = "text/html; charset=utf-8"
+    if path == "/":
+        f = Filter(params.get("model", ""), params.get("node", ""),
+                   params.get("namespace", ""), params.get("q", ""))  # fmt: skip
+        number = int(params["page"]) if params.get("page", "").isdigit() else 1
+        return 200, html, cluster_page(view, f, number, status).encode()
+    if path == "/queues":
+        return 200, html, queues_page(view, status).encode()
+    pages: dict[str, Callable[..., str | None]] = {"/node": node_page, "/pod": pod_page}
+    if path in pages:
+        text = pages[path](view, params.get("name", ""), status)
+        if text is None:
+            return 404, "text/plain; charset=utf-8", b"not in the report\n"
+        return 200, html, text.encode()
+    if path == "/api/view.json":
+        return 200, "application/json", json.dumps(document(view, status)).encode()
+    if path == "/api/status.json":
+        return 200, "application/json", json.dumps(status).encode()
+    if path == "/healthz":
+        return 200, "text/plain; charset=utf-8", b"ok\n"
+    return 404, "text/plain; charset=utf-8", b"no such page\n"
+
+
+def handler(refresher: Refresher, files: Mapping[str, tuple[str, bytes]]) -> type:
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "vgpu-inspect"
+        sys_version = ""
+
+        def do_GET(self) -> None:
+            self._answer(body=True)
+
+        def do_HEAD(self) -> None:
+            self._answer(body=False)
+
+        def _answer(self, *, body: bool) -> None:
+            url = urlsplit(self.path)
+            params = {k: v[0] for k, v in parse_qs(url.query).items()}
+            try:
+                if url.path in files:
+                    code, kind, data = 200, *files[url.path]
+                else:
+                    code, kind, data = route(refresher, url.path, params)
+            except Exception as e:
+                print(f"vgpu inspect --serve: {url.path}: {e!r}", file=sys.stderr)
+                code, kind, data = 500, "text/plain; charset=utf-8", b"the page failed\n"
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in HEADERS.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if body:
+                self.wfile.write(data)
+
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet: a poll every few seconds per open page would flood the log."""
+
+    return Handler
+
+
+def make_server(refresher: Refresher, address: str, port: int) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer((address, port), handler(refresher, assets()))
+    server.daemon_threads = True
+    return server
