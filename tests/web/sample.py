@@ -31,9 +31,12 @@ def hostile_cluster() -> Snapshot:
     return Snapshot((node("n1", [(HOSTILE, 15360), A100]),), pods, (), "2025-01-01T12:00:00Z")
 
 
-def queued(key: str, queue: str, cores: int, *, held: bool, node_name: str = "") -> Obj:
+def queued(key: str, queue: str, cores: int, *, held: bool, on: int | None = None) -> Obj:
+    """A pod of `queue`; `on`: the GPU index of node n1 it is bound to and holds."""
+    shares = None if on is None else {"main": [(on, cores, 81920 * cores // 100)]}
     obj = pod(key, asks={"main": (cores, 0)}, labels={"vgpu.io/queue": queue},
-              node=node_name, phase="Pending")  # fmt: skip
+              node="n1" if on is not None else "", shares=shares,
+              phase="Running" if on is not None else "Pending")  # fmt: skip
     if held:
         obj["spec"]["schedulingGates"] = list(GATE)
     return obj
@@ -42,8 +45,8 @@ def queued(key: str, queue: str, cores: int, *, held: bool, node_name: str = "")
 def queue_cluster() -> tuple[Snapshot, str]:
     """Two queues, one holding a GPU and a half, the other with four held pods."""
     pods = (
-        queued("qa/a1", "qa", 100, held=False, node_name="n1"),
-        queued("qa/a2", "qa", 50, held=False, node_name="n1"),
+        queued("qa/a1", "qa", 100, held=False, on=0),
+        queued("qa/a2", "qa", 50, held=False, on=1),
         *(queued(f"qb/b{i}", "qb", 50, held=True) for i in range(4)),
     )
     config = {"queues": [{"name": q, "weight": w, "namespaces": [q]} for q, w in
