@@ -66,7 +66,7 @@ def _fill(browser: Any, bar: Any) -> float:
 def test_the_grid_shows_every_gpu_with_its_fill(
     browser: Any, site: tuple[str, Path], tmp_path: Path
 ) -> None:
-    url, path = site
+    url, _ = site
     browser.get(url + "/")
     report = build_report(_cluster()[0], (), DEFAULT_NAMES)
     gpus = {(n.name, g.index): g for n in report.nodes for g in n.gpus}
