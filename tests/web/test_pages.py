@@ -158,3 +158,18 @@ def test_stranded_is_a_fraction_and_zero_on_an_empty_or_unhealthy_gpu(
         assert part == 0.0
     if healthy and gpu.cores_used >= 100 and gpu.memory_used_mmib < 15360 * 1000:
         assert part > 0.0  # all cores granted: the free memory cannot be used
+
+
+def test_a_large_cluster_is_paged_and_every_node_is_on_one_page() -> None:
+    from bench.inspect_report import cluster
+    from vgpu.inspect.web.pages import PAGE_NODES
+
+    view = _view(cluster(250, 2))
+    seen: list[str] = []
+    for number in (1, 2, 3):
+        page = Elements(cluster_page(view, Filter(), number, STATUS))
+        rows = [a["data-node"] for a in page.having("data-node")]
+        assert len(rows) == min(PAGE_NODES, 250 - len(seen))
+        seen += rows
+    assert seen == sorted(n.name for n in view.report.nodes)
+    assert 'href="/?page=3"' in cluster_page(view, Filter(), 1, STATUS)

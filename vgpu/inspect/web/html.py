@@ -41,13 +41,12 @@ def width(fraction: float) -> int:
     return max(0, min(100, round(fraction * 100)))
 
 
-def bar(fraction: float, kind: str, label: str) -> str:
-    """A horizontal bar filled to `fraction`, with its value for assistive technology."""
+def bar(fraction: float, kind: str, label: str = "") -> str:
+    """A horizontal bar filled to `fraction`, with its value for assistive technology (no
+    `label`: the element around it says the value, as a grid cell's title does)."""
     w = width(fraction)
-    return (
-        f'<span class="bar {kind}" role="img" aria-label="{esc(label)}" data-fill="{w}">'
-        f'<span class="fill w{w}"></span></span>'
-    )
+    name = f' role="img" aria-label="{esc(label)}"' if label else ""
+    return f'<span class="bar {kind}"{name} data-fill="{w}"><span class="fill w{w}"></span></span>'
 
 
 def table(head: Iterable[str], rows: Iterable[Iterable[str]], *, cls: str = "") -> str:

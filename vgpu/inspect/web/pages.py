@@ -3,7 +3,7 @@
 Pure: a `View` and its filters -> HTML. Each GPU is one cell: its cores and memory fill (what
 is granted, as the report counts it), its colour the stranded fraction (`view.stranded`), its
 model, health and the node's backend. At 1,000 nodes the groups' summary comes first and the
-grid is paged (`PAGE_NODES` nodes a page), so the first page stays small.
+grid is paged (`PAGE_NODES` nodes a page), so the first page stays small (bench/web_view.py).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from vgpu.inspect.model import GpuView, NodeView, Report, Usage
 from vgpu.inspect.web.html import bar, esc, href, link, page, pod_link, table
 from vgpu.inspect.web.view import Filter, View, fills, filtered, stranded, stranded_class
 
-PAGE_NODES = 200
+PAGE_NODES = 100
 
 
 def cluster_page(view: View, f: Filter, number: int, status: Mapping[str, object]) -> str:
@@ -112,24 +112,21 @@ def _node_row(n: NodeView) -> str:
 
 
 def _cell(n: NodeView, g: GpuView) -> str:
+    """One GPU: kept small (a first page holds 800 of them), its words in the title."""
     cores, memory = fills(g)
     part = stranded(g)
     health = "ok" if g.healthy else "UNHEALTHY"
     pods = ", ".join(sorted({h.pod for h in g.holders})) or "no pods"
     title = (
-        f"{n.name} GPU {g.index} {g.model} {health}: cores {g.cores_used}/{g.cores_total}, "
-        f"memory {memory_pair(g.memory_used_mmib, g.memory_mib)}, "
-        f"{round(part * 100)} % stranded; {pods}"
+        f"GPU {g.index} {g.model} {health}: cores {g.cores_used}/{g.cores_total}, memory "
+        f"{memory_pair(g.memory_used_mmib, g.memory_mib)}, {round(part * 100)} % stranded; {pods}"
     )
-    sick = " sick" if not g.healthy else ""
+    sick, mark = ("", "") if g.healthy else (" sick", '<span class="bad">UNHEALTHY</span>')
     return (
-        f'<a class="gpu s{stranded_class(part)}{sick}" href="{href("/node", name=n.name)}#gpu-{g.index}"'
-        f' title="{esc(title)}" data-index="{g.index}" data-cores="{g.cores_used}"'
-        f' data-cores-total="{g.cores_total}" data-stranded="{round(part * 100)}">'
+        f'<a class="gpu s{stranded_class(part)}{sick}" href="{href("/node", name=n.name)}'
+        f'#gpu-{g.index}" title="{esc(title)}" data-index="{g.index}" data-cores="{g.cores_used}">'
         f'<span class="idx">{g.index} {esc(model_name(g.model))}</span>'
-        f"{bar(cores, 'c', f'cores {g.cores_used} of {g.cores_total}')}"
-        f"{bar(memory, 'm', 'memory ' + memory_pair(g.memory_used_mmib, g.memory_mib))}"
-        f"{'' if g.healthy else '<span class=bad>UNHEALTHY</span>'}</a>"
+        f"{bar(cores, 'c')}{bar(memory, 'm')}{mark}</a>"
     )
 
 
