@@ -64,12 +64,13 @@ def chromium() -> Iterator[Any]:
 
 
 @contextmanager
-def serving(snapshot: Path, queues: Path | None = None) -> Iterator[str]:
-    """`vgpu inspect --serve` on a free port over `snapshot`, re-read every second; its URL."""
+def serving(snapshot: Path | None, *flags: str) -> Iterator[str]:
+    """`vgpu inspect --serve` on a free port, re-reading every second, over `snapshot` (None:
+    the cluster `flags` name, e.g. --kubeconfig); its URL."""
     command = [sys.executable, "-m", "vgpu.inspect.cli", "--serve", "--port", "0",
-               "--refresh", "1", "--fake-cluster", str(snapshot)]  # fmt: skip
-    if queues is not None:
-        command += ["--queues-file", str(queues)]
+               "--refresh", "1", *flags]  # fmt: skip
+    if snapshot is not None:
+        command += ["--fake-cluster", str(snapshot)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None

@@ -49,7 +49,7 @@ def site(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     snapshot, config = _cluster()
     path = _save(tmp_path / "cluster.json", snapshot)
     (tmp_path / "queues.json").write_text(config)
-    with serving(path, tmp_path / "queues.json") as url:
+    with serving(path, "--queues-file", str(tmp_path / "queues.json")) as url:
         yield url, path
 
 

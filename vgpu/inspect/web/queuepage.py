@@ -5,24 +5,28 @@ bars' values are that report's, the numbers `inspect --queues -o json` prints.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from vgpu.core.queues.proportion import Vec
 from vgpu.inspect.queues import QueueLine, QueueReport, headline
 from vgpu.inspect.web.html import bar, esc, page, pod_link, table
+from vgpu.inspect.web.sharechart import Sample, share_chart
 from vgpu.inspect.web.view import View
 
 DIMENSIONS = (("cores", 0), ("memory", 1))
 """The dimensions as `--queues -o json` names them, and their place in a `Vec`."""
 
 
-def queues_page(view: View, status: Mapping[str, object]) -> str:
+def queues_page(view: View, status: Mapping[str, object], samples: Sequence[Sample] = ()) -> str:
     report = view.queues
     line = headline(report)
     head = f'<p class="bad">{esc(line)}</p>' if line else ""
     c, m = report.capacity
     body = head + f"<p>Cluster: {c} cores / {m} memory units</p>"
     body += "".join(_queue(q, report) for q in report.queues)
+    if report.queues:
+        body += '<section aria-label="Share over time"><h2>Share over time</h2>'
+        body += share_chart(samples) + "</section>"
     body += _held(report)
     return page("Queues", body, status, view.report.problems)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,7 @@ from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.lease import DEFAULT_LEASE, parse_time
 from vgpu.inspect.snapshot import Snapshot
+from vgpu.inspect.web.sharechart import SAMPLES_KEPT, Sample
 from vgpu.inspect.web.view import View, build_view
 
 Read = Callable[[], tuple[Snapshot, str | None]]
@@ -45,6 +47,7 @@ class Refresher:
         self._read_at: float | None = None
         self._error = ""
         self._generation = 0
+        self._samples: deque[Sample] = deque(maxlen=SAMPLES_KEPT)
         self.changed = threading.Condition(self._lock)
         """Notified after each read (tests wait on it instead of sleeping)."""
 
@@ -65,6 +68,9 @@ class Refresher:
             if _content(view) != _content(self._view) or self._read_at is None:
                 self._generation += 1
             self._view, self._read_at, self._error = view, self._clock(), ""
+            if view.queues.queues:
+                shares = {q.name: float(q.share) for q in view.queues.queues}
+                self._samples.append((self._read_at, shares))
             self.changed.notify_all()
 
     def current(self) -> tuple[View, dict[str, Any]]:
@@ -86,6 +92,11 @@ class Refresher:
             "extenderUp": extender.up if extender is not None else None,
             "intervalSeconds": self.interval_s,
         }
+
+    def samples(self) -> list[Sample]:
+        """Each queue's share at each good read, oldest first (`sharechart`)."""
+        with self._lock:
+            return list(self._samples)
 
     def run(self) -> None:
         """Re-read every `interval_s` until `stop`."""

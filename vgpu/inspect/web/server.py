@@ -59,7 +59,7 @@ def route(refresher: Refresher, path: str, params: Params) -> tuple[int, str, by
         number = int(params["page"]) if params.get("page", "").isdigit() else 1
         return 200, html, cluster_page(view, f, number, status).encode()
     if path == "/queues":
-        return 200, html, queues_page(view, status).encode()
+        return 200, html, queues_page(view, status, refresher.samples()).encode()
     pages: dict[str, Callable[..., str | None]] = {"/node": node_page, "/pod": pod_page}
     if path in pages:
         text = pages[path](view, params.get("name", ""), status)
