@@ -147,7 +147,7 @@ def test_a_namespace_filter_folds_the_other_namespaces_as_inspect_n_does() -> No
     st.lists(st.tuples(st.integers(0, 100), st.integers(0, 15360)), max_size=4),
     st.booleans(),
 )
-def test_stranded_is_a_fraction_and_zero_on_an_empty_or_unhealthy_gpu(
+def test_stranded_is_the_free_part_of_one_dimension_once_the_other_is_full(
     shares: list[tuple[int, int]], healthy: bool
 ) -> None:
     holders = tuple(Holder(f"ns/p{i}", "c", c, m * 1000, True) for i, (c, m) in enumerate(shares))
@@ -156,8 +156,11 @@ def test_stranded_is_a_fraction_and_zero_on_an_empty_or_unhealthy_gpu(
     assert 0.0 <= part <= 1.0
     if not holders or not healthy:
         assert part == 0.0
-    if healthy and gpu.cores_used >= 100 and gpu.memory_used_mmib < 15360 * 1000:
+    cores_full, memory_full = gpu.cores_used >= 100, gpu.memory_used_mmib >= 15360 * 1000
+    if healthy and cores_full and not memory_full:
         assert part > 0.0  # all cores granted: the free memory cannot be used
+    if not cores_full and not memory_full:
+        assert part == 0.0  # an ask can still take some of both
 
 
 def test_a_large_cluster_is_paged_and_every_node_is_on_one_page() -> None:

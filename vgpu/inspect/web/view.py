@@ -101,18 +101,22 @@ def fills(gpu: GpuView) -> tuple[float, float]:
 
 
 def stranded(gpu: GpuView) -> float:
-    """The fraction of the GPU left free in one dimension that the other cannot use (0..1).
+    """The fraction of the GPU left free in one dimension that no ask can use (0..1).
 
     An ask needs cores and memory together, so a GPU whose cores are all granted strands its
-    free memory, and one whose memory is all granted strands its free cores; in between, the
-    free part of the fuller dimension bounds what the other can still serve. This is the
-    lopsided remainder the placement policy's fragmentation measure tries not to leave. An
-    empty or an unhealthy GPU strands nothing (it is free, or nobody can use it).
+    free memory, and one whose memory is all granted strands its free cores: the lopsided
+    remainder the placement policy's fragmentation measure tries not to leave. While both
+    dimensions have room nothing is stranded (an ask can still take both), and an empty or an
+    unhealthy GPU strands nothing (it is free, or nobody can use it).
     """
     if not gpu.holders or not gpu.healthy:
         return 0.0
     cores, memory = fills(gpu)
-    return abs((1.0 - cores) - (1.0 - memory))
+    if cores >= 1.0:
+        return 1.0 - memory
+    if memory >= 1.0:
+        return 1.0 - cores
+    return 0.0
 
 
 def stranded_class(fraction: float) -> int:
