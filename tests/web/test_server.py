@@ -7,6 +7,7 @@ import dataclasses
 import json
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,49 @@ def test_a_port_out_of_range_is_a_usage_error_naming_the_flag(
     with pytest.raises(SystemExit):
         configure(argparse.ArgumentParser()).parse_args(["--serve", "--port", "70000"])
     assert "--port" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback", "allowed"),
+    [
+        ("127.0.0.1:8080", True, True),
+        ("localhost:8080", True, True),
+        ("[::1]:8080", True, True),
+        ("LOCALHOST", True, True),
+        ("evil.example:8080", True, False),
+        ("127.0.0.1.evil.example", True, False),
+        (None, True, False),
+        ("evil.example", False, True),  # bound for others (the chart's Service): their choice
+    ],
+)
+def test_on_loopback_only_loopback_host_names_are_answered(
+    host: str | None, loopback: bool, allowed: bool
+) -> None:
+    from vgpu.inspect.web.server import host_allowed
+
+    assert host_allowed(host, loopback) is allowed
+
+
+def test_a_page_asked_for_under_another_host_name_is_refused(served: Served) -> None:
+    """A page that rebinds its own DNS name to 127.0.0.1 must not read the cluster through us."""
+    request = urllib.request.Request(
+        served.url + "/api/view.json", headers={"Host": "evil.example"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=10)
+    assert refused.value.code == 421
+
+
+def test_an_address_that_cannot_be_bound_is_one_line_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.inspect.scenario import demo_cluster as demo
+    from vgpu.inspect.cli import main
+    from vgpu.inspect.snapshot import dumps
+
+    path = tmp_path / "c.json"
+    path.write_text(dumps(demo(), as_json=True, names=DEFAULT_NAMES))
+    assert (
+        main(["--serve", "--fake-cluster", str(path), "--address", "192.0.2.1", "--port", "0"]) == 1
+    )
+    assert "--address" in capsys.readouterr().err

@@ -8,6 +8,7 @@ to the process's own assets (a Content-Security-Policy without inline scripts or
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -75,7 +76,27 @@ def route(refresher: Refresher, path: str, params: Params) -> tuple[int, str, by
     return 404, "text/plain; charset=utf-8", b"no such page\n"
 
 
-def handler(refresher: Refresher, files: Mapping[str, tuple[str, bytes]]) -> type:
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def host_allowed(host_header: str | None, loopback: bool) -> bool:
+    """Whether to answer a request naming this Host. Bound to a loopback address, the view
+    answers only requests for a loopback name: a web page elsewhere that rebinds its own DNS
+    name to 127.0.0.1 cannot make the browser read the cluster's pods through it. Bound to
+    other addresses (the chart's Service), any name is the operator's choice."""
+    if not loopback:
+        return True
+    host = (host_header or "").strip().lower()
+    if host.startswith("["):  # [::1]:8080
+        host = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        host = host.partition(":")[0]
+    return host in LOOPBACK_NAMES
+
+
+def handler(
+    refresher: Refresher, files: Mapping[str, tuple[str, bytes]], *, loopback: bool = False
+) -> type:
     class Handler(BaseHTTPRequestHandler):
         server_version = "vgpu-inspect"
         sys_version = ""
@@ -90,7 +111,9 @@ def handler(refresher: Refresher, files: Mapping[str, tuple[str, bytes]]) -> typ
             url = urlsplit(self.path)
             params = {k: v[0] for k, v in parse_qs(url.query).items()}
             try:
-                if url.path in files:
+                if not host_allowed(self.headers.get("Host"), loopback):
+                    code, kind, data = 421, "text/plain; charset=utf-8", b"unknown Host\n"
+                elif url.path in files:
                     code, kind, data = 200, *files[url.path]
                 else:
                     code, kind, data = route(refresher, url.path, params)
@@ -113,6 +136,18 @@ def handler(refresher: Refresher, files: Mapping[str, tuple[str, bytes]]) -> typ
 
 
 def make_server(refresher: Refresher, address: str, port: int) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((address, port), handler(refresher, assets()))
+    files = assets()
+    server = ThreadingHTTPServer(
+        (address, port), handler(refresher, files, loopback=_loopback(address))
+    )
     server.daemon_threads = True
     return server
+
+
+def _loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
