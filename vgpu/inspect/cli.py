@@ -40,7 +40,8 @@ DESCRIPTION = (
     "Show how the cluster's GPUs are shared: per node and GPU index the cores (100 per GPU) and "
     "memory in use, what is bound but not yet admitted (PENDING), unhealthy GPUs, and with -d "
     "which pods hold which share and the state of each gang. Reads nodes and pods from the API "
-    "server (read-only), or a saved snapshot with --fake-cluster."
+    "server (read-only), or a saved snapshot with --fake-cluster. With --serve, the same as a "
+    "live web page (docs/web-view.md)."
 )
 
 
