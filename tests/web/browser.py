@@ -41,8 +41,9 @@ def _not_available(reason: str) -> NoReturn:
 
 
 @contextmanager
-def chromium() -> Iterator[Any]:
-    """A fresh headless Chromium (its own profile directory), closed after use."""
+def chromium(*, javascript: bool = True) -> Iterator[Any]:
+    """A fresh headless Chromium (its own profile directory), closed after use; with
+    `javascript` False, one that runs no script (the pages must work without)."""
     for path in (CHROMIUM, CHROMEDRIVER):
         if not path.exists():
             _not_available(f"{path} is missing (apt-get install chromium chromium-driver)")
@@ -56,6 +57,9 @@ def chromium() -> Iterator[Any]:
         options.binary_location = str(CHROMIUM)
         for flag in (*FLAGS, f"--user-data-dir={profile}"):
             options.add_argument(flag)
+        if not javascript:
+            prefs = {"profile.managed_default_content_settings.javascript": 2}
+            options.add_experimental_option("prefs", prefs)
         driver = webdriver.Chrome(options=options, service=Service(str(CHROMEDRIVER)))
         try:
             yield driver

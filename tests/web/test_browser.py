@@ -146,6 +146,7 @@ def test_a_new_pod_appears_without_a_reload(
         lambda d: "default/arrived" in d.find_element("tag name", "main").text
     )
     assert browser.execute_script("return window.sameDocument === true;")
+    assert browser.find_element("tag name", "html").get_attribute("data-live") == "on"
     _shot(browser, tmp_path, "node")
 
 
@@ -160,3 +161,22 @@ def test_the_page_says_when_its_server_is_gone(browser: Any, tmp_path: Path) -> 
         lambda d: "unreachable" in (d.find_element("id", "status").get_attribute("class") or "")
     )
     assert "cannot be reached" in browser.find_element("id", "status").text
+
+
+def test_without_javascript_the_tables_and_filters_work(
+    site: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = site
+    with chromium(javascript=False) as plain:
+        plain.get(url + "/")
+        html = plain.find_element("tag name", "html")
+        assert html.get_attribute("data-live") is None  # the script did not run
+        rows = plain.find_elements("css selector", "#grid tr[data-node]")
+        assert len(rows) == 4
+        box = plain.find_element("name", "q")
+        box.send_keys("tf-worker-3")
+        box.submit()
+        rows = plain.find_elements("css selector", "#grid tr[data-node]")
+        assert [r.get_attribute("data-node") for r in rows] == ["gpu-c"]
+        assert "q=tf-worker-3" in plain.current_url
+        _shot(plain, tmp_path, "no-javascript")

@@ -176,3 +176,19 @@ def test_a_large_cluster_is_paged_and_every_node_is_on_one_page() -> None:
         seen += rows
     assert seen == sorted(n.name for n in view.report.nodes)
     assert 'href="/?page=3"' in cluster_page(view, Filter(), 1, STATUS)
+
+
+@pytest.mark.parametrize(
+    ("status", "cls"),
+    [
+        ({"stale": False, "extenderUp": True}, ""),
+        ({"stale": False, "extenderUp": False, "extender": "Extender: DOWN"}, "down"),
+        ({"stale": True, "extenderUp": False, "error": "cannot reach"}, "stale"),
+    ],
+)
+def test_the_status_line_is_marked_when_stale_or_the_extender_is_down(
+    status: dict[str, object], cls: str
+) -> None:
+    page = Elements(cluster_page(_view(demo_cluster()), Filter(), 1, status))
+    (line,) = [a for t, a in page.tags if a.get("id") == "status"]
+    assert line["class"] == cls

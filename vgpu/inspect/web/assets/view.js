@@ -9,6 +9,7 @@
   var status = document.getElementById("status");
   var main = document.getElementById("main");
   if (!status || !main) { return; }
+  document.documentElement.setAttribute("data-live", "on");  // the page updates itself
   var generation = status.getAttribute("data-generation");
   var interval = 5000;
 
