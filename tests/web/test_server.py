@@ -151,3 +151,21 @@ def test_an_address_that_cannot_be_bound_is_one_line_naming_the_flag(
         main(["--serve", "--fake-cluster", str(path), "--address", "192.0.2.1", "--port", "0"]) == 1
     )
     assert "--address" in capsys.readouterr().err
+
+
+def test_an_unexpected_error_while_reading_is_reported_and_the_next_read_recovers() -> None:
+    calls = []
+
+    def read() -> tuple[Snapshot, str | None]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("the client library broke")
+        return Snapshot((), (), (), ""), None
+
+    refresher = Refresher(read, DEFAULT_NAMES, 5.0)
+    refresher.refresh()
+    refresher.refresh()
+    status = refresher.current()[1]
+    assert status["stale"] and status["error"] == "RuntimeError: the client library broke"
+    refresher.refresh()
+    assert not refresher.current()[1]["error"]

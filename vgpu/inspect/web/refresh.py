@@ -48,8 +48,6 @@ class Refresher:
         self._error = ""
         self._generation = 0
         self._samples: deque[Sample] = deque(maxlen=SAMPLES_KEPT)
-        self.changed = threading.Condition(self._lock)
-        """Notified after each read (tests wait on it instead of sleeping)."""
 
     def refresh(self) -> None:
         """Read the cluster once; a failure is kept as the status's error, never raised."""
@@ -59,10 +57,11 @@ class Refresher:
             if self._live:  # the "snapshot taken at" header is for saved files only
                 snapshot = dataclasses.replace(snapshot, taken_at="")
             view = build_view(snapshot, config, self._names, now=now, lease=self._lease)
-        except (VgpuError, OSError, ValueError) as e:
-            with self._lock:
-                self._error = str(e) or type(e).__name__
-                self.changed.notify_all()
+        except (VgpuError, OSError, ValueError) as e:  # the report's own errors, one line each
+            self._failed(str(e) or type(e).__name__)
+            return
+        except Exception as e:  # a client library's surprise must not end the loop
+            self._failed(f"{type(e).__name__}: {e}")
             return
         with self._lock:
             if _content(view) != _content(self._view) or self._read_at is None:
@@ -71,7 +70,10 @@ class Refresher:
             if view.queues.queues:
                 shares = {q.name: float(q.share) for q in view.queues.queues}
                 self._samples.append((self._read_at, shares))
-            self.changed.notify_all()
+
+    def _failed(self, error: str) -> None:
+        with self._lock:
+            self._error = error
 
     def current(self) -> tuple[View, dict[str, Any]]:
         """The newest view and its status (the `status` of `/api/status.json`)."""
