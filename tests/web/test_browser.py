@@ -180,3 +180,27 @@ def test_without_javascript_the_tables_and_filters_work(
         assert [r.get_attribute("data-node") for r in rows] == ["gpu-c"]
         assert "q=tf-worker-3" in plain.current_url
         _shot(plain, tmp_path, "no-javascript")
+
+
+def test_an_update_waits_while_the_keyboard_is_in_the_page(
+    browser: Any, site: tuple[str, Path]
+) -> None:
+    """A keyboard user on a GPU cell keeps the focus: the swap waits until it leaves."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, path = site
+    browser.get(url + "/")
+    browser.execute_script("document.querySelector('#grid a.gpu').focus();")
+    snapshot = _cluster()[0]
+    added = pod("default/later", node="gpu-a", asks={"main": (10, 0)},
+                shares={"main": [(1, 10, 1024)]})  # fmt: skip
+    _save(path, dataclasses.replace(snapshot, pods=(*snapshot.pods, added)))
+    status = browser.find_element("id", "status")
+    first = status.get_attribute("data-generation")
+    WebDriverWait(browser, 30).until(lambda _: status.get_attribute("data-generation") != first)
+    assert browser.execute_script("return document.activeElement.matches('#grid a.gpu');")
+    assert "default/later" not in browser.find_element("id", "grid").get_attribute("innerHTML")
+    browser.execute_script("document.activeElement.blur();")
+    WebDriverWait(browser, 30).until(
+        lambda d: "default/later" in d.find_element("id", "grid").get_attribute("innerHTML")
+    )

@@ -42,8 +42,11 @@
         interval = Math.max(1000, (s.intervalSeconds || 5) * 1000);
         show(describe(s), s.stale ? "stale" : (s.extenderUp === false ? "down" : ""));
         status.setAttribute("data-generation", String(s.generation));
-        var typing = document.activeElement && document.activeElement.closest("form");
-        if (String(s.generation) !== generation && !typing) {  // never under the user's typing
+        // Never under the user's hands: while a field or a link in the page has the keyboard's
+        // focus the swap waits (it would lose the focus), and comes at the next poll after.
+        var focused = document.activeElement;
+        var busy = focused && focused !== document.body && main.contains(focused);
+        if (String(s.generation) !== generation && !busy) {
           generation = String(s.generation);
           return swap();
         }
