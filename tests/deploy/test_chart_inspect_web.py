@@ -39,6 +39,11 @@ def test_on_it_serves_the_report_on_all_addresses_with_the_read_only_role() -> N
     assert (args.serve, args.address, args.port) == (True, "0.0.0.0", 9090)
     assert args.extender_lease == "gpu/vgpu-extender"
     assert args.queues_config == "gpu/vgpu-queues"
+    assert args.prometheus is None  # the view's own samples unless a Prometheus is named
+    url = "http://prometheus.monitoring:9090"
+    objs = render(inspect__web__enabled="true", inspect__web__prometheusURL=url)
+    (container,) = find(objs, "Deployment", WEB)["spec"]["template"]["spec"]["containers"]
+    assert f"--prometheus={url}" in container["args"]
     assert spec["serviceAccountName"] == WEB
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     binding = find(objs, "ClusterRoleBinding", WEB)
@@ -62,7 +67,14 @@ def test_it_refuses_to_render_without_the_read_only_role() -> None:
         render(inspect__web__enabled="true", inspectRole__enabled="false")
 
 
-@pytest.mark.parametrize(("key", "value"), [("inspect.web.port", "0"), ("inspect.web.colour", "x")])
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("inspect.web.port", "0"),
+        ("inspect.web.colour", "x"),
+        ("inspect.web.prometheusURL", "prom:9090"),
+    ],
+)
 def test_bad_web_values_name_the_field(key: str, value: str) -> None:
     import chart
 

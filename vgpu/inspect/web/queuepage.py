@@ -17,7 +17,10 @@ DIMENSIONS = (("cores", 0), ("memory", 1))
 """The dimensions as `--queues -o json` names them, and their place in a `Vec`."""
 
 
-def queues_page(view: View, status: Mapping[str, object], samples: Sequence[Sample] = ()) -> str:
+def queues_page(
+    view: View, status: Mapping[str, object], samples: Sequence[Sample] = (), source: str = ""
+) -> str:
+    """`samples`: each queue's share over time; `source`: where they come from (`shares`)."""
     report = view.queues
     line = headline(report)
     head = f'<p class="bad">{esc(line)}</p>' if line else ""
@@ -26,7 +29,7 @@ def queues_page(view: View, status: Mapping[str, object], samples: Sequence[Samp
     body += "".join(_queue(q, report) for q in report.queues)
     if report.queues:
         body += '<section aria-label="Share over time"><h2>Share over time</h2>'
-        body += share_chart(samples) + "</section>"
+        body += share_chart(samples) + f'<p id="share-source">{esc(source)}</p></section>'
     body += _held(report)
     return page("Queues", body, status, view.report.problems)
 

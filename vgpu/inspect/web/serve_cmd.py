@@ -11,12 +11,15 @@ import argparse
 import sys
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from vgpu.api.resources import resource_names
+from vgpu.core.errors import VgpuError
 from vgpu.flags import count
 from vgpu.inspect.snapshot import Snapshot, loads
 from vgpu.inspect.web.refresh import Read, Refresher
 from vgpu.inspect.web.server import make_server
+from vgpu.inspect.web.shares import PrometheusShares, Shares
 
 DEFAULT_PORT = 8080
 
@@ -34,6 +37,13 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--address",
         default="127.0.0.1",
         help="with --serve: the address to listen on (default 127.0.0.1; 0.0.0.0 for all)",
+    )
+    parser.add_argument(
+        "--prometheus",
+        metavar="URL",
+        help="with --serve: a Prometheus that scrapes the extender (e.g. http://prometheus:9090); "
+        "the queues' share-over-time chart then shows its last hour (default: the view's own "
+        "reads since it started)",
     )
     parser.add_argument(
         "--refresh",
@@ -64,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     )
     refresher.refresh()
     try:
-        server = make_server(refresher, args.address, args.port)
+        server = make_server(refresher, args.address, args.port, _shares(args, refresher))
     except OSError as e:
         print(f"error: --address/--port: cannot listen on {args.address}:{args.port}: {e.strerror}",
               file=sys.stderr)  # fmt: skip
@@ -80,6 +90,20 @@ def run(args: argparse.Namespace) -> int:
         refresher.stop()
         server.server_close()
     return 0
+
+
+def _shares(args: argparse.Namespace, refresher: Refresher) -> Shares | None:
+    """The chart's source: Prometheus when named (its URL checked here, once)."""
+    if not args.prometheus:
+        return None
+    url = urlsplit(args.prometheus)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise ServeUsageError(f"--prometheus: {args.prometheus!r} is not an http(s) URL")
+    return PrometheusShares(args.prometheus, refresher.samples)
+
+
+class ServeUsageError(VgpuError):
+    """A --serve flag's value cannot work; the message names the flag."""
 
 
 def _reader(args: argparse.Namespace) -> Read:

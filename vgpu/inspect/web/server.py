@@ -20,6 +20,7 @@ from vgpu.inspect.web.detail import node_page, pod_page
 from vgpu.inspect.web.pages import cluster_page
 from vgpu.inspect.web.queuepage import queues_page
 from vgpu.inspect.web.refresh import Refresher
+from vgpu.inspect.web.shares import Shares, own
 from vgpu.inspect.web.view import Filter, document
 
 HEADERS = {
@@ -50,8 +51,11 @@ def assets() -> dict[str, tuple[str, bytes]]:
 Params = Mapping[str, str]
 
 
-def route(refresher: Refresher, path: str, params: Params) -> tuple[int, str, bytes]:
-    """The answer to GET `path`: status, content type, body."""
+def route(
+    refresher: Refresher, path: str, params: Params, shares: Shares | None = None
+) -> tuple[int, str, bytes]:
+    """The answer to GET `path`: status, content type, body. `shares`: the queues chart's
+    samples (default: the view's own)."""
     view, status = refresher.current()
     html = "text/html; charset=utf-8"
     if path == "/":
@@ -60,7 +64,8 @@ def route(refresher: Refresher, path: str, params: Params) -> tuple[int, str, by
         number = int(params["page"]) if params.get("page", "").isdigit() else 1
         return 200, html, cluster_page(view, f, number, status).encode()
     if path == "/queues":
-        return 200, html, queues_page(view, status, refresher.samples()).encode()
+        samples, source = (shares or own(refresher.samples))()
+        return 200, html, queues_page(view, status, samples, source).encode()
     pages: dict[str, Callable[..., str | None]] = {"/node": node_page, "/pod": pod_page}
     if path in pages:
         text = pages[path](view, params.get("name", ""), status)
@@ -95,7 +100,11 @@ def host_allowed(host_header: str | None, loopback: bool) -> bool:
 
 
 def handler(
-    refresher: Refresher, files: Mapping[str, tuple[str, bytes]], *, loopback: bool = False
+    refresher: Refresher,
+    files: Mapping[str, tuple[str, bytes]],
+    *,
+    loopback: bool = False,
+    shares: Shares | None = None,
 ) -> type:
     class Handler(BaseHTTPRequestHandler):
         server_version = "vgpu-inspect"
@@ -116,7 +125,7 @@ def handler(
                 elif url.path in files:
                     code, kind, data = 200, *files[url.path]
                 else:
-                    code, kind, data = route(refresher, url.path, params)
+                    code, kind, data = route(refresher, url.path, params, shares)
             except Exception as e:
                 print(f"vgpu inspect --serve: {url.path}: {e!r}", file=sys.stderr)
                 code, kind, data = 500, "text/plain; charset=utf-8", b"the page failed\n"
@@ -135,10 +144,12 @@ def handler(
     return Handler
 
 
-def make_server(refresher: Refresher, address: str, port: int) -> ThreadingHTTPServer:
+def make_server(
+    refresher: Refresher, address: str, port: int, shares: Shares | None = None
+) -> ThreadingHTTPServer:
     files = assets()
     server = ThreadingHTTPServer(
-        (address, port), handler(refresher, files, loopback=_loopback(address))
+        (address, port), handler(refresher, files, loopback=_loopback(address), shares=shares)
     )
     server.daemon_threads = True
     return server
