@@ -251,13 +251,14 @@ def test_every_flag_the_chart_passes_is_one_the_daemons_accept(values: str) -> N
         ),
         "extender": lambda a: extender_cli._tls(a),
         "dra-driver": lambda a: mode_flags.device_list(a),
+        "inspect": lambda a: a.serve or pytest.fail("the web view's Deployment does not serve"),
     }
     daemons = [
         o
         for o in objs
         if o["kind"] in {"DaemonSet", "Deployment"} and o["metadata"]["name"] != "vgpu-scheduler"
     ]
-    assert len(daemons) == 3 if values == "dra" else 2
+    assert len(daemons) == 3 if values in ("dra", "everything") else 2  # everything: the web view
     for daemon in daemons:
         (container,) = daemon["spec"]["template"]["spec"]["containers"]
         parser, sub = _parser()

@@ -62,3 +62,10 @@ def test_json_snapshots_are_read_without_pyyaml(monkeypatch: pytest.MonkeyPatch)
     text = dumps(demo_cluster(), as_json=True)
     monkeypatch.setitem(sys.modules, "yaml", None)  # any `import yaml` now fails
     assert len(loads(text).nodes) == 4
+
+
+def test_a_saved_snapshot_keeps_the_queue_gate_so_held_pods_stay_held() -> None:
+    held = pod("qb/b0", asks={"main": (50, 0)}, labels={"vgpu.io/queue": "qb"}, phase="Pending")
+    held["spec"]["schedulingGates"] = [{"name": "vgpu.io/queue"}]
+    saved = loads(dumps(Snapshot((), (held,)), as_json=True), source="saved.json")
+    assert saved.pods[0]["spec"]["schedulingGates"] == [{"name": "vgpu.io/queue"}]

@@ -34,12 +34,14 @@ from vgpu.inspect.namespace import only_namespace
 from vgpu.inspect.selector import Test, parse_selector
 from vgpu.inspect.snapshot import Snapshot, dumps, loads
 from vgpu.inspect.table import render_table
+from vgpu.inspect.web import serve_cmd
 
 DESCRIPTION = (
     "Show how the cluster's GPUs are shared: per node and GPU index the cores (100 per GPU) and "
     "memory in use, what is bound but not yet admitted (PENDING), unhealthy GPUs, and with -d "
     "which pods hold which share and the state of each gang. Reads nodes and pods from the API "
-    "server (read-only), or a saved snapshot with --fake-cluster."
+    "server (read-only), or a saved snapshot with --fake-cluster. With --serve, the same as a "
+    "live web page (docs/web-view.md)."
 )
 
 
@@ -101,10 +103,12 @@ def configure(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument(
         "--prometheus",
         metavar="URL",
-        help="add REAL USE per GPU (memory in use, busy %%) from the Prometheus that scrapes "
-        "the node agents, e.g. http://prometheus.monitoring:9090",
+        help="a Prometheus that scrapes vgpu (e.g. http://prometheus.monitoring:9090): the "
+        "report adds REAL USE per GPU (memory in use, busy %%) from the node agents' series; "
+        "with --serve, the queues' share-over-time chart shows the extender's last hour",
     )
     queues_cmd.add_flags(parser)
+    serve_cmd.add_flags(parser)
     parser.set_defaults(run=run)
     return parser
 
@@ -122,6 +126,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Print the report; 1 when it cannot be made or a NODE named does not exist."""
+    if args.serve:
+        return _serve(args)
     try:
         names = resource_names(args.resource_domain)
         matches = parse_selector(args.selector) if args.selector else None
@@ -172,6 +178,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: no such node: {', '.join(missing)}", file=sys.stderr)
         return 1
     return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """`--serve`: the web view, with the report's errors reported as the report's are."""
+    try:
+        return serve_cmd.run(args)
+    except VgpuError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as e:
+        print(f"error: this needs the Python package {e.name!r}, not installed: "
+              f"{install_hint('cli')}", file=sys.stderr)  # fmt: skip
+        return 1
 
 
 class InspectUsageError(VgpuError):

@@ -200,6 +200,14 @@ def _queued(snapshot: Snapshot, names: ResourceNames, unit_mib: int) -> list[_Re
     return out
 
 
+def headline(report: QueueReport) -> str:
+    """The report's first line when there is no queue to show ("": there are queues); the
+    table and the web view both open with it."""
+    if report.problem:
+        return f"The ConfigMap's queue configuration is refused: {report.problem}"
+    return "" if report.queues else "No queues are configured."
+
+
 def render_queues(report: QueueReport) -> str:
     """Who runs queues and on what configuration, the queues (one row per dimension), then the
     held pods with why they wait, in the same words and numbers as `as_dict`."""
@@ -231,15 +239,14 @@ DIMENSIONS = ("cores", "memory units")
 
 def _head(report: QueueReport) -> list[str]:
     lines = [_leader_line(report.leader)]
+    if head := headline(report):
+        lines.append(head)
     if report.problem:
-        lines.append(f"The ConfigMap's queue configuration is refused: {report.problem}")
         lines.append(
             "In force: the leader's last good configuration (shown below)"
             if report.in_force == "leader"
             else "In force: not known (no leader records one); the queues cannot be shown"
         )
-    elif not report.queues:
-        lines.append("No queues are configured.")
     c, m = report.capacity
     lines.append(
         f"Cluster: {c} cores / {m} memory units. Units: 100 cores = one whole GPU; a memory "

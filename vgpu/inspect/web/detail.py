@@ -1,0 +1,105 @@
+"""A node's page (per GPU, the pods and their shares) and a pod's page (where it is, its gang,
+its queue and why it waits, in the report's words). Pure: a `View` -> HTML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from vgpu.inspect.layout import memory_pair, mmib, model_name
+from vgpu.inspect.model import GpuView, NodeView
+from vgpu.inspect.queues import HeldLine
+from vgpu.inspect.web.html import bar, esc, link, page, pod_link, table
+from vgpu.inspect.web.view import View, fills, stranded
+
+NOT_TRIED = "not yet tried by the scheduler"
+"""What the text report says of a waiting pod the scheduler has not written about."""
+
+
+def node_page(view: View, name: str, status: Mapping[str, object]) -> str | None:
+    """The node's page; None when the report has no such node."""
+    node = next((n for n in view.report.nodes if n.name == name), None)
+    if node is None:
+        return None
+    found = [p for p in view.report.problems if p.node == name or p.subject == name]
+    state = "Ready" if node.ready else "NotReady"
+    head = (
+        f"<p>{esc(node.address or '-')} · {state} · backend "
+        f"{esc(node.memory_backend or node.mode or '-')}</p>"
+    )
+    body = head + "".join(_gpu(node, g) for g in node.gpus)
+    return page(f"Node {name}", body, status, found)
+
+
+def _gpu(node: NodeView, g: GpuView) -> str:
+    cores, memory = fills(g)
+    rows = [
+        [pod_link(h.pod), esc(h.container), str(h.cores), esc(mmib(h.memory_mmib)),
+         "admitted" if h.admitted else "pending"]
+        for h in g.holders
+    ]  # fmt: skip
+    holders = (
+        table(["Pod", "Container", "Cores", "Memory", "State"], rows)
+        if rows
+        else "<p>No pods hold a share of it.</p>"
+    )
+    return (
+        f'<section id="gpu-{g.index}" aria-labelledby="gpu-{g.index}-h">'
+        f'<h2 id="gpu-{g.index}-h">GPU {g.index}: {esc(model_name(g.model))}'
+        f"{'' if g.healthy else ' (UNHEALTHY)'}</h2>"
+        f"<p>{esc(g.uuid)} · cores {g.cores_used}/{g.cores_total} "
+        f"{bar(cores, 'c', f'cores {g.cores_used} of {g.cores_total}')} memory "
+        f"{esc(memory_pair(g.memory_used_mmib, g.memory_mib))} "
+        f"{bar(memory, 'm', 'memory')} · {round(stranded(g) * 100)} % stranded</p>"
+        f"{holders}</section>"
+    )
+
+
+def pod_page(view: View, name: str, status: Mapping[str, object]) -> str | None:
+    """The pod's page; None when the report knows nothing of the pod."""
+    report = view.report
+    shares = [(n, g, h) for n in report.nodes for g in n.gpus for h in g.holders if h.pod == name]
+    waiting = next((u for u in report.unscheduled if u.pod == name), None)
+    held = next((h for h in view.queues.held if h.pod == name), None)
+    gang = next((g for g in report.gangs if name in g.members), None)
+    found = [p for p in report.problems if p.subject == name]
+    queue = view.queue_of_pod.get(name, "")
+    if not (shares or waiting or held or gang or found or queue):
+        return None
+    rows = [
+        [link(n.name, "/node", name=n.name) + f" GPU {g.index}", esc(model_name(g.model)),
+         esc(h.container), str(h.cores), esc(mmib(h.memory_mmib)),
+         "admitted" if h.admitted else "pending (bound, not yet admitted)"]
+        for n, g, h in shares
+    ]  # fmt: skip
+    body = "<h2>Assignment</h2>" + (
+        table(["GPU", "Model", "Container", "Cores", "Memory", "State"], rows)
+        if rows
+        else "<p>Bound to no GPU.</p>"
+    )
+    if waiting is not None:
+        body += (
+            '<h2>Why it waits</h2><p id="why">' + esc(waiting.reason or NOT_TRIED) + "</p>"
+            f"<p>Asks {waiting.cores} cores, memory blocks {esc(waiting.memory)}.</p>"
+        )
+    body += "<h2>Gang</h2>" + (
+        f"<p>{esc(gang.key)}: {esc(gang.state.value)}, {len(gang.members)} members "
+        f"(min {esc(gang.min_member if gang.min_member is not None else '?')}), "
+        f"{gang.bound} bound, {gang.running} running</p>"
+        + "<ul>"
+        + "".join(f"<li>{pod_link(m)}</li>" for m in gang.members)
+        + "</ul>"
+        if gang is not None
+        else "<p>In no gang.</p>"
+    )
+    body += "<h2>Queue</h2>" + _queue(queue, held)
+    return page(f"Pod {name}", body, status, found)
+
+
+def _queue(queue: str, held: HeldLine | None) -> str:
+    if not queue:
+        return "<p>In no queue.</p>"
+    text = f"<p>Queue {link(queue, '/queues')}"
+    if held is not None:
+        text += f'; held: <span id="held-why">{esc(held.why)}</span>'
+    return text + "</p>"
