@@ -37,6 +37,7 @@ from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
 from vgpu.dra import claim_dirs
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
+from vgpu.node.driver_mode import DriverLimits
 from vgpu.node.grants import GrantSettings, Refusal
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
@@ -56,6 +57,10 @@ class DraConfig:
     health: HealthPolicy = field(default_factory=HealthPolicy)
     slice_order: str = "index"  # or "fullest"
     resync_s: float = 30.0
+    driver_limits: DriverLimits = DriverLimits.OFF  # the driver memory backend (docs/isolation.md)
+    driver_soft_limits: bool = False  # also set each pod's soft limit (a floor) to its claims'
+    cgroupfs: Path = Path("/sys/fs/cgroup")  # cgroup v2 as the driver sees it (pod cgroups, dmem)
+    nvml_library: str = "libnvidia-ml.so.1"
     retry_s: float = 1.0
     stop_grace_s: float = 2.0
 
