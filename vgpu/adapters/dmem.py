@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vgpu.core.errors import ConfigError
-from vgpu.node.driver_limits import dmem_region, pod_cgroup_candidates
+from vgpu.node.driver_limits import LimitFunctions, dmem_region, pod_cgroup_candidates
 from vgpu.node.driver_mode import (
     Choice,
     DriverLimits,
@@ -139,18 +139,20 @@ def decide(
     library: str = "libnvidia-ml.so.1",
     cgroupfs: Path = CGROUPFS,
     usable: bool = True,
-) -> tuple[Choice, NvmlLimits | None]:
+    nvml: LimitFunctions | None = None,
+) -> tuple[Choice, LimitFunctions | None]:
     """The node's memory backend, announced in one log line that says what and why, with the
     NVML functions that set the limits when the driver holds memory. The node agent and the DRA
     driver both start with it, so a node decides alike whichever serves it. `usable`: False
-    where the daemon cannot find a container's pod (the agent without its hand-off records)."""
-    nvml: NvmlLimits | None = None
+    where the daemon cannot find a container's pod (the agent without its hand-off records).
+    `nvml`: the functions already opened (tests); else `library` is loaded here."""
     facts = NodeFacts("", False, False, False)
     if requested is not DriverLimits.OFF:
-        try:
-            nvml = NvmlLimits(library)
-        except LimitError as e:
-            log.debug("driver memory limits: %s", e)
+        if nvml is None:
+            try:
+                nvml = NvmlLimits(library)
+            except LimitError as e:
+                log.debug("driver memory limits: %s", e)
         facts = gather_facts(inventory, usable and nvml is not None and nvml.available, cgroupfs)
     choice = memory_backend(requested, facts, cores)
     return choice, nvml if choice.driver_limits else None
