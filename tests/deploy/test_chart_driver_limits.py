@@ -82,6 +82,9 @@ def test_the_dra_driver_gets_the_cgroup_tree_and_sys_admin_unless_limits_are_off
     objs = render(kube_version="v1.37.0", dra__enabled="true", dra__driverMemoryLimits__mode=mode)
     pod = _pod(objs, DRIVER)
     assert f"--driver-memory-limits={mode}" in pod["containers"][0]["args"]
+    rules = find(objs, "ClusterRole", "vgpu-dra-driver")["rules"]
+    reads_pods = any("pods" in r["resources"] and "get" in r["verbs"] for r in rules)
+    assert reads_pods is mounted  # a claim's reserved pods and their other claims
     assert _cgroup_mounts(pod) == ([("/sys/fs/cgroup", "/sys/fs/cgroup", True)] if mounted else [])
     assert _added(pod) == (["SYS_ADMIN"] if mounted else [])
 

@@ -3,11 +3,9 @@ kubelet calls it before each container of a pod starts (its init container too),
 sets the pod's hard limit through NVML on the pod's cgroup; a PreStart that cannot set it fails
 the container's start, and the kubelet shows the agent's message on the pod.
 
-The agent loads the stand-in NVML (`tests/isolation/standin`), whose
-`nvmlDeviceSetMemoryLimits_v1` writes the limit as the dmem controller keeps it (`dmem.max` of
-the cgroup) into a fake cgroup v2 tree. The tier's kubelet runs no cgroups (`cgroupsPerQOS`
-off), so the test makes the pod's cgroup directory as the kubelet's `EnsureExists` would: only
-after it saw the start refused for the lack of it, so the refusal is seen first, then the retry.
+The agent runs over the stand-in NVML and a fake cgroup tree (`tests.realk8s.standin_limits`).
+The test makes the pod's cgroup only after it saw the start refused for the lack of it, so the
+refusal is seen first, then the kubelet's retry.
 """
 
 from __future__ import annotations
@@ -17,20 +15,17 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.isolation.standins import Node, StandinGpu, cached_build, gcc_available, gpu_uuid
 from tests.realk8s import pods
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.grants import granted
 from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import Obj
-from vgpu.node.driver_limits import dmem_region
+from tests.realk8s.standin_limits import LimitedGpus
 
 pytestmark = pytest.mark.realk8s
 
 NODE = "node-b"
-DRIVER = "615.10.01"
 MIB = 1 << 20
 
 
@@ -38,33 +33,15 @@ class LimitedNode:
     """NODE's agent with the driver's memory limits on, over the stand-in NVML."""
 
     def __init__(self, cluster: RealCluster, root: Path) -> None:
-        self.cluster, self.cgroupfs = cluster, root / "cgroupfs"
-        gpus = [  # the fake inventory's PCI addresses, so both name the same dmem regions
-            StandinGpu(gpu_uuid(NODE, i), 16 << 30, f"00000000:{0x10 + i:02X}:00.0")
-            for i in range(2)
-        ]
-        (self.cgroupfs / "kubepods").mkdir(parents=True)
-        (self.cgroupfs / "cgroup.controllers").write_text("cpu io memory pids dmem\n")
-        regions = [f"{dmem_region(g.pci)} {g.memory}" for g in gpus]
-        (self.cgroupfs / "dmem.capacity").write_text("\n".join(regions) + "\n")
-        self.standin = Node(cached_build(root / "build"), gpus, root / "node", self.cgroupfs)
-        inventory = root / "gpus.yaml"
-        listed = [{"model": "T4", "uuid": g.uuid} for g in gpus]
-        inventory.write_text(yaml.safe_dump({"driverVersion": DRIVER, "gpus": listed}))
+        self.cluster = cluster
+        self.gpus = LimitedGpus.make(root, NODE, "T4", 16 << 30)
         self.original = cluster.nodes[NODE]
-        flags = ("--driver-memory-limits=on", f"--cgroupfs={self.cgroupfs}")
         self.spec = replace(
             self.original,
-            gpus=str(inventory),
-            agent_flags=self.original.agent_flags + flags,
-            agent_env=tuple(self.standin.env().items()),
+            gpus=str(self.gpus.inventory),
+            agent_flags=self.original.agent_flags + self.gpus.flags,
+            agent_env=tuple(self.gpus.env().items()),
         )
-
-    def pod_cgroup(self, uid: str) -> Path:
-        """Make the pod's cgroup (cgroupfs layout, no QoS level: any the agent looks in)."""
-        path = self.cgroupfs / "kubepods" / f"pod{uid}"
-        path.mkdir()
-        return path
 
     def limits_set(self, uid: str) -> int:
         """How many PreStart calls set the pod's limits (the agent logs each)."""
@@ -76,8 +53,6 @@ class LimitedNode:
 def limited(
     real_cluster: RealCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LimitedNode]:
-    if not gcc_available():
-        pytest.skip("the stand-in NVML needs gcc")
     node = LimitedNode(real_cluster, tmp_path_factory.mktemp("driver-limits"))
     pods.delete_all(real_cluster.admin)
     real_cluster.restart_node(node.spec)
@@ -86,7 +61,7 @@ def limited(
     finally:
         pods.delete_all(real_cluster.admin)
         real_cluster.restart_node(node.original)
-        node.standin.close()
+        node.gpus.standin.close()
 
 
 def _waiting(pod: Obj, statuses: str) -> tuple[str, str]:
@@ -115,16 +90,15 @@ def test_prestart_sets_the_pods_limit_before_each_container_and_a_refusal_shows_
     )
     reason, _ = _waiting(pods.get(real_cluster.admin, "limited"), "initContainerStatuses")
     assert reason == "CreateContainerConfigError", reason
-    assert f"pod {uid}: no cgroup under {limited.cgroupfs}" in refused
+    assert f"pod {uid}: no cgroup under {limited.gpus.cgroupfs}" in refused
     assert limited.limits_set(uid) == 0
     assert real_cluster.container("limited", "setup") is None  # the runtime was never asked
-    cgroup = limited.pod_cgroup(uid)  # the kubelet retries at its next sync of the pod
+    cgroup = limited.gpus.pod_cgroup(uid)  # the kubelet retries at its next sync of the pod
     running = pods.wait_running(real_cluster.admin, "limited", timeout=90)
     want = granted(running)
     assert want["setup"]["GPUS"] == want["main"]["GPUS"]  # the app reuses the init's GPU
-    (gpu,) = [g for g in limited.standin.gpus if g.uuid == want["main"]["GPUS"]]
     limit = int(want["main"]["VGPU_MEMORY_LIMIT_MIB"]) * MIB  # more than the init's
-    assert (cgroup / "dmem.max").read_text().split() == [dmem_region(gpu.pci), str(limit)]
+    assert limited.gpus.hard_limit(cgroup, want["main"]["GPUS"]) == limit
     # The kubelet calls PreStart of each plugin a container holds devices of (cores and
     # memory here), before each container: init, then main; each sets the pod's limit.
     assert limited.limits_set(uid) == 4
