@@ -54,6 +54,23 @@ def slice_inventories(slices: Iterable[Obj]) -> dict[str, NodeGpuInventory]:
     return {node: NodeGpuInventory(1, tuple(found)) for node, found in gpus.items()}
 
 
+def slice_memory_backends(slices: Iterable[Obj]) -> dict[str, str]:
+    """What holds memory grants on each DRA node, from its devices' `memoryBackend`
+    attribute: `driver` only where every device says so, else the first other value."""
+    seen: dict[str, set[str]] = {}
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") != DRIVER or not spec.get("nodeName"):
+            continue
+        for device in spec.get("devices") or []:
+            value = _attr(device, "memoryBackend")
+            seen.setdefault(str(spec["nodeName"]), set()).add(str(value or ""))
+    return {
+        node: "driver" if values == {"driver"} else min(values - {"driver"})
+        for node, values in seen.items()
+    }
+
+
 def _holder_pod(claim: Obj) -> tuple[str, bool]:
     meta = claim.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
