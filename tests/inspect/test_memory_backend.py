@@ -51,6 +51,6 @@ def test_a_dra_node_shows_the_memory_backend_its_slice_names() -> None:
             "dra-2", parse_spec("1xT4", seed="b"), memory_unit_mib=256, memory_backend="plain"
         ),
     )
-    report = build_report(Snapshot(nodes, (), (), 0.0, slices, ()))
+    report = build_report(Snapshot(nodes, (), resource_slices=slices))
     assert {n.name: n.memory_backend for n in report.nodes} == {"dra-1": "driver", "dra-2": "plain"}
     assert "dra-1 (NotReady) [dra] [driver memory]" in render_table(report, width=200)
