@@ -17,7 +17,14 @@ from vgpu.adapters.fakegpu import parse_spec
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.node.driver_limits import dmem_region
-from vgpu.node.driver_mode import DriverLimits, GpuFacts, NodeFacts, choose, gaps
+from vgpu.node.driver_mode import (
+    DriverLimits,
+    DriverLimitsUnavailable,
+    GpuFacts,
+    NodeFacts,
+    choose,
+    gaps,
+)
 
 REGION = "nvidia/0000:3b:00.0/vidmem"
 READY = NodeFacts("615.71.09", True, True, True, (GpuFacts("GPU-a", REGION, False, True),))
@@ -103,3 +110,14 @@ def test_operators_force_the_backend_with_a_flag() -> None:
     assert forced["driver_limits"] is DriverLimits.ON
     with pytest.raises(SystemExit):
         parser.parse_args(["--driver-memory-limits", "mps"])
+
+
+def test_without_hand_off_records_auto_says_so_and_on_refuses() -> None:
+    """The agent without cluster credentials cannot tell a container's pod: the reason names
+    that, not the driver's library."""
+    facts = replace(READY, pods_known=False)
+    choice = choose(DriverLimits.AUTO, facts)
+    assert not choice.driver_limits
+    assert "no hand-off records" in choice.reason and "libnvidia-ml" not in choice.reason
+    with pytest.raises(DriverLimitsUnavailable, match="no hand-off records"):
+        choose(DriverLimits.ON, facts)

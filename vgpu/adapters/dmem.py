@@ -15,6 +15,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from vgpu.core.errors import ConfigError
@@ -153,7 +154,8 @@ def decide(
                 nvml = NvmlLimits(library)
             except LimitError as e:
                 log.debug("driver memory limits: %s", e)
-        facts = gather_facts(inventory, usable and nvml is not None and nvml.available, cgroupfs)
+        available = nvml is not None and nvml.available
+        facts = replace(gather_facts(inventory, available, cgroupfs), pods_known=usable)
     choice = memory_backend(requested, facts, cores)
     return choice, nvml if choice.driver_limits else None
 
