@@ -17,6 +17,7 @@ import pytest
 from tests.dra.test_driver import NODE, Env, env, share
 from tests.node.test_driver_prestart import RecordingLimits
 from vgpu.adapters.fakegpu import FakeGpuBackend
+from vgpu.daemons.dra_driver.driver import DraDriver
 from vgpu.node.driver_limits import dmem_region
 from vgpu.node.driver_mode import DriverLimits
 
@@ -48,9 +49,11 @@ def r615(env: Env) -> None:
     env.backend = FakeGpuBackend(replace(inventory, driver_version="615.10.01"))
 
 
-def start(env: Env, cgroupfs: Path, nvml: Functions) -> None:
+def start(env: Env, cgroupfs: Path, nvml: Functions) -> DraDriver:
+    """The driver with the limits on; its own pass of setting them again waits an hour (the
+    tests call `reapply_limits` themselves)."""
     r615(env)
-    env.start(nvml=nvml, driver_limits=DriverLimits.ON, cgroupfs=cgroupfs)
+    return env.start(nvml=nvml, driver_limits=DriverLimits.ON, cgroupfs=cgroupfs, resync_s=3600)
 
 
 def put_pod(env: Env, name: str, claims: list[str]) -> str:
@@ -135,6 +138,25 @@ def test_a_claim_none_of_whose_pods_has_a_cgroup_here_is_refused_and_not_prepare
     pod_cgroup(cgroupfs, uid)  # the kubelet retries; the pod's cgroup is there now
     assert env.prepare("c1", c1).error == ""
     assert [call[2] for call in nvml.calls] == [2048 * MIB]
+
+
+def test_a_pod_that_joins_a_prepared_claim_gets_its_limit_at_the_next_pass(
+    env: Env, cgroupfs: Path
+) -> None:
+    """The kubelet prepares a shared claim once per node: no call comes for its second pod, so
+    the driver's periodic pass sets that pod's limit; a pod gone from the node is no failure."""
+    nvml = Functions()
+    driver = start(env, cgroupfs, nvml)
+    c1, first = pods_claim(env, share("gpu-0", "30", "2Gi"))
+    first_cgroup = pod_cgroup(cgroupfs, first)
+    assert env.prepare("c1", c1).error == ""
+    second = put_pod(env, "q", ["c1"])
+    reserve(env, "c1", ("p", first), ("q", second))
+    second_cgroup = pod_cgroup(cgroupfs, second)
+    first_cgroup.rmdir()  # the first pod ended
+    nvml.calls.clear()
+    assert driver.reapply_limits() == 1
+    assert nvml.calls == [(env.gpus[0], second_cgroup, 2048 * MIB, 0)]
 
 
 def test_a_limit_the_driver_refuses_fails_the_prepare_with_its_cause(

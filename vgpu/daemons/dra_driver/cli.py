@@ -58,7 +58,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=float,
         default=30.0,
         help="seconds between checks that the published slice is still ours (health changes "
-        "and, with --slice-order fullest, allocations update it at once)",
+        "and, with --slice-order fullest, allocations update it at once), and, with the "
+        "driver's memory limits, between passes setting prepared claims' pods' limits again",
     )
     add_mode_flags(p, default="plain")
     add_driver_flags(p)

@@ -131,6 +131,8 @@ class DraDriver:
         self.server.start()
         self._pump.start()
         loops = [("vgpu-dra-slice", self.slice.run)]
+        if self._claim_limits is not None:
+            loops.append(("vgpu-dra-limits", self._limits_loop))
         if cfg.slice_order == "fullest":
             loops.append(("vgpu-dra-claims", self.slice.watch_claims))
         for name, target in loops:
@@ -154,6 +156,37 @@ class DraDriver:
             self._claim_limits = ClaimLimits(
                 self._kube, nvml, cfg.cgroupfs, soft=cfg.driver_soft_limits
             )
+
+    def _limits_loop(self) -> None:
+        while not self._stop.wait(self.config.resync_s):
+            self.reapply_limits()
+
+    def reapply_limits(self) -> int:
+        """Set the limits of every prepared claim's pods again; returns the claims done.
+
+        The kubelet prepares a claim once per node, so nothing else calls the driver when a
+        second pod starts using a prepared (shared) claim, or when a driver reload lost the
+        limits: this pass, every `resync_s`, narrows that to at most one interval. A claim
+        none of whose pods is here any more is left alone; a failure is logged."""
+        with self._lock:
+            prepared = [(c.namespace, c.name) for c in self.checkpoint]
+        node, done = self._node(), 0
+        for namespace, name in prepared:
+            if self._claim_limits is None or self._stop.is_set():
+                break
+            try:
+                claim = self._kube.get_resource_claim(namespace, name)
+            except KubeError as e:
+                log.warning(
+                    "cannot read claim %s/%s to set its limits again: %s", namespace, name, e
+                )
+                continue
+            refused = self._claim_limits.apply(claim, node.pool, node.gpus, missing_ok=True)
+            if refused is not None:
+                log.warning("%s", refused.reason)
+            else:
+                done += 1
+        return done
 
     def stop(self) -> None:
         """Stop serving and the loops; idempotent. The slice stays (a restart keeps it)."""

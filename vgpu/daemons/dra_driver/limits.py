@@ -39,13 +39,21 @@ class ClaimLimits:
     soft: bool = False
 
     def apply(
-        self, claim: Mapping[str, Any], pool: str, gpus: Mapping[int, GpuInfo]
+        self,
+        claim: Mapping[str, Any],
+        pool: str,
+        gpus: Mapping[int, GpuInfo],
+        *,
+        missing_ok: bool = False,
     ) -> Refusal | None:
-        """Set the limits; a Refusal names what failed."""
+        """Set the limits; a Refusal names what failed. `missing_ok`: a claim none of whose
+        pods has a cgroup here is no failure (a later pass: they ended)."""
         meta = claim.get("metadata") or {}
         where = f"claim {meta.get('namespace')}/{meta.get('name')}"
         pods = [(ref, pod_cgroup(ref.uid, self.cgroupfs)) for ref in reserved_pods(claim)]
         here = [(ref, cgroup) for ref, cgroup in pods if cgroup is not None]
+        if not here and missing_ok:
+            return None
         if not here:
             names = ", ".join(ref.name for ref, _ in pods) or "none reserved"
             return Refusal(
