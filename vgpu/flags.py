@@ -55,3 +55,18 @@ def count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative: use 0 or more")
     return value
+
+
+def add_path_flag(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    flag: str,
+    default: str,
+    help: str,
+    *,
+    metavar: str | None = None,
+) -> None:
+    """A flag naming a file or directory on the node, with its default (the daemons have many:
+    the kubelet's sockets, the host's procfs and cgroup tree, vgpu's state directory)."""
+    from pathlib import Path
+
+    p.add_argument(flag, type=Path, default=Path(default), help=help, metavar=metavar)

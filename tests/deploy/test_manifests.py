@@ -185,9 +185,10 @@ def test_node_agent_reaches_kubelet_sockets_and_only_vgpu_nodes() -> None:
         "/etc/cdi",  # read-only, the runtime check at start: CDI specs
         "/var/run/cdi",
         "/etc/nvidia-container-runtime",  # read-only: the NVIDIA runtime's config.toml
+        "/sys/fs/cgroup",  # read-only: the pods' cgroups, for the driver's memory limits
     }
     mounts = {m["name"]: m for m in spec["containers"][0]["volumeMounts"]}
-    checks = {"cdi-specs-0", "cdi-specs-1", "nvidia-runtime-config"}
+    checks = {"cdi-specs-0", "cdi-specs-1", "nvidia-runtime-config", "host-cgroup"}
     assert all(mounts[name].get("readOnly") for name in checks)
     assert spec["nodeSelector"] == {"vgpu.io/enabled": "true"}
     assert any(t["key"] == "nvidia.com/gpu" for t in spec["tolerations"])

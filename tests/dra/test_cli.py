@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from vgpu.cli.main import main
+from vgpu.node.driver_mode import DriverLimits
 
 
 @pytest.mark.parametrize(
@@ -28,3 +31,21 @@ def test_help_names_the_slice_orders(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         main(["dra-driver", "--help"])
     assert "fullest" in capsys.readouterr().out
+
+
+def test_the_driver_memory_flags_reach_the_drivers_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`vgpu dra-driver` takes the node agent's driver-limit flags into its own config."""
+    from vgpu.adapters.kube_dra import DraKubeApi
+    from vgpu.cli.main import _load, _parser
+    from vgpu.daemons.dra_driver.cli import build
+
+    monkeypatch.setattr(DraKubeApi, "from_environment", lambda _: DraKubeApi(None))
+    parser, sub = _parser()
+    _load("dra-driver", sub)
+    flags = ["--fake-gpus", "1xT4", "--driver-memory-limits", "on", "--driver-soft-limits"]
+    args = parser.parse_args(["dra-driver", *flags, "--cgroupfs", str(tmp_path)])
+    config = build(args).config
+    assert config.driver_limits is DriverLimits.ON and config.driver_soft_limits
+    assert config.cgroupfs == tmp_path

@@ -39,7 +39,7 @@ class Env:
         self.clients: list[Any] = []
         api.store.put({"kind": "Node", "apiVersion": "v1", "metadata": {"name": NODE}})
 
-    def start(self, **overrides: Any) -> DraDriver:
+    def start(self, nvml: Any = None, **overrides: Any) -> DraDriver:
         if self.drivers:  # a restart: the stopped driver closed its backend
             self.backend = FakeGpuBackend.from_spec("2xT4", seed=NODE)
         settings: dict[str, Any] = {
@@ -54,7 +54,8 @@ class Env:
         config = DraConfig(**(settings | overrides))
         client = self.api.api_client()
         self.clients.append(client)
-        driver = DraDriver(config, self.backend, DraKubeApi(client, request_timeout=5))
+        kube = DraKubeApi(client, request_timeout=5)
+        driver = DraDriver(config, self.backend, kube, nvml=nvml)
         self.drivers.append(driver)
         driver.start()
         assert driver.wait_ready(10)

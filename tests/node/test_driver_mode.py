@@ -12,13 +12,19 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.adapters.dmem import gather_facts
+from vgpu.adapters.dmem import gather_facts, memory_backend
 from vgpu.adapters.fakegpu import parse_spec
-from vgpu.agent.driver_flags import add_driver_flags, driver_settings
-from vgpu.agent.mode import memory_backend
 from vgpu.core.errors import ConfigError
+from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.node.driver_limits import dmem_region
-from vgpu.node.driver_mode import DriverLimits, GpuFacts, NodeFacts, choose, gaps
+from vgpu.node.driver_mode import (
+    DriverLimits,
+    DriverLimitsUnavailable,
+    GpuFacts,
+    NodeFacts,
+    choose,
+    gaps,
+)
 
 REGION = "nvidia/0000:3b:00.0/vidmem"
 READY = NodeFacts("615.71.09", True, True, True, (GpuFacts("GPU-a", REGION, False, True),))
@@ -45,10 +51,10 @@ def test_a_node_with_everything_uses_the_driver_limits() -> None:
 def test_a_missing_capability_falls_back_with_one_log_line(
     facts: NodeFacts, cause: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="vgpu.agent.mode")
+    caplog.set_level(logging.INFO, logger="vgpu.adapters.dmem")
     choice = memory_backend(DriverLimits.AUTO, facts, "vgpu-core")
     assert not choice.driver_limits
-    lines = [r.getMessage() for r in caplog.records if r.name == "vgpu.agent.mode"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "vgpu.adapters.dmem"]
     assert len(lines) == 1
     assert lines[0].startswith("memory backend: vgpu-core, cores: vgpu-core")
     assert cause in lines[0]
@@ -104,3 +110,14 @@ def test_operators_force_the_backend_with_a_flag() -> None:
     assert forced["driver_limits"] is DriverLimits.ON
     with pytest.raises(SystemExit):
         parser.parse_args(["--driver-memory-limits", "mps"])
+
+
+def test_without_hand_off_records_auto_says_so_and_on_refuses() -> None:
+    """The agent without cluster credentials cannot tell a container's pod: the reason names
+    that, not the driver's library."""
+    facts = replace(READY, pods_known=False)
+    choice = choose(DriverLimits.AUTO, facts)
+    assert not choice.driver_limits
+    assert "no hand-off records" in choice.reason and "libnvidia-ml" not in choice.reason
+    with pytest.raises(DriverLimitsUnavailable, match="no hand-off records"):
+        choose(DriverLimits.ON, facts)

@@ -27,7 +27,8 @@ from tests.realk8s.rest import ApiError, Identity, Obj, Rest
 @dataclass(frozen=True)
 class NodeSpec:
     """A node: its fake GPUs (a `--fake-gpus` spec or a .yaml inventory file), the kubelet's
-    topology manager policy and scope, extra `vgpu node-agent` flags, the kubelet's
+    topology manager policy and scope, extra `vgpu node-agent` flags and environment (e.g. the
+    stand-in NVML's library path and config), the kubelet's
     `syncFrequency` (None: the kubelet's default, 1 min) and a drop-in directory the kubelet
     reads with `--config-dir` (daemonset/kubelet, as an operator installs it)."""
 
@@ -36,6 +37,7 @@ class NodeSpec:
     topology_policy: str = "none"
     topology_scope: str = "container"
     agent_flags: tuple[str, ...] = ()
+    agent_env: tuple[tuple[str, str], ...] = ()
     sync_frequency: str | None = "5s"
     kubelet_dropins: Path | None = None
 
@@ -197,6 +199,7 @@ class NodeControl:
                 "--metrics-port=0",
                 *spec.agent_flags,
             ],
+            env=dict(spec.agent_env),
         )
 
     def agent_kubeconfig(self, name: str) -> Path:

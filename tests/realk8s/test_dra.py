@@ -35,29 +35,28 @@ DRA_NODE = "node-d"
 GPUS = "2xA100-SXM4-80GB"
 CLAIMS = "/apis/resource.k8s.io/v1/namespaces/default/resourceclaims"
 SLICE = f"/apis/resource.k8s.io/v1/resourceslices/{DRA_NODE}-vgpu-io"
+SHOWN = ("dra/deviceclass", "dra/claim-policy", "rbac/dra-driver", "rbac/inspect")
 
 
-def _chart_objects() -> list[Obj]:
+def chart_objects(*sets: str, show: tuple[str, ...] = SHOWN) -> list[Obj]:
     """The chart's DRA objects (DeviceClass, driver RBAC, claim policy) as `helm template`
-    renders them, so the cluster runs what ships."""
+    renders them with `dra.enabled=true` and `sets`, so the cluster runs what ships."""
     sys.path.insert(0, str(REPO / "hack"))
     import chart
 
+    values = [a for s in ("dra.enabled=true", *sets) for a in ("--set", s)]
+    only = [a for t in show for a in ("--show-only", f"templates/{t}.yaml")]
     try:
         text = chart.run_helm(
             "template", "vgpu", str(chart.CHART), "-n", "vgpu-system",
-            "--kube-version", "v1.37.2", "--set", "dra.enabled=true",
-            "--show-only", "templates/dra/deviceclass.yaml",
-            "--show-only", "templates/dra/claim-policy.yaml",
-            "--show-only", "templates/rbac/dra-driver.yaml",
-            "--show-only", "templates/rbac/inspect.yaml",
+            "--kube-version", "v1.37.2", *values, *only,
         )  # fmt: skip
     except chart.ChartError as err:
         pytest.skip(f"the DRA tests render the chart: {err}")
     return [d for d in yaml.safe_load_all(text) if d]
 
 
-def _apply(api: Rest, obj: Obj) -> None:
+def apply(api: Rest, obj: Obj) -> None:
     """Create `obj`; one that exists (vgpu-inspect, from daemonset/) takes the chart's version."""
     try:
         api.post(manifests.collection_path(obj), obj)
@@ -94,15 +93,19 @@ class DraNode:
         )
         self.start_driver()
 
-    def start_driver(self) -> None:
+    def start_driver(
+        self, *flags: str, gpus: str = GPUS, env: dict[str, str] | None = None
+    ) -> None:
+        """Start the driver (again) with the tier's flags and `flags`, on fake GPUs `gpus`."""
         c = self.cluster
         c.procs.start(
             f"dra-{DRA_NODE}",
-            [sys.executable, "-m", "vgpu", "dra-driver", f"--fake-gpus={GPUS}",
+            [sys.executable, "-m", "vgpu", "dra-driver", f"--fake-gpus={gpus}",
              f"--plugins-dir={self.kubelet_dir / 'plugins'}",
              f"--registry-dir={self.kubelet_dir / 'plugins_registry'}",
              f"--cdi-dir={self.cdi}", f"--node-name={DRA_NODE}",
-             f"--kubeconfig={c.kubeconfig('vgpu-dra-driver')}", "--slice-order=fullest"],
+             f"--kubeconfig={c.kubeconfig('vgpu-dra-driver')}", "--slice-order=fullest", *flags],
+            env=env,
         )  # fmt: skip
         wait_until(self.registered, 60, "the DRA driver registered", c._watching(f"dra-{DRA_NODE}"))
 
@@ -155,8 +158,8 @@ def dra(realk8s_binary: Path) -> Iterator[DraNode]:
         cluster.start_node("node-a")
         cluster.start_extender("extender-0", None, "--gang-timeout=15")
         cluster.wait_node_gpus("node-a")
-        for obj in _chart_objects():
-            _apply(cluster.admin, obj)
+        for obj in chart_objects():
+            apply(cluster.admin, obj)
         cluster.tokens["vgpu-dra-driver"] = token = _token(cluster)
         _kubeconfig(cluster, token)
         node.start()

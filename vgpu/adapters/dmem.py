@@ -15,10 +15,19 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
-from vgpu.node.driver_limits import dmem_region, pod_cgroup_candidates
-from vgpu.node.driver_mode import GpuFacts, NodeFacts
+from vgpu.core.errors import ConfigError
+from vgpu.node.driver_limits import LimitFunctions, dmem_region, pod_cgroup_candidates
+from vgpu.node.driver_mode import (
+    Choice,
+    DriverLimits,
+    DriverLimitsUnavailable,
+    GpuFacts,
+    NodeFacts,
+    choose,
+)
 from vgpu.node.model import GpuInventory
 
 log = logging.getLogger(__name__)
@@ -121,6 +130,44 @@ def gather_facts(
         gpus=tuple(gpus),
         kubepods=any((cgroupfs / root).is_dir() for root in ("kubepods.slice", "kubepods")),
     )
+
+
+def decide(
+    requested: DriverLimits,
+    inventory: GpuInventory,
+    cores: str,
+    *,
+    library: str = "libnvidia-ml.so.1",
+    cgroupfs: Path = CGROUPFS,
+    usable: bool = True,
+    nvml: LimitFunctions | None = None,
+) -> tuple[Choice, LimitFunctions | None]:
+    """The node's memory backend, announced in one log line that says what and why, with the
+    NVML functions that set the limits when the driver holds memory. The node agent and the DRA
+    driver both start with it, so a node decides alike whichever serves it. `usable`: False
+    where the daemon cannot find a container's pod (the agent without its hand-off records).
+    `nvml`: the functions already opened (tests); else `library` is loaded here."""
+    facts = NodeFacts("", False, False, False)
+    if requested is not DriverLimits.OFF:
+        if nvml is None:
+            try:
+                nvml = NvmlLimits(library)
+            except LimitError as e:
+                log.debug("driver memory limits: %s", e)
+        available = nvml is not None and nvml.available
+        facts = replace(gather_facts(inventory, available, cgroupfs), pods_known=usable)
+    choice = memory_backend(requested, facts, cores)
+    return choice, nvml if choice.driver_limits else None
+
+
+def memory_backend(requested: DriverLimits, facts: NodeFacts, cores: str) -> Choice:
+    """`choose`, announced in the one log line; `on` without the capability: ConfigError."""
+    try:
+        choice = choose(requested, facts)
+    except DriverLimitsUnavailable as e:
+        raise ConfigError(str(e)) from None
+    log.info("%s", choice.line(cores))
+    return choice
 
 
 def pod_cgroup(uid: str, cgroupfs: Path = CGROUPFS) -> Path | None:

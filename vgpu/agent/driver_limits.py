@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
@@ -23,16 +22,10 @@ from vgpu.adapters.dmem import CGROUPFS, LimitError, pod_cgroup
 from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.node.devices import ResourceNames, UnitKind
-from vgpu.node.driver_limits import PreStartRefused, pod_memory
+from vgpu.node.driver_limits import Limits, PreStartRefused, pod_memory
 from vgpu.node.model import GpuInventory
 
 log = logging.getLogger(__name__)
-
-
-class Limits(Protocol):
-    """What the hook needs of NVML (`vgpu.adapters.dmem.NvmlLimits`)."""
-
-    def set(self, uuid: str, cgroup: Path, *, hard: int, soft: int = 0) -> None: ...
 
 
 PodLookup = Callable[

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from vgpu.adapters.dmem import LimitError, NvmlLimits, gather_facts
+from vgpu.adapters.dmem import decide
 from vgpu.adapters.kubelet import PluginOptions, PreStart
 from vgpu.adapters.kubelet_devices import NodeDevicePlugins
 from vgpu.adapters.runtime_settings import cdi_device_names, toolkit_config
 from vgpu.agent.driver_limits import DriverLimitHook
 from vgpu.agent.metrics import CountingPolicy, NodeMetrics
-from vgpu.core.errors import ConfigError
 from vgpu.node.allocation import AllocationPolicy, ClosedPolicy, DefaultAllocationPolicy
 from vgpu.node.devices import ResourceNames
-from vgpu.node.driver_mode import Choice, DriverLimits, DriverLimitsUnavailable, NodeFacts, choose
+from vgpu.node.driver_mode import Choice
 from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.handoff.allocate import HandoffPolicy
 from vgpu.node.model import GpuInfo, GpuInventory
@@ -104,34 +102,21 @@ def check_runtime(cfg: AgentConfig, uuids: Sequence[str]) -> list[str]:
     return problems
 
 
-def memory_backend(requested: DriverLimits, facts: NodeFacts, cores: str) -> Choice:
-    """The node's memory backend, announced in one log line that says what and why; a forced
-    `on` the node cannot honour stops the agent with what is missing."""
-    try:
-        choice = choose(requested, facts)
-    except DriverLimitsUnavailable as e:
-        raise ConfigError(str(e)) from None
-    log.info("%s", choice.line(cores))
-    return choice
-
-
 def driver_backend(
     cfg: AgentConfig, inventory: GpuInventory, handoff: Handoff | None, names: ResourceNames
 ) -> tuple[Choice, PreStart | None]:
-    """The choice for this node and, when the driver limits memory, the PreStart hook."""
-    cores = cfg.grants.mode.value
-    if cfg.driver_limits is DriverLimits.OFF:
-        return memory_backend(cfg.driver_limits, NodeFacts("", False, False, False), cores), None
-    nvml: NvmlLimits | None = None
-    try:
-        nvml = NvmlLimits(cfg.nvml_library)
-    except LimitError as e:
-        log.debug("driver memory limits: %s", e)
-    facts = gather_facts(inventory, nvml is not None and nvml.available, cfg.cgroupfs)
-    if handoff is None:  # no records to find a container's pod by its device IDs
-        facts = replace(facts, nvml_limits=False)
-    choice = memory_backend(cfg.driver_limits, facts, cores)
-    if not choice.driver_limits or nvml is None or handoff is None:
+    """The choice for this node and, when the driver limits memory, the PreStart hook. Without
+    hand-off records (no cluster credentials) no container's pod can be found by its device
+    IDs, so the driver's limits are not usable."""
+    choice, nvml = decide(
+        cfg.driver_limits,
+        inventory,
+        cfg.grants.mode.value,
+        library=cfg.nvml_library,
+        cgroupfs=cfg.cgroupfs,
+        usable=handoff is not None,
+    )
+    if nvml is None or handoff is None:
         return choice, None
     hook = DriverLimitHook(
         handoff.pod_holding, nvml, names, cgroupfs=cfg.cgroupfs, soft=cfg.driver_soft_limits

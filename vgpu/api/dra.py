@@ -37,6 +37,7 @@ ATTRIBUTES = (
     "computeCapability",
     "driverVersion",
     "nvlinkIsland",
+    "memoryBackend",
 )
 """Device attributes (unqualified names, i.e. in the driver's `vgpu.io` domain)."""
 

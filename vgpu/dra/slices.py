@@ -49,7 +49,7 @@ def nvlink_islands(gpus: Iterable[GpuInfo]) -> dict[str, int]:
     return island
 
 
-def _attributes(gpu: GpuInfo, inventory: GpuInventory, island: int) -> Obj:
+def _attributes(gpu: GpuInfo, inventory: GpuInventory, island: int, backend: str) -> Obj:
     attrs: Obj = {
         "uuid": {"string": gpu.uuid},
         "index": {"int": gpu.index},
@@ -67,6 +67,11 @@ def _attributes(gpu: GpuInfo, inventory: GpuInventory, island: int) -> Obj:
     if inventory.driver_version:
         # NVIDIA versions ("550.107.02") are not semantic versions: a string, compared as such.
         attrs["driverVersion"] = {"string": inventory.driver_version}
+    if backend:
+        # What holds a claim's memory on this GPU: `driver` where the driver's per-cgroup limit
+        # does (it holds against any program), else the mode (docs/isolation.md). A claim may
+        # select on it: device.attributes["vgpu.io"].memoryBackend == "driver".
+        attrs["memoryBackend"] = {"string": backend}
     return attrs
 
 
@@ -81,13 +86,20 @@ def _capacity(total: int, step: int, unit: str) -> Obj:
     }
 
 
-def gpu_device(gpu: GpuInfo, inventory: GpuInventory, *, memory_unit_mib: int, island: int) -> Obj:
+def gpu_device(
+    gpu: GpuInfo,
+    inventory: GpuInventory,
+    *,
+    memory_unit_mib: int,
+    island: int,
+    memory_backend: str = "",
+) -> Obj:
     """One GPU as a shareable device with `cores` and `memory` capacities."""
     memory = (gpu.memory_mib // memory_unit_mib) * memory_unit_mib
     return {
         "name": device_name(gpu.index),
         "allowMultipleAllocations": True,
-        "attributes": _attributes(gpu, inventory, island),
+        "attributes": _attributes(gpu, inventory, island, memory_backend),
         "capacity": {
             CORES: _capacity(CORES_PER_GPU, 1, ""),
             MEMORY: _capacity(memory, memory_unit_mib, "Mi"),
@@ -113,12 +125,19 @@ def build_slice(
     node_uid: str = "",
     used_cores: Mapping[str, int] | None = None,
     driver: str = DRIVER,
+    memory_backend: str = "",
 ) -> Obj:
     """The node's ResourceSlice (pool = node name) without server-set metadata."""
     bad = frozenset(unhealthy)
     islands = nvlink_islands(inventory.gpus)
     devices = [
-        gpu_device(g, inventory, memory_unit_mib=memory_unit_mib, island=islands[g.uuid])
+        gpu_device(
+            g,
+            inventory,
+            memory_unit_mib=memory_unit_mib,
+            island=islands[g.uuid],
+            memory_backend=memory_backend,
+        )
         for g in order_devices(inventory.gpus, used_cores)
         if g.uuid not in bad
     ]

@@ -19,7 +19,7 @@ from vgpu.api.decode import MALFORMED, brief
 from vgpu.api.inventory import InventoryError, InventoryGpu, NodeGpuInventory, parse_inventory
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
-from vgpu.inspect.dra import claim_holders, slice_inventories
+from vgpu.inspect.dra import claim_holders, slice_inventories, slice_memory_backends
 from vgpu.inspect.gangs import GangMembership, gang_views, membership, pod_group_minimums
 from vgpu.inspect.lease import DEFAULT_LEASE, ExtenderStatus, extender_status, parse_time
 from vgpu.inspect.model import GpuView, Holder, NodeView, Problem, Report, Unscheduled, Usage
@@ -52,6 +52,7 @@ def build_report(
     collect = _Collect()
     inventories = _inventories(snapshot.nodes, names.inventory, collect)
     dra_nodes = _dra(snapshot, inventories, collect)
+    dra_backends = slice_memory_backends(snapshot.resource_slices)
     minimums = pod_group_minimums(snapshot.pod_groups)
     facts = _facts(snapshot.pods, names, minimums, collect)
     for pod, _ in facts:
@@ -66,7 +67,7 @@ def build_report(
             inventories[_name(n)],
             collect,
             "dra" if _name(n) in dra_nodes else "",
-            _memory_backend(n, names.domain),
+            _memory_backend(n, names.domain) or dra_backends.get(_name(n), ""),
         )
         for n in sorted(snapshot.nodes, key=_name)
         if _name(n) in wanted and _name(n) in inventories

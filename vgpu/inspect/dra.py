@@ -9,7 +9,7 @@ allocated but reserved for no pod yet is held by the claim alone and counted as 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from vgpu.api.dra import DRIVER, claim_shares, device_index
@@ -26,32 +26,49 @@ def _attr(device: Obj, name: str) -> Any:
     return next(iter(value.values()), None) if isinstance(value, Mapping) else None
 
 
+def _devices(slices: Iterable[Obj]) -> Iterator[tuple[str, Obj]]:
+    """(node name, device) of every device in the `vgpu.io` ResourceSlices."""
+    for s in slices:
+        spec = s.get("spec") or {}
+        if spec.get("driver") == DRIVER and spec.get("nodeName"):
+            for device in spec.get("devices") or []:
+                yield str(spec["nodeName"]), device
+
+
 def slice_inventories(slices: Iterable[Obj]) -> dict[str, NodeGpuInventory]:
     """The GPUs of each node that publishes a `vgpu.io` ResourceSlice."""
     gpus: dict[str, list[InventoryGpu]] = {}
-    for s in slices:
-        spec = s.get("spec") or {}
-        if spec.get("driver") != DRIVER or not spec.get("nodeName"):
+    for node, device in _devices(slices):
+        index = device_index(str(device.get("name") or ""))
+        uuid = _attr(device, "uuid")
+        if index is None or not isinstance(uuid, str):
             continue
-        for device in spec.get("devices") or []:
-            index = device_index(str(device.get("name") or ""))
-            uuid = _attr(device, "uuid")
-            if index is None or not isinstance(uuid, str):
-                continue
-            memory = _attr(device, "memoryMiB")
-            gpus.setdefault(str(spec["nodeName"]), []).append(
-                InventoryGpu(
-                    uuid,
-                    index,
-                    str(_attr(device, "model") or "?"),
-                    memory if isinstance(memory, int) else 0,
-                    CORES_PER_GPU,
-                    True,
-                    _attr(device, "numaNode"),
-                    (),
-                )
+        memory = _attr(device, "memoryMiB")
+        gpus.setdefault(node, []).append(
+            InventoryGpu(
+                uuid,
+                index,
+                str(_attr(device, "model") or "?"),
+                memory if isinstance(memory, int) else 0,
+                CORES_PER_GPU,
+                True,
+                _attr(device, "numaNode"),
+                (),
             )
+        )
     return {node: NodeGpuInventory(1, tuple(found)) for node, found in gpus.items()}
+
+
+def slice_memory_backends(slices: Iterable[Obj]) -> dict[str, str]:
+    """What holds memory grants on each DRA node, from its devices' `memoryBackend`
+    attribute: `driver` only where every device says so, else the first other value."""
+    seen: dict[str, set[str]] = {}
+    for node, device in _devices(slices):
+        seen.setdefault(node, set()).add(str(_attr(device, "memoryBackend") or ""))
+    return {
+        node: "driver" if values == {"driver"} else min(values - {"driver"})
+        for node, values in seen.items()
+    }
 
 
 def _holder_pod(claim: Obj) -> tuple[str, bool]:

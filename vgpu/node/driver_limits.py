@@ -12,6 +12,8 @@ containers together, whichever of them allocates.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
 
 from vgpu.core.errors import VgpuError
 from vgpu.core.kubelet_reuse import Role
@@ -20,6 +22,19 @@ from vgpu.core.units import MMIB_PER_MIB
 
 MIB = 1 << 20
 QOS = ("", "burstable", "besteffort")  # Guaranteed pods sit directly under kubepods
+
+
+class Limits(Protocol):
+    """NVML's memory-limit setter as the daemons use it (`vgpu.adapters.dmem.NvmlLimits`)."""
+
+    def set(self, uuid: str, cgroup: Path, *, hard: int, soft: int = 0) -> None: ...
+
+
+class LimitFunctions(Limits, Protocol):
+    """The setter, and whether the driver's library has both memory-limit functions."""
+
+    @property
+    def available(self) -> bool: ...
 
 
 class PreStartRefused(VgpuError):

@@ -50,6 +50,7 @@ class NodeFacts:
     dmem: bool  # the dmem controller is available (cgroup.controllers names it)
     gpus: tuple[GpuFacts, ...] = ()
     kubepods: bool = True  # the kubelet's pod cgroups are visible where the agent looks
+    pods_known: bool = True  # the daemon can tell a container's pod (the agent: its hand-off)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +92,8 @@ def gaps(facts: NodeFacts) -> list[str]:
         out.append("cgroup v1 (the limits need cgroup v2)")
     elif not facts.kubepods:
         out.append("no kubepods cgroup in the agent's view of cgroup v2 (mount the host's)")
+    if not facts.pods_known:
+        out.append("no hand-off records to tell a container's pod (no cluster credentials)")
     if not facts.gpus:
         out.append("no GPU")
     out += [f"{g.uuid} has MIG on (MIG is not supported)" for g in facts.gpus if g.mig_enabled]

@@ -75,3 +75,50 @@ prometheus.io/scheme: https
 {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/* The driver memory backend (docs/isolation.md, "Driver memory limits") in a daemon's pod,
+given its `driverMemoryLimits` values: the flags, the host's cgroup tree and the capability.
+Off: none of them. */}}
+{{- define "vgpu.driverLimitArgs" -}}
+- --driver-memory-limits={{ .mode }}
+{{- if ne .mode "off" }}
+- --cgroupfs={{ .cgroupfs }}
+{{- if .softLimits }}
+- --driver-soft-limits
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "vgpu.driverLimitMount" -}}
+{{- if ne .mode "off" -}}
+# The host's cgroup v2 tree at the host's path, read-only: the daemon reads
+# cgroup.controllers, dmem.capacity and which pod cgroups exist, and names a pod's
+# cgroup to NVML by the host's path (the driver sets the limit; nothing is written here).
+- name: host-cgroup
+  mountPath: {{ .cgroupfs }}
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{- define "vgpu.driverLimitVolume" -}}
+{{- if ne .mode "off" -}}
+- name: host-cgroup
+  hostPath:
+    path: {{ .cgroupfs }}
+    type: Directory
+{{- end }}
+{{- end }}
+
+{{/* The capabilities a node daemon adds to none: SYS_ADMIN where the driver may set memory
+limits (NVML: "Requires root/admin permissions"; the driver's administrator test is
+capable(CAP_SYS_ADMIN), open-gpu-kernel-modules kernel-open/common/inc/nv-linux.h, NV_IS_SUSER),
+KILL for the agent's watchdog kill. Given (dict "limits" driverMemoryLimits "kill" bool). */}}
+{{- define "vgpu.nodeCapabilities" -}}
+{{- $add := list }}
+{{- if .kill }}{{ $add = append $add "KILL" }}{{ end }}
+{{- if ne .limits.mode "off" }}{{ $add = append $add "SYS_ADMIN" }}{{ end -}}
+drop: ["ALL"]
+{{- with $add }}
+add: {{ toJson . }}
+{{- end }}
+{{- end }}

@@ -9,15 +9,15 @@ device-plugin directory.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
+from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.daemons.flags.gpu import add_gpu_flags, gpu_backend
 from vgpu.daemons.flags.mode import add_mode_flags, grant_settings
-from vgpu.flags import HelpFormatter
+from vgpu.daemons.flags.node import add_health_flags, add_node_flags, health_policy, memory_unit_mib
+from vgpu.flags import HelpFormatter, add_path_flag
 
 if TYPE_CHECKING:
     from vgpu.daemons.dra_driver.driver import DraDriver
@@ -31,28 +31,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=HelpFormatter,
     )
     add_gpu_flags(p)
-    p.add_argument(
-        "--node-name",
-        default=os.environ.get("NODE_NAME") or socket.gethostname(),
-        help="this node's name in the cluster ($NODE_NAME, else the host name)",
-    )
-    p.add_argument(
+    add_node_flags(p, memory_unit_help="MiB per step of the memory capacity")
+    add_path_flag(
+        p,
         "--plugins-dir",
-        type=Path,
-        default=Path("/var/lib/kubelet/plugins"),
-        help="the kubelet's plugin directory; the driver's socket and checkpoint go in "
+        "/var/lib/kubelet/plugins",
+        "the kubelet's plugin directory; the driver's socket and checkpoint go in "
         "PLUGINS_DIR/vgpu.io/",
     )
-    p.add_argument(
+    add_path_flag(
+        p,
         "--registry-dir",
-        type=Path,
-        default=Path("/var/lib/kubelet/plugins_registry"),
-        help="the kubelet's plugin registration directory",
+        "/var/lib/kubelet/plugins_registry",
+        "the kubelet's plugin registration directory",
     )
     p.add_argument("--cdi-dir", type=Path, default=Path("/var/run/cdi"), help="CDI spec directory")
-    p.add_argument(
-        "--memory-unit-mib", type=int, default=256, help="MiB per step of the memory capacity"
-    )
     p.add_argument(
         "--slice-order",
         choices=["index", "fullest"],
@@ -65,12 +58,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=float,
         default=30.0,
         help="seconds between checks that the published slice is still ours (health changes "
-        "and, with --slice-order fullest, allocations update it at once)",
+        "and, with --slice-order fullest, allocations update it at once), and, with the "
+        "driver's memory limits, between passes setting prepared claims' pods' limits again",
     )
-    p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG / ~/.kube/config")
     add_mode_flags(p, default="plain")
-    p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
-    p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
+    add_driver_flags(p)
+    add_health_flags(p)
     p.set_defaults(run=run)
 
 
@@ -81,19 +74,11 @@ def build(args: argparse.Namespace) -> DraDriver:
     from vgpu.adapters.kube_dra import DraKubeApi
     from vgpu.api.dra import DRIVER
     from vgpu.daemons.dra_driver.driver import DraConfig, DraDriver
-    from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
 
-    if args.memory_unit_mib <= 0:
-        raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
+    unit_mib = memory_unit_mib(args)
     if args.resync_s <= 0:
         raise ConfigError("--resync-s: must be a positive number of seconds, e.g. 30")
-    try:
-        ignored = (
-            DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
-        )
-    except ValueError as e:
-        raise ConfigError(f"--xid-ignore: {e}") from e
-    recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
+    health = health_policy(args)
     dirs = claim_dirs(args.state_dir)
     grants = grant_settings(args, dirs)  # vgpu-core is installed here, as by the node agent
     kube = DraKubeApi.from_environment(args.kubeconfig)  # a DRA driver needs the API server
@@ -102,12 +87,13 @@ def build(args: argparse.Namespace) -> DraDriver:
         node_name=args.node_name,
         sockets=DraSockets(DRIVER, args.plugins_dir, args.registry_dir),
         cdi_dir=args.cdi_dir,
-        memory_unit_mib=args.memory_unit_mib,
+        memory_unit_mib=unit_mib,
         grants=grants,
         dirs=dirs,
-        health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
+        health=health,
         slice_order=args.slice_order,
         resync_s=args.resync_s,
+        **driver_settings(args),
     )
     return DraDriver(config, gpu_backend(args), kube)
 

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from vgpu.adapters.cdi_specs import CdiSpecs
 from vgpu.adapters.container_dirs import ContainerDirs
+from vgpu.adapters.dmem import decide
 from vgpu.adapters.dra_checkpoint import Checkpoint
 from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, HealthBoard
 from vgpu.adapters.gpu import GpuBackend
@@ -33,10 +34,13 @@ from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.adapters.kubelet_devices import HealthPump
 from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, device_name
+from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
 from vgpu.dra import claim_dirs
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
+from vgpu.node.driver_limits import LimitFunctions
+from vgpu.node.driver_mode import Choice, DriverLimits
 from vgpu.node.grants import GrantSettings, Refusal
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
@@ -56,6 +60,10 @@ class DraConfig:
     health: HealthPolicy = field(default_factory=HealthPolicy)
     slice_order: str = "index"  # or "fullest"
     resync_s: float = 30.0
+    driver_limits: DriverLimits = DriverLimits.OFF  # the driver memory backend (docs/isolation.md)
+    driver_soft_limits: bool = False  # also set each pod's soft limit (a floor) to its claims'
+    cgroupfs: Path = Path("/sys/fs/cgroup")  # cgroup v2 as the driver sees it (pod cgroups, dmem)
+    nvml_library: str = "libnvidia-ml.so.1"
     retry_s: float = 1.0
     stop_grace_s: float = 2.0
 
@@ -72,8 +80,14 @@ class DraDriver:
         kube: DraKubeApi,
         *,
         clock: Callable[[], float] | None = None,
+        nvml: LimitFunctions | None = None,
     ) -> None:
+        """`nvml`: NVML's memory-limit functions already opened (tests); else, unless the
+        driver limits are off, `config.nvml_library` is loaded at start."""
         self.config = config
+        self._nvml = nvml
+        self.memory_choice = Choice(False, "not started")
+        self._claim_limits: ClaimLimits | None = None
         self._backend = backend
         self._kube = kube
         self._clock = clock or time.monotonic
@@ -97,8 +111,14 @@ class DraDriver:
         cfg = self.config
         self.inventory = inventory = self._backend.inventory()
         log.info("%s: %d GPU(s) for DRA driver %s", cfg.node_name, len(inventory.gpus), DRIVER)
+        self._choose_memory_backend(inventory)
         settings = SliceSettings(
-            cfg.node_name, cfg.memory_unit_mib, cfg.slice_order, cfg.resync_s, cfg.retry_s
+            cfg.node_name,
+            cfg.memory_unit_mib,
+            cfg.slice_order,
+            cfg.resync_s,
+            cfg.retry_s,
+            self.memory_choice.backend(cfg.grants.mode.value),
         )
         self.slice = SliceKeeper(settings, inventory, self._kube, self._clock, self._stop)
         for claim in self.checkpoint:  # a restart: the runtime may still need these specs
@@ -111,12 +131,62 @@ class DraDriver:
         self.server.start()
         self._pump.start()
         loops = [("vgpu-dra-slice", self.slice.run)]
+        if self._claim_limits is not None:
+            loops.append(("vgpu-dra-limits", self._limits_loop))
         if cfg.slice_order == "fullest":
             loops.append(("vgpu-dra-claims", self.slice.watch_claims))
         for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
+
+    def _choose_memory_backend(self, inventory: GpuInventory) -> None:
+        """The node's memory backend, as the node agent decides it; with the driver's limits,
+        each prepared claim's pods get theirs (`vgpu.daemons.dra_driver.limits`)."""
+        cfg = self.config
+        self.memory_choice, nvml = decide(
+            cfg.driver_limits,
+            inventory,
+            cfg.grants.mode.value,
+            library=cfg.nvml_library,
+            cgroupfs=cfg.cgroupfs,
+            nvml=self._nvml,
+        )
+        if nvml is not None:
+            self._claim_limits = ClaimLimits(
+                self._kube, nvml, cfg.cgroupfs, soft=cfg.driver_soft_limits
+            )
+
+    def _limits_loop(self) -> None:
+        while not self._stop.wait(self.config.resync_s):
+            self.reapply_limits()
+
+    def reapply_limits(self) -> int:
+        """Set the limits of every prepared claim's pods again; returns the claims done.
+
+        The kubelet prepares a claim once per node, so nothing else calls the driver when a
+        second pod starts using a prepared (shared) claim, or when a driver reload lost the
+        limits: this pass, every `resync_s`, narrows that to at most one interval. A claim
+        none of whose pods is here any more is left alone; a failure is logged."""
+        with self._lock:
+            prepared = [(c.namespace, c.name) for c in self.checkpoint]
+        node, done = self._node(), 0
+        for namespace, name in prepared:
+            if self._claim_limits is None or self._stop.is_set():
+                break
+            try:
+                claim = self._kube.get_resource_claim(namespace, name)
+            except KubeError as e:
+                log.warning(
+                    "cannot read claim %s/%s to set its limits again: %s", namespace, name, e
+                )
+                continue
+            refused = self._claim_limits.apply(claim, node.pool, node.gpus, missing_ok=True)
+            if refused is not None:
+                log.warning("%s", refused.reason)
+            else:
+                done += 1
+        return done
 
     def stop(self) -> None:
         """Stop serving and the loops; idempotent. The slice stays (a restart keeps it)."""
@@ -171,7 +241,10 @@ class DraDriver:
                 claim = self._kube.get_resource_claim(namespace, name)
             except KubeError as e:
                 return Refusal(f"cannot read claim {namespace}/{name}: {e}")
-            result = prepare_claim(claim, uid, self._node())
+            node = self._node()
+            result = prepare_claim(claim, uid, node)
+            if not isinstance(result, Refusal) and self._claim_limits is not None:
+                result = self._claim_limits.apply(claim, node.pool, node.gpus) or result
             if isinstance(result, Refusal):
                 log.warning("refused to prepare %s/%s: %s", namespace, name, result.reason)
                 self._collect_dirs()  # a request prepared before another was refused

@@ -38,6 +38,7 @@ class SliceSettings:
     slice_order: str  # "index" or "fullest"
     resync_s: float
     retry_s: float
+    memory_backend: str = ""  # the devices' `memoryBackend` attribute (`driver`, else the mode)
 
 
 class SliceKeeper:
@@ -150,6 +151,7 @@ class SliceKeeper:
                 generation=generation if current else 1,
                 node_uid=self._node_uid,
                 used_cores=self._used if cfg.slice_order == "fullest" else None,
+                memory_backend=cfg.memory_backend,
             )
             if not same_devices(current, desired):
                 self._write(current, desired, generation)

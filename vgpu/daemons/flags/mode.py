@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
+from vgpu.flags import add_path_flag
 from vgpu.node.container_dirs import DEFAULT_MAX_DIRS_PER_NAMESPACE, DEFAULT_MAX_DIRS_PER_POD
 from vgpu.node.device_list import DEFAULT_CDI_KIND, DeviceList, DeviceListStrategy
 
@@ -36,18 +37,18 @@ def add_mode_flags(p: argparse.ArgumentParser, *, default: str = "auto") -> None
         help="how a container's GPU share is enforced; auto: vgpu-core when --vgpu-core-library "
         "exists (the image carries it), else plain; what each enforces: docs/isolation.md",
     )
-    p.add_argument(
+    add_path_flag(
+        p,
         "--vgpu-core-library",
-        type=Path,
-        default=Path("/opt/vgpu/lib/libvgpu-core.so"),
+        "/opt/vgpu/lib/libvgpu-core.so",
+        "mode vgpu-core: the interposer in vgpu's image, installed into --state-dir",
         metavar="PATH",
-        help="mode vgpu-core: the interposer in vgpu's image, installed into --state-dir",
     )
-    p.add_argument(
+    add_path_flag(
+        p,
         "--state-dir",
-        type=Path,
-        default=Path("/var/lib/vgpu"),
-        help="host directory, mounted at the same path: the installed library and the "
+        "/var/lib/vgpu",
+        "host directory, mounted at the same path: the installed library and the "
         "per-container limits (modes vgpu-core and hami)",
     )
     p.add_argument(

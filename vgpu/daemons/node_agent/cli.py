@@ -11,20 +11,19 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
-import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vgpu.agent.driver_flags import add_driver_flags, driver_settings
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import ConfigError, VgpuError
+from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.daemons.flags.gpu import add_gpu_flags, gpu_backend
 from vgpu.daemons.flags.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.daemons.flags.mode import add_mode_flags, grant_settings
-from vgpu.flags import HelpFormatter, port_number
+from vgpu.daemons.flags.node import add_health_flags, add_node_flags, health_policy, memory_unit_mib
+from vgpu.flags import HelpFormatter, add_path_flag, port_number
 from vgpu.node.runtime_check import DEFAULT_CDI_DIRS, DEFAULT_TOOLKIT_CONFIG
 
 if TYPE_CHECKING:
@@ -54,33 +53,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _add_kubelet_flags(p: argparse.ArgumentParser) -> None:
     """Where the kubelet's sockets are."""
-    p.add_argument(
+    add_path_flag(
+        p,
         "--device-plugin-dir",
-        type=Path,
-        default=Path("/var/lib/kubelet/device-plugins"),
-        help="the kubelet's device-plugin directory (holds kubelet.sock)",
+        "/var/lib/kubelet/device-plugins",
+        "the kubelet's device-plugin directory (holds kubelet.sock)",
     )
-    p.add_argument(
+    add_path_flag(
+        p,
         "--pod-resources-socket",
-        type=Path,
-        default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
-        help="the kubelet's pod-resources API, to reconcile admitted containers",
+        "/var/lib/kubelet/pod-resources/kubelet.sock",
+        "the kubelet's pod-resources API, to reconcile admitted containers",
     )
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     """Who this node is in the cluster, what it advertises and how it reaches the API."""
-    p.add_argument(
-        "--node-name",
-        default=os.environ.get("NODE_NAME") or socket.gethostname(),
-        help="this node's name in the cluster ($NODE_NAME, else the host name)",
-    )
+    add_node_flags(p, memory_unit_help="MiB per GPU memory resource unit")
     p.add_argument("--resource-domain", default="vgpu.io", help="prefix of the extended resources")
-    p.add_argument(
-        "--memory-unit-mib", type=int, default=256, help="MiB per GPU memory resource unit"
-    )
     p.add_argument("--metrics-port", type=port_number, default=9400, help="0 disables /metrics")
-    p.add_argument("--kubeconfig", help="default: in-cluster, then $KUBECONFIG / ~/.kube/config")
     p.add_argument(
         "--assignment-key-file",
         type=Path,
@@ -103,8 +94,7 @@ def _add_admission_flags(p: argparse.ArgumentParser) -> None:
         help="report each GPU's NUMA node to the kubelet; only safe with the kubelet's "
         "topologyManagerPolicy none (docs/handshake.md, topology manager)",
     )
-    p.add_argument("--xid-ignore", help="comma-separated XIDs that do not mark a GPU unhealthy")
-    p.add_argument("--health-recovery-s", type=float, default=300.0, help="negative: never recover")
+    add_health_flags(p)
     p.add_argument(
         "--reconcile-s",
         type=float,
@@ -130,11 +120,11 @@ def _add_watchdog_flags(w: argparse._ArgumentGroup) -> None:
         default=300.0,
         help="at most one Event per container/GPU or unknown process in this time",
     )
-    w.add_argument(
+    add_path_flag(
+        w,
         "--proc-root",
-        type=Path,
-        default=Path("/proc"),
-        help="host procfs, to map GPU processes to containers (default /proc, with hostPID)",
+        "/proc",
+        "host procfs, to map GPU processes to containers (default /proc, with hostPID)",
     )
     w.add_argument(
         "--cdi-spec-dir",
@@ -186,23 +176,15 @@ def build(args: argparse.Namespace) -> NodeAgent:
     from vgpu.adapters.kube import KubeApi, KubeConfigMissing
     from vgpu.agent.agent import NodeAgent
     from vgpu.agent.config import AgentConfig
-    from vgpu.node.health import DEFAULT_IGNORED_XIDS, HealthPolicy, parse_xid_list
 
-    if args.memory_unit_mib <= 0:
-        raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
+    unit_mib = memory_unit_mib(args)
     names = resource_names(args.resource_domain)
     if not args.reconcile_s >= MIN_RECONCILE_S:
         raise ConfigError(
             f"--reconcile-s: {args.reconcile_s:g} is below the minimum of {MIN_RECONCILE_S:g} s "
             "(each round reads the node from the API server); use e.g. 30"
         )
-    try:
-        ignored = (
-            DEFAULT_IGNORED_XIDS if args.xid_ignore is None else parse_xid_list(args.xid_ignore)
-        )
-    except ValueError as e:
-        raise ConfigError(f"--xid-ignore: {e}") from e
-    recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
+    health = health_policy(args)
     watchdog = watchdog_policy(args)
     check_plugin_dir(args.device_plugin_dir)
     key = load_assignment_key(  # a bad or missing key fails before NVML
@@ -224,11 +206,11 @@ def build(args: argparse.Namespace) -> NodeAgent:
         plugin_dir=args.device_plugin_dir,
         pod_resources_socket=args.pod_resources_socket,
         domain=names.domain,
-        memory_unit_mib=args.memory_unit_mib,
+        memory_unit_mib=unit_mib,
         grants=grants,
         allow_unassigned=args.allow_unassigned,
         report_numa=args.report_numa,
-        health=HealthPolicy(ignored_xids=ignored, recovery_s=recovery),
+        health=health,
         reconcile_s=args.reconcile_s,
         metrics_port=args.metrics_port or None,
         watchdog_s=args.watchdog_s,

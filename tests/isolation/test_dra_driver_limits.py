@@ -1,0 +1,77 @@
+"""The DRA driver's memory limits end to end on the simulated node: preparing a claim sets the
+driver's hard limit of the pod it is reserved for through the stand-in NVML, and a program of
+that pod run with no interposer at all (a "static" program as far as enforcement goes) is
+refused past the claim's memory by the stand-in driver.
+
+The preparation runs `vgpu.daemons.dra_driver.limits.ClaimLimits` in a child that loads the
+stand-in NVML, with the API server's answers (the pod and its claims) given as JSON; the node
+is `tests/isolation/test_driver_limits.py`'s (a fake cgroup v2 tree, /proc/self/cgroup bound
+in the sandbox)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.isolation.conftest import Cluster
+from tests.isolation.test_driver_limits import MIB, OOM, POD, UID, DriverNode, driver, rc_of
+
+__all__ = ["driver"]  # the fixture, used by name
+
+PREPARE = r"""
+import json, sys
+from pathlib import Path
+from vgpu.adapters.dmem import NvmlLimits
+from vgpu.daemons.dra_driver.limits import ClaimLimits
+from vgpu.node.model import GpuInfo
+claims, pod, cgroupfs = json.loads(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3])
+gpus = {i: GpuInfo(uuid, i, "T4", 16384) for i, uuid in enumerate(json.loads(sys.argv[4]))}
+
+class Api:  # the API server's answers: the pod, its claims
+    def get_pod(self, namespace, name):
+        return pod
+
+    def get_resource_claim(self, namespace, name):
+        return claims[name]
+
+refused = ClaimLimits(Api(), NvmlLimits(), cgroupfs).apply(claims["a"], "node", gpus)
+print(repr(refused and refused.reason))
+"""
+
+
+def _claim(name: str, device: str, memory: str) -> dict[str, object]:
+    result = {
+        "request": "gpu",
+        "driver": "vgpu.io",
+        "pool": "node",
+        "device": device,
+        "consumedCapacity": {"cores": "30", "memory": memory},
+    }
+    return {
+        "metadata": {"name": name, "namespace": "ml", "uid": f"claim-{name}"},
+        "status": {
+            "allocation": {"devices": {"results": [result]}},
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": UID}],
+        },
+    }
+
+
+def test_a_claims_pod_is_refused_past_its_claims_memory_without_the_interposer(
+    driver: DriverNode, cluster: Cluster
+) -> None:
+    driver.cgroup(POD)
+    claims = {"a": _claim("a", "gpu-0", "768Mi"), "b": _claim("b", "gpu-0", "256Mi")}
+    pod = {
+        "metadata": {"name": "p", "namespace": "ml", "uid": UID},
+        "spec": {"resourceClaims": [{"name": n, "resourceClaimName": n} for n in claims]},
+    }
+    uuids = [g.uuid for g in cluster.node.gpus]
+    args = (json.dumps(claims), json.dumps(pod), str(driver.cgroupfs), json.dumps(uuids))
+    done = driver.child(PREPARE, *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "None"  # prepared: no refusal
+    steps = (f"alloc:{800 * MIB}", f"alloc:{200 * MIB}")
+    inside = driver.run(f"{POD}/ctr1", *steps)  # the two claims together: 1 GiB on gpu-0
+    assert rc_of(inside, steps[0]) == 0
+    assert rc_of(inside, steps[1]) == OOM  # 64 MiB context + 800 + 200 > 768 + 256 MiB
+    outside = driver.run(f"/kubepods/burstable/pod{UID[:-1]}0/ctr1", *steps)
+    assert [rc_of(outside, s) for s in steps] == [0, 0]
