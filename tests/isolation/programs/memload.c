@@ -18,6 +18,12 @@
  *   memload graphnode DEV BYTES COUNT    the same nodes added with cuGraphAddNode
  *   memload graphlife DEV BYTES OTHER    one node: launch, free, destroy the graph; then
  *                                        cuMemAlloc OTHER, cuDeviceGraphMemTrim, cuMemAlloc OTHER
+ *   memload asyncdev SDEV CDEV BYTES COUNT  cuMemAllocAsync COUNT times on a stream of SDEV while
+ *                                        CDEV's context is current
+ *   memload capture SDEV CDEV BYTES COUNT HOW OTHER  the same inside a global-mode capture (graph
+ *                                        memory nodes); HOW: launch (end, launch the graph) or
+ *                                        invalid (synchronize the stream, which invalidates the
+ *                                        capture, then end); then cuMemAlloc OTHER on SDEV
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -275,6 +281,61 @@ static int graph_life(int dev, size_t bytes, size_t other)
     return 0;
 }
 
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+
+/* COUNT cuMemAllocAsync of BYTES on a stream of STREAMDEV while CTXDEV's context is current. */
+static int async_dev(int stream_dev, int ctx_dev, size_t bytes, int count)
+{
+    CUstream s;
+    use_device(stream_dev);
+    if (cuStreamCreate(&s, 0))
+        return 3;
+    use_device(ctx_dev);
+    for (int i = 0; i < count; i++) {
+        CUdeviceptr d;
+        printf("rc %d\n", cuMemAllocAsync(&d, bytes, s));
+    }
+    print_free("free0", 0);
+    print_free("free1", 1);
+    return 0;
+}
+
+/* A global-mode capture on a stream of STREAMDEV (CTXDEV current) of COUNT cuMemAllocAsync of
+ * BYTES (each becomes a graph memory node); then, as HOW says: "launch" ends the capture,
+ * launches the graph and synchronizes; "invalid" synchronizes the capturing stream (which
+ * invalidates the capture) and ends it; then cuMemAlloc_v2 OTHER on STREAMDEV. */
+static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const char *how,
+                   size_t other)
+{
+    CUstream s;
+    CUgraph g = NULL;
+    CUgraphExec exec;
+    CUdeviceptr d;
+    use_device(stream_dev);
+    if (cuStreamCreate(&s, 0) || cuStreamBeginCapture_v2(s, 0)) /* CU_STREAM_CAPTURE_MODE_GLOBAL */
+        return 3;
+    use_device(ctx_dev);
+    for (int i = 0; i < count; i++)
+        printf("rc %d\n", cuMemAllocAsync(&d, bytes, s));
+    print_free("free_captured", stream_dev);
+    if (!strcmp(how, "invalid"))
+        printf("sync %d\n", cuStreamSynchronize(s));
+    CUresult rc = cuStreamEndCapture(s, &g);
+    printf("end %d\n", rc);
+    if (!rc && !strcmp(how, "launch")) {
+        rc = cuGraphInstantiateWithFlags(&exec, g, 0);
+        printf("launch %d\n", rc ? rc : cuGraphLaunch(exec, s) || cuStreamSynchronize(s));
+        print_free("free_launched", stream_dev);
+    }
+    use_device(stream_dev);
+    printf("other %d\n", cuMemAlloc_v2(&d, other));
+    return 0;
+}
+
 static int v1(unsigned bytes)
 {
     typedef CUresult (*v1_fn)(unsigned *, unsigned);
@@ -322,6 +383,11 @@ int main(int argc, char **argv)
                      !strcmp(cmd, "graphnode"));
     if (!strcmp(cmd, "graphlife") && argc == 5)
         return graph_life(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+    if (!strcmp(cmd, "asyncdev") && argc == 6)
+        return async_dev(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]));
+    if (!strcmp(cmd, "capture") && argc == 8)
+        return capture(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                       argv[6], strtoull(argv[7], NULL, 10));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)
