@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (as root; about 2 minutes of checks plus builds, well inside 10):
 #  1. vgpu-core on the hardware: hand-written PTX kernels JIT-compiled by the driver (no nvcc;
-#     tests/isolation/programs/gpuspin.c and gpumem.c, which declare the driver's prototypes
-#     themselves and run in CI on the stand-in driver too) run in "containers" made with
-#     unshare -m (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the
+#     tests/isolation/programs/gpuspin.c and gpumem.c, whose driver prototypes are declared in
+#     tests/isolation/programs/cudrv.h, no vendor header; they run in CI on the stand-in too)
+#     run in "containers" made with unshare -m (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the
 #     library preloaded). Nothing is downloaded: the driver's libraries, cc and what the
 #     checkout builds. Checks, each pass/fail, as JSON on stdout and in $VGPU_CHECK_OUT (default
 #     ./gpu-check.json): memory grant exact, cores 25/50/75 within +-8 points, 30 and 60 side by

@@ -2,11 +2,11 @@
  * hands out. CUDA Driver API reference: a pool's memory lives on its CUmemPoolProps.location
  * (cuMemPoolCreate), whichever context allocates from it; cuMemAllocAsync uses the current pool
  * of the stream's device (cuDeviceSetMemPool: "cuMemAllocAsync allocates from the current mempool
- * of the provided stream's device"), not the current context's; memory freed with cuMemFreeAsync returns to the pool, which
- * keeps up to CU_MEMPOOL_ATTR_RELEASE_THRESHOLD bytes and releases the rest "on the next call to
- * stream, event or context synchronize", or on cuMemPoolTrimTo; CU_MEMPOOL_ATTR_RESERVED_MEM_
- * CURRENT is the pool's backing memory. So each pool this process allocates from carries a
- * charge on its own device, set to the driver's reserved figure after every allocation, free,
+ * of the provided stream's device"), not the current context's; memory freed with
+ * cuMemFreeAsync returns to the pool, which keeps up to CU_MEMPOOL_ATTR_RELEASE_THRESHOLD bytes
+ * and releases the rest "on the next call to stream, event or context synchronize", or on
+ * cuMemPoolTrimTo; CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT is the pool's backing memory. So each
+ * pool this process allocates from carries a charge on its own device, set to the driver's reserved figure after every allocation, free,
  * trim and destroy, and for every pool before an allocation would be refused (the driver may
  * have released memory at a synchronize we do not hook). An allocation first reserves its size
  * on the pool's device, so the pool cannot grow past the grant, and gives that back once the

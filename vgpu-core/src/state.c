@@ -8,9 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "allocs.h"
 #include "hooks.h"
-#include "launch.h"
 
 #define MAX_ORDINALS 64
 #define MAX_CONTEXTS 64
@@ -30,13 +28,6 @@ uint64_t vgpu_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void after_fork_in_child(void)
-{
-    vgpu_region_forget_self();
-    vgpu_allocs_forget();
-    vgpu_launch_forget();
 }
 
 static void load(void)
@@ -59,7 +50,6 @@ static void load(void)
                                     state.limits.dev[i].allowance, 0, __ATOMIC_SEQ_CST,
                                     __ATOMIC_SEQ_CST);
     }
-    pthread_atfork(NULL, NULL, after_fork_in_child);
     loaded = &state;
 }
 

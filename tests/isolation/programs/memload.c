@@ -1,7 +1,7 @@
 /* A driver-API program for the memory tests: the allocation patterns where memory outlives the
  * call that obtained it (VMM mappings, pools that keep freed memory, graph memory nodes), pools
  * used from another GPU's context, the 32-bit v1 entry points, and a library opened with
- * RTLD_DEEPBIND. Prototypes declared here from NVIDIA's public Driver API reference; linked
+ * RTLD_DEEPBIND. Prototypes in cudrv.h (from NVIDIA's public Driver API reference); linked
  * against libcuda.so.1 by name. Each result is printed as "NAME CODE" or "NAME BYTES".
  *
  *   memload vmm DEV BYTES COUNT          create, map, release at once (NVIDIA's VMM sample);
@@ -35,78 +35,9 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr, Handle;
-typedef void *CUcontext, *CUstream, *CUmemoryPool, *CUgraph, *CUgraphNode, *CUgraphExec;
-typedef struct { int type, id; } Location;
-typedef struct {
-    int type, handle_types;
-    Location location;
-    void *win32;
-    unsigned char flags[8];
-} AllocProp;
-typedef struct {
-    int alloc_type, handle_types;
-    Location location;
-    void *win32;
-    size_t max_size;
-    unsigned short usage;
-    unsigned char reserved[54];
-} PoolProps;
-typedef struct { Location location; int flags; } AccessDesc;
-typedef struct {
-    PoolProps pool_props;
-    const AccessDesc *access;
-    size_t access_count;
-    size_t bytesize;
-    CUdeviceptr dptr;
-} MemAllocNodeParams;
+#include "cudrv.h"
 
-CUresult cuInit(unsigned);
-CUresult cuDeviceGet(int *, int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuCtxSynchronize(void);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
-CUresult cuMemRelease(Handle);
-CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
-CUresult cuMemUnmap(CUdeviceptr, size_t);
-CUresult cuMemSetAccess(CUdeviceptr, size_t, const AccessDesc *, size_t);
-CUresult cuMemPoolCreate(CUmemoryPool *, const PoolProps *);
-CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
-CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuGraphCreate(CUgraph *, unsigned);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                MemAllocNodeParams *);
-typedef struct {
-    int type, reserved0[3];
-    union { long long reserved1[29]; MemAllocNodeParams alloc; } u;
-    long long reserved2;
-} NodeParams;
-CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NodeParams *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-CUresult cuGraphExecDestroy(CUgraphExec);
-CUresult cuGraphDestroy(CUgraph);
-CUresult cuDeviceGraphMemTrim(int);
-CUresult cuMemAlloc(unsigned *, unsigned);
-CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
-
-static void use_device(int ordinal)
-{
-    int dev;
-    CUcontext ctx;
-    if (cuDeviceGet(&dev, ordinal) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) {
-        printf("error context %d\n", ordinal);
-        exit(3);
-    }
-}
+CUresult cuMemAlloc(unsigned *, unsigned); /* the 32-bit ABI of CUDA 3.0, refused */
 
 static void print_free(const char *name, int ordinal)
 {
@@ -142,8 +73,6 @@ static int vmm(int dev, size_t bytes, int count)
     print_free("free_unmapped", dev);
     return 0;
 }
-
-CUresult cuMemRetainAllocationHandle(Handle *, void *);
 
 static int vmm_ops(int dev, int n, char **ops)
 {
@@ -188,10 +117,7 @@ static CUmemoryPool pool_on(int dev)
     memset(&props, 0, sizeof props);
     props.alloc_type = 1;
     props.location = (Location){1, dev};
-    if (cuMemPoolCreate(&pool, &props)) {
-        printf("error cuMemPoolCreate\n");
-        exit(3);
-    }
+    check(cuMemPoolCreate(&pool, &props), "cuMemPoolCreate");
     return pool;
 }
 
@@ -236,7 +162,7 @@ static int graph(int dev, size_t bytes, int count, int generic)
     if (cuGraphCreate(&g, 0))
         return 3;
     for (int i = 0; i < count; i++) {
-        MemAllocNodeParams params;
+        AllocNodeParams params;
         CUgraphNode node;
         memset(&params, 0, sizeof params);
         params.pool_props.alloc_type = 1;
@@ -261,7 +187,7 @@ static int graph_life(int dev, size_t bytes, size_t other)
     CUgraph g;
     CUgraphExec exec;
     CUgraphNode node;
-    MemAllocNodeParams params;
+    AllocNodeParams params;
     CUdeviceptr d;
     use_device(dev);
     memset(&params, 0, sizeof params);
@@ -280,12 +206,6 @@ static int graph_life(int dev, size_t bytes, size_t other)
     printf("rc_trimmed %d\n", cuMemAlloc_v2(&d, other));
     return 0;
 }
-
-CUresult cuStreamCreate(CUstream *, unsigned);
-CUresult cuStreamSynchronize(CUstream);
-CUresult cuStreamBeginCapture_v2(CUstream, int);
-CUresult cuStreamEndCapture(CUstream, CUgraph *);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
 
 /* COUNT cuMemAllocAsync of BYTES on a stream of STREAMDEV while CTXDEV's context is current. */
 static int async_dev(int stream_dev, int ctx_dev, size_t bytes, int count)
