@@ -225,3 +225,19 @@ def test_a_captured_allocation_of_an_invalidated_capture_is_given_back(
     assert got["rc"] == [0]
     assert got["end"] == [901]  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: the graph is destroyed
     assert got["other"] == [0]  # nothing of it was ever launched: the driver holds none
+
+
+def test_a_vmm_allocation_shared_with_another_process_is_counted_once_by_its_exporter(
+    cluster: Cluster, memload: Path
+) -> None:
+    """The rule for imported handles: the exporter paid from cuMemCreate until its own release
+    and unmap; an importer's handle and mappings cost nothing more (the container would otherwise
+    count one allocation twice)."""
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "share", "0", str(512 * MIB))
+    assert got["export"] == got["import"] == got["map"] == got["importer"] == [0]
+    assert got["free_exporter"] == [512 * MIB]
+    assert got["free_importer"] == [512 * MIB]  # not counted a second time
+    assert got["free_imported_gone"] == [512 * MIB]  # still the exporter's
+    assert got["unmap"] == got["release"] == [0, 0]  # the importer's, then the exporter's
+    assert got["free_released"] == [1024 * MIB]

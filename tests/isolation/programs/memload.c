@@ -24,6 +24,9 @@
  *                                        memory nodes); HOW: launch (end, launch the graph) or
  *                                        invalid (synchronize the stream, which invalidates the
  *                                        capture, then end); then cuMemAlloc OTHER on SDEV
+ *   memload share DEV BYTES              a VMM allocation exported as a POSIX file descriptor,
+ *                                        imported and mapped by a second memload process
+ *                                        ("import DEV FD BYTES"), then released by both
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -33,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cudrv.h"
@@ -256,6 +260,69 @@ static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const c
     return 0;
 }
 
+CUresult cuMemExportToShareableHandle(void *, Handle, int, unsigned long long);
+CUresult cuMemImportFromShareableHandle(Handle *, void *, int);
+#define POSIX_FD 1 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+
+/* Reserves an address range for BYTES and maps `h` there, readable and writable on DEV. */
+static CUresult map_at(int dev, Handle h, size_t bytes, CUdeviceptr *va)
+{
+    AccessDesc access = {{ON_DEVICE, dev}, READ_WRITE};
+    CUresult rc = cuMemAddressReserve(va, bytes, 0, 0, 0);
+    rc = rc ? rc : cuMemMap(*va, bytes, 0, h, 0);
+    return rc ? rc : cuMemSetAccess(*va, bytes, &access, 1);
+}
+
+/* An allocation shared with another process as NVIDIA documents it: created with a POSIX file
+ * descriptor as its shareable type, mapped, exported; a fresh memload ("import") receives the
+ * descriptor (inherited across exec) and imports, maps, unmaps and releases it; then this
+ * process unmaps and releases its own. */
+static int share(int dev, size_t bytes)
+{
+    AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, dev}, NULL, {0}};
+    Handle h;
+    CUdeviceptr va;
+    int fd = -1;
+    char fd_arg[16], dev_arg[16], bytes_arg[32];
+    use_device(dev);
+    check(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
+    check(map_at(dev, h, bytes, &va), "map");
+    printf("export %d\n", cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0));
+    print_free("free_exporter", dev);
+    snprintf(fd_arg, sizeof fd_arg, "%d", fd);
+    snprintf(dev_arg, sizeof dev_arg, "%d", dev);
+    snprintf(bytes_arg, sizeof bytes_arg, "%zu", bytes);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "memload", "import", dev_arg, fd_arg, bytes_arg, (char *)NULL);
+        _exit(4);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("importer %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    print_free("free_imported_gone", dev);
+    printf("unmap %d\n", cuMemUnmap(va, bytes));
+    printf("release %d\n", cuMemRelease(h));
+    print_free("free_released", dev);
+    return 0;
+}
+
+static int import(int dev, int fd, size_t bytes)
+{
+    Handle h;
+    CUdeviceptr va;
+    use_device(dev);
+    CUresult rc = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, POSIX_FD);
+    printf("import %d\n", rc);
+    if (rc)
+        return 0;
+    printf("map %d\n", map_at(dev, h, bytes, &va));
+    print_free("free_importer", dev);
+    printf("unmap %d\n", cuMemUnmap(va, bytes));
+    printf("release %d\n", cuMemRelease(h));
+    return 0;
+}
+
 static int v1(unsigned bytes)
 {
     typedef CUresult (*v1_fn)(unsigned *, unsigned);
@@ -308,6 +375,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "capture") && argc == 8)
         return capture(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
                        argv[6], strtoull(argv[7], NULL, 10));
+    if (!strcmp(cmd, "share") && argc == 4)
+        return share(atoi(argv[2]), strtoull(argv[3], NULL, 10));
+    if (!strcmp(cmd, "import") && argc == 5)
+        return import(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)
