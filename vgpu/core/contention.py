@@ -16,10 +16,15 @@ The rule, per container and GPU, every step:
 - otherwise the scale is multiplied by (allowance / real share) ** GAIN, each step's factor held
   within [1 / MAX_STEP, MAX_STEP]; a real share within DEADBAND points of the allowance leaves
   it as it is (sampling noise is not chased);
-- the scale stays within [SCALE_NEUTRAL, ceiling(allowance)]: a stream's events never measure
-  more than the wall time (its kernels' spans follow one another), so a budget of a whole
-  period of measured time no longer binds a single stream, and a scale above that would only
-  wind up (and take long to come back down once the container is over its allowance);
+- the scale stays within [SCALE_NEUTRAL, ceiling(allowance)]: one stream's events never measure
+  more than the wall time (its kernels' spans follow one another), but a container running
+  kernels on several streams at once is charged each stream's span, so its measure can be a
+  multiple of the wall time and a budget of one period of measured time would hold it below its
+  allowance for good. The ceiling buys back up to OVERLAP streams at once (OVERLAP periods of
+  measured time, within the library's SCALE_MAX); a scale above that would only wind up;
+- a scale falls faster than it rises: over its allowance, the factor is the whole ratio
+  (allowance / real share, still held within [1 / MAX_STEP, 1]), so a scale wound up while the
+  container wanted less than its allowance comes back down in a few steps once it turns busy;
 - an inactive container (no recent launch) goes back to neutral;
 - while some of the GPU's utilisation belongs to no known container (a process the agent cannot
   attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
@@ -43,6 +48,7 @@ SCALE_NEUTRAL = 1000
 SCALE_MAX = 8000
 GAIN = 0.35
 MAX_STEP = 2.0
+OVERLAP = 4  # streams of one container running at once that the scale makes up for
 DEADBAND = 1.0  # points of the GPU: NVML reports whole percents
 
 
@@ -74,15 +80,16 @@ def next_scale(scale: int, seen: Observed) -> int:
     if abs(seen.real - seen.allowance) <= DEADBAND:
         return _bounded(scale, seen.allowance)
     ratio = seen.allowance / max(seen.real, seen.allowance / MAX_STEP)
-    factor = min(MAX_STEP, max(1 / MAX_STEP, ratio**GAIN))
+    factor = min(MAX_STEP, max(1 / MAX_STEP, ratio if ratio < 1 else ratio**GAIN))
     if not seen.attributed:
         factor = min(1.0, factor)
     return _bounded(round(scale * factor), seen.allowance)
 
 
 def ceiling(allowance: int) -> int:
-    """The largest useful scale: allowance * scale reaches a whole period of measured time."""
-    return min(SCALE_MAX, max(SCALE_NEUTRAL, 100 * SCALE_NEUTRAL // allowance))
+    """The largest useful scale: allowance * scale reaches OVERLAP periods of measured time (as
+    many as OVERLAP streams at once measure)."""
+    return min(SCALE_MAX, max(SCALE_NEUTRAL, OVERLAP * 100 * SCALE_NEUTRAL // allowance))
 
 
 def _bounded(scale: int, allowance: int) -> int:
