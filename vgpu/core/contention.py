@@ -21,10 +21,12 @@ The rule, per container and GPU, every step:
   kernels on several streams at once is charged each stream's span, so its measure can be a
   multiple of the wall time and a budget of one period of measured time would hold it below its
   allowance for good. The ceiling buys back up to OVERLAP streams at once (OVERLAP periods of
-  measured time, within the library's SCALE_MAX); a scale above that would only wind up;
-- a scale falls faster than it rises: over its allowance, the factor is the whole ratio
-  (allowance / real share, still held within [1 / MAX_STEP, 1]), so a scale wound up while the
-  container wanted less than its allowance comes back down in a few steps once it turns busy;
+  measured time, within the library's SCALE_MAX); a scale above that would only wind up. The
+  cost: a scale wound up while its container wanted less than its allowance can be up to OVERLAP
+  times higher than under a one-period ceiling, so once the container turns busy it comes back
+  down in a few more steps (a 30 of 30/70 from its ceiling: 17 steps of the model in
+  tests/core/test_contention.py, 12 with one period). A faster fall than rise was tried and
+  left the GPU idler: with noisy shares an asymmetric law settles below the allowance;
 - an inactive container (no recent launch) goes back to neutral;
 - while some of the GPU's utilisation belongs to no known container (a process the agent cannot
   attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
@@ -80,7 +82,7 @@ def next_scale(scale: int, seen: Observed) -> int:
     if abs(seen.real - seen.allowance) <= DEADBAND:
         return _bounded(scale, seen.allowance)
     ratio = seen.allowance / max(seen.real, seen.allowance / MAX_STEP)
-    factor = min(MAX_STEP, max(1 / MAX_STEP, ratio if ratio < 1 else ratio**GAIN))
+    factor = min(MAX_STEP, max(1 / MAX_STEP, ratio**GAIN))
     if not seen.attributed:
         factor = min(1.0, factor)
     return _bounded(round(scale * factor), seen.allowance)
