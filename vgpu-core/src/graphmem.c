@@ -145,9 +145,10 @@ CUresult vgpu_graphmem_end(CUgraph graph, unsigned long long capture, int index,
     if (index < 0)
         return rc;
     pthread_mutex_lock(&mu);
+    int fresh = entry(graph, 0) == NULL; /* a capture into an existing graph does not own it */
     graph_entry *g = rc == CUDA_SUCCESS ? entry(graph, 1) : NULL;
     if (g) {
-        g->capture = capture;
+        g->capture = fresh ? capture : g->capture;
         g->bytes[index] += bytes;
         promised[index] += bytes;
         charged[index] += bytes; /* the reservation made in vgpu_graphmem_begin */
