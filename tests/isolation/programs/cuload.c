@@ -6,7 +6,8 @@
  *   cuload info                                   per device: uuid, totals, free
  *   cuload alloc DEV PATH BYTES COUNT [hold]      PATH: mem pitch managed async pool vmm vmmhost
  *                                                 array array3d mipmap; prints each result code
- *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph; prints pid, window_ns
+ *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph streams (round robin
+ *                                                 over four streams); prints pid, window_ns
  *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads
  *   cuload bench DEV COUNT                        ns per launch and per allocate/free pair */
 #include <pthread.h>
@@ -163,11 +164,17 @@ static int spin(int ordinal, double seconds, uint64_t kernel_us, const char *mod
         check(cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiateWithFlags");
     }
     LaunchConfig config = {1, 1, 1, 1, 1, 1, 0, NULL, NULL, 0};
+    CUstream streams[4];
+    for (int i = 0; !strcmp(mode, "streams") && i < 4; i++)
+        check(cuStreamCreate(&streams[i], 0), "cuStreamCreate");
     printf("pid %d\n", (int)getpid());
     uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
-    while (now_ns() < stop) {
+    for (unsigned n = 0; now_ns() < stop; n++) {
         if (!strcmp(mode, "kernel"))
             check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+        else if (!strcmp(mode, "streams")) /* round robin: four streams busy at once */
+            check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, streams[n % 4], params, NULL),
+                  "cuLaunchKernel");
         else if (!strcmp(mode, "ex"))
             check(cuLaunchKernelEx(&config, f, params, NULL), "cuLaunchKernelEx");
         else if (!strcmp(mode, "coop"))
