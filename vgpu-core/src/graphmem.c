@@ -109,6 +109,11 @@ void vgpu_graphmem_reconcile(void)
     pthread_mutex_unlock(&mu);
 }
 
+__attribute__((constructor)) static void register_reclaimer(void)
+{
+    vgpu_account_reclaimer(vgpu_graphmem_reconcile);
+}
+
 void vgpu_graphmem_forget(void)
 {
     ngraphs = 0;

@@ -78,6 +78,11 @@ void vgpu_pools_reconcile(void)
     pthread_mutex_unlock(&mu);
 }
 
+__attribute__((constructor)) static void register_reclaimer(void)
+{
+    vgpu_account_reclaimer(vgpu_pools_reconcile);
+}
+
 void vgpu_pools_forget(void)
 {
     npools = 0;
