@@ -14,7 +14,8 @@
 #     - VMM map-then-release (NVIDIA's sample pattern): a second cuMemCreate past a 1 GiB grant
 #       is refused while the first, released, stays mapped; after the unmap it fits again;
 #     - a graph memory node (cuGraphAddMemAllocNode) past the grant is refused beside one that
-#       fits;
+#       fits; so is a cuMemAllocAsync captured into a graph (global mode) past the grant, at
+#       capture, and the capture still ends;
 #     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
 #       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
 #       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
@@ -105,6 +106,7 @@ inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json" || true
 container vmm 1073741824 100
 inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
 inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
+inside vmm "$work/gpumem" capture 805306368 >"$work/capturemem.json" || true
 inside vmm "$work/gpumem" total >"$work/total.json" || true
 "$work/gpumem" total >"$work/total-bare.json" || true
 
@@ -190,6 +192,10 @@ checks.append(judged("VMM: released but mapped memory refuses a second create pa
 checks.append(judged("graph memory node past the grant refused", ["graphmem"],
                      lambda graphmem: graphmem["codes"] == [0, 2],
                      graphmem=lambda: read("graphmem")))
+checks.append(judged("captured cuMemAllocAsync past the grant refused at capture",
+                     ["capturemem"],
+                     lambda capturemem: capturemem["codes"] == [0, 2] and capturemem["end"] == 0,
+                     capturemem=lambda: read("capturemem")))
 fields = ("total_mem", "total_mem_by_proc_address", "mem_info_total")
 checks.append(judged("totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
                      ["total", "total-bare"],

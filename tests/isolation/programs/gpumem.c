@@ -9,6 +9,8 @@
  *                        code); then unmap and create once more ("after_unmap")
  *   gpumem graph BYTES   two cuGraphAddMemAllocNode of BYTES in one graph (a captured
  *                        cudaMallocAsync becomes such a node): each node's code
+ *   gpumem capture BYTES two cuMemAllocAsync of BYTES inside a global-mode stream capture
+ *                        (graph memory nodes at capture): each code, and the capture's end
  *   gpumem total         what the CUDA runtime's cudaGetDeviceProperties reads for totalGlobalMem:
  *                        cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at
  *                        CUDA 12.0 (how the runtime reaches the driver), beside cuMemGetInfo_v2 */
@@ -69,6 +71,28 @@ static int graph(size_t bytes)
     return 0;
 }
 
+/* Two cuMemAllocAsync of BYTES on a stream of device 0 inside a global-mode capture (what
+ * torch.cuda.graph does with a cudaMallocAsync): each becomes a graph memory node; then the
+ * capture's end. */
+static int capture(size_t bytes)
+{
+    CUstream s;
+    CUgraph g = NULL;
+    CUresult codes[2];
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    check(cuStreamBeginCapture_v2(s, 0), "cuStreamBeginCapture_v2"); /* GLOBAL */
+    for (int i = 0; i < 2; i++) {
+        CUdeviceptr d;
+        codes[i] = cuMemAllocAsync(&d, bytes, s);
+    }
+    CUresult end = cuStreamEndCapture(s, &g);
+    if (g)
+        cuGraphDestroy(g);
+    printf("{\"bytes\": %zu, \"codes\": [%d, %d], \"end\": %d}\n", bytes, codes[0], codes[1],
+           end);
+    return 0;
+}
+
 static int total(void)
 {
     typedef CUresult (*total_fn)(size_t *, int);
@@ -98,8 +122,11 @@ int main(int argc, char **argv)
         return vmm(strtoull(argv[2], NULL, 10));
     if (argc == 3 && !strcmp(argv[1], "graph"))
         return graph(strtoull(argv[2], NULL, 10));
+    if (argc == 3 && !strcmp(argv[1], "capture"))
+        return capture(strtoull(argv[2], NULL, 10));
     if (argc == 2 && !strcmp(argv[1], "total"))
         return total();
-    fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem total\n");
+    fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem capture BYTES | "
+                    "gpumem total\n");
     return 2;
 }
