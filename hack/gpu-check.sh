@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # On a machine with an NVIDIA GPU (as root; about 2 minutes of checks plus builds, well inside 10):
 #  1. vgpu-core on the hardware: hand-written PTX kernels JIT-compiled by the driver (no nvcc;
-#     tests/isolation/programs/gpuspin.c and gpumem.c, which declare the driver's prototypes
-#     themselves and run in CI on the stand-in driver too) run in "containers" made with
-#     unshare -m (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the
+#     tests/isolation/programs/gpuspin.c and gpumem.c, whose driver prototypes are declared in
+#     tests/isolation/programs/cudrv.h, no vendor header; they run in CI on the stand-in too)
+#     run in "containers" made with unshare -m (limits and shared directories mounted at /run/vgpu and /run/vgpu-shared, the
 #     library preloaded). Nothing is downloaded: the driver's libraries, cc and what the
 #     checkout builds. Checks, each pass/fail, as JSON on stdout and in $VGPU_CHECK_OUT (default
 #     ./gpu-check.json): memory grant exact, cores 25/50/75 within +-8 points, 30 and 60 side by
@@ -14,7 +14,8 @@
 #     - VMM map-then-release (NVIDIA's sample pattern): a second cuMemCreate past a 1 GiB grant
 #       is refused while the first, released, stays mapped; after the unmap it fits again;
 #     - a graph memory node (cuGraphAddMemAllocNode) past the grant is refused beside one that
-#       fits;
+#       fits; so is a cuMemAllocAsync captured into a graph (global mode) past the grant, at
+#       capture, and the capture still ends;
 #     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
 #       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
 #       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
@@ -105,6 +106,7 @@ inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json" || true
 container vmm 1073741824 100
 inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
 inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
+inside vmm "$work/gpumem" capture 805306368 >"$work/capturemem.json" || true
 inside vmm "$work/gpumem" total >"$work/total.json" || true
 "$work/gpumem" total >"$work/total-bare.json" || true
 
@@ -190,6 +192,10 @@ checks.append(judged("VMM: released but mapped memory refuses a second create pa
 checks.append(judged("graph memory node past the grant refused", ["graphmem"],
                      lambda graphmem: graphmem["codes"] == [0, 2],
                      graphmem=lambda: read("graphmem")))
+checks.append(judged("captured cuMemAllocAsync past the grant refused at capture",
+                     ["capturemem"],
+                     lambda capturemem: capturemem["codes"] == [0, 2] and capturemem["end"] == 0,
+                     capturemem=lambda: read("capturemem")))
 fields = ("total_mem", "total_mem_by_proc_address", "mem_info_total")
 checks.append(judged("totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
                      ["total", "total-bare"],

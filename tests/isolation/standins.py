@@ -38,6 +38,7 @@ _CUDA = (
     "cuda_pool.c",
     "cuda_capture.c",
     "cuda_work.c",
+    "cuda_stack.c",
 )
 _NVML = ("nvml_device.c", "nvml_usage.c", "nvml_limits.c")
 _CFLAGS = ("-O1", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror")

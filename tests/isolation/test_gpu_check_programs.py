@@ -57,6 +57,14 @@ def test_a_graph_memory_node_past_the_grant_is_refused_beside_one_that_fits(
     assert got["codes"] == [0, OUT_OF_MEMORY], got
 
 
+def test_a_captured_cumemallocasync_past_the_grant_is_refused_at_capture(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "capture", str(768 * MIB))
+    assert got["codes"] == [0, OUT_OF_MEMORY], got
+    assert got["end"] == 0, got  # the refusal leaves the capture intact
+
+
 def test_the_total_a_cuda_program_reads_is_the_grant_directly_and_by_proc_address(
     cluster: Cluster,
 ) -> None:
@@ -134,6 +142,7 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
         "memory grant exact",
         "VMM: released but mapped memory refuses a second create past the grant",
         "graph memory node past the grant refused",
+        "captured cuMemAllocAsync past the grant refused at capture",
         "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
     ):
         assert checks[name]["pass"], checks[name]

@@ -190,3 +190,54 @@ def test_a_library_opened_with_rtld_deepbind_is_still_held(cluster: Cluster, mem
     lib = str(memload.parent / "libmemlib.so")
     got = run(cluster, container, memload, "deepbind", lib, str(512 * MIB), "3")
     assert got["rc"] == [0, 0, 2]
+
+
+def test_cumemallocasync_is_charged_to_the_streams_gpu_not_the_current_contexts(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024), (1, 30, 1024)])
+    got = run(cluster, container, memload, "asyncdev", "1", "0", str(768 * MIB), "2")
+    assert got["rc"] == [0, 2]  # 2 x 768 MiB exceed GPU 1's grant, where the stream allocates
+    assert got["free1"] == [256 * MIB]
+    assert got["free0"] == [1024 * MIB]
+
+
+@pytest.mark.parametrize("ctx_dev", ["1", "0"])  # the stream's own context current, or another
+def test_a_captured_cumemallocasync_is_charged_at_capture_and_refused_past_the_grant(
+    cluster: Cluster, memload: Path, ctx_dev: str
+) -> None:
+    container = cluster.admit([(0, 30, 1024), (1, 30, 1024)])
+    args = ["capture", "1", ctx_dev, str(768 * MIB), "2", "launch", str(512 * MIB)]
+    got = run(cluster, container, memload, *args)
+    assert got["rc"] == [0, 2]  # a graph memory node each, on the stream's GPU
+    assert got["free_captured"] == [256 * MIB]  # counted before anything runs
+    assert got["end"] == got["launch"] == [0]
+    assert got["free_launched"] == [256 * MIB]  # launching does not count it twice
+    assert got["other"] == [2]
+
+
+def test_a_captured_allocation_of_an_invalidated_capture_is_given_back(
+    cluster: Cluster, memload: Path
+) -> None:
+    container = cluster.admit([(0, 30, 1024)])
+    args = ["capture", "0", "0", str(768 * MIB), "1", "invalid", str(768 * MIB)]
+    got = run(cluster, container, memload, *args)
+    assert got["rc"] == [0]
+    assert got["end"] == [901]  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED: the graph is destroyed
+    assert got["other"] == [0]  # nothing of it was ever launched: the driver holds none
+
+
+def test_a_vmm_allocation_shared_with_another_process_is_counted_once_by_its_exporter(
+    cluster: Cluster, memload: Path
+) -> None:
+    """The rule for imported handles: the exporter paid from cuMemCreate until its own release
+    and unmap; an importer's handle and mappings cost nothing more (the container would otherwise
+    count one allocation twice)."""
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "share", "0", str(512 * MIB))
+    assert got["export"] == got["import"] == got["map"] == got["importer"] == [0]
+    assert got["free_exporter"] == [512 * MIB]
+    assert got["free_importer"] == [512 * MIB]  # not counted a second time
+    assert got["free_imported_gone"] == [512 * MIB]  # still the exporter's
+    assert got["unmap"] == got["release"] == [0, 0]  # the importer's, then the exporter's
+    assert got["free_released"] == [1024 * MIB]

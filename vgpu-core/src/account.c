@@ -3,9 +3,17 @@
 #include "account.h"
 
 #include "allocs.h"
-#include "graphmem.h"
-#include "pools.h"
 #include "state.h"
+
+/* Set once each, by constructors at load time, before any thread can reserve. */
+static vgpu_reclaim_fn reclaimers[4];
+static int nreclaimers;
+
+void vgpu_account_reclaimer(vgpu_reclaim_fn reclaim)
+{
+    if (nreclaimers < (int)(sizeof reclaimers / sizeof *reclaimers))
+        reclaimers[nreclaimers++] = reclaim;
+}
 
 CUresult vgpu_reserve(int index, uint64_t bytes)
 {
@@ -15,8 +23,8 @@ CUresult vgpu_reserve(int index, uint64_t bytes)
     uint64_t limit = s->limits.dev[index].memory;
     if (vgpu_region_reserve(s->region, index, bytes, limit) == 0)
         return CUDA_SUCCESS;
-    vgpu_pools_reconcile(); /* pools may have released memory at a synchronize */
-    vgpu_graphmem_reconcile();
+    for (int i = 0; i < nreclaimers; i++)
+        reclaimers[i](); /* pools and graphs may have released memory at a synchronize */
     if (vgpu_region_reserve(s->region, index, bytes, limit) == 0)
         return CUDA_SUCCESS;
     return CUDA_ERROR_OUT_OF_MEMORY;

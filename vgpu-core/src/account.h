@@ -6,7 +6,13 @@
 
 #include "driver_api.h"
 
-/* Reserves `bytes` on limits index `index`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+/* Lowers a charge to what the driver now holds (memory it may have released unseen). */
+typedef void (*vgpu_reclaim_fn)(void);
+/* Registers a reclaimer, run before a reservation is refused (pools.c and graphmem.c register
+ * theirs when the library loads: they charge through here, so this module names neither). */
+void vgpu_account_reclaimer(vgpu_reclaim_fn reclaim);
+/* Reserves `bytes` on limits index `index`: CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY (after the
+ * reclaimers ran). */
 CUresult vgpu_reserve(int index, uint64_t bytes);
 /* Counts `bytes` the driver already holds, even past the limit (later reservations then fail). */
 void vgpu_force_reserve(int index, uint64_t bytes);

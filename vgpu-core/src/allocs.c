@@ -1,8 +1,6 @@
 /* A chained hash table keyed by (kind, pointer or handle), guarded by one mutex: allocation and free
  * are rare next to launches, and exact accounting matters more here than speed. */
 #include "allocs.h"
-#include "graphmem.h"
-#include "pools.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -77,9 +75,6 @@ void vgpu_allocs_forget(void)
         }
     }
     pthread_mutex_init(&mu, NULL);
-    vgpu_vmm_forget();
-    vgpu_pools_forget();
-    vgpu_graphmem_forget();
 }
 
 int vgpu_grow(void **array, size_t *cap, size_t n, size_t elem)

@@ -15,7 +15,7 @@ int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes);
 int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes);
 /* Forgets every record (a forked child holds none of its parent's allocations). */
 void vgpu_allocs_forget(void);
-/* Forgets the VMM handles and mappings (vmm.c); part of vgpu_allocs_forget. */
+/* Forgets the VMM handles and mappings (vmm.c; a forked child, fork.c). */
 void vgpu_vmm_forget(void);
 /* Room for element n of a growable array of *cap elements: 0, or -1 out of host memory. */
 int vgpu_grow(void **array, size_t *cap, size_t n, size_t elem);

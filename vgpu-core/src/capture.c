@@ -10,6 +10,10 @@
 
 typedef CUresult (*capturing_fn)(CUstream, int *);
 typedef CUresult (*exchange_fn)(int *);
+typedef CUresult (*info_fn)(CUstream, int *, unsigned long long *, CUgraph *, const void **,
+                            size_t *);
+
+enum { CAPTURE_STATUS_ACTIVE = 1 };
 
 int vgpu_capture_relax(void)
 {
@@ -35,4 +39,27 @@ int vgpu_capture_active(CUstream stream)
     if (rc == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT)
         return 1; /* the legacy stream while a blocking stream captures: the launch is refused */
     return rc == CUDA_SUCCESS && status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+/* cuStreamGetCaptureInfo_v2 (CUDA 11.3; graph memory nodes need 11.4): the status, the capture
+ * sequence's id and "the graph being captured into". */
+CUgraph vgpu_capture_graph(CUstream stream, unsigned long long *id)
+{
+    info_fn info = REAL_CU(info_fn, cuStreamGetCaptureInfo_v2);
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    CUgraph graph = NULL;
+    *id = 0;
+    if (!info || info(stream, &status, id, &graph, NULL, NULL) != CUDA_SUCCESS)
+        return NULL;
+    return status == CAPTURE_STATUS_ACTIVE ? graph : NULL;
+}
+
+unsigned long long vgpu_capture_id(CUstream stream)
+{
+    info_fn info = REAL_CU(info_fn, cuStreamGetCaptureInfo_v2);
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    unsigned long long id = 0;
+    if (!info || info(stream, &status, &id, NULL, NULL, NULL) != CUDA_SUCCESS)
+        return 0;
+    return status == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : id;
 }

@@ -12,10 +12,19 @@
  * falls to what the driver reports (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at
  * cuDeviceGraphMemTrim or before an allocation would be refused. A device is never charged less
  * than the driver reports for graphs, which also covers memory nodes that reach a graph another
- * way (stream capture, cloning) from the next such point on. */
+ * way (cloning, a graph launched as a child node) from the next such point on.
+ *
+ * Stream capture adds memory nodes too: cuMemAllocAsync and cuMemAllocFromPoolAsync on a
+ * capturing stream result "in the creation of an allocation node ... owned by the graph instead
+ * of the memory pool. The memory pool's properties are used to set the node's creation
+ * parameters" (CUDA Driver API reference, cuMemAllocAsync). memory.c charges such an allocation
+ * here, at capture, on the pool's device, to the graph the stream captures into
+ * (cuStreamGetCaptureInfo_v2), and refuses it past the grant like any other node; a capture
+ * that ends invalidated destroys its graph, whose nodes are then retired as at cuGraphDestroy. */
 #include <pthread.h>
 
 #include "account.h"
+#include "capture.h"
 #include "allocs.h"
 #include "graphmem.h"
 #include "hooks.h"
@@ -44,6 +53,7 @@ typedef CUresult (*add_node_fn)(void **, CUgraph, void *const *, size_t, node_pa
 typedef CUresult (*add_node2_fn)(void **, CUgraph, void *const *, const void *, size_t,
                                  node_params *);
 typedef CUresult (*graph_fn)(CUgraph);
+typedef CUresult (*end_fn)(CUstream, CUgraph *);
 typedef CUresult (*trim_fn)(CUdevice);
 typedef CUresult (*attr_fn)(CUdevice, int, void *);
 
@@ -51,6 +61,7 @@ enum { GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2, GRAPH_NODE_TYPE_MEM_ALLOC = 10 }
 
 typedef struct {
     CUgraph graph;
+    unsigned long long capture;       /* while it is being captured: the sequence's id; else 0 */
     uint64_t bytes[VGPU_MAX_DEVICES]; /* its allocation nodes, per limits index */
 } graph_entry;
 
@@ -98,6 +109,11 @@ void vgpu_graphmem_reconcile(void)
     pthread_mutex_unlock(&mu);
 }
 
+__attribute__((constructor)) static void register_reclaimer(void)
+{
+    vgpu_account_reclaimer(vgpu_graphmem_reconcile);
+}
+
 void vgpu_graphmem_forget(void)
 {
     ngraphs = 0;
@@ -118,35 +134,29 @@ static graph_entry *entry(CUgraph graph, int create)
     return &graphs[ngraphs++];
 }
 
-/* Before a node is added: reserves its size on its location's device (*index, *dev); *index is
- * -1 when nothing is counted (a host location). */
-static CUresult node_begin(const mem_alloc_node_params *params, int *index, CUdevice *dev)
+CUresult vgpu_graphmem_begin(CUdevice dev, uint64_t bytes, int *index)
 {
-    *index = -1;
-    if (!vgpu_state_get())
-        return CUDA_ERROR_NOT_PERMITTED;
-    if (!params || params->poolProps.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
-        return CUDA_SUCCESS;
-    *dev = params->poolProps.location.id;
-    CUresult rc = vgpu_device_index(*dev, index);
+    CUresult rc = vgpu_device_index(dev, index);
     if (rc == CUDA_SUCCESS)
-        rc = vgpu_reserve(*index, params->bytesize);
+        rc = vgpu_reserve(*index, bytes);
     if (rc != CUDA_SUCCESS)
         *index = -1;
     return rc;
 }
 
-/* After the real add: the node's size joins its graph's, or the reservation is given back. */
-static CUresult node_end(CUgraph graph, int index, CUdevice dev, uint64_t bytes, CUresult rc)
+CUresult vgpu_graphmem_end(CUgraph graph, unsigned long long capture, int index, CUdevice dev,
+                           uint64_t bytes, CUresult rc)
 {
     if (index < 0)
         return rc;
     pthread_mutex_lock(&mu);
+    int fresh = entry(graph, 0) == NULL; /* a capture into an existing graph does not own it */
     graph_entry *g = rc == CUDA_SUCCESS ? entry(graph, 1) : NULL;
     if (g) {
+        g->capture = fresh ? capture : g->capture;
         g->bytes[index] += bytes;
         promised[index] += bytes;
-        charged[index] += bytes; /* the reservation made in node_begin */
+        charged[index] += bytes; /* the reservation made in vgpu_graphmem_begin */
         settle(index, dev, 0);
     }
     pthread_mutex_unlock(&mu);
@@ -155,19 +165,52 @@ static CUresult node_end(CUgraph graph, int index, CUdevice dev, uint64_t bytes,
     return rc;
 }
 
+/* The three ways to add a node, with their arguments (cuGraphAddNode_v2 adds edge data). */
+enum { ADD_MEM_ALLOC, ADD_NODE, ADD_NODE_V2 };
+typedef struct {
+    void **node;
+    CUgraph graph;
+    void *const *deps;
+    const void *edges;
+    size_t ndeps;
+    void *params;
+} add_args;
+
+static CUresult add_real(int how, const add_args *a)
+{
+    add_fn alloc = REAL_CU(add_fn, cuGraphAddMemAllocNode);
+    add_node_fn node = REAL_CU(add_node_fn, cuGraphAddNode);
+    add_node2_fn node2 = REAL_CU(add_node2_fn, cuGraphAddNode_v2);
+    if (how == ADD_MEM_ALLOC && alloc)
+        return alloc(a->node, a->graph, a->deps, a->ndeps, a->params);
+    if (how == ADD_NODE && node)
+        return node(a->node, a->graph, a->deps, a->ndeps, a->params);
+    if (how == ADD_NODE_V2 && node2)
+        return node2(a->node, a->graph, a->deps, a->edges, a->ndeps, a->params);
+    return CUDA_ERROR_NOT_INITIALIZED;
+}
+
+/* A node is charged its size on its location's device before the driver adds it; a host
+ * location is not device memory and passes uncounted. */
+static CUresult add(int how, const add_args *a, const mem_alloc_node_params *alloc)
+{
+    int index = -1;
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    int counted = alloc && alloc->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+    CUdevice dev = counted ? alloc->poolProps.location.id : 0;
+    CUresult rc = counted ? vgpu_graphmem_begin(dev, alloc->bytesize, &index) : CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = add_real(how, a);
+    return vgpu_graphmem_end(a->graph, 0, index, dev, counted ? alloc->bytesize : 0, rc);
+}
+
 VGPU_EXPORT CUresult cuGraphAddMemAllocNode(void **node, CUgraph graph, void *const *deps,
                                             size_t ndeps, mem_alloc_node_params *params)
 {
-    add_fn real = REAL_CU(add_fn, cuGraphAddMemAllocNode);
-    int index;
-    CUdevice dev = 0;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = node_begin(params, &index, &dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = real(node, graph, deps, ndeps, params);
-    return node_end(graph, index, dev, index < 0 ? 0 : params->bytesize, rc);
+    add_args a = {node, graph, deps, NULL, ndeps, params};
+    return add(ADD_MEM_ALLOC, &a, params);
 }
 
 /* cuGraphAddNode (CUDA 12.2) and _v2 (12.3) add any node type; CUgraphNodeParams is the type,
@@ -181,37 +224,50 @@ static const mem_alloc_node_params *alloc_params(const node_params *p)
 VGPU_EXPORT CUresult cuGraphAddNode(void **node, CUgraph graph, void *const *deps, size_t ndeps,
                                     node_params *params)
 {
-    add_node_fn real = REAL_CU(add_node_fn, cuGraphAddNode);
-    const mem_alloc_node_params *alloc = alloc_params(params);
-    int index;
-    CUdevice dev = 0;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = node_begin(alloc, &index, &dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = real(node, graph, deps, ndeps, params);
-    return node_end(graph, index, dev, index < 0 ? 0 : alloc->bytesize, rc);
+    add_args a = {node, graph, deps, NULL, ndeps, params};
+    return add(ADD_NODE, &a, alloc_params(params));
 }
 
 VGPU_EXPORT CUresult cuGraphAddNode_v2(void **node, CUgraph graph, void *const *deps,
                                        const void *edges, size_t ndeps, node_params *params)
 {
-    add_node2_fn real = REAL_CU(add_node2_fn, cuGraphAddNode_v2);
-    const mem_alloc_node_params *alloc = alloc_params(params);
-    int index;
-    CUdevice dev = 0;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = node_begin(alloc, &index, &dev);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = real(node, graph, deps, edges, ndeps, params);
-    return node_end(graph, index, dev, index < 0 ? 0 : alloc->bytesize, rc);
+    add_args a = {node, graph, deps, edges, ndeps, params};
+    return add(ADD_NODE_V2, &a, alloc_params(params));
 }
 
-/* The graph's nodes move to their devices' retained graph memory (their allocations may be live,
- * or cached until trimmed). */
+/* Under mu: a graph's nodes move to their devices' retained graph memory (their allocations may
+ * be live, or cached until trimmed). */
+static void retire(graph_entry *g)
+{
+    for (int i = 0; i < VGPU_MAX_DEVICES; i++) {
+        promised[i] -= g->bytes[i];
+        retained[i] += g->bytes[i];
+    }
+    *g = graphs[--ngraphs];
+}
+
+/* cuStreamEndCapture hands the captured graph over, or (an invalidated capture) destroys it and
+ * returns none: then its nodes are retired as at cuGraphDestroy. */
+VGPU_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
+{
+    end_fn real = REAL_CU(end_fn, cuStreamEndCapture);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    unsigned long long capture = vgpu_capture_id(stream);
+    CUresult rc = real(stream, graph);
+    pthread_mutex_lock(&mu);
+    for (size_t i = ngraphs; capture && i-- > 0;) {
+        if (graphs[i].capture != capture)
+            continue;
+        if (rc == CUDA_SUCCESS && graph && *graph == graphs[i].graph)
+            graphs[i].capture = 0;
+        else
+            retire(&graphs[i]);
+    }
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
 VGPU_EXPORT CUresult cuGraphDestroy(CUgraph graph)
 {
     graph_fn real = REAL_CU(graph_fn, cuGraphDestroy);
@@ -220,12 +276,8 @@ VGPU_EXPORT CUresult cuGraphDestroy(CUgraph graph)
     pthread_mutex_lock(&mu);
     CUresult rc = real(graph);
     graph_entry *g = rc == CUDA_SUCCESS ? entry(graph, 0) : NULL;
-    for (int i = 0; g && i < VGPU_MAX_DEVICES; i++) {
-        promised[i] -= g->bytes[i];
-        retained[i] += g->bytes[i];
-    }
     if (g)
-        *g = graphs[--ngraphs];
+        retire(g);
     pthread_mutex_unlock(&mu);
     return rc;
 }

@@ -22,7 +22,7 @@
     X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuMemPoolCreate)    \
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)     \
     X(cuGraphAddMemAllocNode) X(cuGraphDestroy) X(cuDeviceGraphMemTrim) X(cuGraphAddNode)         \
-    X(cuGraphAddNode_v2) X(cuCtxDestroy_v2)                                                       \
+    X(cuGraphAddNode_v2) X(cuCtxDestroy_v2) X(cuStreamEndCapture)                                 \
     X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxRelease)         \
     X(cuDevicePrimaryCtxRelease_v2) X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync)              \
     X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD2D8_v2) X(cuMemsetD2D16_v2)   \
@@ -38,7 +38,8 @@
     X(cuEventCreate) X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize)                       \
     X(cuEventElapsedTime) X(cuMemPoolGetAttribute) X(cuDeviceGetGraphMemAttribute)                 \
     X(cuEventDestroy_v2) X(cuStreamIsCapturing)                             \
-    X(cuThreadExchangeStreamCaptureMode) X(cuStreamSynchronize) X(cuDevicePrimaryCtxGetState)
+    X(cuThreadExchangeStreamCaptureMode) X(cuStreamSynchronize) X(cuDevicePrimaryCtxGetState)    \
+    X(cuStreamGetCtx) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuStreamGetCaptureInfo_v2)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \

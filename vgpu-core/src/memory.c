@@ -1,8 +1,11 @@
 /* Linear device memory: plain, pitched and managed allocations, counted on the current context's
  * device before the driver is asked and given back when freed; stream-ordered and pool
- * allocations, whose pool is charged on its own device (pools.c). */
+ * allocations, whose pool is charged on its own device (pools.c), or which become graph memory
+ * nodes when their stream is capturing (graphmem.c). */
 #include "account.h"
 #include "allocs.h"
+#include "capture.h"
+#include "graphmem.h"
 #include "hooks.h"
 #include "pools.h"
 #include "state.h"
@@ -48,60 +51,107 @@ VGPU_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned
     return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
 }
 
-/* cuMemAllocAsync draws from the current pool of the device (pools.c charges the pool); when the
- * pool cannot be found the allocation is counted by itself on the current device. */
-static CUresult alloc_async(async_fn real, CUdeviceptr *dptr, size_t bytes, CUstream stream)
+/* A stream-ordered allocation on a capturing stream is a graph memory node on the pool's device
+ * (`dev`), charged at capture (graphmem.c); 0 when the stream is not capturing. */
+static int captured(CUstream stream, CUdevice dev, size_t bytes, CUresult *rc,
+                    CUresult (*call)(void *), void *args)
+{
+    unsigned long long capture;
+    int index;
+    CUgraph graph = vgpu_capture_graph(stream, &capture);
+    if (!graph)
+        return 0;
+    *rc = vgpu_graphmem_begin(dev, bytes, &index);
+    if (*rc == CUDA_SUCCESS)
+        *rc = vgpu_graphmem_end(graph, capture, index, dev, bytes, call(args));
+    return 1;
+}
+
+/* Outside capture: the pool is charged what it reserves (pools.c); an allocation whose pool
+ * cannot be found is counted by itself on the pool's device. */
+static CUresult pooled(CUmemoryPool pool, CUdevice dev, size_t bytes, CUdeviceptr *dptr,
+                       CUresult (*call)(void *), void *args)
 {
     int index;
-    MISSING(real);
-    CUmemoryPool pool = vgpu_state_get() ? vgpu_current_pool() : NULL;
-    if (pool) {
-        CUresult rc = vgpu_pool_begin(pool, bytes, &index);
-        if (rc != CUDA_SUCCESS)
-            return rc;
-        rc = real(dptr, bytes, stream);
-        return vgpu_pool_end(pool, index, bytes, rc, rc == CUDA_SUCCESS ? *dptr : 0);
-    }
-    CUresult rc = begin(bytes, &index);
+    CUresult rc = pool ? vgpu_pool_begin(pool, bytes, &index) : vgpu_device_index(dev, &index);
+    if (rc == CUDA_SUCCESS && !pool)
+        rc = vgpu_reserve(index, bytes);
     if (rc != CUDA_SUCCESS)
         return rc;
-    rc = real(dptr, bytes, stream);
-    return vgpu_settle(rc, VGPU_KIND_POINTER, rc == CUDA_SUCCESS ? *dptr : 0, index, bytes);
+    rc = call(args);
+    CUdeviceptr got = rc == CUDA_SUCCESS ? *dptr : 0;
+    if (pool)
+        return vgpu_pool_end(pool, index, bytes, rc, got);
+    return vgpu_settle(rc, VGPU_KIND_POINTER, got, index, bytes);
+}
+
+typedef struct {
+    async_fn async;
+    pool_fn from_pool;
+    CUdeviceptr *dptr;
+    size_t bytes;
+    CUmemoryPool pool;
+    CUstream stream;
+} async_args;
+
+static CUresult call_async(void *p)
+{
+    async_args *a = p;
+    if (a->from_pool)
+        return a->from_pool(a->dptr, a->bytes, a->pool, a->stream);
+    return a->async(a->dptr, a->bytes, a->stream);
+}
+
+/* cuMemAllocAsync draws from the current pool of the stream's device (not the current
+ * context's); cuMemAllocFromPoolAsync from `pool`, on the pool's own device. */
+static CUresult alloc_async(async_args *a)
+{
+    CUdevice dev;
+    int index;
+    CUresult rc;
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    if (a->from_pool)
+        rc = vgpu_pool_device(a->pool, &dev, &index);
+    else
+        rc = vgpu_stream_device(a->stream, &dev);
+    if (rc == CUDA_SUCCESS && a->from_pool && index < 0)
+        return call_async(a); /* a host pool: not device memory */
+    if (rc != CUDA_SUCCESS || captured(a->stream, dev, a->bytes, &rc, call_async, a))
+        return rc;
+    CUmemoryPool pool = a->from_pool ? a->pool : vgpu_device_pool(dev);
+    return pooled(pool, dev, a->bytes, a->dptr, call_async, a);
 }
 
 VGPU_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
-    return alloc_async(REAL_CU(async_fn, cuMemAllocAsync), dptr, bytes, stream);
+    async_args a = {REAL_CU(async_fn, cuMemAllocAsync), NULL, dptr, bytes, NULL, stream};
+    MISSING(a.async);
+    return alloc_async(&a);
 }
 
 VGPU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
-    return alloc_async(REAL_CU(async_fn, cuMemAllocAsync_ptsz), dptr, bytes, stream);
-}
-
-/* Counted on the pool's own device, not the current context's (pools.c). */
-static CUresult alloc_pool(pool_fn real, CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
-                           CUstream stream)
-{
-    int index;
-    MISSING(real);
-    CUresult rc = vgpu_pool_begin(pool, bytes, &index);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    rc = real(dptr, bytes, pool, stream);
-    return vgpu_pool_end(pool, index, bytes, rc, rc == CUDA_SUCCESS ? *dptr : 0);
+    async_args a = {REAL_CU(async_fn, cuMemAllocAsync_ptsz), NULL, dptr, bytes, NULL, stream};
+    MISSING(a.async);
+    return alloc_async(&a);
 }
 
 VGPU_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
                                              CUstream stream)
 {
-    return alloc_pool(REAL_CU(pool_fn, cuMemAllocFromPoolAsync), dptr, bytes, pool, stream);
+    async_args a = {NULL, REAL_CU(pool_fn, cuMemAllocFromPoolAsync), dptr, bytes, pool, stream};
+    MISSING(a.from_pool);
+    return alloc_async(&a);
 }
 
 VGPU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
                                                   CUmemoryPool pool, CUstream stream)
 {
-    return alloc_pool(REAL_CU(pool_fn, cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool, stream);
+    async_args a = {NULL, REAL_CU(pool_fn, cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool,
+                    stream};
+    MISSING(a.from_pool);
+    return alloc_async(&a);
 }
 
 /* The driver chooses the pitch, so the estimate (width x height) is corrected afterwards and the

@@ -1,11 +1,12 @@
 /* Stream-ordered allocation: a pool is charged what it reserves from its device, not what it
  * hands out. CUDA Driver API reference: a pool's memory lives on its CUmemPoolProps.location
  * (cuMemPoolCreate), whichever context allocates from it; cuMemAllocAsync uses the current pool
- * of the device (cuDeviceGetMemPool); memory freed with cuMemFreeAsync returns to the pool, which
- * keeps up to CU_MEMPOOL_ATTR_RELEASE_THRESHOLD bytes and releases the rest "on the next call to
- * stream, event or context synchronize", or on cuMemPoolTrimTo; CU_MEMPOOL_ATTR_RESERVED_MEM_
- * CURRENT is the pool's backing memory. So each pool this process allocates from carries a
- * charge on its own device, set to the driver's reserved figure after every allocation, free,
+ * of the stream's device (cuDeviceSetMemPool: "cuMemAllocAsync allocates from the current mempool
+ * of the provided stream's device"), not the current context's; memory freed with
+ * cuMemFreeAsync returns to the pool, which keeps up to CU_MEMPOOL_ATTR_RELEASE_THRESHOLD bytes
+ * and releases the rest "on the next call to stream, event or context synchronize", or on
+ * cuMemPoolTrimTo; CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT is the pool's backing memory. So each
+ * pool this process allocates from carries a charge on its own device, set to the driver's reserved figure after every allocation, free,
  * trim and destroy, and for every pool before an allocation would be refused (the driver may
  * have released memory at a synchronize we do not hook). An allocation first reserves its size
  * on the pool's device, so the pool cannot grow past the grant, and gives that back once the
@@ -24,13 +25,13 @@ typedef CUresult (*trim_fn)(CUmemoryPool, size_t);
 typedef CUresult (*destroy_fn)(CUmemoryPool);
 typedef CUresult (*create_fn)(CUmemoryPool *, const CUmemPoolProps *);
 typedef CUresult (*get_pool_fn)(CUmemoryPool *, CUdevice);
-typedef CUresult (*ctx_device_fn)(CUdevice *);
 
 enum { ATTR_RESERVED_MEM_CURRENT = 5 };
 
 typedef struct {
     CUmemoryPool pool;
-    int index; /* limits index of its device; -1: a host pool, not device memory */
+    CUdevice dev; /* its device's ordinal */
+    int index;    /* limits index of its device; -1: a host pool, not device memory */
     int destroyed;
     uint64_t charged;
     uint64_t live; /* allocations not yet freed */
@@ -77,57 +78,62 @@ void vgpu_pools_reconcile(void)
     pthread_mutex_unlock(&mu);
 }
 
+__attribute__((constructor)) static void register_reclaimer(void)
+{
+    vgpu_account_reclaimer(vgpu_pools_reconcile);
+}
+
 void vgpu_pools_forget(void)
 {
     npools = 0;
     pthread_mutex_init(&mu, NULL);
 }
 
-void vgpu_pool_note(CUmemoryPool pool, int index)
+void vgpu_pool_note(CUmemoryPool pool, CUdevice dev, int index)
 {
     pthread_mutex_lock(&mu);
     if (pool && !find(pool) && vgpu_grow((void **)&pools, &cap, npools, sizeof *pools) == 0)
-        pools[npools++] = (pool_entry){pool, index, 0, 0, 0};
+        pools[npools++] = (pool_entry){pool, dev, index, 0, 0, 0};
     pthread_mutex_unlock(&mu);
 }
 
-/* The limits index of a pool's device (-1 for a host pool); unknown pools are taken to be on the
- * current context's device and remembered so (the hooks below see every pool a process can
- * allocate from: created, default and current pools; imported pools cannot allocate). */
-static CUresult pool_index(CUmemoryPool pool, int *index)
+CUresult vgpu_pool_device(CUmemoryPool pool, CUdevice *dev, int *index)
 {
     pthread_mutex_lock(&mu);
     pool_entry *p = find(pool);
-    if (p)
+    if (p) {
+        *dev = p->dev;
         *index = p->index;
+    }
     pthread_mutex_unlock(&mu);
     if (p)
         return CUDA_SUCCESS;
-    CUresult rc = vgpu_current_index(index);
+    CUresult rc = vgpu_current_device(dev);
     if (rc == CUDA_SUCCESS)
-        vgpu_pool_note(pool, *index);
+        rc = vgpu_device_index(*dev, index);
+    if (rc == CUDA_SUCCESS)
+        vgpu_pool_note(pool, *dev, *index);
     return rc;
 }
 
-CUmemoryPool vgpu_current_pool(void)
+CUmemoryPool vgpu_device_pool(CUdevice dev)
 {
-    ctx_device_fn ctx_device = REAL_CU(ctx_device_fn, cuCtxGetDevice);
     get_pool_fn get_pool = REAL_CU(get_pool_fn, cuDeviceGetMemPool);
-    CUdevice dev;
     CUmemoryPool pool = NULL;
     int index;
-    if (!ctx_device || !get_pool || ctx_device(&dev) != CUDA_SUCCESS ||
-        vgpu_device_index(dev, &index) != CUDA_SUCCESS || get_pool(&pool, dev) != CUDA_SUCCESS)
+    if (!get_pool || vgpu_device_index(dev, &index) != CUDA_SUCCESS ||
+        get_pool(&pool, dev) != CUDA_SUCCESS)
         return NULL;
-    vgpu_pool_note(pool, index);
+    vgpu_pool_note(pool, dev, index);
     return pool;
 }
 
 CUresult vgpu_pool_begin(CUmemoryPool pool, size_t bytes, int *index)
 {
+    CUdevice dev;
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
-    CUresult rc = pool_index(pool, index);
+    CUresult rc = vgpu_pool_device(pool, &dev, index);
     if (rc != CUDA_SUCCESS || *index < 0)
         return rc;
     return vgpu_reserve(*index, bytes);
@@ -186,7 +192,7 @@ VGPU_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *p
     if (rc == CUDA_SUCCESS)
         rc = real(pool, props);
     if (rc == CUDA_SUCCESS && pool)
-        vgpu_pool_note(*pool, index);
+        vgpu_pool_note(*pool, props ? props->location.id : 0, index);
     return rc;
 }
 
@@ -199,7 +205,7 @@ static CUresult device_pool(get_pool_fn real, CUmemoryPool *pool, CUdevice dev)
     if (rc == CUDA_SUCCESS)
         rc = real(pool, dev);
     if (rc == CUDA_SUCCESS && pool)
-        vgpu_pool_note(*pool, index);
+        vgpu_pool_note(*pool, dev, index);
     return rc;
 }
 

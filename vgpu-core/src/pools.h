@@ -6,10 +6,15 @@
 
 #include "driver_api.h"
 
-/* Remembers the limits index of a pool's device (-1: a host pool). */
-void vgpu_pool_note(CUmemoryPool pool, int index);
-/* The current pool of the current context's device (what cuMemAllocAsync draws from), or NULL. */
-CUmemoryPool vgpu_current_pool(void);
+/* Remembers a pool's device: its ordinal and limits index (-1: a host pool). */
+void vgpu_pool_note(CUmemoryPool pool, CUdevice dev, int index);
+/* A pool's device (an unknown pool is taken to be on the current context's device and remembered
+ * so: the hooks see every pool a process can allocate from, created, default and current ones;
+ * imported pools cannot allocate). */
+CUresult vgpu_pool_device(CUmemoryPool pool, CUdevice *dev, int *index);
+/* The current pool of device `dev` (what cuMemAllocAsync on a stream of `dev` draws from), or
+ * NULL. */
+CUmemoryPool vgpu_device_pool(CUdevice dev);
 /* Before allocating `bytes` from `pool`: reserves them on the pool's device (*index; -1 when
  * nothing is counted). */
 CUresult vgpu_pool_begin(CUmemoryPool pool, size_t bytes, int *index);

@@ -8,9 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "allocs.h"
 #include "hooks.h"
-#include "launch.h"
 
 #define MAX_ORDINALS 64
 #define MAX_CONTEXTS 64
@@ -30,13 +28,6 @@ uint64_t vgpu_now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static void after_fork_in_child(void)
-{
-    vgpu_region_forget_self();
-    vgpu_allocs_forget();
-    vgpu_launch_forget();
 }
 
 static void load(void)
@@ -59,7 +50,6 @@ static void load(void)
                                     state.limits.dev[i].allowance, 0, __ATOMIC_SEQ_CST,
                                     __ATOMIC_SEQ_CST);
     }
-    pthread_atfork(NULL, NULL, after_fork_in_child);
     loaded = &state;
 }
 
@@ -122,7 +112,7 @@ CUresult vgpu_device_index(CUdevice dev, int *index)
     return CUDA_SUCCESS;
 }
 
-static CUresult context_device(CUdevice *dev)
+CUresult vgpu_current_device(CUdevice *dev)
 {
     typedef CUresult (*get_dev_fn)(CUdevice *);
     typedef CUresult (*get_ctx_fn)(CUcontext *);
@@ -149,6 +139,32 @@ CUresult vgpu_current_index(int *index)
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
     CUdevice dev = 0;
-    CUresult rc = context_device(&dev);
+    CUresult rc = vgpu_current_device(&dev);
     return rc != CUDA_SUCCESS ? rc : vgpu_device_index(dev, index);
+}
+
+/* CUDA Driver API, cuStreamGetCtx: the context a stream belongs to (for the NULL, legacy and
+ * per-thread streams, the calling thread's current one); its device is read with that context
+ * pushed for the moment (cuCtxPushCurrent/cuCtxPopCurrent leave the thread's stack as it was). A
+ * driver without these calls (before CUDA 9.2) has no stream-ordered allocation either: there the
+ * current context's device is the answer. */
+CUresult vgpu_stream_device(CUstream stream, CUdevice *dev)
+{
+    typedef CUresult (*stream_ctx_fn)(CUstream, CUcontext *);
+    typedef CUresult (*push_fn)(CUcontext);
+    typedef CUresult (*pop_fn)(CUcontext *);
+    stream_ctx_fn stream_ctx = REAL_CU(stream_ctx_fn, cuStreamGetCtx);
+    push_fn push = REAL_CU(push_fn, cuCtxPushCurrent_v2);
+    pop_fn pop = REAL_CU(pop_fn, cuCtxPopCurrent_v2);
+    CUcontext ctx = NULL;
+    if (!stream_ctx || !push || !pop)
+        return vgpu_current_device(dev);
+    CUresult rc = stream_ctx(stream, &ctx);
+    if (rc == CUDA_SUCCESS)
+        rc = push(ctx);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_current_device(dev);
+    pop(&ctx);
+    return rc;
 }

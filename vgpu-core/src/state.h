@@ -26,8 +26,13 @@ typedef struct {
 /* The state, loaded once; NULL when the library fails closed (the reason was printed once). */
 const vgpu_state *vgpu_state_get(void);
 
+/* The current context's device: 0 and *dev, or a CUDA error. */
+CUresult vgpu_current_device(CUdevice *dev);
 /* Limits index of the current context's device: 0 and *index, or a CUDA error. */
 CUresult vgpu_current_index(int *index);
+/* The device of a stream's context (what cuMemAllocAsync allocates on): 0 and *dev, or a CUDA
+ * error. */
+CUresult vgpu_stream_device(CUstream stream, CUdevice *dev);
 /* Limits index of a device ordinal: 0 and *index, or a CUDA error (unlisted: invalid device). */
 CUresult vgpu_device_index(CUdevice dev, int *index);
 /* Remembers which device a context belongs to (for drivers without cuCtxGetDevice). */

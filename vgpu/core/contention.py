@@ -16,10 +16,17 @@ The rule, per container and GPU, every step:
 - otherwise the scale is multiplied by (allowance / real share) ** GAIN, each step's factor held
   within [1 / MAX_STEP, MAX_STEP]; a real share within DEADBAND points of the allowance leaves
   it as it is (sampling noise is not chased);
-- the scale stays within [SCALE_NEUTRAL, ceiling(allowance)]: a stream's events never measure
-  more than the wall time (its kernels' spans follow one another), so a budget of a whole
-  period of measured time no longer binds a single stream, and a scale above that would only
-  wind up (and take long to come back down once the container is over its allowance);
+- the scale stays within [SCALE_NEUTRAL, ceiling(allowance)]: one stream's events never measure
+  more than the wall time (its kernels' spans follow one another), but a container running
+  kernels on several streams at once is charged each stream's span, so its measure can be a
+  multiple of the wall time and a budget of one period of measured time would hold it below its
+  allowance for good. The ceiling buys back up to OVERLAP streams at once (OVERLAP periods of
+  measured time, within the library's SCALE_MAX); a scale above that would only wind up. The
+  cost: a scale wound up while its container wanted less than its allowance can be up to OVERLAP
+  times higher than under a one-period ceiling, so once the container turns busy it comes back
+  down in a few more steps (a 30 of 30/70 from its ceiling: 17 steps of the model in
+  tests/core/test_contention.py, 12 with one period). A faster fall than rise was tried and
+  left the GPU idler: with noisy shares an asymmetric law settles below the allowance;
 - an inactive container (no recent launch) goes back to neutral;
 - while some of the GPU's utilisation belongs to no known container (a process the agent cannot
   attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
@@ -43,6 +50,7 @@ SCALE_NEUTRAL = 1000
 SCALE_MAX = 8000
 GAIN = 0.35
 MAX_STEP = 2.0
+OVERLAP = 4  # streams of one container running at once that the scale makes up for
 DEADBAND = 1.0  # points of the GPU: NVML reports whole percents
 
 
@@ -81,8 +89,9 @@ def next_scale(scale: int, seen: Observed) -> int:
 
 
 def ceiling(allowance: int) -> int:
-    """The largest useful scale: allowance * scale reaches a whole period of measured time."""
-    return min(SCALE_MAX, max(SCALE_NEUTRAL, 100 * SCALE_NEUTRAL // allowance))
+    """The largest useful scale: allowance * scale reaches OVERLAP periods of measured time (as
+    many as OVERLAP streams at once measure)."""
+    return min(SCALE_MAX, max(SCALE_NEUTRAL, OVERLAP * 100 * SCALE_NEUTRAL // allowance))
 
 
 def _bounded(scale: int, allowance: int) -> int:

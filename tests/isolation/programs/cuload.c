@@ -1,12 +1,13 @@
 /* A driver-API program for the isolation tests: allocates through every path, reports what memory
  * queries answer, and keeps a GPU busy with "spin" kernels (the stand-in's module format: a kernel
- * that takes its first parameter in nanoseconds per block). Prototypes declared here from NVIDIA's
- * public Driver API reference; linked against libcuda.so.1 by name.
+ * that takes its first parameter in nanoseconds per block). Prototypes in cudrv.h (from NVIDIA's
+ * public Driver API reference); linked against libcuda.so.1 by name.
  *
  *   cuload info                                   per device: uuid, totals, free
  *   cuload alloc DEV PATH BYTES COUNT [hold]      PATH: mem pitch managed async pool vmm vmmhost
  *                                                 array array3d mipmap; prints each result code
- *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph; prints pid, window_ns
+ *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph streams (round robin
+ *                                                 over four streams); prints pid, window_ns
  *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads
  *   cuload bench DEV COUNT                        ns per launch and per allocate/free pair */
 #include <pthread.h>
@@ -17,18 +18,8 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUgraph, *CUgraphNode, *CUgraphExec,
-    *CUarray, *CUmemoryPool;
-typedef struct { int type, id; } CUmemLocation;
-typedef struct {
-    int type, requestedHandleTypes;
-    CUmemLocation location;
-    void *win32;
-    unsigned char flags[8];
-} CUmemAllocationProp;
+#include "cudrv.h"
+
 typedef struct { size_t w, h; int format; unsigned channels; } ArrayDesc;
 typedef struct { size_t w, h, d; int format; unsigned channels, flags; } Array3DDesc;
 typedef struct {
@@ -42,57 +33,16 @@ typedef struct {
     unsigned gx, gy, gz, bx, by, bz, shared;
     void **params, **extra;
 } KernelNodeParams;
-
-CUresult cuInit(unsigned);
-CUresult cuDeviceGetCount(int *);
-CUresult cuDeviceGet(CUdevice *, int);
-CUresult cuDeviceGetUuid(unsigned char *, CUdevice);
-CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuCtxSynchronize(void);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemAllocPitch_v2(CUdeviceptr *, size_t *, size_t, size_t, unsigned);
 CUresult cuMemAllocManaged(CUdeviceptr *, size_t, unsigned);
-CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemPoolCreate(CUmemoryPool *, const void *);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuMemCreate(unsigned long long *, size_t, const CUmemAllocationProp *, unsigned long long);
 CUresult cuArrayCreate_v2(CUarray *, const ArrayDesc *);
 CUresult cuArray3DCreate_v2(CUarray *, const Array3DDesc *);
 CUresult cuMipmappedArrayCreate(CUarray *, const Array3DDesc *, unsigned);
-CUresult cuModuleLoadData(CUmodule *, const void *);
-CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void **, void **);
 CUresult cuLaunchKernelEx(const LaunchConfig *, CUfunction, void **, void **);
 CUresult cuLaunchCooperativeKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                    unsigned, unsigned, CUstream, void **);
-CUresult cuGraphCreate(CUgraph *, unsigned);
 CUresult cuGraphAddKernelNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                               const KernelNodeParams *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-
-static void check(CUresult rc, const char *what)
-{
-    if (rc != 0) {
-        printf("error %s %d\n", what, rc);
-        fflush(stdout);
-        exit(3);
-    }
-}
-
-static void use_device(int ordinal)
-{
-    CUdevice dev;
-    CUcontext ctx;
-    check(cuDeviceGet(&dev, ordinal), "cuDeviceGet");
-    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-}
 
 static int info(void)
 {
@@ -137,17 +87,16 @@ static CUresult alloc_one(const char *path, size_t bytes, int ordinal)
         return cuMemAllocAsync(&p, bytes, NULL);
     if (!strcmp(path, "pool")) {
         static CUmemoryPool pool;
-        struct { int alloc_type, handle_types; CUmemLocation loc; void *w; unsigned char r[64]; } props;
+        PoolProps props;
         memset(&props, 0, sizeof props);
-        props.alloc_type = 1;
-        props.loc.type = 1;
-        props.loc.id = ordinal;
+        props.alloc_type = PINNED;
+        props.location = (Location){ON_DEVICE, ordinal};
         if (!pool)
             check(cuMemPoolCreate(&pool, &props), "cuMemPoolCreate");
         return cuMemAllocFromPoolAsync(&p, bytes, pool, NULL);
     }
     if (!strcmp(path, "vmm") || !strcmp(path, "vmmhost")) {
-        CUmemAllocationProp prop;
+        AllocProp prop;
         memset(&prop, 0, sizeof prop);
         prop.type = 1;
         prop.location.type = strcmp(path, "vmm") ? 2 : 1; /* 2: host */
@@ -215,11 +164,17 @@ static int spin(int ordinal, double seconds, uint64_t kernel_us, const char *mod
         check(cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiateWithFlags");
     }
     LaunchConfig config = {1, 1, 1, 1, 1, 1, 0, NULL, NULL, 0};
+    CUstream streams[4];
+    for (int i = 0; !strcmp(mode, "streams") && i < 4; i++)
+        check(cuStreamCreate(&streams[i], 0), "cuStreamCreate");
     printf("pid %d\n", (int)getpid());
     uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
-    while (now_ns() < stop) {
+    for (unsigned n = 0; now_ns() < stop; n++) {
         if (!strcmp(mode, "kernel"))
             check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+        else if (!strcmp(mode, "streams")) /* round robin: four streams busy at once */
+            check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, streams[n % 4], params, NULL),
+                  "cuLaunchKernel");
         else if (!strcmp(mode, "ex"))
             check(cuLaunchKernelEx(&config, f, params, NULL), "cuLaunchKernelEx");
         else if (!strcmp(mode, "coop"))

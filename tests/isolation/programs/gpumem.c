@@ -1,6 +1,6 @@
 /* The real-GPU memory program of hack/gpu-check.sh: the memory that outlives the call that
- * obtained it, and the total a CUDA program is told. Prototypes declared here from NVIDIA's
- * public Driver API reference; linked against libcuda.so.1 by name. Each mode prints one JSON
+ * obtained it, and the total a CUDA program is told. Prototypes in cudrv.h (from NVIDIA's
+ * public Driver API reference); linked against libcuda.so.1 by name. Each mode prints one JSON
  * object (result codes as the driver's CUresult numbers).
  *
  *   gpumem vmm BYTES     NVIDIA's VMM sample pattern: cuMemCreate BYTES (rounded up to the
@@ -9,6 +9,8 @@
  *                        code); then unmap and create once more ("after_unmap")
  *   gpumem graph BYTES   two cuGraphAddMemAllocNode of BYTES in one graph (a captured
  *                        cudaMallocAsync becomes such a node): each node's code
+ *   gpumem capture BYTES two cuMemAllocAsync of BYTES inside a global-mode stream capture
+ *                        (graph memory nodes at capture): each code, and the capture's end
  *   gpumem total         what the CUDA runtime's cudaGetDeviceProperties reads for totalGlobalMem:
  *                        cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at
  *                        CUDA 12.0 (how the runtime reaches the driver), beside cuMemGetInfo_v2 */
@@ -16,65 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr, Handle;
-typedef void *CUcontext, *CUgraph, *CUgraphNode;
-typedef struct { int type, id; } Location;
-typedef struct { /* CUmemAllocationProp */
-    int type, handle_types;
-    Location location;
-    void *win32;
-    unsigned char flags[8];
-} AllocProp;
-typedef struct { Location location; int flags; } AccessDesc; /* CUmemAccessDesc */
-typedef struct {                                            /* CUmemPoolProps */
-    int alloc_type, handle_types;
-    Location location;
-    void *win32;
-    size_t max_size;
-    unsigned short usage;
-    unsigned char reserved[54];
-} PoolProps;
-typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS */
-    PoolProps pool_props;
-    const AccessDesc *access;
-    size_t access_count;
-    size_t bytesize;
-    CUdeviceptr dptr;
-} AllocNodeParams;
+#define CUDRV_JSON_ERRORS
+#include "cudrv.h"
 
-CUresult cuInit(unsigned);
-CUresult cuDeviceGet(int *, int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuDeviceTotalMem_v2(size_t *, int);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
-CUresult cuMemGetAllocationGranularity(size_t *, const AllocProp *, int);
-CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
-CUresult cuMemRelease(Handle);
-CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-CUresult cuMemAddressFree(CUdeviceptr, size_t);
-CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
-CUresult cuMemUnmap(CUdeviceptr, size_t);
-CUresult cuMemSetAccess(CUdeviceptr, size_t, const AccessDesc *, size_t);
-CUresult cuGraphCreate(CUgraph *, unsigned);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                AllocNodeParams *);
-CUresult cuGraphDestroy(CUgraph);
-
-#define PINNED 1              /* CU_MEM_ALLOCATION_TYPE_PINNED */
-#define ON_DEVICE 1           /* CU_MEM_LOCATION_TYPE_DEVICE */
-#define READ_WRITE 3          /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
 #define GRANULARITY_MINIMUM 0 /* CU_MEM_ALLOC_GRANULARITY_MINIMUM */
-
-static void check(CUresult rc, const char *what)
-{
-    if (rc != 0) {
-        printf("{\"error\": \"%s\", \"code\": %d}\n", what, rc);
-        exit(3);
-    }
-}
 
 /* One create of BYTES on device 0 (pinned, device-local): its code, the handle in *h. */
 static CUresult create(Handle *h, size_t bytes)
@@ -124,6 +71,28 @@ static int graph(size_t bytes)
     return 0;
 }
 
+/* Two cuMemAllocAsync of BYTES on a stream of device 0 inside a global-mode capture (what
+ * torch.cuda.graph does with a cudaMallocAsync): each becomes a graph memory node; then the
+ * capture's end. */
+static int capture(size_t bytes)
+{
+    CUstream s;
+    CUgraph g = NULL;
+    CUresult codes[2];
+    check(cuStreamCreate(&s, 0), "cuStreamCreate");
+    check(cuStreamBeginCapture_v2(s, 0), "cuStreamBeginCapture_v2"); /* GLOBAL */
+    for (int i = 0; i < 2; i++) {
+        CUdeviceptr d;
+        codes[i] = cuMemAllocAsync(&d, bytes, s);
+    }
+    CUresult end = cuStreamEndCapture(s, &g);
+    if (g)
+        cuGraphDestroy(g);
+    printf("{\"bytes\": %zu, \"codes\": [%d, %d], \"end\": %d}\n", bytes, codes[0], codes[1],
+           end);
+    return 0;
+}
+
 static int total(void)
 {
     typedef CUresult (*total_fn)(size_t *, int);
@@ -153,8 +122,11 @@ int main(int argc, char **argv)
         return vmm(strtoull(argv[2], NULL, 10));
     if (argc == 3 && !strcmp(argv[1], "graph"))
         return graph(strtoull(argv[2], NULL, 10));
+    if (argc == 3 && !strcmp(argv[1], "capture"))
+        return capture(strtoull(argv[2], NULL, 10));
     if (argc == 2 && !strcmp(argv[1], "total"))
         return total();
-    fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem total\n");
+    fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem capture BYTES | "
+                    "gpumem total\n");
     return 2;
 }

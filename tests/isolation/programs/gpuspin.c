@@ -1,7 +1,7 @@
 /* The real-GPU program of hack/gpu-check.sh: hand-written PTX kernels, one that spins on %clock64
  * for a given number of cycles and one of a fixed amount of work, JIT-compiled by the driver
- * (cuModuleLoadData; no nvcc), plus the memory queries. Prototypes declared here from NVIDIA's
- * public Driver API reference.
+ * (cuModuleLoadData; no nvcc), plus the memory queries. Prototypes in cudrv.h (from NVIDIA's
+ * public Driver API reference).
  *
  *   gpuspin mem BYTES COUNT       cuMemGetInfo total, then COUNT allocations' result codes
  *   gpuspin spin SECONDS US       kernels of US microseconds for SECONDS; prints kernels, window
@@ -22,28 +22,8 @@
 #include <string.h>
 #include <time.h>
 
-typedef int CUresult;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUgraph, *CUgraphExec;
-typedef unsigned long long CUdeviceptr;
-
-CUresult cuInit(unsigned);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
-CUresult cuDevicePrimaryCtxReset_v2(int);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuCtxSynchronize(void);
-CUresult cuDeviceGetAttribute(int *, int, int);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuModuleLoadData(CUmodule *, const void *);
-CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, void *, void **, void **);
-CUresult cuStreamCreate(CUstream *, unsigned);
-CUresult cuStreamSynchronize(CUstream);
-CUresult cuStreamBeginCapture_v2(CUstream, int);
-CUresult cuStreamEndCapture(CUstream, CUgraph *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
+#define CUDRV_JSON_ERRORS
+#include "cudrv.h"
 
 static const char ptx[] =
     ".version 6.0\n.target sm_50\n.address_size 64\n"
@@ -64,14 +44,6 @@ static const char ptx[] =
     "DONE:\n  ret;\n}\n";
 
 #define CU_DEVICE_ATTRIBUTE_CLOCK_RATE 13 /* kHz */
-
-static void check(CUresult rc, const char *what)
-{
-    if (rc != 0) {
-        printf("{\"error\": \"%s\", \"code\": %d}\n", what, rc);
-        exit(3);
-    }
-}
 
 static double now_s(void)
 {

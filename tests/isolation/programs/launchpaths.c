@@ -1,7 +1,7 @@
 /* Launch paths that once ran free of the cores throttle, for the isolation tests: work captured
  * into CUDA graphs, launches after a primary-context reset or in a process's many contexts,
- * memsets and the deprecated cuLaunchGrid. Prototypes declared here from NVIDIA's public Driver
- * API reference; linked against libcuda.so.1 by name. Every mode prints "pid N" first and
+ * memsets and the deprecated cuLaunchGrid. Prototypes in cudrv.h (from NVIDIA's public Driver
+ * API reference); linked against libcuda.so.1 by name. Every mode prints "pid N" first and
  * "window_ns N" (the busy loop's wall time) last; kernels are the stand-in's "spin" kernel (its
  * first parameter is its time in nanoseconds per block).
  *
@@ -32,29 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr;
-typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUgraph, *CUgraphExec, *CUevent;
+#include "cudrv.h"
 
-CUresult cuInit(unsigned);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
-CUresult cuDevicePrimaryCtxReset_v2(int);
-CUresult cuDevicePrimaryCtxRelease_v2(int);
-CUresult cuCtxCreate_v2(CUcontext *, unsigned, int);
-CUresult cuCtxDestroy_v2(CUcontext);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuCtxSynchronize(void);
-CUresult cuModuleLoadData(CUmodule *, const void *);
-CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
-CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                        unsigned, CUstream, void **, void **);
-CUresult cuStreamCreate(CUstream *, unsigned);
-CUresult cuStreamSynchronize(CUstream);
-CUresult cuStreamBeginCapture_v2(CUstream, int);
-CUresult cuStreamEndCapture(CUstream, CUgraph *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemsetD8_v2(CUdeviceptr, unsigned char, size_t);
 CUresult cuMemsetD32Async(CUdeviceptr, unsigned, size_t, CUstream);
 CUresult cuMemsetD2D8Async(CUdeviceptr, size_t, unsigned char, size_t, size_t, CUstream);
@@ -63,17 +42,6 @@ CUresult cuParamSetSize(CUfunction, unsigned);
 CUresult cuParamSetv(CUfunction, int, void *, unsigned);
 CUresult cuLaunchGrid(CUfunction, int, int);
 CUresult cuThreadExchangeStreamCaptureMode(int *);
-CUresult cuEventCreate(CUevent *, unsigned);
-CUresult cuEventRecord(CUevent, CUstream);
-CUresult cuEventQuery(CUevent);
-
-static void check(CUresult rc, const char *what)
-{
-    if (rc != 0) {
-        printf("error %s %d\n", what, rc);
-        exit(3);
-    }
-}
 
 static uint64_t now_ns(void)
 {

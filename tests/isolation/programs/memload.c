@@ -1,7 +1,7 @@
 /* A driver-API program for the memory tests: the allocation patterns where memory outlives the
  * call that obtained it (VMM mappings, pools that keep freed memory, graph memory nodes), pools
  * used from another GPU's context, the 32-bit v1 entry points, and a library opened with
- * RTLD_DEEPBIND. Prototypes declared here from NVIDIA's public Driver API reference; linked
+ * RTLD_DEEPBIND. Prototypes in cudrv.h (from NVIDIA's public Driver API reference); linked
  * against libcuda.so.1 by name. Each result is printed as "NAME CODE" or "NAME BYTES".
  *
  *   memload vmm DEV BYTES COUNT          create, map, release at once (NVIDIA's VMM sample);
@@ -18,6 +18,15 @@
  *   memload graphnode DEV BYTES COUNT    the same nodes added with cuGraphAddNode
  *   memload graphlife DEV BYTES OTHER    one node: launch, free, destroy the graph; then
  *                                        cuMemAlloc OTHER, cuDeviceGraphMemTrim, cuMemAlloc OTHER
+ *   memload asyncdev SDEV CDEV BYTES COUNT  cuMemAllocAsync COUNT times on a stream of SDEV while
+ *                                        CDEV's context is current
+ *   memload capture SDEV CDEV BYTES COUNT HOW OTHER  the same inside a global-mode capture (graph
+ *                                        memory nodes); HOW: launch (end, launch the graph) or
+ *                                        invalid (synchronize the stream, which invalidates the
+ *                                        capture, then end); then cuMemAlloc OTHER on SDEV
+ *   memload share DEV BYTES              a VMM allocation exported as a POSIX file descriptor,
+ *                                        imported and mapped by a second memload process
+ *                                        ("import DEV FD BYTES"), then released by both
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -27,80 +36,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef unsigned long long CUdeviceptr, Handle;
-typedef void *CUcontext, *CUstream, *CUmemoryPool, *CUgraph, *CUgraphNode, *CUgraphExec;
-typedef struct { int type, id; } Location;
-typedef struct {
-    int type, handle_types;
-    Location location;
-    void *win32;
-    unsigned char flags[8];
-} AllocProp;
-typedef struct {
-    int alloc_type, handle_types;
-    Location location;
-    void *win32;
-    size_t max_size;
-    unsigned short usage;
-    unsigned char reserved[54];
-} PoolProps;
-typedef struct { Location location; int flags; } AccessDesc;
-typedef struct {
-    PoolProps pool_props;
-    const AccessDesc *access;
-    size_t access_count;
-    size_t bytesize;
-    CUdeviceptr dptr;
-} MemAllocNodeParams;
+#include "cudrv.h"
 
-CUresult cuInit(unsigned);
-CUresult cuDeviceGet(int *, int);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *, int);
-CUresult cuCtxSetCurrent(CUcontext);
-CUresult cuCtxSynchronize(void);
-CUresult cuMemGetInfo_v2(size_t *, size_t *);
-CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
-CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
-CUresult cuMemRelease(Handle);
-CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
-CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
-CUresult cuMemUnmap(CUdeviceptr, size_t);
-CUresult cuMemSetAccess(CUdeviceptr, size_t, const AccessDesc *, size_t);
-CUresult cuMemPoolCreate(CUmemoryPool *, const PoolProps *);
-CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
-CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
-CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
-CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
-CUresult cuMemFree_v2(CUdeviceptr);
-CUresult cuGraphCreate(CUgraph *, unsigned);
-CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
-                                MemAllocNodeParams *);
-typedef struct {
-    int type, reserved0[3];
-    union { long long reserved1[29]; MemAllocNodeParams alloc; } u;
-    long long reserved2;
-} NodeParams;
-CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NodeParams *);
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
-CUresult cuGraphLaunch(CUgraphExec, CUstream);
-CUresult cuGraphExecDestroy(CUgraphExec);
-CUresult cuGraphDestroy(CUgraph);
-CUresult cuDeviceGraphMemTrim(int);
-CUresult cuMemAlloc(unsigned *, unsigned);
-CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
-
-static void use_device(int ordinal)
-{
-    int dev;
-    CUcontext ctx;
-    if (cuDeviceGet(&dev, ordinal) || cuDevicePrimaryCtxRetain(&ctx, dev) || cuCtxSetCurrent(ctx)) {
-        printf("error context %d\n", ordinal);
-        exit(3);
-    }
-}
+CUresult cuMemAlloc(unsigned *, unsigned); /* the 32-bit ABI of CUDA 3.0, refused */
 
 static void print_free(const char *name, int ordinal)
 {
@@ -136,8 +77,6 @@ static int vmm(int dev, size_t bytes, int count)
     print_free("free_unmapped", dev);
     return 0;
 }
-
-CUresult cuMemRetainAllocationHandle(Handle *, void *);
 
 static int vmm_ops(int dev, int n, char **ops)
 {
@@ -182,10 +121,7 @@ static CUmemoryPool pool_on(int dev)
     memset(&props, 0, sizeof props);
     props.alloc_type = 1;
     props.location = (Location){1, dev};
-    if (cuMemPoolCreate(&pool, &props)) {
-        printf("error cuMemPoolCreate\n");
-        exit(3);
-    }
+    check(cuMemPoolCreate(&pool, &props), "cuMemPoolCreate");
     return pool;
 }
 
@@ -230,7 +166,7 @@ static int graph(int dev, size_t bytes, int count, int generic)
     if (cuGraphCreate(&g, 0))
         return 3;
     for (int i = 0; i < count; i++) {
-        MemAllocNodeParams params;
+        AllocNodeParams params;
         CUgraphNode node;
         memset(&params, 0, sizeof params);
         params.pool_props.alloc_type = 1;
@@ -255,7 +191,7 @@ static int graph_life(int dev, size_t bytes, size_t other)
     CUgraph g;
     CUgraphExec exec;
     CUgraphNode node;
-    MemAllocNodeParams params;
+    AllocNodeParams params;
     CUdeviceptr d;
     use_device(dev);
     memset(&params, 0, sizeof params);
@@ -272,6 +208,118 @@ static int graph_life(int dev, size_t bytes, size_t other)
     printf("rc_cached %d\n", cuMemAlloc_v2(&d, other));
     printf("trim %d\n", cuDeviceGraphMemTrim(dev));
     printf("rc_trimmed %d\n", cuMemAlloc_v2(&d, other));
+    return 0;
+}
+
+/* COUNT cuMemAllocAsync of BYTES on a stream of STREAMDEV while CTXDEV's context is current. */
+static int async_dev(int stream_dev, int ctx_dev, size_t bytes, int count)
+{
+    CUstream s;
+    use_device(stream_dev);
+    if (cuStreamCreate(&s, 0))
+        return 3;
+    use_device(ctx_dev);
+    for (int i = 0; i < count; i++) {
+        CUdeviceptr d;
+        printf("rc %d\n", cuMemAllocAsync(&d, bytes, s));
+    }
+    print_free("free0", 0);
+    print_free("free1", 1);
+    return 0;
+}
+
+/* A global-mode capture on a stream of STREAMDEV (CTXDEV current) of COUNT cuMemAllocAsync of
+ * BYTES (each becomes a graph memory node); then, as HOW says: "launch" ends the capture,
+ * launches the graph and synchronizes; "invalid" synchronizes the capturing stream (which
+ * invalidates the capture) and ends it; then cuMemAlloc_v2 OTHER on STREAMDEV. */
+static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const char *how,
+                   size_t other)
+{
+    CUstream s;
+    CUgraph g = NULL;
+    CUgraphExec exec;
+    CUdeviceptr d;
+    use_device(stream_dev);
+    if (cuStreamCreate(&s, 0) || cuStreamBeginCapture_v2(s, 0)) /* CU_STREAM_CAPTURE_MODE_GLOBAL */
+        return 3;
+    use_device(ctx_dev);
+    for (int i = 0; i < count; i++)
+        printf("rc %d\n", cuMemAllocAsync(&d, bytes, s));
+    print_free("free_captured", stream_dev);
+    if (!strcmp(how, "invalid"))
+        printf("sync %d\n", cuStreamSynchronize(s));
+    CUresult rc = cuStreamEndCapture(s, &g);
+    printf("end %d\n", rc);
+    if (!rc && !strcmp(how, "launch")) {
+        rc = cuGraphInstantiateWithFlags(&exec, g, 0);
+        printf("launch %d\n", rc ? rc : cuGraphLaunch(exec, s) || cuStreamSynchronize(s));
+        print_free("free_launched", stream_dev);
+    }
+    use_device(stream_dev);
+    printf("other %d\n", cuMemAlloc_v2(&d, other));
+    return 0;
+}
+
+CUresult cuMemExportToShareableHandle(void *, Handle, int, unsigned long long);
+CUresult cuMemImportFromShareableHandle(Handle *, void *, int);
+#define POSIX_FD 1 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
+
+/* Reserves an address range for BYTES and maps `h` there, readable and writable on DEV. */
+static CUresult map_at(int dev, Handle h, size_t bytes, CUdeviceptr *va)
+{
+    AccessDesc access = {{ON_DEVICE, dev}, READ_WRITE};
+    CUresult rc = cuMemAddressReserve(va, bytes, 0, 0, 0);
+    rc = rc ? rc : cuMemMap(*va, bytes, 0, h, 0);
+    return rc ? rc : cuMemSetAccess(*va, bytes, &access, 1);
+}
+
+/* An allocation shared with another process as NVIDIA documents it: created with a POSIX file
+ * descriptor as its shareable type, mapped, exported; a fresh memload ("import") receives the
+ * descriptor (inherited across exec) and imports, maps, unmaps and releases it; then this
+ * process unmaps and releases its own. */
+static int share(int dev, size_t bytes)
+{
+    AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, dev}, NULL, {0}};
+    Handle h;
+    CUdeviceptr va;
+    int fd = -1;
+    char fd_arg[16], dev_arg[16], bytes_arg[32];
+    use_device(dev);
+    check(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
+    check(map_at(dev, h, bytes, &va), "map");
+    printf("export %d\n", cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0));
+    print_free("free_exporter", dev);
+    snprintf(fd_arg, sizeof fd_arg, "%d", fd);
+    snprintf(dev_arg, sizeof dev_arg, "%d", dev);
+    snprintf(bytes_arg, sizeof bytes_arg, "%zu", bytes);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "memload", "import", dev_arg, fd_arg, bytes_arg, (char *)NULL);
+        _exit(4);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("importer %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    print_free("free_imported_gone", dev);
+    printf("unmap %d\n", cuMemUnmap(va, bytes));
+    printf("release %d\n", cuMemRelease(h));
+    print_free("free_released", dev);
+    return 0;
+}
+
+static int import(int dev, int fd, size_t bytes)
+{
+    Handle h;
+    CUdeviceptr va;
+    use_device(dev);
+    CUresult rc = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, POSIX_FD);
+    printf("import %d\n", rc);
+    if (rc)
+        return 0;
+    printf("map %d\n", map_at(dev, h, bytes, &va));
+    print_free("free_importer", dev);
+    printf("unmap %d\n", cuMemUnmap(va, bytes));
+    printf("release %d\n", cuMemRelease(h));
     return 0;
 }
 
@@ -322,6 +370,15 @@ int main(int argc, char **argv)
                      !strcmp(cmd, "graphnode"));
     if (!strcmp(cmd, "graphlife") && argc == 5)
         return graph_life(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+    if (!strcmp(cmd, "asyncdev") && argc == 6)
+        return async_dev(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]));
+    if (!strcmp(cmd, "capture") && argc == 8)
+        return capture(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                       argv[6], strtoull(argv[7], NULL, 10));
+    if (!strcmp(cmd, "share") && argc == 4)
+        return share(atoi(argv[2]), strtoull(argv[3], NULL, 10));
+    if (!strcmp(cmd, "import") && argc == 5)
+        return import(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)

@@ -48,6 +48,28 @@ int si_cu_capture_append(struct si_stream *st, uint64_t ns, CUresult *rc) {
     return 1;
 }
 
+/* cuMemAllocAsync: "During stream capture, this function results in the creation of an
+ * allocation node. In this case, the allocation is owned by the graph instead of the memory pool.
+ * The memory pool's properties are used to set the node's creation parameters" (CUDA Driver API
+ * reference; cuMemAllocFromPoolAsync likewise); the Programming Guide's "Graph Memory Nodes":
+ * "CUDA assigns virtual addresses for the graph allocation at node creation time", and
+ * cuMemFreeAsync captured becomes a free node. No physical memory is taken here: a launch
+ * reaching the node takes it (cuda_graph.c). */
+int si_cu_capture_mem(struct si_stream *st, int dev, uint64_t bytes, CUdeviceptr *dptr,
+                      CUresult *rc) {
+    CUgraphNode node;
+    pthread_mutex_lock(&si_cu_mu);
+    struct si_capture *c = st ? st->capture : NULL;
+    if (c && c->status != SI_CAPTURE_ACTIVE)
+        *rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    else if (c && bytes)
+        *rc = si_cu_graph_alloc(&node, c->graph, dev, bytes, dptr);
+    else if (c)
+        *rc = si_cu_graph_free_node(&node, c->graph, *dptr);
+    pthread_mutex_unlock(&si_cu_mu);
+    return c != NULL;
+}
+
 unsigned long long si_cu_capture_id(const struct si_stream *st) {
     return st && st->capture ? st->capture->id : 0;
 }

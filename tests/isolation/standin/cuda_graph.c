@@ -143,41 +143,51 @@ static CUresult add_mem_node(CUgraphNode *node, CUgraph g, int mem, CUdeviceptr 
     return CUDA_SUCCESS;
 }
 
-SI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
-                                          size_t ndeps, si_mem_alloc_params *p) {
+CUresult si_cu_graph_alloc(CUgraphNode *node, struct si_graph *g, int dev, uint64_t bytes,
+                           CUdeviceptr *dptr) {
     static CUdeviceptr next = 0x7d0000000000ull;
     CUresult rc;
     struct si_node *sn = si_cu_node(&rc);
-    (void)deps, (void)ndeps;
     if (!sn)
         return rc;
-    if (!p || !p->bytesize || p->poolProps.location.type != 1 || p->poolProps.location.id < 0 ||
-        p->poolProps.location.id >= sn->cfg.ngpus)
+    if (!bytes || dev < 0 || dev >= sn->cfg.ngpus)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&graph_mu);
     int slot = -1;
     for (int i = 0; slot < 0 && i < SI_GRAPH_ALLOCS; i++)
         slot = graph_mem[i].dptr ? -1 : i;
-    CUdeviceptr dptr = next;
-    rc = slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_mem_node(node, g, SI_GRAPH_ALLOC, dptr);
+    CUdeviceptr at = next;
+    rc = slot < 0 ? CUDA_ERROR_OUT_OF_MEMORY : add_mem_node(node, g, SI_GRAPH_ALLOC, at);
     if (rc == CUDA_SUCCESS) {
-        next += (p->bytesize + 0xfffff) / 0x100000 * 0x100000 + 0x100000;
-        graph_mem[slot].dptr = dptr;
-        graph_mem[slot].dev = p->poolProps.location.id;
-        graph_mem[slot].bytes = p->bytesize;
-        p->dptr = dptr;
+        next += (bytes + 0xfffff) / 0x100000 * 0x100000 + 0x100000;
+        graph_mem[slot].dptr = at;
+        graph_mem[slot].dev = dev;
+        graph_mem[slot].bytes = bytes;
+        *dptr = at;
     }
     pthread_mutex_unlock(&graph_mu);
     return rc;
 }
 
-SI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
-                                         size_t ndeps, CUdeviceptr dptr) {
+SI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                          size_t ndeps, si_mem_alloc_params *p) {
     (void)deps, (void)ndeps;
+    if (!p || p->poolProps.location.type != 1)
+        return CUDA_ERROR_INVALID_VALUE;
+    return si_cu_graph_alloc(node, g, p->poolProps.location.id, p->bytesize, &p->dptr);
+}
+
+CUresult si_cu_graph_free_node(CUgraphNode *node, struct si_graph *g, CUdeviceptr dptr) {
     pthread_mutex_lock(&graph_mu);
     int known = graph_entry(dptr) >= 0;
     pthread_mutex_unlock(&graph_mu);
     return known ? add_mem_node(node, g, SI_GRAPH_FREE, dptr) : CUDA_ERROR_INVALID_VALUE;
+}
+
+SI_EXPORT CUresult cuGraphAddMemFreeNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                         size_t ndeps, CUdeviceptr dptr) {
+    (void)deps, (void)ndeps;
+    return si_cu_graph_free_node(node, g, dptr);
 }
 
 /* A launch reaching an allocation node: the allocation must not be live (it was freed since the

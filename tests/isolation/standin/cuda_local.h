@@ -173,6 +173,16 @@ SI_HIDDEN void si_cu_pools_synchronized(void);
 SI_HIDDEN int si_cu_pool_free(CUdeviceptr dptr);
 /* cuda_graph.c: frees a graph allocation (1), or 0 when `dptr` is not one. */
 SI_HIDDEN int si_cu_graph_free(CUdeviceptr dptr);
+/* cuda_graph.c: adds a memory allocation node of `bytes` on `dev` to `g` (its address in *dptr),
+ * or a free node of the graph allocation `dptr`. */
+SI_HIDDEN CUresult si_cu_graph_alloc(CUgraphNode *node, struct si_graph *g, int dev,
+                                     uint64_t bytes, CUdeviceptr *dptr);
+SI_HIDDEN CUresult si_cu_graph_free_node(CUgraphNode *node, struct si_graph *g, CUdeviceptr dptr);
+/* cuda_capture.c: a stream-ordered allocation (dev, bytes; *dptr) or free (bytes 0, dptr) on a
+ * capturing stream becomes a memory node of the capture's graph: 0 when `st` is not capturing,
+ * else 1 and *rc is the call's answer. */
+SI_HIDDEN int si_cu_capture_mem(struct si_stream *st, int dev, uint64_t bytes, CUdeviceptr *dptr,
+                                CUresult *rc);
 
 /* ---- stream capture (cuda_capture.c) and context lifetimes (cuda_core.c) ---- */
 enum { SI_CAPTURE_GLOBAL = 0, SI_CAPTURE_THREAD_LOCAL = 1, SI_CAPTURE_RELAXED = 2 };

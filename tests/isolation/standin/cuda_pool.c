@@ -187,10 +187,13 @@ static CUresult pool_alloc(struct si_pool *p, CUdeviceptr *dptr, size_t bytes) {
     return rc;
 }
 
+/* On a capturing stream both allocations become graph allocation nodes (cuda_capture.c). */
 SI_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
                                            CUstream s) {
-    (void)s;
-    return pool_alloc(pool, dptr, bytes);
+    CUresult rc;
+    if (!dptr || !pool || si_cu_capture_mem(si_cu_stream(s), pool->dev, bytes, dptr, &rc) == 0)
+        return pool_alloc(pool, dptr, bytes);
+    return rc;
 }
 
 SI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) {
@@ -199,6 +202,8 @@ SI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) 
     if (!st)
         return CUDA_ERROR_INVALID_CONTEXT;
     CUresult rc = cuDeviceGetMemPool(&pool, st->ctx->dev);
+    if (rc == CUDA_SUCCESS && dptr && si_cu_capture_mem(st, st->ctx->dev, bytes, dptr, &rc))
+        return rc;
     return rc ? rc : pool_alloc(pool, dptr, bytes);
 }
 
@@ -223,6 +228,8 @@ int si_cu_pool_free(CUdeviceptr dptr) {
 
 /* cuMemFreeAsync frees memory from any allocator; memory from cuMemAlloc goes back to the device. */
 SI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-    (void)s;
+    CUresult rc;
+    if (si_cu_capture_mem(si_cu_stream(s), 0, 0, &dptr, &rc))
+        return rc; /* captured: a free node */
     return si_cu_pool_free(dptr) ? CUDA_SUCCESS : si_cu_give(dptr, SI_MEM);
 }

@@ -43,7 +43,9 @@
     X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD8Async) X(cuMemsetD16Async) \
     X(cuMemsetD32Async) X(cuMemsetD2D8_v2) X(cuMemsetD2D16_v2) X(cuMemsetD2D32_v2)              \
     X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async) X(cuFuncSetBlockShape)     \
-    X(cuParamSetSize) X(cuParamSetv) X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync)
+    X(cuParamSetSize) X(cuParamSetv) X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync)            \
+    X(cuCtxPushCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent) X(cuCtxPopCurrent_v2)         \
+    X(cuStreamGetCtx) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)

@@ -10,8 +10,11 @@
  * unreleased memory handles." cuMemRetainAllocationHandle returns the handle of a mapped address
  * ("the same handle value used when mapping the memory"), which must be released once more.
  * So physical memory is given back only when a handle's references and mappings are both 0. */
+#define _GNU_SOURCE
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cuda_local.h"
 
@@ -30,6 +33,7 @@ typedef struct {
     int refs; /* cuMemCreate and cuMemRetainAllocationHandle add one, cuMemRelease takes one */
     int maps;
     CUmemAllocationProp prop;
+    int imported; /* the physical memory is the exporting process's (see the import below) */
 } si_handle;
 
 static si_handle handles[SI_VMM_MAX];
@@ -47,7 +51,8 @@ static si_handle *find(CUmemGenericAllocationHandle h) {
 static void settle(si_handle *h) {
     if (h->refs > 0 || h->maps > 0)
         return;
-    si_cu_give(h->handle, SI_VMM);
+    if (!h->imported)
+        si_cu_give(h->handle, SI_VMM);
     memset(h, 0, sizeof(*h));
 }
 
@@ -73,7 +78,7 @@ SI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t byte
     CUresult rc = h ? si_cu_take(NULL, prop->location.id, bytes, SI_VMM, handle)
                     : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS)
-        *h = (si_handle){*handle, bytes, 1, 0, *prop};
+        *h = (si_handle){*handle, bytes, 1, 0, *prop, 0};
     pthread_mutex_unlock(&vmm_mu);
     return rc;
 }
@@ -192,4 +197,70 @@ SI_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc
                   ptr < mappings[i].ptr + mappings[i].size;
     pthread_mutex_unlock(&vmm_mu);
     return mapped ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---- sharing an allocation between processes ----
+ * cuMemExportToShareableHandle: exports "an allocation to a requested shareable handle type";
+ * the allocation must have been created with that type in CUmemAllocationProp::
+ * requestedHandleTypes. For CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (1) the shareable handle is
+ * an int file descriptor, which another process receives (a UNIX socket, or inherited) and passes
+ * to cuMemImportFromShareableHandle; the imported handle is mapped like any other and released
+ * with cuMemRelease. "There is no guarantee that the contents of handle will be the same CUDA
+ * memory handle for the same given OS shareable handle, or the same underlying allocation."
+ * The stand-in's descriptor is a memfd holding the allocation's address, size and properties;
+ * an import takes no new memory. Not modelled: memory kept alive by an importer after the
+ * exporting process released and unmapped it (cuMemRelease counts "shareable counterparts"
+ * among the references); here the exporter's last release and unmap free it. */
+enum { SI_HANDLE_POSIX_FD = 1 };
+
+typedef struct {
+    CUmemGenericAllocationHandle handle;
+    uint64_t bytes;
+    CUmemAllocationProp prop;
+} si_export;
+
+SI_EXPORT CUresult cuMemExportToShareableHandle(void *shareable,
+                                                CUmemGenericAllocationHandle handle, int type,
+                                                unsigned long long flags) {
+    si_export rec;
+    if (!shareable || flags || type != SI_HANDLE_POSIX_FD)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&vmm_mu);
+    si_handle *h = find(handle);
+    int allowed = h && h->refs > 0 && (h->prop.requestedHandleTypes & SI_HANDLE_POSIX_FD);
+    if (allowed)
+        rec = (si_export){h->handle, h->bytes, h->prop};
+    pthread_mutex_unlock(&vmm_mu);
+    if (!allowed)
+        return CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create("vgpu-standin-vmm", 0);
+    if (fd < 0 || write(fd, &rec, sizeof(rec)) != (ssize_t)sizeof(rec)) {
+        if (fd >= 0)
+            close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *(int *)shareable = fd;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle,
+                                                  void *os_handle, int type) {
+    si_export rec;
+    int fd = (int)(intptr_t)os_handle;
+    if (!handle || type != SI_HANDLE_POSIX_FD ||
+        pread(fd, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&vmm_mu);
+    si_handle *h = find(rec.handle);
+    for (int i = 0; !h && i < SI_VMM_MAX; i++)
+        h = handles[i].handle ? NULL : &handles[i];
+    if (h && h->handle)
+        h->refs++; /* imported into the exporting process itself: one more reference */
+    else if (h)
+        *h = (si_handle){rec.handle, rec.bytes, 1, 0, rec.prop, 1};
+    pthread_mutex_unlock(&vmm_mu);
+    if (!h)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *handle = rec.handle;
+    return CUDA_SUCCESS;
 }

@@ -1,0 +1,136 @@
+/* The CUDA Driver API types and prototypes the test programs call, declared once here from
+ * NVIDIA's public CUDA Driver API reference (no NVIDIA header is used; the programs link against
+ * libcuda.so.1 by name), and the helpers they share. Only the ABI matters: handles are opaque
+ * pointers, device pointers 64-bit. Types carry short names; the comment names NVIDIA's. */
+#ifndef VGPU_TEST_CUDRV_H
+#define VGPU_TEST_CUDRV_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef unsigned long long Handle; /* CUmemGenericAllocationHandle */
+typedef void *CUcontext, *CUmodule, *CUfunction, *CUstream, *CUevent, *CUgraph, *CUgraphNode,
+    *CUgraphExec, *CUarray, *CUmemoryPool;
+
+typedef struct { int type, id; } Location; /* CUmemLocation */
+typedef struct {                          /* CUmemAllocationProp */
+    int type, handle_types;
+    Location location;
+    void *win32;
+    unsigned char flags[8];
+} AllocProp;
+typedef struct { Location location; int flags; } AccessDesc; /* CUmemAccessDesc */
+typedef struct {                                            /* CUmemPoolProps */
+    int alloc_type, handle_types;
+    Location location;
+    void *win32;
+    size_t max_size;
+    unsigned short usage;
+    unsigned char reserved[54];
+} PoolProps;
+typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS */
+    PoolProps pool_props;
+    const AccessDesc *access;
+    size_t access_count;
+    size_t bytesize;
+    CUdeviceptr dptr;
+} AllocNodeParams;
+typedef struct { /* CUgraphNodeParams: the type, 12 reserved bytes, the type's parameters */
+    int type, reserved0[3];
+    union { long long reserved1[29]; AllocNodeParams alloc; } u;
+    long long reserved2;
+} NodeParams;
+
+#define PINNED 1    /* CU_MEM_ALLOCATION_TYPE_PINNED */
+#define ON_DEVICE 1 /* CU_MEM_LOCATION_TYPE_DEVICE */
+#define READ_WRITE 3 /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */
+
+/* Initialization, devices, contexts. */
+CUresult cuInit(unsigned);
+CUresult cuDeviceGet(CUdevice *, int);
+CUresult cuDeviceGetCount(int *);
+CUresult cuDeviceGetAttribute(int *, int, CUdevice);
+CUresult cuDeviceGetUuid(unsigned char *, CUdevice);
+CUresult cuDeviceTotalMem_v2(size_t *, CUdevice);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *, CUdevice);
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice);
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice);
+CUresult cuCtxCreate_v2(CUcontext *, unsigned, CUdevice);
+CUresult cuCtxDestroy_v2(CUcontext);
+CUresult cuCtxSetCurrent(CUcontext);
+CUresult cuCtxSynchronize(void);
+CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
+
+/* Memory. */
+CUresult cuMemGetInfo_v2(size_t *, size_t *);
+CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
+CUresult cuMemFree_v2(CUdeviceptr);
+CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
+CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
+CUresult cuMemPoolCreate(CUmemoryPool *, const PoolProps *);
+CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
+CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
+CUresult cuMemGetAllocationGranularity(size_t *, const AllocProp *, int);
+CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
+CUresult cuMemRelease(Handle);
+CUresult cuMemRetainAllocationHandle(Handle *, void *);
+CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemAddressFree(CUdeviceptr, size_t);
+CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
+CUresult cuMemUnmap(CUdeviceptr, size_t);
+CUresult cuMemSetAccess(CUdeviceptr, size_t, const AccessDesc *, size_t);
+
+/* Modules, launches, streams, events, graphs. */
+CUresult cuModuleLoadData(CUmodule *, const void *);
+CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                        unsigned, CUstream, void **, void **);
+CUresult cuStreamCreate(CUstream *, unsigned);
+CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamEndCapture(CUstream, CUgraph *);
+CUresult cuEventCreate(CUevent *, unsigned);
+CUresult cuEventRecord(CUevent, CUstream);
+CUresult cuEventQuery(CUevent);
+CUresult cuGraphCreate(CUgraph *, unsigned);
+CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                AllocNodeParams *);
+CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NodeParams *);
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+CUresult cuGraphLaunch(CUgraphExec, CUstream);
+CUresult cuGraphExecDestroy(CUgraphExec);
+CUresult cuGraphDestroy(CUgraph);
+CUresult cuDeviceGraphMemTrim(CUdevice);
+
+/* Ends the program (exit code 3) with one line naming the failed call and its code: a JSON
+ * object when CUDRV_JSON_ERRORS is defined (the programs of hack/gpu-check.sh), else
+ * "error CALL CODE". */
+static inline void check(CUresult rc, const char *what)
+{
+    if (rc == 0)
+        return;
+#ifdef CUDRV_JSON_ERRORS
+    printf("{\"error\": \"%s\", \"code\": %d}\n", what, rc);
+#else
+    printf("error %s %d\n", what, rc);
+#endif
+    fflush(stdout);
+    exit(3);
+}
+
+/* Makes device `ordinal`'s primary context current. */
+static inline void use_device(int ordinal)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    check(cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+    check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+}
+
+#endif
