@@ -51,7 +51,7 @@ from vgpu.adapters.signals import run_until_signal
 from vgpu.agent.config import AgentConfig
 from vgpu.agent.driver_limits import BackendCollector
 from vgpu.agent.elastic import ElasticDuty, run_elastic
-from vgpu.agent.kubelet_sync import KubeletSync, checkpoint_signature
+from vgpu.agent.kubelet_sync import CheckpointEntries, KubeletSync, checkpoint_signature
 from vgpu.agent.maintenance import LOOP, run_maintenance
 from vgpu.agent.metrics import NodeMetrics
 from vgpu.agent.mode import (
@@ -129,6 +129,12 @@ class NodeAgent:
             self.publisher,
             self.metrics,
             lambda: self.plugins,
+            (
+                CheckpointEntries(
+                    lambda: read_checkpoint(checkpoint), lambda: checkpoint_signature(checkpoint)
+                ),
+                self.names,
+            ),
         )
         self.pods = PodFeed(
             config,
