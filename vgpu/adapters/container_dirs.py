@@ -14,9 +14,10 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -40,6 +41,10 @@ from vgpu.node.limits_file import (
     parse_limits,
     render_limits,
 )
+from vgpu.node.shared_bound import SharedEntry, trim
+
+MAX_OWNER_BYTES = 512
+"""An `owner` file is one short line (`DirOwner.render`)."""
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +121,11 @@ class ContainerDirs:
         for cid in self.ids():
             if cid not in self._owners:
                 try:
-                    text = (self.root / cid / OWNER_NAME).read_text(encoding="ascii")
-                except (OSError, UnicodeDecodeError):
-                    text = ""
+                    text = _read_bounded(self.root / cid / OWNER_NAME, MAX_OWNER_BYTES).decode(
+                        "ascii"
+                    )
+                except (OSError, ValueError):
+                    text = ""  # unreadable or oversized: no owner, only the node bound counts
                 self._owners[cid] = DirOwner.parse(text)
             present[cid] = self._owners[cid]
         for gone in set(self._owners) - set(present):
@@ -177,6 +184,84 @@ class ContainerDirs:
             log.info("removed %d container directories the kubelet no longer holds", len(removed))
         return removed
 
+    def trim_shared(self, files: Mapping[str, int]) -> list[str]:
+        """Cut every shared directory back to `files` and the bounds (`vgpu.node.shared_bound`);
+        a line per directory cut, naming it, its owner and why."""
+        said = []
+        for cid in list(self.ids()):
+            shared = self.shared_dir(cid)
+            cut = trim(_entries(shared), files)
+            if cut.problem is None:
+                continue
+            for name, size in cut.truncate:
+                _truncate(shared / name, size)
+            for name in cut.remove:
+                _remove(shared / name)
+            owner = self._owners.get(cid)
+            whose = (
+                f" ({owner.namespace}, pod UID {owner.pod_uid}, {owner.container})" if owner else ""
+            )
+            said.append(f"{shared}{whose}: {cut.problem}; cut back")
+        return said
+
+
+def _entries(shared: Path) -> list[SharedEntry]:
+    """The directory's entries as `lstat` shows them (none if it cannot be listed)."""
+    out = []
+    try:
+        with os.scandir(shared) as it:
+            for entry in it:
+                try:
+                    st = entry.stat(follow_symlinks=False)
+                except OSError:
+                    continue  # gone meanwhile
+                out.append(SharedEntry(entry.name, stat.S_ISREG(st.st_mode), st.st_size))
+    except OSError:
+        return []
+    return out
+
+
+def _truncate(path: Path, size: int) -> None:
+    """Cut a regular file to `size` bytes without following a link the container put there."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.ftruncate(fd, size)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    """Remove an entry; a directory with what it holds (`shutil.rmtree` neither follows links
+    nor can be led out of the tree on Linux)."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+    except OSError:
+        pass
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """A regular file of at most `limit` bytes; ValueError when larger or not a
+    regular file, OSError when it cannot be read. Never follows a link, never blocks."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit} bytes")
+    return data
+
 
 def claim_dirs(state_dir: Path) -> ContainerDirs:
     """The DRA driver's directories: `<state dir>/dra/containers/`, collected without a grace
@@ -211,7 +296,9 @@ def write_limits(directory: Path, devices: Sequence[DeviceLimit]) -> None:
 def read_limits(directory: Path) -> tuple[DeviceLimit, ...]:
     """The devices of `directory/limits`; raises LimitsError (also for an unreadable file)."""
     try:
-        text = (directory / LIMITS_NAME).read_bytes()[: MAX_LIMITS_BYTES + 1]
+        text = _read_bounded(directory / LIMITS_NAME, MAX_LIMITS_BYTES)
     except OSError as e:
         raise LimitsError(f"limits in {directory}: {e.strerror or e}") from None
+    except ValueError as e:  # larger than any limits file the agent writes, or not a file
+        raise LimitsError(f"limits in {directory}: {e}") from None
     return parse_limits(text.decode("ascii", "replace"))
