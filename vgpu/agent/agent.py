@@ -75,7 +75,7 @@ from vgpu.node.hami import HamiCore
 from vgpu.node.handoff import Handoff
 from vgpu.node.health import HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
-from vgpu.node.shared_bound import HAMI_FILES
+from vgpu.node.shared_bound import shared_files
 from vgpu.node.vgpucore import VgpuCore
 from vgpu.node.watchdog import Throttle
 
@@ -240,7 +240,10 @@ class NodeAgent:
             self._spawn("vgpu-elastic", lambda: run_elastic(duty, self._stop))
         elif isinstance(grants.hami, HamiCore) and grants.hami.dirs is not None:
             self.elastic = duty = ElasticDuty(
-                grants.hami.dirs, checkpoint, allowances=False, shared_files=HAMI_FILES
+                grants.hami.dirs,
+                checkpoint,
+                allowances=False,
+                shared_files=shared_files(GrantMode.HAMI),
             )
             self._spawn("vgpu-collect", lambda: run_elastic(duty, self._stop, 1.0))
 

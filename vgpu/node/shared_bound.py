@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from vgpu.node.grants import GrantMode
 from vgpu.node.hami import CACHE_FILE
 from vgpu.node.limits_file import ACTIVITY_BYTES, ACTIVITY_NAME, STATE_NAME
 
@@ -81,3 +82,8 @@ def trim(entries: Sequence[SharedEntry], files: Mapping[str, int]) -> Trim:
     elif remove:
         reasons.append(f"{len(remove)} entries that are not regular files")
     return Trim(cut, remove, "; ".join(reasons) or None)
+
+
+def shared_files(mode: GrantMode) -> Mapping[str, int]:
+    """The library files a mode's shared directories hold, and their sizes."""
+    return HAMI_FILES if mode is GrantMode.HAMI else VGPU_CORE_FILES

@@ -40,6 +40,7 @@ from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.grants import GrantSettings, Refusal
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
+from vgpu.node.shared_bound import shared_files
 
 log = logging.getLogger(__name__)
 DEFAULT_CDI_DIR = Path("/var/run/cdi")
@@ -58,6 +59,7 @@ class DraConfig:
     resync_s: float = 30.0
     retry_s: float = 1.0
     stop_grace_s: float = 2.0
+    trim_s: float = 30.0  # how often the claims' shared files are cut back (vgpu.node.shared_bound)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -111,6 +113,8 @@ class DraDriver:
         self.server.start()
         self._pump.start()
         loops = [("vgpu-dra-slice", self.slice.run)]
+        if cfg.dirs is not None:
+            loops.append(("vgpu-dra-trim", self._trim_shared))
         if cfg.slice_order == "fullest":
             loops.append(("vgpu-dra-claims", self.slice.watch_claims))
         for name, target in loops:
@@ -201,6 +205,17 @@ class DraDriver:
             self._collect_dirs()
             self._slice_changed()
             return None
+
+    def _trim_shared(self) -> None:
+        """Every `trim_s`, cut each claim's shared files back to their bound: every container
+        using the claim can write them, on the node's disk outside the kubelet's accounting."""
+        dirs, files = self.config.dirs, shared_files(self.config.grants.mode)
+        while dirs is not None and not self._stop.wait(self.config.trim_s):
+            try:
+                for line in dirs.trim_shared(files):
+                    log.warning("shared files over their bound: %s", line)
+            except OSError as e:  # the loop goes on: the next period tries again
+                log.warning("cannot cut back shared files under %s: %s", dirs.root, e)
 
     def _collect_dirs(self) -> None:
         """Remove the enforcement directories no checkpointed claim names (under the lock)."""
