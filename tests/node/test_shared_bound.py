@@ -142,3 +142,20 @@ def test_after_a_trim_every_directory_is_within_its_bounds(entries: list[SharedE
 
 def test_the_activity_bound_is_the_librarys_file() -> None:
     assert VGPU_CORE_FILES["activity"] == ACTIVITY_BYTES
+
+
+def test_a_cut_that_fails_is_said_not_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dirs = ContainerDirs(tmp_path)
+    cid = dirs.create([DeviceLimit(G0, GIB, 30, 30, 30)])
+    with (dirs.shared_dir(cid) / STATE_NAME).open("wb") as f:
+        f.truncate(STATE_BYTES + MIB)
+
+    def refused(fd: int, size: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "ftruncate", refused)
+    (line,) = dirs.trim_shared(VGPU_CORE_FILES)
+    assert f"{STATE_NAME} larger than {STATE_BYTES} bytes" in line
+    assert f"NOT cut back: {STATE_NAME}: Operation not permitted" in line

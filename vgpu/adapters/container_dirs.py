@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from vgpu.adapters.shared_files import entries, remove, truncate
 from vgpu.dra.claim_dirs import DRA_SUBDIR
 from vgpu.node.container_dirs import (
     CONTAINERS,
@@ -41,7 +42,7 @@ from vgpu.node.limits_file import (
     parse_limits,
     render_limits,
 )
-from vgpu.node.shared_bound import SharedEntry, trim
+from vgpu.node.shared_bound import trim
 
 MAX_OWNER_BYTES = 512
 """An `owner` file is one short line (`DirOwner.render`)."""
@@ -186,66 +187,24 @@ class ContainerDirs:
 
     def trim_shared(self, files: Mapping[str, int]) -> list[str]:
         """Cut every shared directory back to `files` and the bounds (`vgpu.node.shared_bound`);
-        a line per directory cut, naming it, its owner and why."""
+        a line per directory cut, naming it, its owner, why and what could not be cut."""
         said = []
-        for cid in list(self.ids()):
+        with self._lock:
+            owners = self._present_owners()
+        for cid, owner in owners.items():
             shared = self.shared_dir(cid)
-            cut = trim(_entries(shared), files)
+            cut = trim(entries(shared), files)
             if cut.problem is None:
                 continue
-            for name, size in cut.truncate:
-                _truncate(shared / name, size)
-            for name in cut.remove:
-                _remove(shared / name)
-            owner = self._owners.get(cid)
+            failed = [truncate(shared / name, size) for name, size in cut.truncate]
+            failed += [remove(shared / name) for name in cut.remove]
             whose = (
                 f" ({owner.namespace}, pod UID {owner.pod_uid}, {owner.container})" if owner else ""
             )
-            said.append(f"{shared}{whose}: {cut.problem}; cut back")
+            left = "; ".join(f for f in failed if f)
+            done = f"NOT cut back: {left}" if left else "cut back"
+            said.append(f"{shared}{whose}: {cut.problem}; {done}")
         return said
-
-
-def _entries(shared: Path) -> list[SharedEntry]:
-    """The directory's entries as `lstat` shows them (none if it cannot be listed)."""
-    out = []
-    try:
-        with os.scandir(shared) as it:
-            for entry in it:
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue  # gone meanwhile
-                out.append(SharedEntry(entry.name, stat.S_ISREG(st.st_mode), st.st_size))
-    except OSError:
-        return []
-    return out
-
-
-def _truncate(path: Path, size: int) -> None:
-    """Cut a regular file to `size` bytes without following a link the container put there."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return
-    try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.ftruncate(fd, size)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _remove(path: Path) -> None:
-    """Remove an entry; a directory with what it holds (`shutil.rmtree` neither follows links
-    nor can be led out of the tree on Linux)."""
-    try:
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink()
-    except OSError:
-        pass
 
 
 def _read_bounded(path: Path, limit: int) -> bytes:
