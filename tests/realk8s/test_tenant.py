@@ -6,14 +6,18 @@ What must hold from its side: no container of a vGPU pod (app, init, sidecar or 
 added later) may set `NVIDIA_VISIBLE_DEVICES` or any other `NVIDIA_*` variable the NVIDIA
 runtime reads (`all` once gave a pod every GPU of its node); a pod of more than 64 vGPU
 containers is refused at creation, with the fix; a vGPU init container is admitted, handed its
-own grant and stays in `vgpu.io/admitted` past the agent's grace period; and the extender's
-leader Lease, whose annotations carry the strict holds and gang decisions, is out of its reach.
+own grant and stays in `vgpu.io/admitted` past the agent's grace period; the extender's
+leader Lease, whose annotations carry the strict holds and gang decisions, is out of its reach;
+and past its namespace's bound of container directories its next container is refused while
+another namespace's pods are still admitted on that node.
 """
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -44,6 +48,9 @@ POD_EDITOR: list[Obj] = [
     {"apiGroups": [""], "resources": ["pods/ephemeralcontainers"], "verbs": ["update", "patch"]},
 ]
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM}/leases/vgpu-extender"
+BOUNDED = "node-b"
+OTHER = "other-team"
+OTHER_TEAM: Obj = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER}}
 
 
 def _refused(rest: Rest, path: str, body: Obj, *, put: bool = False) -> str:
@@ -209,3 +216,95 @@ def test_a_tenants_vgpu_init_container_is_admitted_handed_off_and_kept(
     while time.monotonic() < end:
         assert names() == {"main", "prep"}, names()
         time.sleep(1)
+
+
+@pytest.fixture
+def bounded_node(
+    real_cluster: RealCluster, tenant: Rest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """node-b in mode vgpu-core with small container-directory bounds (2 per pod, 4 per
+    namespace), so a tenant reaches them with a few pods; restored afterwards."""
+    out = tmp_path_factory.mktemp("bounded")
+    built = subprocess.run(
+        ["bash", str(ROOT / "hack" / "build-interposer.sh"), str(out / "lib")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    library = built.stdout.strip().splitlines()[-1]
+    original = real_cluster.nodes[BOUNDED]
+    flags = (
+        "--mode=vgpu-core",
+        f"--vgpu-core-library={library}",
+        f"--state-dir={out / 'state'}",
+        "--max-container-dirs-per-pod=2",
+        "--max-container-dirs-per-namespace=4",
+    )
+    pods.delete_all(real_cluster.admin)
+    real_cluster.restart_node(replace(original, agent_flags=original.agent_flags + flags))
+    manifests.create(real_cluster.admin, OTHER_TEAM)
+    account = {"name": "default", "namespace": OTHER}  # no controller manager makes it here
+    manifests.create(
+        real_cluster.admin, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account}
+    )
+    try:
+        yield BOUNDED
+    finally:
+        pods.delete_all(real_cluster.admin, OTHER)
+        real_cluster.admin.delete(manifests.object_path(OTHER_TEAM))
+        pods.delete_all(real_cluster.admin)
+        real_cluster.restart_node(original)
+
+
+def _on(node: str, pod: Obj) -> Obj:
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod
+
+
+def _completes(container: Obj) -> Obj:
+    return {**container, "env": [_env("FAKE_CRI_EXIT_CODE", "0")]}
+
+
+def _failed(rest: Rest, name: str) -> str:
+    """The pod's failure message, once the kubelet refused it."""
+    with pytest.raises(pods.PodFailed) as err:
+        pods.wait_running(rest, name, timeout=90)
+    return err.value.message
+
+
+def test_a_tenant_cannot_take_every_container_directory_of_a_node(
+    real_cluster: RealCluster, tenant: Rest, bounded_node: str
+) -> None:
+    """Seven pods of one tenant once took all 2,048 directories of a node (the kubelet calls
+    Allocate per init container) and every other vGPU container there was refused. Now a
+    namespace and a pod have bounds of their own: past its namespace's the tenant's next
+    container is refused, naming the bound, while another namespace's pods are still admitted
+    on that node, up to their own pod's bound."""
+    node = bounded_node
+    init = _completes(pods.container("i0", 10))
+    tenant.post(pods.PODS, _on(node, pods.pod("t1", pods.container("main", 20), init=[init])))
+    for name, cores in (("t2", 30), ("t3", 5)):  # one directory each: four in the namespace
+        tenant.post(pods.PODS, _on(node, pods.pod(name, pods.container("main", cores))))
+    for name in ("t1", "t2", "t3"):
+        pods.wait_running(tenant, name, timeout=90)
+    tenant.post(pods.PODS, _on(node, pods.pod("t4", pods.container("main", 5))))
+    assert "for namespace default (the bound is 4 per namespace)" in _failed(tenant, "t4")
+
+    admin, theirs = real_cluster.admin, f"/api/v1/namespaces/{OTHER}/pods"
+    admin.post(theirs, _in_other(_on(node, pods.pod("theirs", pods.container("main", 10)))))
+    wait_until(lambda: _phase(admin, f"{theirs}/theirs") == "Running", 90, "their pod to run")
+    inits = [_completes(pods.container(f"i{n}", 11 + n)) for n in range(3)]  # distinct limits
+    wide = _in_other(_on(node, pods.pod("wide", pods.container("main", 10), init=inits)))
+    admin.post(theirs, wide)
+    wait_until(lambda: _phase(admin, f"{theirs}/wide") == "Failed", 90, "the wide pod refused")
+    message = admin.get(f"{theirs}/wide")["status"].get("message", "")
+    assert "the bound is 2 per pod" in message, message
+
+
+def _in_other(pod: Obj) -> Obj:
+    pod["metadata"]["namespace"] = OTHER
+    return pod
+
+
+def _phase(rest: Rest, path: str) -> str:
+    return str(rest.get(path).get("status", {}).get("phase", ""))
