@@ -47,7 +47,10 @@ from vgpu.extender.wire import ExtenderArgs
 Obj = dict[str, Any]
 PENDING = 20
 """Pods of 64 look-alike containers bound and not yet admitted (their nodes' filters check them)."""
-QUEUES = read_config(json.dumps({"queues": [{"name": f"q{i}"} for i in range(10)]}))
+QUEUES = read_config(
+    json.dumps({"queues": [{"name": f"q{i}", "namespaces": [f"team-{i}"]} for i in range(10)]})
+)
+"""Ten queues, each bound to its team's namespace (a pod counts only in its namespace's queue)."""
 
 
 def _pct(samples: list[float], q: float) -> float:
@@ -98,6 +101,7 @@ def _held(ext: Extender, held: int) -> QueueIndex:
             f"held-{i}",
             cores=1 + i % 100,
             memory=1 + i // 100 % 50,
+            namespace=f"team-{i % 10}",
             labels={"vgpu.io/queue": f"q{i % 10}"},
             annotations={"vgpu.io/gpu-type": "H200"},
         )

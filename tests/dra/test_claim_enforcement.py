@@ -11,11 +11,13 @@ from typing import Any
 from tests.dra.test_driver import Env, share
 from tests.dra.test_driver import env as env  # the fixture
 from tests.dra.test_prepare import INV, NODE, claim, result
+from tests.waiting import holds_within
 from vgpu.adapters.container_dirs import ContainerDirs, claim_dirs, read_limits
 from vgpu.dra.claim_dirs import dir_ids
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
 from vgpu.node.grants import GrantMode, GrantSettings
-from vgpu.node.limits_file import DeviceLimit
+from vgpu.node.limits_file import STATE_NAME, DeviceLimit
+from vgpu.node.shared_bound import STATE_BYTES
 from vgpu.node.vgpucore import (
     ACTIVITY_IN_CONTAINER,
     LIBRARY_IN_CONTAINER,
@@ -123,3 +125,19 @@ def test_a_restart_keeps_prepared_claims_directories_and_drops_strays(env: Env) 
     _start(env)
     assert _dirs(env.root) == kept
     assert env.unprepare("c1", uid) == "" and _dirs(env.root) == set()
+
+
+def test_a_claims_grown_shared_state_is_cut_back_while_the_claim_is_prepared(env: Env) -> None:
+    """Every container using the claim writes its shared files, on the node's disk outside the
+    kubelet's accounting, for as long as the claim is prepared: the driver cuts them back to
+    the library's layout periodically (`vgpu.node.shared_bound`), as the node agent does."""
+    state = env.root / "state"
+    dirs = claim_dirs(state)
+    env.start(grants=settings(state, dirs), dirs=dirs, trim_s=0.05)
+    uid = env.put_claim("c1", share("gpu-0", "30", "2Gi"))
+    assert env.prepare("c1", uid).error == ""
+    (cid,) = _spec_dirs(env, uid)
+    grown = dirs.shared_dir(cid) / STATE_NAME
+    with grown.open("wb") as f:
+        f.truncate(STATE_BYTES + (64 << 20))
+    assert holds_within(lambda: grown.stat().st_size == STATE_BYTES), grown.stat().st_size

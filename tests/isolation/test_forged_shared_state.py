@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.isolation.conftest import ROOT, Cluster
+from vgpu.node.shared_bound import STATE_BYTES
 
 LAYOUT = r"""
 #include <stddef.h>
@@ -84,3 +85,11 @@ def test_a_state_file_of_another_layout_fails_closed_and_is_left_as_it_is(
     assert len(lines) == 1 and "/run/vgpu-shared/state" in lines[0], lines
     assert "unknown layout" in lines[0], lines
     assert (container.shared_dir / "state").read_bytes() == foreign[: offsets["size"]]
+
+
+def test_the_agent_cuts_state_back_to_the_librarys_layout_not_below(
+    offsets: dict[str, int],
+) -> None:
+    """The agent cuts a grown `state` back to `STATE_BYTES` (vgpu/node/shared_bound.py); below
+    the library's layout it would take the region from under running processes."""
+    assert offsets["size"] == STATE_BYTES

@@ -8,17 +8,22 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from vgpu.adapters.kubelet_checkpoint import read_checkpoint
 from vgpu.api.resources import DEFAULT_NAMES
+from vgpu.core.ids import PodKey
 from vgpu.node.checkpoint import (
+    CheckpointError,
     CheckpointRead,
     StaleDevices,
+    checkpointed_holdings,
     parse_checkpoint,
     stale_devices,
 )
+from vgpu.node.devices import UnitKind
 
 UNIT = 256
 
@@ -114,3 +119,31 @@ def test_any_text_parses_or_names_its_problem(text: str) -> None:
         parse_checkpoint(text)
     except ValueError as err:
         assert "kubelet_internal_checkpoint" in str(err)
+
+
+def test_each_container_of_a_known_pod_is_one_holding_per_kind() -> None:
+    """Regular init containers are known only from the checkpoint (the List leaves them out):
+    each entry keeps its `ContainerName`, and the entries of pods the ledger knows by UID become
+    one holding per container and kind, each ID once (a NUMA map may name one twice)."""
+    init = _entry("u1", DEFAULT_NAMES.cores, CORES[:3]) | {"ContainerName": "setup"}
+    init["DeviceIDs"] = {"0": CORES[:3], "1": CORES[2:3]}
+    entries = parse_checkpoint(
+        _text(
+            init,
+            _entry("u1", DEFAULT_NAMES.memory, MEMORY[:2]) | {"ContainerName": "setup"},
+            _entry("u2", DEFAULT_NAMES.cores, CORES[3:5]),
+            _entry("u1", "nvidia.com/gpu", ["GPU-x"]) | {"ContainerName": "setup"},
+        )
+    )
+    assert [e.container for e in entries] == ["setup", "setup", "main", "setup"]
+    held = checkpointed_holdings(entries, {"u1": PodKey("ns/p")}, DEFAULT_NAMES)
+    assert [(h.pod, h.container, h.kind, h.ids) for h in held] == [
+        ("ns/p", "setup", UnitKind.CORES, tuple(CORES[:3])),
+        ("ns/p", "setup", UnitKind.MEMORY, tuple(MEMORY[:2])),
+    ]
+
+
+def test_a_container_name_that_is_not_a_string_is_named() -> None:
+    bad = _entry("u1", DEFAULT_NAMES.cores, CORES[:1]) | {"ContainerName": 7}
+    with pytest.raises(CheckpointError, match=r"PodDeviceEntries\[0\]\.ContainerName"):
+        parse_checkpoint(_text(bad))

@@ -14,12 +14,14 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from vgpu.adapters.shared_files import entries, remove, truncate
 from vgpu.dra.claim_dirs import DRA_SUBDIR
 from vgpu.node.container_dirs import (
     CONTAINERS,
@@ -40,6 +42,10 @@ from vgpu.node.limits_file import (
     parse_limits,
     render_limits,
 )
+from vgpu.node.shared_bound import trim
+
+MAX_OWNER_BYTES = 512
+"""An `owner` file is one short line (`DirOwner.render`)."""
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +122,11 @@ class ContainerDirs:
         for cid in self.ids():
             if cid not in self._owners:
                 try:
-                    text = (self.root / cid / OWNER_NAME).read_text(encoding="ascii")
-                except (OSError, UnicodeDecodeError):
-                    text = ""
+                    text = _read_bounded(self.root / cid / OWNER_NAME, MAX_OWNER_BYTES).decode(
+                        "ascii"
+                    )
+                except (OSError, ValueError):
+                    text = ""  # unreadable or oversized: no owner, only the node bound counts
                 self._owners[cid] = DirOwner.parse(text)
             present[cid] = self._owners[cid]
         for gone in set(self._owners) - set(present):
@@ -177,6 +185,42 @@ class ContainerDirs:
             log.info("removed %d container directories the kubelet no longer holds", len(removed))
         return removed
 
+    def trim_shared(self, files: Mapping[str, int]) -> list[str]:
+        """Cut every shared directory back to `files` and the bounds (`vgpu.node.shared_bound`);
+        a line per directory cut, naming it, its owner, why and what could not be cut."""
+        said = []
+        with self._lock:
+            owners = self._present_owners()
+        for cid, owner in owners.items():
+            shared = self.shared_dir(cid)
+            cut = trim(entries(shared), files)
+            if cut.problem is None:
+                continue
+            failed = [truncate(shared / name, size) for name, size in cut.truncate]
+            failed += [remove(shared / name) for name in cut.remove]
+            whose = (
+                f" ({owner.namespace}, pod UID {owner.pod_uid}, {owner.container})" if owner else ""
+            )
+            left = "; ".join(f for f in failed if f)
+            done = f"NOT cut back: {left}" if left else "cut back"
+            said.append(f"{shared}{whose}: {cut.problem}; {done}")
+        return said
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """A regular file of at most `limit` bytes; ValueError when larger or not a
+    regular file, OSError when it cannot be read. Never follows a link, never blocks."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        data = os.read(fd, limit + 1)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit} bytes")
+    return data
+
 
 def claim_dirs(state_dir: Path) -> ContainerDirs:
     """The DRA driver's directories: `<state dir>/dra/containers/`, collected without a grace
@@ -211,7 +255,9 @@ def write_limits(directory: Path, devices: Sequence[DeviceLimit]) -> None:
 def read_limits(directory: Path) -> tuple[DeviceLimit, ...]:
     """The devices of `directory/limits`; raises LimitsError (also for an unreadable file)."""
     try:
-        text = (directory / LIMITS_NAME).read_bytes()[: MAX_LIMITS_BYTES + 1]
+        text = _read_bounded(directory / LIMITS_NAME, MAX_LIMITS_BYTES)
     except OSError as e:
         raise LimitsError(f"limits in {directory}: {e.strerror or e}") from None
+    except ValueError as e:  # larger than any limits file the agent writes, or not a file
+        raise LimitsError(f"limits in {directory}: {e}") from None
     return parse_limits(text.decode("ascii", "replace"))

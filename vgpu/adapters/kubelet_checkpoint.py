@@ -18,6 +18,19 @@ from vgpu.node.checkpoint import (
 )
 
 
+def checkpoint_text(path: Path) -> str | None:
+    """The checkpoint's text, read with the same bound; None when it is missing, unreadable or
+    larger than any kubelet writes (then nothing can be judged from it)."""
+    try:
+        with path.open("rb") as f:
+            raw = f.read(MAX_CHECKPOINT_BYTES + 1)
+    except OSError:
+        return None
+    if len(raw) > MAX_CHECKPOINT_BYTES:
+        return None
+    return raw.decode("utf-8", errors="replace")
+
+
 def read_checkpoint(path: Path) -> CheckpointRead:
     """The checkpoint's entries; a missing file is not read (no problem: a kubelet writes it at
     the first device-plugin update); an unreadable one is a named problem."""

@@ -52,7 +52,7 @@ from vgpu.agent.config import AgentConfig
 from vgpu.agent.driver_limits import BackendCollector
 from vgpu.agent.elastic import ElasticDuty, run_elastic
 from vgpu.agent.kubelet_stale import KubeletStale
-from vgpu.agent.kubelet_sync import KubeletSync, checkpoint_signature
+from vgpu.agent.kubelet_sync import CheckpointEntries, KubeletSync, checkpoint_signature
 from vgpu.agent.maintenance import LOOP, run_maintenance
 from vgpu.agent.metrics import NodeMetrics
 from vgpu.agent.mode import (
@@ -75,6 +75,7 @@ from vgpu.node.hami import HamiCore
 from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.health import HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
+from vgpu.node.shared_bound import shared_files
 from vgpu.node.vgpucore import VgpuCore
 from vgpu.node.watchdog import Throttle
 
@@ -129,6 +130,12 @@ class NodeAgent:
             self.publisher,
             self.metrics,
             lambda: self.plugins,
+            (
+                CheckpointEntries(
+                    lambda: read_checkpoint(checkpoint), lambda: checkpoint_signature(checkpoint)
+                ),
+                self.names,
+            ),
         )
         self.pods = PodFeed(
             config,
@@ -232,7 +239,12 @@ class NodeAgent:
             self.elastic = duty = ElasticDuty(grants.core.dirs, checkpoint, utilisation=source)
             self._spawn("vgpu-elastic", lambda: run_elastic(duty, self._stop))
         elif isinstance(grants.hami, HamiCore) and grants.hami.dirs is not None:
-            self.elastic = duty = ElasticDuty(grants.hami.dirs, checkpoint, allowances=False)
+            self.elastic = duty = ElasticDuty(
+                grants.hami.dirs,
+                checkpoint,
+                allowances=False,
+                shared_files=shared_files(GrantMode.HAMI),
+            )
             self._spawn("vgpu-collect", lambda: run_elastic(duty, self._stop, 1.0))
 
     def _spawn(

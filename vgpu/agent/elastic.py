@@ -5,8 +5,10 @@ directory's `activity` (written by the interposer: the latest launch per GPU), c
 GPU's allowances (`vgpu.core.elastic`) and rewrites the `limits` files whose allowance changed,
 atomically. The agent is the one writer, so it keeps each container's limits in memory after the
 first read (a restarted agent reads them back from disk) and a step costs one small read per
-container plus a write only on change. Every `collect_s` it removes the directories of
-containers the kubelet no longer holds (`ContainerDirs.collect`, from the kubelet's checkpoint).
+container plus a write only on change. Every `collect_s` it cuts each container's shared files
+back to their bound (`vgpu.node.shared_bound`: a tenant can write them) and removes the
+directories of containers the kubelet no longer holds (`ContainerDirs.collect`, from the
+kubelet's checkpoint).
 In mode hami (per-container caches, no limits files) it only collects.
 
 Cores under contention: every `correct_s` it also reads each process's real share of its GPU
@@ -30,12 +32,13 @@ import stat
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
 from vgpu.adapters.container_dirs import read_limits, write_limits
+from vgpu.adapters.kubelet_checkpoint import checkpoint_text
 from vgpu.core.contention import SCALE_NEUTRAL, Observed, next_scale
 from vgpu.core.elastic import ElasticShare, allowances, is_active
 from vgpu.core.errors import VgpuError
@@ -49,6 +52,7 @@ from vgpu.node.limits_file import (
     parse_activity,
     reads_scale,
 )
+from vgpu.node.shared_bound import VGPU_CORE_FILES
 
 log = logging.getLogger(__name__)
 DEFAULT_PERIOD_S = 0.1
@@ -97,8 +101,10 @@ class ElasticDuty:
         allowances: bool = True,
         utilisation: Utilisation | None = None,
         correct_s: float = DEFAULT_CORRECT_S,
+        shared_files: Mapping[str, int] = VGPU_CORE_FILES,
     ) -> None:
         self._dirs = dirs
+        self._shared_files = shared_files
         self._utilisation = utilisation
         self._correct_ns = int(correct_s * 1e9)
         self._next_correct = 0
@@ -215,10 +221,11 @@ class ElasticDuty:
             os.close(fd)
 
     def _collect(self) -> None:
-        try:
-            text = self._checkpoint.read_text()
-        except OSError:
-            return  # no checkpoint: nothing can be judged gone
+        for line in self._dirs.trim_shared(self._shared_files):
+            log.warning("shared files over their bound: %s", line)
+        text = checkpoint_text(self._checkpoint)
+        if text is None:
+            return  # no checkpoint (or none within its bound): nothing can be judged gone
         referenced = referenced_ids(text)
         if referenced is None:
             self._say(f"{self._checkpoint}: not a kubelet checkpoint; nothing is collected")

@@ -1,7 +1,8 @@
 """Keeps the node agent's view in step with what the kubelet really holds.
 
 The kubelet is the authority on which containers got which devices: its pod-resources `List`
-rebuilds the admitted set (and exposes assignment mismatches), and its device-manager
+rebuilds the admitted set (and exposes assignment mismatches), its device-manager checkpoint
+adds the regular init containers the List never shows (`vgpu.node.handoff.reconcile`), and the
 checkpoint shows devices it still counts for pods gone from the node (`KubeletStale`), which
 the inventory must publish so the extender does not promise that capacity twice, and which the
 kubelet is asked to free.
@@ -20,10 +21,32 @@ from vgpu.adapters.streak import Streak
 from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.agent.metrics import NodeMetrics
 from vgpu.agent.publish import NodePublisher
+from vgpu.api.resources import ResourceNames
 from vgpu.core.ids import PodKey
+from vgpu.node.checkpoint import CheckpointEntry, CheckpointRead, checkpointed_holdings
 from vgpu.node.handoff.admissions import Handoff, HeldDevices
 
 log = logging.getLogger(__name__)
+
+
+class CheckpointEntries:
+    """The kubelet's checkpoint entries, read again only when the file changed on disk.
+
+    Unreadable (no file, a problem `KubeletStale` already logs): no entries, so the ledger
+    rests on the List and the pods' status alone, as before the kubelet wrote the file."""
+
+    def __init__(self, read: Callable[[], CheckpointRead], signature: Callable[[], object]):
+        self._read, self._signature = read, signature
+        self._seen: object = None
+        self._entries: tuple[CheckpointEntry, ...] = ()
+
+    def __call__(self) -> tuple[CheckpointEntry, ...]:
+        signature = self._signature()
+        if signature is None:
+            self._seen, self._entries = None, ()
+        elif signature != self._seen:
+            self._seen, self._entries = signature, self._read().entries or ()
+        return self._entries
 
 
 class KubeletSync:
@@ -37,8 +60,10 @@ class KubeletSync:
         publisher: NodePublisher,
         metrics: NodeMetrics,
         plugins: Callable[[], NodeDevicePlugins | None],
+        checkpoint: tuple[CheckpointEntries, ResourceNames] | None = None,
     ) -> None:
         self.pod_resources = pod_resources
+        self._checkpoint = checkpoint
         self.handoff = handoff
         self.stale = stale
         self.publisher = publisher
@@ -50,7 +75,8 @@ class KubeletSync:
         self._streak = Streak(log, "reconciliation with the kubelet's pod-resources API")
 
     def reconcile(self) -> list[HeldDevices] | None:
-        """Rebuild the admitted set from the kubelet's pod-resources `List`; what it holds."""
+        """Rebuild the admitted set from the kubelet's pod-resources `List` and its checkpoint's
+        regular init containers; what the List holds."""
         try:
             held = self.pod_resources.held()
         except PodResourcesError as e:
@@ -58,7 +84,7 @@ class KubeletSync:
             self.reconciled.set()  # tried once: readiness must not hang on an old kubelet
             return None
         self._streak.succeeded()
-        for pod, message in self.handoff.reconcile(held):
+        for pod, message in self.handoff.reconcile(held, self._checkpointed()):
             if (pod, message) in self.mismatches:
                 continue
             self.mismatches.append((pod, message))
@@ -68,6 +94,14 @@ class KubeletSync:
         self._update_gauges()
         self.reconciled.set()
         return held
+
+    def _checkpointed(self) -> list[HeldDevices]:
+        """The checkpoint's holdings of the pods the ledger holds an assignment for."""
+        if self._checkpoint is None:
+            return []
+        entries, names = self._checkpoint
+        pods = {g.uid: g.pod for g in self.handoff.granted() if g.uid}
+        return checkpointed_holdings(entries(), pods, names)
 
     def listed(self) -> set[PodKey] | None:
         """Reconcile now; the pods the kubelet reports holding devices (None: List failed)."""

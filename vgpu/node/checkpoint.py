@@ -4,25 +4,32 @@ The kubelet keeps every container's device IDs in `kubelet_internal_checkpoint` 
 device-plugin directory (pkg/kubelet/cm/devicemanager/manager.go `kubeletDeviceManagerCheckpoint`,
 `writeCheckpoint`; entry format in pkg/kubelet/cm/devicemanager/checkpoint/checkpoint.go
 `PodDevicesEntry`: PodUID, ContainerName, ResourceName, DeviceIDs keyed by NUMA node — a plain
-list in older kubelets — and AllocResp). It writes the file only at an Allocate or a
-ListAndWatch update, and on a restart reloads it as the devices taken (`readCheckpoint`), freeing
+list in older kubelets — and AllocResp, inside `Data` beside a `Checksum`). It writes the file at
+an Allocate (after each container's, `allocateContainerResources`) or a ListAndWatch update, and
+on a restart reloads it as the devices taken (`readCheckpoint`), freeing
 those of vanished pods only once its pod sources are ready (`UpdateAllocatedDevices`). So the
 entries of pods no longer bound to the node are devices the kubelet may still refuse to offer:
 the node agent publishes them per GPU in the inventory annotation (`kubeletStale`) and the
 extender does not place onto them (docs/handshake.md, "Devices the kubelet still counts after
 its restart"). The file is read by `vgpu.adapters.kubelet_checkpoint`.
+
+It is also the only record of a regular init container's devices: pod-resources `List` leaves
+them out (pkg/kubelet/apis/podresources/server_v1.go), so `checkpointed_holdings` hands the
+entries, per container, to the hand-off ledger's reconciliation (`vgpu.node.handoff.reconcile`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from vgpu.api.decode import guard, load_json
 from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import VgpuError
-from vgpu.node.devices import DeviceIdError, parse_unit_id
+from vgpu.core.ids import PodKey
+from vgpu.node.devices import DeviceIdError, UnitKind, parse_unit_id
+from vgpu.node.handoff.admissions import HeldDevices
 
 CHECKPOINT_FILE = "kubelet_internal_checkpoint"
 MAX_CHECKPOINT_BYTES = 64 << 20
@@ -38,6 +45,7 @@ class CheckpointEntry:
     pod_uid: str
     resource: str
     device_ids: tuple[str, ...]
+    container: str = ""  # ContainerName ("" where a file leaves it out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,9 @@ def _entry(raw: Any, where: str) -> CheckpointEntry:
     uid, resource = raw.get("PodUID"), raw.get("ResourceName")
     if not isinstance(uid, str) or not isinstance(resource, str):
         raise CheckpointError(f"{where}: PodUID and ResourceName must be strings")
+    container = raw.get("ContainerName", "")
+    if not isinstance(container, str):
+        raise CheckpointError(f"{where}.ContainerName: expected a string")
     ids = raw.get("DeviceIDs") or []
     groups = ids.values() if isinstance(ids, dict) else [ids]  # per NUMA node, or one list
     flat: list[str] = []
@@ -84,7 +95,7 @@ def _entry(raw: Any, where: str) -> CheckpointEntry:
         if not isinstance(group, list) or not all(isinstance(d, str) for d in group):
             raise CheckpointError(f"{where}.DeviceIDs: expected lists of device IDs")
         flat.extend(group)
-    return CheckpointEntry(uid, resource, tuple(flat))
+    return CheckpointEntry(uid, resource, tuple(flat), container)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,3 +142,24 @@ def stale_devices(
         gpu: StaleDevices(cores.get(gpu, 0), units.get(gpu, 0) * memory_unit_mib, tuple(sorted(p)))
         for gpu, p in sorted(pods.items())
     }
+
+
+def checkpointed_holdings(
+    entries: Iterable[CheckpointEntry], pods: Mapping[str, PodKey], names: ResourceNames
+) -> list[HeldDevices]:
+    """The entries of the pods in `pods` (pod UID -> key: the kubelet names pods by UID) as one
+    holding per container and kind of our resources, each ID once, for the hand-off ledger.
+
+    Entries of other pods, other resources or with no container name are left out: they say
+    nothing about a container the ledger expects."""
+    ids: dict[tuple[PodKey, str, UnitKind], dict[str, None]] = {}
+    for entry in entries:
+        key = pods.get(entry.pod_uid)
+        if key is None or not entry.container:
+            continue
+        try:
+            kind = names.kind_of(entry.resource)
+        except ValueError:
+            continue
+        ids.setdefault((key, entry.container, kind), {}).update(dict.fromkeys(entry.device_ids))
+    return [HeldDevices(k, c, kind, tuple(i)) for (k, c, kind), i in ids.items() if i]

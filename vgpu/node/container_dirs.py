@@ -31,7 +31,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -130,6 +130,11 @@ class ContainerDirMaker(Protocol):
 
     def collect(self, referenced: frozenset[str]) -> list[str]:
         """Remove the directories `referenced` does not name and older than the grace."""
+        ...
+
+    def trim_shared(self, files: Mapping[str, int]) -> list[str]:
+        """Cut every shared directory back to its libraries' `files` and the bounds
+        (`vgpu.node.shared_bound`); a line per directory cut."""
         ...
 
 

@@ -44,6 +44,7 @@ from vgpu.node.driver_mode import Choice, DriverLimits
 from vgpu.node.grants import GrantSettings, Refusal
 from vgpu.node.health import HealthPolicy, HealthTracker
 from vgpu.node.model import GpuInventory, XidEvent
+from vgpu.node.shared_bound import shared_files
 
 log = logging.getLogger(__name__)
 DEFAULT_CDI_DIR = Path("/var/run/cdi")
@@ -66,6 +67,7 @@ class DraConfig:
     nvml_library: str = "libnvidia-ml.so.1"
     retry_s: float = 1.0
     stop_grace_s: float = 2.0
+    trim_s: float = 30.0  # how often the claims' shared files are cut back (vgpu.node.shared_bound)
 
     @property
     def checkpoint_path(self) -> Path:
@@ -133,6 +135,8 @@ class DraDriver:
         loops = [("vgpu-dra-slice", self.slice.run)]
         if self._claim_limits is not None:
             loops.append(("vgpu-dra-limits", self._limits_loop))
+        if cfg.dirs is not None:
+            loops.append(("vgpu-dra-trim", self._trim_shared))
         if cfg.slice_order == "fullest":
             loops.append(("vgpu-dra-claims", self.slice.watch_claims))
         for name, target in loops:
@@ -274,6 +278,17 @@ class DraDriver:
             self._collect_dirs()
             self._slice_changed()
             return None
+
+    def _trim_shared(self) -> None:
+        """Every `trim_s`, cut each claim's shared files back to their bound: every container
+        using the claim can write them, on the node's disk outside the kubelet's accounting."""
+        dirs, files = self.config.dirs, shared_files(self.config.grants.mode)
+        while dirs is not None and not self._stop.wait(self.config.trim_s):
+            try:
+                for line in dirs.trim_shared(files):
+                    log.warning("shared files over their bound: %s", line)
+            except OSError as e:  # the loop goes on: the next period tries again
+                log.warning("cannot cut back shared files under %s: %s", dirs.root, e)
 
     def _collect_dirs(self) -> None:
         """Remove the enforcement directories no checkpointed claim names (under the lock)."""

@@ -1,0 +1,89 @@
+"""How much a container may keep in its shared files, which it can write: the rule, no I/O.
+
+The libraries keep their accounting in files the container's processes write (vgpu-core's
+`state` and `activity`, mounted one by one; HAMi-core's cache, in a directory mounted whole).
+They sit under the agent's state dir on the host, often a tmpfs under `/run` (the node's memory),
+outside the kubelet's ephemeral-storage accounting, and they outlive the container until the
+agent collects its directory. A tenant could grow them without bound (one write of a few GiB,
+or many files in HAMi-core's directory). So each collect step measures every shared directory
+against this rule and cuts it back (`vgpu.adapters.container_dirs.ContainerDirs.trim_shared`):
+
+* a library's own file larger than its layout is cut to that size (the library maps exactly
+  its layout, vgpu-core/src/shared_file.c, so nothing a process maps is lost);
+* an entry that is not a regular file is removed (the libraries make regular files only, and
+  open them without following a link);
+* when the directory still holds more than `MAX_SHARED_ENTRIES` entries or `MAX_SHARED_BYTES`,
+  every entry no library makes is removed.
+
+The container that grew the files is the one that loses what it wrote there; no other container
+shares the directory (a pod's init containers share one only among themselves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from vgpu.node.grants import GrantMode
+from vgpu.node.hami import CACHE_FILE
+from vgpu.node.limits_file import ACTIVITY_BYTES, ACTIVITY_NAME, STATE_NAME
+
+STATE_BYTES = 139_544
+"""`sizeof(vgpu_region)` (vgpu-core/src/region.h: 16 device slots, 1,024 process slots); pinned
+against the compiled header by tests/isolation/test_forged_shared_state.py."""
+HAMI_CACHE_NAME = PurePosixPath(CACHE_FILE).name
+MAX_HAMI_CACHE_BYTES = 16 << 20
+"""HAMi-core maps one fixed-size region in its cache file; its size is not documented, so the
+bound is generous (its process table of 1,024 slots is about a megabyte in the versions read)."""
+MAX_SHARED_ENTRIES = 64
+MAX_SHARED_BYTES = 32 << 20
+
+VGPU_CORE_FILES: Mapping[str, int] = {STATE_NAME: STATE_BYTES, ACTIVITY_NAME: ACTIVITY_BYTES}
+HAMI_FILES: Mapping[str, int] = {HAMI_CACHE_NAME: MAX_HAMI_CACHE_BYTES}
+
+
+@dataclass(frozen=True, slots=True)
+class SharedEntry:
+    """One entry of a shared directory, as `lstat` shows it (a link is not followed)."""
+
+    name: str
+    regular: bool
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Trim:
+    """What to cut: files to truncate (name, size) and entries to remove; `problem` says why."""
+
+    truncate: tuple[tuple[str, int], ...] = ()
+    remove: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+def trim(entries: Sequence[SharedEntry], files: Mapping[str, int]) -> Trim:
+    """What to cut from a shared directory holding `entries`, whose libraries' files and their
+    sizes are `files` (module doc)."""
+    cut = tuple(
+        (e.name, files[e.name])
+        for e in entries
+        if e.name in files and e.regular and e.size > files[e.name]
+    )
+    ours = {e.name for e in entries if e.name in files and e.regular}
+    kept = sum(min(e.size, files.get(e.name, e.size)) for e in entries if e.regular)
+    over = len(entries) > MAX_SHARED_ENTRIES or kept > MAX_SHARED_BYTES
+    remove = tuple(e.name for e in entries if e.name not in ours and (over or not e.regular))
+    reasons = [f"{name} larger than {size} bytes" for name, size in cut]
+    if over:
+        reasons.append(
+            f"{len(entries)} entries and {kept} bytes (the bound is {MAX_SHARED_ENTRIES} entries "
+            f"and {MAX_SHARED_BYTES} bytes)"
+        )
+    elif remove:
+        reasons.append(f"{len(remove)} entries that are not regular files")
+    return Trim(cut, remove, "; ".join(reasons) or None)
+
+
+def shared_files(mode: GrantMode) -> Mapping[str, int]:
+    """The library files a mode's shared directories hold, and their sizes."""
+    return HAMI_FILES if mode is GrantMode.HAMI else VGPU_CORE_FILES
