@@ -196,3 +196,13 @@ def test_a_container_on_four_streams_at_once_beside_a_busy_neighbour_gets_its_gu
     split = (50, 50)
     shares, idle = settled_shares(timing_cluster, split, ("streams", "kernel"))
     assert held(split, shares, idle), (split, shares, idle)
+
+
+def test_a_container_alone_on_four_streams_at_once_reaches_its_allowance_not_past_it(
+    timing_cluster: Cluster,
+) -> None:
+    """Alone its events time only its own work, but each stream's span of it: about four times
+    its wall time, so with its scale neutral alone it got about a third (11 of 30). The loop raises
+    its scale until its real share is its allowance, and never past it (within 3 points)."""
+    shares, _ = settled_shares(timing_cluster, (30,), ("streams",))
+    assert 30 - 3 <= shares[0] <= 30 + 3, shares

@@ -1,7 +1,7 @@
 """The elastic duty's outer loop over real container directories: from each process's real share
 (a fake NVML source) it raises the scale of a busy container held below its allowance, lowers it
-for one above, leaves it neutral alone, raises nobody while some utilisation is unattributed,
-and goes back to neutral when the source fails."""
+for one above (alone too: several streams at once measure more than the wall time), raises
+nobody while some utilisation is unattributed, and goes back to neutral when the source fails."""
 
 from __future__ import annotations
 
@@ -70,11 +70,17 @@ def test_a_busy_container_below_its_allowance_is_scaled_up_one_above_down(tmp_pa
     assert scale(dirs, a) < before
 
 
-def test_alone_a_container_is_measured_as_it_is(tmp_path: Path) -> None:
+def test_alone_a_container_held_below_its_allowance_is_scaled_up_one_at_it_is_not(
+    tmp_path: Path,
+) -> None:
+    """Alone, a container on several streams at once is measured a multiple of its wall time."""
     dirs, (a,), source, duty = setup(tmp_path, 30)
-    run(source, [a], 10.0)
+    run(source, [a], 30.0)
     duty.step()
     assert scale(dirs, a) == 1000
+    run(source, [a], 8.0)
+    duty.step()
+    assert scale(dirs, a) > 1000
 
 
 def test_no_scale_rises_while_a_process_on_the_gpu_is_in_no_known_container(

@@ -184,8 +184,7 @@ class ElasticDuty:
             attributed = all(owners[pid] in {s.cid for s in slots} for pid in used)
             for s in slots:
                 mine = sum(share for pid, share in used.items() if owners[pid] == s.cid)
-                others = any(owners[pid] != s.cid and share > 0 for pid, share in used.items())
-                seen = Observed(s.device.allowance, min(100.0, mine), s.active, others, attributed)
+                seen = Observed(s.device.allowance, min(100.0, mine), s.active, attributed)
                 corrected = next_scale(s.device.scale, seen) if s.reads_scale else SCALE_NEUTRAL
                 scales[_key(s.cid, s.slot)] = corrected
         return scales

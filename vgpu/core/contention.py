@@ -11,11 +11,12 @@ equals its allowance.
 
 The rule, per container and GPU, every step:
 
-- alone on its GPU (no other process ran there in the window) its events measure only its own
-  work, so the scale is neutral;
-- otherwise the scale is multiplied by (allowance / real share) ** GAIN, each step's factor held
-  within [1 / MAX_STEP, MAX_STEP]; a real share within DEADBAND points of the allowance leaves
-  it as it is (sampling noise is not chased);
+- the scale is multiplied by (allowance / real share) ** GAIN, each step's factor held within
+  [1 / MAX_STEP, MAX_STEP]; a real share within DEADBAND points of the allowance leaves it as it
+  is (sampling noise is not chased). Alone on its GPU too: its events then measure only its own
+  work, but each stream's span of it, so a container on several streams at once measures a
+  multiple of its wall time there as well, and a neutral scale would hold it at its allowance
+  divided by its overlap for good;
 - the scale stays within [SCALE_NEUTRAL, ceiling(allowance)]: one stream's events never measure
   more than the wall time (its kernels' spans follow one another), but a container running
   kernels on several streams at once is charged each stream's span, so its measure can be a
@@ -37,7 +38,8 @@ got more: the correction never pushes a container past its allowance (nor its li
 bounds the allowance), and never holds a busy container below it. A container that launches but
 needs less than its allowance keeps a raised scale (it wanted nothing more); should it turn busy,
 it may run above its allowance for the few steps the decrease takes (each step divides the
-excess by up to MAX_STEP).
+excess by up to MAX_STEP). The same holds when its neighbours leave: a scale raised against
+their time slices comes down by the law, not at once.
 
 Pure: no I/O, no clock.
 """
@@ -59,13 +61,13 @@ class Observed:
     """What the agent saw of one container on one GPU over the last window.
 
     `real` is the container's share of the GPU (percent, all its processes together, from the
-    driver's per-process utilisation); `contended` whether any other process ran on that GPU;
-    `attributed` whether every process that ran there belongs to a known container."""
+    driver's per-process utilisation); `attributed` whether every process that ran there belongs
+    to a known container. Whether neighbours ran there changes nothing: alone or not, the
+    container's events can measure more than its real share."""
 
     allowance: int
     real: float
     active: bool
-    contended: bool
     attributed: bool = True
 
     def __post_init__(self) -> None:
@@ -77,8 +79,8 @@ class Observed:
 
 def next_scale(scale: int, seen: Observed) -> int:
     """The scale to write for the next window, from the one in force during `seen`."""
-    if not seen.active or not seen.contended or seen.allowance >= 100:
-        return SCALE_NEUTRAL  # events measure only this container's work (or nothing is measured)
+    if not seen.active or seen.allowance >= 100:
+        return SCALE_NEUTRAL  # nothing is measured (or nothing is held back)
     if abs(seen.real - seen.allowance) <= DEADBAND:
         return _bounded(scale, seen.allowance)
     ratio = seen.allowance / max(seen.real, seen.allowance / MAX_STEP)
