@@ -9,7 +9,8 @@
  *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph streams (round robin
  *                                                 over four streams); prints pid, window_ns
  *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads
- *   cuload bench DEV COUNT                        ns per launch and per allocate/free pair */
+ *   cuload bench DEV COUNT                        ns per launch, per allocate/free pair and per
+ *                                                 cuMemAllocAsync/cuMemFreeAsync pair */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -243,7 +244,8 @@ static int threads(int ordinal, int n, int rounds, size_t bytes)
     return 0;
 }
 
-/* Launches of a 1 ns kernel and allocate/free pairs, timed on the host. */
+/* Launches of a 1 ns kernel, allocate/free pairs and stream-ordered allocate/free pairs (on a
+ * stream of the program's own, from the device's current pool), timed on the host. */
 static int bench(int ordinal, int count)
 {
     static const char image[] = "vgpu-standin-module\nfunc tiny 1\n";
@@ -264,7 +266,18 @@ static int bench(int ordinal, int count)
         check(cuMemFree_v2(d), "cuMemFree_v2");
     }
     uint64_t pairs = now_ns() - start;
-    printf("launch_ns %.1f pair_ns %.1f\n", (double)launches / count, (double)pairs / count);
+    CUstream stream;
+    check(cuStreamCreate(&stream, 0), "cuStreamCreate");
+    start = now_ns();
+    for (int i = 0; i < count; i++) { /* stream-ordered: what cudaMallocAsync/cudaFreeAsync call */
+        CUdeviceptr d;
+        check(cuMemAllocAsync(&d, 1 << 20, stream), "cuMemAllocAsync");
+        check(cuMemFreeAsync(d, stream), "cuMemFreeAsync");
+    }
+    uint64_t async_pairs = now_ns() - start;
+    check(cuStreamSynchronize(stream), "cuStreamSynchronize");
+    printf("launch_ns %.1f pair_ns %.1f async_pair_ns %.1f\n", (double)launches / count,
+           (double)pairs / count, (double)async_pairs / count);
     return 0;
 }
 
