@@ -154,6 +154,19 @@ def test_memory_a_pool_released_at_synchronize_is_no_longer_counted(
     assert got["rc_kept"] == [0]  # the default threshold (0) released it at cuCtxSynchronize
 
 
+def test_stream_ordered_pairs_that_the_pool_serves_from_its_reserve_leave_no_charge_behind(
+    cluster: Cluster,
+) -> None:
+    """3,000 cuMemAllocAsync/cuMemFreeAsync pairs of 1 MiB on one stream under a 1 GiB grant: the
+    pool serves all but the first from memory it already reserves, and each allocation's own
+    reservation (taken before the driver is called) must be given back as the pool's charge is
+    updated, or the grant runs out after about a thousand pairs."""
+    container = cluster.admit([(0, 30, 1024)])
+    done = cluster.cuload(container, "bench", "0", "3000", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "async_pair_ns" in done.stdout
+
+
 @pytest.mark.parametrize("how", ["graph", "graphnode"])  # cuGraphAddMemAllocNode, cuGraphAddNode
 def test_a_graph_memory_node_past_the_grant_is_refused(
     cluster: Cluster, memload: Path, how: str

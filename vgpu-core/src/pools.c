@@ -50,8 +50,11 @@ static pool_entry *find(CUmemoryPool pool)
 }
 
 /* The pool's charge becomes what the driver says it reserves (under mu). When the driver cannot
- * say, the charge only grows by `grown` (what was just allocated): never less than the truth. */
-static void reconcile(pool_entry *p, uint64_t grown)
+ * say, the charge only grows by `grown` (what was just allocated): never less than the truth.
+ * `held` is what the caller reserved for that allocation beforehand (vgpu_pool_begin), given back
+ * in the same update: one region change, so an allocation the pool serves from what it already
+ * reserves takes the region's lock once (at begin), not twice. */
+static void reconcile(pool_entry *p, uint64_t grown, uint64_t held)
 {
     attr_fn real = REAL_CU(attr_fn, cuMemPoolGetAttribute);
     unsigned long long reserved = 0;
@@ -60,10 +63,13 @@ static void reconcile(pool_entry *p, uint64_t grown)
         now = p->live ? now : 0;
     else if (real && real(p->pool, ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS)
         now = reserved;
-    if (now > p->charged)
-        vgpu_force_reserve(p->index, now - p->charged);
-    else
-        vgpu_unreserve(p->index, p->charged - now);
+    uint64_t before;
+    if (__builtin_add_overflow(p->charged, held, &before))
+        before = UINT64_MAX;
+    if (now > before)
+        vgpu_force_reserve(p->index, now - before);
+    else if (now < before)
+        vgpu_unreserve(p->index, before - now);
     p->charged = now;
     if (p->destroyed && p->live == 0)
         *p = pools[--npools];
@@ -74,7 +80,7 @@ void vgpu_pools_reconcile(void)
     pthread_mutex_lock(&mu);
     for (size_t i = npools; i-- > 0;)
         if (pools[i].index >= 0)
-            reconcile(&pools[i], 0);
+            reconcile(&pools[i], 0, 0);
     pthread_mutex_unlock(&mu);
 }
 
@@ -149,9 +155,10 @@ CUresult vgpu_pool_end(CUmemoryPool pool, int index, size_t bytes, CUresult rc, 
         vgpu_allocs_put(VGPU_KIND_POOLED, dptr, 0, (uint64_t)(uintptr_t)pool) == 0)
         p->live++;
     if (p)
-        reconcile(p, rc == CUDA_SUCCESS ? bytes : 0);
+        reconcile(p, rc == CUDA_SUCCESS ? bytes : 0, bytes);
     pthread_mutex_unlock(&mu);
-    vgpu_unreserve(index, bytes);
+    if (!p)
+        vgpu_unreserve(index, bytes);
     return rc;
 }
 
@@ -170,7 +177,7 @@ CUresult vgpu_pool_free_end(CUmemoryPool pool, CUdeviceptr dptr, CUresult rc)
     pool_entry *p = find(pool);
     if (p && rc == CUDA_SUCCESS) {
         p->live--;
-        reconcile(p, 0);
+        reconcile(p, 0, 0);
     } else if (p) {
         vgpu_allocs_put(VGPU_KIND_POOLED, dptr, 0, (uint64_t)(uintptr_t)pool);
     }
@@ -228,7 +235,7 @@ VGPU_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep)
     pthread_mutex_lock(&mu);
     pool_entry *p = rc == CUDA_SUCCESS ? find(pool) : NULL;
     if (p && p->index >= 0)
-        reconcile(p, 0);
+        reconcile(p, 0, 0);
     pthread_mutex_unlock(&mu);
     return rc;
 }
@@ -248,7 +255,7 @@ VGPU_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool)
         if (p->index < 0)
             *p = pools[--npools];
         else if (p->live == 0)
-            reconcile(p, 0);
+            reconcile(p, 0, 0);
     }
     pthread_mutex_unlock(&mu);
     return rc;
