@@ -135,7 +135,9 @@ def test_a_container_alone_on_its_gpu_reaches_its_allowance_whatever_its_stream_
     assert off_by([allowance], [inflation]) <= DEADBAND
 
 
-@pytest.mark.parametrize("allow", [[30, 70], [10, 90], [50, 50], [20, 30, 50]])
+@pytest.mark.parametrize(
+    "allow", [[30, 70], [10, 90], [50, 50], [20, 30, 50], [30], [50], [90], [97]]
+)
 def test_a_scale_wound_up_while_its_container_wanted_less_comes_down_within_twenty_steps(
     allow: list[int],
 ) -> None:

@@ -28,6 +28,10 @@ The rule, per container and GPU, every step:
   down in a few more steps (a 30 of 30/70 from its ceiling: 17 steps of the model in
   tests/core/test_contention.py, 12 with one period). A faster fall than rise was tried and
   left the GPU idler: with noisy shares an asymmetric law settles below the allowance;
+- a container that got the whole GPU (within DEADBAND) falls by the largest step: its share is
+  saturated, so (allowance / real share) understates how far past its allowance its scale lets
+  it go; alone, a 90 wound up to its ceiling would otherwise take 43 steps, most of them at 100
+  (eleven so, for any allowance, on the model);
 - an inactive container (no recent launch) goes back to neutral;
 - while some of the GPU's utilisation belongs to no known container (a process the agent cannot
   attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
@@ -85,6 +89,8 @@ def next_scale(scale: int, seen: Observed) -> int:
         return _bounded(scale, seen.allowance)
     ratio = seen.allowance / max(seen.real, seen.allowance / MAX_STEP)
     factor = min(MAX_STEP, max(1 / MAX_STEP, ratio**GAIN))
+    if seen.real >= 100 - DEADBAND:
+        factor = 1 / MAX_STEP  # the whole GPU: how far past its allowance it would go is unknown
     if not seen.attributed:
         factor = min(1.0, factor)
     return _bounded(round(scale * factor), seen.allowance)
