@@ -326,7 +326,7 @@ def _victims(
     the jobs asked are `asks`' choice, and one whose ask finds no victims rests."""
     jobs, fits, held, due = planned.waiting, planned.fits, planned.held, planned.deserved
     running = [
-        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node)
+        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node, gpus_of(parts, r.pod.key))
         for r in recs.values()
         if not r.pod.gated and r.node and not r.deleting
     ]
@@ -365,6 +365,15 @@ def _victims(
             return tuple(recs[v.key] for v in chosen)
         asks.found_none(job.key, now)
     return ()
+
+
+def gpus_of(parts: QueueParts, key: str) -> tuple[str, ...]:
+    """The GPUs a running pod holds, as the ledger says (none known: empty), for reclaim's
+    search per node, which tries victims on few GPUs first."""
+    holding = parts.cache.holding(PodKey(key))
+    if holding is None:
+        return ()
+    return tuple(sorted({str(s.uuid) for s in holding.assignment.shares}))
 
 
 def free_units(parts: QueueParts) -> Callable[[str], Vec]:
