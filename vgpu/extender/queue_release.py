@@ -10,7 +10,9 @@ resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outsi
   a gang cut short by a failover is finished by the next leader from that record, exactly the
   members it names (`vgpu.core.queues.jobs`); without a Lease the record is kept in memory;
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
-  that allows no disruption now answers 429 and nothing is deleted). A victim set is evicted
+  that allows no disruption now answers 429 and nothing is deleted). The job they were evicted
+  for is tried before every other job in the passes that follow, until it is released or
+  `RECLAIMED_FOR_S` passes, so what they free goes to it (`release.plan`'s `first`). A victim set is evicted
   whole or not at all: each victim is asked first with a dry run, and if any is refused none is
   evicted (the others alone would free nothing the waiting job can use) and the refused pods are
   spared by reclaim for `REFUSED_S`, so later passes pick other victims;
@@ -46,6 +48,9 @@ log = logging.getLogger(__name__)
 EVENTS_PER_PASS = 20
 REFUSED_S = 60.0
 """Seconds reclaim spares a pod whose eviction a PodDisruptionBudget refused."""
+RECLAIMED_FOR_S = 300.0
+"""Seconds a job reclaim evicted for is tried first in every pass, unless released sooner
+(its victims' grace periods and the passes until the freed GPUs show)."""
 REASON = "VgpuQueued"
 
 
@@ -82,6 +87,8 @@ class QueueReleaser:
         self._told: dict[str, str] = {}
         self._refused: dict[str, float] = {}
         """Pod key -> wall time its eviction was refused (spared by reclaim for REFUSED_S)."""
+        self._reclaimed_for: dict[str, float] = {}
+        """Job key -> wall time reclaim evicted for it: tried first for RECLAIMED_FOR_S."""
         self.last: Decision = Decision()
         self.released_total = 0
         self.evicted_total = 0
@@ -111,6 +118,9 @@ class QueueReleaser:
             return self.last
         now = self._wall()
         self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSED_S}
+        self._reclaimed_for = {
+            k: t for k, t in self._reclaimed_for.items() if now - t < RECLAIMED_FOR_S
+        }
         if self._new_term and self._notes is not None:
             found = self._notes.annotation(strict_holds.HOLDS_ANNOTATION)
             self._held_since = strict_holds.decode(found, now=now)
@@ -127,6 +137,7 @@ class QueueReleaser:
             asks=self._asks,
             decided=self._decided,
             namespace_labels=labels,
+            first=frozenset(self._reclaimed_for),
         )
         if self._notes is not None and decision.held_since != self._held_since:
             self._notes.carry(
@@ -137,7 +148,9 @@ class QueueReleaser:
         for queued in decision.release:
             if queued.pod.gang is None or queued.pod.ident in proven.get(queued.pod.gang, ()):
                 self._release(queued)
-        self._reclaim(decision.evict, now)
+        self._forget_released(decision.release)
+        if self._reclaim(decision.evict, now):
+            self._reclaimed_for[decision.evicted_for] = now
         self._tell(decision.waiting, decision.standing)
         self.last = decision
         return decision
@@ -203,15 +216,25 @@ class QueueReleaser:
         self.released_total += 1
         log.info("released pod %s of queue %s", queued.pod.key, queued.pod.queue)
 
-    def _reclaim(self, victims: tuple[Queued, ...], now: float) -> None:
-        """Evict the victim set whole, or none of it (module doc)."""
+    def _reclaim(self, victims: tuple[Queued, ...], now: float) -> bool:
+        """Evict the victim set whole, or none of it (module doc); whether it was evicted."""
+        if not victims:
+            return False
         refused = [v for v in victims if not self._evict(v, dry_run=True)]
         if refused:
             for victim in refused:
                 self._refused[victim.pod.key] = now
-            return
+            return False
         for victim in victims:
             self._evict(victim)
+        return True
+
+    def _forget_released(self, released: tuple[Queued, ...]) -> None:
+        """A job reclaim evicted for is tried first no more once it is released."""
+        done = {q.pod.key for q in released}
+        done |= {f"gang:{q.pod.gang}" for q in released if q.pod.gang is not None}
+        for key in done & self._reclaimed_for.keys():
+            del self._reclaimed_for[key]
 
     def _evict(self, victim: Queued, *, dry_run: bool = False) -> bool:
         namespace, name = victim.pod.key.split("/", 1)
