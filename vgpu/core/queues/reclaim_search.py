@@ -13,8 +13,9 @@ search:
 
 * asks first whether the job fits with **every** evictable job of the node gone: evicting more
   never makes a pod fit less, so when that fails no set on the node can help (one what-if);
-* then tries sets by size, 1, 2, ...: the first size at which a set fits is the fewest evictions;
-  among the sets of that size, the least GPU time lost (cores x time run) wins;
+* then tries sets by size, from the fewest whose units could cover the ask: the first size at
+  which a set fits is the fewest evictions; among the sets of that size, the least GPU time lost
+  (cores x time run) wins;
 * builds the sets of a size from the GPUs they touch, fewest GPUs first (a pod runs on a few GPUs
   of its node, and the victims it needs are on those), and asks the what-if in that order, the
   least GPU time lost first among sets touching as many GPUs; a set whose units, with what is free
@@ -73,7 +74,7 @@ def cheapest(
     search = _Search(job, jobs, (held, due), fits_without, free, now)
     if not jobs or not search.ask(tuple(jobs)):
         return Found(None, search.asked <= FITS_ASKED)
-    for size in range(1, len(jobs) + 1):
+    for size in range(search.fewest(), len(jobs) + 1):
         best = search.best_of_size(size)
         if best is not None or not search.within_bounds():
             return Found(best, search.within_bounds())
@@ -109,18 +110,36 @@ class _Search:
         self.asked += 1
         return self.fits(self.job, chosen)
 
+    def fewest(self) -> int:
+        """A lower bound on the set's size: per dimension, the fewest jobs (the largest there
+        first) whose units, with what is free, cover the ask there; the largest of those."""
+        if self.free is None:
+            return 1
+        bound = 1
+        for dim, need in enumerate(self.job.ask):
+            room, count = self.free[dim], 0
+            for have in sorted((r.ask[dim] for r in self.jobs), reverse=True):
+                if room >= need:
+                    break
+                room, count = room + have, count + 1
+            bound = max(bound, count)
+        return bound
+
     def best_of_size(self, size: int) -> tuple[Running, ...] | None:
-        """The set of `size` that fits and loses least, or None (or the search ran out)."""
-        best: tuple[Running, ...] | None = None
+        """The set of `size` that fits and loses least, or None (or the search ran out).
+
+        The first batch (sets touching as many GPUs) with a set that fits is the last asked:
+        where each victim holds one GPU, every set of the fewest evictions touches as many GPUs
+        (those the pod needs emptied, or the one it shares), so later batches hold none of them.
+        In a batch, sets are asked the least GPU time lost first, so the first that fits wins.
+        """
         for batch in self._batches(size):
             for chosen in sorted(batch, key=lambda c: (lost(c, self.now), [r.key for r in c])):
-                if best is not None and lost(chosen, self.now) >= lost(best, self.now):
-                    break
                 if self.ask(chosen):
-                    best = chosen
+                    return chosen
                 if self.cut:
-                    return best
-        return best
+                    return None
+        return None
 
     def _batches(self, size: int) -> Iterator[list[tuple[Running, ...]]]:
         """The legal sets of `size`, in batches by how many GPUs they touch, fewest first."""
