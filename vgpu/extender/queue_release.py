@@ -13,9 +13,9 @@ resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outsi
   that allows no disruption now answers 429 and nothing is deleted). The job they were evicted
   for is tried before every other job in the passes that follow, until it is released or
   `RECLAIMED_FOR_S` passes, so what they free goes to it (`release.plan`'s `first`). A victim
-  set is evicted whole or not at all: each victim is asked first with a dry run, and if any is refused none is
-  evicted (the others alone would free nothing the waiting job can use) and the refused pods are
-  spared by reclaim for `REFUSED_S`, so later passes pick other victims;
+  set is evicted whole or not at all: each victim is asked first with a dry run, and if any is
+  refused none is evicted (the others alone would free nothing the waiting job can use) and the
+  refused pods are spared by reclaim for `REFUSED_S`, so later passes pick other victims;
 * each held pod gets an Event (`VgpuQueued`) when why it waits changes, saying where its queue
   stands; at most `EVENTS_PER_PASS` per pass, the rest on later passes.
 
