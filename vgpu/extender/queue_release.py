@@ -12,7 +12,8 @@ resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outsi
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
   that allows no disruption now answers 429 and nothing is deleted). The job they were evicted
   for is tried before every other job in the passes that follow, until it is released or
-  `RECLAIMED_FOR_S` passes, so what they free goes to it (`release.plan`'s `first`). A victim
+  `RECLAIMED_FOR_S` passes, so what they free goes to it (`release.plan`'s `first`); that job is
+  carried on the leader Lease, as strict holds are, so a new leader tries it first too. A victim
   set is evicted whole or not at all: each victim is asked first with a dry run, and if any is
   refused none is evicted (the others alone would free nothing the waiting job can use) and the
   refused pods are spared by reclaim for `REFUSED_S`, so later passes pick other victims;
@@ -118,14 +119,11 @@ class QueueReleaser:
             return self.last
         now = self._wall()
         self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSED_S}
-        self._reclaimed_for = {
-            k: t for k, t in self._reclaimed_for.items() if now - t < RECLAIMED_FOR_S
-        }
         if self._new_term and self._notes is not None:
-            found = self._notes.annotation(strict_holds.HOLDS_ANNOTATION)
-            self._held_since = strict_holds.decode(found, now=now)
-            self._decided = gang_record.decode(self._notes.annotation(gang_record.GANGS_ANNOTATION))
+            self._read_notes(self._notes, now)
         self._new_term = False
+        carried = dict(self._reclaimed_for)
+        self._reclaimed_for = {k: t for k, t in carried.items() if now - t < RECLAIMED_FOR_S}
         decision = decide(
             self.index.parts,
             self.index,
@@ -151,9 +149,26 @@ class QueueReleaser:
         self._forget_released(decision.release)
         if self._reclaim(decision.evict, now):
             self._reclaimed_for[decision.evicted_for] = now
+        if self._notes is not None and self._reclaimed_for != carried:
+            text = strict_holds.encode(self._reclaimed_for)
+            self._notes.carry(strict_holds.RECLAIMED_ANNOTATION, text)
         self._tell(decision.waiting, decision.standing)
         self.last = decision
         return decision
+
+    def _read_notes(self, notes: LeaseNotes, now: float) -> None:
+        """A new term: what the last leader carried on the Lease (strict holds, the gang record,
+        the jobs reclaim evicted for)."""
+        self._held_since = strict_holds.decode(
+            notes.annotation(strict_holds.HOLDS_ANNOTATION), now=now
+        )
+        self._decided = gang_record.decode(notes.annotation(gang_record.GANGS_ANNOTATION))
+        self._reclaimed_for = strict_holds.decode_times(
+            notes.annotation(strict_holds.RECLAIMED_ANNOTATION),
+            strict_holds.RECLAIMED_ANNOTATION,
+            now=now,
+            dropped="the jobs reclaim evicted for wait in fair order",
+        )
 
     def _namespace_labels(self, config: QueueConfig) -> Mapping[str, Mapping[str, str]] | None:
         """Each namespace's labels when a queue is bound by label ({} otherwise); the last
