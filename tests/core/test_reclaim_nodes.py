@@ -1,18 +1,17 @@
 """Reclaim's victims chosen per node (vgpu.core.queues.reclaim_nodes), against a small GPU model.
 
-The model is its own: nodes of GPUs with 100 cores each, running pods on one GPU each, and a
-waiting pod that asks either some cores of one GPU or whole GPUs of one node (what kube-scheduler
-and the device plugin allow a single pod: every GPU it gets is on the node it binds to).
+The model is the tests' own (`reclaim_model`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from tests.core.reclaim_model import Cluster, Pod
+from tests.core.reclaim_model import clusters as model_clusters
 from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add, share, sub
 from vgpu.core.queues.reclaim import Running, victims
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
@@ -21,70 +20,9 @@ from vgpu.core.queues.release import Job
 SPECS = (QueueSpec("a", 1), QueueSpec("b", 3, reclaim=True), QueueSpec("c", 2))
 
 
-@dataclass(frozen=True)
-class Pod:
-    key: str
-    queue: str
-    node: str
-    gpu: int
-    cores: int
-    started: float
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """GPUs per node (100 cores each) and the pods on them."""
-
-    gpus: dict[str, int]
-    pods: tuple[Pod, ...]
-
-    def free(self, gone: Sequence[Running] = ()) -> dict[tuple[str, int], int]:
-        left = {(n, g): 100 for n, count in self.gpus.items() for g in range(count)}
-        keys = {r.key for r in gone}
-        for p in self.pods:
-            if p.key not in keys:
-                left[(p.node, p.gpu)] -= p.cores
-        return left
-
-    def fits(self, cores: int, gone: Sequence[Running]) -> bool:
-        """A pod asking `cores` (a part of one GPU, or whole GPUs in hundreds) fits somewhere."""
-        left = self.free(gone)
-        if cores <= 100:
-            return any(f >= cores for f in left.values())
-        whole = cores // 100
-        return any(
-            sum(1 for (m, _), f in left.items() if m == node and f == 100) >= whole
-            for node in self.gpus
-        )
-
-    def node_free(self, node: str) -> Vec:
-        return (sum(f for (n, _), f in self.free().items() if n == node), 0)
-
-    def running(self) -> list[Running]:
-        return [Running(p.key, p.queue, (p.cores, 0), p.started, p.node) for p in self.pods]
-
-    def held(self) -> dict[str, Vec]:
-        out: dict[str, Vec] = {}
-        for p in self.pods:
-            out[p.queue] = add(out.get(p.queue, ZERO), (p.cores, 0))
-        return out
-
-
-@st.composite
-def clusters(draw: st.DrawFn) -> Cluster:
-    """Up to 5 nodes of 1-4 GPUs, each GPU filled by pods of queues a and c (youngest up to 99 s)."""
-    gpus = {f"n{i}": draw(st.integers(1, 4)) for i in range(draw(st.integers(1, 5)))}
-    pods: list[Pod] = []
-    for node, count in gpus.items():
-        for gpu in range(count):
-            used = 0
-            for cores in draw(st.lists(st.sampled_from([25, 50, 100]), max_size=3)):
-                if used + cores > 100:
-                    break
-                used += cores
-                queue, started = draw(st.sampled_from("ac")), float(draw(st.integers(0, 99)))
-                pods.append(Pod(f"p{len(pods)}", queue, node, gpu, cores, started))
-    return Cluster(gpus, tuple(pods))
+def clusters() -> st.SearchStrategy[Cluster]:
+    """Up to 5 nodes of 1-4 GPUs, each GPU filled by up to 3 pods."""
+    return model_clusters(nodes=5, gpus=4, pods_per_gpu=3)
 
 
 quarters = st.integers(0, 16).map(lambda n: 25 * n)

@@ -328,17 +328,17 @@ def test_reclaim_for_a_pod_evicts_on_the_node_needing_fewest(harness: Harness) -
 
 def test_a_victim_set_is_evicted_whole_or_not_at_all(harness: Harness) -> None:
     """Two pods share the GPU the waiting job needs; the budget of one refuses: evicting the other
-    alone would free nothing the job can use, so neither is evicted (a dry run asks first)."""
+    alone would free nothing the job can use, so neither is evicted (a dry run asks first). The
+    pod on the other GPU started 20 s ago, under the minimum runtime: no victim."""
     harness.put(make_node("n1", gpus=2))
     daemon = _daemon(harness)
     wire = Wire(daemon.port)
     _queues(
-        harness, {"name": "a"}, {"name": "b", "weight": 3, "reclaim": True}, minRuntimeSeconds=0
+        harness, {"name": "a"}, {"name": "b", "weight": 3, "reclaim": True}, minRuntimeSeconds=60
     )
-    _running(harness, daemon, wire, "whole", "a", 100)
+    _running(harness, daemon, wire, "whole", "a", 100, "2033-05-18T03:33:00Z")
     _running(harness, daemon, wire, "free", "a", 50, "2031-01-01T00:00:00Z")
     _running(harness, daemon, wire, "kept", "a", 50, "2033-05-18T03:00:00Z")
-    _budget(harness, "whole", 0)
     _budget(harness, "kept", 0)
     _held(harness, "want", "b", 100)
     _watched(daemon, "b/want")

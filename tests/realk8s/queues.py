@@ -33,9 +33,9 @@ def queue_flags() -> tuple[str, str]:
 
 
 PDBS = f"/apis/policy/v1/namespaces/{pods.NS}/poddisruptionbudgets"
-NAMESPACES = {"qa": pods.NS, "qb": "qb"}
+NAMESPACES = {"qa": pods.NS, "qb": "qb", "qc": "qc"}
 """Each test queue's namespace, as the operator binds them (a namespace serves one
-queue): qa the test namespace, qb one of its own."""
+queue): qa the test namespace, qb and qc each one of its own."""
 
 
 def path(queue: str) -> str:
@@ -55,12 +55,14 @@ def delete_all(admin: Rest) -> None:
 
 
 def rendered() -> list[Obj]:
-    """The chart's queue objects for this cluster's namespace (two queues, weights 1:3)."""
+    """The chart's queue objects for this cluster's namespace (queues qa, qb and qc, weights
+    1:3:1; each test configures its own weights)."""
     import chart  # hack/chart.py, on sys.path through tests.deploy.test_chart
 
     listed = [
         {"name": "qa", "namespaces": [NAMESPACES["qa"]]},
         {"name": "qb", "weight": 3, "namespaces": [NAMESPACES["qb"]]},
+        {"name": "qc", "namespaces": [NAMESPACES["qc"]]},
     ]
     values = {"queues": {"enabled": True, "list": listed}}
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
@@ -74,20 +76,22 @@ def rendered() -> list[Obj]:
 
 
 def install(cluster: RealCluster) -> list[Obj]:
-    """Create qb's namespace (kept afterwards: no namespace controller runs here to finalize
-    its deletion) and the queue objects, and wait until the gate policy acts on new pods."""
-    manifests.create(
-        cluster.admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "qb"}}
-    )
-    manifests.create(  # no kube-controller-manager runs: the account it would create
-        cluster.admin,
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": "default", "namespace": "qb"},
-            "automountServiceAccountToken": False,
-        },
-    )
+    """Create qb's and qc's namespaces (kept afterwards: no namespace controller runs here to
+    finalize their deletion) and the queue objects, and wait until the gate policy acts on new
+    pods."""
+    for ns in ("qb", "qc"):
+        manifests.create(
+            cluster.admin, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}
+        )
+        manifests.create(  # no kube-controller-manager runs: the account it would create
+            cluster.admin,
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": {"name": "default", "namespace": ns},
+                "automountServiceAccountToken": False,
+            },
+        )
     objs = [manifests.create(cluster.admin, obj) for obj in rendered()]
     wait_until(lambda: _probe_gated(cluster.admin), 60, "the queue gate policy to act")
     return objs

@@ -135,6 +135,8 @@ class Decision:
     held_since: Mapping[str, float] = field(default_factory=dict)
     decided: Mapping[str, frozenset[str]] = field(default_factory=dict)
     """The record of gangs decided and still being released (`vgpu.extender.gang_record`)."""
+    evicted_for: str = ""
+    """The job `evict` makes room for ("" when none): later passes try it first."""
 
 
 def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
@@ -154,24 +156,28 @@ def decide(
     asks: ReclaimAsks | None = None,
     decided: Mapping[str, frozenset[str]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+    first: frozenset[str] = frozenset(),
 ) -> Decision:
     """One pass (module doc): the plan, then reclaim's victims for the jobs it leaves waiting.
     `now` is wall time (strict holds, minimum runtimes); `spare`: pods reclaim must not pick
     (their evictions were refused lately); `asks`: the jobs resting after asks that found no
     victims, kept by the caller from pass to pass; `decided`: the leader's record of the gangs
     it decided (`vgpu.core.queues.jobs`); `namespace_labels`: each namespace's labels, for the
-    queues bound by selector (`vgpu.api.queue_namespaces`)."""
+    queues bound by selector (`vgpu.api.queue_namespaces`); `first`: the jobs earlier passes
+    evicted for, tried before any other (`release.plan`)."""
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
-    planned = _plan(parts, recs, config, now=now, held_since=held_since, decided=decided or {})
+    planned = _plan(
+        parts, recs, config, now=now, held_since=held_since, decided=decided or {}, first=first
+    )
     waiting = {**elsewhere, **planned.decision.waiting}
     decision = replace(planned.decision, waiting=waiting)
     if not may_reclaim or any(r.deleting and not r.pod.gated for r in recs.values()):
         return decision  # no reclaim while earlier victims still exist
     candidates = {k: r for k, r in recs.items() if k not in spare}
-    evict = _victims(
+    evicted_for, evict = _victims(
         parts, config, candidates, planned, now, ReclaimAsks() if asks is None else asks
     )
-    return replace(decision, evict=evict)
+    return replace(decision, evict=evict, evicted_for=evicted_for)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +202,7 @@ def _plan(
     now: float,
     held_since: Mapping[str, float],
     decided: Mapping[str, frozenset[str]],
+    first: frozenset[str],
 ) -> _Planned:
     """Which jobs to release in fair order (`release.plan`), each placed whole and held."""
     cache = parts.cache
@@ -204,7 +211,9 @@ def _plan(
     live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
     grouped = group(live, capacity, decided)
     fits = _Fits(parts, recs, grouped.members)
-    outcome = plan(config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since)
+    outcome = plan(
+        config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since, first=first
+    )
     keys = [*grouped.finishing]
     for job in outcome.released:
         keys += grouped.members[job]
@@ -335,12 +344,13 @@ def _victims(
     planned: _Planned,
     now: float,
     asks: ReclaimAsks,
-) -> tuple[Queued, ...]:
-    """The pods to evict for the first waiting job reclaim lets in (at most one per pass);
-    the jobs asked are `asks`' choice, and one whose ask finds no victims rests."""
+) -> tuple[str, tuple[Queued, ...]]:
+    """The first waiting job reclaim lets in and the pods to evict for it (at most one job per
+    pass; "" and none when no job); the jobs asked are `asks`' choice, and one whose ask finds
+    no victims rests."""
     jobs, fits, held, due = planned.waiting, planned.fits, planned.held, planned.deserved
     running = [
-        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node)
+        Running(r.pod.key, r.pod.queue, r.pod.ask, r.started, r.node, gpus_of(parts, r.pod.key))
         for r in recs.values()
         if not r.pod.gated and r.node and not r.deleting
     ]
@@ -361,9 +371,18 @@ def _victims(
         else:
             chosen = victims(*given, now=now, min_runtime_s=limit)
         if chosen:
-            return tuple(recs[v.key] for v in chosen)
+            return job.key, tuple(recs[v.key] for v in chosen)
         asks.found_none(job.key, now)
-    return ()
+    return "", ()
+
+
+def gpus_of(parts: QueueParts, key: str) -> tuple[str, ...]:
+    """The GPUs a running pod holds, as the ledger says (none known: empty), for reclaim's
+    search per node, which tries victims on few GPUs first."""
+    holding = parts.cache.holding(PodKey(key))
+    if holding is None:
+        return ()
+    return tuple(sorted({str(s.uuid) for s in holding.assignment.shares}))
 
 
 def free_units(parts: QueueParts) -> Callable[[str], Vec]:

@@ -10,10 +10,13 @@ resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outsi
   a gang cut short by a failover is finished by the next leader from that record, exactly the
   members it names (`vgpu.core.queues.jobs`); without a Lease the record is kept in memory;
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
-  that allows no disruption now answers 429 and nothing is deleted). A victim set is evicted
-  whole or not at all: each victim is asked first with a dry run, and if any is refused none is
-  evicted (the others alone would free nothing the waiting job can use) and the refused pods are
-  spared by reclaim for `REFUSED_S`, so later passes pick other victims;
+  that allows no disruption now answers 429 and nothing is deleted). The job they were evicted
+  for is tried before every other job in the passes that follow, until it is released or
+  `RECLAIMED_FOR_S` passes, so what they free goes to it (`release.plan`'s `first`); that job is
+  carried on the leader Lease, as strict holds are, so a new leader tries it first too. A victim
+  set is evicted whole or not at all: each victim is asked first with a dry run, and if any is
+  refused none is evicted (the others alone would free nothing the waiting job can use) and the
+  refused pods are spared by reclaim for `REFUSED_S`, so later passes pick other victims;
 * each held pod gets an Event (`VgpuQueued`) when why it waits changes, saying where its queue
   stands; at most `EVENTS_PER_PASS` per pass, the rest on later passes.
 
@@ -49,6 +52,9 @@ log = logging.getLogger(__name__)
 EVENTS_PER_PASS = 20
 REFUSED_S = 60.0
 """Seconds reclaim spares a pod whose eviction a PodDisruptionBudget refused."""
+RECLAIMED_FOR_S = 300.0
+"""Seconds a job reclaim evicted for is tried first in every pass, unless released sooner
+(its victims' grace periods and the passes until the freed GPUs show)."""
 REASON = QUEUED_EVENT
 
 
@@ -90,6 +96,8 @@ class QueueReleaser:
         self._told: dict[str, str] = {}
         self._refused: dict[str, float] = {}
         """Pod key -> wall time its eviction was refused (spared by reclaim for REFUSED_S)."""
+        self._reclaimed_for: dict[str, float] = {}
+        """Job key -> wall time reclaim evicted for it: tried first for RECLAIMED_FOR_S."""
         self.last: Decision = Decision()
         self.released_total = 0
         self.evicted_total = 0
@@ -120,10 +128,10 @@ class QueueReleaser:
         now = self._wall()
         self._refused = {k: t for k, t in self._refused.items() if now - t < REFUSED_S}
         if self._new_term and self._notes is not None:
-            found = self._notes.annotation(strict_holds.HOLDS_ANNOTATION)
-            self._held_since = strict_holds.decode(found, now=now)
-            self._decided = gang_record.decode(self._notes.annotation(gang_record.GANGS_ANNOTATION))
+            self._read_notes(self._notes, now)
         self._new_term = False
+        carried = dict(self._reclaimed_for)
+        self._reclaimed_for = {k: t for k, t in carried.items() if now - t < RECLAIMED_FOR_S}
         decision = decide(
             self.index.parts,
             self.index,
@@ -135,6 +143,7 @@ class QueueReleaser:
             asks=self._asks,
             decided=self._decided,
             namespace_labels=labels,
+            first=frozenset(self._reclaimed_for),
         )
         if self._notes is not None and decision.held_since != self._held_since:
             self._notes.carry(
@@ -145,10 +154,29 @@ class QueueReleaser:
         for queued in decision.release:
             if queued.pod.gang is None or queued.pod.ident in proven.get(queued.pod.gang, ()):
                 self._release(queued)
-        self._reclaim(decision.evict, now)
+        self._forget_released(decision.release)
+        if self._reclaim(decision.evict, now):
+            self._reclaimed_for[decision.evicted_for] = now
+        if self._notes is not None and self._reclaimed_for != carried:
+            text = strict_holds.encode(self._reclaimed_for)
+            self._notes.carry(strict_holds.RECLAIMED_ANNOTATION, text)
         self._tell(decision.waiting, decision.standing)
         self.last = decision
         return decision
+
+    def _read_notes(self, notes: LeaseNotes, now: float) -> None:
+        """A new term: what the last leader carried on the Lease (strict holds, the gang record,
+        the jobs reclaim evicted for)."""
+        self._held_since = strict_holds.decode(
+            notes.annotation(strict_holds.HOLDS_ANNOTATION), now=now
+        )
+        self._decided = gang_record.decode(notes.annotation(gang_record.GANGS_ANNOTATION))
+        self._reclaimed_for = strict_holds.decode_times(
+            notes.annotation(strict_holds.RECLAIMED_ANNOTATION),
+            strict_holds.RECLAIMED_ANNOTATION,
+            now=now,
+            dropped="the jobs reclaim evicted for wait in fair order",
+        )
 
     def _namespace_labels(self, config: QueueConfig) -> Mapping[str, Mapping[str, str]] | None:
         """Each namespace's labels when a queue is bound by label ({} otherwise); the last
@@ -221,15 +249,25 @@ class QueueReleaser:
         self.released_total += 1
         log.info("released pod %s of queue %s", queued.pod.key, queued.pod.queue)
 
-    def _reclaim(self, victims: tuple[Queued, ...], now: float) -> None:
-        """Evict the victim set whole, or none of it (module doc)."""
+    def _reclaim(self, victims: tuple[Queued, ...], now: float) -> bool:
+        """Evict the victim set whole, or none of it (module doc); whether it was evicted."""
+        if not victims:
+            return False
         refused = [v for v in victims if not self._evict(v, dry_run=True)]
         if refused:
             for victim in refused:
                 self._refused[victim.pod.key] = now
-            return
+            return False
         for victim in victims:
             self._evict(victim)
+        return True
+
+    def _forget_released(self, released: tuple[Queued, ...]) -> None:
+        """A job reclaim evicted for is tried first no more once it is released."""
+        done = {q.pod.key for q in released}
+        done |= {f"gang:{q.pod.gang}" for q in released if q.pod.gang is not None}
+        for key in done & self._reclaimed_for.keys():
+            del self._reclaimed_for[key]
 
     def _evict(self, victim: Queued, *, dry_run: bool = False) -> bool:
         namespace, name = victim.pod.key.split("/", 1)

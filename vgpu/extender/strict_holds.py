@@ -30,6 +30,9 @@ from vgpu.api.decode import MAX_HOLDS_CHARS, DecodeError, guard, load_json
 log = logging.getLogger(__name__)
 
 HOLDS_ANNOTATION = "vgpu.io/strict-holds"
+RECLAIMED_ANNOTATION = "vgpu.io/reclaimed-for"
+"""The jobs reclaim evicted for (job key to when), tried first by the next leader as by this
+one (`vgpu.extender.queue_release`); the same format and decoder as the holds."""
 
 
 class LeaseNotes(Protocol):
@@ -48,28 +51,31 @@ def encode(held_since: Mapping[str, float]) -> str | None:
 
 def decode(text: str | None, *, now: float) -> dict[str, float]:
     """The holds an annotation carries; {} (logged) when it cannot be read (module doc)."""
+    return decode_times(text, HOLDS_ANNOTATION, now=now, dropped="strict holds start again")
+
+
+def decode_times(text: str | None, key: str, *, now: float, dropped: str) -> dict[str, float]:
+    """Name to wall-clock time, as `encode` writes it, from annotation `key` through the bounded
+    decoder; {} (logged, saying what is `dropped`) when it cannot be read; a name without a
+    finite time is dropped; a time in the future is taken as now (module doc)."""
     if not text:
         return {}
     try:
-        with guard(HOLDS_ANNOTATION):
-            return _holds(load_json(text, HOLDS_ANNOTATION, MAX_HOLDS_CHARS), now)
+        with guard(key):
+            return _times(load_json(text, key, MAX_HOLDS_CHARS), key, now)
     except DecodeError as err:
-        log.warning("lease annotation %s; strict holds start again", err)
+        log.warning("lease annotation %s; %s", err, dropped)
         return {}
 
 
-def _holds(raw: object, now: float) -> dict[str, float]:
-    """Queue to start; a start that is no finite number is dropped (that hold starts again)."""
+def _times(raw: object, key: str, now: float) -> dict[str, float]:
+    """Name to time; a name without a finite time is dropped (logged)."""
     if not isinstance(raw, dict):
-        raise DecodeError(f"{HOLDS_ANNOTATION}: not a JSON object")
-    holds: dict[str, float] = {}
-    for queue, since in raw.items():
+        raise DecodeError(f"{key}: not a JSON object")
+    times: dict[str, float] = {}
+    for name, since in raw.items():
         if isinstance(since, int | float) and not isinstance(since, bool) and math.isfinite(since):
-            holds[str(queue)] = min(float(since), now)
+            times[str(name)] = min(float(since), now)
         else:
-            log.warning(
-                "lease annotation %s: queue %s has no start time; its strict hold starts again",
-                HOLDS_ANNOTATION,
-                queue,
-            )
-    return holds
+            log.warning("lease annotation %s: %s has no time; dropped", key, name)
+    return times

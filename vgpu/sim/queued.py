@@ -169,7 +169,12 @@ class QueuedReplay:
         self.running[key] = _Run(arrival, now, incarnation)
         holding = self.ledger.holding(key)
         node = "" if holding is None else str(holding.assignment.node)
-        self.jobs[key] = Running(key, arrival.queue, (arrival.cores, 0), now, node)
+        gpus = (
+            ()
+            if holding is None
+            else tuple(sorted({str(s.uuid) for s in holding.assignment.shares}))
+        )
+        self.jobs[key] = Running(key, arrival.queue, (arrival.cores, 0), now, node, gpus)
         self.held[arrival.queue] += arrival.cores
         heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
 

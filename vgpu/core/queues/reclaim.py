@@ -39,6 +39,9 @@ class Running:
     started: float
     node: str = ""
     """Where it runs ("" when unknown): victims chosen per node (`reclaim_nodes`) need it."""
+    gpus: tuple[str, ...] = ()
+    """The GPUs it holds on its node (empty when unknown): the search per node tries victims
+    on few GPUs first (`reclaim_search`)."""
 
 
 def victims(

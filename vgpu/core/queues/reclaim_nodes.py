@@ -12,8 +12,10 @@ what it deserves after the evictions) and the same what-if (`fits_without`, the 
 * **candidate nodes**: those where what is free plus what eviction may free there covers the
   job's ask in units (a node short of that cannot take it whatever is evicted); the
   `nodes_tried` with the most first, so the work per ask is bounded on any cluster;
-* **on each**, the node's evictable jobs youngest first until the job fits, then every victim it
-  fits without is spared (`reclaim.needed`);
+* **on each**, a bounded search over the node's evictable jobs (`reclaim_search.cheapest`): the
+  fewest that let the job in within the rules, then the least GPU time lost. A search cut short
+  by its bounds and empty-handed falls back to the walk: the node's jobs youngest first until the
+  job fits, then every victim it fits without spared (`reclaim.needed`);
 * **the choice**: the fewest evictions, then the least GPU time lost (cores x time run), then
   the node's name.
 
@@ -32,6 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add, fits_within
 from vgpu.core.queues.reclaim import Givers, Running, may_reclaim, needed, victims, youngest
+from vgpu.core.queues.reclaim_search import cheapest, lost
 from vgpu.core.queues.release import Job
 
 NODES_TRIED = 16
@@ -67,9 +70,20 @@ def victims_on_one_node(
     best: tuple[Running, ...] | None = None
     room_ran_out = False
     for node in _candidates(job, by_node, free, nodes_tried):
-        walk = _Walk(job, due, held, fits_without)
-        got = walk.on(sorted(by_node[node], key=youngest))
-        room_ran_out |= walk.room_ran_out
+        found = cheapest(
+            job,
+            by_node[node],
+            held,
+            due,
+            fits_without,
+            free=None if free is None else free(node),
+            now=now,
+        )
+        got = found.victims
+        if not found.complete and got is None:  # cut short: the walk, as before the search
+            walk = _Walk(job, due, held, fits_without)
+            got = walk.on(sorted(by_node[node], key=youngest))
+            room_ran_out |= walk.room_ran_out
         if got is not None and (best is None or _cost(got, now) < _cost(best, now)):
             best = got
     if (best is None and room_ran_out) or (best is not None and len(best) > 1):
@@ -129,5 +143,4 @@ class _Walk:
 
 def _cost(chosen: Sequence[Running], now: float) -> tuple[int, float, str]:
     """Fewest evictions, then least GPU time lost, then the node's name (a stable choice)."""
-    lost = sum(r.ask[0] * (now - r.started) for r in chosen)
-    return (len(chosen), lost, chosen[0].node if chosen else "")
+    return (len(chosen), lost(chosen, now), chosen[0].node if chosen else "")

@@ -13,6 +13,11 @@ whole or not at all. The order:
 3. **fit-aware**: a job is released only when `fits(job)` places it whole on real GPUs now; that
    callback also holds the place (the caller's ledger), so what is released can bind.
 
+**What reclaim freed goes to the job it was freed for.** The caller names the jobs reclaim evicted
+for (`first`, kept until they are released or the caller gives up on them): each is tried before
+every other job of every queue, so the GPUs its victims give back are not taken by another queue,
+or by an older job of its own queue that fits them partly, in the pass that sees them free.
+
 **Strict holds** (the fragmentation case: a queue of large shares starving behind small ones). A
 strict queue **waits** in a pass when a job of it, any job and not only the first tried, does not
 fit while the queue is below its deserved share (`queues.overused`). The hold starts when the queue
@@ -28,7 +33,7 @@ start again while the queue still waits) and passes are work-conserving. Pure: n
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -90,23 +95,32 @@ def dominant(held: Vec, capacity: Vec) -> Fraction:
 
 
 class _Pending:
-    """The jobs of one queue, picked by priority, namespace DRF share, then age.
+    """The jobs of one queue, picked by priority, namespace DRF share, then age; a job reclaim
+    made room for (`first`) before them all.
 
     A pass may offer thousands of jobs; each pick looks only at the namespaces' heads, whose
     dominant shares the caller keeps (`ns_share`), so a pick costs the namespaces, not the jobs.
     """
 
-    def __init__(self, jobs: Sequence[Job]) -> None:
+    def __init__(self, jobs: Sequence[Job], first: Collection[str] = ()) -> None:
         self._by_ns: dict[str, deque[Job]] = {}
-        for job in sorted(jobs, key=lambda j: (-j.priority, j.created, j.key)):
+        self._first = deque(sorted((j for j in jobs if j.key in first), key=_age))
+        for job in sorted((j for j in jobs if j.key not in first), key=_age):
             self._by_ns.setdefault(job.namespace, deque()).append(job)
         self._left = len(jobs)
 
     def __bool__(self) -> bool:
         return self._left > 0
 
+    def reclaimed_for(self) -> bool:
+        """Whether a job reclaim made room for is still to be tried."""
+        return bool(self._first)
+
     def take(self, ns_share: Callable[[str], Fraction]) -> Job:
         """The next job (taken off the queue)."""
+        if self._first:
+            self._left -= 1
+            return self._first.popleft()
         heads = [jobs[0] for jobs in self._by_ns.values() if jobs]
         job = min(heads, key=lambda j: (-j.priority, ns_share(j.namespace), j.created, j.key))
         self._by_ns[job.namespace].popleft()
@@ -114,7 +128,12 @@ class _Pending:
         return job
 
     def remaining(self) -> list[Job]:
-        return [job for jobs in self._by_ns.values() for job in jobs]
+        return [*self._first, *(job for jobs in self._by_ns.values() for job in jobs)]
+
+
+def _age(job: Job) -> tuple[int, float, str]:
+    """Priority, then age: a queue's own order before namespace shares are known."""
+    return (-job.priority, job.created, job.key)
 
 
 def _requests(book: Book, jobs: Sequence[Job]) -> dict[str, Vec]:
@@ -135,14 +154,16 @@ def plan(
     now: float,
     held_since: Mapping[str, float] | None = None,
     work_conserving: bool = True,
+    first: Collection[str] = (),
 ) -> Pass:
-    """Release what fits, fairest first; `fits` places a job whole and holds it, or says no."""
+    """Release what fits, fairest first; `fits` places a job whole and holds it, or says no.
+    `first`: the jobs reclaim evicted for, tried before every other job (module doc)."""
     by_name = {s.name: s for s in specs}
     jobs = [j for j in jobs if j.queue in by_name]
     due = deserved(book.capacity, specs, _requests(book, jobs))
     held = dict(book.by_queue)
     ns_held = dict(book.by_namespace)
-    pending = {q: _Pending([j for j in jobs if j.queue == q]) for q in by_name}
+    pending = {q: _Pending([j for j in jobs if j.queue == q], first) for q in by_name}
     holds = {q: t for q, t in (held_since or {}).items() if q in by_name}
     released: list[str] = []
     waiting: dict[str, str] = {}
@@ -151,14 +172,15 @@ def plan(
 
     # Queue order and namespace shares change only when a job is released: kept, not recomputed
     # for each of the pass's (possibly thousands of) jobs.
-    order: dict[str, tuple[bool, bool, Fraction, str]] = {}
+    order: dict[str, tuple[bool, bool, bool, Fraction, str]] = {}
     ns_share: dict[str, Fraction] = {}
 
-    def rank(q: str) -> tuple[bool, bool, Fraction, str]:
+    def rank(q: str) -> tuple[bool, bool, bool, Fraction, str]:
         if q not in order:
             over = overused(held.get(q, ZERO), due[q])
             holding = not over and _unspent(holds.get(q), by_name[q].strict_s, now)
-            order[q] = (not holding, over, share(held.get(q, ZERO), due[q]), q)
+            reclaimed = pending[q].reclaimed_for()
+            order[q] = (not reclaimed, not holding, over, share(held.get(q, ZERO), due[q]), q)
         return order[q]
 
     def dominance(ns: str) -> Fraction:
@@ -169,10 +191,12 @@ def plan(
     while True:
         live = sorted((q for q, p in pending.items() if p), key=rank)
         if not work_conserving:
-            live = [q for q in live if not rank(q)[1]]
+            live = [q for q in live if not rank(q)[2]]
         if not live:
             break
         q = live[0]
+        if pending[q].reclaimed_for():
+            order.pop(q, None)  # its rank changes once its reclaimed-for jobs are tried
         job = pending[q].take(dominance)
         spec = by_name[q]
         if spec.cap is not None and not fits_within(add(held.get(q, ZERO), job.ask), spec.cap):
