@@ -24,6 +24,7 @@ from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.inspect.build import build_report
 from vgpu.inspect.cli import main
 from vgpu.inspect.snapshot import Snapshot, dumps
+from vgpu.inspect.web.where import where_now
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -236,3 +237,21 @@ def test_with_prometheus_each_gpu_shows_what_is_used_beside_what_is_granted(
         text = browser.find_element("tag name", "main").text
         assert "used 3Gi 45%" in text and "2Gi" in text  # the GPU's and its container's use
         _shot(browser, tmp_path, "node-used")
+
+
+def test_a_waiting_gangs_page_shows_where_the_placement_would_put_it_now(
+    browser: Any, site: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = site
+    snapshot = _cluster()[0]
+    report = build_report(snapshot, (), DEFAULT_NAMES)
+    ready = [n.name for n in report.nodes if n.ready]
+    planned = where_now(snapshot, DEFAULT_NAMES, "ml/bert-1", ready)
+    assert planned is not None and planned.assignments
+    browser.get(url + "/")
+    browser.find_element("link text", "ml/bert-1").click()
+    assert browser.find_element("id", "could-go-h").text == "Where it could go now"
+    rows = browser.find_elements("css selector", "table.could-go tbody tr")
+    shown = [tuple(td.text for td in r.find_elements("tag name", "td"))[:2] for r in rows]
+    assert shown == [(a.pod, a.node) for a in planned.assignments]
+    _shot(browser, tmp_path, "pod-could-go")

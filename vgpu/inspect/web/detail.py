@@ -12,6 +12,7 @@ from vgpu.inspect.queues import HeldLine
 from vgpu.inspect.real_use import container_cell, use_cell
 from vgpu.inspect.web.html import bar, esc, link, page, pod_link, table, used_bars
 from vgpu.inspect.web.view import View, fills, stranded, used_fills
+from vgpu.inspect.web.where import where_now
 
 NOT_TRIED = "not yet tried by the scheduler"
 """What the text report says of a waiting pod the scheduler has not written about."""
@@ -100,6 +101,8 @@ def pod_page(view: View, name: str, status: Mapping[str, object]) -> str | None:
             '<h2>Why it waits</h2><p id="why">' + esc(waiting.reason or NOT_TRIED) + "</p>"
             f"<p>Asks {waiting.cores} cores, memory blocks {esc(waiting.memory)}.</p>"
         )
+    if (waiting is not None or held is not None) and not shares:
+        body += _could_go(view, name)
     body += "<h2>Gang</h2>" + (
         f"<p>{esc(gang.key)}: {esc(gang.state.value)}, {len(gang.members)} members "
         f"(min {esc(gang.min_member if gang.min_member is not None else '?')}), "
@@ -112,6 +115,36 @@ def pod_page(view: View, name: str, status: Mapping[str, object]) -> str | None:
     )
     body += "<h2>Queue</h2>" + _queue(queue, held)
     return page(f"Pod {name}", body, status, found)
+
+
+def _could_go(view: View, name: str) -> str:
+    """Where the placement core would put the pod (and its waiting gang mates) now."""
+    if view.snapshot is None:
+        return ""
+    ready = [n.name for n in view.report.nodes if n.ready]
+    where = where_now(view.snapshot, view.names, name, ready)
+    if where is None:
+        return ""
+    head = '<h2 id="could-go-h">Where it could go now</h2>'
+    if where.reason:
+        return f'{head}<p id="could-go" class="nowhere">Nowhere now: {esc(where.reason)}</p>'
+    gpus = {g.uuid: (n.name, g) for n in view.report.nodes for g in n.gpus}
+    rows = []
+    for a in where.assignments:
+        for c in a.containers:
+            for s in c.shares:
+                node, g = gpus.get(s.uuid, (a.node, None))
+                gpu = "?" if g is None else f"GPU {g.index} ({esc(model_name(g.model))})"
+                rows.append([pod_link(a.pod), link(node, "/node", name=node), gpu, esc(c.name),
+                             str(s.cores), esc(mmib(s.memory_mmib))])  # fmt: skip
+        if not a.containers:
+            rows.append([pod_link(a.pod), link(a.node, "/node", name=a.node), "-", "-", "0", "-"])
+    whose = f"its gang {esc(where.gang)}'s waiting members" if where.gang else "it"
+    return (
+        f"{head}<p>If {whose} were placed now, vgpu's placement (the default policy, on the "
+        "Ready nodes) would pick:</p>"
+        + table(["Pod", "Node", "GPU", "Container", "Cores", "Memory"], rows, cls="could-go")
+    )
 
 
 def _queue(queue: str, held: HeldLine | None) -> str:

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from vgpu.api.queues import queue_of
-from vgpu.api.resources import ResourceNames
+from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.build import build_report
 from vgpu.inspect.export import report_document
@@ -34,6 +34,10 @@ class View:
     queues: QueueReport
     queue_of_pod: Mapping[str, str]
     """`ns/pod` -> the queue its label names (queued pods only)."""
+    snapshot: Snapshot | None = None
+    """What both reports were built from: a pod's page asks the placement core where a
+    waiting pod could go (`where`)."""
+    names: ResourceNames = DEFAULT_NAMES
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +78,7 @@ def build_view(
         queue = queue_of(meta)
         if queue is not None:
             pods[f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"] = queue
-    return View(report, queues, pods)
+    return View(report, queues, pods, snapshot, names)
 
 
 def filtered(report: Report, f: Filter) -> Report:
