@@ -97,3 +97,17 @@ def test_the_place_found_has_the_room_the_report_counts_and_one_is_found_when_an
     assert not where.reason
     (share,) = [s for a in where.assignments for c in a.containers for s in c.shares]
     assert share.cores == ask and free[share.uuid] >= ask
+
+
+def test_a_views_placer_answers_every_question_as_a_fresh_one_would() -> None:
+    """The state is built once per view and kept: each plan must leave it as it was."""
+    pods = (*(gang_pod(f"ml/w{i}", 100, 2) for i in range(2)),
+            pod("b/w", asks={"main": (60, 0)}, phase="Pending"),
+            pod("a/x", node="n1", shares={"main": [(0, 50, 8192)]}))  # fmt: skip
+    snapshot = Snapshot((node("n1", [A100] * 3),), pods)
+    placer = build_view(snapshot, None, DEFAULT_NAMES).placer
+    assert placer is not None
+    asked = ["ml/w0", "b/w", "ml/w1", "b/w", "ml/w0"]
+    assert [placer.where(p) for p in asked] == [
+        where_now(snapshot, DEFAULT_NAMES, p, ["n1"]) for p in asked
+    ]

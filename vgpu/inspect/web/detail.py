@@ -12,7 +12,6 @@ from vgpu.inspect.queues import HeldLine
 from vgpu.inspect.real_use import container_cell, use_cell
 from vgpu.inspect.web.html import bar, esc, link, page, pod_link, table, used_bars
 from vgpu.inspect.web.view import View, fills, stranded, used_fills
-from vgpu.inspect.web.where import where_now
 
 NOT_TRIED = "not yet tried by the scheduler"
 """What the text report says of a waiting pod the scheduler has not written about."""
@@ -119,10 +118,7 @@ def pod_page(view: View, name: str, status: Mapping[str, object]) -> str | None:
 
 def _could_go(view: View, name: str) -> str:
     """Where the placement core would put the pod (and its waiting gang mates) now."""
-    if view.snapshot is None:
-        return ""
-    ready = [n.name for n in view.report.nodes if n.ready]
-    where = where_now(view.snapshot, view.names, name, ready)
+    where = None if view.placer is None else view.placer.where(name)
     if where is None:
         return ""
     head = '<h2 id="could-go-h">Where it could go now</h2>'

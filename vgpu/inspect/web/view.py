@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from vgpu.api.queues import queue_of
-from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
+from vgpu.api.resources import ResourceNames
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.build import build_report
 from vgpu.inspect.export import report_document
@@ -26,6 +26,7 @@ from vgpu.inspect.namespace import only_namespace
 from vgpu.inspect.queues import QueueReport, as_dict, queue_report
 from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.snapshot import Snapshot
+from vgpu.inspect.web.where import Placer
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,10 +35,9 @@ class View:
     queues: QueueReport
     queue_of_pod: Mapping[str, str]
     """`ns/pod` -> the queue its label names (queued pods only)."""
-    snapshot: Snapshot | None = None
-    """What both reports were built from: a pod's page asks the placement core where a
-    waiting pod could go (`where`)."""
-    names: ResourceNames = DEFAULT_NAMES
+    placer: Placer | None = dataclasses.field(default=None, compare=False)
+    """The placement core over the snapshot both reports were built from: a pod's page asks
+    it where a waiting pod could go (`where`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +78,8 @@ def build_view(
         queue = queue_of(meta)
         if queue is not None:
             pods[f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"] = queue
-    return View(report, queues, pods, snapshot, names)
+    ready = [n.name for n in report.nodes if n.ready]
+    return View(report, queues, pods, Placer(snapshot, names, ready))
 
 
 def filtered(report: Report, f: Filter) -> Report:
