@@ -125,3 +125,9 @@ def test_the_view_asks_prometheus_at_most_every_thirty_seconds() -> None:
     assert asked == [1000.0, 1000.0 + REAL_USE_EVERY_S]
     view, _ = refresher.current()
     assert view.report.use_of(view.report.nodes[0].gpus[0]) is not None
+
+
+def test_a_gpu_without_a_figure_says_used_dash_once_on_its_node_page() -> None:
+    text = "".join(Elements(node_page(_view(from_answers("prom", ANSWERS)), "n1", STATUS) or "")
+                   .text)  # fmt: skip
+    assert text.count("used -") == 1

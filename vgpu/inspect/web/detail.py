@@ -61,7 +61,9 @@ def _gpu_used(report: Report, g: GpuView) -> str:
     if report.real_use is None:
         return ""
     text = esc(use_cell(report.use_of(g)))
-    return f' · used <span class="used-text">{text}</span> {used_bars(*used_fills(report, g))}'
+    busy, memory = used_fills(report, g)
+    bars = "" if busy is None and memory is None else " " + used_bars(busy, memory)
+    return f' · used <span class="used-text">{text}</span>{bars}'
 
 
 def _used_head(report: Report) -> list[str]:

@@ -57,7 +57,7 @@ def where_now(
 
 class Placer:
     """One snapshot's cluster state, built at the first question and kept: reading every pod
-    and node is most of the cost (about 1.7 s for 1,000 nodes and 7,000 pods on a loaded
+    and node is most of the cost (1.4 to 1.7 s for 1,000 nodes and 7,000 pods on a loaded
     2-core machine), the planning little. Each plan runs on a fork that is reverted, so the
     state is the same after every question; the lock keeps two pages' plans apart."""
 
