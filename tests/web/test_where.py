@@ -28,7 +28,7 @@ def _page(snapshot: Snapshot, name: str) -> str:
     return pod_page(build_view(snapshot, None, DEFAULT_NAMES), name, STATUS) or ""
 
 
-def _rows(page: str) -> list[str]:
+def could_go_rows(page: str) -> list[str]:
     """The "could go" table's rows, each its cells' text joined by |."""
     start = page.index('class="could-go"')
     rows = page[start : page.index("</table>", start)].split("<tr>")[2:]
@@ -43,13 +43,13 @@ def test_a_waiting_pod_is_shown_on_the_only_gpu_with_room() -> None:
     )
     page = _page(Snapshot((node("n1", [A100] * 2),), pods), "b/w")
     assert "Where it could go now" in page
-    assert _rows(page)[0].startswith("b/w|n1|GPU 1 (A100-SXM4-80GB)|main|30|")
+    assert could_go_rows(page)[0].startswith("b/w|n1|GPU 1 (A100-SXM4-80GB)|main|30|")
 
 
 def test_a_gang_goes_whole_one_member_per_free_gpu() -> None:
     pods = tuple(gang_pod(f"ml/w{i}", 100, 2) for i in range(2))
     page = _page(Snapshot((node("n1", [A100] * 2),), pods), "ml/w0")
-    rows = _rows(page)
+    rows = could_go_rows(page)
     assert len(rows) == 2 and {r.split("|")[0] for r in rows} == {"ml/w0", "ml/w1"}
     assert {r.split("|")[2] for r in rows} == {"GPU 0 (A100-SXM4-80GB)", "GPU 1 (A100-SXM4-80GB)"}
 
