@@ -22,12 +22,12 @@ from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import ASSIGNMENT, SIGNATURE, decode, verify
 from vgpu.api.gang import GANG_NAME, GANG_SIZE, gang_ref
 from vgpu.api.inventory import InventoryError, parse_inventory
+from vgpu.api.nodespec import node_spec
 from vgpu.api.podasks import pod_asks
 from vgpu.api.podread import CORES_LIMIT, cores_limit
 from vgpu.api.podspec import pod_spec
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.core.errors import InvalidRequest
-from vgpu.extender.nodespec import node_spec
 from vgpu.node.checkpoint import CheckpointError, parse_checkpoint, stale_devices
 from vgpu.node.devices import DeviceIdError, parse_unit_id
 from vgpu.node.podspec import pod_info

@@ -9,8 +9,8 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase
 from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
+from vgpu.core.workload import DEFAULT_WORKLOAD
 from vgpu.extender.cache import ClusterCache
-from vgpu.extender.resolve import DEFAULT_WORKLOAD
 
 KEY = b"k" * 32
 

@@ -15,12 +15,16 @@ import pytest
 
 from tests.inspect.builders import pod
 from tests.inspect.scenario import demo_cluster
+from tests.prometheus_stub import serving as prometheus_serving
 from tests.web.browser import chromium, screenshots, serving
 from tests.web.sample import HOSTILE, hostile_cluster, queue_cluster
+from tests.web.test_used import ANSWERS as USED_ANSWERS
+from tests.web.test_used import used_cluster
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.inspect.build import build_report
 from vgpu.inspect.cli import main
 from vgpu.inspect.snapshot import Snapshot, dumps
+from vgpu.inspect.web.where import where_now
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -204,3 +208,50 @@ def test_an_update_waits_while_the_keyboard_is_in_the_page(
     WebDriverWait(browser, 30).until(
         lambda d: "default/later" in d.find_element("id", "grid").get_attribute("innerHTML")
     )
+
+
+def test_with_prometheus_each_gpu_shows_what_is_used_beside_what_is_granted(
+    browser: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _save(tmp_path / "used.json", used_cluster())
+    with prometheus_serving(USED_ANSWERS) as prom, serving(path, "--prometheus", prom) as url:
+        assert main(["--fake-cluster", str(path), "--prometheus", prom, "-o", "json"]) == 0
+        printed = json.loads(capsys.readouterr().out)["nodes"][0]["gpus"]
+        browser.get(url + "/")
+        cells = browser.find_elements("css selector", "#grid a.gpu")
+        assert len(cells) == len(printed) == 3
+        for cell, gpu in zip(cells, printed, strict=True):
+            use, total = gpu["realUse"], gpu["memoryTotalMiB"]
+            if use is None:
+                assert cell.find_element("css selector", ".used").text == "used -"
+                continue
+            busy, memory = cell.find_elements("css selector", ".bar.cu, .bar.mu")
+            if use["busyPercent"] is None:
+                assert busy.get_attribute("data-used") == "-"
+            else:
+                assert _fill(browser, busy) == pytest.approx(use["busyPercent"], abs=1.5)
+            assert _fill(browser, memory) == pytest.approx(
+                100 * use["memoryUsedMiB"] / total, abs=1.5
+            )
+        cells[0].click()
+        text = browser.find_element("tag name", "main").text
+        assert "used 3Gi 45%" in text and "2Gi" in text  # the GPU's and its container's use
+        _shot(browser, tmp_path, "node-used")
+
+
+def test_a_waiting_gangs_page_shows_where_the_placement_would_put_it_now(
+    browser: Any, site: tuple[str, Path], tmp_path: Path
+) -> None:
+    url, _ = site
+    snapshot = _cluster()[0]
+    report = build_report(snapshot, (), DEFAULT_NAMES)
+    ready = [n.name for n in report.nodes if n.ready]
+    planned = where_now(snapshot, DEFAULT_NAMES, "ml/bert-1", ready)
+    assert planned is not None and planned.assignments
+    browser.get(url + "/")
+    browser.find_element("link text", "ml/bert-1").click()
+    assert browser.find_element("id", "could-go-h").text == "Where it could go now"
+    rows = browser.find_elements("css selector", "table.could-go tbody tr")
+    shown = [tuple(td.text for td in r.find_elements("tag name", "td"))[:2] for r in rows]
+    assert shown == [(a.pod, a.node) for a in planned.assignments]
+    _shot(browser, tmp_path, "pod-could-go")

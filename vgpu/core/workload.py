@@ -72,3 +72,14 @@ def workload_from_counts(counts: Counter[TaskShape], *, coverage: float = 0.95) 
             break
     mass = sum(n for _, n in kept)
     return Workload(tuple(s for s, _ in kept), tuple(n / mass for _, n in kept))
+
+
+DEFAULT_WORKLOAD = Workload(
+    tuple(
+        TaskShape(4000, c, g)
+        for c, g in ((10, 1), (25, 1), (50, 1), (100, 1), (100, 2), (100, 4), (100, 8))
+    ),
+    (0.2, 0.2, 0.2, 0.2, 0.1, 0.05, 0.05),
+)
+"""Target task shapes for workload-aware policies (FGD) until the operator configures one: the
+extender's, and the web view's where a waiting pod could go."""

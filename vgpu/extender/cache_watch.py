@@ -19,12 +19,12 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+from vgpu.api.nodespec import node_spec
 from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey
 from vgpu.extender.cache_parts import CacheParts, Obj
 from vgpu.extender.gangs import GangCoordinator
-from vgpu.extender.nodespec import node_spec
 from vgpu.extender.pod_parser import MALFORMED
 
 log = logging.getLogger(__name__)

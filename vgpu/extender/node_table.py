@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from vgpu.api.nodespec import NodeSpec
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Node
 from vgpu.core.state import ClusterState, NodeState
-from vgpu.extender.nodespec import NodeSpec
 
 
 class NodeTable:

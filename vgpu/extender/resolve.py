@@ -18,7 +18,7 @@ from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.policy import Policy
 from vgpu.core.policy_specs import PolicySpec, make_policy, parse_policy
-from vgpu.core.workload import TaskShape, Workload
+from vgpu.core.workload import DEFAULT_WORKLOAD, Workload
 from vgpu.extender.cache import ClusterCache
 from vgpu.extender.watchwait import WatchWait
 
@@ -26,14 +26,6 @@ GroupSize = Callable[[str, str], int | None]
 """(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
 
 DEFAULT_POLICY = parse_policy("default")
-DEFAULT_WORKLOAD = Workload(
-    tuple(
-        TaskShape(4000, c, g)
-        for c, g in ((10, 1), (25, 1), (50, 1), (100, 1), (100, 2), (100, 4), (100, 8))
-    ),
-    (0.2, 0.2, 0.2, 0.2, 0.1, 0.05, 0.05),
-)
-"""Target task shapes for workload-aware policies (FGD) until the operator configures one."""
 
 
 class PolicyBook:

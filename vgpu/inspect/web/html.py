@@ -49,6 +49,19 @@ def bar(fraction: float, kind: str, label: str = "") -> str:
     return f'<span class="bar {kind}"{name} data-fill="{w}"><span class="fill w{w}"></span></span>'
 
 
+def used_bars(busy: float | None, memory: float | None) -> str:
+    """The GPU's real use as two thin bars (busy, memory in use), each `data-used` its whole
+    percent or "-" when not measured; one "used -" when neither is known."""
+    if busy is None and memory is None:
+        return '<span class="used none" data-used="-">used -</span>'
+    return "".join(
+        f'<span class="bar {kind} unknown" data-used="-"></span>'
+        if f is None
+        else f'<span class="bar {kind}" data-used="{width(f)}"><span class="fill w{width(f)}"></span></span>'
+        for f, kind in ((busy, "cu"), (memory, "mu"))
+    )
+
+
 def table(head: Iterable[str], rows: Iterable[Iterable[str]], *, cls: str = "") -> str:
     """A table of already escaped cells."""
     th = "".join(f'<th scope="col">{h}</th>' for h in head)

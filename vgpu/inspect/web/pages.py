@@ -13,8 +13,17 @@ from itertools import groupby
 
 from vgpu.inspect.layout import memory_pair, model_name
 from vgpu.inspect.model import GpuView, NodeView, Report, Usage
-from vgpu.inspect.web.html import bar, esc, href, link, page, pod_link, table
-from vgpu.inspect.web.view import Filter, View, fills, filtered, stranded, stranded_class
+from vgpu.inspect.real_use import footer, use_cell
+from vgpu.inspect.web.html import bar, esc, href, link, page, pod_link, table, used_bars
+from vgpu.inspect.web.view import (
+    Filter,
+    View,
+    fills,
+    filtered,
+    stranded,
+    stranded_class,
+    used_fills,
+)
 
 PAGE_NODES = 100
 
@@ -29,7 +38,7 @@ def cluster_page(view: View, f: Filter, number: int, status: Mapping[str, object
         _filters(view.report, f)
         + _totals(report.totals, len(nodes))
         + _groups(nodes, f)
-        + _grid(shown)
+        + _grid(shown, report)
         + _pager(f, number, pages)
         + _waiting(report)
     )
@@ -87,14 +96,25 @@ def _groups(nodes: tuple[NodeView, ...], f: Filter) -> str:
     return '<section aria-label="Groups"><h2>Groups</h2>' + table(head, rows) + "</section>"
 
 
-def _grid(nodes: tuple[NodeView, ...]) -> str:
-    rows = "".join(_node_row(n) for n in nodes)
+def _grid(nodes: tuple[NodeView, ...], report: Report) -> str:
+    rows = "".join(_node_row(n, report) for n in nodes)
+    real = report.real_use
+    used = (
+        ""
+        if real is None
+        else " Below them, thin: how busy it is and its memory in use, as measured "
+        '("-": not measured).'
+    )
     legend = (
-        '<p class="legend">Each cell: a GPU; upper bar cores, lower bar memory granted; colour: '
+        '<p class="legend">Each cell: a GPU; upper bar cores, lower bar memory granted;'
+        f"{used} colour: "
         '<span class="s0">none</span> <span class="s1">&lt;10 %</span> '
         '<span class="s2">&lt;25 %</span> <span class="s3">&lt;50 %</span> '
         '<span class="s4">50 % or more</span> of it stranded.</p>'
     )
+    if real is not None:
+        legend += f'<p id="real-use">{esc(footer(real))}</p>'
+
     return (
         f'<section aria-label="GPUs"><h2>GPUs</h2>{legend}<table id="grid">'
         '<thead><tr><th scope="col">Node</th><th scope="col">State</th>'
@@ -103,16 +123,17 @@ def _grid(nodes: tuple[NodeView, ...]) -> str:
     )
 
 
-def _node_row(n: NodeView) -> str:
+def _node_row(n: NodeView, report: Report) -> str:
     state = "Ready" if n.ready else '<strong class="bad">NotReady</strong>'
     backend = esc(n.memory_backend or ("dra" if n.mode == "dra" else "-"))
-    cells = "".join(_cell(n, g) for g in n.gpus)
+    cells = "".join(_cell(n, g, report) for g in n.gpus)
     name = link(n.name, "/node", name=n.name)
     return f'<tr data-node="{esc(n.name)}"><th scope="row">{name}</th><td>{state}</td><td>{backend}</td><td class="cells">{cells}</td></tr>'
 
 
-def _cell(n: NodeView, g: GpuView) -> str:
-    """One GPU: kept small (a first page holds 800 of them), its words in the title."""
+def _cell(n: NodeView, g: GpuView, report: Report) -> str:
+    """One GPU: kept small (a first page holds 800 of them), its words in the title; with
+    real use asked for (`--prometheus`), two thin bars of what is used."""
     cores, memory = fills(g)
     part = stranded(g)
     health = "ok" if g.healthy else "UNHEALTHY"
@@ -121,12 +142,16 @@ def _cell(n: NodeView, g: GpuView) -> str:
         f"GPU {g.index} {g.model} {health}: cores {g.cores_used}/{g.cores_total}, memory "
         f"{memory_pair(g.memory_used_mmib, g.memory_mib)}, {round(part * 100)} % stranded; {pods}"
     )
+    used = ""
+    if report.real_use is not None:
+        title += f"; used {use_cell(report.use_of(g))}"
+        used = used_bars(*used_fills(report, g))
     sick, mark = ("", "") if g.healthy else (" sick", '<span class="bad">UNHEALTHY</span>')
     return (
         f'<a class="gpu s{stranded_class(part)}{sick}" href="{href("/node", name=n.name)}'
         f'#gpu-{g.index}" title="{esc(title)}" data-index="{g.index}" data-cores="{g.cores_used}">'
         f'<span class="idx">{g.index} {esc(model_name(g.model))}</span>'
-        f"{bar(cores, 'c')}{bar(memory, 'm')}{mark}</a>"
+        f"{bar(cores, 'c')}{bar(memory, 'm')}{used}{mark}</a>"
     )
 
 

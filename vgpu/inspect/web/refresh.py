@@ -16,6 +16,7 @@ from typing import Any
 from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.lease import DEFAULT_LEASE, parse_time
+from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.snapshot import Snapshot
 from vgpu.inspect.web.sharechart import SAMPLES_KEPT, Sample
 from vgpu.inspect.web.view import View, build_view
@@ -25,6 +26,10 @@ Read = Callable[[], tuple[Snapshot, str | None]]
 
 STALE_AFTER = 3
 """Refresh intervals without a good read after which the page says the data is stale."""
+
+REAL_USE_EVERY_S = 30.0
+"""Real use is asked of Prometheus at most this often: the agents are scraped every 30 s, so
+asking at each refresh would only repeat the same figures (four queries each time)."""
 
 
 class Refresher:
@@ -37,8 +42,14 @@ class Refresher:
         lease: str = DEFAULT_LEASE,
         live: bool = True,
         clock: Callable[[], float] = time.time,
+        real_use: Callable[[], RealUse] | None = None,
     ) -> None:
+        """`real_use`: reads the GPUs' real use (`--prometheus`); it reports its own failure
+        in the `RealUse` it returns, as the text report does."""
         self._read, self._names, self._lease, self._live = read, names, lease, live
+        self._ask_real_use = real_use
+        self._real_use: RealUse | None = None
+        self._real_use_at: float | None = None
         self.interval_s = interval_s
         self._clock = clock
         self._lock = threading.Lock()
@@ -56,7 +67,10 @@ class Refresher:
             now = parse_time(snapshot.taken_at)
             if self._live:  # the "snapshot taken at" header is for saved files only
                 snapshot = dataclasses.replace(snapshot, taken_at="")
-            view = build_view(snapshot, config, self._names, now=now, lease=self._lease)
+            view = build_view(
+                snapshot, config, self._names, now=now, lease=self._lease,
+                real_use=self._fresh_real_use(),
+            )  # fmt: skip
         except (VgpuError, OSError, ValueError) as e:  # the report's own errors, one line each
             self._failed(str(e) or type(e).__name__)
             return
@@ -70,6 +84,15 @@ class Refresher:
             if view.queues.queues:
                 shares = {q.name: float(q.share) for q in view.queues.queues}
                 self._samples.append((self._read_at, shares))
+
+    def _fresh_real_use(self) -> RealUse | None:
+        """The last real use read, asked again once `REAL_USE_EVERY_S` has passed."""
+        if self._ask_real_use is None:
+            return None
+        now = self._clock()
+        if self._real_use_at is None or now - self._real_use_at >= REAL_USE_EVERY_S:
+            self._real_use, self._real_use_at = self._ask_real_use(), now
+        return self._real_use
 
     def _failed(self, error: str) -> None:
         with self._lock:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import VgpuError
 from vgpu.flags import count
+from vgpu.inspect.real_use import RealUse
+from vgpu.inspect.real_use_read import read_real_use
 from vgpu.inspect.snapshot import Snapshot, loads
 from vgpu.inspect.web.refresh import Read, Refresher
 from vgpu.inspect.web.server import make_server
@@ -64,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
         float(args.refresh or 1),
         lease=args.extender_lease,
         live=args.fake_cluster is None,
+        real_use=_real_use(args),
     )
     refresher.refresh()
     try:
@@ -87,12 +91,27 @@ def run(args: argparse.Namespace) -> int:
 
 def _shares(args: argparse.Namespace, refresher: Refresher) -> Shares | None:
     """The chart's source: Prometheus when named (its URL checked here, once)."""
-    if not args.prometheus:
+    url = _prometheus(args)
+    return None if url is None else PrometheusShares(url, refresher.samples)
+
+
+def _prometheus(args: argparse.Namespace) -> str | None:
+    """`--prometheus`, checked to be an http(s) URL; None when not given."""
+    text: str | None = args.prometheus
+    if not text:
         return None
-    url = urlsplit(args.prometheus)
+    url = urlsplit(text)
     if url.scheme not in ("http", "https") or not url.netloc:
-        raise ServeUsageError(f"--prometheus: {args.prometheus!r} is not an http(s) URL")
-    return PrometheusShares(args.prometheus, refresher.samples)
+        raise ServeUsageError(f"--prometheus: {text!r} is not an http(s) URL")
+    return text
+
+
+def _real_use(args: argparse.Namespace) -> Callable[[], RealUse] | None:
+    """The GPUs' real use from the same Prometheus as the chart (`--prometheus`)."""
+    url = _prometheus(args)
+    if url is None:
+        return None
+    return lambda: read_real_use(url)
 
 
 class ServeUsageError(VgpuError):

@@ -24,7 +24,9 @@ from vgpu.inspect.lease import DEFAULT_LEASE
 from vgpu.inspect.model import GpuView, NodeView, Report
 from vgpu.inspect.namespace import only_namespace
 from vgpu.inspect.queues import QueueReport, as_dict, queue_report
+from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.snapshot import Snapshot
+from vgpu.inspect.web.where import Placer
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +35,9 @@ class View:
     queues: QueueReport
     queue_of_pod: Mapping[str, str]
     """`ns/pod` -> the queue its label names (queued pods only)."""
+    placer: Placer | None = dataclasses.field(default=None, compare=False)
+    """The placement core over the snapshot both reports were built from: a pod's page asks
+    it where a waiting pod could go (`where`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,9 +63,14 @@ def build_view(
     *,
     now: datetime | None = None,
     lease: str = DEFAULT_LEASE,
+    real_use: RealUse | None = None,
 ) -> View:
-    """Both reports from one snapshot (`config_text`: the queue ConfigMap's queues.json)."""
+    """Both reports from one snapshot (`config_text`: the queue ConfigMap's queues.json;
+    `real_use`: the GPUs' real use from Prometheus, set on the report as `--prometheus` sets
+    it, so the page and `-o json` show the same figures)."""
     report = build_report(snapshot, (), names, now=now, lease=lease)
+    if real_use is not None:
+        report = dataclasses.replace(report, real_use=real_use)
     queues = queue_report(snapshot, config_text, names)
     pods: dict[str, str] = {}
     for obj in snapshot.pods:
@@ -68,7 +78,8 @@ def build_view(
         queue = queue_of(meta)
         if queue is not None:
             pods[f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"] = queue
-    return View(report, queues, pods)
+    ready = [n.name for n in report.nodes if n.ready]
+    return View(report, queues, pods, Placer(snapshot, names, ready))
 
 
 def filtered(report: Report, f: Filter) -> Report:
@@ -98,6 +109,19 @@ def fills(gpu: GpuView) -> tuple[float, float]:
     total = gpu.memory_mib * MMIB_PER_MIB
     memory = gpu.memory_used_mmib / total if total else 0.0
     return min(cores, 1.0), min(memory, 1.0)
+
+
+def used_fills(report: Report, gpu: GpuView) -> tuple[float | None, float | None]:
+    """How busy the GPU is and the fraction of its memory in use (0..1), as the agents
+    measure them (`report.real_use`); None for a figure not known."""
+    use = report.use_of(gpu)
+    if use is None:
+        return None, None
+    busy = None if use.busy_percent is None else min(max(use.busy_percent / 100.0, 0.0), 1.0)
+    memory = None
+    if use.memory_used_mib is not None and gpu.memory_mib:
+        memory = min(max(use.memory_used_mib / gpu.memory_mib, 0.0), 1.0)
+    return busy, memory
 
 
 def stranded(gpu: GpuView) -> float:
