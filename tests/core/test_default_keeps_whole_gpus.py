@@ -20,7 +20,7 @@ from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
 from vgpu.core.policy_specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
-from vgpu.extender.resolve import DEFAULT_WORKLOAD
+from vgpu.core.workload import DEFAULT_WORKLOAD
 
 GPU_MMIB = 16_384 * 1000  # make_node's GPU memory, in mMiB
 SEEN = {"none": [], "small": [25, 50] * 30, "whole": [100] * 60}
