@@ -170,7 +170,8 @@ def _footer(report: Report, *, details: bool = False) -> list[str]:
     if report.unscheduled:
         n = len(report.unscheduled)
         more = "" if details else " (-d lists them)"
-        lines.append(f"Unscheduled: {_plural(n, 'pod')} ask for vgpu and wait for a node{more}")
+        verbs = "asks for vgpu and waits" if n == 1 else "ask for vgpu and wait"
+        lines.append(f"Unscheduled: {_plural(n, 'pod')} {verbs} for a node{more}")
     if report.without_vgpu:
         lines.append(
             f"Nodes without vgpu ({len(report.without_vgpu)}): {', '.join(report.without_vgpu)}"
