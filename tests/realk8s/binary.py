@@ -56,3 +56,15 @@ def build() -> tuple[Path, float]:
     if done.returncode != 0:
         raise Unavailable(f"building hack/testcluster failed:\n{done.stderr[-4000:]}")
     return binary, time.monotonic() - started
+
+
+INTERPOSER_SCRIPT = GO_MODULE.parents[1] / "hack" / "build-interposer.sh"
+
+
+def build_interposer(out: Path) -> str:
+    """vgpu-core built as the image builds it (hack/build-interposer.sh) into `out`; the path of
+    the library, for an agent's `--vgpu-core-library`."""
+    built = subprocess.run(
+        ["bash", str(INTERPOSER_SCRIPT), str(out)], capture_output=True, text=True, check=True
+    )
+    return built.stdout.strip().splitlines()[-1]

@@ -7,7 +7,6 @@ budget. The refusals need only the API server (`-k refused` starts no nodes)."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.realk8s import manifests, pods
+from tests.realk8s.binary import build_interposer
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.grants import granted
 from tests.realk8s.processes import wait_until
@@ -95,13 +95,7 @@ def enforcing(
     """NODE's agent in mode vgpu-core with the real library; the shipped policy applied. Yields
     the agent's state dir; restores the node and removes the policy afterwards."""
     out = tmp_path_factory.mktemp("vgpu-core")
-    built = subprocess.run(
-        ["bash", str(ROOT / "hack" / "build-interposer.sh"), str(out / "lib")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    library = built.stdout.strip().splitlines()[-1]
+    library = build_interposer(out / "lib")
     state = out / "state"
     original = real_cluster.nodes[NODE]
     pods.delete_all(real_cluster.admin)

@@ -14,7 +14,6 @@ another namespace's pods are still admitted on that node.
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -23,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.realk8s import manifests, pods
+from tests.realk8s.binary import build_interposer
 from tests.realk8s.cluster import SYSTEM, RealCluster
 from tests.realk8s.grants import given, granted
 from tests.realk8s.processes import wait_until
@@ -225,13 +225,7 @@ def bounded_node(
     """node-b in mode vgpu-core with small container-directory bounds (2 per pod, 4 per
     namespace), so a tenant reaches them with a few pods; restored afterwards."""
     out = tmp_path_factory.mktemp("bounded")
-    built = subprocess.run(
-        ["bash", str(ROOT / "hack" / "build-interposer.sh"), str(out / "lib")],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    library = built.stdout.strip().splitlines()[-1]
+    library = build_interposer(out / "lib")
     original = real_cluster.nodes[BOUNDED]
     flags = (
         "--mode=vgpu-core",
