@@ -8,11 +8,19 @@ import json
 import logging
 from typing import Any
 
+import pytest
+
 from tests.extender.builders import make_node
 from tests.extender.conftest import Harness
 from tests.extender.lease_stub import Lease
 from tests.extender.test_queue_release import _config, _daemon
-from vgpu.api.queue_record import IN_FORCE_ANNOTATION, InForce, decode_in_force
+from vgpu.api.queue_record import (
+    IN_FORCE_ANNOTATION,
+    MAX_RECORD_CHARS,
+    InForce,
+    decode_in_force,
+    encode_in_force,
+)
 from vgpu.extender.queue_pass import QueueIndex
 from vgpu.extender.queue_release import QueueReleaser
 
@@ -59,3 +67,23 @@ def test_without_a_configmap_the_lease_says_queues_run_with_none(harness: Harnes
     lease = Lease()
     _releaser(harness, lease).pass_once()
     assert decode_in_force(lease.annotation(IN_FORCE_ANNOTATION)) == InForce("extender-0", "{}")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["[" * 100_000, json.dumps({"holder": "x", "queuesJson": "a" * (MAX_RECORD_CHARS + 1)})],
+)
+def test_a_hostile_in_force_record_reads_as_none_through_the_bounded_decoder(value: str) -> None:
+    """Nested past the parser's depth, or longer than any record the leader writes: unreadable,
+    never an exception out of the report."""
+    assert decode_in_force(value) is None
+
+
+def test_a_record_too_long_to_carry_keeps_its_holder_and_leaves_the_text_off() -> None:
+    """Escapes lengthen the text (non-ASCII, quotes): the encoded record is what is bounded."""
+    text = json.dumps({"queues": [{"name": "é" * 20_000}]}, ensure_ascii=False)  # 20 KiB
+    value = encode_in_force("extender-0", text)
+    assert len(value) <= MAX_RECORD_CHARS
+    assert decode_in_force(value) == InForce("extender-0", None)
+    short = encode_in_force("extender-0", "{}")
+    assert decode_in_force(short) == InForce("extender-0", "{}")

@@ -15,12 +15,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from vgpu.api.decode import DecodeError, load_json
+
 IN_FORCE_ANNOTATION = "vgpu.io/queues-in-force"
 QUEUED_EVENT = "VgpuQueued"
 """The reason of the Event the leader writes on a held pod when why it waits changes."""
-MAX_TEXT_CHARS = 64 * 1024
-"""Above this the configuration's text is left off the record (a Lease's annotations share
-256 KiB); the record then says only that queues run."""
+MAX_RECORD_CHARS = 64 * 1024
+"""The longest record: with the configuration's text it would be longer, the text is left off
+(a Lease's annotations share 256 KiB) and the record says only that queues run. The reader
+refuses anything longer, as it does every Lease annotation (`vgpu.api.decode`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +36,10 @@ class InForce:
 
 def encode_in_force(holder: str, text: str) -> str:
     """The annotation's value."""
-    doc: dict[str, object] = {"holder": holder}
-    if len(text) <= MAX_TEXT_CHARS:
-        doc["queuesJson"] = text
-    return json.dumps(doc, sort_keys=True)
+    value = json.dumps({"holder": holder, "queuesJson": text}, sort_keys=True)
+    if len(value) > MAX_RECORD_CHARS:  # measured encoded: escapes can lengthen the text
+        value = json.dumps({"holder": holder}, sort_keys=True)
+    return value
 
 
 def decode_in_force(value: object) -> InForce | None:
@@ -45,8 +48,8 @@ def decode_in_force(value: object) -> InForce | None:
     if not isinstance(value, str):
         return None
     try:
-        doc = json.loads(value)
-    except ValueError:
+        doc = load_json(value, IN_FORCE_ANNOTATION, MAX_RECORD_CHARS)
+    except DecodeError:
         return None
     if not isinstance(doc, dict) or not isinstance(doc.get("holder"), str):
         return None
