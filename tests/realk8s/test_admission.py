@@ -25,8 +25,7 @@ TENANT_RULES: list[Obj] = [
 ]
 
 
-def _grant(admin: Rest, name: str, rules: list[Obj]) -> None:
-    ns = pods.NS
+def _grant(admin: Rest, name: str, rules: list[Obj], ns: str = pods.NS) -> None:
     manifests.create(
         admin,
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}},
@@ -52,9 +51,10 @@ def _grant(admin: Rest, name: str, rules: list[Obj]) -> None:
     )
 
 
-def _user(cluster: RealCluster, name: str, rules: list[Obj]) -> Rest:
-    _grant(cluster.admin, name, rules)
-    token = manifests.service_account_token(cluster.admin, pods.NS, name)
+def _user(cluster: RealCluster, name: str, rules: list[Obj], ns: str = pods.NS) -> Rest:
+    """A ServiceAccount of namespace `ns` granted `rules` there only, as a client."""
+    _grant(cluster.admin, name, rules, ns)
+    token = manifests.service_account_token(cluster.admin, ns, name)
     return Rest(cluster.server, str(cluster.pki / "ca.crt"), Identity(name, token=token))
 
 

@@ -31,7 +31,9 @@ from tests.realk8s import chart_install, pods
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.nodes import NodeSpec
 from tests.realk8s.processes import wait_until
-from tests.realk8s.rest import Obj
+from tests.realk8s.rest import ApiError, Obj
+from tests.realk8s.test_admission import _user
+from tests.realk8s.test_tenant import POD_EDITOR
 
 pytestmark = pytest.mark.realk8s
 CHART = str(chart_install.REPO / "charts" / "vgpu")
@@ -100,6 +102,35 @@ def test_the_charts_queue_objects_hold_release_and_place_a_pod(charted: RealClus
         60, "the leader to release a0 and the scheduler to place it",
     )  # fmt: skip
     assert placed["spec"]["nodeName"] == "node-a" and not placed["spec"].get("schedulingGates")
+
+
+def test_a_teams_pod_editor_cannot_skip_its_queue_by_naming_no_scheduler(
+    charted: RealCluster,
+) -> None:
+    """From the tenant's side (a ServiceAccount that may only edit pods in team-a): a vGPU pod
+    naming no scheduler is handed to vgpu-scheduler and, whichever mutating policy runs first,
+    labelled with team-a's queue and gated; a label naming team-b's queue is overwritten with
+    the namespace's."""
+    _policies_in_effect(charted, "team-a")
+    editor = _user(charted, "team-a-editor", POD_EDITOR, ns="team-a")
+    try:
+        created = editor.post("/api/v1/namespaces/team-a/pods", _pod("t0", "team-a", 100))
+        assert created["spec"]["schedulerName"] == "vgpu-scheduler"
+        assert created["metadata"]["labels"]["vgpu.io/queue"] == "team-a"
+        assert {"name": "vgpu.io/queue"} in created["spec"]["schedulingGates"]
+        other = _pod("t1", "team-a", 100)
+        other["metadata"]["labels"] = {"vgpu.io/queue": "team-b"}
+        asked = editor.post("/api/v1/namespaces/team-a/pods", other)
+        assert asked["metadata"]["labels"]["vgpu.io/queue"] == "team-a"
+        assert {"name": "vgpu.io/queue"} in asked["spec"]["schedulingGates"]
+    finally:
+        editor.close()
+        for name in ("t0", "t1"):
+            try:
+                charted.admin.delete(f"/api/v1/namespaces/team-a/pods/{name}")
+            except ApiError as err:
+                if err.status != 404:
+                    raise
 
 
 def _inspect(cluster: RealCluster, *args: str) -> Any:
