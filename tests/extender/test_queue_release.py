@@ -6,6 +6,7 @@ the Eviction API so a PodDisruptionBudget holds; bad configuration releases noth
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from tests.extender.builders import Wire, make_node, make_pod
@@ -47,7 +48,10 @@ def _daemon(harness: Harness, *, queues: bool = False) -> ExtenderDaemon:
 
 
 def _releaser(
-    daemon: ExtenderDaemon, wall: float = 2_000_000_000.0, notes: LeaseNotes | None = None
+    daemon: ExtenderDaemon,
+    wall: float = 2_000_000_000.0,
+    notes: LeaseNotes | None = None,
+    may_act: Callable[[], str | None] = lambda: None,
 ) -> QueueReleaser:
     """A release loop driven pass by pass: its index is rebuilt from a listing each pass."""
     index = QueueIndex(daemon.extender.queue_parts())
@@ -56,7 +60,7 @@ def _releaser(
         index,
         namespace="vgpu",
         config_map="vgpu-queues",
-        may_act=lambda: None,
+        may_act=may_act,
         wall=lambda: wall,
         notes=notes,
     )
@@ -143,6 +147,21 @@ def test_held_pods_are_released_fairly_where_they_fit_and_their_place_is_held(
     assert "queue" in events[0]["message"] and "deserved" in events[0]["message"]
     wire = Wire(daemon.port)
     assert wire.filter(harness.pod("b0", "b"), ["n1"])["NodeNames"] == ["n1"]
+
+
+def test_a_replica_that_stopped_leading_exports_no_queue_standing(harness: Harness) -> None:
+    harness.put(make_node("n1", gpus=1))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a", "weight": 1})
+    _held(harness, "a0", "a", 50)
+    _watched(daemon, "default/a0")
+    why_not: list[str | None] = [None]
+    releaser = _releaser(daemon, may_act=lambda: why_not[0])
+    assert _pass(releaser) == ["a0"]
+    assert set(releaser.figures().standing) == {"a"}
+    why_not[0] = "another replica leads"
+    figures = releaser.figures()
+    assert figures.standing == {} and figures.released == 1
 
 
 def test_an_unlabelled_pod_is_never_touched_and_events_are_not_repeated(

@@ -7,7 +7,7 @@
 * `vgpu_extender_queue_released_total`, `vgpu_extender_queue_evictions_total`: pods released
   and evicted by reclaim since this replica started.
 
-Only the leader passes; a follower reports what it saw when it last led (or nothing).
+Only the leader passes and exports the gauges; a follower exports the counters only.
 """
 
 from __future__ import annotations

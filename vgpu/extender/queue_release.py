@@ -103,8 +103,13 @@ class QueueReleaser:
         self.evicted_total = 0
 
     def figures(self) -> QueueFigures:
-        """The last pass's standing and the counts, for metrics."""
-        return QueueFigures(self.last.standing, self.released_total, self.evicted_total)
+        """The last pass's standing and the counts, for metrics.
+
+        Only the leader's standing is current: a replica that stopped leading exports none, so a
+        dashboard summing the series over replicas never counts a queue twice or shows a stale one.
+        """
+        standing = self.last.standing if self._may_act() is None else {}
+        return QueueFigures(standing, self.released_total, self.evicted_total)
 
     def run(self, stop: threading.Event, beat: Callable[[], None]) -> None:
         """Pass after pass until `stop`; a failed pass is logged, never the end of the loop."""

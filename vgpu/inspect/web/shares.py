@@ -2,8 +2,8 @@
 Prometheus when `--prometheus` names one, else (and whenever Prometheus fails) the view's own
 samples since it started. Each answer says which, in a line the page shows.
 
-Only the leader runs the queue pass; a follower exports what it saw when it last led, so the
-query keeps the series of the replica whose `vgpu_extender_leader` is 1 at each step.
+Only the leader runs the queue pass and exports its gauges; a scrape during a change of leader
+can still see two replicas' series, so the query keeps the one whose `vgpu_extender_leader` is 1.
 """
 
 from __future__ import annotations
