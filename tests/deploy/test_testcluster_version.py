@@ -117,6 +117,23 @@ def test_the_tier_builds_the_version_its_environment_selects(
         binary.selected()
 
 
+def test_the_chart_is_rendered_for_the_version_the_selected_cluster_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The tier renders the chart with `--kube-version` of the cluster it starts, so the chart's
+    version guards are those a user of that release gets, on either version."""
+    for minor in ("", *sorted(m.stem[1:] for m in binary.GO_MODULE.glob("v1.*.mod"))):
+        monkeypatch.setenv(binary.K8S_ENV, minor)
+        args = ["--k8s", minor] if minor else []
+        stamped = subprocess.run(
+            ["bash", str(SCRIPT), *args, "--ldflags"], capture_output=True, text=True, check=True
+        ).stdout
+        assert f"gitVersion={binary.kube_version()} " in stamped + " "
+    monkeypatch.setenv(binary.K8S_ENV, "1.99")
+    with pytest.raises(binary.Unavailable, match=r"1\.99"):
+        binary.kube_version()
+
+
 def test_a_relative_output_is_the_callers_path(tmp_path: Path) -> None:
     """.ci/run names its output from the repository root while build.sh works in its own
     directory: the binary must land where the caller said (a `go` stand-in records the flags)."""

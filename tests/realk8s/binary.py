@@ -33,6 +33,22 @@ def selected() -> tuple[list[str], Path]:
     return ["--k8s", minor], BINARY.with_name(f"testcluster-v{minor}")
 
 
+def kube_version() -> str:
+    """The Kubernetes release the selected binary runs (`v1.37.2`), from the module file build.sh
+    builds it from (go.mod when that pins the minor, else `v1.MINOR.mod`): what `helm template
+    --kube-version` must be told so the chart's version guards see this cluster."""
+    args, _ = selected()
+    minor = args[1] if args else ""
+    for name in ("go.mod", f"v{minor}.mod" if minor else ""):
+        path = GO_MODULE / name
+        if not name or not path.is_file():
+            continue
+        found = re.search(r"^\s*k8s\.io/kubernetes (v\d+\.\d+\.\d+\S*)", path.read_text(), re.M)
+        if found and found.group(1).startswith(f"v{minor}." if minor else "v"):
+            return found.group(1)
+    raise Unavailable(f"{K8S_ENV}={minor!r}: hack/testcluster pins no such k8s.io/kubernetes")
+
+
 class Unavailable(Exception):
     """The test cluster cannot be built here; the message says why and how to fix it."""
 

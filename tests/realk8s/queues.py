@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from tests.realk8s import manifests, pods
+from tests.realk8s import binary, manifests, pods
 from tests.realk8s.cluster import SYSTEM, RealCluster
 from tests.realk8s.processes import free_port, wait_until
 from tests.realk8s.rest import ApiError, Obj, Rest
@@ -69,7 +69,7 @@ def rendered() -> list[Obj]:
         yaml.safe_dump(values, f)
         f.flush()
         out = chart.run_helm(
-            "template", "vgpu", str(chart.CHART), "-n", SYSTEM, "--kube-version", "v1.37.2",
+            "template", "vgpu", str(chart.CHART), "-n", SYSTEM, "--kube-version", binary.kube_version(),
             "-f", f.name, "--show-only", "templates/queues.yaml",
         )  # fmt: skip
     return [d for d in yaml.safe_load_all(out) if d]

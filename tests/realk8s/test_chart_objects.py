@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tests.deploy.test_chart import _helm_or_skip
+from tests.realk8s import binary
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.manifests import create, object_path
 from tests.realk8s.rest import ApiError
@@ -39,7 +40,7 @@ def rendered(values: Path) -> list[dict[str, Any]]:
     import chart  # hack/chart.py, on sys.path through tests.deploy.test_chart
 
     out = chart.run_helm(
-        "template", "vgpu", str(chart.CHART), "-n", NAMESPACE, "--kube-version", "v1.37.0",
+        "template", "vgpu", str(chart.CHART), "-n", NAMESPACE, "--kube-version", binary.kube_version(),
         "-f", str(values), "--set", f"namespace.name={NAMESPACE}",
     )  # fmt: skip
     return [d for d in yaml.safe_load_all(out) if d]

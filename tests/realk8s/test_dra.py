@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.realk8s import configs, manifests, pods
+from tests.realk8s import binary, configs, manifests, pods
 from tests.realk8s.cluster import REPO, NodeSpec, RealCluster
 from tests.realk8s.grants import inspect_json
 from tests.realk8s.processes import wait_until
@@ -49,7 +49,7 @@ def chart_objects(*sets: str, show: tuple[str, ...] = SHOWN) -> list[Obj]:
     try:
         text = chart.run_helm(
             "template", "vgpu", str(chart.CHART), "-n", "vgpu-system",
-            "--kube-version", "v1.37.2", *values, *only,
+            "--kube-version", binary.kube_version(), *values, *only,
         )  # fmt: skip
     except chart.ChartError as err:
         pytest.skip(f"the DRA tests render the chart: {err}")
