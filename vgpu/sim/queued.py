@@ -34,11 +34,13 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policy import Policy
+from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.proportion import ZERO, Vec, deserved, overused
 from vgpu.core.queues.reclaim import Running
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Book, Job, plan
+from vgpu.core.queues.whole_gpus import NO_KEEP, Keep, asks_whole
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.sim.best_nodes import BestNodes
@@ -178,11 +180,13 @@ class QueuedReplay:
         self.held[arrival.queue] += arrival.cores
         heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
 
-    def _place(self, arrival: Arrival, unfit: set[object]) -> bool:
-        """Place the pod through the scheduler and hold its place, or note its shape unfit."""
+    def _place(self, arrival: Arrival, unfit: set[object], keep: Keep = NO_KEEP) -> bool:
+        """Place the pod through the scheduler and hold its place, or note its shape unfit;
+        while `keep` names a queue waiting for whole GPUs, a small pod goes to a hole first
+        (`whole_gpus.select`, the extender's placement too)."""
         if arrival.shape in unfit:
             return False
-        selection = self.best.select(arrival.pod)
+        selection = whole_gpus.select(self.scheduler, arrival.pod, keep, self.best.select)
         if selection is None:
             unfit.add(arrival.shape)
             return False
@@ -226,14 +230,17 @@ class QueuedReplay:
             offered.update((a.pod.key, a) for a in head)
             backlog[q] = (self.asked[q] - sum(a.cores for a in head), 0)
         unfit = offers.unfit()
-        jobs = [Job(k, a.queue, a.queue, (a.cores, 0), created=a.at) for k, a in offered.items()]
+        jobs = [
+            Job(k, a.queue, a.queue, (a.cores, 0), created=a.at, whole=asks_whole(a.pod))
+            for k, a in offered.items()
+        ]
         held = {q: (c, 0) for q, c in self.held.items()}
         book = Book(self.capacity, held, held, backlog)
         out = plan(
             self.setup.specs,
             book,
             jobs,
-            lambda j: self._place(offered[j.key], unfit),
+            lambda j, keep: self._place(offered[j.key], unfit, keep),
             now=now,
             held_since=self.holds,
         )
