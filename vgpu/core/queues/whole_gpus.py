@@ -64,10 +64,8 @@ def select(
     state = scheduler.state
     if not takes_idle(state, chosen):
         return chosen
-    in_hole = scheduler.select(holes_only(state, pod))
-    if in_hole is None:
-        return chosen
-    return replace(in_hole, assignment=replace(in_hole.assignment, pod=pod.key, uid=pod.uid))
+    in_hole = scheduler.select(holes_only(state, pod))  # the same pod, key and all
+    return chosen if in_hole is None else in_hole
 
 
 def idle_gpus(state: ClusterState) -> frozenset[GpuUUID]:
