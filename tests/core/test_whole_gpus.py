@@ -153,3 +153,13 @@ def test_a_queue_at_its_share_keeps_no_gpu_and_the_keep_ends_with_its_job() -> N
     out = plan(SPECS, Book((600, 0), {"small": (25, 0)}), jobs, fresh.fits, now=0)
     assert out.released[0] == "w0"  # its queue holds least: tried first, and fits
     assert fresh.kept == [Keep(frozenset({"whole"})), NO_KEEP, NO_KEEP]
+
+
+def test_a_whole_gpu_job_held_by_its_queues_cap_keeps_no_gpu() -> None:
+    """A job that waits for its queue's cap, not for idle GPUs, keeps none."""
+    capped = [QueueSpec("small"), QueueSpec("whole", cap=(100, 10**6))]
+    jobs, pods = jobs_of([25, 25], 2)
+    run = Pass(cluster([0] * 6, "bestfit"), pods)
+    out = plan(capped, Book((600, 0), {"small": (25, 0)}), jobs, run.fits, now=0)
+    assert "cap" in out.waiting["w0"]
+    assert run.kept == [NO_KEEP, NO_KEEP]

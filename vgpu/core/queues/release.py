@@ -216,6 +216,7 @@ def plan(
         spec = by_name[q]
         if spec.cap is not None and not fits_within(add(held.get(q, ZERO), job.ask), spec.cap):
             waiting[job.key] = f"queue {q} is at its cap of {cap_text(spec.cap)}"
+            whole_left[q] -= job.whole  # it waits for its cap, not for idle GPUs
             continue
         if fits(job, keep()):
             whole_left[q] -= job.whole
