@@ -13,7 +13,8 @@ their deserved share with a whole-GPU job not yet released in the pass) and the 
 (`select`) keeps idle GPUs while that is so: a pod asking part of a GPU that the policy would put
 on an idle GPU goes to the best hole that fits it instead, when one exists anywhere; otherwise to
 the policy's own choice. With no such queue (`Keep` empty) the placement is the policy's, exactly.
-The extender's release pass and the simulator's replay both place through `select`. Pure.
+The extender's release pass (a single pod's place; a gang's members are placed by the gang
+planner) and the simulator's replay both place through `select`. Pure.
 """
 
 from __future__ import annotations
