@@ -20,9 +20,9 @@ per-node explanation, which a pass does not need, and its shape is not tried aga
   kube-scheduler binds its members or the gang timeout passes), a single pod as a gang of one
   under its own key (`queue:` + the pod's name), placed by `whole_gpus.select` (a hole before an
   idle GPU while the pass says a queue waits for whole GPUs), released by the same sweep when
-  it expires. Its
-  filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
-  a place already (a pass whose gate removal failed) fits without a second reservation;
+  it expires. Its filter then sends the pod to that place (`CacheOps.held_place`). A job whose
+  members all hold a place already (a pass whose gate removal failed) fits without a second
+  reservation;
 * reclaim (opt-in per queue), for the waiting jobs `reclaim_asks` chooses (priority, then age,
   past those whose ask found no victims in the last minute), asks, for a single pod,
   `reclaim_nodes.victims_on_one_node` (its victims all on one node, the node needing the
