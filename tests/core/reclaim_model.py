@@ -1,7 +1,7 @@
 """The reclaim tests' own GPU model: nodes of GPUs with 100 cores each, running pods on one GPU
-each, and a waiting pod that asks either some cores of one GPU or whole GPUs of one node (what
-kube-scheduler and the device plugin allow a single pod: every GPU it gets is on the node it
-binds to).
+each or on several whole ones (`span`), and a waiting pod that asks either some cores of one GPU
+or whole GPUs of one node (what kube-scheduler and the device plugin allow a single pod: every
+GPU it gets is on the node it binds to).
 """
 
 from __future__ import annotations
@@ -23,6 +23,12 @@ class Pod:
     gpu: int
     cores: int
     started: float
+    span: int = 1
+    """GPUs held, from `gpu` on: a pod of more than one holds each of them whole."""
+
+    @property
+    def on(self) -> range:
+        return range(self.gpu, self.gpu + self.span)
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,8 @@ class Cluster:
         keys = {r.key for r in gone}
         for p in self.pods:
             if p.key not in keys:
-                left[(p.node, p.gpu)] -= p.cores
+                for gpu in p.on:
+                    left[(p.node, gpu)] -= p.cores // p.span
         return left
 
     def fits(self, cores: int, gone: Sequence[Running]) -> bool:
@@ -63,7 +70,7 @@ class Cluster:
 
     @staticmethod
     def _gpus(pod: Pod, with_gpus: bool) -> tuple[str, ...]:
-        return (f"{pod.node}/{pod.gpu}",) if with_gpus else ()
+        return tuple(f"{pod.node}/{gpu}" for gpu in pod.on) if with_gpus else ()
 
     def held(self) -> dict[str, Vec]:
         out: dict[str, Vec] = {}
@@ -72,19 +79,27 @@ class Cluster:
         return out
 
 
-def clusters(nodes: int, gpus: int, pods_per_gpu: int) -> st.SearchStrategy[Cluster]:
+def clusters(
+    nodes: int, gpus: int, pods_per_gpu: int, *, multi: bool = False, asks: tuple[int, ...] = ()
+) -> st.SearchStrategy[Cluster]:
     """Up to `nodes` nodes of 1 to `gpus` GPUs, each GPU filled by up to `pods_per_gpu` pods of
-    queues a and c (started 0 to 99 s)."""
+    queues a and c (started 0 to 99 s); with `multi`, the first GPUs of a node may be held in
+    pairs by pods of two whole GPUs; `asks`: the cores a one-GPU pod may ask (25, 50 or 100 by
+    default)."""
 
     @st.composite
     def draw_cluster(draw: st.DrawFn) -> Cluster:
         sizes = {f"n{i}": draw(st.integers(1, gpus)) for i in range(draw(st.integers(1, nodes)))}
         pods: list[Pod] = []
         for node, count in sizes.items():
-            for gpu in range(count):
+            wide = draw(st.integers(0, count // 2)) if multi else 0
+            for gpu in range(0, 2 * wide, 2):  # pods holding two whole GPUs each
+                queue, started = draw(st.sampled_from("ac")), float(draw(st.integers(0, 99)))
+                pods.append(Pod(f"p{len(pods)}", queue, node, gpu, 200, started, span=2))
+            for gpu in range(2 * wide, count):
                 used = 0
-                asks = st.lists(st.sampled_from([25, 50, 100]), max_size=pods_per_gpu)
-                for cores in draw(asks):
+                drawn = st.lists(st.sampled_from(asks or (25, 50, 100)), max_size=pods_per_gpu)
+                for cores in draw(drawn):
                     if used + cores > 100:
                         break
                     used += cores

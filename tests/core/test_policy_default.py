@@ -14,7 +14,7 @@ from vgpu.core.policy_default_knobs import DefaultConfig
 from vgpu.core.policy_specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
-from vgpu.core.workload import TaskShape, Workload
+from vgpu.core.workload import DEFAULT_WORKLOAD, TaskShape, Workload
 
 ONE_GPU = Workload((TaskShape(10_000, 100, 1),), (1.0,))
 EIGHT_AND_ONE = Workload((TaskShape(1000, 100, 8), TaskShape(1000, 100, 1)), (0.5, 0.5))
@@ -185,3 +185,15 @@ def test_cpu_stranding_does_not_pull_free_pods_onto_gpus_that_typed_pods_need() 
     assert _pick(state, "fgd", workload, pod) == "plain"
     assert _pick(state, "default:online=0,typed=0", workload, pod) == "p100"
     assert _pick(state, "default:online=0", workload, pod, warm=True) == "plain"
+
+
+def test_a_pod_naming_a_gpu_by_uuid_is_placed_on_a_node_in_the_same_state_as_another() -> None:
+    """The memo of nodes in the same state told a pod naming a GPU of node b that b had no room,
+    because node a, in the same state, had none of the GPUs it names."""
+    state = ClusterState([make_node("a", gpus=2), make_node("b", gpus=2)])
+    scheduler = Scheduler(state, make_policy("default", DEFAULT_WORKLOAD))
+    there = state.node(NodeName("b")).gpus[1].uuid
+    pod = make_pod("p", 25, selector=GpuSelector(include_uuids=frozenset({there})))
+    chosen = scheduler.select(pod)
+    assert chosen is not None
+    assert [s.uuid for s in chosen.assignment.shares] == [there]

@@ -154,3 +154,16 @@ def test_a_decided_gangs_held_members_count_against_their_queue_at_once() -> Non
     out = group(pods, CAP, decided={"ns/g": frozenset({"ns/w0", "ns/w1"})})
     assert out.book.by_queue == {"a": (100, 0)}
     assert out.pending == {"a": (0, 0)}
+
+
+def test_a_job_asks_whole_gpus_when_every_member_asking_a_gpu_does() -> None:
+    """A gang of whole-GPU workers and a CPU-only parameter server waits for whole GPUs; one
+    fractional member, or no GPU at all, does not (`whole_gpus.Keep`)."""
+    workers = [_pod(f"w{i}", gang="ns/g", gang_size=3, ask=(100, 40), whole=True) for i in (0, 1)]
+    server = _pod("ps", gang="ns/g", gang_size=3, ask=(0, 0))
+    small = _pod("s", gang="ns/h", gang_size=2, ask=(25, 4))
+    mixed = _pod("m", gang="ns/h", gang_size=2, ask=(100, 40), whole=True)
+    cpu = _pod("c", ask=(0, 0))
+    out = group([*workers, server, small, mixed, cpu], CAP)
+    whole = {j.key: j.whole for j in out.jobs}
+    assert whole == {"gang:ns/g": True, "gang:ns/h": False, "ns/c": False}

@@ -20,6 +20,7 @@ from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add
 from vgpu.core.queues.reclaim import Running
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Book, Job, plan
+from vgpu.core.queues.whole_gpus import Keep
 
 SPECS = (QueueSpec("a", 1), QueueSpec("b", 3, reclaim=True), QueueSpec("c", 1))
 GPUS = [(n, g) for n in ("n0", "n1") for g in range(2)]
@@ -92,7 +93,7 @@ class Freed(RuleBasedStateMachine):
             k for k in self.freed_for if k in self.pending and spots(before, self.pending[k].ask[0])
         }
 
-        def fits(job: Job) -> bool:
+        def fits(job: Job, _keep: Keep) -> bool:
             where = spots(self.free, job.ask[0])
             if where is not None:
                 self._take(job, where)

@@ -2,7 +2,7 @@
 evictions, then the least GPU time lost (vgpu.core.queues.reclaim_nodes and reclaim_search).
 
 The oracle is a brute force over every subset of each node's evictable pods, against the tests'
-own GPU model (`reclaim_model`).
+own GPU model (`reclaim_model`), whose victims hold one GPU or several.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def ask(
 # out, on purpose, so that every example counted is a search.
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(
-    cluster=clusters(nodes=3, gpus=3, pods_per_gpu=4),
+    cluster=clusters(nodes=3, gpus=4, pods_per_gpu=4, multi=True),
     cores=st.sampled_from([25, 50, 75, 100, 200]),
     due=st.tuples(quarters, quarters, quarters),
     with_gpus=st.booleans(),
@@ -83,6 +83,26 @@ def ask(
 def test_a_victim_set_on_a_node_is_found_whenever_one_exists_the_fewest_then_least_lost(
     cluster: Cluster, cores: int, due: tuple[int, int, int], with_gpus: bool
 ) -> None:
+    the_fewest_then_least_lost(cluster, cores, due, with_gpus)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(
+    cluster=clusters(nodes=2, gpus=4, pods_per_gpu=1, multi=True, asks=(100,)),
+    cores=st.sampled_from([100, 200]),
+    due=st.tuples(quarters, quarters, quarters),
+)
+def test_with_victims_on_several_gpus_the_set_losing_least_wins_among_the_fewest(
+    cluster: Cluster, cores: int, due: tuple[int, int, int]
+) -> None:
+    """Whole-GPU asks among victims holding one GPU or two: sets on more GPUs may lose less."""
+    the_fewest_then_least_lost(cluster, cores, due, True)
+
+
+def the_fewest_then_least_lost(
+    cluster: Cluster, cores: int, due: tuple[int, int, int], with_gpus: bool
+) -> None:
+    """The brute force's fewest evictions, then least GPU time lost, is what reclaim finds."""
     assume(not cluster.fits(cores, []))
     held = {"a": ZERO, "c": ZERO, **cluster.held(), "b": ZERO}
     deserves = {q: (d, 0) for q, d in zip("abc", due, strict=True)}
@@ -134,3 +154,15 @@ def test_on_a_full_node_of_quarter_pods_the_gpu_to_empty_is_found_within_the_bou
     due = {"a": (700, 0), "b": (400, 0), "c": ZERO}
     got = ask(cluster, 100, due, held, True)
     assert got is not None and sorted(r.key for r in got) == ["g5s0", "g5s1", "g5s2"]
+
+
+def test_a_victim_on_two_gpus_that_loses_less_wins_over_one_on_a_single_gpu() -> None:
+    # A pod asking one whole GPU: evicting old (one GPU, 100 cores for 100 s) or wide (two whole
+    # GPUs, 200 cores for 10 s) lets it in; one eviction either way, and wide loses a fifth of
+    # the GPU time. The sets on fewer GPUs were asked first and the first that fit won.
+    pods = (Pod("old", "a", "n", 0, 100, 0.0), Pod("wide", "a", "n", 1, 200, 90.0, span=2))
+    cluster = Cluster({"n": 3}, pods)
+    held = {"a": (300, 0), "b": ZERO, "c": ZERO}
+    due = {"a": (100, 0), "b": (400, 0), "c": ZERO}
+    got = ask(cluster, 100, due, held, True)
+    assert got is not None and [r.key for r in got] == ["wide"]

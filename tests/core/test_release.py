@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from vgpu.core.queues.proportion import QueueSpec, Vec, deserved, share
 from vgpu.core.queues.reclaim import Running, victims
 from vgpu.core.queues.release import Book, Job, plan
+from vgpu.core.queues.whole_gpus import NO_KEEP, Keep
 
 
 @dataclass
@@ -26,7 +27,7 @@ class Gpus:
     members: dict[str, tuple[int, ...]] = field(default_factory=dict)
     placed: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
-    def fits(self, job: Job) -> bool:
+    def fits(self, job: Job, keep: Keep = NO_KEEP) -> bool:
         trial = list(self.free)
         spots: list[tuple[int, int]] = []
         for cores in self.members[job.key]:

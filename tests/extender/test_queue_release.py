@@ -16,23 +16,27 @@ from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
+from vgpu.core.policy_specs import PolicySpec
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.gang_record import GANGS_ANNOTATION, encode
 from vgpu.extender.queue_pass import QueueIndex
 from vgpu.extender.queue_release import REFUSED_S, QueueReleaser
+from vgpu.extender.resolve import DEFAULT_POLICY
 from vgpu.extender.strict_holds import LeaseNotes
 
 Obj = dict[str, Any]
 GATE = [{"name": "vgpu.io/queue"}]
 
 
-def _daemon(harness: Harness, *, queues: bool = False) -> ExtenderDaemon:
+def _daemon(
+    harness: Harness, *, queues: bool = False, policy: PolicySpec = DEFAULT_POLICY
+) -> ExtenderDaemon:
     client = harness.server.api_client()
     harness.clients.append(client)
     config = DaemonConfig(
         key=KEY,
-        extender=ExtenderConfig(gang_timeout=60.0, bind_wait=0.5),
+        extender=ExtenderConfig(gang_timeout=60.0, bind_wait=0.5, policy=policy),
         host="127.0.0.1",
         port=0,
         watch_timeout=30,

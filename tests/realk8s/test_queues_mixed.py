@@ -9,7 +9,7 @@ qc deserves 5 of the 8 GPUs (62.5 % of the cores).
 * **reclaim**: qa and qb fill the cluster with pods that do not end; qc (reclaim on) arrives and
   must get its 5 GPUs within 2 minutes, by evictions alone. Emptying a GPU of qa's takes its
   four quarter pods on that GPU, and qa may give up exactly three GPUs: the victims must be found
-  GPU by GPU.
+  GPU by GPU. It runs twice in a row on the same cluster.
 
 Pods "finish" when the test deletes them. The queue objects are the chart's
 (`tests/realk8s/queues.py`).
@@ -108,9 +108,12 @@ def test_a_strict_whole_gpu_queue_of_weight_5_of_8_holds_its_share_within_5_poin
     assert abs(mean - DUE) <= 0.05, samples
 
 
+@pytest.mark.parametrize("run", [1, 2])
 def test_reclaim_gives_a_whole_gpu_queue_its_five_gpus_within_two_minutes(
-    queued: RealCluster, api: Rest
+    queued: RealCluster, api: Rest, run: int
 ) -> None:
+    """Run twice in a row on the same cluster and leader, so that settling in time is not one
+    lucky run (about a minute each; the strict run above takes about four and runs once)."""
     queues.configure(api, _queues(reclaim=True), minRuntimeSeconds=5)
     backlog = Backlog(api, 38)
     backlog.submit("qb", 8)

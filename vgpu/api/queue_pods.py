@@ -17,6 +17,7 @@ from vgpu.api.podspec import PodSpec
 from vgpu.api.queues import QUEUE_GATE, gates_of, queue_of
 from vgpu.core.queues.jobs import QueuedPod
 from vgpu.core.queues.proportion import Vec
+from vgpu.core.queues.whole_gpus import asks_whole
 from vgpu.core.units import CORES_PER_GPU
 
 
@@ -54,6 +55,7 @@ def queued_pod(obj: dict[str, Any], parsed: PodSpec, gang_size: int) -> Queued |
         gang=str(parsed.gang.key) if parsed.gang else None,
         gang_size=max(1, gang_size),
         uid=str(meta.get("uid") or ""),
+        whole=asks_whole(parsed.request),
     )
     deleting = bool(meta.get("deletionTimestamp"))
     return Queued(pod, str(meta.get("uid") or ""), gates, parsed.node, started, deleting)

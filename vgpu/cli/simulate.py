@@ -120,6 +120,12 @@ def _add_queue_flags(p: argparse.ArgumentParser) -> None:
         metavar="A",
         help="this queue gets every pod asking a whole GPU or more, the others the fractional ones",
     )
+    g.add_argument(
+        "--queue-memory",
+        metavar="A",
+        help="this queue's fractional pods ask vgpu.io/memory, drawn as in --variant two-axis "
+        "(a second dimension of the fair order that only it asks)",
+    )
     g.add_argument("--measure", default="4h", help="how long to run after the last queue starts")
     g.add_argument("--min-runtime", default="5m", help="reclaim spares pods younger than this")
     g.add_argument("--max-duration", default="6h", help="pods run at most this long")
@@ -277,6 +283,7 @@ def run_queues(args: argparse.Namespace) -> int:
         stricts=args.strict,
         reclaim=args.reclaim,
         large=args.queue_large,
+        memory=args.queue_memory,
         fcfs=args.fcfs,
         load=args.load,
         measure=args.measure,

@@ -38,7 +38,9 @@ class ModelDemand:
         self.claim: list[float] = []
         self._rate: list[float] = []
         self._models: dict[int, str] = {}
-        self._floors: dict[GpuSelector, float] = {}
+        self._floors: dict[tuple[tuple[str, ...], tuple[str, ...]], float] = {}
+        """Per selector's models (only models matter: a selector naming GPUs by UUID, such as a
+        pod kept off idle GPUs by `queues.whole_gpus`, must not grow the table)."""
         self._nodes: dict[str, Node] = {}
         self.dirty = False
         """A node was first seen (or changed) since the claims were last counted."""
@@ -93,10 +95,11 @@ class ModelDemand:
         rate = self._rate[cid] if cid < len(self._rate) else 0.0
         if not rate:
             return 0.0
-        floor = self._floors.get(selector)
+        kind = (selector.include_models, selector.exclude_models)
+        floor = self._floors.get(kind)
         if floor is None:
             models = self._models
-            floor = self._floors[selector] = min(
+            floor = self._floors[kind] = min(
                 (
                     r
                     for c, r in enumerate(self._rate)

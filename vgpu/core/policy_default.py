@@ -200,6 +200,7 @@ class DefaultPolicy(Policy):
             tuple(ns.free_cores),
             tuple(ns.free_mem),
             pod.shape,
+            _named(ns, pod),
         )
         hit = self._same.get(key, _MISSING)
         if hit is _MISSING:
@@ -265,3 +266,13 @@ class DefaultPolicy(Policy):
             if key > best:
                 best_pos, best = p, key
         return Evaluation(best[0] + self._secondary(ns, pod, used + c.cores), ((best_pos,),))
+
+
+def _named(ns: NodeState, pod: PodRequest) -> tuple[int, ...] | None:
+    """The node's GPUs a selector naming GPUs by UUID allows (None: it names none). Two nodes
+    in the same state differ for such a pod: their UUIDs do (a pod placed on one named GPU was
+    given the answer of another node in the same state, where it fits nowhere)."""
+    sel = pod.selector
+    if not (sel.include_uuids or sel.exclude_uuids):
+        return None
+    return tuple(p for p, gpu in enumerate(ns.gpus) if sel.allows(gpu))

@@ -18,9 +18,11 @@ per-node explanation, which a pass does not need, and its shape is not tried aga
 * `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
   gang planner makes: a gang through the gang coordinator (`GangCoordinator.place_of`, held until
   kube-scheduler binds its members or the gang timeout passes), a single pod as a gang of one
-  under its own key (`queue:` + the pod's name), released by the same sweep when it expires. Its
-  filter then sends the pod to that place (`CacheOps.held_place`). A job whose members all hold
-  a place already (a pass whose gate removal failed) fits without a second reservation;
+  under its own key (`queue:` + the pod's name), placed by `whole_gpus.select` (a hole before an
+  idle GPU while the pass says a queue waits for whole GPUs), released by the same sweep when
+  it expires. Its filter then sends the pod to that place (`CacheOps.held_place`). A job whose
+  members all hold a place already (a pass whose gate removal failed) fits without a second
+  reservation;
 * reclaim (opt-in per queue), for the waiting jobs `reclaim_asks` chooses (priority, then age,
   past those whose ask found no victims in the last minute), asks, for a single pod,
   `reclaim_nodes.victims_on_one_node` (its victims all on one node, the node needing the
@@ -52,12 +54,14 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.headroom import Headroom, fits_nowhere, headroom
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, GangRef
+from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.jobs import group, record_after
 from vgpu.core.queues.proportion import ZERO, Vec, add, share, sub
 from vgpu.core.queues.reclaim import Running, victims
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Job, plan
+from vgpu.core.queues.whole_gpus import Keep
 from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
 from vgpu.extender.queue_cache import QueueParts
@@ -275,16 +279,17 @@ class _Fits:
         pass's reservations only take capacity, so a pod it rules out fits nowhere for the rest
         of the pass, without a `Scheduler.select` over every node."""
 
-    def __call__(self, job: Job) -> bool:
+    def __call__(self, job: Job, keep: Keep) -> bool:
         """Place the job and hold its place, under the cache's lock for this job only; then
-        give the interpreter to a waiting verb (module doc)."""
+        give the interpreter to a waiting verb (module doc). A single pod goes where
+        `whole_gpus.select` puts it: to a hole first while `keep` names a queue."""
         try:
             with self._parts.cache.atomic():
-                return self._place(job)
+                return self._place(job, keep)
         finally:
             time.sleep(0)
 
-    def _place(self, job: Job) -> bool:
+    def _place(self, job: Job, keep: Keep) -> bool:
         cache, keys = self._parts.cache, self._members[job.key]
         if all(cache.holding(PodKey(k)) is not None for k in keys):
             return True
@@ -303,18 +308,15 @@ class _Fits:
         shape = first.request.shape
         if self._room is None:  # under the lock: the cluster as this pass first places
             self._room = headroom(cache.node_states.values())
-        if (
-            shape in self._nowhere
-            or fits_nowhere(self._room, first.request)
-            or scheduler.select(first.request) is None
-        ):
+        chosen = None
+        if shape not in self._nowhere and not fits_nowhere(self._room, first.request):
+            chosen = whole_gpus.select(scheduler, first.request, keep)
+        if chosen is None:
             self._nowhere.add(shape)  # nowhere: no need for the planner's why
             return False
         gang = GangKey(f"{job.namespace}/queue:{keys[0].split('/', 1)[1]}")
-        result = gang_planning.plan(scheduler, gang, [first.request])
-        if isinstance(result, gang_planning.GangFailure):
-            return False
-        cache.reserve_gang(result, now + self._parts.config.gang_timeout)
+        one = gang_planning.GangPlan(gang, (chosen.assignment,))  # a gang of one
+        cache.reserve_gang(one, now + self._parts.config.gang_timeout)
         return True
 
     def pods(self, job: Job) -> int:

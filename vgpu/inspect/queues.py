@@ -97,7 +97,7 @@ def queue_report(
     config, problem, in_force = _config(config_text, record)
     recs = _queued(snapshot, names, unit_mib)
     grouped = group([r.pod for r in recs if not (r.deleting and r.pod.gated)], cap)
-    outcome = plan(config.queues, grouped.book, grouped.jobs, lambda _job: False, now=0.0)
+    outcome = plan(config.queues, grouped.book, grouped.jobs, lambda _job, _keep: False, now=0.0)
     why: dict[str, str] = dict(grouped.waiting)
     for job, reason in outcome.waiting.items():
         if "cap" in reason:

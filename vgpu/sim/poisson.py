@@ -15,6 +15,11 @@ bytes of ``sha256(name)`` as a big-endian integer, modulo the number of queues, 
 in flag order (not Python's `hash()`, which is salted per process). With a *large* queue, that queue
 gets every pod asking one whole GPU or more and the others share the fractional pods by the same
 hash: the fragmentation case of a queue of large shares beside queues of small ones.
+
+**A queue asking memory** (`--queue-memory B`): B's fractional pods ask `vgpu.io/memory`
+explicitly, drawn independently of their cores as in the `two-axis` variant (`variants.two_axis`),
+so the replay's fair order, deserved shares and reclaim count a second dimension that only B asks,
+in units of `MEMORY_UNIT_MIB` (the extender's default `vgpu.io/memory` unit).
 """
 
 from __future__ import annotations
@@ -26,10 +31,14 @@ from random import Random
 
 from vgpu.core.ids import PodKey
 from vgpu.core.model import PodRequest
+from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.sim.queue_setup import QueueSetup
 from vgpu.sim.trace import TraceError, TraceText
+from vgpu.sim.variants import two_axis
 
 LIFETIME_COLUMNS = ("name", "creation_time", "deletion_time")
+MEMORY_UNIT_MIB = DEFAULT_MEMORY_UNIT_MIB
+"""One `vgpu.io/memory` unit, in MiB, as the extender counts it by default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,11 +53,14 @@ class Arrival:
     """Core units the pod asks (1 % of a GPU each), kept: a replay reads it on every pass."""
     shape: object = None
     """`pod.shape`, kept for the same reason."""
+    memory: int = 0
+    """`vgpu.io/memory` units (`MEMORY_UNIT_MIB` each) the pod asks explicitly; none for a pod
+    whose memory is its cores' proportion of a GPU (every trace pod, `--queue-memory` aside)."""
 
     @classmethod
     def of(cls, at: float, queue: str, pod: PodRequest, duration: float) -> Arrival:
-        """An arrival with its pod's cores and shape worked out once."""
-        return cls(at, queue, pod, duration, _cores(pod), pod.shape)
+        """An arrival with its pod's cores, shape and memory units worked out once."""
+        return cls(at, queue, pod, duration, _cores(pod), pod.shape, _memory_units(pod))
 
 
 def parse_lifetimes(file: TraceText) -> dict[str, float]:
@@ -106,6 +118,8 @@ def generate(
 ) -> list[Arrival]:
     """Every queue's arrivals from its start to the end of the replay, in time order."""
     parts = split(pods, setup.names, setup.large)
+    if setup.memory is not None:
+        parts[setup.memory] = list(two_axis(tuple(parts[setup.memory]), seed))
     out: list[Arrival] = []
     for name, part in parts.items():
         if not part:
@@ -130,6 +144,12 @@ def generate(
 
 def _cores(pod: PodRequest) -> int:
     return sum(c.cores for c in pod.gpu_containers)
+
+
+def _memory_units(pod: PodRequest) -> int:
+    """The units of GPU memory the pod asks explicitly, rounded up (the extender reads
+    `vgpu.io/memory` in these units)."""
+    return sum(-(-c.memory_mib // MEMORY_UNIT_MIB) for c in pod.gpu_containers if c.memory_mib)
 
 
 def _duration(lifetimes: dict[str, float], pod: PodRequest, longest: float) -> float:

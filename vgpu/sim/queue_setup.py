@@ -31,6 +31,8 @@ class QueueSetup:
     """One global arrival order and no queues (kube-scheduler without vgpu queues)."""
     large: str | None = None
     """The queue that gets every pod asking one whole GPU or more (the others share the rest)."""
+    memory: str | None = None
+    """The queue whose fractional pods ask `vgpu.io/memory` explicitly (`poisson`)."""
     measure_s: float = 4 * 3600.0
     """How long the replay runs after the last queue starts."""
     min_runtime_s: float = 300.0
@@ -110,6 +112,7 @@ def build(
     stricts: list[str],
     reclaim: bool = False,
     large: str | None = None,
+    memory: str | None = None,
     fcfs: bool = False,
     load: float = 1.5,
     measure: str = "4h",
@@ -128,6 +131,8 @@ def build(
         raise InvalidRequest("--strict", str(err), "use 0 to 24h") from None
     if large is not None and large not in names:
         raise InvalidRequest("--queue-large", f"{large} is not a queue", "name one of --queues")
+    if memory is not None and memory not in names:
+        raise InvalidRequest("--queue-memory", f"{memory} is not a queue", "name one of --queues")
     if large is not None and len(names) < 2:
         raise InvalidRequest("--queue-large", "needs a second queue", 'use e.g. "A=1,B=3"')
     if not 0 < load <= 20 or math.isnan(load):
@@ -144,6 +149,7 @@ def build(
         load=load,
         fcfs=fcfs,
         large=large,
+        memory=memory,
         measure_s=measure_s,
         min_runtime_s=parse_duration("--min-runtime", min_runtime),
         max_duration_s=longest,

@@ -34,18 +34,21 @@ from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
 from vgpu.core.policy import Policy
+from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.proportion import ZERO, Vec, deserved, overused
 from vgpu.core.queues.reclaim import Running
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Book, Job, plan
+from vgpu.core.queues.whole_gpus import NO_KEEP, Keep, asks_whole
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
+from vgpu.core.units import mib_to_mmib
 from vgpu.sim.best_nodes import BestNodes
 from vgpu.sim.evictions import Evictions
 from vgpu.sim.fairness import Left, Sample, Tallies
 from vgpu.sim.offers import Offers
-from vgpu.sim.poisson import Arrival
+from vgpu.sim.poisson import MEMORY_UNIT_MIB, Arrival
 from vgpu.sim.queue_setup import QueueSetup
 
 RECLAIMS = 8
@@ -82,6 +85,12 @@ class QueuedReplay:
     held: dict[str, int] = field(init=False)
     asked: dict[str, int] = field(init=False)
     """Cores the pending pods of each queue ask."""
+    held_memory: dict[str, int] = field(init=False)
+    """Memory units (`vgpu.io/memory`, `MEMORY_UNIT_MIB` each) the running pods of each queue
+    ask; only pods asking memory explicitly count (`--queue-memory`), as in the extender."""
+    asked_memory: dict[str, int] = field(init=False)
+    memory_units: int = field(init=False)
+    """The cluster's GPU memory in units."""
     holds: dict[str, float] = field(init=False, default_factory=dict)
     due: dict[str, Vec] = field(init=False, default_factory=dict)
     unfit: set[object] = field(init=False, default_factory=set)
@@ -100,12 +109,19 @@ class QueuedReplay:
         self.pending = {n: [] for n in names}
         self.held = dict.fromkeys(names, 0)
         self.asked = dict.fromkeys(names, 0)
+        self.memory_units = sum(g.memory_mib // MEMORY_UNIT_MIB for n in self.nodes for g in n.gpus)
+        self.held_memory = dict.fromkeys(names, 0)
+        self.asked_memory = dict.fromkeys(names, 0)
         self.tallies = Tallies(names, sum(len(n.gpus) for n in self.nodes) * 100)
 
     @property
     def capacity(self) -> Vec:
-        """The cluster's cores (memory is not a dimension here: trace pods ask it in proportion)."""
-        return (self.tallies.capacity, 0)
+        """The cluster's cores and memory units (what pods asking `vgpu.io/memory` count
+        against; trace pods ask memory in proportion to their cores, and count none)."""
+        return (self.tallies.capacity, self.memory_units)
+
+    def _holds(self, queue: str) -> Vec:
+        return (self.held[queue], self.held_memory[queue])
 
     def run(
         self, arrivals: Sequence[Arrival], progress: Callable[[float], None] | None = None
@@ -153,6 +169,7 @@ class QueuedReplay:
     def _wait(self, arrival: Arrival) -> None:
         insort(self.pending[arrival.queue], arrival, key=lambda a: (a.at, a.pod.key))
         self.asked[arrival.queue] += arrival.cores
+        self.asked_memory[arrival.queue] += arrival.memory
 
     def _stop(self, key: str) -> _Run:
         run = self.running.pop(key)
@@ -161,6 +178,7 @@ class QueuedReplay:
         if released is not None:
             self.freed.add(released.node)
         self.held[run.arrival.queue] -= run.arrival.cores
+        self.held_memory[run.arrival.queue] -= run.arrival.memory
         return run
 
     def _start(self, arrival: Arrival, now: float) -> None:
@@ -174,15 +192,19 @@ class QueuedReplay:
             if holding is None
             else tuple(sorted({str(s.uuid) for s in holding.assignment.shares}))
         )
-        self.jobs[key] = Running(key, arrival.queue, (arrival.cores, 0), now, node, gpus)
+        ask = (arrival.cores, arrival.memory)
+        self.jobs[key] = Running(key, arrival.queue, ask, now, node, gpus)
         self.held[arrival.queue] += arrival.cores
+        self.held_memory[arrival.queue] += arrival.memory
         heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
 
-    def _place(self, arrival: Arrival, unfit: set[object]) -> bool:
-        """Place the pod through the scheduler and hold its place, or note its shape unfit."""
+    def _place(self, arrival: Arrival, unfit: set[object], keep: Keep = NO_KEEP) -> bool:
+        """Place the pod through the scheduler and hold its place, or note its shape unfit;
+        while `keep` names a queue waiting for whole GPUs, a small pod goes to a hole first
+        (`whole_gpus.select`, the extender's placement too)."""
         if arrival.shape in unfit:
             return False
-        selection = self.best.select(arrival.pod)
+        selection = whole_gpus.select(self.scheduler, arrival.pod, keep, self.best.select)
         if selection is None:
             unfit.add(arrival.shape)
             return False
@@ -206,7 +228,10 @@ class QueuedReplay:
         self.due = deserved(self.capacity, self.setup.specs, self._requests())
 
     def _requests(self) -> dict[str, Vec]:
-        return {q: (self.held[q] + self.asked[q], 0) for q in self.setup.names}
+        return {
+            q: (self.held[q] + self.asked[q], self.held_memory[q] + self.asked_memory[q])
+            for q in self.setup.names
+        }
 
     def _drop(self, started: set[str]) -> None:
         """Take started pods off their queues."""
@@ -216,6 +241,7 @@ class QueuedReplay:
             gone = [a for a in queue if a.pod.key in started]
             if gone:
                 self.asked[q] -= sum(a.cores for a in gone)
+                self.asked_memory[q] -= sum(a.memory for a in gone)
                 self.pending[q] = [a for a in queue if a.pod.key not in started]
 
     def _queue_pass(self, now: float) -> None:
@@ -224,16 +250,22 @@ class QueuedReplay:
         offers = self._offers()
         for q, head in offers.per_queue(self.pending).items():
             offered.update((a.pod.key, a) for a in head)
-            backlog[q] = (self.asked[q] - sum(a.cores for a in head), 0)
+            backlog[q] = (
+                self.asked[q] - sum(a.cores for a in head),
+                self.asked_memory[q] - sum(a.memory for a in head),
+            )
         unfit = offers.unfit()
-        jobs = [Job(k, a.queue, a.queue, (a.cores, 0), created=a.at) for k, a in offered.items()]
-        held = {q: (c, 0) for q, c in self.held.items()}
+        jobs = [
+            Job(k, a.queue, a.queue, (a.cores, a.memory), created=a.at, whole=asks_whole(a.pod))
+            for k, a in offered.items()
+        ]
+        held = {q: self._holds(q) for q in self.setup.names}
         book = Book(self.capacity, held, held, backlog)
         out = plan(
             self.setup.specs,
             book,
             jobs,
-            lambda j: self._place(offered[j.key], unfit),
+            lambda j, keep: self._place(offered[j.key], unfit, keep),
             now=now,
             held_since=self.holds,
         )
@@ -255,7 +287,7 @@ class QueuedReplay:
             offered = {str(a.pod.key): a for a in self.pending[spec.name][: self.setup.window]}
             jobs = (_job(a) for a in offered.values() if a.shape not in tried)
             for job in self.asks.choose(jobs, per_queue=RECLAIMS, now=now):
-                if overused((self.held[spec.name], 0), self.due.get(spec.name, ZERO)):
+                if overused(self._holds(spec.name), self.due.get(spec.name, ZERO)):
                     break
                 arrival = offered[job.key]
                 if arrival.shape in tried:
@@ -268,7 +300,7 @@ class QueuedReplay:
 
     def _reclaim_for(self, arrival: Arrival, job: Job, now: float) -> bool:
         running = list(self.jobs.values())
-        held = {q: (c, 0) for q, c in self.held.items()}
+        held = {q: self._holds(q) for q in self.setup.names}
         with Evictions(self.ledger, self.scheduler) as what_if:
             chosen = victims_on_one_node(
                 job,
@@ -292,11 +324,15 @@ class QueuedReplay:
         self._start(arrival, now)
         self.pending[arrival.queue].remove(arrival)
         self.asked[arrival.queue] -= arrival.cores
+        self.asked_memory[arrival.queue] -= arrival.memory
         return True
 
     def _free(self, node: str) -> Vec:
-        """The cores free on a node now (reclaim's candidate nodes: free plus what may be freed)."""
-        return (sum(self.state.node(NodeName(node)).free_cores), 0)
+        """The cores and memory units free on a node now (reclaim's candidate nodes: free plus
+        what may be freed)."""
+        ns = self.state.node(NodeName(node))
+        unit = mib_to_mmib(MEMORY_UNIT_MIB)
+        return (sum(ns.free_cores), sum(m // unit for m in ns.free_mem))
 
     def _sample(self, now: float) -> None:
         due = self.due or deserved(self.capacity, self.setup.specs, self._requests())
@@ -305,7 +341,8 @@ class QueuedReplay:
 
 def _job(arrival: Arrival) -> Job:
     """A waiting pod as reclaim sees it (the queue stands for its namespace)."""
-    return Job(arrival.pod.key, arrival.queue, arrival.queue, (arrival.cores, 0), created=0)
+    ask = (arrival.cores, arrival.memory)
+    return Job(arrival.pod.key, arrival.queue, arrival.queue, ask, created=0)
 
 
 def _age(arrival: Arrival) -> tuple[float, str]:

@@ -44,6 +44,7 @@ QUEUE_INPUTS = frozenset(
         "strict",
         "fcfs",
         "queue_large",
+        "queue_memory",
         "measure",
         "min_runtime",
         "max_duration",

@@ -44,6 +44,8 @@ class QueuedPod:
     gang: str | None = None
     gang_size: int = 1
     uid: str = ""
+    whole: bool = False
+    """Every GPU it asks is a whole one (`whole_gpus.asks_whole`)."""
 
     @property
     def ident(self) -> str:
@@ -159,7 +161,15 @@ def _job(key: str, pods: list[QueuedPod]) -> Job:
         ask=ask,
         priority=max(p.priority for p in pods),
         created=first.created,
+        whole=_whole(pods),
     )
+
+
+def _whole(pods: list[QueuedPod]) -> bool:
+    """A job asks whole GPUs when each member that asks a GPU asks whole ones (a gang's CPU-only
+    members, such as a parameter server, ask none)."""
+    asking = [p for p in pods if p.ask[0] > 0]
+    return bool(asking) and all(p.whole for p in asking)
 
 
 def record_after(

@@ -18,8 +18,10 @@ search:
   (cores x time run) wins;
 * builds the sets of a size from the GPUs they touch, fewest GPUs first (a pod runs on a few GPUs
   of its node, and the victims it needs are on those), and asks the what-if in that order, the
-  least GPU time lost first among sets touching as many GPUs; a set whose units, with what is free
-  on the node, cannot cover the job's ask is not asked;
+  least GPU time lost first among sets touching as many GPUs, and sets on more GPUs only while
+  they would lose less than the best found (a victim holding several GPUs may lose less than
+  one holding a single GPU); a set whose units, with what is free on the node, cannot cover the
+  job's ask is not asked;
 * is **bounded**: at most `SETS_SEEN` sets built and `FITS_ASKED` what-ifs per node. A search cut
   short says so (`Found.complete` is false), and the caller falls back to the walk.
 
@@ -126,20 +128,26 @@ class _Search:
         return bound
 
     def best_of_size(self, size: int) -> tuple[Running, ...] | None:
-        """The set of `size` that fits and loses least, or None (or the search ran out).
+        """The set of `size` that fits and loses least, or None (or the best found when the
+        search ran out).
 
-        The first batch (sets touching as many GPUs) with a set that fits is the last asked:
-        where each victim holds one GPU, every set of the fewest evictions touches as many GPUs
-        (those the pod needs emptied, or the one it shares), so later batches hold none of them.
-        In a batch, sets are asked the least GPU time lost first, so the first that fits wins.
+        Batches (sets touching as many GPUs) come fewest GPUs first, and in a batch the sets
+        are asked the least GPU time lost first, so a batch's first set that fits is its best.
+        Later batches are still asked for sets that would lose less than the best so far: a
+        victim holding several GPUs may lose less than one on a single GPU (the first batch
+        that fitted used to win).
         """
+        best: tuple[Running, ...] | None = None
         for batch in self._batches(size):
             for chosen in sorted(batch, key=lambda c: (lost(c, self.now), [r.key for r in c])):
+                if best is not None and lost(chosen, self.now) >= lost(best, self.now):
+                    break
                 if self.ask(chosen):
-                    return chosen
+                    best = chosen
+                    break
                 if self.cut:
-                    return None
-        return None
+                    return best
+        return best
 
     def _batches(self, size: int) -> Iterator[list[tuple[Running, ...]]]:
         """The legal sets of `size`, in batches by how many GPUs they touch, fewest first."""

@@ -10,8 +10,10 @@ whole or not at all. The order:
    dominant share of the cluster first), then age. Namespaces rather than jobs: a job is released
    whole, so every pending job holds nothing yet and job-level DRF would be a tie that falls back to
    arrival order (see kube-batch's drf plugin); a namespace's share says which team has had least;
-3. **fit-aware**: a job is released only when `fits(job)` places it whole on real GPUs now; that
-   callback also holds the place (the caller's ledger), so what is released can bind.
+3. **fit-aware**: a job is released only when `fits(job, keep)` places it whole on real GPUs now;
+   that callback also holds the place (the caller's ledger), so what is released can bind. `keep`
+   names the queues below their share still waiting for whole GPUs in the pass (a job of them
+   with `whole` not released yet), for which the placement keeps idle GPUs (`whole_gpus`).
 
 **What reclaim freed goes to the job it was freed for.** The caller names the jobs reclaim evicted
 for (`first`, kept until they are released or the caller gives up on them): each is tried before
@@ -32,7 +34,7 @@ start again while the queue still waits) and passes are work-conserving. Pure: n
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -48,6 +50,7 @@ from vgpu.core.queues.proportion import (
     overused,
     share,
 )
+from vgpu.core.queues.whole_gpus import Keep
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +63,9 @@ class Job:
     ask: Vec
     priority: int = 0
     created: float = 0.0
+    whole: bool = False
+    """Every GPU it asks is a whole one: while it waits below its queue's share, small pods go
+    to holes first (`whole_gpus.Keep`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,15 +155,16 @@ def plan(
     specs: Sequence[QueueSpec],
     book: Book,
     jobs: Sequence[Job],
-    fits: Callable[[Job], bool],
+    fits: Callable[[Job, Keep], bool],
     *,
     now: float,
     held_since: Mapping[str, float] | None = None,
     work_conserving: bool = True,
     first: Collection[str] = (),
 ) -> Pass:
-    """Release what fits, fairest first; `fits` places a job whole and holds it, or says no.
-    `first`: the jobs reclaim evicted for, tried before every other job (module doc)."""
+    """Release what fits, fairest first; `fits` places a job whole and holds it, or says no,
+    keeping idle GPUs for the queues its `Keep` names (`whole_gpus`). `first`: the jobs reclaim
+    evicted for, tried before every other job (module doc)."""
     by_name = {s.name: s for s in specs}
     jobs = [j for j in jobs if j.queue in by_name]
     due = deserved(book.capacity, specs, _requests(book, jobs))
@@ -169,6 +176,14 @@ def plan(
     waiting: dict[str, str] = {}
     waited: set[str] = set()  # strict queues with a job that did not fit below their share
     cut_short = False
+    whole_left = Counter(j.queue for j in jobs if j.whole)
+
+    def keep() -> Keep:
+        return Keep(
+            frozenset(
+                q for q, n in whole_left.items() if n and not overused(held.get(q, ZERO), due[q])
+            )
+        )
 
     # Queue order and namespace shares change only when a job is released: kept, not recomputed
     # for each of the pass's (possibly thousands of) jobs.
@@ -201,8 +216,10 @@ def plan(
         spec = by_name[q]
         if spec.cap is not None and not fits_within(add(held.get(q, ZERO), job.ask), spec.cap):
             waiting[job.key] = f"queue {q} is at its cap of {cap_text(spec.cap)}"
+            whole_left[q] -= job.whole  # it waits for its cap, not for idle GPUs
             continue
-        if fits(job):
+        if fits(job, keep()):
+            whole_left[q] -= job.whole
             released.append(job.key)
             held[q] = add(held.get(q, ZERO), job.ask)
             ns_held[job.namespace] = add(ns_held.get(job.namespace, ZERO), job.ask)

@@ -1,0 +1,58 @@
+"""The queued replay counts `vgpu.io/memory` as the extender does (`--queue-memory`): the queue
+whose fractional pods ask memory explicitly holds and deserves memory units, the others none, and
+the fair order over both dimensions still gives each queue its weight's part of the cores."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.builders import make_node, make_pod
+from vgpu.cli.main import main
+from vgpu.cli.trace_files import read_lifetimes, read_trace
+from vgpu.core.policy_specs import make_policy
+from vgpu.core.queues.proportion import QueueSpec
+from vgpu.core.workload import Workload
+from vgpu.sim.poisson import MEMORY_UNIT_MIB, Arrival, generate, is_large
+from vgpu.sim.queue_setup import QueueSetup, build
+from vgpu.sim.queued import QueuedReplay
+
+SPECS = (QueueSpec("A", 1), QueueSpec("B", 1))
+
+
+def test_only_the_memory_queues_fractional_pods_ask_memory_units() -> None:
+    trace = read_trace()
+    setup = build("A=1,B=1", starts=[], stricts=[], memory="B", measure="30m")
+    arrivals = generate(setup, trace.pods, read_lifetimes(), cluster_cores=40_000, seed=3)
+    asking = {a.queue for a in arrivals if a.memory}
+    assert asking == {"B"}
+    for a in arrivals:
+        explicit = [c.memory_mib for c in a.pod.gpu_containers if c.memory_mib]
+        assert a.memory == sum(-(-m // MEMORY_UNIT_MIB) for m in explicit)
+        assert not (a.memory and is_large(a.pod))  # whole GPUs come with all their memory
+
+
+def test_the_replay_holds_and_deserves_memory_only_for_the_queue_asking_it() -> None:
+    """B's pods ask 50 cores and 8 GiB (32 units), A's 50 cores: the replay's book holds
+    B's units, the cluster's memory is its GPUs' in units, and A deserves none."""
+    setup = QueueSetup(SPECS, measure_s=120.0, memory="B")
+    arrivals = [Arrival.of(1.0, "A", make_pod(f"a{i}", 50), 3600.0) for i in range(6)]
+    arrivals += [
+        Arrival.of(1.0, "B", make_pod(f"b{i}", 50, memory_mib=8192), 3600.0) for i in range(6)
+    ]
+    replay = QueuedReplay(
+        (make_node("n", gpus=4),), make_policy("bestfit", Workload((), ())), setup, 1
+    )
+    replay.run(sorted(arrivals, key=lambda a: (a.at, str(a.pod.key))))
+    assert replay.capacity == (400, 4 * 16_384 // MEMORY_UNIT_MIB)
+    assert replay.held == {"A": 200, "B": 200}
+    assert replay.held_memory == {"A": 0, "B": 4 * 32}
+    assert replay.due["A"][1] == 0 and replay.due["B"][1] == 6 * 32
+    assert replay.asked_memory == {"A": 0, "B": 2 * 32}
+
+
+def test_a_malformed_queue_memory_flag_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["simulate", "--queues", "A=1,B=3", "--queue-memory", "C"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--queue-memory" in err[0]

@@ -1,0 +1,88 @@
+"""Whole GPUs kept for the queues that wait for them: a small pod goes to a hole first.
+
+A release pass fills GPUs in fair order. A queue whose jobs ask whole GPUs needs *idle* GPUs (no
+core and no memory held), and a pass can give the GPU that has just emptied to a small pod of
+another queue while a partly used GPU (a **hole**) would have taken that pod just as well: the
+policy's score may prefer the idle GPU (its fragmentation buckets, or a workload it has not
+learned to hold the whole-GPU shape), and the whole-GPU queue, below its share, loses the GPU for
+as long as the small pod runs. This was seen on a real cluster, a 25-core pod placed on a
+just-emptied GPU while a 25-core hole waited on another node, in the same pass.
+
+So `release.plan` tells the placement which queues wait for whole GPUs (`Keep`: the queues below
+their deserved share with a whole-GPU job not yet released in the pass) and the placement
+(`select`) keeps idle GPUs while that is so: a pod asking part of a GPU that the policy would put
+on an idle GPU goes to the best hole that fits it instead, when one exists anywhere; otherwise to
+the policy's own choice. With no such queue (`Keep` empty) the placement is the policy's, exactly.
+The extender's release pass (a single pod's place; a gang's members are placed by the gang
+planner) and the simulator's replay both place through `select`. Pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from vgpu.core.ids import GpuUUID
+from vgpu.core.model import PodRequest
+from vgpu.core.scheduler import Scheduler, Selection
+from vgpu.core.state import ClusterState
+
+
+@dataclass(frozen=True, slots=True)
+class Keep:
+    """The queues that wait for whole GPUs in this pass (below their deserved share, with a
+    whole-GPU job not released yet): while there is one, small pods go to holes first."""
+
+    queues: frozenset[str] = frozenset()
+
+    def __bool__(self) -> bool:
+        return bool(self.queues)
+
+
+NO_KEEP = Keep()
+"""No queue waits for whole GPUs: the policy places as it would without queues."""
+
+
+def asks_whole(pod: PodRequest) -> bool:
+    """Whether every GPU the pod asks is a whole one (a pod a hole cannot take)."""
+    wanted = pod.gpu_containers
+    return bool(wanted) and all(c.whole for c in wanted)
+
+
+def select(
+    scheduler: Scheduler,
+    pod: PodRequest,
+    keep: Keep,
+    first: Callable[[PodRequest], Selection | None] | None = None,
+) -> Selection | None:
+    """Where `pod` goes in a release pass: the policy's choice (`first`, by default
+    `scheduler.select`), or, while `keep` names a queue and that choice takes an idle GPU for a
+    pod asking part of a GPU, the policy's best choice among the holes that fit it, when one
+    does (module doc)."""
+    chosen = (first or scheduler.select)(pod)
+    if chosen is None or not keep or not pod.wants_gpu or asks_whole(pod):
+        return chosen
+    state = scheduler.state
+    if not takes_idle(state, chosen):
+        return chosen
+    in_hole = scheduler.select(holes_only(state, pod))  # the same pod, key and all
+    return chosen if in_hole is None else in_hole
+
+
+def idle_gpus(state: ClusterState) -> frozenset[GpuUUID]:
+    """The GPUs with no core and no memory held."""
+    return frozenset(
+        gpu.uuid for ns in state.nodes() for p, gpu in enumerate(ns.gpus) if ns.is_idle_gpu(p)
+    )
+
+
+def takes_idle(state: ClusterState, chosen: Selection) -> bool:
+    """Whether the selection puts a share on a GPU that is idle now."""
+    ns = state.node(chosen.node)
+    return any(ns.is_idle_gpu(ns.positions[s.uuid]) for s in chosen.assignment.shares)
+
+
+def holes_only(state: ClusterState, pod: PodRequest) -> PodRequest:
+    """The pod as if it refused every idle GPU: placed by the same policy, on holes only."""
+    sel = pod.selector
+    return replace(pod, selector=replace(sel, exclude_uuids=sel.exclude_uuids | idle_gpus(state)))
