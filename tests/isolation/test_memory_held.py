@@ -19,6 +19,10 @@ NOT_SUPPORTED = 801
 
 @pytest.fixture(scope="session")
 def memload(build: Build) -> Path:
+    return build_memload(build)
+
+
+def build_memload(build: Build) -> Path:
     """memload and the library it opens with RTLD_DEEPBIND, built next to cuload (visible in the
     sandbox), linked against the stand-in driver."""
     out = build.cuload.parent
@@ -196,9 +200,12 @@ def test_v1_cumemalloc_is_refused_directly_and_through_cugetprocaddress(
     assert got["proc"] == [NOT_SUPPORTED]
 
 
-def test_a_library_opened_with_rtld_deepbind_is_still_held(cluster: Cluster, memload: Path) -> None:
-    if cluster.build.asan_runtime:
-        pytest.skip("AddressSanitizer's own dlopen interceptor aborts on RTLD_DEEPBIND")
+def test_a_library_opened_with_rtld_deepbind_is_still_held(
+    deepbind_build: Build, tmp_path: Path
+) -> None:
+    """In the sanitized tier this runs under UBSan alone (`deepbind_build`: ASan refuses the flag)."""
+    cluster = Cluster(deepbind_build, 2, tmp_path)
+    memload = build_memload(deepbind_build)
     container = cluster.admit([(0, 30, 1024)])
     lib = str(memload.parent / "libmemlib.so")
     got = run(cluster, container, memload, "deepbind", lib, str(512 * MIB), "3")
