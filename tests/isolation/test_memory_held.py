@@ -36,6 +36,18 @@ def build_memload(build: Build) -> Path:
     return out / "memload"
 
 
+@pytest.fixture(scope="session")
+def fdshare(build: Build) -> Path:
+    """fdshare (VMM memory handed to another container over a UNIX socket), next to cuload."""
+    out = build.cuload.parent / "fdshare"
+    if not out.exists():
+        source = [str(PROGRAMS / "fdshare.c"), f"-L{build.standins.dir}", "-l:libcuda.so.1"]
+        subprocess.run(
+            ["cc", "-Wall", "-Wextra", "-Werror", "-O1", "-o", str(out), *source], check=True
+        )
+    return out
+
+
 def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[str, list[int]]:
     """memload's "NAME VALUE..." lines: the values by name, in order."""
     done = cluster.sandbox.run(container, [str(memload), *args])  # type: ignore[arg-type]
@@ -261,3 +273,45 @@ def test_a_vmm_allocation_shared_with_another_process_is_counted_once_by_its_exp
     assert got["free_imported_gone"] == [512 * MIB]  # still the exporter's
     assert got["unmap"] == got["release"] == [0, 0]  # the importer's, then the exporter's
     assert got["free_released"] == [1024 * MIB]
+
+
+def test_shared_vmm_memory_stays_counted_while_an_importer_holds_it_after_the_exporter_let_go(
+    cluster: Cluster, memload: Path
+) -> None:
+    """The driver frees shared memory only when every process released and unmapped it: the
+    importer's mapping keeps it, so the container is charged until that one lets go too."""
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "handover", "0", str(512 * MIB), str(768 * MIB))
+    assert got["import"] == got["map"] == got["importer"] == [0]
+    assert got["unmap"] == got["release"] == [0, 0]  # the exporter's, then the importer's
+    assert got["free_handed_over"] == [512 * MIB]  # still held, by the importer
+    assert got["other"] == [2]  # CUDA_ERROR_OUT_OF_MEMORY: 512 + 768 MiB exceed the grant
+    assert got["free_let_go"] == [1024 * MIB]
+    assert got["other_after"] == [0]
+
+
+def test_vmm_memory_imported_from_another_container_is_charged_to_the_importer(
+    cluster: Cluster, fdshare: Path
+) -> None:
+    """The importing container holds the memory (the driver frees it only when the importer let
+    go too) and the exporting container's entry is not its own: it pays by its mapping."""
+    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, 1024)])
+    sock = str(cluster.node.dir / "vmm.sock")
+    serve = cluster.sandbox.popen(exporter, [str(fdshare), "serve", "0", str(512 * MIB), sock])
+    try:
+        assert serve.stdout is not None and serve.stdout.readline() == "listening\n"
+        fetch = [str(fdshare), "fetch", "0", str(512 * MIB), sock, str(768 * MIB)]
+        done = cluster.sandbox.run(importer, fetch)
+        served, err = serve.communicate(timeout=30)
+    finally:
+        serve.kill()
+    assert done.returncode == 0 and serve.returncode == 0, done.stdout + done.stderr + err
+    got = parse(done.stdout.splitlines())
+    assert got["import"] == got["map"] == [0]
+    assert got["free_imported"] == [512 * MIB]
+    assert got["other"] == [2]  # 512 + 768 MiB exceed the importer's grant
+    assert got["unmap"] == got["release"] == [0]
+    assert got["free_let_go"] == [1024 * MIB]
+    mine = parse(served.splitlines())
+    assert mine["free_served"] == [512 * MIB]  # the exporter's own count, unchanged
+    assert mine["unmap"] == mine["release"] == [0]

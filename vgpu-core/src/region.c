@@ -20,9 +20,10 @@
 #include <unistd.h>
 
 #include "shared_file.h"
+#include "shares.h"
 
-#define REGION_MAGIC "VGPUREG2"
-#define REGION_VERSION 2
+#define REGION_MAGIC "VGPUREG3" /* 3: the table of shared VMM allocations */
+#define REGION_VERSION 3
 #define ACTIVITY_MAGIC "VGPUACT2" /* 2: this library reads `scale` (README, the contract) */
 #define ACTIVITY_BYTES (8 + 8 * VGPU_MAX_DEVICES)
 
@@ -113,8 +114,10 @@ static void reap(vgpu_region *r)
     if (fd < 0)
         return;
     for (int i = 0; i < VGPU_MAX_PROCS; i++)
-        if (r->proc[i].claimed && i != my_slot && !held_by_another(fd, i))
+        if (r->proc[i].claimed && i != my_slot && !held_by_another(fd, i)) {
             memset(&r->proc[i], 0, sizeof r->proc[i]);
+            vgpu_shares_drop_slot(r, i);
+        }
 }
 
 /* This process's slot: the first whose lock it can take (one free, or left by an exited process,
@@ -128,6 +131,7 @@ static int claim_slot(vgpu_region *r)
         struct flock fl = slot_bytes(i, F_WRLCK);
         if (fcntl(fd, F_OFD_SETLK, &fl) == 0) {
             memset(&r->proc[i], 0, sizeof r->proc[i]);
+            vgpu_shares_drop_slot(r, i); /* what an exited process held there is not ours */
             r->proc[i].claimed = 1;
             __atomic_store_n(&my_slot, i, __ATOMIC_RELEASE);
             break;
@@ -145,7 +149,13 @@ static uint64_t sum_used(vgpu_region *r, int dev)
         uint64_t used = r->proc[i].claimed ? __atomic_load_n(counter, __ATOMIC_RELAXED) : 0;
         total = total + used < total ? UINT64_MAX : total + used;
     }
-    return total;
+    uint64_t shared = vgpu_shares_used(r, dev);
+    return total + shared < total ? UINT64_MAX : total + shared;
+}
+
+int vgpu_region_slot(vgpu_region *r)
+{
+    return claim_slot(r);
 }
 
 int vgpu_region_reserve(vgpu_region *r, int dev, uint64_t bytes, uint64_t limit)

@@ -80,6 +80,9 @@ CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
 CUresult cuMemRelease(Handle);
 CUresult cuMemRetainAllocationHandle(Handle *, void *);
 CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemExportToShareableHandle(void *, Handle, int, unsigned long long);
+CUresult cuMemImportFromShareableHandle(Handle *, void *, int);
+#define POSIX_FD 1 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
 CUresult cuMemAddressFree(CUdeviceptr, size_t);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
 CUresult cuMemUnmap(CUdeviceptr, size_t);
@@ -131,6 +134,24 @@ static inline void use_device(int ordinal)
     check(cuDeviceGet(&dev, ordinal), "cuDeviceGet");
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+}
+
+/* Prints "NAME FREE": the free memory cuMemGetInfo_v2 reports on device `ordinal` (0 on error). */
+static inline void print_free(const char *name, int ordinal)
+{
+    size_t free_b = 0, total = 0;
+    use_device(ordinal);
+    CUresult rc = cuMemGetInfo_v2(&free_b, &total);
+    printf("%s %zu\n", name, rc ? 0 : free_b);
+}
+
+/* Reserves an address range for `bytes` of VMM handle `h` on device `dev`, maps it read-write. */
+static inline CUresult map_at(int dev, Handle h, size_t bytes, CUdeviceptr *va)
+{
+    AccessDesc access = {{ON_DEVICE, dev}, READ_WRITE};
+    CUresult rc = cuMemAddressReserve(va, bytes, 0, 0, 0);
+    rc = rc ? rc : cuMemMap(*va, bytes, 0, h, 0);
+    return rc ? rc : cuMemSetAccess(*va, bytes, &access, 1);
 }
 
 #endif
