@@ -107,13 +107,22 @@ void vgpu_region_unlock(void)
     pthread_mutex_unlock(&threads);
 }
 
+/* How many slots a sum or reap reads: slots are taken lowest first, so a container's few
+ * processes keep this small, and a reservation no longer reads all 1,024 slots. A forged value
+ * only hides the container's own use from itself (bounded, never read past the table). */
+static int slots_seen(const vgpu_region *r)
+{
+    uint32_t n = __atomic_load_n(&r->slots_seen, __ATOMIC_RELAXED);
+    return n < VGPU_MAX_PROCS ? (int)n : VGPU_MAX_PROCS;
+}
+
 /* Drops the slots whose lock no process holds any more: their processes have exited. */
 static void reap(vgpu_region *r)
 {
     int fd = own_fd();
     if (fd < 0)
         return;
-    for (int i = 0; i < VGPU_MAX_PROCS; i++)
+    for (int i = 0; i < slots_seen(r); i++)
         if (r->proc[i].claimed && i != my_slot && !held_by_another(fd, i)) {
             memset(&r->proc[i], 0, sizeof r->proc[i]);
             vgpu_shares_drop_slot(r, i);
@@ -133,6 +142,8 @@ static int claim_slot(vgpu_region *r)
             memset(&r->proc[i], 0, sizeof r->proc[i]);
             vgpu_shares_drop_slot(r, i); /* what an exited process held there is not ours */
             r->proc[i].claimed = 1;
+            if ((uint32_t)i >= r->slots_seen)
+                __atomic_store_n(&r->slots_seen, (uint32_t)i + 1, __ATOMIC_RELAXED);
             __atomic_store_n(&my_slot, i, __ATOMIC_RELEASE);
             break;
         }
@@ -144,7 +155,7 @@ static int claim_slot(vgpu_region *r)
 static uint64_t sum_used(vgpu_region *r, int dev)
 {
     uint64_t total = 0;
-    for (int i = 0; i < VGPU_MAX_PROCS; i++) {
+    for (int i = 0; i < slots_seen(r); i++) {
         uint64_t *counter = &r->proc[i].used[dev];
         uint64_t used = r->proc[i].claimed ? __atomic_load_n(counter, __ATOMIC_RELAXED) : 0;
         total = total + used < total ? UINT64_MAX : total + used;

@@ -43,6 +43,8 @@ typedef struct {
     uint32_t version;
     uint32_t size;
     uint64_t next_refill_ns; /* read and written with __atomic builtins */
+    uint32_t slots_seen; /* 1 + the highest slot ever taken: sums and reaps stop there */
+    uint32_t pad;
     vgpu_dev_slot dev[VGPU_MAX_DEVICES];
     vgpu_proc_slot proc[VGPU_MAX_PROCS];
     vgpu_shared shared[VGPU_MAX_SHARED];
