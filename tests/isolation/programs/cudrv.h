@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -152,6 +153,29 @@ static inline CUresult map_at(int dev, Handle h, size_t bytes, CUdeviceptr *va)
     CUresult rc = cuMemAddressReserve(va, bytes, 0, 0, 0);
     rc = rc ? rc : cuMemMap(*va, bytes, 0, h, 0);
     return rc ? rc : cuMemSetAccess(*va, bytes, &access, 1);
+}
+
+/* Runs this program again as `NAME MODE DEV FD BYTES RFD WFD`: the importer of a shared VMM
+ * allocation, which inherits descriptor `fd` across exec, reads `to_child[0]` and writes
+ * `from_child[1]` (pipes made here). Its pid, or -1. */
+static inline pid_t spawn_importer(const char *name, const char *mode, int dev, int fd,
+                                   size_t bytes, int to_child[2], int from_child[2])
+{
+    char args[5][32];
+    if (pipe(to_child) || pipe(from_child))
+        return -1;
+    snprintf(args[0], 32, "%d", dev);
+    snprintf(args[1], 32, "%d", fd);
+    snprintf(args[2], 32, "%zu", bytes);
+    snprintf(args[3], 32, "%d", to_child[0]);
+    snprintf(args[4], 32, "%d", from_child[1]);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", name, mode, args[0], args[1], args[2], args[3], args[4],
+              (char *)NULL);
+        _exit(4);
+    }
+    return pid;
 }
 
 #endif

@@ -344,24 +344,14 @@ static int handover(int dev, size_t bytes, size_t other)
     Handle h;
     CUdeviceptr va;
     int fd = -1, to_child[2], from_child[2];
-    char args[5][32], got = 0;
+    char got = 0;
     use_device(dev);
     check(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
     check(map_at(dev, h, bytes, &va), "map");
     check(cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0), "export");
-    if (pipe(to_child) || pipe(from_child))
+    pid_t pid = spawn_importer("memload", "hold", dev, fd, bytes, to_child, from_child);
+    if (pid < 0)
         return 3;
-    snprintf(args[0], 32, "%d", dev);
-    snprintf(args[1], 32, "%d", fd);
-    snprintf(args[2], 32, "%zu", bytes);
-    snprintf(args[3], 32, "%d", to_child[0]);
-    snprintf(args[4], 32, "%d", from_child[1]);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/proc/self/exe", "memload", "hold", args[0], args[1], args[2], args[3], args[4],
-              (char *)NULL);
-        _exit(4);
-    }
     close(fd);
     if (read(from_child[0], &got, 1) != 1)
         return 3;
