@@ -315,3 +315,21 @@ def test_vmm_memory_imported_from_another_container_is_charged_to_the_importer(
     mine = parse(served.splitlines())
     assert mine["free_served"] == [512 * MIB]  # the exporter's own count, unchanged
     assert mine["unmap"] == mine["release"] == [0]
+
+
+def test_shared_vmm_memory_stays_counted_when_its_exporter_is_killed_holding_it(
+    cluster: Cluster, fdshare: Path
+) -> None:
+    """A SIGKILLed exporter's slot is given back, but not the memory its importer still holds."""
+    container = cluster.admit([(0, 30, 1024)])
+    done = cluster.sandbox.run(
+        container, [str(fdshare), "orphan", "0", str(512 * MIB), str(768 * MIB)]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = parse(done.stdout.splitlines())
+    assert got["import"] == got["map"] == [0]
+    assert got["free_exporter_killed"] == [512 * MIB]
+    assert got["other"] == [2]
+    assert got["unmap"] == got["release"] == [0]
+    assert got["free_let_go"] == [1024 * MIB]
+    assert got["other_after"] == [0]
