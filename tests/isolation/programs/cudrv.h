@@ -155,6 +155,16 @@ static inline CUresult map_at(int dev, Handle h, size_t bytes, CUdeviceptr *va)
     return rc ? rc : cuMemSetAccess(*va, bytes, &access, 1);
 }
 
+/* Prints "NAME CODE" for a cuMemAlloc_v2 of `bytes` on the current context, freed at once. */
+static inline void try_alloc(const char *name, size_t bytes)
+{
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, bytes);
+    printf("%s %d\n", name, rc);
+    if (!rc)
+        cuMemFree_v2(p);
+}
+
 /* Runs this program again as `NAME MODE DEV FD BYTES RFD WFD`: the importer of a shared VMM
  * allocation, which inherits descriptor `fd` across exec, reads `to_child[0]` and writes
  * `from_child[1]` (pipes made here). Its pid, or -1. */

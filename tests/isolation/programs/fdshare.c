@@ -102,15 +102,6 @@ static CUresult import_mapped(int dev, int fd, size_t bytes, Handle *h, CUdevice
     return rc;
 }
 
-static void try_alloc(const char *name, size_t bytes)
-{
-    CUdeviceptr p;
-    CUresult rc = cuMemAlloc_v2(&p, bytes);
-    printf("%s %d\n", name, rc);
-    if (!rc)
-        cuMemFree_v2(p);
-}
-
 static int fetch(int dev, size_t bytes, const char *path, size_t other)
 {
     Handle h;

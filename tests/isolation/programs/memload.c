@@ -325,15 +325,6 @@ static int hold(int dev, int fd, size_t bytes, int rfd, int wfd)
     return 0;
 }
 
-static void try_alloc(const char *name, size_t bytes)
-{
-    CUdeviceptr p;
-    CUresult rc = cuMemAlloc_v2(&p, bytes);
-    printf("%s %d\n", name, rc);
-    if (!rc)
-        cuMemFree_v2(p);
-}
-
 /* NVIDIA's documented lifetime of shared memory (cuMemRelease: freed when every mapping is
  * unmapped and every reference, "including its shareable counterparts", is released; "each time
  * a recipient process imports a shareable handle, it needs to pair it with cuMemRelease"): the
