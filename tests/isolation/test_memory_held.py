@@ -290,12 +290,12 @@ def test_shared_vmm_memory_stays_counted_while_an_importer_holds_it_after_the_ex
     assert got["other_after"] == [0]
 
 
-def test_vmm_memory_imported_from_another_container_is_charged_to_the_importer(
-    cluster: Cluster, fdshare: Path
-) -> None:
-    """The importing container holds the memory (the driver frees it only when the importer let
-    go too) and the exporting container's entry is not its own: it pays by its mapping."""
-    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, 1024)])
+def across_containers(
+    cluster: Cluster, fdshare: Path, importer_mib: int
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """512 MiB exported by a container of 1 GiB to one of `importer_mib`, which maps it and then
+    asks for 768 MiB more: what each of them printed."""
+    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, importer_mib)])
     sock = str(cluster.node.dir / "vmm.sock")
     serve = cluster.sandbox.popen(exporter, [str(fdshare), "serve", "0", str(512 * MIB), sock])
     try:
@@ -306,15 +306,31 @@ def test_vmm_memory_imported_from_another_container_is_charged_to_the_importer(
     finally:
         serve.kill()
     assert done.returncode == 0 and serve.returncode == 0, done.stdout + done.stderr + err
-    got = parse(done.stdout.splitlines())
+    return parse(done.stdout.splitlines()), parse(served.splitlines())
+
+
+def test_vmm_memory_imported_from_another_container_is_charged_to_the_importer(
+    cluster: Cluster, fdshare: Path
+) -> None:
+    """The importing container holds the memory (the driver frees it only when the importer let
+    go too) and the exporting container's entry is not its own: it pays by its mapping."""
+    got, served = across_containers(cluster, fdshare, 1024)
     assert got["import"] == got["map"] == [0]
     assert got["free_imported"] == [512 * MIB]
     assert got["other"] == [2]  # 512 + 768 MiB exceed the importer's grant
     assert got["unmap"] == got["release"] == [0]
     assert got["free_let_go"] == [1024 * MIB]
-    mine = parse(served.splitlines())
-    assert mine["free_served"] == [512 * MIB]  # the exporter's own count, unchanged
-    assert mine["unmap"] == mine["release"] == [0]
+    assert served["free_served"] == [512 * MIB]  # the exporter's own count, unchanged
+    assert served["unmap"] == served["release"] == [0]
+
+
+def test_mapping_memory_imported_from_another_container_past_the_grant_is_refused(
+    cluster: Cluster, fdshare: Path
+) -> None:
+    got, served = across_containers(cluster, fdshare, 256)
+    assert got["import"] == [0]
+    assert got["map"] == [2]  # CUDA_ERROR_OUT_OF_MEMORY: 512 MiB mapped past a 256 MiB grant
+    assert served["unmap"] == served["release"] == [0]
 
 
 def test_shared_vmm_memory_stays_counted_when_its_exporter_is_killed_holding_it(
