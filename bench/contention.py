@@ -55,7 +55,7 @@ def main() -> int:
     parser.add_argument("--correct", default="0.5", help="the outer loop's period, seconds")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="vgpu-contention-"))
-    build = _build(root / "build", False)
+    build = _build(root / "build")
     print("split      | loop | shares (guarantee)          | worst shortfall | idle")
     for split in SPLITS:
         for name, correct in (("off", "off"), ("on", args.correct)):

@@ -54,7 +54,7 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=200_000)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="vgpu-bench-"))
-    cluster = Cluster(_build(root / "build", False), 1, root / "node")
+    cluster = Cluster(_build(root / "build"), 1, root / "node")
     with_lib = cluster.admit([(0, 100, 4096)])
     without = Container(ContainerGrant())
     limited = cluster.admit([(0, 50, 4096)])

@@ -16,6 +16,10 @@
 #     - a graph memory node (cuGraphAddMemAllocNode) past the grant is refused beside one that
 #       fits; so is a cuMemAllocAsync captured into a graph (global mode) past the grant, at
 #       capture, and the capture still ends;
+#     - shared VMM memory (exported as a POSIX file descriptor, imported and mapped by a second
+#       process): it stays counted while the importer holds it after the exporter released and
+#       unmapped it, the import is not counted twice, and the report says whether the driver's
+#       descriptor is a regular file of its own (what vgpu-core identifies shared memory by);
 #     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
 #       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
 #       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
@@ -107,6 +111,7 @@ container vmm 1073741824 100
 inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
 inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
 inside vmm "$work/gpumem" capture 805306368 >"$work/capturemem.json" || true
+inside vmm "$work/gpumem" share 805306368 >"$work/sharemem.json" || true
 inside vmm "$work/gpumem" total >"$work/total.json" || true
 "$work/gpumem" total >"$work/total-bare.json" || true
 
@@ -196,6 +201,13 @@ checks.append(judged("captured cuMemAllocAsync past the grant refused at capture
                      ["capturemem"],
                      lambda capturemem: capturemem["codes"] == [0, 2] and capturemem["end"] == 0,
                      capturemem=lambda: read("capturemem")))
+# "regular" and "distinct" say whether the driver's exported descriptor names one allocation
+# (vgpu-core/README.md, "Memory"); if not, the import's mapping is refused (counted twice).
+checks.append(judged("VMM shared: an importer holding it after the exporter let go keeps it counted",
+                     ["sharemem"],
+                     lambda s: s["import"] == s["map"] == 0 and s["while_held"] == 2
+                     and s["after_let_go"] == 0,
+                     sharemem=lambda: read("sharemem")))
 fields = ("total_mem", "total_mem_by_proc_address", "mem_info_total")
 checks.append(judged("totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
                      ["total", "total-bare"],

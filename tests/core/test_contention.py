@@ -124,6 +124,7 @@ def test_a_container_running_several_streams_at_once_still_gets_its_allowance(
     )
 )
 @example(case=(30, 4.0))
+@example(case=(30, 8.0))  # eight streams: the largest scale, reached under the ceiling
 @example(case=(50, 1.0))
 def test_a_container_alone_on_its_gpu_reaches_its_allowance_whatever_its_stream_count(
     case: tuple[int, float],

@@ -206,3 +206,14 @@ def test_a_container_alone_on_four_streams_at_once_reaches_its_allowance_not_pas
     its scale until its real share is its allowance, and never past it (within 3 points)."""
     shares, _ = settled_shares(timing_cluster, (30,), ("streams",))
     assert 30 - 3 <= shares[0] <= 30 + 3, shares
+
+
+def test_a_container_alone_on_eight_streams_at_once_reaches_its_allowance_too(
+    timing_cluster: Cluster,
+) -> None:
+    """Alone, eight streams measure about eight times its work: a scale of 8,000 at 30 %, which
+    the ceiling allows (its four periods exceed the contract's largest scale, which then bounds
+    it). Beside a busy neighbour eight streams would need twice the largest scale at 50 % (see
+    vgpu-core/README.md, "What escapes")."""
+    shares, _ = settled_shares(timing_cluster, (30,), ("streams8",))
+    assert 30 - 3 <= shares[0] <= 30 + 3, shares

@@ -65,6 +65,16 @@ def test_a_captured_cumemallocasync_past_the_grant_is_refused_at_capture(
     assert got["end"] == 0, got  # the refusal leaves the capture intact
 
 
+def test_shared_vmm_memory_an_importer_holds_after_its_exporter_let_go_stays_counted(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "share", str(768 * MIB))
+    assert got["regular"] == got["distinct"] == 1, got  # the stand-in's descriptors: memfds
+    assert got["import"] == got["map"] == 0, got  # joined, not counted a second time
+    assert got["while_held"] == OUT_OF_MEMORY, got
+    assert got["after_let_go"] == 0, got
+
+
 def test_the_total_a_cuda_program_reads_is_the_grant_directly_and_by_proc_address(
     cluster: Cluster,
 ) -> None:
@@ -143,6 +153,7 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
         "VMM: released but mapped memory refuses a second create past the grant",
         "graph memory node past the grant refused",
         "captured cuMemAllocAsync past the grant refused at capture",
+        "VMM shared: an importer holding it after the exporter let go keeps it counted",
         "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
     ):
         assert checks[name]["pass"], checks[name]

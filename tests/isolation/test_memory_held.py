@@ -19,6 +19,10 @@ NOT_SUPPORTED = 801
 
 @pytest.fixture(scope="session")
 def memload(build: Build) -> Path:
+    return build_memload(build)
+
+
+def build_memload(build: Build) -> Path:
     """memload and the library it opens with RTLD_DEEPBIND, built next to cuload (visible in the
     sandbox), linked against the stand-in driver."""
     out = build.cuload.parent
@@ -30,6 +34,18 @@ def memload(build: Build) -> Path:
         program = [str(out / "memload"), str(PROGRAMS / "memload.c")]
         subprocess.run(["cc", *warn, "-o", *program, *link, "-ldl"], check=True)
     return out / "memload"
+
+
+@pytest.fixture(scope="session")
+def fdshare(build: Build) -> Path:
+    """fdshare (VMM memory handed to another container over a UNIX socket), next to cuload."""
+    out = build.cuload.parent / "fdshare"
+    if not out.exists():
+        source = [str(PROGRAMS / "fdshare.c"), f"-L{build.standins.dir}", "-l:libcuda.so.1"]
+        subprocess.run(
+            ["cc", "-Wall", "-Wextra", "-Werror", "-O1", "-o", str(out), *source], check=True
+        )
+    return out
 
 
 def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[str, list[int]]:
@@ -196,9 +212,12 @@ def test_v1_cumemalloc_is_refused_directly_and_through_cugetprocaddress(
     assert got["proc"] == [NOT_SUPPORTED]
 
 
-def test_a_library_opened_with_rtld_deepbind_is_still_held(cluster: Cluster, memload: Path) -> None:
-    if cluster.build.asan_runtime:
-        pytest.skip("AddressSanitizer's own dlopen interceptor aborts on RTLD_DEEPBIND")
+def test_a_library_opened_with_rtld_deepbind_is_still_held(
+    deepbind_build: Build, tmp_path: Path
+) -> None:
+    """In the sanitized tier this runs under UBSan alone (`deepbind_build`: ASan refuses the flag)."""
+    cluster = Cluster(deepbind_build, 2, tmp_path)
+    memload = build_memload(deepbind_build)
     container = cluster.admit([(0, 30, 1024)])
     lib = str(memload.parent / "libmemlib.so")
     got = run(cluster, container, memload, "deepbind", lib, str(512 * MIB), "3")
@@ -254,3 +273,79 @@ def test_a_vmm_allocation_shared_with_another_process_is_counted_once_by_its_exp
     assert got["free_imported_gone"] == [512 * MIB]  # still the exporter's
     assert got["unmap"] == got["release"] == [0, 0]  # the importer's, then the exporter's
     assert got["free_released"] == [1024 * MIB]
+
+
+def test_shared_vmm_memory_stays_counted_while_an_importer_holds_it_after_the_exporter_let_go(
+    cluster: Cluster, memload: Path
+) -> None:
+    """The driver frees shared memory only when every process released and unmapped it: the
+    importer's mapping keeps it, so the container is charged until that one lets go too."""
+    container = cluster.admit([(0, 30, 1024)])
+    got = run(cluster, container, memload, "handover", "0", str(512 * MIB), str(768 * MIB))
+    assert got["import"] == got["map"] == got["importer"] == [0]
+    assert got["unmap"] == got["release"] == [0, 0]  # the exporter's, then the importer's
+    assert got["free_handed_over"] == [512 * MIB]  # still held, by the importer
+    assert got["other"] == [2]  # CUDA_ERROR_OUT_OF_MEMORY: 512 + 768 MiB exceed the grant
+    assert got["free_let_go"] == [1024 * MIB]
+    assert got["other_after"] == [0]
+
+
+def across_containers(
+    cluster: Cluster, fdshare: Path, importer_mib: int
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """512 MiB exported by a container of 1 GiB to one of `importer_mib`, which maps it and then
+    asks for 768 MiB more: what each of them printed."""
+    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, importer_mib)])
+    sock = str(cluster.node.dir / "vmm.sock")
+    serve = cluster.sandbox.popen(exporter, [str(fdshare), "serve", "0", str(512 * MIB), sock])
+    try:
+        assert serve.stdout is not None and serve.stdout.readline() == "listening\n"
+        fetch = [str(fdshare), "fetch", "0", str(512 * MIB), sock, str(768 * MIB)]
+        done = cluster.sandbox.run(importer, fetch)
+        served, err = serve.communicate(timeout=30)
+    finally:
+        serve.kill()
+    assert done.returncode == 0 and serve.returncode == 0, done.stdout + done.stderr + err
+    return parse(done.stdout.splitlines()), parse(served.splitlines())
+
+
+def test_vmm_memory_imported_from_another_container_is_charged_to_the_importer(
+    cluster: Cluster, fdshare: Path
+) -> None:
+    """The importing container holds the memory (the driver frees it only when the importer let
+    go too) and the exporting container's entry is not its own: it pays by its mapping."""
+    got, served = across_containers(cluster, fdshare, 1024)
+    assert got["import"] == got["map"] == [0]
+    assert got["free_imported"] == [512 * MIB]
+    assert got["other"] == [2]  # 512 + 768 MiB exceed the importer's grant
+    assert got["unmap"] == got["release"] == [0]
+    assert got["free_let_go"] == [1024 * MIB]
+    assert served["free_served"] == [512 * MIB]  # the exporter's own count, unchanged
+    assert served["unmap"] == served["release"] == [0]
+
+
+def test_mapping_memory_imported_from_another_container_past_the_grant_is_refused(
+    cluster: Cluster, fdshare: Path
+) -> None:
+    got, served = across_containers(cluster, fdshare, 256)
+    assert got["import"] == [0]
+    assert got["map"] == [2]  # CUDA_ERROR_OUT_OF_MEMORY: 512 MiB mapped past a 256 MiB grant
+    assert served["unmap"] == served["release"] == [0]
+
+
+def test_shared_vmm_memory_stays_counted_when_its_exporter_is_killed_holding_it(
+    cluster: Cluster, fdshare: Path
+) -> None:
+    """A SIGKILLed exporter's slot is given back, but not the memory its importer still holds."""
+    container = cluster.admit([(0, 30, 1024)])
+    done = cluster.sandbox.run(
+        container, [str(fdshare), "orphan", "0", str(512 * MIB), str(768 * MIB)]
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = parse(done.stdout.splitlines())
+    assert got["import"] == got["map"] == [0]
+    assert got["free_exporter_killed"] == [512 * MIB]
+    assert got["other"] == [2]
+    assert got["unmap"] == got["release"] == [0]
+    assert got["free_let_go"] == [1024 * MIB]
+    assert got["other_after"] == [0]

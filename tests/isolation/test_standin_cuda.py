@@ -283,3 +283,27 @@ def test_sanitized_build_runs_every_path_clean(tmp_path_factory: pytest.TempPath
         lines = probe(node, *steps)
     assert time.monotonic() - started < 30
     assert lines[-1][1] == str(GIB - CONTEXT_BYTES)
+
+
+def test_shared_vmm_memory_outlives_its_exporter_while_an_importer_holds_it(
+    node: Node, tmp_path: Path
+) -> None:
+    """The stand-in's model of cuMemRelease ("each time a recipient process imports a shareable
+    handle, it needs to pair it with cuMemRelease for the handle to be freed"), with no interposer:
+    the SIGKILLed exporter's memory passes to the importer and is freed when that one lets go."""
+    program = tmp_path / "fdshare"
+    source = Path(__file__).parent / "programs" / "fdshare.c"
+    link = [f"-L{node.built.dir}", "-l:libcuda.so.1"]
+    subprocess.run(["cc", "-O1", "-o", str(program), str(source), *link], check=True)
+    done = subprocess.run(
+        [str(program), "orphan", "0", str(512 * MIB), str(128 * MIB)],
+        env=node.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    got = dict(line.split() for line in done.stdout.splitlines())
+    assert got["import"] == got["map"] == "0"
+    assert int(got["free_let_go"]) - int(got["free_exporter_killed"]) == 512 * MIB

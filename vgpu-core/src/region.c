@@ -20,9 +20,10 @@
 #include <unistd.h>
 
 #include "shared_file.h"
+#include "shares.h"
 
-#define REGION_MAGIC "VGPUREG2"
-#define REGION_VERSION 2
+#define REGION_MAGIC "VGPUREG3" /* 3: the table of shared VMM allocations */
+#define REGION_VERSION 3
 #define ACTIVITY_MAGIC "VGPUACT2" /* 2: this library reads `scale` (README, the contract) */
 #define ACTIVITY_BYTES (8 + 8 * VGPU_MAX_DEVICES)
 
@@ -106,15 +107,26 @@ void vgpu_region_unlock(void)
     pthread_mutex_unlock(&threads);
 }
 
+/* How many slots a sum or reap reads: slots are taken lowest first, so a container's few
+ * processes keep this small, and a reservation no longer reads all 1,024 slots. A forged value
+ * only hides the container's own use from itself (bounded, never read past the table). */
+static int slots_seen(const vgpu_region *r)
+{
+    uint32_t n = __atomic_load_n(&r->slots_seen, __ATOMIC_RELAXED);
+    return n < VGPU_MAX_PROCS ? (int)n : VGPU_MAX_PROCS;
+}
+
 /* Drops the slots whose lock no process holds any more: their processes have exited. */
 static void reap(vgpu_region *r)
 {
     int fd = own_fd();
     if (fd < 0)
         return;
-    for (int i = 0; i < VGPU_MAX_PROCS; i++)
-        if (r->proc[i].claimed && i != my_slot && !held_by_another(fd, i))
+    for (int i = 0; i < slots_seen(r); i++)
+        if (r->proc[i].claimed && i != my_slot && !held_by_another(fd, i)) {
             memset(&r->proc[i], 0, sizeof r->proc[i]);
+            vgpu_shares_drop_slot(r, i);
+        }
 }
 
 /* This process's slot: the first whose lock it can take (one free, or left by an exited process,
@@ -128,7 +140,10 @@ static int claim_slot(vgpu_region *r)
         struct flock fl = slot_bytes(i, F_WRLCK);
         if (fcntl(fd, F_OFD_SETLK, &fl) == 0) {
             memset(&r->proc[i], 0, sizeof r->proc[i]);
+            vgpu_shares_drop_slot(r, i); /* what an exited process held there is not ours */
             r->proc[i].claimed = 1;
+            if ((uint32_t)i >= r->slots_seen)
+                __atomic_store_n(&r->slots_seen, (uint32_t)i + 1, __ATOMIC_RELAXED);
             __atomic_store_n(&my_slot, i, __ATOMIC_RELEASE);
             break;
         }
@@ -140,12 +155,18 @@ static int claim_slot(vgpu_region *r)
 static uint64_t sum_used(vgpu_region *r, int dev)
 {
     uint64_t total = 0;
-    for (int i = 0; i < VGPU_MAX_PROCS; i++) {
+    for (int i = 0; i < slots_seen(r); i++) {
         uint64_t *counter = &r->proc[i].used[dev];
         uint64_t used = r->proc[i].claimed ? __atomic_load_n(counter, __ATOMIC_RELAXED) : 0;
         total = total + used < total ? UINT64_MAX : total + used;
     }
-    return total;
+    uint64_t shared = vgpu_shares_used(r, dev);
+    return total + shared < total ? UINT64_MAX : total + shared;
+}
+
+int vgpu_region_slot(vgpu_region *r)
+{
+    return claim_slot(r);
 }
 
 int vgpu_region_reserve(vgpu_region *r, int dev, uint64_t bytes, uint64_t limit)

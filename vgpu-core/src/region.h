@@ -25,13 +25,29 @@ typedef struct {
     int32_t pad;
 } vgpu_dev_slot;
 
+#define VGPU_MAX_SHARED 64
+#define VGPU_SHARED_IDS 4
+
+/* A VMM allocation shared among the container's processes (exported as a file descriptor, then
+ * imported): counted once, on its device, while any live process of the container holds it. */
+typedef struct {
+    uint64_t bytes; /* 0: entry free */
+    uint32_t index; /* the allocation's device (limits index) */
+    uint32_t pad;
+    uint64_t id[VGPU_SHARED_IDS][2];      /* (st_dev, st_ino) of the files it was exported as */
+    uint64_t holders[VGPU_MAX_PROCS / 64]; /* slots holding a handle or mapping of it */
+} vgpu_shared;
+
 typedef struct {
     char magic[8];
     uint32_t version;
     uint32_t size;
     uint64_t next_refill_ns; /* read and written with __atomic builtins */
+    uint32_t slots_seen; /* 1 + the highest slot ever taken: sums and reaps stop there */
+    uint32_t pad;
     vgpu_dev_slot dev[VGPU_MAX_DEVICES];
     vgpu_proc_slot proc[VGPU_MAX_PROCS];
+    vgpu_shared shared[VGPU_MAX_SHARED];
 } vgpu_region;
 
 /* Maps (creating it if needed) the region and the activity file; -1 with a reason on failure. */
@@ -52,6 +68,9 @@ void vgpu_region_release(vgpu_region *r, int dev, uint64_t bytes);
 
 /* The container's total use of device `dev` (live processes only). */
 uint64_t vgpu_region_used(vgpu_region *r, int dev);
+
+/* This process's slot, taken if it has none: -1 when none can be (under the region's lock). */
+int vgpu_region_slot(vgpu_region *r);
 
 /* Forgets this process's slot and closes its copy of the parent's descriptor (in a forked child,
  * which holds none of its parent's memory); the child takes a slot of its own when it allocates. */

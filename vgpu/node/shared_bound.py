@@ -29,9 +29,10 @@ from vgpu.node.grants import GrantMode
 from vgpu.node.hami import CACHE_FILE
 from vgpu.node.limits_file import ACTIVITY_BYTES, ACTIVITY_NAME, STATE_NAME
 
-STATE_BYTES = 139_544
-"""`sizeof(vgpu_region)` (vgpu-core/src/region.h: 16 device slots, 1,024 process slots); pinned
-against the compiled header by tests/isolation/test_forged_shared_state.py."""
+STATE_BYTES = 152_864
+"""`sizeof(vgpu_region)` (vgpu-core/src/region.h: 16 device slots, 1,024 process slots, 64 shared
+VMM allocations); pinned against the compiled header by
+tests/isolation/test_forged_shared_state.py."""
 HAMI_CACHE_NAME = PurePosixPath(CACHE_FILE).name
 MAX_HAMI_CACHE_BYTES = 16 << 20
 """HAMi-core maps one fixed-size region in its cache file; its size is not documented, so the

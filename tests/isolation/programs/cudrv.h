@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -80,6 +81,9 @@ CUresult cuMemCreate(Handle *, size_t, const AllocProp *, unsigned long long);
 CUresult cuMemRelease(Handle);
 CUresult cuMemRetainAllocationHandle(Handle *, void *);
 CUresult cuMemAddressReserve(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+CUresult cuMemExportToShareableHandle(void *, Handle, int, unsigned long long);
+CUresult cuMemImportFromShareableHandle(Handle *, void *, int);
+#define POSIX_FD 1 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
 CUresult cuMemAddressFree(CUdeviceptr, size_t);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
 CUresult cuMemUnmap(CUdeviceptr, size_t);
@@ -131,6 +135,57 @@ static inline void use_device(int ordinal)
     check(cuDeviceGet(&dev, ordinal), "cuDeviceGet");
     check(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+}
+
+/* Prints "NAME FREE": the free memory cuMemGetInfo_v2 reports on device `ordinal` (0 on error). */
+static inline void print_free(const char *name, int ordinal)
+{
+    size_t free_b = 0, total = 0;
+    use_device(ordinal);
+    CUresult rc = cuMemGetInfo_v2(&free_b, &total);
+    printf("%s %zu\n", name, rc ? 0 : free_b);
+}
+
+/* Reserves an address range for `bytes` of VMM handle `h` on device `dev`, maps it read-write. */
+static inline CUresult map_at(int dev, Handle h, size_t bytes, CUdeviceptr *va)
+{
+    AccessDesc access = {{ON_DEVICE, dev}, READ_WRITE};
+    CUresult rc = cuMemAddressReserve(va, bytes, 0, 0, 0);
+    rc = rc ? rc : cuMemMap(*va, bytes, 0, h, 0);
+    return rc ? rc : cuMemSetAccess(*va, bytes, &access, 1);
+}
+
+/* Prints "NAME CODE" for a cuMemAlloc_v2 of `bytes` on the current context, freed at once. */
+static inline void try_alloc(const char *name, size_t bytes)
+{
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, bytes);
+    printf("%s %d\n", name, rc);
+    if (!rc)
+        cuMemFree_v2(p);
+}
+
+/* Runs this program again as `NAME MODE DEV FD BYTES RFD WFD`: the importer of a shared VMM
+ * allocation, which inherits descriptor `fd` across exec, reads `to_child[0]` and writes
+ * `from_child[1]` (pipes made here). Its pid, or -1. */
+static inline pid_t spawn_importer(const char *name, const char *mode, int dev, int fd,
+                                   size_t bytes, int to_child[2], int from_child[2])
+{
+    char args[5][32];
+    if (pipe(to_child) || pipe(from_child))
+        return -1;
+    snprintf(args[0], 32, "%d", dev);
+    snprintf(args[1], 32, "%d", fd);
+    snprintf(args[2], 32, "%zu", bytes);
+    snprintf(args[3], 32, "%d", to_child[0]);
+    snprintf(args[4], 32, "%d", from_child[1]);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", name, mode, args[0], args[1], args[2], args[3], args[4],
+              (char *)NULL);
+        _exit(4);
+    }
+    return pid;
 }
 
 #endif

@@ -7,7 +7,8 @@
  *   cuload alloc DEV PATH BYTES COUNT [hold]      PATH: mem pitch managed async pool vmm vmmhost
  *                                                 array array3d mipmap; prints each result code
  *   cuload spin DEV SECONDS KERNEL_US MODE        MODE: kernel ex coop graph streams (round robin
- *                                                 over four streams); prints pid, window_ns
+ *                                                 over four streams) streams8 (over eight);
+ *                                                 prints pid, window_ns
  *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads
  *   cuload bench DEV COUNT                        ns per launch, per allocate/free pair and per
  *                                                 cuMemAllocAsync/cuMemFreeAsync pair */
@@ -165,16 +166,17 @@ static int spin(int ordinal, double seconds, uint64_t kernel_us, const char *mod
         check(cuGraphInstantiateWithFlags(&exec, g, 0), "cuGraphInstantiateWithFlags");
     }
     LaunchConfig config = {1, 1, 1, 1, 1, 1, 0, NULL, NULL, 0};
-    CUstream streams[4];
-    for (int i = 0; !strcmp(mode, "streams") && i < 4; i++)
+    CUstream streams[8];
+    unsigned nstreams = !strcmp(mode, "streams") ? 4 : !strcmp(mode, "streams8") ? 8 : 0;
+    for (unsigned i = 0; i < nstreams; i++)
         check(cuStreamCreate(&streams[i], 0), "cuStreamCreate");
     printf("pid %d\n", (int)getpid());
     uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
     for (unsigned n = 0; now_ns() < stop; n++) {
         if (!strcmp(mode, "kernel"))
             check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
-        else if (!strcmp(mode, "streams")) /* round robin: four streams busy at once */
-            check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, streams[n % 4], params, NULL),
+        else if (nstreams) /* round robin: four (or eight) streams busy at once */
+            check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, streams[n % nstreams], params, NULL),
                   "cuLaunchKernel");
         else if (!strcmp(mode, "ex"))
             check(cuLaunchKernelEx(&config, f, params, NULL), "cuLaunchKernelEx");

@@ -11,12 +11,23 @@
  *                        cudaMallocAsync becomes such a node): each node's code
  *   gpumem capture BYTES two cuMemAllocAsync of BYTES inside a global-mode stream capture
  *                        (graph memory nodes at capture): each code, and the capture's end
+ *   gpumem share BYTES   shared VMM memory outliving its exporter's release: cuMemCreate BYTES as a
+ *                        POSIX file descriptor, map, export ("regular": the descriptor is a regular
+ *                        file, "distinct": a second export's file has another inode); a
+ *                        child ("gpumem import DEV FD BYTES RFD WFD") imports and maps it; then
+ *                        this process unmaps and releases its own and creates BYTES again while
+ *                        the child holds it ("while_held"), and after the child let go
+ *                        ("after_let_go")
  *   gpumem total         what the CUDA runtime's cudaGetDeviceProperties reads for totalGlobalMem:
  *                        cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at
  *                        CUDA 12.0 (how the runtime reaches the driver), beside cuMemGetInfo_v2 */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define CUDRV_JSON_ERRORS
 #include "cudrv.h"
@@ -93,6 +104,72 @@ static int capture(size_t bytes)
     return 0;
 }
 
+/* The child of `share`: imports and maps the descriptor, says so on `wfd` (its codes), waits for
+ * a byte on `rfd`, then unmaps and releases. */
+static int import(int dev, int fd, size_t bytes, int rfd, int wfd)
+{
+    Handle h;
+    CUdeviceptr va = 0;
+    char go = 0;
+    CUresult rc = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, POSIX_FD);
+    CUresult mapped = rc ? rc : map_at(dev, h, bytes, &va);
+    int codes[2] = {rc, mapped};
+    if (write(wfd, codes, sizeof codes) != sizeof codes || read(rfd, &go, 1) != 1)
+        return 3;
+    if (!mapped)
+        cuMemUnmap(va, bytes);
+    if (!rc)
+        cuMemRelease(h);
+    return 0;
+}
+
+/* Creates BYTES and releases it at once when it was granted: the code. */
+static CUresult create_once(size_t bytes)
+{
+    Handle h;
+    CUresult rc = create(&h, bytes);
+    if (rc == 0)
+        cuMemRelease(h);
+    return rc;
+}
+
+static int share(size_t bytes)
+{
+    AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, 0}, NULL, {0}};
+    size_t grain = 0;
+    check(cuMemGetAllocationGranularity(&grain, &prop, GRANULARITY_MINIMUM), "granularity");
+    bytes = (bytes + grain - 1) / grain * grain;
+    Handle h;
+    CUdeviceptr va;
+    int fd = -1, again = -1, to_child[2], from_child[2], status = 0;
+    struct stat st, st2;
+    int codes[2] = {-1, -1};
+    check(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
+    check(map_at(0, h, bytes, &va), "map");
+    check(cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0), "cuMemExportToShareableHandle");
+    check(cuMemExportToShareableHandle(&again, h, POSIX_FD, 0), "export again");
+    int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    int distinct = fstat(again, &st2) == 0 && (st.st_dev != st2.st_dev || st.st_ino != st2.st_ino);
+    close(again);
+    pid_t pid = spawn_importer("gpumem", "import", 0, fd, bytes, to_child, from_child);
+    if (pid < 0)
+        return 3;
+    close(fd);
+    if (read(from_child[0], codes, sizeof codes) != sizeof codes)
+        codes[0] = codes[1] = -1;
+    check(cuMemUnmap(va, bytes), "cuMemUnmap");
+    check(cuMemRelease(h), "cuMemRelease"); /* the child's import still holds the memory */
+    CUresult held = create_once(bytes);
+    if (write(to_child[1], "g", 1) != 1)
+        return 3;
+    waitpid(pid, &status, 0);
+    CUresult after = create_once(bytes);
+    printf("{\"bytes\": %zu, \"regular\": %d, \"distinct\": %d, \"import\": %d, \"map\": %d, "
+           "\"while_held\": %d, \"after_let_go\": %d}\n",
+           bytes, regular, distinct, codes[0], codes[1], held, after);
+    return 0;
+}
+
 static int total(void)
 {
     typedef CUresult (*total_fn)(size_t *, int);
@@ -126,7 +203,12 @@ int main(int argc, char **argv)
         return capture(strtoull(argv[2], NULL, 10));
     if (argc == 2 && !strcmp(argv[1], "total"))
         return total();
+    if (argc == 3 && !strcmp(argv[1], "share"))
+        return share(strtoull(argv[2], NULL, 10));
+    if (argc == 7 && !strcmp(argv[1], "import"))
+        return import(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                      atoi(argv[6]));
     fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem capture BYTES | "
-                    "gpumem total\n");
+                    "gpumem share BYTES | gpumem total\n");
     return 2;
 }

@@ -27,6 +27,10 @@
  *   memload share DEV BYTES              a VMM allocation exported as a POSIX file descriptor,
  *                                        imported and mapped by a second memload process
  *                                        ("import DEV FD BYTES"), then released by both
+ *   memload handover DEV BYTES OTHER     the same, but the importer ("hold DEV FD BYTES RFD WFD")
+ *                                        keeps it mapped while this process unmaps and releases
+ *                                        its own; then cuMemAlloc OTHER here, and again once the
+ *                                        importer let go
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -42,14 +46,6 @@
 #include "cudrv.h"
 
 CUresult cuMemAlloc(unsigned *, unsigned); /* the 32-bit ABI of CUDA 3.0, refused */
-
-static void print_free(const char *name, int ordinal)
-{
-    size_t free_b = 0, total = 0;
-    use_device(ordinal);
-    CUresult rc = cuMemGetInfo_v2(&free_b, &total);
-    printf("%s %zu\n", name, rc ? 0 : free_b);
-}
 
 static int vmm(int dev, size_t bytes, int count)
 {
@@ -260,19 +256,6 @@ static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const c
     return 0;
 }
 
-CUresult cuMemExportToShareableHandle(void *, Handle, int, unsigned long long);
-CUresult cuMemImportFromShareableHandle(Handle *, void *, int);
-#define POSIX_FD 1 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
-
-/* Reserves an address range for BYTES and maps `h` there, readable and writable on DEV. */
-static CUresult map_at(int dev, Handle h, size_t bytes, CUdeviceptr *va)
-{
-    AccessDesc access = {{ON_DEVICE, dev}, READ_WRITE};
-    CUresult rc = cuMemAddressReserve(va, bytes, 0, 0, 0);
-    rc = rc ? rc : cuMemMap(*va, bytes, 0, h, 0);
-    return rc ? rc : cuMemSetAccess(*va, bytes, &access, 1);
-}
-
 /* An allocation shared with another process as NVIDIA documents it: created with a POSIX file
  * descriptor as its shareable type, mapped, exported; a fresh memload ("import") receives the
  * descriptor (inherited across exec) and imports, maps, unmaps and releases it; then this
@@ -320,6 +303,60 @@ static int import(int dev, int fd, size_t bytes)
     print_free("free_importer", dev);
     printf("unmap %d\n", cuMemUnmap(va, bytes));
     printf("release %d\n", cuMemRelease(h));
+    return 0;
+}
+
+/* The importer of `handover`: imports and maps, says so on `wfd`, waits for a byte on `rfd`,
+ * then unmaps and releases. */
+static int hold(int dev, int fd, size_t bytes, int rfd, int wfd)
+{
+    Handle h;
+    CUdeviceptr va;
+    char go = 0;
+    use_device(dev);
+    CUresult rc = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, POSIX_FD);
+    printf("import %d\n", rc);
+    printf("map %d\n", rc ? rc : map_at(dev, h, bytes, &va));
+    close(fd);
+    if (write(wfd, "m", 1) != 1 || read(rfd, &go, 1) != 1 || rc)
+        return 0;
+    printf("unmap %d\n", cuMemUnmap(va, bytes));
+    printf("release %d\n", cuMemRelease(h));
+    return 0;
+}
+
+/* NVIDIA's documented lifetime of shared memory (cuMemRelease: freed when every mapping is
+ * unmapped and every reference, "including its shareable counterparts", is released; "each time
+ * a recipient process imports a shareable handle, it needs to pair it with cuMemRelease"): the
+ * exporter lets go first, the importer still holds the memory. */
+static int handover(int dev, size_t bytes, size_t other)
+{
+    AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, dev}, NULL, {0}};
+    Handle h;
+    CUdeviceptr va;
+    int fd = -1, to_child[2], from_child[2];
+    char got = 0;
+    use_device(dev);
+    check(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
+    check(map_at(dev, h, bytes, &va), "map");
+    check(cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0), "export");
+    pid_t pid = spawn_importer("memload", "hold", dev, fd, bytes, to_child, from_child);
+    if (pid < 0)
+        return 3;
+    close(fd);
+    if (read(from_child[0], &got, 1) != 1)
+        return 3;
+    printf("unmap %d\n", cuMemUnmap(va, bytes));
+    printf("release %d\n", cuMemRelease(h));
+    print_free("free_handed_over", dev);
+    try_alloc("other", other);
+    if (write(to_child[1], "g", 1) != 1)
+        return 3;
+    int status = 0;
+    waitpid(pid, &status, 0);
+    printf("importer %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    print_free("free_let_go", dev);
+    try_alloc("other_after", other);
     return 0;
 }
 
@@ -379,6 +416,11 @@ int main(int argc, char **argv)
         return share(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (!strcmp(cmd, "import") && argc == 5)
         return import(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10));
+    if (!strcmp(cmd, "handover") && argc == 5)
+        return handover(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+    if (!strcmp(cmd, "hold") && argc == 7)
+        return hold(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
+                    atoi(argv[6]));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)

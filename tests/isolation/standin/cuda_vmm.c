@@ -33,7 +33,7 @@ typedef struct {
     int refs; /* cuMemCreate and cuMemRetainAllocationHandle add one, cuMemRelease takes one */
     int maps;
     CUmemAllocationProp prop;
-    int imported; /* the physical memory is the exporting process's (see the import below) */
+    int imported; /* the handle came from another process (see the import below) */
 } si_handle;
 
 static si_handle handles[SI_VMM_MAX];
@@ -49,10 +49,15 @@ static si_handle *find(CUmemGenericAllocationHandle h) {
 
 /* Frees the physical memory once nothing references it (under vmm_mu). */
 static void settle(si_handle *h) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
     if (h->refs > 0 || h->maps > 0)
         return;
-    if (!h->imported)
-        si_cu_give(h->handle, SI_VMM);
+    if (n) { /* the memory goes only when no other process holds it (pool.c, si_mem_hold) */
+        si_lock(n);
+        si_mem_let_go(n, h->handle);
+        si_unlock(n);
+    }
     memset(h, 0, sizeof(*h));
 }
 
@@ -207,10 +212,13 @@ SI_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc
  * to cuMemImportFromShareableHandle; the imported handle is mapped like any other and released
  * with cuMemRelease. "There is no guarantee that the contents of handle will be the same CUDA
  * memory handle for the same given OS shareable handle, or the same underlying allocation."
- * The stand-in's descriptor is a memfd holding the allocation's address, size and properties;
- * an import takes no new memory. Not modelled: memory kept alive by an importer after the
- * exporting process released and unmapped it (cuMemRelease counts "shareable counterparts"
- * among the references); here the exporter's last release and unmap free it. */
+ * The stand-in's descriptor is a memfd holding the allocation's address, size and properties
+ * (a file of its own per export, as the real driver's descriptor is not documented to be); an
+ * import takes no new memory but is a reference of the importing process: cuMemRelease, "each
+ * time a recipient process imports a shareable handle, it needs to pair it with cuMemRelease
+ * for the handle to be freed", so the memory outlives the exporter's release and unmap while an
+ * importer holds it (pool.c, si_mem_hold). Not modelled: the descriptor itself as a reference
+ * ("shareable counterparts"): an import after every process let go fails here. */
 enum { SI_HANDLE_POSIX_FD = 1 };
 
 typedef struct {
@@ -250,17 +258,26 @@ SI_EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *
     if (!handle || type != SI_HANDLE_POSIX_FD ||
         pread(fd, &rec, sizeof(rec), 0) != (ssize_t)sizeof(rec))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    struct si_node *n = si_cu_node(&rc);
+    if (!n)
+        return rc;
     pthread_mutex_lock(&vmm_mu);
     si_handle *h = find(rec.handle);
     for (int i = 0; !h && i < SI_VMM_MAX; i++)
         h = handles[i].handle ? NULL : &handles[i];
-    if (h && h->handle)
+    if (h && h->handle) {
         h->refs++; /* imported into the exporting process itself: one more reference */
-    else if (h)
-        *h = (si_handle){rec.handle, rec.bytes, 1, 0, rec.prop, 1};
+    } else if (h) {
+        si_lock(n);
+        rc = si_mem_hold(n, rec.handle) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+        si_unlock(n);
+        if (rc == CUDA_SUCCESS)
+            *h = (si_handle){rec.handle, rec.bytes, 1, 0, rec.prop, 1};
+    }
     pthread_mutex_unlock(&vmm_mu);
-    if (!h)
-        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!h || rc != CUDA_SUCCESS)
+        return h ? rc : CUDA_ERROR_OUT_OF_MEMORY;
     *handle = rec.handle;
     return CUDA_SUCCESS;
 }

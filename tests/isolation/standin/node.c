@@ -145,18 +145,29 @@ int si_register(struct si_node *n) {
     return n->slot;
 }
 
+/* Gives back what exited processes held. Their holds on shared memory go first, so shared memory
+ * a dead process was charged with passes only to a live holder (pool.c, si_mem_hand_over). */
 void si_reap(struct si_node *n) {
     struct si_shared *sh = n->sh;
-    for (int s = 0; s < SI_MAX_PROCS; s++) {
-        if (sh->proc[s].pid == 0 || (s == n->slot && n->pid == getpid()) || slot_alive(n, s))
-            continue;
-        for (int i = 0; i < SI_MAX_ALLOCS; i++) {
-            struct si_alloc *a = &sh->alloc[i];
-            if (a->kind != SI_FREE && a->proc == s) {
-                sh->gpu[a->gpu].used -= a->bytes;
-                memset(a, 0, sizeof(*a));
-            }
-        }
-        memset(&sh->proc[s], 0, sizeof(sh->proc[s]));
+    char dead[SI_MAX_PROCS] = {0};
+    for (int s = 0; s < SI_MAX_PROCS; s++)
+        dead[s] = sh->proc[s].pid != 0 && !(s == n->slot && n->pid == getpid()) &&
+                  !slot_alive(n, s);
+    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+        struct si_alloc *a = &sh->alloc[i];
+        if (a->kind == SI_HOLD && dead[a->proc])
+            memset(a, 0, sizeof(*a));
     }
+    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+        struct si_alloc *a = &sh->alloc[i];
+        if (a->kind == SI_VMM && dead[a->proc]) {
+            si_mem_hand_over(sh, a);
+        } else if (a->kind != SI_FREE && dead[a->proc]) {
+            sh->gpu[a->gpu].used -= a->bytes;
+            memset(a, 0, sizeof(*a));
+        }
+    }
+    for (int s = 0; s < SI_MAX_PROCS; s++)
+        if (dead[s])
+            memset(&sh->proc[s], 0, sizeof(sh->proc[s]));
 }

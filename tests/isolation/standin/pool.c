@@ -52,6 +52,61 @@ int si_mem_give(struct si_node *n, uint64_t ptr, int kind, int *gpu_out) {
     return -1;
 }
 
+/* CUDA Driver API reference, cuMemRelease: shared memory "will be freed when all outstanding
+ * mappings to the memory are unmapped and when all outstanding references to the handle ... are
+ * also released", and "each time a recipient process imports a shareable handle, it needs to pair
+ * it with cuMemRelease for the handle to be freed": an import is a reference of the importing
+ * process, which keeps the memory after the exporter let go. The memory stays charged to one
+ * process (a cgroup limit charges an owner, dmem.c); each other holder has a hold record. */
+int si_mem_hold(struct si_node *n, uint64_t ptr) {
+    struct si_shared *sh = n->sh;
+    struct si_alloc *mem = NULL, *free_rec = NULL;
+    int slot = si_register(n);
+    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+        struct si_alloc *a = &sh->alloc[i];
+        if (a->kind == SI_VMM && a->ptr == ptr)
+            mem = a;
+        else if (a->kind == SI_FREE && !free_rec)
+            free_rec = a;
+    }
+    if (slot < 0 || !mem || !free_rec)
+        return -1; /* freed already (its file descriptor's own reference is not modelled) */
+    *free_rec = (struct si_alloc){ptr, 0, slot, mem->gpu, SI_HOLD, 0};
+    return 0;
+}
+
+/* The memory record `a` passes to a process still holding it (its hold record goes), or is
+ * freed when none does. */
+void si_mem_hand_over(struct si_shared *sh, struct si_alloc *a) {
+    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+        struct si_alloc *h = &sh->alloc[i];
+        if (h->kind != SI_HOLD || h->ptr != a->ptr)
+            continue;
+        sh->proc[a->proc].used[a->gpu] -= a->bytes;
+        sh->proc[h->proc].used[a->gpu] += a->bytes;
+        a->proc = h->proc;
+        memset(h, 0, sizeof(*h));
+        return;
+    }
+    sh->gpu[a->gpu].used -= a->bytes;
+    sh->proc[a->proc].used[a->gpu] -= a->bytes;
+    memset(a, 0, sizeof(*a));
+}
+
+void si_mem_let_go(struct si_node *n, uint64_t ptr) {
+    struct si_shared *sh = n->sh;
+    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+        struct si_alloc *a = &sh->alloc[i];
+        if (a->ptr != ptr || a->proc != n->slot || (a->kind != SI_HOLD && a->kind != SI_VMM))
+            continue;
+        if (a->kind == SI_HOLD)
+            memset(a, 0, sizeof(*a));
+        else
+            si_mem_hand_over(sh, a);
+        return;
+    }
+}
+
 static struct si_busy *busy_record(struct si_shared *sh, int pid) {
     struct si_busy *oldest = &sh->busy[0];
     for (int i = 0; i < SI_MAX_BUSY; i++) {

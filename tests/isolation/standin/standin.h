@@ -49,7 +49,7 @@ struct si_config {
     struct si_gpu_cfg gpu[SI_MAX_GPUS];
 };
 
-enum si_kind { SI_FREE = 0, SI_MEM, SI_CONTEXT, SI_VMM, SI_POOL };
+enum si_kind { SI_FREE = 0, SI_MEM, SI_CONTEXT, SI_VMM, SI_POOL, SI_HOLD /* an import: no bytes */ };
 
 struct si_alloc {
     uint64_t ptr; /* fake device address or VMM handle */
@@ -138,6 +138,12 @@ SI_HIDDEN void si_sleep_until(uint64_t ns);
 SI_HIDDEN int si_mem_take(struct si_node *n, int gpu, uint64_t bytes, int kind, uint64_t *ptr);
 SI_HIDDEN int si_mem_give(struct si_node *n, uint64_t ptr, int kind, int *gpu_out);
 SI_HIDDEN void si_reap(struct si_node *n);
+/* Shared VMM memory (cuda_vmm.c): an importing process's hold on the allocation `ptr`, and a
+ * process letting go of its part (its hold, or the memory it is charged with, which passes to a
+ * process still holding it or is freed). */
+SI_HIDDEN int si_mem_hold(struct si_node *n, uint64_t ptr);
+SI_HIDDEN void si_mem_let_go(struct si_node *n, uint64_t ptr);
+SI_HIDDEN void si_mem_hand_over(struct si_shared *sh, struct si_alloc *a);
 SI_HIDDEN void si_busy_add(struct si_shared *sh, int pid, int gpu, uint64_t ns);
 
 /* timeline.c: each GPU's time-sliced timeline. A queued kernel is named by a ticket (0: none). */
