@@ -24,7 +24,9 @@ from vgpu.node.shared_bound import (
     MAX_SHARED_ENTRIES,
     STATE_BYTES,
     VGPU_CORE_FILES,
+    MountFacts,
     SharedEntry,
+    bound_report,
     trim,
 )
 
@@ -159,3 +161,16 @@ def test_a_cut_that_fails_is_said_not_hidden(
     (line,) = dirs.trim_shared(VGPU_CORE_FILES)
     assert f"{STATE_NAME} larger than {STATE_BYTES} bytes" in line
     assert f"NOT cut back: {STATE_NAME}: Operation not permitted" in line
+
+
+def test_the_bound_is_hard_only_on_a_sized_filesystem_of_the_directories_own() -> None:
+    hard, line = bound_report(MountFacts("/var/lib/vgpu/containers", True, "tmpfs", 64 << 20))
+    assert hard and "hard size bound: a tmpfs of their own of 67108864 bytes" in line
+    for facts in (
+        MountFacts("/var/lib/vgpu/containers", False, "ext4", 1 << 40),
+        MountFacts("/var/lib/vgpu/containers", True, "tmpfs", 0),
+        MountFacts("/var/lib/vgpu/containers", True, "tmpfs", 1 << 20, "cannot statvfs"),
+    ):
+        hard, line = bound_report(facts)
+        assert not hard and line.startswith("container directories under /var/lib/vgpu/containers")
+        assert "periodic bound only" in line and "nodeAgent.containerDirs.size" in line

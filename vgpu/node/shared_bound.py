@@ -17,6 +17,12 @@ against this rule and cuts it back (`vgpu.adapters.container_dirs.ContainerDirs.
 
 The container that grew the files is the one that loses what it wrote there; no other container
 shares the directory (a pod's init containers share one only among themselves).
+
+That cut is periodic: between two collect steps a burst is possible. The bound is hard only
+where the container directories sit on a filesystem of their own whose size is the bound (a
+`tmpfs` mounted with `size=`, e.g. by the chart's `containerDirs.size` init container): then a
+write past it fails with ENOSPC in the writing container. `bound_report` says, in the one line
+a daemon logs at start, which of the two holds (`vgpu.adapters.shared_files.mount_facts`).
 """
 
 from __future__ import annotations
@@ -82,6 +88,34 @@ def trim(entries: Sequence[SharedEntry], files: Mapping[str, int]) -> Trim:
     elif remove:
         reasons.append(f"{len(remove)} entries that are not regular files")
     return Trim(cut, remove, "; ".join(reasons) or None)
+
+
+@dataclass(frozen=True, slots=True)
+class MountFacts:
+    """The container directories' filesystem: whether it is mounted at exactly their root (a
+    filesystem of their own), its type and its size (`statvfs`: blocks times fragment size)."""
+
+    root: str
+    own: bool
+    fstype: str = ""
+    size: int = 0
+    problem: str | None = None  # the root could not be examined (then no bound is claimed)
+
+
+def bound_report(facts: MountFacts) -> tuple[bool, str]:
+    """Whether the shared files' bound is hard, and the line saying so and why."""
+    where = f"container directories under {facts.root}"
+    if facts.own and facts.size > 0 and facts.problem is None:
+        return True, (
+            f"{where}: hard size bound: a {facts.fstype or 'filesystem'} of their own of "
+            f"{facts.size} bytes (statvfs); the shared files are also cut back every collect step"
+        )
+    why = facts.problem or "not a filesystem of their own"
+    return False, (
+        f"{where}: periodic bound only (shared files cut back every collect step; a burst in "
+        f"between is possible): {why}; for a hard bound mount a size-limited tmpfs there "
+        "(chart nodeAgent.containerDirs.size, docs/isolation.md)"
+    )
 
 
 def shared_files(mode: GrantMode) -> Mapping[str, int]:

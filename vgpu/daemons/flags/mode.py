@@ -120,6 +120,7 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
 
 def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
     """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
+    from vgpu.adapters.shared_files import report_bound
     from vgpu.adapters.vgpu_core_install import checked_library, choose_mode, install_vgpu_core
     from vgpu.node.grants import GrantMode, GrantSettings
 
@@ -131,6 +132,8 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
     core = None
     if mode is GrantMode.VGPU_CORE:
         core = install_vgpu_core(args.vgpu_core_library, args.state_dir, dirs)
+    if mode in (GrantMode.VGPU_CORE, GrantMode.HAMI):  # the modes whose containers write there
+        report_bound(dirs.root)
     return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args))
 
 
