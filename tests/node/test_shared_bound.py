@@ -18,14 +18,17 @@ from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.agent.elastic import ElasticDuty
 from vgpu.node.limits_file import ACTIVITY_BYTES, LIMITS_NAME, STATE_NAME, DeviceLimit, LimitsError
 from vgpu.node.shared_bound import (
+    HAMI_CACHE_LAYOUT_BYTES,
     HAMI_CACHE_NAME,
     HAMI_FILES,
+    MAX_HAMI_CACHE_BYTES,
     MAX_SHARED_BYTES,
     MAX_SHARED_ENTRIES,
     STATE_BYTES,
     VGPU_CORE_FILES,
     MountFacts,
     SharedEntry,
+    Trim,
     bound_report,
     trim,
 )
@@ -174,3 +177,13 @@ def test_the_bound_is_hard_only_on_a_sized_filesystem_of_the_directories_own() -
         hard, line = bound_report(facts)
         assert not hard and line.startswith("container directories under /var/lib/vgpu/containers")
         assert "periodic bound only" in line and "nodeAgent.containerDirs.size" in line
+
+
+def test_hami_cores_own_cache_file_is_never_cut_and_a_grown_one_is_cut_above_it() -> None:
+    """Cutting the cache below what HAMi-core maps would fault its processes; the bound keeps
+    room above the size its source makes (`HAMI_CACHE_LAYOUT_BYTES`)."""
+    own = SharedEntry(HAMI_CACHE_NAME, True, HAMI_CACHE_LAYOUT_BYTES)
+    assert trim([own], HAMI_FILES) == Trim()
+    grown = SharedEntry(HAMI_CACHE_NAME, True, 8 * HAMI_CACHE_LAYOUT_BYTES)
+    ((name, size),) = trim([grown], HAMI_FILES).truncate
+    assert name == HAMI_CACHE_NAME and HAMI_CACHE_LAYOUT_BYTES < size == MAX_HAMI_CACHE_BYTES

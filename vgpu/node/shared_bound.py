@@ -39,9 +39,18 @@ STATE_BYTES = 139_544
 """`sizeof(vgpu_region)` (vgpu-core/src/region.h: 16 device slots, 1,024 process slots); pinned
 against the compiled header by tests/isolation/test_forged_shared_state.py."""
 HAMI_CACHE_NAME = PurePosixPath(CACHE_FILE).name
-MAX_HAMI_CACHE_BYTES = 16 << 20
-"""HAMi-core maps one fixed-size region in its cache file; its size is not documented, so the
-bound is generous (its process table of 1,024 slots is about a megabyte in the versions read)."""
+HAMI_CACHE_LAYOUT_BYTES = 2_008_953
+"""HAMi-core's cache file as HAMi-core makes it: `try_create_shrreg`
+(src/multiprocess/multiprocess_memory_limit.c) seeks to `SHARED_REGION_SIZE_MAGIC`, which is
+`sizeof(shared_region_t)` (src/multiprocess/multiprocess_memory_limit.h), writes one byte there
+and maps that many bytes. The struct holds 1,024 process slots for 16 GPUs: 2,008,952 bytes on
+x86-64 with glibc (compiled from the header), unchanged from its 2024-08-27 version (9b46404)
+to the newest read (8f3a89c, 2026-06-30); the versions before were smaller (1,197,896 bytes
+from 2024-04-18, 804,680 at first). Not a documented size: read from the source."""
+MAX_HAMI_CACHE_BYTES = 4 << 20
+"""The cut of HAMi-core's cache file: about twice its layout (`HAMI_CACHE_LAYOUT_BYTES`), so a
+later version with a larger table is not cut below what its processes map (a mapping past the
+end of its file faults), while a tenant's growth stays bounded."""
 MAX_SHARED_ENTRIES = 64
 MAX_SHARED_BYTES = 32 << 20
 
