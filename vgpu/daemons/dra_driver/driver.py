@@ -34,6 +34,7 @@ from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.adapters.kubelet_devices import HealthPump
 from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, device_name
+from vgpu.daemons.dra_driver.claim_watch import ClaimFollower, follow_claims
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
@@ -140,11 +141,15 @@ class DraDriver:
             loops.append(("vgpu-dra-limits", self._limits_loop))
         if self._joiners is not None:
             loops.append(("vgpu-dra-joiners", self._joiners.run))
-            loops.append(("vgpu-dra-joiners-watch", self._follow_joiners))
         if cfg.dirs is not None:
             loops.append(("vgpu-dra-trim", self._trim_shared))
+        followers: list[ClaimFollower] = []  # one claim watch for every part that needs one
         if cfg.slice_order == "fullest":
-            loops.append(("vgpu-dra-claims", self.slice.watch_claims))
+            followers.append(self.slice)
+        if self._joiners is not None:
+            followers.append(self._joiners)
+        if followers:
+            loops.append(("vgpu-dra-claims", lambda: self._follow_claims(followers)))
         for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -174,9 +179,8 @@ class DraDriver:
         with self._lock:
             return self.checkpoint.get(uid) is not None
 
-    def _follow_joiners(self) -> None:
-        if self._joiners is not None:
-            self._joiners.follow(self._kube, self.config.retry_s)
+    def _follow_claims(self, followers: list[ClaimFollower]) -> None:
+        follow_claims(self._kube, followers, self._stop, self.config.retry_s)
 
     def _limits_loop(self) -> None:
         while not self._stop.wait(self.config.resync_s):

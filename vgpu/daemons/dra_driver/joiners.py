@@ -11,13 +11,14 @@ What orders what: the scheduler reserves the claim for the pod (`status.reserved
 binds the pod, and the kubelet refuses a pod the claim is not reserved for (`IsReservedForPod`,
 same function); the kubelet makes the pod's cgroup (`EnsureExists` in `SyncPod`) before it
 prepares the pod's claims and before the sandbox (`vgpu.dra.pod_limits`). So this loop follows
-the claims (a watch) and, for each reserved pod whose limit is not set yet, looks for its cgroup
-every `poll_s` and sets the limit there.
+the claims (the driver's one claim watch, `vgpu.daemons.dra_driver.claim_watch`) and, for each
+reserved pod whose limit is not set yet, looks for its cgroup every `poll_s` and sets the limit
+there.
 
 What does not hold: nothing in the kubelet waits for the driver here. From the pod cgroup it
 goes on to the sandbox (`RunPodSandbox`) and the containers without asking, so the pod's first
-container may start before the limit is set: the window is at most `poll_s` plus the pod read
-and one NVML call per GPU after the cgroup appears (docs/isolation.md). A limit that cannot be
+container may start before the limit is set: the window is at most `poll_s` plus the reads of
+the pod and its claims and one NVML call per GPU after the cgroup appears (docs/isolation.md). A limit that cannot be
 set is logged (no call exists to refuse the pod through) and set again by the periodic pass
 (`DraDriver.reapply_limits`), which also covers a broken watch.
 """
@@ -30,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vgpu.adapters.dmem import pod_cgroup
-from vgpu.adapters.kube_dra import DraKubeApi
+from vgpu.adapters.kubewatch import SYNCED, WatchEvent
 from vgpu.api.dra import claim_shares
 from vgpu.core.errors import VgpuError
 from vgpu.daemons.dra_driver.limits import ClaimLimits
@@ -137,24 +138,16 @@ class Joiners:
         """Wake `run` (it sees the stop at once)."""
         self._wake.set()
 
-    def _synced(self) -> None:
-        """After a full list: forget the limits recorded for claims that are gone."""
+    def claim_event(self, event: WatchEvent) -> None:
+        """The claims' watch (`claim_watch`): after a full list, forget the limits recorded
+        for claims that are gone."""
+        if event.type != SYNCED:
+            self.seen(event.type, event.object)
+            return
         with self._lock:
             self._done = {uid: done for uid, done in self._done.items() if uid in self._claims}
 
-    def follow(self, kube: DraKubeApi, retry_s: float) -> None:
-        """The claims' watch; a new stream starts from a full list, so what was kept is dropped."""
-        while not self._stop.is_set():
-            with self._lock:
-                self._claims.clear()
-            try:
-                for event in kube.watch_resource_claims(stop=self._stop):
-                    if self._stop.is_set():
-                        return
-                    if event.type == "SYNCED":
-                        self._synced()
-                    else:
-                        self.seen(event.type, event.object)
-            except Exception as e:  # a broken watch must never take the driver down
-                log.warning("claim watch (pods joining prepared claims) failed, restarting: %s", e)
-                self._stop.wait(retry_s)
+    def watch_restarted(self) -> None:
+        """A new stream starts from a full list: what was kept is dropped."""
+        with self._lock:
+            self._claims.clear()
