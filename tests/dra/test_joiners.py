@@ -119,8 +119,9 @@ class JoiningPods(RuleBasedStateMachine):
         if claim in self.prepared:
             return
         obj = self.kube.claim(claim)
+        ready = self.joiners.with_cgroups(obj)
         if self.limits.apply(obj, self.node.pool, self.node.gpus) is None:
-            self.joiners.limited(obj)
+            self.joiners.limited(obj, ready)
             self.prepared.add(f"uid-{claim}")
             self.joins.update(self.kube.reserved[claim])
 
@@ -153,3 +154,37 @@ class JoiningPods(RuleBasedStateMachine):
 
 JoiningPods.TestCase.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
 test_joining_pods = JoiningPods.TestCase
+
+
+class RacingLimits(RecordingLimits):
+    """NVML's setter, during whose first call the kubelet makes another pod's cgroup."""
+
+    def __init__(self, appears: Path) -> None:
+        super().__init__()
+        self.appears = appears
+
+    def set(self, uuid: str, cgroup: Path, *, hard: int, soft: int = 0) -> None:
+        self.appears.mkdir(exist_ok=True)
+        super().set(uuid, cgroup, hard=hard, soft=soft)
+
+
+def test_a_cgroup_that_appears_while_prepare_sets_limits_is_left_to_the_joiner() -> None:
+    """Prepare skips a pod without a cgroup; if that cgroup appears while prepare sets the
+    others' limits, the pod is still the joiner's to limit (not marked done after the fact)."""
+    machine = JoiningPods()
+    try:
+        first, second = machine._cgroup(PODS[0]), machine._cgroup(PODS[1])
+        first.mkdir()
+        machine.nvml = RacingLimits(second)
+        machine.limits = ClaimLimits(machine.kube, machine.nvml, machine.root)
+        machine.joiners = Joiners(
+            machine.limits, lambda: machine.node, machine.prepared.__contains__, threading.Event()
+        )
+        machine.kube.reserved["c0"] = [PODS[0], PODS[1]]
+        machine.prepare("c0")
+        assert [call[1] for call in machine.nvml.calls] == [first]
+        machine.joiners.seen("MODIFIED", machine.kube.claim("c0"))
+        assert machine.joiners.step() == 0
+        assert [call[1] for call in machine.nvml.calls] == [first, second]
+    finally:
+        machine.teardown()

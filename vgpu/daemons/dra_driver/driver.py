@@ -272,9 +272,10 @@ class DraDriver:
             node = self._node()
             result = prepare_claim(claim, uid, node)
             if not isinstance(result, Refusal) and self._claim_limits is not None:
+                ready = frozenset() if self._joiners is None else self._joiners.with_cgroups(claim)
                 result = self._claim_limits.apply(claim, node.pool, node.gpus) or result
                 if self._joiners is not None and not isinstance(result, Refusal):
-                    self._joiners.limited(claim)
+                    self._joiners.limited(claim, ready)
             if isinstance(result, Refusal):
                 log.warning("refused to prepare %s/%s: %s", namespace, name, result.reason)
                 self._collect_dirs()  # a request prepared before another was refused

@@ -82,12 +82,16 @@ class Joiners:
             self._done[uid] = self._done.get(uid, set()) & reserved
         self._wake.set()
 
-    def limited(self, claim: Obj) -> None:
-        """Prepare set the limits of the claim's reserved pods that have a cgroup now."""
-        uid, cgroupfs = _uid(claim), self._limits.cgroupfs
-        here = {ref.uid for ref in reserved_pods(claim) if pod_cgroup(ref.uid, cgroupfs)}
+    def with_cgroups(self, claim: Obj) -> frozenset[str]:
+        """The claim's reserved pods whose cgroup is here now: taken before prepare sets their
+        limits, so that a cgroup appearing meanwhile is left to this loop, not marked done."""
+        cgroupfs = self._limits.cgroupfs
+        return frozenset(r.uid for r in reserved_pods(claim) if pod_cgroup(r.uid, cgroupfs))
+
+    def limited(self, claim: Obj, pods: frozenset[str]) -> None:
+        """Prepare set the limits of the claim's pods `pods` (`with_cgroups`, before it)."""
         with self._lock:
-            self._done.setdefault(uid, set()).update(here)
+            self._done.setdefault(_uid(claim), set()).update(pods)
         self._wake.set()
 
     def pending(self) -> list[tuple[Obj, PodRef]]:
