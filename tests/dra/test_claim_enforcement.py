@@ -13,9 +13,10 @@ from tests.dra.test_driver import env as env  # the fixture
 from tests.dra.test_prepare import INV, NODE, claim, result
 from tests.waiting import holds_within
 from vgpu.adapters.container_dirs import ContainerDirs, claim_dirs, read_limits
-from vgpu.dra.claim_dirs import dir_ids
+from vgpu.dra.claim_dirs import DRA_SUBDIR, dir_ids
 from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
-from vgpu.node.grants import GrantMode, GrantSettings
+from vgpu.node.container_dirs import DirBounds
+from vgpu.node.grants import GrantMode, GrantSettings, Refusal
 from vgpu.node.limits_file import STATE_NAME, DeviceLimit
 from vgpu.node.shared_bound import STATE_BYTES
 from vgpu.node.vgpucore import (
@@ -141,3 +142,44 @@ def test_a_claims_grown_shared_state_is_cut_back_while_the_claim_is_prepared(env
     with grown.open("wb") as f:
         f.truncate(STATE_BYTES + (64 << 20))
     assert holds_within(lambda: grown.stat().st_size == STATE_BYTES), grown.stat().st_size
+
+
+def _reserved(obj: dict[str, Any], namespace: str, pod_uid: str) -> dict[str, Any]:
+    """The claim in `namespace`, reserved for the pod `pod_uid` (as the scheduler leaves it)."""
+    obj["metadata"]["namespace"] = namespace
+    obj["status"]["reservedFor"] = [{"resource": "pods", "name": "p", "uid": pod_uid}]
+    return obj
+
+
+def _bounded(tmp_path: Path, namespace: int, pod: int) -> NodeGpus:
+    bounds = DirBounds(node=100, namespace=namespace, pod=pod)
+    dirs = ContainerDirs(tmp_path / DRA_SUBDIR, grace_s=0.0, bounds=bounds)
+    return NodeGpus(NODE.pool, NODE.gpus, settings(tmp_path, dirs))
+
+
+def test_claim_directories_are_bounded_per_namespace_and_another_namespace_still_prepares(
+    tmp_path: Path,
+) -> None:
+    """One tenant's claims cannot take every directory of the node: the device plugin's
+    per-namespace bound holds for claims too."""
+    node = _bounded(tmp_path, namespace=2, pod=2)
+    share_ = result("gpu-0", cores="10", memory="1Gi")
+    for i in range(2):
+        out = prepare_claim(_reserved(claim(share_, uid=f"a{i}"), "a", f"pod-{i}"), f"a{i}", node)
+        assert isinstance(out, PreparedClaim)
+    refused = prepare_claim(_reserved(claim(share_, uid="a2"), "a", "pod-2"), "a2", node)
+    assert isinstance(refused, Refusal)
+    assert "for namespace a (the bound is 2 per namespace)" in refused.reason, refused.reason
+    other = prepare_claim(_reserved(claim(share_, uid="b0"), "b", "pod-9"), "b0", node)
+    assert isinstance(other, PreparedClaim)
+
+
+def test_claim_directories_are_bounded_per_pod(tmp_path: Path) -> None:
+    """A pod's claims together hold at most the per-pod bound of directories (one per request)."""
+    node = _bounded(tmp_path, namespace=10, pod=2)
+    shares = [result(f"gpu-{i}", request=f"r{i}", cores="10", memory="1Gi") for i in range(3)]
+    refused = prepare_claim(_reserved(claim(*shares, uid="c0"), "a", "pod-0"), "c0", node)
+    assert isinstance(refused, Refusal)
+    assert "request r2" in refused.reason and "pod UID pod-0" in refused.reason, refused.reason
+    two = prepare_claim(_reserved(claim(*shares[:2], uid="c1"), "a", "pod-1"), "c1", node)
+    assert isinstance(two, PreparedClaim)

@@ -16,6 +16,7 @@ import pytest
 
 from tests.dra.test_driver import NODE, Env, env, share
 from tests.node.test_driver_prestart import RecordingLimits
+from tests.waiting import holds_within, wait_until
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.daemons.dra_driver.driver import DraDriver
 from vgpu.node.driver_limits import dmem_region
@@ -140,11 +141,12 @@ def test_a_claim_none_of_whose_pods_has_a_cgroup_here_is_refused_and_not_prepare
     assert [call[2] for call in nvml.calls] == [2048 * MIB]
 
 
-def test_a_pod_that_joins_a_prepared_claim_gets_its_limit_at_the_next_pass(
+def test_the_periodic_pass_sets_a_prepared_claims_pod_limits_again(
     env: Env, cgroupfs: Path
 ) -> None:
-    """The kubelet prepares a shared claim once per node: no call comes for its second pod, so
-    the driver's periodic pass sets that pod's limit; a pod gone from the node is no failure."""
+    """The backstop of the joiners' watch (a broken watch, a failed set, limits lost): every
+    pass sets the limits of each prepared claim's pods again; a pod gone from the node is no
+    failure."""
     nvml = Functions()
     driver = start(env, cgroupfs, nvml)
     c1, first = pods_claim(env, share("gpu-0", "30", "2Gi"))
@@ -153,6 +155,7 @@ def test_a_pod_that_joins_a_prepared_claim_gets_its_limit_at_the_next_pass(
     second = put_pod(env, "q", ["c1"])
     reserve(env, "c1", ("p", first), ("q", second))
     second_cgroup = pod_cgroup(cgroupfs, second)
+    wait_until(lambda: limited(nvml, second_cgroup), 5, "the joining pod's limit")
     first_cgroup.rmdir()  # the first pod ended
     nvml.calls.clear()
     assert driver.reapply_limits() == 1
@@ -188,3 +191,36 @@ def test_auto_without_the_capability_falls_back_to_the_mode(env: Env, cgroupfs: 
     assert not driver.memory_choice.driver_limits
     assert "no kubepods cgroup" in driver.memory_choice.reason
     assert {a["memoryBackend"]["string"] for a in device_attributes(env)} == {"plain"}
+
+
+def limited(nvml: Functions, cgroup: Path) -> list[tuple[Any, ...]]:
+    return [call for call in nvml.calls if call[1] == cgroup]
+
+
+def test_a_pod_that_joins_a_prepared_claim_is_limited_as_soon_as_its_cgroup_appears(
+    env: Env, cgroupfs: Path
+) -> None:
+    """No prepare call comes for a second pod of a prepared claim; the scheduler reserves the
+    claim for it before binding, and the kubelet makes its cgroup before its sandbox: the limit
+    follows the cgroup at once, not the periodic pass (an hour here)."""
+    nvml = Functions()
+    start(env, cgroupfs, nvml)
+    c1, first = pods_claim(env, share("gpu-0", "30", "2Gi"))
+    pod_cgroup(cgroupfs, first)
+    assert env.prepare("c1", c1).error == ""
+    second = put_pod(env, "q", ["c1"])
+    reserve(env, "c1", ("p", first), ("q", second))  # the scheduler, before it binds q
+    second_cgroup = pod_cgroup(cgroupfs, second)  # the kubelet's EnsureExists
+    wait_until(lambda: limited(nvml, second_cgroup), 5, "the joining pod's limit")
+    assert limited(nvml, second_cgroup) == [(env.gpus[0], second_cgroup, 2048 * MIB, 0)]
+
+
+def test_a_pod_reserved_on_a_claim_not_prepared_here_gets_no_limit_from_the_watch(
+    env: Env, cgroupfs: Path
+) -> None:
+    """Only prepare limits the pods of a claim it has not prepared (and fails closed there)."""
+    nvml = Functions()
+    start(env, cgroupfs, nvml)
+    _, uid = pods_claim(env, share("gpu-0", "30", "2Gi"))
+    cgroup = pod_cgroup(cgroupfs, uid)
+    assert not holds_within(lambda: limited(nvml, cgroup), 0.5)

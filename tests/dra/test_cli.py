@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 from vgpu.cli.main import main
+from vgpu.daemons.dra_driver.driver import DraConfig
+from vgpu.node.container_dirs import DirBounds
 from vgpu.node.driver_mode import DriverLimits
 
 
@@ -33,10 +35,8 @@ def test_help_names_the_slice_orders(capsys: pytest.CaptureFixture[str]) -> None
     assert "fullest" in capsys.readouterr().out
 
 
-def test_the_driver_memory_flags_reach_the_drivers_config(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """`vgpu dra-driver` takes the node agent's driver-limit flags into its own config."""
+def _config(monkeypatch: pytest.MonkeyPatch, *flags: str) -> DraConfig:
+    """The config `vgpu dra-driver` builds from `flags` (no API server)."""
     from vgpu.adapters.kube_dra import DraKubeApi
     from vgpu.cli.main import _load, _parser
     from vgpu.daemons.dra_driver.cli import build
@@ -44,8 +44,23 @@ def test_the_driver_memory_flags_reach_the_drivers_config(
     monkeypatch.setattr(DraKubeApi, "from_environment", lambda _: DraKubeApi(None))
     parser, sub = _parser()
     _load("dra-driver", sub)
-    flags = ["--fake-gpus", "1xT4", "--driver-memory-limits", "on", "--driver-soft-limits"]
-    args = parser.parse_args(["dra-driver", *flags, "--cgroupfs", str(tmp_path)])
-    config = build(args).config
+    return build(parser.parse_args(["dra-driver", "--fake-gpus", "1xT4", *flags])).config
+
+
+def test_the_driver_memory_flags_reach_the_drivers_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`vgpu dra-driver` takes the node agent's driver-limit flags into its own config."""
+    flags = ["--driver-memory-limits", "on", "--driver-soft-limits", "--cgroupfs", str(tmp_path)]
+    config = _config(monkeypatch, *flags)
     assert config.driver_limits is DriverLimits.ON and config.driver_soft_limits
     assert config.cgroupfs == tmp_path
+
+
+def test_the_container_dir_bounds_reach_the_claims_directories(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The claims' directories are bounded per pod and per namespace by the node agent's flags."""
+    bounds = ["--max-container-dirs-per-pod=3", "--max-container-dirs-per-namespace=5"]
+    dirs = _config(monkeypatch, "--state-dir", str(tmp_path), *bounds).dirs
+    assert dirs is not None and dirs.bounds == DirBounds(namespace=5, pod=3)

@@ -75,3 +75,57 @@ def test_a_claims_pod_is_refused_past_its_claims_memory_without_the_interposer(
     assert rc_of(inside, steps[1]) == OOM  # 64 MiB context + 800 + 200 > 768 + 256 MiB
     outside = driver.run(f"/kubepods/burstable/pod{UID[:-1]}0/ctr1", *steps)
     assert [rc_of(outside, s) for s in steps] == [0, 0]
+
+
+JOIN = r"""
+import json, sys, threading
+from pathlib import Path
+from vgpu.adapters.dmem import NvmlLimits
+from vgpu.daemons.dra_driver.joiners import Joiners
+from vgpu.daemons.dra_driver.limits import ClaimLimits
+from vgpu.dra.prepare import NodeGpus
+from vgpu.node.model import GpuInfo
+claim, pod, cgroupfs = json.loads(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3])
+gpus = {i: GpuInfo(uuid, i, "T4", 16384) for i, uuid in enumerate(json.loads(sys.argv[4]))}
+
+class Api:  # the API server's answers: the joining pod, the claim
+    def get_pod(self, namespace, name):
+        return pod
+
+    def get_resource_claim(self, namespace, name):
+        return claim
+
+node = NodeGpus("node", gpus)
+joiners = Joiners(ClaimLimits(Api(), NvmlLimits(), cgroupfs), lambda: node, lambda uid: True,
+                  threading.Event())
+joiners.seen("MODIFIED", claim)  # the watch: the claim, prepared here, now reserved for it
+print(joiners.step())
+"""
+JOINER = "5f0c1a2e-0000-4000-8000-00000000d2ff"
+
+
+def test_a_pod_joining_a_prepared_claim_is_refused_past_it_once_the_joiner_stepped(
+    driver: DriverNode, cluster: Cluster
+) -> None:
+    """The kubelet makes no prepare call for a second pod of a prepared claim: until the
+    driver's joiner sets its limit the pod's program is unlimited, after it the stand-in driver
+    refuses it past the claim's memory, with no interposer."""
+    cgroup = f"/kubepods/burstable/pod{JOINER}"
+    driver.cgroup(cgroup)  # the kubelet's EnsureExists for the joining pod
+    claim = _claim("a", "gpu-0", "768Mi")
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": "q", "uid": JOINER}]  # type: ignore[index]
+    pod = {
+        "metadata": {"name": "q", "namespace": "ml", "uid": JOINER},
+        "spec": {"resourceClaims": [{"name": "a", "resourceClaimName": "a"}]},
+    }
+    steps = (f"alloc:{700 * MIB}", f"alloc:{200 * MIB}")
+    before = driver.run(f"{cgroup}/ctr1", *steps)
+    assert [rc_of(before, s) for s in steps] == [0, 0]  # the window: no limit yet
+    uuids = [g.uuid for g in cluster.node.gpus]
+    args = (json.dumps(claim), json.dumps(pod), str(driver.cgroupfs), json.dumps(uuids))
+    done = driver.child(JOIN, *args)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "0"  # nobody left waiting for a cgroup
+    after = driver.run(f"{cgroup}/ctr2", *steps)
+    assert rc_of(after, steps[0]) == 0
+    assert rc_of(after, steps[1]) == OOM  # 64 MiB context + 700 + 200 > 768 MiB

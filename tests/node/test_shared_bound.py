@@ -18,13 +18,18 @@ from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.agent.elastic import ElasticDuty
 from vgpu.node.limits_file import ACTIVITY_BYTES, LIMITS_NAME, STATE_NAME, DeviceLimit, LimitsError
 from vgpu.node.shared_bound import (
+    HAMI_CACHE_LAYOUT_BYTES,
     HAMI_CACHE_NAME,
     HAMI_FILES,
+    MAX_HAMI_CACHE_BYTES,
     MAX_SHARED_BYTES,
     MAX_SHARED_ENTRIES,
     STATE_BYTES,
     VGPU_CORE_FILES,
+    MountFacts,
     SharedEntry,
+    Trim,
+    bound_report,
     trim,
 )
 
@@ -159,3 +164,26 @@ def test_a_cut_that_fails_is_said_not_hidden(
     (line,) = dirs.trim_shared(VGPU_CORE_FILES)
     assert f"{STATE_NAME} larger than {STATE_BYTES} bytes" in line
     assert f"NOT cut back: {STATE_NAME}: Operation not permitted" in line
+
+
+def test_the_bound_is_hard_only_on_a_sized_filesystem_of_the_directories_own() -> None:
+    hard, line = bound_report(MountFacts("/var/lib/vgpu/containers", True, "tmpfs", 64 << 20))
+    assert hard and "hard size bound: a tmpfs of their own of 67108864 bytes" in line
+    for facts in (
+        MountFacts("/var/lib/vgpu/containers", False, "ext4", 1 << 40),
+        MountFacts("/var/lib/vgpu/containers", True, "tmpfs", 0),
+        MountFacts("/var/lib/vgpu/containers", True, "tmpfs", 1 << 20, "cannot statvfs"),
+    ):
+        hard, line = bound_report(facts)
+        assert not hard and line.startswith("container directories under /var/lib/vgpu/containers")
+        assert "periodic bound only" in line and "nodeAgent.containerDirs.size" in line
+
+
+def test_hami_cores_own_cache_file_is_never_cut_and_a_grown_one_is_cut_above_it() -> None:
+    """Cutting the cache below what HAMi-core maps would fault its processes; the bound keeps
+    room above the size its source makes (`HAMI_CACHE_LAYOUT_BYTES`)."""
+    own = SharedEntry(HAMI_CACHE_NAME, True, HAMI_CACHE_LAYOUT_BYTES)
+    assert trim([own], HAMI_FILES) == Trim()
+    grown = SharedEntry(HAMI_CACHE_NAME, True, 8 * HAMI_CACHE_LAYOUT_BYTES)
+    ((name, size),) = trim([grown], HAMI_FILES).truncate
+    assert name == HAMI_CACHE_NAME and HAMI_CACHE_LAYOUT_BYTES < size == MAX_HAMI_CACHE_BYTES

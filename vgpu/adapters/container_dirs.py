@@ -72,6 +72,10 @@ class ContainerDirs:
         self._owners: dict[str, DirOwner | None] = {}  # read once per directory
         self._recorded: set[str] = set()  # named by the kubelet's checkpoint at some collect
 
+    @property
+    def bounds(self) -> DirBounds:
+        return self._bounds
+
     def limits_dir(self, cid: str) -> Path:
         return self.root / cid / "limits"
 
@@ -222,10 +226,11 @@ def _read_bounded(path: Path, limit: int) -> bytes:
     return data
 
 
-def claim_dirs(state_dir: Path) -> ContainerDirs:
+def claim_dirs(state_dir: Path, bounds: DirBounds | None = None) -> ContainerDirs:
     """The DRA driver's directories: `<state dir>/dra/containers/`, collected without a grace
-    (the kubelet tells a DRA driver when a claim is done; `vgpu.dra.claim_dirs`)."""
-    return ContainerDirs(state_dir / DRA_SUBDIR, grace_s=0.0)
+    (the kubelet tells a DRA driver when a claim is done), bounded as the node agent's
+    (`vgpu.dra.claim_dirs`)."""
+    return ContainerDirs(state_dir / DRA_SUBDIR, grace_s=0.0, bounds=bounds)
 
 
 def _grant_of(devices: Sequence[DeviceLimit]) -> tuple[object, ...]:

@@ -6,12 +6,17 @@ blocks on a FIFO, and each step says what it could not do instead of raising.
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 import stat
 from pathlib import Path
 
-from vgpu.node.shared_bound import SharedEntry
+from vgpu.node.shared_bound import MountFacts, SharedEntry, bound_report
+
+log = logging.getLogger(__name__)
+MOUNTINFO = Path("/proc/self/mountinfo")
 
 
 def entries(shared: Path) -> list[SharedEntry]:
@@ -60,3 +65,34 @@ def remove(path: Path) -> str | None:
     except OSError as e:
         return f"{path.name}: {e.strerror or e}"
     return f"{path.name}: could not be removed" if os.path.lexists(path) else None
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path field: space, tab, newline and backslash are written as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), field)
+
+
+def mount_facts(root: Path, mountinfo: Path = MOUNTINFO) -> MountFacts:
+    """Whether `root` is a mount point of its own (this process's mount table), its filesystem
+    type and size; a failure to look is a `problem`, never an exception."""
+    if not root.is_dir():
+        return MountFacts(str(root), False, problem="it does not exist yet")
+    try:
+        real = os.path.realpath(root)
+        fstype, own = "", False
+        for line in mountinfo.read_text(encoding="utf-8", errors="replace").splitlines():
+            fields, _, rest = line.partition(" - ")
+            parts = fields.split()
+            if len(parts) > 4 and _unescape(parts[4]) == real:
+                own, fstype = True, (rest.split() or [""])[0]  # the last mount there wins
+        st = os.statvfs(real)
+    except OSError as e:
+        return MountFacts(str(root), False, problem=f"cannot examine it: {e.strerror or e}")
+    return MountFacts(str(root), own, fstype, st.f_blocks * st.f_frsize)
+
+
+def report_bound(root: Path) -> bool:
+    """Log, in one line, whether the shared files under `root` have a hard bound; returns it."""
+    hard, line = bound_report(mount_facts(root))
+    (log.info if hard else log.warning)("%s", line)
+    return hard

@@ -8,6 +8,14 @@ a node agent's. Every container that uses the
 request mounts the same directory, so the claim's share is held across all of them together,
 as one container's processes share a device-plugin grant.
 
+The directories are bounded per node, per namespace and per pod with the device plugin's rule
+(`vgpu.node.container_dirs.over_bound`, the same `--max-container-dirs-per-*` flags): each
+request's directory records as its owner the claim's namespace, the first pod the claim is
+reserved for (the kubelet prepares a claim only for a pod in its `status.reservedFor`, so there
+is one) and the request's name (`vgpu.dra.prepare.claim_owner`). A pod whose claims ask for more directories than
+the per-pod bound, or a namespace past its own, is refused at prepare while other namespaces are
+still prepared: one tenant cannot take every directory of a node through claims either.
+
 The kubelet tells a DRA driver when a claim is done (`NodeUnprepareResources`), so collection is
 exact: a directory is removed as soon as no prepared claim in the checkpoint names it. That also
 removes what a refused or failed preparation left behind and, at start, what a crash between

@@ -25,6 +25,8 @@ from typing import Any
 from vgpu.api.dra import DRIVER, DeviceShare, claim_shares, device_index
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.units import CORES_PER_GPU, DEFAULT_MEMORY_UNIT_MIB
+from vgpu.dra.pod_limits import reserved_pods
+from vgpu.node.container_dirs import DirOwner
 from vgpu.node.grants import ContainerGrant, GpuLimit, GrantSettings, Refusal, container_grant
 from vgpu.node.model import GpuInfo
 
@@ -113,6 +115,16 @@ def _edits(grant: ContainerGrant) -> dict[str, Any]:
     return edits
 
 
+def claim_owner(claim: Mapping[str, Any], request: str) -> DirOwner:
+    """Whose enforcement directory a claim request's is, for the device plugin's bounds
+    (`vgpu.dra.claim_dirs`): the claim's namespace, its first reserved pod (the claim's own UID
+    when it is reserved for none) and the request."""
+    meta = claim.get("metadata") or {}
+    pods = [ref.uid for ref in reserved_pods(claim)]
+    pod = pods[0] if pods else str(meta.get("uid") or "")
+    return DirOwner(str(meta.get("namespace") or ""), pod, request)
+
+
 def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> PreparedClaim | Refusal:
     """The prepared form of an allocated claim read from the API server, or why not."""
     meta = claim.get("metadata") or {}
@@ -142,7 +154,8 @@ def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> Prepare
         refused = next((r for r in limits if isinstance(r, Refusal)), None)
         if refused is not None:
             return Refusal(f"claim {namespace}/{name}, request {request}: {refused.reason}")
-        grant = container_grant([x for x in limits if isinstance(x, GpuLimit)], node.settings)
+        gpus = [x for x in limits if isinstance(x, GpuLimit)]
+        grant = container_grant(gpus, node.settings, owner=claim_owner(claim, request))
         if isinstance(grant, Refusal):
             return Refusal(f"claim {namespace}/{name}, request {request}: {grant.reason}")
         cdi_devices.append({"name": cdi_name(uid, request), "containerEdits": _edits(grant)})

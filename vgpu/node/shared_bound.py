@@ -17,6 +17,12 @@ against this rule and cuts it back (`vgpu.adapters.container_dirs.ContainerDirs.
 
 The container that grew the files is the one that loses what it wrote there; no other container
 shares the directory (a pod's init containers share one only among themselves).
+
+That cut is periodic: between two collect steps a burst is possible. The bound is hard only
+where the container directories sit on a filesystem of their own whose size is the bound (a
+`tmpfs` mounted with `size=`, e.g. by the chart's `containerDirs.size` init container): then a
+write past it fails with ENOSPC in the writing container. `bound_report` says, in the one line
+a daemon logs at start, which of the two holds (`vgpu.adapters.shared_files.mount_facts`).
 """
 
 from __future__ import annotations
@@ -34,9 +40,18 @@ STATE_BYTES = 152_864
 VMM allocations); pinned against the compiled header by
 tests/isolation/test_forged_shared_state.py."""
 HAMI_CACHE_NAME = PurePosixPath(CACHE_FILE).name
-MAX_HAMI_CACHE_BYTES = 16 << 20
-"""HAMi-core maps one fixed-size region in its cache file; its size is not documented, so the
-bound is generous (its process table of 1,024 slots is about a megabyte in the versions read)."""
+HAMI_CACHE_LAYOUT_BYTES = 2_008_953
+"""HAMi-core's cache file as HAMi-core makes it: `try_create_shrreg`
+(src/multiprocess/multiprocess_memory_limit.c) seeks to `SHARED_REGION_SIZE_MAGIC`, which is
+`sizeof(shared_region_t)` (src/multiprocess/multiprocess_memory_limit.h), writes one byte there
+and maps that many bytes. The struct holds 1,024 process slots for 16 GPUs: 2,008,952 bytes on
+x86-64 with glibc (compiled from the header), unchanged from its 2024-08-27 version (9b46404)
+to the newest read (8f3a89c, 2026-06-30); the versions before were smaller (1,197,896 bytes
+from 2024-04-18, 804,680 at first). Not a documented size: read from the source."""
+MAX_HAMI_CACHE_BYTES = 4 << 20
+"""The cut of HAMi-core's cache file: about twice its layout (`HAMI_CACHE_LAYOUT_BYTES`), so a
+later version with a larger table is not cut below what its processes map (a mapping past the
+end of its file faults), while a tenant's growth stays bounded."""
 MAX_SHARED_ENTRIES = 64
 MAX_SHARED_BYTES = 32 << 20
 
@@ -83,6 +98,34 @@ def trim(entries: Sequence[SharedEntry], files: Mapping[str, int]) -> Trim:
     elif remove:
         reasons.append(f"{len(remove)} entries that are not regular files")
     return Trim(cut, remove, "; ".join(reasons) or None)
+
+
+@dataclass(frozen=True, slots=True)
+class MountFacts:
+    """The container directories' filesystem: whether it is mounted at exactly their root (a
+    filesystem of their own), its type and its size (`statvfs`: blocks times fragment size)."""
+
+    root: str
+    own: bool
+    fstype: str = ""
+    size: int = 0
+    problem: str | None = None  # the root could not be examined (then no bound is claimed)
+
+
+def bound_report(facts: MountFacts) -> tuple[bool, str]:
+    """Whether the shared files' bound is hard, and the line saying so and why."""
+    where = f"container directories under {facts.root}"
+    if facts.own and facts.size > 0 and facts.problem is None:
+        return True, (
+            f"{where}: hard size bound: a {facts.fstype or 'filesystem'} of their own of "
+            f"{facts.size} bytes (statvfs); the shared files are also cut back every collect step"
+        )
+    why = facts.problem or "not a filesystem of their own"
+    return False, (
+        f"{where}: periodic bound only (shared files cut back every collect step; a burst in "
+        f"between is possible): {why}; for a hard bound mount a size-limited tmpfs there "
+        "(chart nodeAgent.containerDirs.size, docs/isolation.md)"
+    )
 
 
 def shared_files(mode: GrantMode) -> Mapping[str, int]:

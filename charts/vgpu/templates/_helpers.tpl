@@ -122,3 +122,45 @@ drop: ["ALL"]
 add: {{ toJson . }}
 {{- end }}
 {{- end }}
+
+{{/*
+The init container that puts a daemon's container directories on a tmpfs of
+nodeAgent.containerDirs.size: a hard bound on what containers write there (docs/isolation.md).
+Privileged, for the one reason that a mount made in it must reach the host (Bidirectional
+propagation needs it), so that the runtime mounts the containers' files from the tmpfs. A
+directory that is already a mount point is kept; a non-empty one (containers use it) is left
+alone, so the bound stays periodic until it is empty at a later start.
+Arguments: root (the chart's top context), stateDir (the daemon's state directory, mounted
+at the same path), dir (the directory under it), volume (the state volume's name).
+*/}}
+{{- define "vgpu.containerDirsMount" -}}
+- name: container-dirs-tmpfs
+  image: {{ include "vgpu.image" .root }}
+  imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+  command:
+    - /bin/sh
+    - -c
+    - |
+      set -eu
+      dir="$1"; size="$2"
+      mkdir -p "$dir"
+      if mountpoint -q "$dir"; then
+        echo "$dir: already a mount point, kept"; exit 0
+      fi
+      if [ -n "$(ls -A "$dir")" ]; then
+        echo "$dir: not empty (containers use it), left as is: the bound stays periodic"; exit 0
+      fi
+      mount -t tmpfs -o "size=$size,mode=0755" vgpu-container-dirs "$dir"
+      echo "$dir: a tmpfs of size=$size mounted"
+    - container-dirs-tmpfs
+    - {{ .dir }}
+    - {{ .root.Values.nodeAgent.containerDirs.size | quote }}
+  securityContext:
+    privileged: true
+    runAsUser: 0
+    runAsGroup: 0
+  volumeMounts:
+    - name: {{ .volume }}
+      mountPath: {{ .stateDir }}
+      mountPropagation: Bidirectional
+{{- end }}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.daemons.flags.gpu import add_gpu_flags, gpu_backend
-from vgpu.daemons.flags.mode import add_mode_flags, grant_settings
+from vgpu.daemons.flags.mode import add_mode_flags, dir_bounds, grant_settings
 from vgpu.daemons.flags.node import add_health_flags, add_node_flags, health_policy, memory_unit_mib
 from vgpu.flags import HelpFormatter, add_path_flag
 
@@ -79,7 +79,7 @@ def build(args: argparse.Namespace) -> DraDriver:
     if args.resync_s <= 0:
         raise ConfigError("--resync-s: must be a positive number of seconds, e.g. 30")
     health = health_policy(args)
-    dirs = claim_dirs(args.state_dir)
+    dirs = claim_dirs(args.state_dir, dir_bounds(args))
     grants = grant_settings(args, dirs)  # vgpu-core is installed here, as by the node agent
     kube = DraKubeApi.from_environment(args.kubeconfig)  # a DRA driver needs the API server
     assert isinstance(kube, DraKubeApi)

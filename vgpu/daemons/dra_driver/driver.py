@@ -34,6 +34,8 @@ from vgpu.adapters.kube_dra import DraKubeApi
 from vgpu.adapters.kubelet_devices import HealthPump
 from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, device_name
+from vgpu.daemons.dra_driver.claim_watch import ClaimFollower, follow_claims
+from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
 from vgpu.dra import claim_dirs
@@ -67,6 +69,7 @@ class DraConfig:
     nvml_library: str = "libnvidia-ml.so.1"
     retry_s: float = 1.0
     stop_grace_s: float = 2.0
+    join_poll_s: float = 0.05  # how often a pod joining a prepared claim is looked for (joiners)
     trim_s: float = 30.0  # how often the claims' shared files are cut back (vgpu.node.shared_bound)
 
     @property
@@ -90,6 +93,7 @@ class DraDriver:
         self._nvml = nvml
         self.memory_choice = Choice(False, "not started")
         self._claim_limits: ClaimLimits | None = None
+        self._joiners: Joiners | None = None
         self._backend = backend
         self._kube = kube
         self._clock = clock or time.monotonic
@@ -135,10 +139,17 @@ class DraDriver:
         loops = [("vgpu-dra-slice", self.slice.run)]
         if self._claim_limits is not None:
             loops.append(("vgpu-dra-limits", self._limits_loop))
+        if self._joiners is not None:
+            loops.append(("vgpu-dra-joiners", self._joiners.run))
         if cfg.dirs is not None:
             loops.append(("vgpu-dra-trim", self._trim_shared))
+        followers: list[ClaimFollower] = []  # one claim watch for every part that needs one
         if cfg.slice_order == "fullest":
-            loops.append(("vgpu-dra-claims", self.slice.watch_claims))
+            followers.append(self.slice)
+        if self._joiners is not None:
+            followers.append(self._joiners)
+        if followers:
+            loops.append(("vgpu-dra-claims", lambda: self._follow_claims(followers)))
         for name, target in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
@@ -160,6 +171,16 @@ class DraDriver:
             self._claim_limits = ClaimLimits(
                 self._kube, nvml, cfg.cgroupfs, soft=cfg.driver_soft_limits
             )
+            self._joiners = Joiners(
+                self._claim_limits, self._node, self._is_prepared, self._stop, cfg.join_poll_s
+            )
+
+    def _is_prepared(self, uid: str) -> bool:
+        with self._lock:
+            return self.checkpoint.get(uid) is not None
+
+    def _follow_claims(self, followers: list[ClaimFollower]) -> None:
+        follow_claims(self._kube, followers, self._stop, self.config.retry_s)
 
     def _limits_loop(self) -> None:
         while not self._stop.wait(self.config.resync_s):
@@ -168,9 +189,10 @@ class DraDriver:
     def reapply_limits(self) -> int:
         """Set the limits of every prepared claim's pods again; returns the claims done.
 
-        The kubelet prepares a claim once per node, so nothing else calls the driver when a
-        second pod starts using a prepared (shared) claim, or when a driver reload lost the
-        limits: this pass, every `resync_s`, narrows that to at most one interval. A claim
+        The kubelet prepares a claim once per node, so no call comes when a second pod starts
+        using a prepared (shared) claim: `Joiners` sets its limit when its cgroup appears; this
+        pass, every `resync_s`, is the backstop (a broken watch, a failed set, a driver reload
+        that lost the limits). A claim
         none of whose pods is here any more is left alone; a failure is logged."""
         with self._lock:
             prepared = [(c.namespace, c.name) for c in self.checkpoint]
@@ -200,6 +222,8 @@ class DraDriver:
         self._stop.set()
         if self.slice is not None:
             self.slice.wake.set()
+        if self._joiners is not None:
+            self._joiners.wake()
         for thread in self._threads:
             thread.join(timeout=self.config.stop_grace_s + 1.0)
         if self._pump is not None:
@@ -248,7 +272,10 @@ class DraDriver:
             node = self._node()
             result = prepare_claim(claim, uid, node)
             if not isinstance(result, Refusal) and self._claim_limits is not None:
+                ready = frozenset() if self._joiners is None else self._joiners.with_cgroups(claim)
                 result = self._claim_limits.apply(claim, node.pool, node.gpus) or result
+                if self._joiners is not None and not isinstance(result, Refusal):
+                    self._joiners.limited(claim, ready)
             if isinstance(result, Refusal):
                 log.warning("refused to prepare %s/%s: %s", namespace, name, result.reason)
                 self._collect_dirs()  # a request prepared before another was refused

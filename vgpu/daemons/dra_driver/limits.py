@@ -62,12 +62,12 @@ class ClaimLimits:
                 "cannot be set"
             )
         for ref, cgroup in here:
-            refused = self._apply_pod(claim, ref, cgroup, pool, gpus)
+            refused = self.apply_pod(claim, ref, cgroup, pool, gpus)
             if refused is not None:
                 return Refusal(f"{where}: {refused}")
         return None
 
-    def _apply_pod(
+    def apply_pod(
         self,
         claim: Mapping[str, Any],
         ref: PodRef,
@@ -75,6 +75,7 @@ class ClaimLimits:
         pool: str,
         gpus: Mapping[int, GpuInfo],
     ) -> str | None:
+        """Set one pod's limits on `cgroup`; what failed, or None."""
         namespace = str((claim.get("metadata") or {}).get("namespace") or "")
         try:
             claims = self._claims_of(namespace, ref, claim)

@@ -5,9 +5,10 @@ when health changes (unhealthy GPUs are withdrawn, recovered ones restored), eve
 and, for `FAST_RESYNC_S` after a kubelet registers the driver, every `retry_s`: a (re)started
 kubelet deletes its node's slices in the background, possibly after it registered us
 (k8s.io/kubernetes pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, `wipeResourceSlices`). With
-`slice_order="fullest"` a second loop follows every claim's allocation and the GPUs are listed
-fullest first (cores allocated here), so the scheduler's first fit is a best fit. Both loops
-survive API failures (logged, retried); a conflicting write is read again and retried.
+`slice_order="fullest"` it follows every claim's allocation through the driver's claim watch
+(`claim_event`, `vgpu.daemons.dra_driver.claim_watch`) and the GPUs are listed fullest first
+(cores allocated here), so the scheduler's first fit is a best fit. Both survive API failures
+(logged, retried); a conflicting write is read again and retried.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 from vgpu.adapters.kube import KubeConflict, KubeError
 from vgpu.adapters.kube_dra import DraKubeApi
+from vgpu.adapters.kubewatch import WatchEvent
 from vgpu.api.dra import claim_shares, device_name
 from vgpu.core.errors import VgpuError
 from vgpu.dra.slices import build_slice, same_devices, slice_name
@@ -65,6 +67,8 @@ class SliceKeeper:
         self._node_uid = ""
         self._fast_until = 0.0
         self._dirty = True
+        self._by_name = {device_name(g.index): g.uuid for g in inventory.gpus}
+        self._held: dict[str, dict[str, int]] = {}  # claim uid -> GPU uuid -> cores
 
     def changed(self, unhealthy: frozenset[str] | None = None) -> None:
         """Publish again soon: health changed (`unhealthy` given) or the order may have."""
@@ -93,26 +97,21 @@ class SliceKeeper:
             wait = self._cfg.retry_s if self._dirty or fast else next_resync - self._clock()
             self.wake.wait(max(0.0, wait))
 
-    def watch_claims(self) -> None:
-        """Follow every claim's allocation; `_used` is the cores allocated per GPU here."""
-        by_name = {device_name(g.index): g.uuid for g in self._inventory.gpus}
-        held: dict[str, dict[str, int]] = {}  # claim uid -> GPU uuid -> cores
-        while not self._stop.is_set():
-            try:
-                for event in self._kube.watch_resource_claims(stop=self._stop):
-                    if self._stop.is_set():
-                        return
-                    if event.type != "SYNCED":
-                        uid = str((event.object.get("metadata") or {}).get("uid") or "")
-                        held.pop(uid, None)
-                        if event.type != "DELETED":
-                            held[uid] = self._held_here(event.object, by_name)
-                    self._count(held)
-            except Exception as e:  # a broken watch must never take the driver down
-                log.warning("claim watch failed, restarting: %s", e)
-                self._stop.wait(self._cfg.retry_s)
+    def claim_event(self, event: WatchEvent) -> None:
+        """Follow every claim's allocation (`claim_watch`); `_used` is the cores allocated per
+        GPU here."""
+        if event.type != "SYNCED":
+            uid = str((event.object.get("metadata") or {}).get("uid") or "")
+            self._held.pop(uid, None)
+            if event.type != "DELETED":
+                self._held[uid] = self._held_here(event.object)
+        self._count(self._held)
 
-    def _held_here(self, claim: dict[str, object], by_name: dict[str, str]) -> dict[str, int]:
+    def watch_restarted(self) -> None:
+        """Kept as it was: the full list that follows brings every claim again."""
+
+    def _held_here(self, claim: dict[str, object]) -> dict[str, int]:
+        by_name = self._by_name
         try:
             shares = claim_shares(claim)
         except VgpuError:

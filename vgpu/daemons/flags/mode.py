@@ -16,7 +16,11 @@ from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
 from vgpu.flags import add_path_flag
-from vgpu.node.container_dirs import DEFAULT_MAX_DIRS_PER_NAMESPACE, DEFAULT_MAX_DIRS_PER_POD
+from vgpu.node.container_dirs import (
+    DEFAULT_MAX_DIRS_PER_NAMESPACE,
+    DEFAULT_MAX_DIRS_PER_POD,
+    DirBounds,
+)
 from vgpu.node.device_list import DEFAULT_CDI_KIND, DeviceList, DeviceListStrategy
 
 if TYPE_CHECKING:
@@ -116,6 +120,7 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
 
 def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
     """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
+    from vgpu.adapters.shared_files import report_bound
     from vgpu.adapters.vgpu_core_install import checked_library, choose_mode, install_vgpu_core
     from vgpu.node.grants import GrantMode, GrantSettings
 
@@ -127,21 +132,28 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
     core = None
     if mode is GrantMode.VGPU_CORE:
         core = install_vgpu_core(args.vgpu_core_library, args.state_dir, dirs)
+    if mode in (GrantMode.VGPU_CORE, GrantMode.HAMI):  # the modes whose containers write there
+        report_bound(dirs.root)
     return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args))
 
 
 def container_dirs(args: argparse.Namespace) -> ContainerDirs:
     """The state dir's per-container directories, with the bounds the flags set."""
     from vgpu.adapters.container_dirs import ContainerDirs
-    from vgpu.node.container_dirs import DirBounds
 
+    return ContainerDirs(args.state_dir, bounds=dir_bounds(args))
+
+
+def dir_bounds(args: argparse.Namespace) -> DirBounds:
+    """The per-pod and per-namespace bounds on container directories (the node agent's and,
+    for its claims' directories, the DRA driver's)."""
     per_pod, per_ns = args.max_container_dirs_per_pod, args.max_container_dirs_per_namespace
     if not 1 <= per_pod <= per_ns:
         raise ConfigError(
             f"--max-container-dirs-per-pod={per_pod} must be at least 1 and at most "
             f"--max-container-dirs-per-namespace={per_ns}"
         )
-    return ContainerDirs(args.state_dir, bounds=DirBounds(namespace=per_ns, pod=per_pod))
+    return DirBounds(namespace=per_ns, pod=per_pod)
 
 
 def device_list(args: argparse.Namespace) -> DeviceList:
