@@ -16,7 +16,7 @@ from tests.waiting import wait_until
 from vgpu.adapters.kube import KubeApi
 from vgpu.adapters.leader import LeaderConfig
 from vgpu.core.ids import PodKey
-from vgpu.core.policy_specs import parse_policy
+from vgpu.core.policy.specs import parse_policy
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.server.tls import TlsFiles

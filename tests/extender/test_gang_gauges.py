@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tests.extender.builders import make_node, make_pod
 from vgpu.api.podspec import PodSpec
-from vgpu.core.policy_specs import make_policy, parse_policy
+from vgpu.core.policy.specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.workload import DEFAULT_WORKLOAD
 from vgpu.extender.cache import ClusterCache

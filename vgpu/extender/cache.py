@@ -31,7 +31,7 @@ from vgpu.core.fit import Code, Verdict
 from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.model import Assignment, Holding, Node
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import NodeState
 from vgpu.extender.answers import FeedView

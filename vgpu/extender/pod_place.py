@@ -18,7 +18,7 @@ from vgpu.core.given_node import place
 from vgpu.core.handoff_rule import PendingContainer
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 
 

@@ -34,7 +34,7 @@ from vgpu.core.fit import check
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.answers import AnswerBook
 from vgpu.extender.cache import ClusterCache, place_read

@@ -5,7 +5,7 @@ the node, try every GPU that fits a fractional pod and keep the one with the sma
 
 `FgdPolicy(quantize=True)` mirrors the paper's artifact exactly: the score is
 ``int(100 * sigmoid((F_before - F_after) / 1000))`` and equal top scores go to the first node in
-order (see `policy_baselines` for why). With ``quantize=False`` the raw growth is the score, so
+order (see `baselines` for why). With ``quantize=False`` the raw growth is the score, so
 ties are rarer and mean real equality.
 """
 
@@ -18,7 +18,7 @@ from vgpu.core.capacity import candidates, host_fits
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.model import ContainerRequest, PodRequest
 from vgpu.core.placement import Choice, choose, share_of
-from vgpu.core.policy import Evaluation, Policy
+from vgpu.core.policy.interface import Evaluation, Policy
 from vgpu.core.state import NodeState
 
 

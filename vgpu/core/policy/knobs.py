@@ -1,6 +1,6 @@
 """The default policy's knobs, each an ablation row in docs/research/policies.md.
 
-Policy specs such as ``default:key=value,...`` (`policy_specs.parse_policy`) reach them through
+Policy specs such as ``default:key=value,...`` (`specs.parse_policy`) reach them through
 `DefaultConfig.parse`; bad input is an `InvalidRequest` naming the knob and the fix.
 """
 

@@ -1,6 +1,6 @@
 """The baseline policies: the FGD paper's and the classic Kubernetes strategies.
 
-Each is a `Policy` (`policy`): it picks GPUs and scores the node with its own formula.
+Each is a `Policy` (`interface`): it picks GPUs and scores the node with its own formula.
 The paper baselines (`random`, `dotprod`, `gpuclustering`, `gpupacking`, `bestfit`) follow the FGD
 artifact's formulas, including integer truncation and its fixed normalisers (128 CPUs, 8 GPUs), so
 that replays are comparable with the published numbers. Equal top scores go to the first node in
@@ -23,7 +23,7 @@ from vgpu.core.placement import (
     share_of,
     spread_pick,
 )
-from vgpu.core.policy import Evaluation, Policy
+from vgpu.core.policy.interface import Evaluation, Policy
 from vgpu.core.state import NodeState
 from vgpu.core.units import CORES_PER_GPU
 

@@ -4,8 +4,8 @@ A policy is a small object with `evaluate(node, pod, rng) -> Evaluation | None` 
 does not fit). Higher scores win. `cacheable` says the result depends only on the node's state and
 the pod's shape, so callers may memoise it until the node changes. `random_ties` says equal top
 scores are broken uniformly at random (what kube-scheduler's selectHost does) rather than by node
-order. The policies themselves live beside it: the baselines (`policy_baselines`), FGD (`fgd`),
-the project's default (`policy_default`), all built by name from a `PolicySpec` (`policy_specs`).
+order. The policies themselves live beside it: the baselines (`baselines`), FGD (`fgd`),
+the project's default (`default`), all built by name from a `PolicySpec` (`specs`).
 """
 
 from __future__ import annotations

@@ -28,14 +28,14 @@ from itertools import count
 from random import Random
 
 from vgpu.core.capacity import candidates, host_fits
-from vgpu.core.fgd import sigmoid_score, take_choice
 from vgpu.core.fragmentation import FragmentMeter, GpuKey
 from vgpu.core.learning import WorkloadLearner
 from vgpu.core.model import Node, PodRequest
 from vgpu.core.model_demand import ModelDemand
 from vgpu.core.placement import share_of
-from vgpu.core.policy import Evaluation, Policy
-from vgpu.core.policy_default_knobs import DefaultConfig
+from vgpu.core.policy.fgd import sigmoid_score, take_choice
+from vgpu.core.policy.interface import Evaluation, Policy
+from vgpu.core.policy.knobs import DefaultConfig
 from vgpu.core.state import NodeState
 from vgpu.core.stranding import Feed, feed
 from vgpu.core.units import CORES_PER_GPU

@@ -1,7 +1,7 @@
 """Policies by name: a specification parsed once at the edge, then built from it.
 
 Names: random, dotprod, gpuclustering, gpupacking, bestfit, fgd (the paper's artifact), spread,
-binpack, shape, and `default`, the project's default policy (`policy_default`). The default
+binpack, shape, and `default`, the project's default policy (its module: `default`). The default
 policy's knobs can be set for experiments as ``default:key=value,...`` (e.g.
 ``default:cpu_weight=0``); such a spec is its own policy name in results.
 
@@ -16,10 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.fgd import FgdPolicy
 from vgpu.core.fragmentation import FragmentMeter
-from vgpu.core.policy import Policy
-from vgpu.core.policy_baselines import (
+from vgpu.core.policy.baselines import (
     BestFitPolicy,
     BinpackPolicy,
     DotProductPolicy,
@@ -29,8 +27,10 @@ from vgpu.core.policy_baselines import (
     ShapePolicy,
     SpreadPolicy,
 )
-from vgpu.core.policy_default import DefaultPolicy
-from vgpu.core.policy_default_knobs import DefaultConfig
+from vgpu.core.policy.default import DefaultPolicy
+from vgpu.core.policy.fgd import FgdPolicy
+from vgpu.core.policy.interface import Policy
+from vgpu.core.policy.knobs import DefaultConfig
 from vgpu.core.workload import Workload
 
 PAPER_POLICIES = ("random", "dotprod", "gpuclustering", "gpupacking", "bestfit", "fgd")
