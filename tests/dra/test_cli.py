@@ -37,7 +37,7 @@ def test_the_driver_memory_flags_reach_the_drivers_config(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """`vgpu dra-driver` takes the node agent's driver-limit flags into its own config."""
-    from vgpu.adapters.kube_dra import DraKubeApi
+    from vgpu.adapters.kube.dra_calls import DraKubeApi
     from vgpu.cli.main import _load, _parser
     from vgpu.daemons.dra_driver.cli import build
 

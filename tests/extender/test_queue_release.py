@@ -12,7 +12,7 @@ from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
 from tests.extender.lease_stub import Lease
 from tests.waiting import wait_until
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon

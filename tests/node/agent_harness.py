@@ -19,7 +19,7 @@ from tests.kubelet_standin.podresources import FakePodResources
 from tests.waiting import holds_within
 from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.adapters.procfs import CgroupReader, ProcessKiller
 from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig

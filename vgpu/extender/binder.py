@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
+from vgpu.adapters.kube.errors import KubeConflict, KubeInvalid, KubeNotFound
 from vgpu.api.assignment import ASSIGNMENT, binding_annotations
 from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
@@ -45,7 +45,7 @@ Obj = dict[str, Any]
 
 
 class BindApi(Protocol):
-    """The two API calls bind needs (`vgpu.adapters.kube.KubeApi` provides them)."""
+    """The two API calls bind needs (`vgpu.adapters.kube.calls.KubeApi` provides them)."""
 
     def get_pod(self, namespace: str, name: str) -> Obj: ...
 

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
+from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound
 from vgpu.api.queue_pods import Queued
 from vgpu.api.queue_record import IN_FORCE_ANNOTATION, QUEUED_EVENT, encode_in_force
 from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config

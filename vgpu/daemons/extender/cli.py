@@ -212,7 +212,7 @@ def _queues_config(text: str) -> tuple[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
-    from vgpu.adapters.kube import KubeApi
+    from vgpu.adapters.kube.calls import KubeApi
     from vgpu.adapters.leader import LeaderConfig
     from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
     from vgpu.extender.config import ExtenderConfig

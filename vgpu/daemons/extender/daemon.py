@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.adapters.backoff import Backoff
-from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
-from vgpu.adapters.kubewatch import SYNCED
+from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound, WatchEvent
+from vgpu.adapters.kube.reflector import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.adapters.liveness import Liveness, done
 from vgpu.core.errors import ConfigError, InvalidRequest

@@ -1,13 +1,13 @@
 """Thin Kubernetes adapter over the official client, used by the agent, the extender and the CLI.
 
 Everything goes in and out as plain dicts in wire (camelCase) form, which is what the pure core
-consumes: requests go through the client's request layer (`vgpu.adapters.kuberequest`: the
-official `ApiClient`, unread replies) and the JSON is parsed by `vgpu.adapters.kube_wire`, so no
+consumes: requests go through the client's request layer (`vgpu.adapters.kube.request`: the
+official `ApiClient`, unread replies) and the JSON is parsed by `vgpu.adapters.kube.plumbing`, so no
 client model round-trips and the generated API classes (~21 MiB of imports) are never loaded. That
 also dodges two client 37.x traps: typed bodies re-serialise MicroTime without the 6 fraction
 digits the server needs, and `create_namespaced_pod_binding` fails to parse the Status a
 successful bind returns. This module is the list of calls vgpu makes; their paths and bodies are
-`vgpu.adapters.kube_bodies`'.
+`vgpu.adapters.kube.bodies`'.
 
 Every client error is translated into a `KubeError` subclass (itself a `VgpuError`).
 """
@@ -26,8 +26,8 @@ import urllib3
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
-from vgpu.adapters import kube_bodies as bodies
-from vgpu.adapters.kube_bodies import (
+from vgpu.adapters.kube import bodies
+from vgpu.adapters.kube.bodies import (
     ALL_EVENTS,
     CONFIGMAP,
     CUSTOM,
@@ -44,9 +44,8 @@ from vgpu.adapters.kube_bodies import (
     microtime,
     pods_path,
 )
-from vgpu.adapters.kube_wire import KubeWire, WatchOptions, selectors
-from vgpu.adapters.kubeconfig import load_configuration
-from vgpu.adapters.kubeerrors import (
+from vgpu.adapters.kube.credentials import load_configuration
+from vgpu.adapters.kube.errors import (
     KubeConfigMissing,
     KubeConflict,
     KubeError,
@@ -57,8 +56,9 @@ from vgpu.adapters.kubeerrors import (
     KubeUnavailable,
     translate,
 )
-from vgpu.adapters.kubepost import LeanPoster
-from vgpu.adapters.kubewatch import Listing, WatchEvent
+from vgpu.adapters.kube.fast_post import LeanPoster
+from vgpu.adapters.kube.plumbing import KubeWire, WatchOptions, selectors
+from vgpu.adapters.kube.reflector import Listing, WatchEvent
 
 __all__ = [
     "KubeApi",
@@ -86,7 +86,7 @@ class KubeApi:
         self._timeout = request_timeout
         self._wire = KubeWire(api_client, timeout=request_timeout, page_size=page_size)
         self._poster = LeanPoster.for_client(api_client)
-        """The Binding's lean path (`vgpu.adapters.kubepost`); None: through `Requester`."""
+        """The Binding's lean path (`vgpu.adapters.kube.fast_post`); None: through `Requester`."""
 
     @classmethod
     def from_environment(
@@ -146,7 +146,7 @@ class KubeApi:
         timeout_seconds: int = 300,
         retry_delay: float = 1.0,
     ) -> Iterator[WatchEvent]:
-        """Endless (type, node) stream; see `vgpu.adapters.kubewatch` for the semantics."""
+        """Endless (type, node) stream; see `vgpu.adapters.kube.reflector` for the semantics."""
         watch = WatchOptions(resource_version, stop, timeout_seconds, retry_delay)
         query = selectors(label_selector, field_selector)
         return self._wire.reflect("watch nodes", "Node", NODES, {}, query, watch)
@@ -162,7 +162,7 @@ class KubeApi:
         timeout_seconds: int = 300,
         retry_delay: float = 1.0,
     ) -> Iterator[WatchEvent]:
-        """Endless (type, pod) stream; see `vgpu.adapters.kubewatch` for the semantics."""
+        """Endless (type, pod) stream; see `vgpu.adapters.kube.reflector` for the semantics."""
         path, params = pods_path(namespace)
         watch = WatchOptions(resource_version, stop, timeout_seconds, retry_delay)
         query = selectors(label_selector, field_selector)

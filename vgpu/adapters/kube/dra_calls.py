@@ -12,8 +12,8 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from vgpu.adapters.kube import KubeApi, KubeNotFound, Listing, WatchEvent
-from vgpu.adapters.kube_wire import WatchOptions
+from vgpu.adapters.kube.calls import KubeApi, KubeNotFound, Listing, WatchEvent
+from vgpu.adapters.kube.plumbing import WatchOptions
 
 Obj = dict[str, Any]
 GROUP = "/apis/resource.k8s.io/v1"
@@ -50,7 +50,7 @@ class DraKubeApi(KubeApi):
     def watch_resource_claims(
         self, *, stop: threading.Event | None = None, timeout_seconds: int = 300
     ) -> Iterator[WatchEvent]:
-        """Endless (type, claim) stream over all namespaces (`vgpu.adapters.kubewatch`)."""
+        """Endless (type, claim) stream over all namespaces (`vgpu.adapters.kube.reflector`)."""
         watch = WatchOptions(None, stop, timeout_seconds, 1.0)
         return self._wire.reflect(
             "watch resourceclaims", "ResourceClaim", ALL_CLAIMS, {}, {}, watch

@@ -1,10 +1,10 @@
 """The request plumbing under every `KubeApi` call: one request, a page-through list, a watch.
 
-Requests go through the client's request layer (`vgpu.adapters.kuberequest`); replies are parsed
+Requests go through the client's request layer (`vgpu.adapters.kube.request`); replies are parsed
 here as plain dicts (`vgpu.adapters.fastjson`), lists are paged (`limit`/`continue`) and watches
-are reflected (`vgpu.adapters.kubewatch`: list, then watch from its version, again on expiry).
-Every client and socket error leaves as a `KubeError` (`vgpu.adapters.kubeerrors`), so the verbs
-in `vgpu.adapters.kube` never see the client's exceptions.
+are reflected (`vgpu.adapters.kube.reflector`: list, then watch from its version, again on expiry).
+Every client and socket error leaves as a `KubeError` (`vgpu.adapters.kube.errors`), so the verbs
+in `vgpu.adapters.kube.calls` never see the client's exceptions.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 
 from vgpu.adapters import fastjson
-from vgpu.adapters.kubeerrors import KubeExpired, KubeUnavailable, translate
-from vgpu.adapters.kuberequest import Requester
-from vgpu.adapters.kubewatch import Listing, Reflector, WatchEvent
+from vgpu.adapters.kube.errors import KubeExpired, KubeUnavailable, translate
+from vgpu.adapters.kube.reflector import Listing, Reflector, WatchEvent
+from vgpu.adapters.kube.request import Requester
 
 Obj = dict[str, Any]
 Params = Mapping[str, str]  # path template fields
@@ -123,7 +123,7 @@ class KubeWire:
         query: Query,
         watch: WatchOptions,
     ) -> Iterator[WatchEvent]:
-        """List, then watch from the list's version, for ever (`vgpu.adapters.kubewatch`)."""
+        """List, then watch from the list's version, for ever (`vgpu.adapters.kube.reflector`)."""
         sel = {k: v for k, v in query.items() if v}
         return Reflector(
             lambda: self.list_all(what, kind, path, params, sel),

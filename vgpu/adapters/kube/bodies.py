@@ -1,7 +1,7 @@
 """The API paths and the request bodies `KubeApi` sends, as plain dicts in wire form.
 
 Each body follows its type's API reference (core/v1 Binding, Event; policy/v1 Eviction; JSON
-merge patch, RFC 7386; JSON patch, RFC 6902), built here so that `vgpu.adapters.kube` reads as
+merge patch, RFC 7386; JSON patch, RFC 6902), built here so that `vgpu.adapters.kube.calls` reads as
 the list of calls vgpu makes. Times are formatted as the API server parses them: MicroTime with
 exactly six fraction digits, Time in whole seconds.
 """
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from vgpu.adapters.kube_wire import Params
+from vgpu.adapters.kube.plumbing import Params
 
 Obj = dict[str, Any]
 LEASES = {"group": "coordination.k8s.io", "version": "v1", "plural": "leases"}

@@ -19,7 +19,7 @@ from kubernetes.client.configuration import Configuration
 from kubernetes.config.config_exception import ConfigException
 from kubernetes.config.incluster_config import load_incluster_config
 
-from vgpu.adapters.kubeerrors import KubeConfigMissing
+from vgpu.adapters.kube.errors import KubeConfigMissing
 
 # The config loaders carry no annotations; give them a type once here.
 _LOAD_INCLUSTER = cast(Callable[..., None], load_incluster_config)
