@@ -214,7 +214,7 @@ class Box:
         target = next((c for c in entry.containers if c.name == container), None)
         if target is None:
             target = entry.containers.add(name=container)
-        for device in ids:  # one entry per ID, as the kubelet lists them (podresources.py)
+        for device in ids:  # one entry per ID, as the kubelet lists them (kubelet/pod_resources.py)
             target.devices.add(resource_name=resource, device_ids=[device])
 
     def refused(self, resource: str, size: int, *, use_preferred: bool = True) -> str:

@@ -31,7 +31,7 @@ from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, H
 from vgpu.adapters.gpu import GpuBackend
 from vgpu.adapters.kube.calls import KubeError
 from vgpu.adapters.kube.dra_calls import DraKubeApi
-from vgpu.adapters.kubelet_devices import HealthPump
+from vgpu.adapters.kubelet.node_plugins import HealthPump
 from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, device_name
 from vgpu.daemons.dra_driver.limits import ClaimLimits

@@ -23,7 +23,7 @@ import time
 from collections.abc import Sequence
 from types import FrameType
 
-from vgpu.adapters.kubelet import KubeletError, PluginOptions, ResourcePlugin
+from vgpu.adapters.kubelet.device_plugin import KubeletError, PluginOptions, ResourcePlugin
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,13 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from vgpu.adapters.kubelet import DeviceBoard, PluginOptions, ResourcePlugin, to_proto_devices
-from vgpu.adapters.kubelet_manager import DevicePluginManager
+from vgpu.adapters.kubelet.device_plugin import (
+    DeviceBoard,
+    PluginOptions,
+    ResourcePlugin,
+    to_proto_devices,
+)
+from vgpu.adapters.kubelet.registration import DevicePluginManager
 from vgpu.core.errors import ConfigError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.devices import (

@@ -3,7 +3,7 @@
 This module translates only: device lists (`vgpu.node.devices.DeviceEntry`) become
 `ListAndWatchResponse`s, and GetPreferredAllocation / Allocate are answered by an injected
 `AllocationPolicy`. Registration and re-registration after kubelet restarts live in
-`vgpu.adapters.kubelet_manager`.
+`vgpu.adapters.kubelet.registration`.
 
 Concurrency: the sync grpcio server; every open ListAndWatch stream holds one worker thread
 and waits on a `DeviceBoard` condition, so a health change reaches the kubelet at once.
