@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.extender.builders import make_node, make_pod
 from tests.pods import container
-from vgpu.api.queues import read_config
+from vgpu.api.queues.config import read_config
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment
 from vgpu.extender.cache import ClusterCache

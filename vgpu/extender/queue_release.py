@@ -22,11 +22,11 @@ resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outsi
 
 The configuration is read from the ConfigMap every pass; a malformed one is logged once (one line
 naming the field) and the last good one is kept; with none, nothing is released (pods stay held:
-fail closed). A pod counts only in its namespace's queue (`vgpu.api.queue_namespaces`); when a
+fail closed). A pod counts only in its namespace's queue (`vgpu.api.queues.namespaces`); when a
 queue is bound by label the namespaces are listed each pass, and until one listing succeeds
 nothing is released. Strict holds are kept across passes and handed to the next leader on the
 leader Lease (`vgpu.extender.strict_holds`). Each pass also carries on the Lease the
-configuration in force and who acts on it (`vgpu.api.queue_record`), and a refused ConfigMap
+configuration in force and who acts on it (`vgpu.api.queues.in_force`), and a refused ConfigMap
 fixed again is logged, so an operator sees both from outside.
 """
 
@@ -38,9 +38,9 @@ import time
 from collections.abc import Callable, Mapping
 
 from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound
-from vgpu.api.queue_pods import Queued
-from vgpu.api.queue_record import IN_FORCE_ANNOTATION, QUEUED_EVENT, encode_in_force
-from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
+from vgpu.api.queues.config import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
+from vgpu.api.queues.in_force import IN_FORCE_ANNOTATION, QUEUED_EVENT, encode_in_force
+from vgpu.api.queues.pods import Queued
 from vgpu.core.errors import ConfigError
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.extender import gang_record, strict_holds

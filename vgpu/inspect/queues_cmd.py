@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vgpu.api.queues import CONFIG_KEY
+from vgpu.api.queues.config import CONFIG_KEY
 from vgpu.api.resources import ResourceNames
 from vgpu.inspect.queues import as_dict, queue_report, render_queues
 from vgpu.inspect.snapshot import Snapshot

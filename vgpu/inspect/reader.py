@@ -22,7 +22,7 @@ from vgpu.adapters.kube.calls import (
 )
 from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.api.gang import POD_GROUP_LABEL
-from vgpu.api.queue_record import QUEUED_EVENT
+from vgpu.api.queues.in_force import QUEUED_EVENT
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.lease import DEFAULT_LEASE
 from vgpu.inspect.queue_events import is_held

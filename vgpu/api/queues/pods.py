@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from vgpu.api.podspec import PodSpec
-from vgpu.api.queues import QUEUE_GATE, gates_of, queue_of
+from vgpu.api.queues.config import QUEUE_GATE, gates_of, queue_of
 from vgpu.core.queues.jobs import QueuedPod
 from vgpu.core.queues.proportion import Vec
 from vgpu.core.units import CORES_PER_GPU

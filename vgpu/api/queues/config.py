@@ -5,7 +5,7 @@ ConfigMap `vgpu-queues` (key `queues.json`), which the extender's leader reads. 
 turns that text into `QueueSpec`s and refuses anything malformed with one line naming the field
 and the fix (`ConfigError`): a typo in a weight must not silently give a team nothing.
 
-Each queue is bound to namespaces (`vgpu.api.queue_namespaces`); the chart's
+Each queue is bound to namespaces (`vgpu.api.queues.namespaces`); the chart's
 MutatingAdmissionPolicy sets a pod's label `vgpu.io/queue: <name>` from its namespace and adds the
 scheduling gate `vgpu.io/queue` at creation, except to pods Kueue manages (any `kueue.x-k8s.io/`
 label or gate: Kueue holds those itself). Pure: no I/O.
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu.api.queue_namespaces import Binding, check_unique, read_binding
+from vgpu.api.queues.namespaces import Binding, check_unique, read_binding
 from vgpu.core.errors import ConfigError
 from vgpu.core.queues.proportion import UNCAPPED, QueueSpec
 
