@@ -33,7 +33,7 @@ from bench.pod_lifecycle import KEY, STEPS, lives
 from tests.extender.builders import make_node
 from vgpu.adapters import fastjson
 from vgpu.adapters.kube.reflector import Listing, Reflector, WatchEvent
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 
 Obj = dict[str, Any]
 

@@ -39,7 +39,7 @@ from tests.pods import container
 from vgpu.api.queues.config import read_config
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.queue_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs

@@ -10,7 +10,7 @@ from vgpu.core.model import Assignment, Phase
 from vgpu.core.policy.specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.workload import DEFAULT_WORKLOAD
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 
 KEY = b"k" * 32
 

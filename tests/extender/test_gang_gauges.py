@@ -12,7 +12,7 @@ from vgpu.api.podspec import PodSpec
 from vgpu.core.policy.specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.workload import DEFAULT_WORKLOAD
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.gangs import GangWait
 
 KEY = b"k" * 32

@@ -32,7 +32,7 @@ from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.claimgangs import is_claim_member
 from vgpu.extender.gangs import GangWait
 from vgpu.extender.pod_place import canonical

@@ -16,7 +16,7 @@ from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Holding
-from vgpu.extender.cacheviews import LedgerView
+from vgpu.extender.cache.views import LedgerView
 
 
 class GangCache(Protocol):

@@ -1,7 +1,7 @@
 """The cache's pod book: every watched pod, what it holds in the ledger, and the indexes the
 verbs need (pending containers per node, gang members, pods that cannot be read or counted).
 
-A part of `ClusterCache` (`vgpu.extender.cache`), which makes a new one on every rebuild and
+A part of `ClusterCache` (`vgpu.extender.cache.cluster`), which makes a new one on every rebuild and
 calls it under its lock. Bound pods are *confirmed* in the ledger with their signed assignment
 (`vgpu.io/assignment`), or with their CPU and memory alone when they have none (a pod without a
 valid assignment gets no GPU from the node agent, so it holds none); a bound pod whose node is

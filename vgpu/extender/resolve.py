@@ -19,7 +19,7 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.policy.interface import Policy
 from vgpu.core.policy.specs import PolicySpec, make_policy, parse_policy
 from vgpu.core.workload import DEFAULT_WORKLOAD, Workload
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.watchwait import WatchWait
 
 GroupSize = Callable[[str, str], int | None]

@@ -28,7 +28,7 @@ from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.adapters.liveness import Liveness, done
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.extender.binder import Binder
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics

@@ -3,7 +3,7 @@
 
 One `ClusterCache` is the one owner of the extender's state and of its lock, and the facade over
 its parts by role, each in its own module and each called under that lock: the state and lock
-(`cache_parts`), the watch intake (`cache_watch`), the node table (`node_table`), the pod book
+(`parts`), the watch intake (`intake`), the node table (`node_table`), the pod book
 (`pod_book`), the bind holds (`bind_holds`), the gang coordinator (`gangs`) and the bind gate of
 claim gangs (`claimgangs`), the last two seeing the cache through `GangCache` only. Bound pods are
 confirmed with their signed assignment (or their CPU and memory alone), binds *assume* the pods
@@ -35,9 +35,9 @@ from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import NodeState
 from vgpu.extender.answers import FeedView
-from vgpu.extender.cache_parts import CacheParts, InvalidHook, Obj
-from vgpu.extender.cache_watch import WatchIntake
-from vgpu.extender.cacheviews import LedgerView
+from vgpu.extender.cache.intake import WatchIntake
+from vgpu.extender.cache.parts import CacheParts, InvalidHook, Obj
+from vgpu.extender.cache.views import LedgerView
 from vgpu.extender.claimgangs import ClaimGangs, is_claim_member
 from vgpu.extender.gang_plans import Planner, core_planner
 from vgpu.extender.gangs import GangCoordinator, GangWait
@@ -97,7 +97,7 @@ class ClusterCache:
                 self._scheduler = Scheduler(self._parts.state, policy)
             return self._scheduler
 
-    # -- the watches (`vgpu.extender.cache_watch`) ----------------------------------------------
+    # -- the watches (`vgpu.extender.cache.intake`) ----------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
         """Apply one node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
         self._watch.apply_node(kind, obj)

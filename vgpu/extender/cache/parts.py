@@ -1,7 +1,7 @@
 """The extender's state and its lock, as the cache's roles share them.
 
-`ClusterCache` (`vgpu.extender.cache`) is the one owner of this object and the facade every other
-module goes through; the watch intake (`vgpu.extender.cache_watch`) is the role that changes it
+`ClusterCache` (`vgpu.extender.cache.cluster`) is the one owner of this object and the facade every other
+module goes through; the watch intake (`vgpu.extender.cache.intake`) is the role that changes it
 from watch events and rebuilds it from a listing. Both reach the parts through here, never by
 holding one, because a rebuild (`reset`) replaces the state whole: the change feed, the cluster
 state and ledger over it, the node table and the pod book. The lock, the condition binds wait
