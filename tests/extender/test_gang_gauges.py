@@ -13,7 +13,7 @@ from vgpu.core.policy.specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.workload import DEFAULT_WORKLOAD
 from vgpu.extender.cache.cluster import ClusterCache
-from vgpu.extender.gangs import GangWait
+from vgpu.extender.gangs.coordinator import GangWait
 
 KEY = b"k" * 32
 

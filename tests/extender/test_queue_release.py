@@ -17,7 +17,7 @@ from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
-from vgpu.extender.gang_record import GANGS_ANNOTATION, encode
+from vgpu.extender.gangs.record import GANGS_ANNOTATION, encode
 from vgpu.extender.queue_pass import QueueIndex
 from vgpu.extender.queue_release import REFUSED_S, QueueReleaser
 from vgpu.extender.strict_holds import LeaseNotes

@@ -88,7 +88,7 @@ class PodSpec:
     terminal: bool
     roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
     cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
-    claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.claimgangs`)
+    claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.gangs.claims`)
     scheduler: str = DEFAULT_SCHEDULER
     """spec.schedulerName: only pods of the schedulers the extender serves hold places."""
 

@@ -6,6 +6,6 @@ lock, with its gang coordination, `gangs`), one reading of a request's pod (`res
 (`service`, `binder`, `preemption`), the table of verbs the server answers (`routes`) and
 metrics (`metrics`); the HTTP/1.1, HTTP/2 and TLS server is the `server` package. The leader's
 queue pass (`queue_pass`, seeing the extender through `queue_cache`) and the loop that runs it
-(`queue_release`, with the records it carries on its Lease: `strict_holds`, `gang_record`). The
+(`queue_release`, with the records it carries on its Lease: `strict_holds`, `gangs.record`). The
 composition root is `vgpu.daemons.extender.daemon`.
 """

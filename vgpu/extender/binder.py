@@ -33,8 +33,8 @@ from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache.cluster import ClusterCache
-from vgpu.extender.claimgangs import is_claim_member
-from vgpu.extender.gangs import GangWait
+from vgpu.extender.gangs.claims import is_claim_member
+from vgpu.extender.gangs.coordinator import GangWait
 from vgpu.extender.pod_place import canonical
 from vgpu.extender.resolve import PodReader
 from vgpu.extender.wire import BindingArgs

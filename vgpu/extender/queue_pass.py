@@ -134,7 +134,7 @@ class Decision:
     evict: tuple[Queued, ...] = ()
     held_since: Mapping[str, float] = field(default_factory=dict)
     decided: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """The record of gangs decided and still being released (`vgpu.extender.gang_record`)."""
+    """The record of gangs decided and still being released (`vgpu.extender.gangs.record`)."""
     evicted_for: str = ""
     """The job `evict` makes room for ("" when none): later passes try it first."""
 

@@ -39,7 +39,7 @@ from vgpu.core.scheduler import Scheduler
 from vgpu.extender.answers import AnswerBook
 from vgpu.extender.cache.cluster import ClusterCache, place_read
 from vgpu.extender.config import DEFAULT_CONFIG, ExtenderConfig
-from vgpu.extender.gangs import GangWait
+from vgpu.extender.gangs.coordinator import GangWait
 from vgpu.extender.outcomes import (
     FIT,
     NO_GPU,

@@ -4,8 +4,8 @@
 One `ClusterCache` is the one owner of the extender's state and of its lock, and the facade over
 its parts by role, each in its own module and each called under that lock: the state and lock
 (`parts`), the watch intake (`intake`), the node table (`node_table`), the pod book
-(`pod_book`), the bind holds (`bind_holds`), the gang coordinator (`gangs`) and the bind gate of
-claim gangs (`claimgangs`), the last two seeing the cache through `GangCache` only. Bound pods are
+(`pod_book`), the bind holds (`bind_holds`), the gang coordinator (`gangs.coordinator`) and the bind gate of
+claim gangs (`gangs.claims`), the last two seeing the cache through `GangCache` only. Bound pods are
 confirmed with their signed assignment (or their CPU and memory alone), binds *assume* the pods
 they bind, gangs *reserve* their members, a deleted or finished pod releases its holding at once.
 Other modules change the state only through the operations below, each taking the lock; they
@@ -38,9 +38,9 @@ from vgpu.extender.answers import FeedView
 from vgpu.extender.cache.intake import WatchIntake
 from vgpu.extender.cache.parts import CacheParts, InvalidHook, Obj
 from vgpu.extender.cache.views import LedgerView
-from vgpu.extender.claimgangs import ClaimGangs, is_claim_member
-from vgpu.extender.gang_plans import Planner, core_planner
-from vgpu.extender.gangs import GangCoordinator, GangWait
+from vgpu.extender.gangs.claims import ClaimGangs, is_claim_member
+from vgpu.extender.gangs.coordinator import GangCoordinator, GangWait
+from vgpu.extender.gangs.plans import Planner, core_planner
 from vgpu.extender.pod_place import canonical, place_read
 
 __all__ = ["ClusterCache", "canonical", "place_read"]  # the last two: `pod_place`
@@ -225,7 +225,7 @@ class ClusterCache:
             self._gangs.expire(now)
             self._binds.expire(self._parts.ledger, now, assume_ttl, pick_ttl)
 
-    # -- gangs (`vgpu.extender.gangs`, `vgpu.extender.claimgangs`) -----------------------------
+    # -- gangs (`vgpu.extender.gangs.coordinator`, `vgpu.extender.gangs.claims`) -----------------------------
     def held_place(
         self, spec: PodSpec, size: int, scheduler: Scheduler, now: float
     ) -> Assignment | GangWait | None:

@@ -24,7 +24,7 @@ from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey
 from vgpu.extender.cache.parts import CacheParts, Obj
-from vgpu.extender.gangs import GangCoordinator
+from vgpu.extender.gangs.coordinator import GangCoordinator
 from vgpu.extender.pod_parser import MALFORMED
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Planning a gang's members at once: the planner the coordinator calls, and the kubelet's
 reuse of init-container GPUs folded in and out around it.
 
-The coordinator (`vgpu.extender.gangs`) decides *when* a gang is planned and holds what the
+The coordinator (`vgpu.extender.gangs.coordinator`) decides *when* a gang is planned and holds what the
 plan gives; this module decides *what* the plan is and which members it covers, reading the
 cache through `GangCache` only.
 """
@@ -18,7 +18,7 @@ from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.kubelet_reuse import Role, expand, merged, reuses
 from vgpu.core.model import GangRef, PodRequest
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.gang_cache import GangCache
+from vgpu.extender.gangs.cache_view import GangCache
 
 Planner = Callable[
     [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"

@@ -30,8 +30,8 @@ from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.gang_cache import GangCache
-from vgpu.extender.gang_plans import (
+from vgpu.extender.gangs.cache_view import GangCache
+from vgpu.extender.gangs.plans import (
     Planner,
     core_planner,
     invalid_member,
@@ -140,7 +140,7 @@ class GangCoordinator:
     def _plan(
         self, scheduler: Scheduler, ref: GangRef, members: list[PodRequest]
     ) -> gang_planning.GangPlan | GangWait:
-        """Plan the gang (`vgpu.extender.gang_plans`), or say why its members must wait."""
+        """Plan the gang (`vgpu.extender.gangs.plans`), or say why its members must wait."""
         result = plan_gang(self._planner, scheduler, ref, members, self._cache.pods)
         return GangWait(result) if isinstance(result, str) else result
 
@@ -160,7 +160,7 @@ class GangCoordinator:
                 s.claims for k in self._cache.members[gang] if (s := self._cache.pods.get(k))
             )
             if not members or claims or gang in self._gangs or not self.started(gang):
-                continue  # claim gangs are held at bind (`vgpu.extender.claimgangs`)
+                continue  # claim gangs are held at bind (`vgpu.extender.gangs.claims`)
             ref = GangRef(gang, size_of(gang) or len(self._cache.members[gang]))
             result = self._plan(scheduler, ref, members)
             if isinstance(result, GangWait):
@@ -176,7 +176,7 @@ class GangCoordinator:
     @_locked
     def hold(self, assignment: Assignment, gang: GangKey, deadline: float) -> None:
         """Reserve one member's place, already confirmed (a claim member at bind:
-        `vgpu.extender.claimgangs`); the gang's deadline is its first member's."""
+        `vgpu.extender.gangs.claims`); the gang's deadline is its first member's."""
         entry = self._gangs.setdefault(gang, _Gang(deadline))
         self._cache.reserve_gang(gang_planning.GangPlan(gang, (assignment,)), entry.deadline)
         entry.filtered.add(assignment.pod)

@@ -35,8 +35,8 @@ from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Verdict
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Assignment
-from vgpu.extender.gang_cache import GangCache
-from vgpu.extender.gangs import GangCoordinator, GangEvent, GangWait
+from vgpu.extender.gangs.cache_view import GangCache
+from vgpu.extender.gangs.coordinator import GangCoordinator, GangEvent, GangWait
 
 log = logging.getLogger(__name__)
 Placer = Callable[[], "Assignment | Verdict"]
