@@ -35,7 +35,7 @@ from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.gangs.claims import is_claim_member
 from vgpu.extender.gangs.coordinator import GangWait
-from vgpu.extender.pod_place import canonical
+from vgpu.extender.pods.place import canonical
 from vgpu.extender.resolve import PodReader
 from vgpu.extender.wire import BindingArgs
 

@@ -4,7 +4,7 @@
 One `ClusterCache` is the one owner of the extender's state and of its lock, and the facade over
 its parts by role, each in its own module and each called under that lock: the state and lock
 (`parts`), the watch intake (`intake`), the node table (`node_table`), the pod book
-(`pod_book`), the bind holds (`bind_holds`), the gang coordinator (`gangs.coordinator`) and the bind gate of
+(`pods.book`), the bind holds (`bind_holds`), the gang coordinator (`gangs.coordinator`) and the bind gate of
 claim gangs (`gangs.claims`), the last two seeing the cache through `GangCache` only. Bound pods are
 confirmed with their signed assignment (or their CPU and memory alone), binds *assume* the pods
 they bind, gangs *reserve* their members, a deleted or finished pod releases its holding at once.
@@ -41,9 +41,9 @@ from vgpu.extender.cache.views import LedgerView
 from vgpu.extender.gangs.claims import ClaimGangs, is_claim_member
 from vgpu.extender.gangs.coordinator import GangCoordinator, GangWait
 from vgpu.extender.gangs.plans import Planner, core_planner
-from vgpu.extender.pod_place import canonical, place_read
+from vgpu.extender.pods.place import canonical, place_read
 
-__all__ = ["ClusterCache", "canonical", "place_read"]  # the last two: `pod_place`
+__all__ = ["ClusterCache", "canonical", "place_read"]  # the last two: `pods.place`
 
 log = logging.getLogger(__name__)
 

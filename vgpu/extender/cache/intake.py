@@ -25,7 +25,7 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey
 from vgpu.extender.cache.parts import CacheParts, Obj
 from vgpu.extender.gangs.coordinator import GangCoordinator
-from vgpu.extender.pod_parser import MALFORMED
+from vgpu.extender.pods.parser import MALFORMED
 
 log = logging.getLogger(__name__)
 GONE_KEPT = 4096

@@ -21,8 +21,8 @@ from vgpu.core.ledger import Ledger
 from vgpu.core.state import ClusterState
 from vgpu.extender.bind_holds import BindHolds
 from vgpu.extender.node_table import NodeTable
-from vgpu.extender.pod_book import PodBook
-from vgpu.extender.pod_parser import PodParser
+from vgpu.extender.pods.book import PodBook
+from vgpu.extender.pods.parser import PodParser
 
 Obj = dict[str, Any]
 InvalidHook = Callable[[Obj, str], None]

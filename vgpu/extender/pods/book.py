@@ -25,7 +25,7 @@ from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Phase
 from vgpu.core.state import ClusterState
-from vgpu.extender.podmemo import Notes, Observed, notes_of
+from vgpu.extender.pods.memo import Notes, Observed, notes_of
 
 log = logging.getLogger(__name__)
 Obj = dict[str, Any]
