@@ -1,5 +1,5 @@
-"""The deferred package `__init__` (vgpu.adapters.kube.client_import) on a throwaway package, and the
-node agent's import path with it: the real kubernetes client, minus its eager extras."""
+"""The deferred package `__init__` (vgpu.adapters.kube.client_import) on a throwaway package, and
+the node agent's import path with it: the real kubernetes client, minus its eager extras."""
 
 from __future__ import annotations
 

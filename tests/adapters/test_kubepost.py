@@ -1,5 +1,5 @@
-"""The Binding's lean POST (`vgpu.adapters.kube.fast_post`): the client's credentials, one kept-alive
-connection per thread, a closed one replaced before sending, errors as the client's."""
+"""The Binding's lean POST (`vgpu.adapters.kube.fast_post`): the client's credentials, one
+kept-alive connection per thread, a closed one replaced before sending, errors as the client's."""
 
 from __future__ import annotations
 

@@ -4,14 +4,14 @@
 One `ClusterCache` is the one owner of the extender's state and of its lock, and the facade over
 its parts by role, each in its own module and each called under that lock: the state and lock
 (`parts`), the watch intake (`intake`), the node table (`node_table`), the pod book
-(`pods.book`), the bind holds (`bind_holds`), the gang coordinator (`gangs.coordinator`) and the bind gate of
-claim gangs (`gangs.claims`), the last two seeing the cache through `GangCache` only. Bound pods are
-confirmed with their signed assignment (or their CPU and memory alone), binds *assume* the pods
-they bind, gangs *reserve* their members, a deleted or finished pod releases its holding at once.
-Other modules change the state only through the operations below, each taking the lock; they
-read it through read-only views inside `atomic()`. Binds waiting for a gang wake on every pod
-event (`wait_changed`). After a restart or a new leadership term `replace_all` rebuilds it from a
-fresh listing and `restore_gangs` reserves again the places of gangs with bound members.
+(`pods.book`), the bind holds (`bind_holds`), the gang coordinator (`gangs.coordinator`) and the
+bind gate of claim gangs (`gangs.claims`), the last two seeing the cache through `GangCache` only.
+Bound pods are confirmed with their signed assignment (or their CPU and memory alone), binds
+*assume* the pods they bind, gangs *reserve* their members, a deleted or finished pod releases its
+holding at once. Other modules change the state only through the operations below, each taking the
+lock; they read it through read-only views inside `atomic()`. Binds waiting for a gang wake on every
+pod event (`wait_changed`). After a restart or a new leadership term `replace_all` rebuilds it from
+a fresh listing and `restore_gangs` reserves again the places of gangs with bound members.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class ClusterCache:
                 self._scheduler = Scheduler(self._parts.state, policy)
             return self._scheduler
 
-    # -- the watches (`vgpu.extender.cache.intake`) ----------------------------------------------
+    # -- the watches (`vgpu.extender.cache.intake`) --------------------------------------------
     def apply_node(self, kind: str, obj: Obj) -> None:
         """Apply one node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
         self._watch.apply_node(kind, obj)
@@ -225,7 +225,7 @@ class ClusterCache:
             self._gangs.expire(now)
             self._binds.expire(self._parts.ledger, now, assume_ttl, pick_ttl)
 
-    # -- gangs (`vgpu.extender.gangs.coordinator`, `vgpu.extender.gangs.claims`) -----------------------------
+    # -- gangs (`vgpu.extender.gangs.coordinator`, `vgpu.extender.gangs.claims`) ---------------
     def held_place(
         self, spec: PodSpec, size: int, scheduler: Scheduler, now: float
     ) -> Assignment | GangWait | None:

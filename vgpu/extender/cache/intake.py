@@ -1,7 +1,7 @@
 """The watch intake: node and pod watch events applied to the extender's state, and rebuilds.
 
-One of the cache's roles (`vgpu.extender.cache.cluster` is the facade callers use): each event takes the
-state's lock (`vgpu.extender.cache.parts`). A pod's content never makes an event raise: a pod
+One of the cache's roles (`vgpu.extender.cache.cluster` is the facade callers use): each event takes
+the state's lock (`vgpu.extender.cache.parts`). A pod's content never makes an event raise: a pod
 that cannot be read holds nothing, is kept in the pod book's `invalid` and reported to the
 cache's `invalid` hook outside the lock; a version that changes nothing the cache reads (the
 pod's status...) changes nothing. A rebuild (`replace_all`) replaces the state from a fresh

@@ -1,8 +1,8 @@
 """The extender's state and its lock, as the cache's roles share them.
 
-`ClusterCache` (`vgpu.extender.cache.cluster`) is the one owner of this object and the facade every other
-module goes through; the watch intake (`vgpu.extender.cache.intake`) is the role that changes it
-from watch events and rebuilds it from a listing. Both reach the parts through here, never by
+`ClusterCache` (`vgpu.extender.cache.cluster`) is the one owner of this object and the facade every
+other module goes through; the watch intake (`vgpu.extender.cache.intake`) is the role that changes
+it from watch events and rebuilds it from a listing. Both reach the parts through here, never by
 holding one, because a rebuild (`reset`) replaces the state whole: the change feed, the cluster
 state and ledger over it, the node table and the pod book. The lock, the condition binds wait
 on, the bind holds and the pod parser outlive a rebuild (binds in flight still finish, and a

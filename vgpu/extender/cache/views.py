@@ -1,7 +1,7 @@
 """The read-only views other modules get of the extender cache's state.
 
-`ClusterCache` (`vgpu.extender.cache.cluster`) owns the state and its lock. Other modules read the state
-through its view properties, inside `ClusterCache.atomic()`, and never change it: the mappings
+`ClusterCache` (`vgpu.extender.cache.cluster`) owns the state and its lock. Other modules read the
+state through its view properties, inside `ClusterCache.atomic()`, and never change it: the mappings
 are typed read-only, the ledger is a `LedgerView` and the change feed a `FeedView`
 (`vgpu.extender.answers`).
 """

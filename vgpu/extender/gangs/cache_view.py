@@ -1,9 +1,10 @@
 """What the gang coordinators may use of the extender's cache, and nothing more.
 
-`GangCoordinator` (`vgpu.extender.gangs.coordinator`) and `ClaimGangs` (`vgpu.extender.gangs.claims`) are
-parts of `ClusterCache`, which makes them and shares its lock with them; they read its pods,
-members and ledger and change the ledger only through the few operations named here. Typing
-them against this Protocol instead of the cache keeps the cache's import of them one way.
+`GangCoordinator` (`vgpu.extender.gangs.coordinator`) and `ClaimGangs`
+(`vgpu.extender.gangs.claims`) are parts of `ClusterCache`, which makes them and shares its lock
+with them; they read its pods, members and ledger and change the ledger only through the few
+operations named here. Typing them against this Protocol instead of the cache keeps the cache's
+import of them one way.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Planning a gang's members at once: the planner the coordinator calls, and the kubelet's
 reuse of init-container GPUs folded in and out around it.
 
-The coordinator (`vgpu.extender.gangs.coordinator`) decides *when* a gang is planned and holds what the
-plan gives; this module decides *what* the plan is and which members it covers, reading the
+The coordinator (`vgpu.extender.gangs.coordinator`) decides *when* a gang is planned and holds what
+the plan gives; this module decides *what* the plan is and which members it covers, reading the
 cache through `GangCache` only.
 """
 

@@ -1,7 +1,7 @@
 """Reading a pod object into a `PodSpec` with the extender's memory unit and resource names.
 
-A part of `ClusterCache` (`vgpu.extender.cache.cluster`) that outlives its rebuilds: watched pods are
-parsed once per version and once per content (`vgpu.extender.pods.memo`), request bodies afresh.
+A part of `ClusterCache` (`vgpu.extender.cache.cluster`) that outlives its rebuilds: watched pods
+are parsed once per version and once per content (`vgpu.extender.pods.memo`), request bodies afresh.
 An object of the wrong shape is an `InvalidRequest` like any other bad pod, never another
 exception, so no watch event or request can crash the extender.
 """
