@@ -1,8 +1,9 @@
 """The extender's cache: its one state and lock, fed by the node and pod watches.
 
 `cluster` (`ClusterCache`, the one owner of the state and the facade over its parts), `parts`
-(the state and its lock, as the cache's roles share them), `intake` (watch events applied and
-rebuilds from a listing) and `views` (the read-only views every other module reads it through).
-The other parts it calls under its lock (the node table, the pod book, the bind holds, the gang
+(the state and its lock, as the cache's roles share them) and `intake` (watch events applied and
+rebuilds from a listing). The read-only views every other module reads it through are
+`vgpu.extender.views`, below the cache and the gang coordinator that both use them. The other
+parts it calls under its lock (the node table, the pod book, the bind holds, the gang
 coordinator) live beside it in the extender.
 """
