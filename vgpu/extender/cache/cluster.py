@@ -40,8 +40,8 @@ from vgpu.extender.cache.parts import CacheParts, InvalidHook, Obj
 from vgpu.extender.gangs.claims import ClaimGangs, is_claim_member
 from vgpu.extender.gangs.coordinator import GangCoordinator, GangWait
 from vgpu.extender.gangs.plans import Planner, core_planner
+from vgpu.extender.ledger_view import LedgerView
 from vgpu.extender.pods.place import canonical, place_read
-from vgpu.extender.views import LedgerView
 
 __all__ = ["ClusterCache", "canonical", "place_read"]  # the last two: `pods.place`
 

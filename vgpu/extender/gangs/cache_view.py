@@ -17,7 +17,7 @@ from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Holding
-from vgpu.extender.views import LedgerView
+from vgpu.extender.ledger_view import LedgerView
 
 
 class GangCache(Protocol):
