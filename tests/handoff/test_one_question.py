@@ -1,4 +1,4 @@
-"""A kubelet call asks the hand-off ledger one question (per container) and look at the node's pods.
+"""A kubelet call asks the hand-off ledger one question (an Allocate: one per container).
 
 The ledger is shared with the pod watch, which may change it between two of the policy's calls:
 an answer pieced together from several holds of its lock (the match, whether another pod waits
