@@ -3,8 +3,8 @@
     python bench/bind_client.py [--binds 400]
 
 Binds pods of the fake API server (in this process, plain HTTP) with `KubeApi.bind_pod`, once
-through the lean kept-alive POST (`vgpu.adapters.kubepost`) and once through the official
-client's request layer (`vgpu.adapters.kuberequest`), and prints the calling thread's CPU time
+through the lean kept-alive POST (`vgpu.adapters.kube.fast_post`) and once through the official
+client's request layer (`vgpu.adapters.kube.request`), and prints the calling thread's CPU time
 per bind (`time.thread_time`, so the fake server's own work is not counted) and the wall time.
 TLS would add the same cost to both. Nothing is asserted.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.kubeapi.server import FakeApiServer
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 
 NS = "default"
 ASSIGNMENT = {"vgpu.io/assignment": "x" * 300, "vgpu.io/assignment-signature": "y" * 64}
@@ -55,7 +55,7 @@ def main() -> None:
         _bind_all(client, uids, names[20:40])
         half = args.binds
         for label, api, batch in (
-            ("lean POST (kubepost)", lean, names[40 : half + 20]),
+            ("lean POST (fast_post)", lean, names[40 : half + 20]),
             ("kubernetes client", client, names[half + 20 :]),
         ):
             cpu, wall = _bind_all(api, uids, batch)

@@ -57,7 +57,7 @@ from bench.extender_bench import _certs, _client, _pct
 from tests.extender.builders import make_node, make_pod
 from tests.extender.h2client import H2Client, tls_socket
 from tests.kubeapi.server import FakeApiServer
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.server.tls import TlsFiles
 

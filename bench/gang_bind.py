@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tests.extender.builders import FakeClock, Wire, make_node, make_pod
 from tests.kubeapi.server import FakeApiServer
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
 

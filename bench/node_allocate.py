@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.kubeapi.server import FakeApiServer
 from tests.kubelet_standin.kubelet import FakeKubelet
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig
 from vgpu.api.assignment import binding_annotations
@@ -160,7 +160,7 @@ def _rss_mib(pid: int) -> tuple[float, float]:
 POD_AGENT = f"""
 import logging, sys
 from pathlib import Path
-from vgpu.adapters.kube import KubeApi  # first: defers the kubernetes packages' __init__
+from vgpu.adapters.kube.calls import KubeApi  # first: defers the kubernetes packages' __init__
 from kubernetes.client.api_client import ApiClient
 from kubernetes.client.configuration import Configuration
 from vgpu.adapters.fakegpu import FakeGpuBackend

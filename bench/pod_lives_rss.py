@@ -33,7 +33,7 @@ from bench.pod_lifecycle import KEY, STEPS, _life
 from tests.extender.builders import make_node
 from vgpu.adapters import fastjson
 from vgpu.adapters.heap import release_free_heap
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs

@@ -3,7 +3,7 @@
     python bench/pod_watch_cost.py [--nodes 1000] [--pods 2000] [--runs 5] [--profile]
 
 Feeds the extender's pod watch path (the watch stream's JSON decoding as `KubeApi` does it, the
-reflector of `vgpu.adapters.kubewatch`, `ClusterCache.apply_pod`) the events the API server
+reflector of `vgpu.adapters.kube.reflector`, `ClusterCache.apply_pod`) the events the API server
 sends for each vGPU pod's life (`bench/pod_lifecycle.py`): created; bound by the extender (node
 name, assignment annotations, PodScheduled); the kubelet's status while it starts the
 containers; the node agent's admitted annotation; Running with conditions and container
@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.pod_lifecycle import KEY, STEPS, lives
 from tests.extender.builders import make_node
 from vgpu.adapters import fastjson
-from vgpu.adapters.kubewatch import Listing, Reflector, WatchEvent
-from vgpu.extender.cache import ClusterCache
+from vgpu.adapters.kube.reflector import Listing, Reflector, WatchEvent
+from vgpu.extender.cache.cluster import ClusterCache
 
 Obj = dict[str, Any]
 

@@ -15,7 +15,7 @@ from statistics import mean
 
 from vgpu.cli.simulate import parse_seeds
 from vgpu.cli.trace_files import read_trace
-from vgpu.core.policy_specs import parse_policy
+from vgpu.core.policy.specs import parse_policy
 from vgpu.sim.runner import Job, run_job
 
 

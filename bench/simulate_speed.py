@@ -16,7 +16,7 @@ import statistics
 import time
 
 from vgpu.cli.trace_files import read_trace
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
 from vgpu.sim.runner import figure

@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.extender.builders import make_node, make_pod
 from tests.pods import container
-from vgpu.api.queues import read_config
+from vgpu.api.queues.config import read_config
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.queue_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs

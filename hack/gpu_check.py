@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.kubelet_standin.kubelet import FakeKubelet
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.adapters.gpu import GpuBackend, NvmlBackend
-from vgpu.adapters.kubelet import PluginOptions
-from vgpu.adapters.kubelet_devices import HealthPump, NodeDevicePlugins
-from vgpu.adapters.kubelet_manager import serve_until_signal
+from vgpu.adapters.kubelet.device_plugin import PluginOptions
+from vgpu.adapters.kubelet.node_plugins import HealthPump, NodeDevicePlugins
+from vgpu.adapters.kubelet.registration import serve_until_signal
 from vgpu.api.inventory import encode_inventory
 from vgpu.node.allocation import DefaultAllocationPolicy
 from vgpu.node.health import HealthPolicy, HealthTracker

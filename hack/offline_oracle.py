@@ -26,7 +26,7 @@ from statistics import median
 
 from vgpu.cli.trace_files import read_trace
 from vgpu.core.model import PodRequest
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
 from vgpu.sim.workload import arrivals, per_gpu_milli

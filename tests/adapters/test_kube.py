@@ -12,7 +12,7 @@ import pytest
 
 from tests.kubeapi import FakeApiServer
 from tests.pods import pod_obj
-from vgpu.adapters.kube import (
+from vgpu.adapters.kube.calls import (
     KubeApi,
     KubeConfigMissing,
     KubeConflict,
@@ -22,7 +22,7 @@ from vgpu.adapters.kube import (
     KubeUnavailable,
     microtime,
 )
-from vgpu.adapters.kubewatch import WatchEvent
+from vgpu.adapters.kube.reflector import WatchEvent
 from vgpu.core.errors import VgpuError
 
 NS = "default"

@@ -11,8 +11,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vgpu.adapters.kubeconfig import load_configuration, shape_problem
-from vgpu.adapters.kubeerrors import KubeConfigMissing
+from vgpu.adapters.kube.credentials import load_configuration, shape_problem
+from vgpu.adapters.kube.errors import KubeConfigMissing
 
 scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=5)
 values = st.recursive(

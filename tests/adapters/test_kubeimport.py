@@ -1,5 +1,5 @@
-"""The deferred package `__init__` (vgpu.adapters.kubeimport) on a throwaway package, and the
-node agent's import path with it: the real kubernetes client, minus its eager extras."""
+"""The deferred package `__init__` (vgpu.adapters.kube.client_import) on a throwaway package, and
+the node agent's import path with it: the real kubernetes client, minus its eager extras."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from vgpu.adapters.kubeimport import defer_package_init
+from vgpu.adapters.kube.client_import import defer_package_init
 
 PKG = "vgpu_defer_probe"
 
@@ -100,7 +100,7 @@ AGENT_IMPORTS = """
 import sys
 import vgpu.agent.agent
 from kubernetes.client.api_client import ApiClient
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 KubeApi(ApiClient()).close()
 """
 NOT_LOADED = (

@@ -1,5 +1,5 @@
-"""The Binding's lean POST (`vgpu.adapters.kubepost`): the client's credentials, one kept-alive
-connection per thread, a closed one replaced before sending, errors as the client's."""
+"""The Binding's lean POST (`vgpu.adapters.kube.fast_post`): the client's credentials, one
+kept-alive connection per thread, a closed one replaced before sending, errors as the client's."""
 
 from __future__ import annotations
 
@@ -16,9 +16,15 @@ import pytest
 from kubernetes.client import ApiClient, Configuration
 
 from tests.kubeapi import FakeApiServer
-from vgpu.adapters.kube import KubeApi, KubeConflict, KubeForbidden, KubeInvalid, KubeUnavailable
-from vgpu.adapters.kubeconfig import load_configuration
-from vgpu.adapters.kubepost import LeanPoster
+from vgpu.adapters.kube.calls import (
+    KubeApi,
+    KubeConflict,
+    KubeForbidden,
+    KubeInvalid,
+    KubeUnavailable,
+)
+from vgpu.adapters.kube.credentials import load_configuration
+from vgpu.adapters.kube.fast_post import LeanPoster
 
 NS = "default"
 KUBECONFIG = """apiVersion: v1

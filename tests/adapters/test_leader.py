@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.kubeapi import FakeApiServer
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.adapters.leader import LeaderConfig, LeaderConfigError, LeaderElector
 
 NS = "kube-system"

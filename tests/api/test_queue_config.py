@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.api.queue_namespaces import Binding, astray, bound_queue
-from vgpu.api.queues import (
+from vgpu.api.queues.config import (
     UNLIMITED,
     QueueConfig,
     gates_of,
@@ -19,6 +18,7 @@ from vgpu.api.queues import (
     queue_of,
     read_config,
 )
+from vgpu.api.queues.namespaces import Binding, astray, bound_queue
 from vgpu.core.errors import ConfigError
 from vgpu.core.queues.proportion import QueueSpec
 

@@ -3,7 +3,7 @@ from vgpu.core.gang import GangFailure, GangPlan, plan, release, reserve
 from vgpu.core.ids import GangKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Phase
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import Workload

@@ -13,7 +13,7 @@ from vgpu.core.headroom import fits_nowhere, headroom
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import GpuSelector, PodRequest
 from vgpu.core.placement import assignment_for
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.units import MMIB_PER_MIB

@@ -6,8 +6,8 @@ from __future__ import annotations
 import tracemalloc
 
 from tests.builders import make_node, make_pod
-from vgpu.core.policy_default import MEMO_LIMIT, DefaultPolicy
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.default import MEMO_LIMIT, DefaultPolicy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import _KEYS, NODE_MEMO_KEPT, SHAPES_KEPT, Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import Workload

@@ -10,8 +10,8 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.fragmentation import FragmentMeter
 from vgpu.core.model import ANY_GPU, GpuSelector, Node
 from vgpu.core.model_demand import ModelDemand
-from vgpu.core.policy_default import DefaultPolicy
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.default import DefaultPolicy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.stranding import pressures

@@ -19,7 +19,7 @@ from tests.builders import make_node, make_pod
 from vgpu.core.fit import Verdict
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import PodRequest
-from vgpu.core.policy_specs import POLICY_NAMES, make_policy
+from vgpu.core.policy.specs import POLICY_NAMES, make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import workload_from

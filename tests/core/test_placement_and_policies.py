@@ -7,7 +7,7 @@ from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import NodeName
 from vgpu.core.ledger import Ledger
 from vgpu.core.placement import assignment_for, choose
-from vgpu.core.policy_specs import POLICY_NAMES, make_policy
+from vgpu.core.policy.specs import POLICY_NAMES, make_policy
 from vgpu.core.scheduler import Scheduler, scale_score
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import TaskShape, Workload, workload_from

@@ -9,9 +9,9 @@ from vgpu.core.learning import WorkloadLearner, distance
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import GpuSelector, PodRequest
 from vgpu.core.placement import assignment_for
-from vgpu.core.policy_default import DefaultPolicy
-from vgpu.core.policy_default_knobs import DefaultConfig
-from vgpu.core.policy_specs import make_policy, parse_policy
+from vgpu.core.policy.default import DefaultPolicy
+from vgpu.core.policy.knobs import DefaultConfig
+from vgpu.core.policy.specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import DEFAULT_WORKLOAD, TaskShape, Workload

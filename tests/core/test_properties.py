@@ -12,7 +12,7 @@ from vgpu.core.ids import GangKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import PodRequest
 from vgpu.core.placement import assignment_for
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import workload_from

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from tests.builders import make_node, make_pod
 from vgpu.core.model import GpuSelector, PodRequest
-from vgpu.core.policy_specs import POLICY_NAMES, make_policy
+from vgpu.core.policy.specs import POLICY_NAMES, make_policy
 from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.proportion import QueueSpec
 from vgpu.core.queues.release import Book, Job, plan

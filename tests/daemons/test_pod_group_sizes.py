@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
+from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound
 from vgpu.core.errors import InvalidRequest
 from vgpu.daemons.extender.daemon import PodGroupSizes
 from vgpu.extender.offloop import LeaveLoop, on_loop

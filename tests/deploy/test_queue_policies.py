@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.deploy.test_chart import _helm_or_skip, find, render
-from vgpu.api.queue_namespaces import Binding, bound_queue
-from vgpu.api.queues import UNLIMITED, read_config
+from vgpu.api.queues.config import UNLIMITED, read_config
+from vgpu.api.queues.namespaces import Binding, bound_queue
 from vgpu.core.queues.proportion import QueueSpec
 
 celpy = pytest.importorskip("celpy")

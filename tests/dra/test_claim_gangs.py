@@ -1,5 +1,5 @@
 """Gangs of claim pods (DRA) through the extender: kube-scheduler's DRA allocator chooses the
-nodes, the extender's bind gate keeps the gang all or nothing (`vgpu.extender.claimgangs`).
+nodes, the extender's bind gate keeps the gang all or nothing (`vgpu.extender.gangs.claims`).
 
 The wire plays kube-scheduler: it sends filter with the nodes its DRA filter passed and calls
 bind after PreBind has allocated the member's claims on the chosen node."""

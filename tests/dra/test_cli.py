@@ -37,7 +37,7 @@ def test_help_names_the_slice_orders(capsys: pytest.CaptureFixture[str]) -> None
 
 def _config(monkeypatch: pytest.MonkeyPatch, *flags: str) -> DraConfig:
     """The config `vgpu dra-driver` builds from `flags` (no API server)."""
-    from vgpu.adapters.kube_dra import DraKubeApi
+    from vgpu.adapters.kube.dra_calls import DraKubeApi
     from vgpu.cli.main import _load, _parser
     from vgpu.daemons.dra_driver.cli import build
 

@@ -23,7 +23,7 @@ from vgpu.adapters._proto.pluginregistration.v1 import api_pb2 as reg_pb2
 from vgpu.adapters._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
 from vgpu.adapters.draplugin import DraSockets
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.adapters.kube_dra import DraKubeApi
+from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.daemons.dra_driver.driver import DraConfig, DraDriver
 from vgpu.node.health import HealthPolicy
 

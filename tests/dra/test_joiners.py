@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from tests.dra.test_driver import NODE, share
 from tests.node.test_driver_prestart import RecordingLimits
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.adapters.kube_dra import DraKubeApi
+from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.dra.prepare import NodeGpus

@@ -26,7 +26,7 @@ from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.kubelet_standin.podresources import FakePodResources
 from tests.waiting import wait_until
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT

@@ -10,7 +10,7 @@ from typing import Any
 from tests.pods import container, pod_obj
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
 from vgpu.core.ledger import Ledger
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 
 Obj = dict[str, Any]
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -13,10 +13,10 @@ from tests.extender.builders import FakeClock, Wire, make_pod
 from tests.kubeapi.fixtures import kube_client, kube_server
 from tests.kubeapi.server import FakeApiServer
 from tests.waiting import wait_until
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.adapters.leader import LeaderConfig
 from vgpu.core.ids import PodKey
-from vgpu.core.policy_specs import parse_policy
+from vgpu.core.policy.specs import parse_policy
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.server.tls import TlsFiles

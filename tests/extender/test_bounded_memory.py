@@ -7,7 +7,7 @@ from tests.extender.builders import make_node, make_pod
 from vgpu.api.gang import GANG_NAME, GANG_SIZE
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, Phase
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs

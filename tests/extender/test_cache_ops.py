@@ -7,10 +7,10 @@ from tests.extender.builders import make_node, make_pod
 from vgpu.api.podspec import PodSpec
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Assignment, Phase
-from vgpu.core.policy_specs import make_policy, parse_policy
+from vgpu.core.policy.specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.workload import DEFAULT_WORKLOAD
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 
 KEY = b"k" * 32
 

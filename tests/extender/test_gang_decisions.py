@@ -22,7 +22,7 @@ from tests.extender.test_queue_release import (
 )
 from tests.extender.test_strict_handoff import T0, _leader, _released
 from vgpu.daemons.extender.daemon import ExtenderDaemon
-from vgpu.extender.gang_record import GANGS_ANNOTATION, decode, encode
+from vgpu.extender.gangs.record import GANGS_ANNOTATION, decode, encode
 
 GANG = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "1"}
 PAIR = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from tests.extender.builders import make_node, make_pod
 from vgpu.api.podspec import PodSpec
-from vgpu.core.policy_specs import make_policy, parse_policy
+from vgpu.core.policy.specs import make_policy, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.workload import DEFAULT_WORKLOAD
-from vgpu.extender.cache import ClusterCache
-from vgpu.extender.gangs import GangWait
+from vgpu.extender.cache.cluster import ClusterCache
+from vgpu.extender.gangs.coordinator import GangWait
 
 KEY = b"k" * 32
 

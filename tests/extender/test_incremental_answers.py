@@ -23,9 +23,9 @@ from tests.pods import pod_obj as build_pod
 from vgpu.api.assignment import binding_annotations
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment
-from vgpu.core.policy_specs import parse_policy
+from vgpu.core.policy.specs import parse_policy
 from vgpu.core.scheduler import MAX_EXTENDER_SCORE
-from vgpu.extender.cache import ClusterCache, canonical
+from vgpu.extender.cache.cluster import ClusterCache, canonical
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs, FilterResult, encode_priorities

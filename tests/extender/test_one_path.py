@@ -7,9 +7,9 @@ import pytest
 
 from tests.core.test_one_path import LastDraw
 from tests.extender.builders import ledger_of, make_node, make_pod
-from vgpu.core.policy_specs import POLICY_NAMES, parse_policy
+from vgpu.core.policy.specs import POLICY_NAMES, parse_policy
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.service import Extender
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.extender.builders import make_pod
 from vgpu.api.podspec import READ_METADATA, READ_STATUS, PodSpec, pod_spec, read_part
-from vgpu.extender.podmemo import UNREAD_ANNOTATIONS, ParsedPods, read_digest
+from vgpu.extender.pods.memo import UNREAD_ANNOTATIONS, ParsedPods, read_digest
 
 Obj = dict[str, Any]
 READ = {

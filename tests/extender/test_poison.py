@@ -186,7 +186,7 @@ def test_no_pod_content_makes_the_watch_handler_raise(
     changes: list[tuple[tuple[Any, ...], Any]], bound: bool
 ) -> None:
     from vgpu.api.podspec import key_of
-    from vgpu.extender.cache import ClusterCache
+    from vgpu.extender.cache.cluster import ClusterCache
 
     cache = ClusterCache(key=b"k", memory_unit_mib=256)
     cache.apply_node("ADDED", make_node("n1"))
@@ -207,7 +207,7 @@ def test_no_pod_content_in_a_request_raises_out_of_a_verb(
     changes: list[tuple[tuple[Any, ...], Any]], bound: bool
 ) -> None:
     from vgpu.api.podspec import key_of
-    from vgpu.extender.cache import ClusterCache
+    from vgpu.extender.cache.cluster import ClusterCache
     from vgpu.extender.config import ExtenderConfig
     from vgpu.extender.preemption import PreemptionArgs, Preemptor, Victims
     from vgpu.extender.service import Extender

@@ -14,7 +14,7 @@ from tests.extender.builders import make_node
 from tests.extender.conftest import Harness
 from tests.extender.lease_stub import Lease
 from tests.extender.test_queue_release import _config, _daemon
-from vgpu.api.queue_record import (
+from vgpu.api.queues.in_force import (
     IN_FORCE_ANNOTATION,
     MAX_RECORD_CHARS,
     InForce,

@@ -13,13 +13,13 @@ from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import KEY, Harness
 from tests.extender.lease_stub import Lease
 from tests.waiting import wait_until
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
-from vgpu.core.policy_specs import PolicySpec
+from vgpu.core.policy.specs import PolicySpec
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
-from vgpu.extender.gang_record import GANGS_ANNOTATION, encode
+from vgpu.extender.gangs.record import GANGS_ANNOTATION, encode
 from vgpu.extender.queue_pass import QueueIndex
 from vgpu.extender.queue_release import REFUSED_S, QueueReleaser
 from vgpu.extender.resolve import DEFAULT_POLICY

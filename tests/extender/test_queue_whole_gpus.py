@@ -8,7 +8,7 @@ from tests.extender.builders import make_node
 from tests.extender.conftest import Harness
 from tests.extender.test_queue_release import _daemon, _held, _pass, _queues, _releaser, _watched
 from vgpu.core.ids import GpuUUID, PodKey
-from vgpu.core.policy_specs import parse_policy
+from vgpu.core.policy.specs import parse_policy
 from vgpu.extender.queue_release import QueueReleaser
 
 

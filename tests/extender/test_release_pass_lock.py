@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from tests.extender.builders import make_node, make_pod
-from vgpu.api.queues import read_config
+from vgpu.api.queues.config import read_config
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.queue_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 

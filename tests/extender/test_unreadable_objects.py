@@ -17,7 +17,7 @@ from tests.waiting import wait_until
 from vgpu.api.admitted import ADMITTED
 from vgpu.core.ids import PodKey
 from vgpu.daemons.extender.daemon import ExtenderDaemon
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 
 Obj = dict[str, Any]
 

@@ -22,7 +22,7 @@ from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
 from vgpu.daemons.extender.daemon import ExtenderDaemon
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.offloop import LeaveLoop, on_loop
 from vgpu.extender.watchwait import NotWatched, WatchWait
 

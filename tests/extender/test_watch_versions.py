@@ -27,11 +27,11 @@ from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import VgpuError
 from vgpu.core.ids import GpuUUID, NodeName, PodKey
 from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
-from vgpu.extender import podmemo
-from vgpu.extender.cache import ClusterCache
-from vgpu.extender.cache_parts import CacheParts
-from vgpu.extender.pod_book import PodBook
-from vgpu.extender.pod_parser import PodParser
+from vgpu.extender.cache.cluster import ClusterCache
+from vgpu.extender.cache.parts import CacheParts
+from vgpu.extender.pods import memo as podmemo
+from vgpu.extender.pods.book import PodBook
+from vgpu.extender.pods.parser import PodParser
 
 Obj = dict[str, Any]
 KEY = b"k" * 32

@@ -33,7 +33,7 @@ from vgpu.api.quantity import (
     whole_count,
 )
 from vgpu.core.errors import InvalidRequest
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.preemption import parse_preemption_args
 from vgpu.extender.server.http1_request import HttpError, read_body, read_head
 from vgpu.extender.wire import BadRequest, NamesMemo, parse_binding_args, parse_extender_args

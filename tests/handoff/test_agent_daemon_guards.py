@@ -18,7 +18,7 @@ import pytest
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.agent_harness import CORES, KEY, NODE, Box, make_box
 from vgpu.adapters.fakegpu import FakeGpuBackend, parse_spec
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig
 from vgpu.core.errors import ConfigError

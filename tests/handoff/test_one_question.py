@@ -1,10 +1,12 @@
-"""An Allocate asks the hand-off ledger one question per container and look at the node's pods.
+"""A kubelet call asks the hand-off ledger one question (an Allocate: one per container).
 
 The ledger is shared with the pod watch, which may change it between two of the policy's calls:
 an answer pieced together from several holds of its lock (the match, whether another pod waits
 with the same ask, the pods it could be confused with) may join parts read before and after a
-change. So each container of an Allocate is judged on one `Handoff.attribution`, read in one
-hold of the lock, asked again only after a re-list of the node's pods, and then recorded.
+change. So each container of an Allocate is judged on one `Handoff.attribution`, and a
+GetPreferredAllocation on one `Handoff.steering` (the pending containers it may steer to, or
+with none the unsure attributions), each read in one hold of the lock and asked again only after
+a re-list of the node's pods.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from types import TracebackType
 from typing import Any
 
 from tests.handoff.pods import agent, ids, pod
+from vgpu.core.ids import PodKey
 from vgpu.node.grants import Refusal
 from vgpu.node.handoff.allocate import HandoffPolicy
+
+CORES = "vgpu.io/cores"
 
 
 class CountedLock:
@@ -73,3 +78,38 @@ def test_a_call_matching_nothing_is_refused_on_the_answer_read_after_the_relist(
     policy, events = counted(pod("p", [("a", 30, 0, "G0")]))
     assert isinstance(policy.allocate("vgpu.io/cores", [ids("G1", "c", 30)]), Refusal)
     assert events == ["ledger", "relist", "ledger", "ledger"]  # the last: the aborted admission
+
+
+def _gpus(chosen: list[str]) -> set[str]:
+    return {i.split("::")[0] for i in chosen}
+
+
+def test_a_preference_for_a_pending_container_is_one_question() -> None:
+    policy, events = counted(pod("p", [("a", 30, 0, "G0")]))
+    chosen = policy.preferred(CORES, ids("G0", "c", 100) + ids("G1", "c", 100), [], 30)
+    assert _gpus(chosen) == {"G0"}
+    assert events == ["ledger"]
+
+
+def test_a_preference_matching_nothing_is_asked_again_only_after_the_relist() -> None:
+    policy, events = counted(pod("p", [("a", 30, 0, "G0")]))
+    chosen = policy.preferred(CORES, ids("G0", "c", 100) + ids("G1", "c", 100), [], 20)
+    assert len(chosen) == 20  # binpacked: nothing pending asks 20
+    assert events == ["ledger", "relist", "ledger"]
+
+
+def test_a_preference_steered_to_an_unsure_attribution_is_one_question_after_the_relist() -> None:
+    """a and b ask the same 20 cores on G0; b's call was taken for a's (unsure), b is gone: the
+    next call of that size matches no pending container and is steered to a's GPU on the same
+    answer that says nothing is pending."""
+    a = pod("a", [("main", 20, 0, "G0")])
+    b = pod("b", [("main", 20, 0, "G0")])
+    policy, events = counted(a, b)
+    first = policy.preferred(CORES, ids("G0", "c", 100) + ids("G1", "c", 100), [], 20)
+    assert not isinstance(policy.allocate(CORES, [first]), Refusal)
+    policy._handoff.forget(PodKey("ns/b"), "uid-b")
+    events.clear()
+    rest = [i for i in ids("G0", "c", 100) if i not in first]
+    second = policy.preferred(CORES, rest + ids("G1", "c", 100), [], 20)
+    assert _gpus(second) == {"G0"}, "steered to the unsure attribution's GPU"
+    assert events == ["ledger", "relist", "ledger"]

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.inspect.builders import node, pod
 from tests.inspect.test_queues import A100, _config, _queued
-from vgpu.api.queue_record import IN_FORCE_ANNOTATION, encode_in_force
+from vgpu.api.queues.in_force import IN_FORCE_ANNOTATION, encode_in_force
 from vgpu.inspect.build import build_report
 from vgpu.inspect.details import render_details
 from vgpu.inspect.queues import (

@@ -11,7 +11,7 @@ import yaml
 
 from tests.inspect.builders import node, pod
 from tests.kubeapi import FakeApiServer
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.inspect.build import build_report
 from vgpu.inspect.queues_cmd import read_config_map
 from vgpu.inspect.reader import InspectError, connect, read_snapshot

@@ -29,8 +29,8 @@ from vgpu.core.fit import Verdict
 from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, Phase
-from vgpu.extender.cache import ClusterCache, canonical
-from vgpu.extender.gangs import GangWait
+from vgpu.extender.cache.cluster import ClusterCache, canonical
+from vgpu.extender.gangs.coordinator import GangWait
 from vgpu.extender.service import Extender
 from vgpu.node.checkpoint import CheckpointEntry, stale_devices
 from vgpu.node.devices import UnitKind, device_list

@@ -19,7 +19,7 @@ from tests.kubelet_standin.podresources import FakePodResources
 from tests.waiting import holds_within
 from vgpu.adapters._proto.podresources.v1 import api_pb2 as pr
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.adapters.procfs import CgroupReader, ProcessKiller
 from vgpu.agent.agent import NodeAgent
 from vgpu.agent.config import AgentConfig
@@ -214,7 +214,7 @@ class Box:
         target = next((c for c in entry.containers if c.name == container), None)
         if target is None:
             target = entry.containers.add(name=container)
-        for device in ids:  # one entry per ID, as the kubelet lists them (podresources.py)
+        for device in ids:  # one entry per ID, as the kubelet lists them (kubelet/pod_resources.py)
             target.devices.add(resource_name=resource, device_ids=[device])
 
     def refused(self, resource: str, size: int, *, use_preferred: bool = True) -> str:

@@ -12,8 +12,8 @@ import pytest
 
 from tests.kubelet_standin.kubelet import FakeKubelet
 from vgpu.adapters.fakegpu import parse_spec
-from vgpu.adapters.kubelet import PluginOptions
-from vgpu.adapters.kubelet_devices import NodeDevicePlugins
+from vgpu.adapters.kubelet.device_plugin import PluginOptions
+from vgpu.adapters.kubelet.node_plugins import NodeDevicePlugins
 from vgpu.node.allocation import DefaultAllocationPolicy
 from vgpu.node.model import GpuInventory
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from vgpu.adapters.kubelet_checkpoint import read_checkpoint
+from vgpu.adapters.kubelet.checkpoint import read_checkpoint
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.core.ids import PodKey
 from vgpu.node.checkpoint import (

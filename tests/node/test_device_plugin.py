@@ -12,7 +12,7 @@ from tests.node.conftest import CORES, MEMORY, Node, start_plugins
 from tests.waiting import wait_until
 from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.adapters.fakegpu import FakeGpuBackend
-from vgpu.adapters.kubelet_devices import HealthPump
+from vgpu.adapters.kubelet.node_plugins import HealthPump
 from vgpu.node.health import HealthPolicy, HealthTracker
 
 

@@ -19,7 +19,7 @@ from tests.node.test_handoff_pure import pod, signed
 from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.adapters.dmem import LimitError
 from vgpu.adapters.fakegpu import parse_spec
-from vgpu.adapters.kubelet import PluginOptions
+from vgpu.adapters.kubelet.device_plugin import PluginOptions
 from vgpu.agent.driver_limits import DriverLimitHook
 from vgpu.core.ids import GpuUUID, PodKey
 from vgpu.core.kubelet_reuse import Role

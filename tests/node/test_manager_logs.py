@@ -14,9 +14,9 @@ from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import CORES, MEMORY, start_plugins
 from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import parse_spec
-from vgpu.adapters.kubelet import PluginOptions
+from vgpu.adapters.kubelet.device_plugin import PluginOptions
 
-LOGGER = "vgpu.adapters.kubelet_manager"
+LOGGER = "vgpu.adapters.kubelet.registration"
 
 
 def lines(caplog: pytest.LogCaptureFixture, fragment: str) -> list[str]:

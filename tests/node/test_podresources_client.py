@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tests.kubelet_standin.podresources import FakePodResources
 from vgpu.adapters._proto.podresources.v1 import api_pb2
-from vgpu.adapters.podresources import PodResourcesClient
+from vgpu.adapters.kubelet.pod_resources import PodResourcesClient
 from vgpu.node.devices import UnitKind
 
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"

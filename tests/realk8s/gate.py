@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from vgpu.adapters.kubelet import DeviceBoard, PluginOptions, ResourcePlugin
-from vgpu.adapters.kubelet_manager import DevicePluginManager, serve_until_signal
+from vgpu.adapters.kubelet.device_plugin import DeviceBoard, PluginOptions, ResourcePlugin
+from vgpu.adapters.kubelet.registration import DevicePluginManager, serve_until_signal
 from vgpu.node.devices import DeviceEntry
 from vgpu.node.grants import ContainerGrant, Refusal
 

@@ -20,7 +20,7 @@ from tests.realk8s import binary, manifests, pods
 from tests.realk8s.cluster import SYSTEM, RealCluster
 from tests.realk8s.processes import free_port, wait_until
 from tests.realk8s.rest import ApiError, Obj, Rest
-from vgpu.api.queues import QUEUE_GATE, QUEUE_LABEL
+from vgpu.api.queues.config import QUEUE_GATE, QUEUE_LABEL
 
 CONFIG_MAP = f"/api/v1/namespaces/{SYSTEM}/configmaps/vgpu-queues"
 QUEUES_FLAG = f"--queues-config={SYSTEM}/vgpu-queues"

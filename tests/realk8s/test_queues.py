@@ -27,7 +27,7 @@ from tests.realk8s.proxy import ServiceProxy
 from tests.realk8s.rest import ApiError, Rest
 from tests.realk8s.test_admission import TENANT_RULES, _user
 from tests.realk8s.test_workloads import gang
-from vgpu.api.queues import QUEUE_GATE, QUEUE_LABEL
+from vgpu.api.queues.config import QUEUE_GATE, QUEUE_LABEL
 
 pytestmark = pytest.mark.realk8s
 

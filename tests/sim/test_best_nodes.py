@@ -16,7 +16,7 @@ from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import GpuSelector, Node, PodRequest
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import Scheduler, Selection
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import Workload

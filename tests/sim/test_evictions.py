@@ -13,7 +13,7 @@ from tests.builders import make_node, make_pod
 from vgpu.core.ids import PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import PodRequest
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.workload import Workload

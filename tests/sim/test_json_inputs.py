@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from vgpu import __version__
 from vgpu.cli.main import main
 from vgpu.cli.trace_files import embedded, trace_files
-from vgpu.core.policy_default_knobs import DefaultConfig
-from vgpu.core.policy_specs import parse_policy
+from vgpu.core.policy.knobs import DefaultConfig
+from vgpu.core.policy.specs import parse_policy
 from vgpu.sim.run_inputs import policy_entry, run_inputs
 from vgpu.sim.trace import DEFAULT_NODES, DEFAULT_PODS
 

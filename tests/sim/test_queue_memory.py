@@ -9,7 +9,7 @@ import pytest
 from tests.builders import make_node, make_pod
 from vgpu.cli.main import main
 from vgpu.cli.trace_files import read_lifetimes, read_trace
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.queues.proportion import QueueSpec
 from vgpu.core.workload import Workload
 from vgpu.sim.poisson import MEMORY_UNIT_MIB, Arrival, generate, is_large

@@ -6,7 +6,7 @@ import pytest
 
 from vgpu.cli.main import main
 from vgpu.cli.trace_files import read_trace
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.workload import workload_from
 from vgpu.sim.engine import capacity_milli, replay
 from vgpu.sim.workload import arrivals

@@ -11,7 +11,7 @@ from vgpu.cli.main import main
 from vgpu.cli.trace_files import embedded, read_trace
 from vgpu.core.ids import GangKey
 from vgpu.core.model import GangRef, PodRequest
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.workload import Workload
 from vgpu.sim.engine import capacity_milli
 from vgpu.sim.gangs import replay_units

@@ -30,7 +30,7 @@ from vgpu.adapters._proto.drahealth.v1 import api_pb2 as health_pb2
 from vgpu.adapters._proto.drahealth.v1 import api_pb2_grpc as health_grpc
 from vgpu.adapters._proto.pluginregistration.v1 import api_pb2 as reg_pb2
 from vgpu.adapters._proto.pluginregistration.v1 import api_pb2_grpc as reg_grpc
-from vgpu.adapters.kubelet import MAX_UNIX_PATH, KubeletError
+from vgpu.adapters.kubelet.device_plugin import MAX_UNIX_PATH, KubeletError
 from vgpu.dra.prepare import PreparedClaim
 from vgpu.node.grants import Refusal
 

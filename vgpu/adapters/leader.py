@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from vgpu.adapters.kube import KubeConflict, KubeError, KubeNotFound, microtime
+from vgpu.adapters.kube.calls import KubeConflict, KubeError, KubeNotFound, microtime
 from vgpu.adapters.streak import Streak
 from vgpu.core.errors import VgpuError
 

@@ -36,11 +36,11 @@ from collections.abc import Callable
 
 from vgpu.adapters.gpu import GpuBackend, NvmlBackend
 from vgpu.adapters.gpu_utilisation import nvml_utilisation
-from vgpu.adapters.kube import KubeApi
-from vgpu.adapters.kubelet_checkpoint import read_checkpoint
-from vgpu.adapters.kubelet_devices import HealthPump, NodeDevicePlugins
+from vgpu.adapters.kube.calls import KubeApi
+from vgpu.adapters.kubelet.checkpoint import read_checkpoint
+from vgpu.adapters.kubelet.node_plugins import HealthPump, NodeDevicePlugins
+from vgpu.adapters.kubelet.pod_resources import PodResourcesClient
 from vgpu.adapters.liveness import Liveness
-from vgpu.adapters.podresources import PodResourcesClient
 from vgpu.adapters.procfs import (
     CgroupReader,
     ProcCgroupReader,

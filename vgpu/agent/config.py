@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vgpu.adapters.kubelet import DEFAULT_PLUGIN_DIR
-from vgpu.adapters.podresources import DEFAULT_POD_RESOURCES_SOCKET
+from vgpu.adapters.kubelet.device_plugin import DEFAULT_PLUGIN_DIR
+from vgpu.adapters.kubelet.pod_resources import DEFAULT_POD_RESOURCES_SOCKET
 from vgpu.adapters.procfs import DEFAULT_PROC_ROOT
 from vgpu.node.devices import DEFAULT_DOMAIN, DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.driver_mode import DriverLimits

@@ -34,7 +34,8 @@ PodLookup = Callable[
 
 
 class DriverLimitHook:
-    """`PreStartContainer` for the driver memory backend (`vgpu.adapters.kubelet.PreStart`)."""
+    """`PreStartContainer` for the driver memory backend
+    (`vgpu.adapters.kubelet.device_plugin.PreStart`)."""
 
     def __init__(
         self,

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Protocol
 
 from vgpu.adapters.container_dirs import read_limits, write_limits
-from vgpu.adapters.kubelet_checkpoint import checkpoint_text
+from vgpu.adapters.kubelet.checkpoint import checkpoint_text
 from vgpu.core.contention import SCALE_NEUTRAL, Observed, next_scale
 from vgpu.core.elastic import ElasticShare, allowances, is_active
 from vgpu.core.errors import VgpuError

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from vgpu.adapters.kubelet_devices import NodeDevicePlugins
-from vgpu.adapters.podresources import PodResourcesClient, PodResourcesError
+from vgpu.adapters.kubelet.node_plugins import NodeDevicePlugins
+from vgpu.adapters.kubelet.pod_resources import PodResourcesClient, PodResourcesError
 from vgpu.adapters.streak import Streak
 from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.agent.metrics import NodeMetrics

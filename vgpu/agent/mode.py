@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from vgpu.adapters.dmem import decide
-from vgpu.adapters.kubelet import PluginOptions, PreStart
-from vgpu.adapters.kubelet_devices import NodeDevicePlugins
+from vgpu.adapters.kubelet.device_plugin import PluginOptions, PreStart
+from vgpu.adapters.kubelet.node_plugins import NodeDevicePlugins
 from vgpu.adapters.runtime_settings import cdi_device_names, toolkit_config
 from vgpu.agent.driver_limits import DriverLimitHook
 from vgpu.agent.metrics import CountingPolicy, NodeMetrics

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from vgpu.adapters.backoff import Backoff
-from vgpu.adapters.kube import KubeApi
+from vgpu.adapters.kube.calls import KubeApi
 from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.api.podread import is_terminal
 from vgpu.core.errors import VgpuError

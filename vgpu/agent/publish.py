@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
+from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound
 from vgpu.adapters.streak import Streak
 from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.api.assignment import ADMITTED

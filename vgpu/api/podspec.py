@@ -49,7 +49,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server sets an absent spec.schedulerName to (pkg/apis/core/v1/defaults.go)."""
 READ_METADATA = ("uid", "name", "namespace", "labels", "annotations")
 """The metadata `pod_spec` reads. It reads the pod through `read_part`, which holds these and no
-other, and the parse memo's key is made of the same fields (`vgpu.extender.podmemo`): reading a
+other, and the parse memo's key is made of the same fields (`vgpu.extender.pods.memo`): reading a
 new field starts by naming it here, and then the key holds it too."""
 READ_STATUS = ("phase",)
 """The status `pod_spec` reads: whether the phase is terminal (set per version by the memo)."""
@@ -88,7 +88,7 @@ class PodSpec:
     terminal: bool
     roles: dict[str, Role] = field(default_factory=dict)  # vGPU containers' reuse roles
     cores_limit: int | None = None  # vgpu.io/cores-limit, part of every container's grant
-    claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.claimgangs`)
+    claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.gangs.claims`)
     scheduler: str = DEFAULT_SCHEDULER
     """spec.schedulerName: only pods of the schedulers the extender serves hold places."""
 

@@ -17,7 +17,7 @@ from vgpu import __version__
 from vgpu.cli.plots import check_plot_path, plot, plot_shares
 from vgpu.cli.trace_files import read_lifetimes, read_trace, trace_files
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.policy_specs import PAPER_POLICIES, POLICY_NAMES, PolicySpec, parse_policy
+from vgpu.core.policy.specs import PAPER_POLICIES, POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.flags import HelpFormatter, count
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli

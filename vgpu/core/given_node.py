@@ -24,7 +24,7 @@ from vgpu.core.handoff_rule import PendingContainer, conflicts, preferred_gpus
 from vgpu.core.ids import GpuUUID, NodeName
 from vgpu.core.kubelet_reuse import Role, place_reusing, reuses
 from vgpu.core.model import Assignment, PodRequest
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 
 Describe = Callable[[Assignment], list[PendingContainer]]

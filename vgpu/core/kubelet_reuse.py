@@ -34,7 +34,7 @@ from vgpu.core.model import (
     GpuShare,
     PodRequest,
 )
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.units import CORES_PER_GPU, MMIB_PER_MIB, memory_need_mmib
 

@@ -1,7 +1,7 @@
 """Frozen value types: GPUs, nodes, requests and assignments.
 
 These are the nouns every layer speaks. They carry no behaviour beyond small derived properties;
-decisions live in `fit`, `policy`, `placement` and `gang`.
+decisions live in `fit`, `policy` (a package), `placement` and `gang`.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from vgpu.core.fit import Verdict, check
 from vgpu.core.ids import NodeName
 from vgpu.core.model import Assignment, PodRequest
 from vgpu.core.placement import Choice, assignment_for
-from vgpu.core.policy import Evaluation, Policy
+from vgpu.core.policy.interface import Evaluation, Policy
 from vgpu.core.state import ClusterState, NodeState
 
 _MISSING = object()

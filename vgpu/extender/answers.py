@@ -1,6 +1,6 @@
 """Answers per node for one question, kept current from the cluster's change feed.
 
-(Not to be confused with the cache's read-only *views* of its state, `vgpu.extender.cacheviews`.)
+(Not to be confused with the cache's read-only *views* of its state, `vgpu.extender.ledger_view`.)
 
 A question is "how does a pod of this shape fare on each node" (the filter's `FilterAnswers`, in
 `filter_answers.py`; prioritize's `ScoreAnswers`, in `scores.py`, reads the same feed but keeps its

@@ -1,7 +1,7 @@
 """The cache's bind holds: which binds are in flight, and when each assumption and pick was made.
 
-A part of `ClusterCache` (`vgpu.extender.cache`), which calls it under its lock. It outlives the
-cache's rebuilds (binds in flight still finish after one), so it is handed the current ledger
+A part of `ClusterCache` (`vgpu.extender.cache.cluster`), which calls it under its lock. It outlives
+the cache's rebuilds (binds in flight still finish after one), so it is handed the current ledger
 on every call instead of keeping one. An *assumption* holds a pod's place while its bind is in
 flight and until the watch confirms it or `assume_ttl` passes; a *pick* holds the place of a pod
 whose filter passed a single node until its bind arrives, its next filter, or `pick_ttl` passes.

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from vgpu.adapters.kubeerrors import KubeConflict, KubeInvalid, KubeNotFound
+from vgpu.adapters.kube.errors import KubeConflict, KubeInvalid, KubeNotFound
 from vgpu.api.assignment import ASSIGNMENT, binding_annotations
 from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import Conflict, InvalidRequest, VgpuError
@@ -32,10 +32,10 @@ from vgpu.core.handoff_rule import conflicts
 from vgpu.core.ids import PodKey, pod_key
 from vgpu.core.model import Assignment
 from vgpu.core.scheduler import Scheduler
-from vgpu.extender.cache import ClusterCache
-from vgpu.extender.claimgangs import is_claim_member
-from vgpu.extender.gangs import GangWait
-from vgpu.extender.pod_place import canonical
+from vgpu.extender.cache.cluster import ClusterCache
+from vgpu.extender.gangs.claims import is_claim_member
+from vgpu.extender.gangs.coordinator import GangWait
+from vgpu.extender.pods.place import canonical
 from vgpu.extender.resolve import PodReader
 from vgpu.extender.wire import BindingArgs
 
@@ -45,7 +45,7 @@ Obj = dict[str, Any]
 
 
 class BindApi(Protocol):
-    """The two API calls bind needs (`vgpu.adapters.kube.KubeApi` provides them)."""
+    """The two API calls bind needs (`vgpu.adapters.kube.calls.KubeApi` provides them)."""
 
     def get_pod(self, namespace: str, name: str) -> Obj: ...
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
-from vgpu.core.policy_specs import PolicySpec
+from vgpu.core.policy.specs import PolicySpec
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.extender.resolve import DEFAULT_POLICY
 from vgpu.extender.watchwait import WATCH_WAIT_S, WATCH_WAITERS

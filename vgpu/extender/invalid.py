@@ -15,7 +15,7 @@ import queue
 import threading
 from typing import Any, Protocol
 
-from vgpu.adapters.kubeerrors import KubeError
+from vgpu.adapters.kube.errors import KubeError
 from vgpu.extender.metrics import ExtenderMetrics
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ QUEUED = 256
 
 
 class EventApi(Protocol):
-    """The one API call reporting needs (`vgpu.adapters.kube.KubeApi` provides it)."""
+    """The one API call reporting needs (`vgpu.adapters.kube.calls.KubeApi` provides it)."""
 
     def create_event(
         self, involved: Any, *, reason: str, message: str, event_type: str, component: str

@@ -1,7 +1,7 @@
 """The cache's node table: every watched node as the scheduler counts it, and why a node offers
 no GPU.
 
-A part of `ClusterCache` (`vgpu.extender.cache`), which makes a new one on every rebuild and
+A part of `ClusterCache` (`vgpu.extender.cache.cluster`), which makes a new one on every rebuild and
 calls it under its lock. It keeps the `ClusterState`'s nodes in step with the node watch and
 marks the change feed whenever a node's answers may change (its state or its problem), so the
 verbs' answer sets (`vgpu.extender.answers`) recompute only those nodes.

@@ -35,7 +35,7 @@ from typing import Any
 from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Code
 from vgpu.core.ids import NodeName, PodKey
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BadRequest, Obj, load_request
 

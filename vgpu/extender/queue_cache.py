@@ -22,7 +22,7 @@ from vgpu.core.model import Holding
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import NodeState
 from vgpu.extender.config import ExtenderConfig
-from vgpu.extender.gangs import GangCoordinator
+from vgpu.extender.gangs.coordinator import GangCoordinator
 
 
 class QueueCache(Protocol):

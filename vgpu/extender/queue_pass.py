@@ -1,7 +1,7 @@
 """The leader's queue pass over the extender's cache: which held pods to release, which to evict.
 
 `QueueIndex` is a second reader of the pod watch: it keeps the pods carrying the queue label
-(`vgpu.api.queues`), with their gates, asks and ages; the cache keeps the GPUs. `decide` runs one
+(`vgpu.api.queues.config`), with their gates, asks and ages; the cache keeps the GPUs. `decide` runs one
 pass over a snapshot of the index and of the cluster's capacity, taking the cache's lock only for
 one job's placement at a time (and a reclaim what-if), never for the pass: filters run between
 jobs, and after each job it gives the interpreter to a verb waiting for it (5,000
@@ -46,9 +46,9 @@ from fractions import Fraction
 from typing import Any
 
 from vgpu.api.podspec import key_of
-from vgpu.api.queue_namespaces import astray
-from vgpu.api.queue_pods import Queued, capacity, queued_pod
-from vgpu.api.queues import QueueConfig, queue_of
+from vgpu.api.queues.config import QueueConfig, queue_of
+from vgpu.api.queues.namespaces import astray
+from vgpu.api.queues.pods import Queued, capacity, queued_pod
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.headroom import Headroom, fits_nowhere, headroom
@@ -138,7 +138,7 @@ class Decision:
     evict: tuple[Queued, ...] = ()
     held_since: Mapping[str, float] = field(default_factory=dict)
     decided: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    """The record of gangs decided and still being released (`vgpu.extender.gang_record`)."""
+    """The record of gangs decided and still being released (`vgpu.extender.gangs.record`)."""
     evicted_for: str = ""
     """The job `evict` makes room for ("" when none): later passes try it first."""
 
@@ -167,7 +167,7 @@ def decide(
     (their evictions were refused lately); `asks`: the jobs resting after asks that found no
     victims, kept by the caller from pass to pass; `decided`: the leader's record of the gangs
     it decided (`vgpu.core.queues.jobs`); `namespace_labels`: each namespace's labels, for the
-    queues bound by selector (`vgpu.api.queue_namespaces`); `first`: the jobs earlier passes
+    queues bound by selector (`vgpu.api.queues.namespaces`); `first`: the jobs earlier passes
     evicted for, tried before any other (`release.plan`)."""
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
     planned = _plan(
@@ -250,7 +250,7 @@ def _counted(
     recs: Mapping[str, Queued], config: QueueConfig, labels: Mapping[str, Mapping[str, str]]
 ) -> tuple[dict[str, Queued], dict[str, str]]:
     """The pods whose label names their namespace's queue, and why each other held pod waits
-    (`vgpu.api.queue_namespaces.astray`)."""
+    (`vgpu.api.queues.namespaces.astray`)."""
     counted: dict[str, Queued] = {}
     held: dict[str, str] = {}
     for key, r in recs.items():

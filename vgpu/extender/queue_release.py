@@ -6,7 +6,7 @@ resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outsi
 * each released pod loses the gate `vgpu.io/queue` in one JSON patch that tests the gate list and
   the UID first. Removing a gate that is gone is not possible, and a new leader rebuilds its view
   from a fresh listing, so failover releases nothing twice. A gang's gates are removed only once
-  the Lease this leader last wrote records the gang's decision (`vgpu.extender.gang_record`), so
+  the Lease this leader last wrote records the gang's decision (`vgpu.extender.gangs.record`), so
   a gang cut short by a failover is finished by the next leader from that record, exactly the
   members it names (`vgpu.core.queues.jobs`); without a Lease the record is kept in memory;
 * reclaim's victims are evicted through the Eviction API, so PodDisruptionBudgets hold (a budget
@@ -22,11 +22,11 @@ resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outsi
 
 The configuration is read from the ConfigMap every pass; a malformed one is logged once (one line
 naming the field) and the last good one is kept; with none, nothing is released (pods stay held:
-fail closed). A pod counts only in its namespace's queue (`vgpu.api.queue_namespaces`); when a
+fail closed). A pod counts only in its namespace's queue (`vgpu.api.queues.namespaces`); when a
 queue is bound by label the namespaces are listed each pass, and until one listing succeeds
 nothing is released. Strict holds are kept across passes and handed to the next leader on the
 leader Lease (`vgpu.extender.strict_holds`). Each pass also carries on the Lease the
-configuration in force and who acts on it (`vgpu.api.queue_record`), and a refused ConfigMap
+configuration in force and who acts on it (`vgpu.api.queues.in_force`), and a refused ConfigMap
 fixed again is logged, so an operator sees both from outside.
 """
 
@@ -37,13 +37,14 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound
-from vgpu.api.queue_pods import Queued
-from vgpu.api.queue_record import IN_FORCE_ANNOTATION, QUEUED_EVENT, encode_in_force
-from vgpu.api.queues import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
+from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound
+from vgpu.api.queues.config import CONFIG_KEY, QUEUE_GATE, QueueConfig, read_config
+from vgpu.api.queues.in_force import IN_FORCE_ANNOTATION, QUEUED_EVENT, encode_in_force
+from vgpu.api.queues.pods import Queued
 from vgpu.core.errors import ConfigError
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
-from vgpu.extender import gang_record, strict_holds
+from vgpu.extender import strict_holds
+from vgpu.extender.gangs import record as gang_record
 from vgpu.extender.queue_metrics import QueueFigures
 from vgpu.extender.queue_pass import Decision, QueueIndex, Standing, decide, reason_line
 from vgpu.extender.strict_holds import LeaseNotes
@@ -83,7 +84,7 @@ class QueueReleaser:
         self._namespaces: Mapping[str, Mapping[str, str]] | None = None
         """Each namespace's labels as last listed (queues bound by label)."""
         self._decided: Mapping[str, frozenset[str]] = {}
-        """The gangs decided and still being released (`vgpu.extender.gang_record`)."""
+        """The gangs decided and still being released (`vgpu.extender.gangs.record`)."""
         self._notes = notes
         self._holder = holder
         """This replica's identity, carried with the configuration in force."""

@@ -16,10 +16,10 @@ from typing import NamedTuple
 from vgpu.api.podspec import POLICY as POLICY_ANNOTATION
 from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
-from vgpu.core.policy import Policy
-from vgpu.core.policy_specs import PolicySpec, make_policy, parse_policy
+from vgpu.core.policy.interface import Policy
+from vgpu.core.policy.specs import PolicySpec, make_policy, parse_policy
 from vgpu.core.workload import DEFAULT_WORKLOAD, Workload
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.watchwait import WatchWait
 
 GroupSize = Callable[[str, str], int | None]

@@ -34,12 +34,12 @@ from vgpu.core.fit import check
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.kubelet_reuse import reuses
 from vgpu.core.model import Assignment
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.answers import AnswerBook
-from vgpu.extender.cache import ClusterCache, place_read
+from vgpu.extender.cache.cluster import ClusterCache, place_read
 from vgpu.extender.config import DEFAULT_CONFIG, ExtenderConfig
-from vgpu.extender.gangs import GangWait
+from vgpu.extender.gangs.coordinator import GangWait
 from vgpu.extender.outcomes import (
     FIT,
     NO_GPU,

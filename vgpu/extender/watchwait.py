@@ -35,7 +35,7 @@ from collections.abc import Callable
 from vgpu.api.podspec import PodSpec
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import PodKey
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.offloop import LeaveLoop, may_block
 
 WATCH_WAIT_S = 1.0

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from vgpu.api.queue_record import QUEUED_EVENT
-from vgpu.api.queues import QUEUE_GATE, QUEUE_LABEL
+from vgpu.api.queues.config import QUEUE_GATE, QUEUE_LABEL
+from vgpu.api.queues.in_force import QUEUED_EVENT
 from vgpu.inspect.lease import parse_time
 
 Obj = Mapping[str, Any]

@@ -1,14 +1,14 @@
 """`kubectl inspect vgpu --queues`: where each queue stands and why its held pods wait.
 
 Computed from the queue ConfigMap and the pods with the functions the extender's leader uses,
-never a second implementation: the pod reading and capacity of `vgpu.api.queue_pods`, the
+never a second implementation: the pod reading and capacity of `vgpu.api.queues.pods`, the
 jobs and book of `vgpu.core.queues.jobs.group`, and `vgpu.core.queues.release.plan` for each queue's
 deserved share (water-filling over cores and memory units) and the reasons that need no GPU
 placement (a queue at its cap). Whether a held job fits whole on real GPUs now is the leader's
 decision alone (it holds the place it finds): a held pod's reason is the leader's own words
 from its latest `VgpuQueued` Event (`vgpu.inspect.queue_events`) when there is one.
 
-What is in force comes from the leader's record on its Lease (`vgpu.api.queue_record`): which
+What is in force comes from the leader's record on its Lease (`vgpu.api.queues.in_force`): which
 replica runs queues, and the configuration it acts on, which is the last good one while the
 ConfigMap is refused. Without a record the report says no leader runs queues (nothing is
 released); without the Lease it says it cannot tell. Pure: the caller reads the cluster.
@@ -22,9 +22,9 @@ from fractions import Fraction
 from typing import Any
 
 from vgpu.api.podspec import pod_spec
-from vgpu.api.queue_pods import Queued, capacity, queued_pod
-from vgpu.api.queue_record import IN_FORCE_ANNOTATION, InForce, decode_in_force
-from vgpu.api.queues import QueueConfig, read_config
+from vgpu.api.queues.config import QueueConfig, read_config
+from vgpu.api.queues.in_force import IN_FORCE_ANNOTATION, InForce, decode_in_force
+from vgpu.api.queues.pods import Queued, capacity, queued_pod
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.queues.jobs import QueuedPod, group

@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vgpu.api.queues import CONFIG_KEY
+from vgpu.api.queues.config import CONFIG_KEY
 from vgpu.api.resources import ResourceNames
 from vgpu.inspect.queues import as_dict, queue_report, render_queues
 from vgpu.inspect.snapshot import Snapshot
 
 if TYPE_CHECKING:
-    from vgpu.adapters.kube import KubeApi
+    from vgpu.adapters.kube.calls import KubeApi
 
 DEFAULT_CONFIG = "vgpu-system/vgpu-queues"
 
@@ -45,7 +45,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def read_config_map(api: KubeApi, where: str) -> str | None:
     """The ConfigMap's queues.json (None: no such ConfigMap)."""
-    from vgpu.adapters.kube import KubeError, KubeForbidden, KubeNotFound
+    from vgpu.adapters.kube.calls import KubeError, KubeForbidden, KubeNotFound
     from vgpu.inspect.reader import InspectError
 
     namespace, _, name = where.partition("/")

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from vgpu.adapters.kube import (
+from vgpu.adapters.kube.calls import (
     KubeApi,
     KubeConfigMissing,
     KubeError,
@@ -20,9 +20,9 @@ from vgpu.adapters.kube import (
     KubeNotFound,
     KubeUnavailable,
 )
-from vgpu.adapters.kube_dra import DraKubeApi
+from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.api.gang import POD_GROUP_LABEL
-from vgpu.api.queue_record import QUEUED_EVENT
+from vgpu.api.queues.in_force import QUEUED_EVENT
 from vgpu.core.errors import VgpuError
 from vgpu.inspect.lease import DEFAULT_LEASE
 from vgpu.inspect.queue_events import is_held

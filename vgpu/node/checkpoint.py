@@ -11,7 +11,7 @@ those of vanished pods only once its pod sources are ready (`UpdateAllocatedDevi
 entries of pods no longer bound to the node are devices the kubelet may still refuse to offer:
 the node agent publishes them per GPU in the inventory annotation (`kubeletStale`) and the
 extender does not place onto them (docs/handshake.md, "Devices the kubelet still counts after
-its restart"). The file is read by `vgpu.adapters.kubelet_checkpoint`.
+its restart"). The file is read by `vgpu.adapters.kubelet.checkpoint`.
 
 It is also the only record of a regular init container's devices: pod-resources `List` leaves
 them out (pkg/kubelet/apis/podresources/server_v1.go), so `checkpointed_holdings` hands the

@@ -26,7 +26,7 @@ from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import NodeName
 from vgpu.core.model import PodRequest
 from vgpu.core.placement import assignment_for
-from vgpu.core.policy import Evaluation
+from vgpu.core.policy.interface import Evaluation
 from vgpu.core.scheduler import Scheduler, Selection
 from vgpu.core.state import NodeState
 

@@ -20,7 +20,7 @@ from random import Random
 from vgpu.core.gang import GangPlan, plan
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node, PodRequest
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.sim.engine import RunResult, Tally, capacity_milli

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vgpu.core.model import Node
-from vgpu.core.policy_specs import PolicySpec, make_policy
+from vgpu.core.policy.specs import PolicySpec, make_policy
 from vgpu.core.workload import Workload
 from vgpu.sim.fairness import (
     Tallies,

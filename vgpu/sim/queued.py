@@ -33,7 +33,7 @@ from vgpu.core.changes import ChangeFeed
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Node
-from vgpu.core.policy import Policy
+from vgpu.core.policy.interface import Policy
 from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.proportion import ZERO, Vec, deserved, overused
 from vgpu.core.queues.reclaim import Running

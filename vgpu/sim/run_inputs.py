@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from vgpu.core.policy_default_knobs import DefaultConfig
-from vgpu.core.policy_specs import PolicySpec
+from vgpu.core.policy.knobs import DefaultConfig
+from vgpu.core.policy.specs import PolicySpec
 
 PLACEMENT_INPUTS = frozenset(
     [

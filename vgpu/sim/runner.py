@@ -15,7 +15,7 @@ from statistics import median
 from typing import TextIO
 
 from vgpu.core.model import PodRequest
-from vgpu.core.policy_specs import PolicySpec, make_policy
+from vgpu.core.policy.specs import PolicySpec, make_policy
 from vgpu.core.workload import Workload, workload_from
 from vgpu.sim.dra import chooser
 from vgpu.sim.engine import RunResult, capacity_milli, replay

@@ -4,7 +4,7 @@ claims (`vgpu.daemons.dra_driver.joiners`). Each node's driver watches all claim
 cluster (a claim's node is not a field the API server can select on), so one stream serves both.
 
 A broken watch never takes the driver down: it is logged and started again after `retry_s`,
-from a full list (`vgpu.adapters.kubewatch`), and each follower is told first.
+from a full list (`vgpu.adapters.kube.reflector`), and each follower is told first.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import threading
 from collections.abc import Sequence
 from typing import Protocol
 
-from vgpu.adapters.kube_dra import DraKubeApi
-from vgpu.adapters.kubewatch import WatchEvent
+from vgpu.adapters.kube.dra_calls import DraKubeApi
+from vgpu.adapters.kube.reflector import WatchEvent
 
 log = logging.getLogger(__name__)
 

@@ -71,7 +71,7 @@ def build(args: argparse.Namespace) -> DraDriver:
     """The `DraDriver` the flags describe (not started)."""
     from vgpu.adapters.container_dirs import claim_dirs
     from vgpu.adapters.draplugin import DraSockets
-    from vgpu.adapters.kube_dra import DraKubeApi
+    from vgpu.adapters.kube.dra_calls import DraKubeApi
     from vgpu.api.dra import DRIVER
     from vgpu.daemons.dra_driver.driver import DraConfig, DraDriver
 

@@ -29,9 +29,9 @@ from vgpu.adapters.dmem import decide
 from vgpu.adapters.dra_checkpoint import Checkpoint
 from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, HealthBoard
 from vgpu.adapters.gpu import GpuBackend
-from vgpu.adapters.kube import KubeError
-from vgpu.adapters.kube_dra import DraKubeApi
-from vgpu.adapters.kubelet_devices import HealthPump
+from vgpu.adapters.kube.calls import KubeError
+from vgpu.adapters.kube.dra_calls import DraKubeApi
+from vgpu.adapters.kubelet.node_plugins import HealthPump
 from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, device_name
 from vgpu.daemons.dra_driver.claim_watch import ClaimFollower, follow_claims

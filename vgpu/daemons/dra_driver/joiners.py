@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from vgpu.adapters.dmem import pod_cgroup
-from vgpu.adapters.kubewatch import SYNCED, WatchEvent
+from vgpu.adapters.kube.reflector import SYNCED, WatchEvent
 from vgpu.api.dra import claim_shares
 from vgpu.core.errors import VgpuError
 from vgpu.daemons.dra_driver.limits import ClaimLimits

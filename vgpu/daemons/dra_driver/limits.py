@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from vgpu.adapters.dmem import LimitError, pod_cgroup
-from vgpu.adapters.kube import KubeError
-from vgpu.adapters.kube_dra import DraKubeApi
+from vgpu.adapters.kube.calls import KubeError
+from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.core.errors import InvalidRequest
 from vgpu.dra.pod_limits import PodRef, pod_claim_names, pod_limits, reserved_pods
 from vgpu.node.driver_limits import Limits

@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from vgpu.adapters.kube import KubeConflict, KubeError
-from vgpu.adapters.kube_dra import DraKubeApi
-from vgpu.adapters.kubewatch import WatchEvent
+from vgpu.adapters.kube.calls import KubeConflict, KubeError
+from vgpu.adapters.kube.dra_calls import DraKubeApi
+from vgpu.adapters.kube.reflector import WatchEvent
 from vgpu.api.dra import claim_shares, device_name
 from vgpu.core.errors import VgpuError
 from vgpu.dra.slices import build_slice, same_devices, slice_name

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
 from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.core.policy_specs import POLICY_NAMES, PolicySpec, parse_policy
+from vgpu.core.policy.specs import POLICY_NAMES, PolicySpec, parse_policy
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.flags.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.flags import HelpFormatter, port_number
@@ -212,7 +212,7 @@ def _queues_config(text: str) -> tuple[str, str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run until SIGTERM/SIGINT; returns the exit code."""
-    from vgpu.adapters.kube import KubeApi
+    from vgpu.adapters.kube.calls import KubeApi
     from vgpu.adapters.leader import LeaderConfig
     from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
     from vgpu.extender.config import ExtenderConfig

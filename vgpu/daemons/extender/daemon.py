@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from vgpu.adapters.backoff import Backoff
-from vgpu.adapters.kube import KubeApi, KubeError, KubeNotFound, WatchEvent
-from vgpu.adapters.kubewatch import SYNCED
+from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound, WatchEvent
+from vgpu.adapters.kube.reflector import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.adapters.liveness import Liveness, done
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.extender.binder import Binder
-from vgpu.extender.cache import ClusterCache
+from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics

@@ -173,7 +173,7 @@ def check_plugin_dir(path: Path) -> None:
 
 def build(args: argparse.Namespace) -> NodeAgent:
     """The `NodeAgent` the flags describe (not started)."""
-    from vgpu.adapters.kube import KubeApi, KubeConfigMissing
+    from vgpu.adapters.kube.calls import KubeApi, KubeConfigMissing
     from vgpu.agent.agent import NodeAgent
     from vgpu.agent.config import AgentConfig
 

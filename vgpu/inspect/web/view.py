@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from vgpu.api.queues import queue_of
+from vgpu.api.queues.config import queue_of
 from vgpu.api.resources import ResourceNames
 from vgpu.core.units import MMIB_PER_MIB
 from vgpu.inspect.build import build_report

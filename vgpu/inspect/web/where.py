@@ -26,7 +26,7 @@ from vgpu.core import gang
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, NodeName
 from vgpu.core.model import Assignment
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy.specs import make_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB

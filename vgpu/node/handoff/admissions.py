@@ -35,6 +35,7 @@ from vgpu.node.handoff.entries import (
     GrantedContainer,
     HeldDevices,
     PodEntry,
+    Steering,
     check_assignment,
 )
 from vgpu.node.handoff.matching import describe_on, matching, pending_entries
@@ -48,6 +49,7 @@ __all__ = [
     "GrantedContainer",
     "Handoff",
     "HeldDevices",
+    "Steering",
     "check_assignment",
 ]
 
@@ -229,15 +231,22 @@ class Handoff:
         with self._lock:
             return any(e.unsure for e in self._pods.values())
 
-    def unsure_candidates(self, kind: UnitKind, size: int) -> list[Candidate]:
-        """Unsure attributions asking `size` of `kind`: where a call matching no pending
-        container may still belong (`attribution`), for GetPreferredAllocation to steer to."""
+    def steering(self, kind: UnitKind, size: int) -> Steering:
+        """Where a GetPreferredAllocation of `size` devices of `kind` may steer, in one hold of
+        the lock (`Steering`): the pending containers asking that, and with none, the unsure
+        attributions asking that, where a call matching no pending container may still belong
+        (`attribution`)."""
         with self._lock:
-            return [
-                Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info), uid=e.info.uid)
-                for e, c in matching(self._pods, kind, size, None, pending=False)
-                if (c.name, kind) in e.unsure
-            ]
+            pending = tuple(self.candidates(kind, size))
+            return Steering(pending, () if pending else tuple(self._unsure(kind, size)))
+
+    def _unsure(self, kind: UnitKind, size: int) -> list[Candidate]:
+        """Unsure attributions asking `size` of `kind`, on any GPUs."""
+        return [
+            Candidate(e.info.key, c, e.shares[c.name], cores_limit(e.info), uid=e.info.uid)
+            for e, c in matching(self._pods, kind, size, None, pending=False)
+            if (c.name, kind) in e.unsure
+        ]
 
     def abort_admissions(self, kind: UnitKind, size: int) -> list[PodKey]:
         """An Allocate of `size` devices of `kind` was refused: the kubelet fails the pod it was

@@ -4,7 +4,8 @@
   devices of this resource names the GPU(s) (with none, an unsure attribution's: see below); the
   answer is `size` available IDs there, must-include IDs first. With no match it re-lists the
   node's pods once (the kubelet's watch may be ahead of ours); still none, or too few IDs
-  available there, it falls back to the default binpacked choice.
+  available there, it falls back to the default binpacked choice. The call is judged on one
+  answer of the ledger (`Handoff.steering`), asked again only after the re-list.
 - Allocate: the GPUs are read from the IDs. A pending container asking `len(ids)` devices on
   exactly those GPUs is admitted and its grant returned (cores: the full grant from the
   assignment; memory: an acknowledgement, the limits came with cores). Before a miss is
@@ -92,17 +93,19 @@ class HandoffPolicy:
         self, resource: str, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> list[str]:
         kind = self._names.kind_of(resource)
-        targets = self._handoff.candidates(kind, size)
-        if not targets:
+        answer = self._handoff.steering(kind, size)
+        if not answer.pending:
             # The kubelet learns of a bound pod through its own watch and asks for its
             # preference before Allocate (pkg/kubelet/cm/devicemanager/manager.go,
             # `devicesToAllocate`): catch up now, or binpacking steers the call to a GPU the
             # extender did not choose and the Allocate that follows must be refused.
             self._refresh()
-            targets = self._handoff.candidates(kind, size)
-            if targets:
-                log.info(_CAUGHT_UP, resource, "GetPreferredAllocation", size, targets[0].pod)
-        tried = targets or self._handoff.unsure_candidates(kind, size)
+            answer = self._handoff.steering(kind, size)
+            if answer.pending:
+                log.info(
+                    _CAUGHT_UP, resource, "GetPreferredAllocation", size, answer.pending[0].pod
+                )
+        tried = answer.tried
         for candidate in tried:
             ids = self._steer(kind, candidate, available, must_include, size)
             if ids is not None:

@@ -88,6 +88,22 @@ class Attribution:
         return self.pending is not None and not self.pending.in_progress and not self.unsure
 
 
+@dataclass(frozen=True, slots=True)
+class Steering:
+    """The ledger's one answer to a GetPreferredAllocation of `size` devices of `kind`
+    (`Handoff.steering`), read in one hold of its lock: what is pending and what is unsure
+    come from the same state of the ledger."""
+
+    pending: tuple[Candidate, ...]  # pending containers asking that (`Handoff.candidates`)
+    unsure: tuple[Candidate, ...]  # with none pending: unsure attributions asking that
+
+    @property
+    def tried(self) -> tuple[Candidate, ...]:
+        """Where the call may be steered, in order: the pending containers, or with none, the
+        unsure attributions (the call may be that container's own: `Handoff.attribution`)."""
+        return self.pending or self.unsure
+
+
 @dataclass(slots=True)
 class PodEntry:
     """One pod in the ledger: what the watch shows, its verified assignment, what is admitted."""

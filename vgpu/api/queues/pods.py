@@ -1,0 +1,81 @@
+"""A queued pod as the leader's release loop and `kubectl inspect vgpu --queues` both read it.
+
+One reading for both, so the report shows what the leader decides on: the pod's queue (its
+label), its ask in core units and `vgpu.io/memory` blocks, whether the queue gate still holds
+it, its gang and the gang's size. And one capacity: `CORES_PER_GPU` core units and the memory blocks of each
+healthy GPU. Pure: the caller parses the pod (`podspec.pod_spec`) and resolves the gang's size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from vgpu.api.podspec import PodSpec
+from vgpu.api.queues.config import QUEUE_GATE, gates_of, queue_of
+from vgpu.core.queues.jobs import QueuedPod
+from vgpu.core.queues.proportion import Vec
+from vgpu.core.queues.whole_gpus import asks_whole
+from vgpu.core.units import CORES_PER_GPU
+
+
+@dataclass(frozen=True, slots=True)
+class Queued:
+    """A pod carrying the queue label, as last watched."""
+
+    pod: QueuedPod
+    uid: str
+    gates: tuple[str, ...]
+    node: str
+    started: float
+    deleting: bool
+
+
+def queued_pod(obj: dict[str, Any], parsed: PodSpec, gang_size: int) -> Queued | None:
+    """The pod as a queued pod, or None: no queue label, or finished."""
+    meta, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    queue = queue_of(meta)
+    if queue is None or parsed.terminal:
+        return None
+    cores = sum(c.cores for c in parsed.request.containers)
+    gates = tuple(gates_of(spec))
+    created = epoch(meta.get("creationTimestamp"))
+    started = epoch((obj.get("status") or {}).get("startTime")) or created
+    key = str(parsed.request.key)
+    pod = QueuedPod(
+        key=key,
+        queue=queue,
+        namespace=key.split("/", 1)[0],
+        ask=(cores, sum(parsed.memory_blocks.values())),
+        gated=QUEUE_GATE in gates,
+        priority=int(spec.get("priority") or 0),
+        created=created,
+        gang=str(parsed.gang.key) if parsed.gang else None,
+        gang_size=max(1, gang_size),
+        uid=str(meta.get("uid") or ""),
+        whole=asks_whole(parsed.request),
+    )
+    deleting = bool(meta.get("deletionTimestamp"))
+    return Queued(pod, str(meta.get("uid") or ""), gates, parsed.node, started, deleting)
+
+
+def capacity(gpus: Iterable[tuple[bool, int]], unit_mib: int) -> Vec:
+    """The vGPU capacity of `gpus` given as (healthy, memory MiB): core units, memory blocks."""
+    cores = memory = 0
+    for healthy, memory_mib in gpus:
+        if healthy:
+            cores += CORES_PER_GPU
+            memory += memory_mib // unit_mib
+    return (cores, memory)
+
+
+def epoch(stamp: object) -> float:
+    """An RFC 3339 time as seconds since the epoch; 0 when absent or unreadable."""
+    if not isinstance(stamp, str) or not stamp:
+        return 0.0
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0

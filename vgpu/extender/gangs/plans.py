@@ -1,0 +1,92 @@
+"""Planning a gang's members at once: the planner the coordinator calls, and the kubelet's
+reuse of init-container GPUs folded in and out around it.
+
+The coordinator (`vgpu.extender.gangs.coordinator`) decides *when* a gang is planned and holds what
+the plan gives; this module decides *what* the plan is and which members it covers, reading the
+cache through `GangCache` only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from vgpu.api.podspec import PodSpec
+from vgpu.core import gang as gang_planning
+from vgpu.core.fit import Verdict
+from vgpu.core.ids import GangKey, PodKey
+from vgpu.core.kubelet_reuse import Role, expand, merged, reuses
+from vgpu.core.model import GangRef, PodRequest
+from vgpu.core.scheduler import Scheduler
+from vgpu.extender.gangs.cache_view import GangCache
+
+Planner = Callable[
+    [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"
+]
+
+
+def core_planner(
+    scheduler: Scheduler, gang: GangKey, members: list[PodRequest]
+) -> gang_planning.GangPlan | gang_planning.GangFailure:
+    """The core's all-or-nothing planner (swappable for tests or a better planner)."""
+    return gang_planning.plan(scheduler, gang, members)
+
+
+def plan_gang(
+    planner: Planner,
+    scheduler: Scheduler,
+    ref: GangRef,
+    members: list[PodRequest],
+    pods: Mapping[PodKey, PodSpec],
+) -> gang_planning.GangPlan | str:
+    """Plan the gang's `members` (each marked with `ref`), or say why they cannot all have a
+    place; members with vGPU init containers are planned as the one container the kubelet's
+    reuse makes them (`vgpu.core.kubelet_reuse`) and then expanded."""
+    gang = ref.key
+    members = [replace(m, gang=ref) for m in members]
+    roles = {m.key: _roles(pods, m.key) for m in members}
+    gpu_mib = max((g.memory_mib for ns in scheduler.state.nodes() for g in ns.gpus), default=0)
+    asked = []
+    for m in members:
+        mine = roles[m.key]
+        one = merged(m, mine, gpu_mib) if reuses(m, mine) else m
+        if isinstance(one, Verdict):
+            return f"gang {gang}: member {m.key}: {one}"
+        asked.append(one)
+    result = planner(scheduler, gang, asked)
+    if isinstance(result, gang_planning.GangFailure):
+        return str(result)
+    by_key = {m.key: m for m in members}
+    out = []
+    for a in result.assignments:
+        m = by_key[a.pod]
+        mine = roles[m.key]
+        if reuses(m, mine):
+            ns = scheduler.state.node(a.node)
+            gpu = next(g for g in ns.gpus if g.uuid == a.shares[0].uuid)
+            a = expand(a, m, mine, gpu.memory_mib)
+        out.append(a)
+    return replace(result, assignments=tuple(out))
+
+
+def _roles(pods: Mapping[PodKey, PodSpec], key: PodKey) -> Mapping[str, Role]:
+    spec = pods.get(key)
+    return spec.roles if spec is not None else {}
+
+
+def unplaced_members(cache: GangCache, gang: GangKey) -> list[PodRequest]:
+    """Members that exist, are unbound and hold nothing yet."""
+    out = []
+    for key in sorted(cache.members.get(gang, set())):
+        spec = cache.pods.get(key)
+        if spec is not None and not spec.node and cache.ledger.holding(key) is None:
+            out.append(spec.request)
+    return out
+
+
+def invalid_member(cache: GangCache, gang: GangKey) -> str | None:
+    """Why a member of the gang cannot be read, if one cannot (the gang waits for it)."""
+    for key, problem in cache.invalid.items():
+        if key.split("/", 1)[0] == gang.split("/", 1)[0] and key in cache.members.get(gang, set()):
+            return f"member {key} is invalid: {problem}"
+    return None
