@@ -35,6 +35,7 @@ import errno, json, sys, time
 from pathlib import Path
 from vgpu.adapters.container_dirs import ContainerDirs, write_limits
 from vgpu.adapters.dir_mounts import mount_tmpfs, page_size
+from vgpu.node.container_dirs import DirOwner
 from vgpu.node.grants import GrantMode
 from vgpu.node.limits_file import DeviceLimit
 from vgpu.node.shared_bound import STATE_BYTES, DirTmpfs, dir_tmpfs
@@ -46,7 +47,8 @@ dirs = ContainerDirs(state, grace_s=0.0, clock=lambda: time.time() + 1)
 if each:
     dirs.mount_each(dir_tmpfs(GrantMode.VGPU_CORE, page_size()))
 devices = [DeviceLimit(sys.argv[3], 1 << 30, 50, 50, 50)]
-a, b = dirs.create(devices), dirs.create(devices)
+a = dirs.create(devices, DirOwner("team-a", "uid-a", "main"))
+b = dirs.create(devices, DirOwner("team-b", "uid-b", "main"))
 def attempt(write):
     try:
         write()
