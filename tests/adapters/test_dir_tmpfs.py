@@ -64,6 +64,7 @@ def mounted():
     with open("/proc/self/mountinfo") as f:
         return sum(1 for line in f if f" {root}/" in line)
 said["mounted"] = mounted()
+said["checked"] = dirs.check_mount() if each else None
 said["freed"] = sorted(dirs.collect(frozenset())) == sorted([a, b])
 said["mounted_after"], said["left"] = mounted(), sorted(p.name for p in root.iterdir())
 print(json.dumps(said))
@@ -106,6 +107,7 @@ def test_without_a_tmpfs_per_directory_one_container_starves_the_others(tmp_path
 def test_a_freed_directory_is_unmounted_and_removed(tmp_path: Path) -> None:
     said = _in_own_namespace(tmp_path, each=True)
     assert said["freed"] is True
+    assert said["checked"] is None  # the start check mounts and frees its probe
     assert (said["mounted_after"], said["left"]) == (0, [])
 
 
@@ -126,6 +128,9 @@ def test_a_mount_that_fails_refuses_the_container_naming_the_cause_and_the_optio
     assert "Operation not permitted" in message
     assert "--container-dir-tmpfs" in message and "perContainerTmpfs" in message
     assert list(dirs.ids()) == []  # nothing left to count against the bounds
+    problem = dirs.check_mount()  # what the daemon logs at start
+    assert problem is not None and "--container-dir-tmpfs" in problem
+    assert "every container is refused" in problem and not any(tmp_path.rglob("*check*"))
     core = VgpuCore("/lib/vgpu.so", "/etc/ld.so.preload", dirs)
     grant = core.enforce([GpuLimit(UUID, 50, 1024)], None)
     assert isinstance(grant, Refusal) and "not admitted unenforced" in grant.reason
@@ -153,11 +158,14 @@ def test_both_daemons_mount_each_directory_through_the_one_flag(
 ) -> None:
     """The node agent's directories and the DRA driver's claim directories go through the same
     code; without the flag neither mounts anything."""
-    mounted: list[DirTmpfs] = []
-    monkeypatch.setattr(container_dirs, "mount_tmpfs", lambda path, tmpfs: mounted.append(tmpfs))
+    mounted: list[tuple[str, DirTmpfs]] = []
+    monkeypatch.setattr(
+        container_dirs, "mount_tmpfs", lambda path, tmpfs: mounted.append((path.name, tmpfs))
+    )
     for flag in ([], ["--container-dir-tmpfs"]):
         args = _args(daemon, "--mode", "hami", "--state-dir", str(tmp_path), *flag)
         dirs = claim_dirs(tmp_path) if daemon == "dra-driver" else ContainerDirs(tmp_path)
         grant_settings(args, dirs)
-        dirs.create(None)
-    assert mounted == [dir_tmpfs(GrantMode.HAMI, page_size())]
+        cid = dirs.create(None)
+    each = dir_tmpfs(GrantMode.HAMI, page_size())
+    assert mounted == [(".mount-check", each), (cid, each)]  # the start check, then the directory

@@ -148,6 +148,18 @@ class ContainerDirs:
                 "state directory mounted with Bidirectional propagation)"
             ) from None
 
+    def check_mount(self) -> str | None:
+        """Whether a directory's tmpfs can be mounted (at start: without the rights every
+        container would be refused); the problem, or None. Mounts over a probe directory that
+        is no container's (`ids` skips its name) and frees it at once."""
+        probe = ".mount-check"
+        try:
+            self._mount(probe)
+        except DirectoryLimit as e:
+            return f"{e}: every container is refused until it can"
+        self._free(probe)
+        return None
+
     def _free(self, cid: str) -> None:
         """Remove a directory, unmounting its tmpfs first (a mount point is never removed)."""
         path = self.root / cid

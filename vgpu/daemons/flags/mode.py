@@ -146,6 +146,9 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
         each = dir_tmpfs(mode, page_size()) if args.container_dir_tmpfs else None
         if each is not None:
             dirs.mount_each(each)
+            problem = dirs.check_mount()
+            if problem is not None:
+                log.error("%s", problem)
         report_bound(dirs.root, each)
     return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args))
 
