@@ -134,6 +134,7 @@ def test_a_mount_that_fails_refuses_the_container_naming_the_cause_and_the_optio
     core = VgpuCore("/lib/vgpu.so", "/etc/ld.so.preload", dirs)
     grant = core.enforce([GpuLimit(UUID, 50, 1024)], None)
     assert isinstance(grant, Refusal) and "not admitted unenforced" in grant.reason
+    assert "perContainerTmpfs" in grant.reason  # what the kubelet puts in the pod's status
 
 
 def test_without_the_option_no_directory_is_mounted(
