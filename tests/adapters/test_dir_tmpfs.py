@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import json
+import logging
 import shutil
 import subprocess
 import sys
@@ -170,3 +171,20 @@ def test_both_daemons_mount_each_directory_through_the_one_flag(
         cid = dirs.create(None)
     each = dir_tmpfs(GrantMode.HAMI, page_size())
     assert mounted == [(".mount-check", each), (cid, each)]  # the start check, then the directory
+
+
+def test_a_daemon_without_mount_rights_says_so_at_start_and_claims_no_bound_per_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(container_dirs, "mount_tmpfs", _refused_mount)
+    args = _args(
+        "node-agent", "--mode", "hami", "--state-dir", str(tmp_path), "--container-dir-tmpfs"
+    )
+    dirs = ContainerDirs(tmp_path)
+    with caplog.at_level(logging.INFO):
+        grant_settings(args, dirs)
+    said = {r.levelname: r.getMessage() for r in caplog.records if "tmpfs" in r.getMessage()}
+    assert "every container is refused until it can" in said["ERROR"]
+    assert "per container" not in said["WARNING"]  # the start line: periodic bound only
+    with pytest.raises(DirectoryLimit, match="--container-dir-tmpfs"):
+        dirs.create(None)  # and still fails closed

@@ -145,10 +145,11 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
     if mode in (GrantMode.VGPU_CORE, GrantMode.HAMI):  # the modes whose containers write there
         each = dir_tmpfs(mode, page_size()) if args.container_dir_tmpfs else None
         if each is not None:
-            dirs.mount_each(each)
+            dirs.mount_each(each)  # a failed mount refuses the container, so it stays on
             problem = dirs.check_mount()
             if problem is not None:
                 log.error("%s", problem)
+                each = None  # no bound per container is claimed while mounts fail
         report_bound(dirs.root, each)
     return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args))
 
