@@ -153,6 +153,7 @@ class ContainerDirs:
         container would be refused); the problem, or None. Mounts over a probe directory that
         is no container's (`ids` skips its name) and frees it at once."""
         probe = ".mount-check"
+        self._free(probe)  # what a start that stopped between the two steps left
         try:
             self._mount(probe)
         except DirectoryLimit as e:
