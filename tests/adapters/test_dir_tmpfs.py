@@ -188,3 +188,15 @@ def test_a_daemon_without_mount_rights_says_so_at_start_and_claims_no_bound_per_
     assert "per container" not in said["WARNING"]  # the start line: periodic bound only
     with pytest.raises(DirectoryLimit, match="--container-dir-tmpfs"):
         dirs.create(None)  # and still fails closed
+
+
+def test_the_start_check_frees_what_an_interrupted_start_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(container_dirs, "mount_tmpfs", lambda path, tmpfs: None)
+    dirs = ContainerDirs(tmp_path)
+    left = dirs.root / ".mount-check"
+    left.mkdir(parents=True)
+    (left / "x").write_bytes(b"")
+    dirs.mount_each(DirTmpfs(1 << 20, 16))
+    assert dirs.check_mount() is None and not left.exists()
