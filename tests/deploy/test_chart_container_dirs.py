@@ -2,7 +2,11 @@
 directories on a tmpfs of that size before the daemon starts (the shared files' hard bound,
 docs/isolation.md). The rendered script itself is run in a mount namespace of the test's own
 (`unshare -rm`): it mounts the tmpfs over an empty directory, keeps an existing mount and leaves
-a directory that containers use alone."""
+a directory that containers use alone.
+
+`nodeAgent.containerDirs.perContainerTmpfs`: each daemon mounts a tmpfs of its own over each
+container directory itself (`--container-dir-tmpfs`), so only then does it run privileged with
+Bidirectional propagation on its state directory."""
 
 from __future__ import annotations
 
@@ -109,3 +113,52 @@ def test_the_init_script_mounts_a_sized_tmpfs_over_an_empty_directory_only(
     (used / "0123").mkdir(parents=True)  # a running container's directory
     said, facts = _run(script, used)
     assert "not empty (containers use it), left as is" in said and not facts["own"]
+
+
+def _daemon(objs: list[dict[str, Any]], which: tuple[str, str]) -> dict[str, Any]:
+    (container,) = find(objs, *which)["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def _state_mount(container: dict[str, Any]) -> dict[str, Any]:
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "state"]
+    return dict(mount)
+
+
+def test_without_a_tmpfs_per_container_the_daemons_get_no_mount_rights() -> None:
+    objs = render(kube_version="v1.37.0", dra__enabled="true", dra__mode="vgpu-core")
+    for which in (AGENT, DRIVER):
+        daemon = _daemon(objs, which)
+        assert "--container-dir-tmpfs" not in daemon["args"], which
+        assert "privileged" not in daemon["securityContext"], which
+        assert daemon["securityContext"]["allowPrivilegeEscalation"] is False, which
+        assert "mountPropagation" not in _state_mount(daemon), which
+
+
+def test_a_tmpfs_per_container_gives_each_daemon_the_flag_and_mount_rights() -> None:
+    objs = render(
+        kube_version="v1.37.0",
+        dra__enabled="true",
+        dra__mode="vgpu-core",
+        nodeAgent__containerDirs__perContainerTmpfs="true",
+    )
+    for which in (AGENT, DRIVER):
+        daemon = _daemon(objs, which)
+        assert "--container-dir-tmpfs" in daemon["args"], which
+        assert daemon["securityContext"]["privileged"] is True, which
+        assert "allowPrivilegeEscalation" not in daemon["securityContext"], which
+        assert _state_mount(daemon)["mountPropagation"] == "Bidirectional", which
+
+
+def test_modes_without_container_directories_get_no_mount_rights() -> None:
+    objs = render(nodeAgent__mode="mps", nodeAgent__containerDirs__perContainerTmpfs="true")
+    daemon = _daemon(objs, AGENT)
+    assert "--container-dir-tmpfs" not in daemon["args"]
+    assert "privileged" not in daemon["securityContext"]
+
+
+def test_a_tmpfs_per_container_that_is_not_a_boolean_is_refused_naming_it() -> None:
+    import chart  # hack/chart.py, on the path once tests.deploy.test_chart is imported
+
+    with pytest.raises(chart.ChartError, match=r"perContainerTmpfs"):
+        render(nodeAgent__containerDirs__perContainerTmpfs="sometimes")

@@ -16,7 +16,15 @@ from hypothesis import strategies as st
 
 from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.agent.elastic import ElasticDuty
-from vgpu.node.limits_file import ACTIVITY_BYTES, LIMITS_NAME, STATE_NAME, DeviceLimit, LimitsError
+from vgpu.node.grants import GrantMode
+from vgpu.node.limits_file import (
+    ACTIVITY_BYTES,
+    LIMITS_NAME,
+    MAX_LIMITS_BYTES,
+    STATE_NAME,
+    DeviceLimit,
+    LimitsError,
+)
 from vgpu.node.shared_bound import (
     HAMI_CACHE_LAYOUT_BYTES,
     HAMI_CACHE_NAME,
@@ -26,10 +34,12 @@ from vgpu.node.shared_bound import (
     MAX_SHARED_ENTRIES,
     STATE_BYTES,
     VGPU_CORE_FILES,
+    DirTmpfs,
     MountFacts,
     SharedEntry,
     Trim,
     bound_report,
+    dir_tmpfs,
     trim,
 )
 
@@ -187,3 +197,31 @@ def test_hami_cores_own_cache_file_is_never_cut_and_a_grown_one_is_cut_above_it(
     grown = SharedEntry(HAMI_CACHE_NAME, True, 8 * HAMI_CACHE_LAYOUT_BYTES)
     ((name, size),) = trim([grown], HAMI_FILES).truncate
     assert name == HAMI_CACHE_NAME and HAMI_CACHE_LAYOUT_BYTES < size == MAX_HAMI_CACHE_BYTES
+
+
+@given(
+    st.sampled_from([4096, 16384, 65536]), st.sampled_from([GrantMode.VGPU_CORE, GrantMode.HAMI])
+)
+def test_a_directorys_own_tmpfs_holds_its_files_at_their_layout_and_little_more(
+    page: int, mode: GrantMode
+) -> None:
+    """What the libraries map must fit (a mapped page past the size faults), and the size must
+    stay small: the files, `limits` twice (replaced through a copy), `owner`, page-rounded."""
+    each = dir_tmpfs(mode, page)
+    files = HAMI_FILES if mode is GrantMode.HAMI else VGPU_CORE_FILES
+    assert each.size % page == 0 and each.size >= sum(files.values()) + 2 * MAX_LIMITS_BYTES
+    assert each.size <= sum(files.values()) + (len(files) + 3) * page
+    assert each.inodes == 6 + len(files)
+    assert each.options() == f"size={each.size},nr_inodes={each.inodes},mode=0755"
+
+
+def test_the_vgpu_core_directorys_tmpfs_on_4k_pages() -> None:
+    assert dir_tmpfs(GrantMode.VGPU_CORE, 4096) == DirTmpfs(155_648 + 4096 + 3 * 4096, 8)
+    assert dir_tmpfs(GrantMode.HAMI, 4096) == DirTmpfs((4 << 20) + 3 * 4096, 7)
+
+
+def test_a_tmpfs_per_directory_is_reported_as_a_hard_bound_per_container() -> None:
+    facts = MountFacts("/var/lib/vgpu/containers", False, "ext4", 1 << 40)
+    hard, line = bound_report(facts, DirTmpfs(172_032, 8))
+    assert hard and "hard size bound per container" in line
+    assert "a tmpfs of its own of 172032 bytes and 8 inodes" in line

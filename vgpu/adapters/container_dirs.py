@@ -6,6 +6,11 @@ directories, and write or read `limits`. `write_limits` replaces the file atomic
 file in the same directory, then `rename`): the container has the directory mounted, so its
 processes see either the old content or the new, never half of one. The agent mounts the state
 dir at the same path as on the host, so the paths here are the host paths the runtime mounts.
+
+With `mount_each` (`--container-dir-tmpfs`), every new directory is a tmpfs of its own sized for
+its files (`vgpu.node.shared_bound.dir_tmpfs`), so one container that fills its directory takes
+no room from another; a mount that fails refuses the container (fail closed), and a directory
+is unmounted before it is removed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from vgpu.adapters.dir_mounts import mount_tmpfs, unmount
 from vgpu.adapters.shared_files import entries, remove, truncate
 from vgpu.dra.claim_dirs import DRA_SUBDIR
 from vgpu.node.container_dirs import (
@@ -42,10 +48,7 @@ from vgpu.node.limits_file import (
     parse_limits,
     render_limits,
 )
-from vgpu.node.shared_bound import trim
-
-MAX_OWNER_BYTES = 512
-"""An `owner` file is one short line (`DirOwner.render`)."""
+from vgpu.node.shared_bound import MAX_OWNER_BYTES, DirTmpfs, trim
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +74,11 @@ class ContainerDirs:
         self._lock = threading.Lock()
         self._owners: dict[str, DirOwner | None] = {}  # read once per directory
         self._recorded: set[str] = set()  # named by the kubelet's checkpoint at some collect
+        self._tmpfs: DirTmpfs | None = None
+
+    def mount_each(self, tmpfs: DirTmpfs) -> None:
+        """From now on, mount a tmpfs of `tmpfs`'s size over each new directory (at start)."""
+        self._tmpfs = tmpfs
 
     @property
     def bounds(self) -> DirBounds:
@@ -105,6 +113,7 @@ class ContainerDirs:
     def _make(
         self, cid: str, devices: Sequence[DeviceLimit] | None, owner: DirOwner | None
     ) -> None:
+        self._mount(cid)
         try:
             self.limits_dir(cid).mkdir(parents=True, mode=0o755)
             shared = self.shared_dir(cid)
@@ -117,8 +126,50 @@ class ContainerDirs:
             if owner is not None:
                 (self.root / cid / OWNER_NAME).write_text(owner.render(), encoding="ascii")
         except (OSError, LimitsError) as e:
-            shutil.rmtree(self.root / cid, ignore_errors=True)
+            self._free(cid)
             raise DirectoryLimit(f"cannot prepare {self.root / cid}: {e}") from None
+
+    def _mount(self, cid: str) -> None:
+        """The directory itself and, with `mount_each`, its tmpfs; DirectoryLimit naming the
+        cause and the option when the mount fails (the container is then refused)."""
+        if self._tmpfs is None:
+            return
+        path = self.root / cid
+        try:
+            path.mkdir(parents=True, mode=0o755)
+            mount_tmpfs(path, self._tmpfs)
+        except OSError as e:
+            shutil.rmtree(path, ignore_errors=True)
+            raise DirectoryLimit(
+                f"cannot mount a tmpfs of {self._tmpfs.size} bytes over {path}: "
+                f"{e.strerror or e}; each container directory gets a tmpfs of its own "
+                "(--container-dir-tmpfs, chart nodeAgent.containerDirs.perContainerTmpfs), "
+                "which needs mount rights in the host's mount namespace (CAP_SYS_ADMIN, the "
+                "state directory mounted with Bidirectional propagation)"
+            ) from None
+
+    def check_mount(self) -> str | None:
+        """Whether a directory's tmpfs can be mounted (at start: without the rights every
+        container would be refused); the problem, or None. Mounts over a probe directory that
+        is no container's (`ids` skips its name) and frees it at once."""
+        probe = ".mount-check"
+        self._free(probe)  # what a start that stopped between the two steps left
+        try:
+            self._mount(probe)
+        except DirectoryLimit as e:
+            return f"{e}: every container is refused until it can"
+        self._free(probe)
+        return None
+
+    def _free(self, cid: str) -> None:
+        """Remove a directory, unmounting its tmpfs first (a mount point is never removed)."""
+        path = self.root / cid
+        if os.path.ismount(path):
+            try:
+                unmount(path)
+            except OSError as e:
+                log.warning("cannot unmount %s (its tmpfs stays): %s", path, e.strerror or e)
+        shutil.rmtree(path, ignore_errors=True)
 
     def _present_owners(self) -> dict[str, DirOwner | None]:
         """Each present directory's owner (its `owner` file, read once; none: no owner)."""
@@ -181,7 +232,7 @@ class ContainerDirs:
                 except FileNotFoundError:
                     continue
                 if cid in self._recorded or age > self._grace_s:
-                    shutil.rmtree(self.root / cid, ignore_errors=True)
+                    self._free(cid)
                     self._recorded.discard(cid)
                     self._owners.pop(cid, None)
                     removed.append(cid)

@@ -13,7 +13,7 @@ import shutil
 import stat
 from pathlib import Path
 
-from vgpu.node.shared_bound import MountFacts, SharedEntry, bound_report
+from vgpu.node.shared_bound import DirTmpfs, MountFacts, SharedEntry, bound_report
 
 log = logging.getLogger(__name__)
 MOUNTINFO = Path("/proc/self/mountinfo")
@@ -91,8 +91,9 @@ def mount_facts(root: Path, mountinfo: Path = MOUNTINFO) -> MountFacts:
     return MountFacts(str(root), own, fstype, st.f_blocks * st.f_frsize)
 
 
-def report_bound(root: Path) -> bool:
-    """Log, in one line, whether the shared files under `root` have a hard bound; returns it."""
-    hard, line = bound_report(mount_facts(root))
+def report_bound(root: Path, each: DirTmpfs | None = None) -> bool:
+    """Log, in one line, whether the shared files under `root` have a hard bound (`each`: the
+    tmpfs each new directory gets, if any); returns it."""
+    hard, line = bound_report(mount_facts(root), each)
     (log.info if hard else log.warning)("%s", line)
     return hard

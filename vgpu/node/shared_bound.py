@@ -23,6 +23,12 @@ where the container directories sit on a filesystem of their own whose size is t
 `tmpfs` mounted with `size=`, e.g. by the chart's `containerDirs.size` init container): then a
 write past it fails with ENOSPC in the writing container. `bound_report` says, in the one line
 a daemon logs at start, which of the two holds (`vgpu.adapters.shared_files.mount_facts`).
+
+A node-wide tmpfs bounds the node, not one tenant against another: one container that fills it
+leaves the others no room. With a tmpfs of its own per container directory (`DirTmpfs`, mounted
+by `vgpu.adapters.container_dirs.ContainerDirs` when it makes the directory, unmounted when it
+frees it), a container's writes fail with ENOSPC in its own directory only, and another's room
+is whole: `dir_tmpfs` sizes it from the files the directory holds.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from pathlib import PurePosixPath
 
 from vgpu.node.grants import GrantMode
 from vgpu.node.hami import CACHE_FILE
-from vgpu.node.limits_file import ACTIVITY_BYTES, ACTIVITY_NAME, STATE_NAME
+from vgpu.node.limits_file import ACTIVITY_BYTES, ACTIVITY_NAME, MAX_LIMITS_BYTES, STATE_NAME
 
 STATE_BYTES = 152_864
 """`sizeof(vgpu_region)` (vgpu-core/src/region.h: 16 device slots, 1,024 process slots, 64 shared
@@ -54,6 +60,11 @@ later version with a larger table is not cut below what its processes map (a map
 end of its file faults), while a tenant's growth stays bounded."""
 MAX_SHARED_ENTRIES = 64
 MAX_SHARED_BYTES = 32 << 20
+MAX_OWNER_BYTES = 512
+"""An `owner` file is one short line (`vgpu.node.container_dirs.DirOwner.render`)."""
+DIR_INODES = 6
+"""The inodes a container directory holds besides its shared files: itself, `limits/`, `limits`
+and its temporary copy while it is replaced, `shared/`, `owner`."""
 
 VGPU_CORE_FILES: Mapping[str, int] = {STATE_NAME: STATE_BYTES, ACTIVITY_NAME: ACTIVITY_BYTES}
 HAMI_FILES: Mapping[str, int] = {HAMI_CACHE_NAME: MAX_HAMI_CACHE_BYTES}
@@ -112,9 +123,45 @@ class MountFacts:
     problem: str | None = None  # the root could not be examined (then no bound is claimed)
 
 
-def bound_report(facts: MountFacts) -> tuple[bool, str]:
-    """Whether the shared files' bound is hard, and the line saying so and why."""
+@dataclass(frozen=True, slots=True)
+class DirTmpfs:
+    """The tmpfs of one container directory: its size in bytes and its number of inodes."""
+
+    size: int
+    inodes: int
+
+    def options(self) -> str:
+        """tmpfs's mount options (mode: the directory as the agent makes it)."""
+        return f"size={self.size},nr_inodes={self.inodes},mode=0755"
+
+
+def dir_tmpfs(mode: GrantMode, page: int) -> DirTmpfs:
+    """A container directory's own tmpfs in `mode`: room for the library's files at their
+    layout, `limits` twice (`write_limits` replaces it through a temporary copy) and `owner`,
+    each rounded up to whole pages (tmpfs counts pages), and the inodes of those files only.
+    Exactly what the libraries map fits, so a process never faults on its own files; anything
+    more a tenant writes fails with ENOSPC in its own directory."""
+    files = shared_files(mode)
+    size = sum(_pages(n, page) for n in files.values())
+    size += 2 * _pages(MAX_LIMITS_BYTES, page) + _pages(MAX_OWNER_BYTES, page)
+    return DirTmpfs(size, DIR_INODES + len(files))
+
+
+def _pages(n: int, page: int) -> int:
+    return -(-n // page) * page
+
+
+def bound_report(facts: MountFacts, each: DirTmpfs | None = None) -> tuple[bool, str]:
+    """Whether the shared files' bound is hard, and the line saying so and why; `each`: the
+    tmpfs every new container directory gets, if any."""
     where = f"container directories under {facts.root}"
+    if each is not None:
+        return True, (
+            f"{where}: hard size bound per container: each new directory a tmpfs of its own of "
+            f"{each.size} bytes and {each.inodes} inodes (--container-dir-tmpfs); a directory "
+            "made before keeps the node's bound; the shared files are also cut back every "
+            "collect step"
+        )
     if facts.own and facts.size > 0 and facts.problem is None:
         return True, (
             f"{where}: hard size bound: a {facts.fstype or 'filesystem'} of their own of "

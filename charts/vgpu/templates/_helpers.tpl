@@ -164,3 +164,17 @@ at the same path), dir (the directory under it), volume (the state volume's name
       mountPath: {{ .stateDir }}
       mountPropagation: Bidirectional
 {{- end }}
+
+{{/*
+A node daemon's privilege: with nodeAgent.containerDirs.perContainerTmpfs it mounts a tmpfs over
+each container directory in the host's mount namespace, which Bidirectional propagation on its
+state directory needs and Kubernetes allows only to a privileged container; else none.
+Argument: whether it mounts.
+*/}}
+{{- define "vgpu.dirMountPrivilege" -}}
+{{- if . -}}
+privileged: true
+{{- else -}}
+allowPrivilegeEscalation: false
+{{- end }}
+{{- end }}

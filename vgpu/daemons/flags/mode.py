@@ -70,6 +70,14 @@ def add_mode_flags(p: argparse.ArgumentParser, *, default: str = "auto") -> None
         metavar="N",
         help="per-container directories the pods of one namespace may hold on this node",
     )
+    p.add_argument(
+        "--container-dir-tmpfs",
+        action="store_true",
+        help="modes vgpu-core, hami: mount a small tmpfs of its own over each per-container "
+        "directory when it is made (unmounted when freed), so one container cannot take "
+        "another's room; needs mount rights in the host's mount namespace, and a container "
+        "whose mount fails is refused (docs/isolation.md)",
+    )
     p.add_argument("--mps-pipe-dir", default="/tmp/nvidia-mps", help="MPS pipe dir (--mode mps)")
     p.add_argument(
         "--device-list-strategy",
@@ -120,9 +128,11 @@ def hami_core(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> Ha
 
 def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) -> GrantSettings:
     """The mode and what it needs on the node (vgpu-core is installed here, at start)."""
+    from vgpu.adapters.dir_mounts import page_size
     from vgpu.adapters.shared_files import report_bound
     from vgpu.adapters.vgpu_core_install import checked_library, choose_mode, install_vgpu_core
     from vgpu.node.grants import GrantMode, GrantSettings
+    from vgpu.node.shared_bound import dir_tmpfs
 
     dirs = dirs or container_dirs(args)
     mode = choose_mode(args.mode, args.vgpu_core_library)
@@ -133,7 +143,14 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
     if mode is GrantMode.VGPU_CORE:
         core = install_vgpu_core(args.vgpu_core_library, args.state_dir, dirs)
     if mode in (GrantMode.VGPU_CORE, GrantMode.HAMI):  # the modes whose containers write there
-        report_bound(dirs.root)
+        each = dir_tmpfs(mode, page_size()) if args.container_dir_tmpfs else None
+        if each is not None:
+            dirs.mount_each(each)  # a failed mount refuses the container, so it stays on
+            problem = dirs.check_mount()
+            if problem is not None:
+                log.error("%s", problem)
+                each = None  # no bound per container is claimed while mounts fail
+        report_bound(dirs.root, each)
     return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args))
 
 
