@@ -56,9 +56,12 @@ VGPU_NO_ASAN void *vgpu_real_dlsym(void *handle, const char *name)
     return fn ? fn(handle, name) : NULL;
 }
 
+/* glibc's dlopen directly, not our exported one (lookup.c): the driver is opened without
+ * RTLD_DEEPBIND anyway, and this file then calls nothing of the hooks' side. */
 static void load(const char *soname, const char *const *names, void **table, int count)
 {
-    void *lib = dlopen(soname, RTLD_NOW | RTLD_GLOBAL);
+    vgpu_dlopen_fn open_library = vgpu_glibc_dlopen();
+    void *lib = open_library ? open_library(soname, RTLD_NOW | RTLD_GLOBAL) : NULL;
     if (!lib)
         return;
     for (int i = 0; i < count; i++)
