@@ -295,17 +295,26 @@ def across_containers(
 ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     """512 MiB exported by a container of 1 GiB to one of `importer_mib`, which maps it and then
     asks for 768 MiB more: what each of them printed."""
-    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, importer_mib)])
     sock = str(cluster.node.dir / "vmm.sock")
-    serve = cluster.sandbox.popen(exporter, [str(fdshare), "serve", "0", str(512 * MIB), sock])
+    serve = [str(fdshare), "serve", "0", str(512 * MIB), sock]
+    fetch = [str(fdshare), "fetch", "0", str(512 * MIB), sock, str(768 * MIB)]
+    return serve_and_fetch(cluster, importer_mib, serve, fetch)
+
+
+def serve_and_fetch(
+    cluster: Cluster, importer_mib: int, serve: list[str], fetch: list[str]
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Runs `serve` in a container of 1 GiB until it prints "listening", then `fetch` in one of
+    `importer_mib`: what the fetcher and the server printed."""
+    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, importer_mib)])
+    server = cluster.sandbox.popen(exporter, serve)
     try:
-        assert serve.stdout is not None and serve.stdout.readline() == "listening\n"
-        fetch = [str(fdshare), "fetch", "0", str(512 * MIB), sock, str(768 * MIB)]
+        assert server.stdout is not None and server.stdout.readline() == "listening\n"
         done = cluster.sandbox.run(importer, fetch)
-        served, err = serve.communicate(timeout=30)
+        served, err = server.communicate(timeout=30)
     finally:
-        serve.kill()
-    assert done.returncode == 0 and serve.returncode == 0, done.stdout + done.stderr + err
+        server.kill()
+    assert done.returncode == 0 and server.returncode == 0, done.stdout + done.stderr + err
     return parse(done.stdout.splitlines()), parse(served.splitlines())
 
 

@@ -7,6 +7,7 @@
 #include "capture.h"
 #include "graphmem.h"
 #include "hooks.h"
+#include "ipc.h"
 #include "pools.h"
 #include "state.h"
 
@@ -195,8 +196,11 @@ VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         return CUDA_ERROR_NOT_PERMITTED;
     int found = vgpu_forget(VGPU_KIND_POINTER, dptr, &index, &bytes);
     CUmemoryPool pool = found ? NULL : vgpu_pool_free_begin(dptr);
+    CUresult rc;
     if (pool)
         return vgpu_pool_free_end(pool, dptr, real(dptr));
+    if (!found && vgpu_ipc_free(dptr, real, &rc))
+        return rc; /* exported: the container's shared entry (ipc.c) */
     return vgpu_freed(real(dptr), found, VGPU_KIND_POINTER, dptr, index, bytes);
 }
 

@@ -9,7 +9,8 @@
  *                          closes; the free memory, cuMemAlloc OTHER again
  *   ipcshare serve DEV BYTES SOCKET   allocate and export BYTES; print "listening"; send the
  *                          handle to one client; when it hangs up, print the free memory, free
- *   ipcshare fetch DEV SOCKET OTHER   receive the handle and open it; the free memory and the
+ *   ipcshare fetch DEV SOCKET OTHER   receive the handle and open it (cuGetProcAddress's
+ *                          pointer); the free memory and the
  *                          opened range's size; cuMemAlloc OTHER; close; the free memory */
 #include <signal.h>
 #include <string.h>
@@ -130,8 +131,12 @@ static int serve(int dev, size_t bytes, const char *path)
     return 0;
 }
 
+typedef CUresult (*open_fn)(CUdeviceptr *, IpcHandle, unsigned);
+
+/* Opens through the pointer cuGetProcAddress hands out, as the CUDA runtime reaches the driver. */
 static int fetch(int dev, const char *path, size_t other)
 {
+    void *fn = NULL;
     CUdeviceptr p, base = 0;
     IpcHandle h;
     size_t size = 0;
@@ -140,7 +145,8 @@ static int fetch(int dev, const char *path, size_t other)
     int s = socket_at(path, &addr);
     if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr) || read_all(s, &h, sizeof h))
         return 3;
-    CUresult rc = cuIpcOpenMemHandle_v2(&p, h, 1);
+    check(cuGetProcAddress("cuIpcOpenMemHandle", &fn, 12000, 0), "cuGetProcAddress");
+    CUresult rc = ((open_fn)fn)(&p, h, 1);
     printf("open %d\n", rc);
     if (rc)
         return 0;
