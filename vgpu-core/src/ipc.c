@@ -137,6 +137,19 @@ static CUresult charge(const vgpu_state *s, const CUipcMemHandle *handle, CUdevi
     return rc == CUDA_SUCCESS ? vgpu_reserve(o->index, size) : rc;
 }
 
+/* Gives back what opening `o` cost (under mu): its reservation, or its part in the shared entry
+ * unless another open of this process holds the entry too. */
+static void give_back(const vgpu_state *s, const ipc_open *o)
+{
+    int others = 0;
+    for (size_t i = 0; o->entry >= 0 && i < nopens; i++)
+        others |= &opens[i] != o && opens[i].entry == o->entry;
+    if (o->entry < 0)
+        vgpu_unreserve(o->index, o->bytes);
+    else if (!others)
+        vgpu_shares_leave(s->region, o->entry);
+}
+
 static CUresult ipc_open_with(open_fn real, CUdeviceptr *pdptr, CUipcMemHandle handle,
                               unsigned int flags)
 {
@@ -154,14 +167,11 @@ static CUresult ipc_open_with(open_fn real, CUdeviceptr *pdptr, CUipcMemHandle h
     } else if (rc == CUDA_SUCCESS && pdptr) {
         rc = charge(s, &handle, *pdptr, &o);
         if (rc == CUDA_SUCCESS && vgpu_grow((void **)&opens, &capopens, nopens, sizeof *opens)) {
-            if (o.entry < 0)
-                vgpu_unreserve(o.index, o.bytes);
+            give_back(s, &o);
             rc = CUDA_ERROR_OUT_OF_MEMORY;
         }
         if (rc == CUDA_SUCCESS)
             opens[nopens++] = o;
-        else if (o.entry >= 0)
-            vgpu_shares_leave(s->region, o.entry);
         if (rc != CUDA_SUCCESS && real_close)
             real_close(*pdptr); /* memory we could not count is not handed out */
     }
@@ -181,8 +191,7 @@ VGPU_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle ha
     return ipc_open_with(REAL_CU(open_fn, cuIpcOpenMemHandle_v2), pdptr, handle, flags);
 }
 
-/* The last close of an opened pointer gives back what opening it cost: its part in the shared
- * entry (unless another open of this process holds the entry too), or its reservation. */
+/* The last close of an opened pointer gives back what opening it cost. */
 VGPU_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
 {
     close_fn real = REAL_CU(close_fn, cuIpcCloseMemHandle);
@@ -194,13 +203,7 @@ VGPU_EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     CUresult rc = real(dptr);
     ipc_open *o = rc == CUDA_SUCCESS ? find(dptr) : NULL;
     if (o && --o->refs <= 0) {
-        int others = 0;
-        for (size_t i = 0; o->entry >= 0 && i < nopens; i++)
-            others |= &opens[i] != o && opens[i].entry == o->entry;
-        if (o->entry < 0)
-            vgpu_unreserve(o->index, o->bytes);
-        else if (!others)
-            vgpu_shares_leave(s->region, o->entry);
+        give_back(s, o);
         *o = opens[--nopens];
     }
     pthread_mutex_unlock(&mu);
