@@ -22,8 +22,8 @@
 #       descriptor is a regular file of its own (what vgpu-core identifies shared memory by);
 #     - legacy IPC memory (cuIpcGetMemHandle, opened by a second process): it stays counted while
 #       the importer holds it open after the exporter's cuMemFree, and cuMemGetAddressRange_v2
-#       reports the opened allocation's size (what an import from another container is charged
-#       by); run bare too, the report says whether the driver itself kept the memory;
+#       reports the opened allocation's size and cuPointerGetAttribute its GPU (what an import
+#       from another container is charged by); run bare too, the report says whether the driver itself kept the memory;
 #     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
 #       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
 #       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
@@ -219,7 +219,7 @@ checks.append(judged("VMM shared: an importer holding it after the exporter let 
 checks.append(judged("legacy IPC: memory an importer holds open after the exporter's free stays counted",
                      ["ipcmem", "ipcmem-bare"],
                      lambda i, bare: i["open"] == i["range"] == i["free"] == 0
-                     and i["size"] == i["bytes"] and i["while_held"] == 2
+                     and i["size"] == i["bytes"] and i["ordinal"] == 0 and i["while_held"] == 2
                      and i["after_close"] == 0,
                      ipcmem=lambda: read("ipcmem"),
                      driver_kept_it=lambda: read("ipcmem-bare")["free_after_free"]

@@ -81,6 +81,7 @@ def test_legacy_ipc_memory_an_importer_holds_after_its_exporter_freed_it_stays_c
     got = run(cluster, 30, 1024, "gpumem", "ipc", str(768 * MIB))
     assert got["open"] == got["range"] == got["free"] == 0, got
     assert got["size"] == 768 * MIB, got  # the opened range is the whole allocation
+    assert got["ordinal"] == 0, got  # on the GPU that holds it
     assert got["while_held"] == OUT_OF_MEMORY, got
     assert got["after_close"] == 0, got
     assert got["free_after_free"] == got["free_before_free"] == 256 * MIB, got

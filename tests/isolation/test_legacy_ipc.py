@@ -65,7 +65,7 @@ def across_containers(
     sock = str(cluster.node.dir / "ipc.sock")
     serve = [str(ipcshare), "serve", "0", str(512 * MIB), sock]
     fetch = [str(ipcshare), "fetch", "0", sock, str(768 * MIB)]
-    return serve_and_fetch(cluster, importer_mib, serve, fetch)
+    return serve_and_fetch(cluster, [(0, 30, 1024)], [(0, 30, importer_mib)], serve, fetch)
 
 
 def test_ipc_memory_opened_from_another_container_is_charged_to_the_importer(
@@ -87,4 +87,22 @@ def test_opening_ipc_memory_from_another_container_past_the_grant_is_refused(
 ) -> None:
     got, served = across_containers(cluster, ipcshare, 256)
     assert got["open"] == [OUT_OF_MEMORY]  # 512 MiB opened on a 256 MiB grant
+    assert served["free"] == [0]
+
+
+def test_ipc_memory_opened_through_peer_access_is_charged_to_the_gpu_that_holds_it(
+    cluster: Cluster, ipcshare: Path
+) -> None:
+    """Opened on GPU 0's context, memory of GPU 1 (peer access, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)
+    is charged on GPU 1, as cuPointerGetAttribute's device ordinal says, not on GPU 0."""
+    sock = str(cluster.node.dir / "ipc.sock")
+    serve = [str(ipcshare), "serve", "1", str(512 * MIB), sock]
+    fetch = [str(ipcshare), "fetch", "0", sock, str(768 * MIB), "1"]
+    both = [(0, 30, 1024), (1, 30, 1024)]
+    got, served = serve_and_fetch(cluster, [(1, 30, 1024)], both, serve, fetch)
+    assert got["open"] == [0]
+    assert got["free_holder"] == [512 * MIB]  # GPU 1 holds it
+    assert got["free_opened"] == [1024 * MIB]  # GPU 0 does not
+    assert got["other"] == [0]  # 768 MiB on GPU 0 fit
+    assert got["free_closed"] == [1024 * MIB]
     assert served["free"] == [0]

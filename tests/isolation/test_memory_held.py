@@ -298,15 +298,19 @@ def across_containers(
     sock = str(cluster.node.dir / "vmm.sock")
     serve = [str(fdshare), "serve", "0", str(512 * MIB), sock]
     fetch = [str(fdshare), "fetch", "0", str(512 * MIB), sock, str(768 * MIB)]
-    return serve_and_fetch(cluster, importer_mib, serve, fetch)
+    return serve_and_fetch(cluster, [(0, 30, 1024)], [(0, 30, importer_mib)], serve, fetch)
+
+
+Grants = list[tuple[int, int, int]]
 
 
 def serve_and_fetch(
-    cluster: Cluster, importer_mib: int, serve: list[str], fetch: list[str]
+    cluster: Cluster, exporter_grants: Grants, importer_grants: Grants, *programs: list[str]
 ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Runs `serve` in a container of 1 GiB until it prints "listening", then `fetch` in one of
-    `importer_mib`: what the fetcher and the server printed."""
-    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, importer_mib)])
+    """Runs the first program in a container of `exporter_grants` until it prints "listening",
+    then the second in one of `importer_grants`: what the second and the first printed."""
+    serve, fetch = programs
+    exporter, importer = cluster.admit(exporter_grants), cluster.admit(importer_grants)
     server = cluster.sandbox.popen(exporter, serve)
     try:
         assert server.stdout is not None and server.stdout.readline() == "listening\n"

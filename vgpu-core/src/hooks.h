@@ -41,7 +41,7 @@
     X(cuEventDestroy_v2) X(cuStreamIsCapturing)                             \
     X(cuThreadExchangeStreamCaptureMode) X(cuStreamSynchronize) X(cuDevicePrimaryCtxGetState)    \
     X(cuStreamGetCtx) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuStreamGetCaptureInfo_v2) \
-    X(cuMemGetAllocationPropertiesFromHandle) X(cuMemGetAddressRange_v2)
+    X(cuMemGetAllocationPropertiesFromHandle) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \

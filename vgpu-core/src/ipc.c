@@ -13,8 +13,8 @@
  * an importer of the container joins the entry and pays nothing more; the entry counts while any
  * live process of the container holds it (the exporter until its cuMemFree, each importer until
  * its last close, or exit). An import the container holds no entry for (another container's
- * memory, or memory whose exporter here let go) is charged to the importer on its context's
- * device, by the allocation's size (cuMemGetAddressRange of the opened pointer; the open is
+ * memory, or memory whose exporter here let go) is charged to the importer on the GPU holding
+ * it, by the allocation's size (cuMemGetAddressRange of the opened pointer; the open is
  * undone when the size is not reported), and refused past the grant. */
 #include <pthread.h>
 #include <stdint.h>
@@ -30,6 +30,9 @@ typedef CUresult (*get_fn)(CUipcMemHandle *, CUdeviceptr);
 typedef CUresult (*open_fn)(CUdeviceptr *, CUipcMemHandle, unsigned int);
 typedef CUresult (*close_fn)(CUdeviceptr);
 typedef CUresult (*range_fn)(CUdeviceptr *, size_t *, CUdeviceptr);
+typedef CUresult (*attr_fn)(void *, int, CUdeviceptr);
+
+enum { DEVICE_ORDINAL = 9 }; /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
 
 typedef struct {
     CUdeviceptr ptr; /* the pointer the driver returned here */
@@ -115,8 +118,20 @@ static ipc_open *find(CUdeviceptr ptr)
     return NULL;
 }
 
+/* The limits index of the GPU holding the memory at `ptr`: "a device ordinal of a device on which
+ * a pointer was allocated" (cuPointerGetAttribute), which for memory opened through peer access
+ * is not the current context's; the current context's when the driver does not say. */
+static CUresult holder_index(CUdeviceptr ptr, int *index)
+{
+    attr_fn attr = REAL_CU(attr_fn, cuPointerGetAttribute);
+    int ordinal = -1;
+    if (attr && attr(&ordinal, DEVICE_ORDINAL, ptr) == CUDA_SUCCESS)
+        return vgpu_device_index(ordinal, index); /* a GPU of no grant here: refused */
+    return vgpu_current_index(index);
+}
+
 /* What opening `handle` at `ptr` costs this process (under mu): joining the container's entry,
- * or the allocation's size reserved on the current context's device. */
+ * or the allocation's size reserved on the GPU that holds it. */
 static CUresult charge(const vgpu_state *s, const CUipcMemHandle *handle, CUdeviceptr ptr,
                        ipc_open *o)
 {
@@ -132,7 +147,7 @@ static CUresult charge(const vgpu_state *s, const CUipcMemHandle *handle, CUdevi
     CUresult rc = range ? range(&base, &size, ptr) : CUDA_ERROR_NOT_SUPPORTED;
     if (rc == CUDA_SUCCESS && (base != ptr || size == 0))
         rc = CUDA_ERROR_NOT_SUPPORTED; /* not the whole allocation: its size is unknown */
-    rc = rc == CUDA_SUCCESS ? vgpu_current_index(&o->index) : rc;
+    rc = rc == CUDA_SUCCESS ? holder_index(ptr, &o->index) : rc;
     o->bytes = size;
     return rc == CUDA_SUCCESS ? vgpu_reserve(o->index, size) : rc;
 }

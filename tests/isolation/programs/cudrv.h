@@ -93,6 +93,7 @@ CUresult cuIpcGetMemHandle(IpcHandle *, CUdeviceptr);
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, IpcHandle, unsigned);
 CUresult cuIpcCloseMemHandle(CUdeviceptr);
 CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 
 /* Modules, launches, streams, events, graphs. */
 CUresult cuModuleLoadData(CUmodule *, const void *);

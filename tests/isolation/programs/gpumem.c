@@ -20,7 +20,8 @@
  *                        ("after_let_go")
  *   gpumem ipc BYTES     legacy IPC memory outliving its exporter's free: cuMemAlloc BYTES,
  *                        cuIpcGetMemHandle; a child ("gpumem ipcopen DEV -1 BYTES RFD WFD") reads
- *                        the handle, opens it and reports cuMemGetAddressRange_v2's size; then
+ *                        the handle, opens it and reports cuMemGetAddressRange_v2's size and
+ *                        cuPointerGetAttribute's device ordinal ("ordinal"); then
  *                        this process frees its allocation and allocates BYTES again while the
  *                        child holds it open ("while_held"), and after the child closed it
  *                        ("after_close"); cuMemGetInfo_v2's free before and after the free and
@@ -205,7 +206,10 @@ static int ipcopen(int rfd, int wfd)
         return 3;
     CUresult rc = cuIpcOpenMemHandle_v2(&p, h, 1); /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
     CUresult range = rc ? rc : cuMemGetAddressRange_v2(&base, &size, p);
-    unsigned long long out[3] = {(unsigned)rc, (unsigned)range, size};
+    int ordinal = -1; /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: the GPU holding it */
+    if (!rc && cuPointerGetAttribute(&ordinal, 9, p))
+        ordinal = -1;
+    unsigned long long out[4] = {(unsigned)rc, (unsigned)range, size, (unsigned)ordinal};
     if (write(wfd, out, sizeof out) != sizeof out || read(rfd, &go, 1) != 1)
         return 3;
     if (!rc)
@@ -218,7 +222,7 @@ static int ipc(size_t bytes)
     CUdeviceptr p;
     IpcHandle h;
     int to_child[2], from_child[2], status = 0;
-    unsigned long long got[3] = {~0ull, ~0ull, 0};
+    unsigned long long got[4] = {~0ull, ~0ull, 0, ~0ull};
     check(cuMemAlloc_v2(&p, bytes), "cuMemAlloc_v2");
     check(cuIpcGetMemHandle(&h, p), "cuIpcGetMemHandle");
     pid_t pid = spawn_importer("gpumem", "ipcopen", 0, -1, bytes, to_child, from_child);
@@ -233,10 +237,11 @@ static int ipc(size_t bytes)
         return 3;
     waitpid(pid, &status, 0);
     size_t after_close = free_now();
-    printf("{\"bytes\": %zu, \"open\": %d, \"range\": %d, \"size\": %llu, \"free\": %d, "
+    printf("{\"bytes\": %zu, \"open\": %d, \"range\": %d, \"size\": %llu, \"ordinal\": %d, "
+           "\"free\": %d, "
            "\"while_held\": %d, \"after_close\": %d, \"free_before_free\": %zu, "
            "\"free_after_free\": %zu, \"free_after_close\": %zu}\n",
-           bytes, (int)got[0], (int)got[1], got[2], freed, held, alloc_once(bytes), before,
+           bytes, (int)got[0], (int)got[1], got[2], (int)got[3], freed, held, alloc_once(bytes), before,
            after_free, after_close);
     return 0;
 }

@@ -9,8 +9,9 @@
  *                          closes; the free memory, cuMemAlloc OTHER again
  *   ipcshare serve DEV BYTES SOCKET   allocate and export BYTES; print "listening"; send the
  *                          handle to one client; when it hangs up, print the free memory, free
- *   ipcshare fetch DEV SOCKET OTHER   receive the handle and open it (cuGetProcAddress's
- *                          pointer); the free memory and the
+ *   ipcshare fetch DEV SOCKET OTHER [HOLDER]   receive the handle and open it on DEV's
+ *                          context (cuGetProcAddress's pointer); the free memory (and HOLDER's,
+ *                          the exporter's GPU when it is another) and the
  *                          opened range's size; cuMemAlloc OTHER; close; the free memory */
 #include <signal.h>
 #include <string.h>
@@ -134,7 +135,7 @@ static int serve(int dev, size_t bytes, const char *path)
 typedef CUresult (*open_fn)(CUdeviceptr *, IpcHandle, unsigned);
 
 /* Opens through the pointer cuGetProcAddress hands out, as the CUDA runtime reaches the driver. */
-static int fetch(int dev, const char *path, size_t other)
+static int fetch(int dev, const char *path, size_t other, int holder)
 {
     void *fn = NULL;
     CUdeviceptr p, base = 0;
@@ -150,6 +151,8 @@ static int fetch(int dev, const char *path, size_t other)
     printf("open %d\n", rc);
     if (rc)
         return 0;
+    if (holder >= 0)
+        print_free("free_holder", holder);
     print_free("free_opened", dev);
     printf("range %d\n", cuMemGetAddressRange_v2(&base, &size, p));
     printf("size %zu\n", size);
@@ -172,8 +175,9 @@ int main(int argc, char **argv)
                     !strcmp(argv[5], "kill"));
     if (!strcmp(argv[1], "serve") && argc == 5)
         return serve(atoi(argv[2]), strtoull(argv[3], NULL, 10), argv[4]);
-    if (!strcmp(argv[1], "fetch") && argc == 5)
-        return fetch(atoi(argv[2]), argv[3], strtoull(argv[4], NULL, 10));
+    if (!strcmp(argv[1], "fetch") && (argc == 5 || argc == 6))
+        return fetch(atoi(argv[2]), argv[3], strtoull(argv[4], NULL, 10),
+                     argc == 6 ? atoi(argv[5]) : -1);
     fprintf(stderr, "ipcshare: bad arguments\n");
     return 2;
 }

@@ -25,7 +25,11 @@
  *   allocation by cuMemAlloc() or cuMemAllocPitch() that contains the input pointer"; either
  *   output may be NULL. An opened mapping is of that whole allocation, so its range is the
  *   local base and the allocation's size (the reference does not name imported pointers; the
- *   real driver's answer for them is what hack/gpu-check.sh checks). */
+ *   real driver's answer for them is what hack/gpu-check.sh checks).
+ * - cuPointerGetAttribute, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: "a device ordinal of a device on
+ *   which a pointer was allocated or registered": for an opened pointer, the exporter's GPU
+ *   (opened on another GPU's context through peer access, it is not the current one). Other
+ *   attributes are not modelled. */
 #include <string.h>
 
 #include "cuda_local.h"
@@ -194,5 +198,30 @@ SI_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CU
         *pbase = base;
     if (psize)
         *psize = bytes;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    int gpu = -1;
+    if (!n)
+        return rc;
+    if (attribute != 9) /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&si_cu_mu);
+    for (int i = 0; gpu < 0 && i < SI_IPC_MAX; i++)
+        if (opened[i].local && opened[i].local <= ptr && ptr - opened[i].local < opened[i].bytes)
+            gpu = opened[i].gpu;
+    pthread_mutex_unlock(&si_cu_mu);
+    struct si_shared *sh = si_lock(n);
+    struct si_alloc *a = gpu < 0 && n->slot >= 0 ? allocation(sh, ptr, 0, n->slot) : NULL;
+    gpu = a ? a->gpu : gpu;
+    si_unlock(n);
+    if (gpu < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    *(int *)data = gpu;
     return CUDA_SUCCESS;
 }

@@ -47,7 +47,7 @@
     X(cuCtxPushCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent) X(cuCtxPopCurrent_v2)         \
     X(cuStreamGetCtx) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)        \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)  \
-    X(cuMemGetAddressRange_v2)
+    X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)
