@@ -296,7 +296,7 @@ def test_shared_vmm_memory_outlives_its_exporter_while_an_importer_holds_it(
     assert int(got["free_let_go"]) - int(got["free_exporter_killed"]) == 512 * MIB
 
 
-@pytest.mark.parametrize("how", ["free", "kill"])
+@pytest.mark.parametrize("how", ["free", "freeasync", "kill"])
 def test_ipc_memory_outlives_its_exporters_free_while_an_importer_holds_it_open(
     node: Node, tmp_path: Path, how: str
 ) -> None:

@@ -95,19 +95,19 @@ VGPU_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
     return rc;
 }
 
-int vgpu_ipc_free(CUdeviceptr dptr, vgpu_free_fn real, CUresult *rc)
+int vgpu_ipc_free_begin(CUdeviceptr dptr, int *index, uint64_t *entry)
 {
-    int index;
-    uint64_t entry;
+    return vgpu_allocs_take(VGPU_KIND_EXPORTED, dptr, index, entry) == 0;
+}
+
+CUresult vgpu_ipc_free_end(CUresult rc, CUdeviceptr dptr, int index, uint64_t entry)
+{
     const vgpu_state *s = vgpu_state_get();
-    if (!s || vgpu_allocs_take(VGPU_KIND_EXPORTED, dptr, &index, &entry) != 0)
-        return 0;
-    *rc = real(dptr);
-    if (*rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS && s)
         vgpu_shares_leave(s->region, (int)entry);
-    else
+    else if (rc != CUDA_SUCCESS)
         vgpu_allocs_put(VGPU_KIND_EXPORTED, dptr, index, entry);
-    return 1;
+    return rc;
 }
 
 static ipc_open *find(CUdeviceptr ptr)

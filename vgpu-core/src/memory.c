@@ -196,11 +196,10 @@ VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         return CUDA_ERROR_NOT_PERMITTED;
     int found = vgpu_forget(VGPU_KIND_POINTER, dptr, &index, &bytes);
     CUmemoryPool pool = found ? NULL : vgpu_pool_free_begin(dptr);
-    CUresult rc;
     if (pool)
         return vgpu_pool_free_end(pool, dptr, real(dptr));
-    if (!found && vgpu_ipc_free(dptr, real, &rc))
-        return rc; /* exported: the container's shared entry (ipc.c) */
+    if (!found && vgpu_ipc_free_begin(dptr, &index, &bytes))
+        return vgpu_ipc_free_end(real(dptr), dptr, index, bytes); /* exported (ipc.c) */
     return vgpu_freed(real(dptr), found, VGPU_KIND_POINTER, dptr, index, bytes);
 }
 
@@ -215,6 +214,8 @@ static CUresult free_async(free_async_fn real, CUdeviceptr dptr, CUstream stream
     CUmemoryPool pool = found ? NULL : vgpu_pool_free_begin(dptr);
     if (pool)
         return vgpu_pool_free_end(pool, dptr, real(dptr, stream));
+    if (!found && vgpu_ipc_free_begin(dptr, &index, &bytes))
+        return vgpu_ipc_free_end(real(dptr, stream), dptr, index, bytes); /* exported (ipc.c) */
     return vgpu_freed(real(dptr, stream), found, VGPU_KIND_POINTER, dptr, index, bytes);
 }
 

@@ -2,10 +2,10 @@
  * torch.multiprocessing shares CUDA tensors: the exporter sends the 64-byte handle, the importer
  * opens it. Prototypes in cudrv.h; linked against libcuda.so.1 by name. "NAME CODE|BYTES" lines.
  *
- *   ipcshare pair DEV BYTES OTHER free|kill   within one container: a child ("give DEV BYTES
- *                          SOCKFD") allocates and exports BYTES; this process opens the handle
- *                          (twice: one reference more), then the child frees it and exits, or
- *                          is SIGKILLed holding it; the free memory, cuMemAlloc OTHER; two
+ *   ipcshare pair DEV BYTES OTHER free|freeasync|kill   within one container: a child ("give
+ *                          DEV BYTES SOCKFD") allocates and exports BYTES; this process opens the
+ *                          handle (twice: one reference more), then the child frees it
+ *                          (cuMemFree or cuMemFreeAsync) and lives on, or is SIGKILLed holding it; the free memory, cuMemAlloc OTHER; two
  *                          closes; the free memory, cuMemAlloc OTHER again
  *   ipcshare serve DEV BYTES SOCKET   allocate and export BYTES; print "listening"; send the
  *                          handle to one client; when it hangs up, print the free memory, free
@@ -13,6 +13,7 @@
  *                          context (cuGetProcAddress's pointer); the free memory (and HOLDER's,
  *                          the exporter's GPU when it is another) and the
  *                          opened range's size; cuMemAlloc OTHER; close; the free memory */
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -48,7 +49,8 @@ static void export_new(int dev, size_t bytes, CUdeviceptr *p, IpcHandle *h)
     check(cuIpcGetMemHandle(h, *p), "cuIpcGetMemHandle");
 }
 
-/* The exporter of `pair`: sends its handle over `sock`; on a byte, frees and says so. */
+/* The exporter of `pair`: sends its handle over `sock`; on a byte ('f': cuMemFree, 'a':
+ * cuMemFreeAsync), frees and says so, then lives until the other end hangs up. */
 static int give(int dev, size_t bytes, int sock)
 {
     CUdeviceptr p;
@@ -57,8 +59,12 @@ static int give(int dev, size_t bytes, int sock)
     export_new(dev, bytes, &p, &h);
     if (write(sock, &h, sizeof h) != (ssize_t)sizeof h || read(sock, &byte, 1) != 1)
         return 3;
-    printf("free %d\n", cuMemFree_v2(p));
-    return write(sock, &byte, 1) == 1 ? 0 : 3;
+    printf("free %d\n", byte == 'a' ? cuMemFreeAsync(p, NULL) : cuMemFree_v2(p));
+    if (write(sock, &byte, 1) != 1)
+        return 3;
+    while (read(sock, &byte, 1) > 0) {
+    }
+    return 0;
 }
 
 /* Opens `h` twice in this context: the second open must return the same pointer. */
@@ -74,15 +80,15 @@ static CUresult open_twice(const IpcHandle *h, CUdeviceptr *p)
     return 0;
 }
 
-static int pair(int dev, size_t bytes, size_t other, int kill_exporter)
+static int pair(int dev, size_t bytes, size_t other, const char *how)
 {
     CUdeviceptr p;
     IpcHandle h;
     int sv[2], status = 0;
-    char args[3][32], byte = 'f';
+    char args[3][32], byte = strcmp(how, "freeasync") ? 'f' : 'a';
     use_device(dev);
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
-        return 3;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) || fcntl(sv[0], F_SETFD, FD_CLOEXEC))
+        return 3; /* the exporter keeps only its own end: it sees this one hang up */
     snprintf(args[0], 32, "%d", dev);
     snprintf(args[1], 32, "%zu", bytes);
     snprintf(args[2], 32, "%d", sv[1]);
@@ -96,11 +102,12 @@ static int pair(int dev, size_t bytes, size_t other, int kill_exporter)
     if (read_all(sv[0], &h, sizeof h) || open_twice(&h, &p))
         return 3;
     print_free("free_opened", dev);
-    if (kill_exporter)
+    if (!strcmp(how, "kill")) {
         kill(pid, SIGKILL);
-    else if (write(sv[0], &byte, 1) != 1 || read(sv[0], &byte, 1) != 1)
+        waitpid(pid, &status, 0);
+    } else if (write(sv[0], &byte, 1) != 1 || read(sv[0], &byte, 1) != 1) {
         return 3;
-    waitpid(pid, &status, 0);
+    }
     print_free("free_exporter_gone", dev);
     try_alloc("other", other);
     printf("close %d\n", cuIpcCloseMemHandle(p));
@@ -108,6 +115,8 @@ static int pair(int dev, size_t bytes, size_t other, int kill_exporter)
     printf("close %d\n", cuIpcCloseMemHandle(p));
     print_free("free_closed", dev);
     try_alloc("other_after", other);
+    close(sv[0]); /* the exporter, alive after its free, may exit now */
+    waitpid(pid, &status, 0);
     return 0;
 }
 
@@ -172,7 +181,7 @@ int main(int argc, char **argv)
         return give(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (!strcmp(argv[1], "pair") && argc == 6)
         return pair(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10),
-                    !strcmp(argv[5], "kill"));
+                    argv[5]);
     if (!strcmp(argv[1], "serve") && argc == 5)
         return serve(atoi(argv[2]), strtoull(argv[3], NULL, 10), argv[4]);
     if (!strcmp(argv[1], "fetch") && (argc == 5 || argc == 6))
