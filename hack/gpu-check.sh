@@ -20,6 +20,10 @@
 #       process): it stays counted while the importer holds it after the exporter released and
 #       unmapped it, the import is not counted twice, and the report says whether the driver's
 #       descriptor is a regular file of its own (what vgpu-core identifies shared memory by);
+#     - legacy IPC memory (cuIpcGetMemHandle, opened by a second process): it stays counted while
+#       the importer holds it open after the exporter's cuMemFree, and cuMemGetAddressRange_v2
+#       reports the opened allocation's size and cuPointerGetAttribute its GPU (what an import
+#       from another container is charged by); run bare too, the report says whether the driver itself kept the memory;
 #     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
 #       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
 #       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
@@ -112,8 +116,10 @@ inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
 inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
 inside vmm "$work/gpumem" capture 805306368 >"$work/capturemem.json" || true
 inside vmm "$work/gpumem" share 805306368 >"$work/sharemem.json" || true
+inside vmm "$work/gpumem" ipc 805306368 >"$work/ipcmem.json" || true
 inside vmm "$work/gpumem" total >"$work/total.json" || true
 "$work/gpumem" total >"$work/total-bare.json" || true
+"$work/gpumem" ipc 805306368 >"$work/ipcmem-bare.json" || true
 
 # The contending pair: its kernels' rate alone, then side by side without and with the agent.
 "$work/gpuspin" work "$seconds" "$iters" >"$work/work.json" || true
@@ -208,6 +214,17 @@ checks.append(judged("VMM shared: an importer holding it after the exporter let 
                      lambda s: s["import"] == s["map"] == 0 and s["while_held"] == 2
                      and s["after_let_go"] == 0,
                      sharemem=lambda: read("sharemem")))
+# Bare, the driver's own free memory says whether it kept the allocation after the exporter's
+# free while the importer held it open (the Driver API reference calls that order undefined).
+checks.append(judged("legacy IPC: memory an importer holds open after the exporter's free stays counted",
+                     ["ipcmem", "ipcmem-bare"],
+                     lambda i, bare: i["open"] == i["range"] == i["free"] == 0
+                     and i["size"] == i["bytes"] and i["ordinal"] == 0 and i["while_held"] == 2
+                     and i["after_close"] == 0,
+                     ipcmem=lambda: read("ipcmem"),
+                     driver_kept_it=lambda: read("ipcmem-bare")["free_after_free"]
+                     < read("ipcmem-bare")["free_before_free"] + read("ipcmem-bare")["bytes"] // 2,
+                     bare_size=lambda: read("ipcmem-bare")["size"]))
 fields = ("total_mem", "total_mem_by_proc_address", "mem_info_total")
 checks.append(judged("totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
                      ["total", "total-bare"],

@@ -35,6 +35,7 @@ _CUDA = (
     "cuda_graph.c",
     "cuda_proc.c",
     "cuda_vmm.c",
+    "cuda_ipc.c",
     "cuda_pool.c",
     "cuda_capture.c",
     "cuda_work.c",

@@ -75,6 +75,19 @@ def test_shared_vmm_memory_an_importer_holds_after_its_exporter_let_go_stays_cou
     assert got["after_let_go"] == 0, got
 
 
+def test_legacy_ipc_memory_an_importer_holds_after_its_exporter_freed_it_stays_counted(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "ipc", str(768 * MIB))
+    assert got["open"] == got["range"] == got["free"] == 0, got
+    assert got["size"] == 768 * MIB, got  # the opened range is the whole allocation
+    assert got["ordinal"] == 0, got  # on the GPU that holds it
+    assert got["while_held"] == OUT_OF_MEMORY, got
+    assert got["after_close"] == 0, got
+    assert got["free_after_free"] == got["free_before_free"] == 256 * MIB, got
+    assert got["free_after_close"] == 1024 * MIB, got
+
+
 def test_the_total_a_cuda_program_reads_is_the_grant_directly_and_by_proc_address(
     cluster: Cluster,
 ) -> None:
@@ -154,6 +167,7 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
         "graph memory node past the grant refused",
         "captured cuMemAllocAsync past the grant refused at capture",
         "VMM shared: an importer holding it after the exporter let go keeps it counted",
+        "legacy IPC: memory an importer holds open after the exporter's free stays counted",
         "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
     ):
         assert checks[name]["pass"], checks[name]

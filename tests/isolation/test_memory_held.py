@@ -295,17 +295,30 @@ def across_containers(
 ) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     """512 MiB exported by a container of 1 GiB to one of `importer_mib`, which maps it and then
     asks for 768 MiB more: what each of them printed."""
-    exporter, importer = cluster.admit([(0, 30, 1024)]), cluster.admit([(0, 30, importer_mib)])
     sock = str(cluster.node.dir / "vmm.sock")
-    serve = cluster.sandbox.popen(exporter, [str(fdshare), "serve", "0", str(512 * MIB), sock])
+    serve = [str(fdshare), "serve", "0", str(512 * MIB), sock]
+    fetch = [str(fdshare), "fetch", "0", str(512 * MIB), sock, str(768 * MIB)]
+    return serve_and_fetch(cluster, [(0, 30, 1024)], [(0, 30, importer_mib)], serve, fetch)
+
+
+Grants = list[tuple[int, int, int]]
+
+
+def serve_and_fetch(
+    cluster: Cluster, exporter_grants: Grants, importer_grants: Grants, *programs: list[str]
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Runs the first program in a container of `exporter_grants` until it prints "listening",
+    then the second in one of `importer_grants`: what the second and the first printed."""
+    serve, fetch = programs
+    exporter, importer = cluster.admit(exporter_grants), cluster.admit(importer_grants)
+    server = cluster.sandbox.popen(exporter, serve)
     try:
-        assert serve.stdout is not None and serve.stdout.readline() == "listening\n"
-        fetch = [str(fdshare), "fetch", "0", str(512 * MIB), sock, str(768 * MIB)]
+        assert server.stdout is not None and server.stdout.readline() == "listening\n"
         done = cluster.sandbox.run(importer, fetch)
-        served, err = serve.communicate(timeout=30)
+        served, err = server.communicate(timeout=30)
     finally:
-        serve.kill()
-    assert done.returncode == 0 and serve.returncode == 0, done.stdout + done.stderr + err
+        server.kill()
+    assert done.returncode == 0 and server.returncode == 0, done.stdout + done.stderr + err
     return parse(done.stdout.splitlines()), parse(served.splitlines())
 
 

@@ -291,12 +291,34 @@ def test_shared_vmm_memory_outlives_its_exporter_while_an_importer_holds_it(
     """The stand-in's model of cuMemRelease ("each time a recipient process imports a shareable
     handle, it needs to pair it with cuMemRelease for the handle to be freed"), with no interposer:
     the SIGKILLed exporter's memory passes to the importer and is freed when that one lets go."""
-    program = tmp_path / "fdshare"
-    source = Path(__file__).parent / "programs" / "fdshare.c"
+    got = bare(node, tmp_path, "fdshare", "orphan", "0", str(512 * MIB), str(128 * MIB))
+    assert got["import"] == got["map"] == "0"
+    assert int(got["free_let_go"]) - int(got["free_exporter_killed"]) == 512 * MIB
+
+
+@pytest.mark.parametrize("how", ["free", "freeasync", "kill"])
+def test_ipc_memory_outlives_its_exporters_free_while_an_importer_holds_it_open(
+    node: Node, tmp_path: Path, how: str
+) -> None:
+    """The stand-in's model of legacy IPC, with no interposer: the same context opening a handle
+    again gets the same pointer and one reference more; the exporter's free before the importer's
+    close (undefined in the reference) or its death leaves the memory allocated until the last
+    close."""
+    got = bare(node, tmp_path, "ipcshare", "pair", "0", str(512 * MIB), str(128 * MIB), how)
+    assert got["open"] == got["reopen"] == "0" and got["same"] == "1"
+    assert got["free_closed_once"] == got["free_exporter_gone"]  # one reference still open
+    assert int(got["free_closed"]) - int(got["free_exporter_gone"]) == 512 * MIB
+
+
+def bare(node: Node, tmp_path: Path, name: str, *args: str) -> dict[str, str]:
+    """Builds programs/NAME.c against the stand-in and runs it with no interposer: its last value
+    printed under each name."""
+    program = tmp_path / name
+    source = Path(__file__).parent / "programs" / f"{name}.c"
     link = [f"-L{node.built.dir}", "-l:libcuda.so.1"]
     subprocess.run(["cc", "-O1", "-o", str(program), str(source), *link], check=True)
     done = subprocess.run(
-        [str(program), "orphan", "0", str(512 * MIB), str(128 * MIB)],
+        [str(program), *args],
         env=node.env(),
         capture_output=True,
         text=True,
@@ -304,6 +326,4 @@ def test_shared_vmm_memory_outlives_its_exporter_while_an_importer_holds_it(
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    got = dict(line.split() for line in done.stdout.splitlines())
-    assert got["import"] == got["map"] == "0"
-    assert int(got["free_let_go"]) - int(got["free_exporter_killed"]) == 512 * MIB
+    return dict(line.split() for line in done.stdout.splitlines())

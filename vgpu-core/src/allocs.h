@@ -8,6 +8,8 @@
 enum { VGPU_KIND_POINTER = 1, VGPU_KIND_VMM = 2, VGPU_KIND_ARRAY = 3, VGPU_KIND_MIPMAP = 4 };
 /* A pointer allocated from a pool: its `bytes` hold the pool handle (the pool is charged). */
 enum { VGPU_KIND_POOLED = 5 };
+/* A pointer exported by cuIpcGetMemHandle: its `bytes` hold the shared entry counting it. */
+enum { VGPU_KIND_EXPORTED = 6 };
 
 /* Records an allocation; -1 if it cannot be recorded (out of host memory). */
 int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes);
@@ -17,6 +19,8 @@ int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes);
 void vgpu_allocs_forget(void);
 /* Forgets the VMM handles and mappings (vmm.c; a forked child, fork.c). */
 void vgpu_vmm_forget(void);
+/* Forgets the legacy IPC memory this process opened (ipc.c; a forked child, fork.c). */
+void vgpu_ipc_forget(void);
 /* Room for element n of a growable array of *cap elements: 0, or -1 out of host memory. */
 int vgpu_grow(void **array, size_t *cap, size_t n, size_t elem);
 

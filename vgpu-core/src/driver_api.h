@@ -35,6 +35,11 @@ enum {
     CUDA_ERROR_STREAM_CAPTURE_IMPLICIT = 906,
 };
 
+/* CUipcMemHandle: 64 opaque bytes (CU_IPC_HANDLE_SIZE), passed by value. */
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+
 /* cuArrayCreate_v2's descriptor. */
 typedef struct {
     size_t Width;

@@ -16,6 +16,7 @@ static void after_fork_in_child(void)
     vgpu_region_forget_self();
     vgpu_allocs_forget();
     vgpu_vmm_forget();
+    vgpu_ipc_forget();
     vgpu_pools_forget();
     vgpu_graphmem_forget();
     vgpu_launch_forget();

@@ -7,6 +7,7 @@
 #include "capture.h"
 #include "graphmem.h"
 #include "hooks.h"
+#include "ipc.h"
 #include "pools.h"
 #include "state.h"
 
@@ -197,6 +198,8 @@ VGPU_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
     CUmemoryPool pool = found ? NULL : vgpu_pool_free_begin(dptr);
     if (pool)
         return vgpu_pool_free_end(pool, dptr, real(dptr));
+    if (!found && vgpu_ipc_free_begin(dptr, &index, &bytes))
+        return vgpu_ipc_free_end(real(dptr), dptr, index, bytes); /* exported (ipc.c) */
     return vgpu_freed(real(dptr), found, VGPU_KIND_POINTER, dptr, index, bytes);
 }
 
@@ -211,6 +214,8 @@ static CUresult free_async(free_async_fn real, CUdeviceptr dptr, CUstream stream
     CUmemoryPool pool = found ? NULL : vgpu_pool_free_begin(dptr);
     if (pool)
         return vgpu_pool_free_end(pool, dptr, real(dptr, stream));
+    if (!found && vgpu_ipc_free_begin(dptr, &index, &bytes))
+        return vgpu_ipc_free_end(real(dptr, stream), dptr, index, bytes); /* exported (ipc.c) */
     return vgpu_freed(real(dptr, stream), found, VGPU_KIND_POINTER, dptr, index, bytes);
 }
 

@@ -88,6 +88,12 @@ CUresult cuMemAddressFree(CUdeviceptr, size_t);
 CUresult cuMemMap(CUdeviceptr, size_t, size_t, Handle, unsigned long long);
 CUresult cuMemUnmap(CUdeviceptr, size_t);
 CUresult cuMemSetAccess(CUdeviceptr, size_t, const AccessDesc *, size_t);
+typedef struct { char reserved[64]; } IpcHandle; /* CUipcMemHandle, passed by value */
+CUresult cuIpcGetMemHandle(IpcHandle *, CUdeviceptr);
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *, IpcHandle, unsigned);
+CUresult cuIpcCloseMemHandle(CUdeviceptr);
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *, size_t *, CUdeviceptr);
+CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 
 /* Modules, launches, streams, events, graphs. */
 CUresult cuModuleLoadData(CUmodule *, const void *);

@@ -18,6 +18,14 @@
  *                        this process unmaps and releases its own and creates BYTES again while
  *                        the child holds it ("while_held"), and after the child let go
  *                        ("after_let_go")
+ *   gpumem ipc BYTES     legacy IPC memory outliving its exporter's free: cuMemAlloc BYTES,
+ *                        cuIpcGetMemHandle; a child ("gpumem ipcopen DEV -1 BYTES RFD WFD") reads
+ *                        the handle, opens it and reports cuMemGetAddressRange_v2's size and
+ *                        cuPointerGetAttribute's device ordinal ("ordinal"); then
+ *                        this process frees its allocation and allocates BYTES again while the
+ *                        child holds it open ("while_held"), and after the child closed it
+ *                        ("after_close"); cuMemGetInfo_v2's free before and after the free and
+ *                        after the close (run bare, they say whether the driver kept the memory)
  *   gpumem total         what the CUDA runtime's cudaGetDeviceProperties reads for totalGlobalMem:
  *                        cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at
  *                        CUDA 12.0 (how the runtime reaches the driver), beside cuMemGetInfo_v2 */
@@ -170,6 +178,74 @@ static int share(size_t bytes)
     return 0;
 }
 
+/* Allocates BYTES, frees it at once when granted: the code. */
+static CUresult alloc_once(size_t bytes)
+{
+    CUdeviceptr p;
+    CUresult rc = cuMemAlloc_v2(&p, bytes);
+    if (rc == 0)
+        cuMemFree_v2(p);
+    return rc;
+}
+
+static size_t free_now(void)
+{
+    size_t free_b = 0, total_b = 0;
+    return cuMemGetInfo_v2(&free_b, &total_b) ? 0 : free_b;
+}
+
+/* The child of `ipc`: reads the handle on `rfd`, opens it, writes its codes and the opened
+ * range's size on `wfd`, waits for a byte, closes. */
+static int ipcopen(int rfd, int wfd)
+{
+    IpcHandle h;
+    CUdeviceptr p = 0, base = 0;
+    size_t size = 0;
+    char go = 0;
+    if (read(rfd, &h, sizeof h) != sizeof h)
+        return 3;
+    CUresult rc = cuIpcOpenMemHandle_v2(&p, h, 1); /* CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS */
+    CUresult range = rc ? rc : cuMemGetAddressRange_v2(&base, &size, p);
+    int ordinal = -1; /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: the GPU holding it */
+    if (!rc && cuPointerGetAttribute(&ordinal, 9, p))
+        ordinal = -1;
+    unsigned long long out[4] = {(unsigned)rc, (unsigned)range, size, (unsigned)ordinal};
+    if (write(wfd, out, sizeof out) != sizeof out || read(rfd, &go, 1) != 1)
+        return 3;
+    if (!rc)
+        cuIpcCloseMemHandle(p);
+    return 0;
+}
+
+static int ipc(size_t bytes)
+{
+    CUdeviceptr p;
+    IpcHandle h;
+    int to_child[2], from_child[2], status = 0;
+    unsigned long long got[4] = {~0ull, ~0ull, 0, ~0ull};
+    check(cuMemAlloc_v2(&p, bytes), "cuMemAlloc_v2");
+    check(cuIpcGetMemHandle(&h, p), "cuIpcGetMemHandle");
+    pid_t pid = spawn_importer("gpumem", "ipcopen", 0, -1, bytes, to_child, from_child);
+    if (pid < 0 || write(to_child[1], &h, sizeof h) != sizeof h ||
+        read(from_child[0], got, sizeof got) != sizeof got)
+        return 3;
+    size_t before = free_now();
+    CUresult freed = cuMemFree_v2(p); /* before the child's close: undefined, taken as kept */
+    size_t after_free = free_now();
+    CUresult held = alloc_once(bytes);
+    if (write(to_child[1], "g", 1) != 1)
+        return 3;
+    waitpid(pid, &status, 0);
+    size_t after_close = free_now();
+    printf("{\"bytes\": %zu, \"open\": %d, \"range\": %d, \"size\": %llu, \"ordinal\": %d, "
+           "\"free\": %d, "
+           "\"while_held\": %d, \"after_close\": %d, \"free_before_free\": %zu, "
+           "\"free_after_free\": %zu, \"free_after_close\": %zu}\n",
+           bytes, (int)got[0], (int)got[1], got[2], (int)got[3], freed, held, alloc_once(bytes), before,
+           after_free, after_close);
+    return 0;
+}
+
 static int total(void)
 {
     typedef CUresult (*total_fn)(size_t *, int);
@@ -205,10 +281,14 @@ int main(int argc, char **argv)
         return total();
     if (argc == 3 && !strcmp(argv[1], "share"))
         return share(strtoull(argv[2], NULL, 10));
+    if (argc == 3 && !strcmp(argv[1], "ipc"))
+        return ipc(strtoull(argv[2], NULL, 10));
+    if (argc == 7 && !strcmp(argv[1], "ipcopen"))
+        return ipcopen(atoi(argv[5]), atoi(argv[6]));
     if (argc == 7 && !strcmp(argv[1], "import"))
         return import(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
                       atoi(argv[6]));
     fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem capture BYTES | "
-                    "gpumem share BYTES | gpumem total\n");
+                    "gpumem share BYTES | gpumem ipc BYTES | gpumem total\n");
     return 2;
 }

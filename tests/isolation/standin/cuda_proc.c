@@ -45,7 +45,9 @@
     X(cuMemsetD2D8Async) X(cuMemsetD2D16Async) X(cuMemsetD2D32Async) X(cuFuncSetBlockShape)     \
     X(cuParamSetSize) X(cuParamSetv) X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync)            \
     X(cuCtxPushCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent) X(cuCtxPopCurrent_v2)         \
-    X(cuStreamGetCtx) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
+    X(cuStreamGetCtx) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)        \
+    X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)  \
+    X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)
@@ -75,6 +77,7 @@ static const struct {
     {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 11000},
     {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010},
     {"cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030},
+    {"cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", 11000},
     {NULL, NULL, 0},
 };
 

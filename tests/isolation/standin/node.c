@@ -160,7 +160,7 @@ void si_reap(struct si_node *n) {
     }
     for (int i = 0; i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *a = &sh->alloc[i];
-        if (a->kind == SI_VMM && dead[a->proc]) {
+        if ((a->kind == SI_VMM || a->kind == SI_MEM) && dead[a->proc]) {
             si_mem_hand_over(sh, a);
         } else if (a->kind != SI_FREE && dead[a->proc]) {
             sh->gpu[a->gpu].used -= a->bytes;

@@ -42,10 +42,14 @@ int si_mem_give(struct si_node *n, uint64_t ptr, int kind, int *gpu_out) {
         struct si_alloc *a = &sh->alloc[i];
         if (a->kind != kind || a->ptr != ptr || a->proc != n->slot)
             continue;
-        sh->gpu[a->gpu].used -= a->bytes;
-        sh->proc[a->proc].used[a->gpu] -= a->bytes;
         if (gpu_out)
             *gpu_out = a->gpu;
+        if (kind == SI_MEM) { /* kept for a process that opened it by IPC (cuda_ipc.c) */
+            si_mem_hand_over(sh, a);
+            return 0;
+        }
+        sh->gpu[a->gpu].used -= a->bytes;
+        sh->proc[a->proc].used[a->gpu] -= a->bytes;
         memset(a, 0, sizeof(*a));
         return 0;
     }
@@ -57,14 +61,16 @@ int si_mem_give(struct si_node *n, uint64_t ptr, int kind, int *gpu_out) {
  * also released", and "each time a recipient process imports a shareable handle, it needs to pair
  * it with cuMemRelease for the handle to be freed": an import is a reference of the importing
  * process, which keeps the memory after the exporter let go. The memory stays charged to one
- * process (a cgroup limit charges an owner, dmem.c); each other holder has a hold record. */
+ * process (a cgroup limit charges an owner, dmem.c); each other holder has a hold record.
+ * cuMemAlloc memory opened by cuIpcOpenMemHandle in another process is held the same way
+ * (cuda_ipc.c: the exporter's free before the importer's close is undefined; it is kept). */
 int si_mem_hold(struct si_node *n, uint64_t ptr) {
     struct si_shared *sh = n->sh;
     struct si_alloc *mem = NULL, *free_rec = NULL;
     int slot = si_register(n);
     for (int i = 0; i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *a = &sh->alloc[i];
-        if (a->kind == SI_VMM && a->ptr == ptr)
+        if ((a->kind == SI_VMM || a->kind == SI_MEM) && a->ptr == ptr)
             mem = a;
         else if (a->kind == SI_FREE && !free_rec)
             free_rec = a;
@@ -97,7 +103,8 @@ void si_mem_let_go(struct si_node *n, uint64_t ptr) {
     struct si_shared *sh = n->sh;
     for (int i = 0; i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *a = &sh->alloc[i];
-        if (a->ptr != ptr || a->proc != n->slot || (a->kind != SI_HOLD && a->kind != SI_VMM))
+        if (a->ptr != ptr || a->proc != n->slot ||
+            (a->kind != SI_HOLD && a->kind != SI_VMM && a->kind != SI_MEM))
             continue;
         if (a->kind == SI_HOLD)
             memset(a, 0, sizeof(*a));
