@@ -4,7 +4,7 @@
  * batches of 20,000 pairs, in ns per pair:
  *
  *   cc -O2 -std=gnu11 -Ivgpu-core/src -o /tmp/region_pair bench/region_pair.c \
- *      vgpu-core/src/region.c vgpu-core/src/shared_file.c vgpu-core/src/shares.c -pthread
+ *      vgpu-core/src/region.c vgpu-core/src/shared_file.c vgpu-core/src/region_table.c -pthread
  *   mkdir -p /tmp/region && /tmp/region_pair /tmp/region
  *
  * (DIR: an empty directory, where the region's files are created.) */

@@ -20,7 +20,6 @@
 #include <unistd.h>
 
 #include "shared_file.h"
-#include "shares.h"
 
 #define REGION_MAGIC "VGPUREG3" /* 3: the table of shared VMM allocations */
 #define REGION_VERSION 3

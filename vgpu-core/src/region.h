@@ -8,47 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "limits.h"
+#include "region_table.h"
 
-#define VGPU_MAX_PROCS 1024
-
-/* A process's slot. It is taken by an open file description lock on the slot's bytes of the file
- * and lives exactly as long as that lock: no pid, which means nothing across PID namespaces. */
-typedef struct {
-    uint64_t claimed; /* nonzero once taken; counted until a check finds its lock released */
-    uint64_t used[VGPU_MAX_DEVICES];
-} vgpu_proc_slot;
-
-typedef struct {
-    int64_t budget_ns; /* busy time the container may still start this period; may go negative */
-    int32_t allowance; /* percent, as last read from `limits` */
-    int32_t pad;
-} vgpu_dev_slot;
-
-#define VGPU_MAX_SHARED 64
-#define VGPU_SHARED_IDS 4
-
-/* A VMM allocation shared among the container's processes (exported as a file descriptor, then
- * imported): counted once, on its device, while any live process of the container holds it. */
-typedef struct {
-    uint64_t bytes; /* 0: entry free */
-    uint32_t index; /* the allocation's device (limits index) */
-    uint32_t pad;
-    uint64_t id[VGPU_SHARED_IDS][2];      /* (st_dev, st_ino) of the files it was exported as */
-    uint64_t holders[VGPU_MAX_PROCS / 64]; /* slots holding a handle or mapping of it */
-} vgpu_shared;
-
-typedef struct {
-    char magic[8];
-    uint32_t version;
-    uint32_t size;
-    uint64_t next_refill_ns; /* read and written with __atomic builtins */
-    uint32_t slots_seen; /* 1 + the highest slot ever taken: sums and reaps stop there */
-    uint32_t pad;
-    vgpu_dev_slot dev[VGPU_MAX_DEVICES];
-    vgpu_proc_slot proc[VGPU_MAX_PROCS];
-    vgpu_shared shared[VGPU_MAX_SHARED];
-} vgpu_region;
 
 /* Maps (creating it if needed) the region and the activity file; -1 with a reason on failure. */
 int vgpu_region_open(const char *dir, vgpu_region **region, uint64_t **activity, char *err,

@@ -5,21 +5,10 @@
 
 #include <string.h>
 
-#define WORDS (VGPU_MAX_PROCS / 64)
 
 static int holds(const vgpu_shared *e, int slot)
 {
     return (e->holders[slot / 64] >> (slot % 64)) & 1;
-}
-
-/* 1 while a process whose slot is live holds entry `e`. */
-static int live(const vgpu_region *r, const vgpu_shared *e)
-{
-    for (int w = 0; w < WORDS; w++)
-        for (uint64_t bits = e->holders[w]; bits; bits &= bits - 1)
-            if (r->proc[w * 64 + __builtin_ctzll(bits)].claimed)
-                return 1;
-    return 0;
 }
 
 static int same(const uint64_t a[2], const uint64_t b[2])
@@ -60,7 +49,7 @@ int vgpu_shares_add(vgpu_region *r, int entry, int dev, uint64_t bytes, const ui
     } else if (slot >= 0) {
         entry = -1;
         for (int i = 0; entry < 0 && i < VGPU_MAX_SHARED; i++)
-            entry = r->shared[i].bytes && live(r, &r->shared[i]) ? -1 : i;
+            entry = r->shared[i].bytes && vgpu_shared_live(r, &r->shared[i]) ? -1 : i;
         if (entry >= 0) {
             vgpu_shared *e = &r->shared[entry];
             memset(e, 0, sizeof *e);
@@ -83,7 +72,7 @@ int vgpu_shares_join(vgpu_region *r, const uint64_t id[2], int *dev, uint64_t *b
     int slot = vgpu_region_slot(r);
     for (int i = 0; slot >= 0 && found < 0 && i < VGPU_MAX_SHARED; i++) {
         vgpu_shared *e = &r->shared[i];
-        if (!e->bytes || e->index >= VGPU_MAX_DEVICES || !live(r, e))
+        if (!e->bytes || e->index >= VGPU_MAX_DEVICES || !vgpu_shared_live(r, e))
             continue;
         for (int k = 0; found < 0 && k < VGPU_SHARED_IDS; k++)
             found = same(e->id[k], id) ? i : -1;
@@ -105,25 +94,7 @@ void vgpu_shares_leave(vgpu_region *r, int entry)
     vgpu_shared *e = &r->shared[entry];
     if (slot >= 0 && holds(e, slot))
         e->holders[slot / 64] &= ~(1ull << (slot % 64));
-    if (!live(r, e))
+    if (!vgpu_shared_live(r, e))
         memset(e, 0, sizeof *e);
     vgpu_region_unlock();
-}
-
-uint64_t vgpu_shares_used(const vgpu_region *r, int dev)
-{
-    uint64_t total = 0;
-    for (int i = 0; i < VGPU_MAX_SHARED; i++) {
-        const vgpu_shared *e = &r->shared[i];
-        uint64_t bytes = e->bytes;
-        if (bytes && e->index == (uint32_t)dev && live(r, e))
-            total = total + bytes < total ? UINT64_MAX : total + bytes;
-    }
-    return total;
-}
-
-void vgpu_shares_drop_slot(vgpu_region *r, int slot)
-{
-    for (int i = 0; i < VGPU_MAX_SHARED; i++)
-        r->shared[i].holders[slot / 64] &= ~(1ull << (slot % 64));
 }

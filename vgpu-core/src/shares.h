@@ -22,10 +22,4 @@ int vgpu_shares_join(vgpu_region *r, const uint64_t id[2], int *dev, uint64_t *b
 /* This process no longer holds shared entry `entry`; it is freed when no live process does. */
 void vgpu_shares_leave(vgpu_region *r, int entry);
 
-/* What the live shared entries of device `dev` count, saturating (under the region's lock). */
-uint64_t vgpu_shares_used(const vgpu_region *r, int dev);
-
-/* Slot `slot` holds nothing any more (its process exited, or the slot is taken afresh). */
-void vgpu_shares_drop_slot(vgpu_region *r, int slot);
-
 #endif
