@@ -20,6 +20,7 @@ from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.snapshot import Snapshot
 from vgpu.inspect.web.sharechart import SAMPLES_KEPT, Sample
 from vgpu.inspect.web.view import View, build_view
+from vgpu.inspect.web.where import Parses
 
 Read = Callable[[], tuple[Snapshot, str | None]]
 """Reads the cluster: its snapshot and the queue ConfigMap's queues.json (None: none)."""
@@ -54,6 +55,7 @@ class Refresher:
         self._clock = clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._parses = Parses(names)  # kept across reads: only changed objects are parsed
         self._view = build_view(Snapshot((), (), (), ""), None, names)
         self._read_at: float | None = None
         self._error = ""
@@ -69,7 +71,7 @@ class Refresher:
                 snapshot = dataclasses.replace(snapshot, taken_at="")
             view = build_view(
                 snapshot, config, self._names, now=now, lease=self._lease,
-                real_use=self._fresh_real_use(),
+                real_use=self._fresh_real_use(), parses=self._parses,
             )  # fmt: skip
         except (VgpuError, OSError, ValueError) as e:  # the report's own errors, one line each
             self._failed(str(e) or type(e).__name__)
