@@ -3,12 +3,15 @@
 Answered by the scheduling core itself, never a second placement: a `ClusterState` is built
 from the snapshot as the extender builds its own (each node through `vgpu.api.nodespec`, each
 bound pod's assignment charged as the report reads it) and `vgpu.core.gang.plan` places the
-pod's waiting gang members, or the pod alone, with the extender's default policy: the planning
-the extender runs for a gang, all members or none, and for a lone pod its `select`. So the
-answer is the GPUs vgpu's placement would pick among the Ready nodes the snapshot shows, or the
-core's own words for why nothing fits. Not modelled: what the kube-scheduler filters before
-the extender (taints, selectors, affinity, cordons), a policy other than the default
-(`--policy`, `vgpu.io/policy`), and places reserved for other gangs that are not bound yet.
+pod's waiting gang members, or the pod alone: the planning the extender runs for a gang, all
+members or none, with its default policy, and for a lone pod its `select` with the policy the
+pod names (`vgpu.io/policy`, among those allowed), else the default. The policies are the
+extender's as the view is told them (`Policies`: its `--policy` and `--allow-pod-policy`),
+read through the extender's own `PolicyBook`, so a pod naming one not allowed gets the
+extender's refusal. So the answer is the GPUs vgpu's placement would pick among the Ready
+nodes the snapshot shows, or the core's own words for why nothing fits. Not modelled: what
+the kube-scheduler filters before the extender (taints, selectors, affinity, cordons), and
+places reserved for other gangs that are not bound yet.
 
 Reading every pod and node is most of the cost, so the parses outlive a read (`Parses`): an
 object equal to the one last parsed under its name is not parsed again.
@@ -24,21 +27,22 @@ from typing import Any, TypeVar
 
 from vgpu.api.nodespec import NodeSpec, node_spec
 from vgpu.api.podspec import PodSpec, pod_spec
+from vgpu.api.policies import PolicyBook
 from vgpu.api.resources import ResourceNames
 from vgpu.core import gang
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.ids import GangKey, NodeName
 from vgpu.core.model import Assignment
-from vgpu.core.policy_specs import make_policy
+from vgpu.core.policy_specs import PolicySpec, parse_policy
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.core.workload import DEFAULT_WORKLOAD
 from vgpu.inspect.pods import pod_facts
 from vgpu.inspect.snapshot import Snapshot
 
 Obj = Mapping[str, Any]
 T = TypeVar("T")
+DEFAULT = parse_policy("default")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,21 @@ class Where:
     assignments: tuple[Assignment, ...]
     reason: str = ""
     gang: str = ""
+    policy: str = ""
+    """The name of the policy the plan was made with."""
+
+
+@dataclass(frozen=True, slots=True)
+class Policies:
+    """The extender's policies, as the view is told them: its `--policy` and each
+    `--allow-pod-policy` (the chart passes the extender's values)."""
+
+    default: PolicySpec = DEFAULT
+    allowed: tuple[PolicySpec, ...] = ()
+
+
+DEFAULT_POLICIES = Policies()
+"""The extender's own defaults: `--policy default`, no pod may name another."""
 
 
 def where_now(
@@ -136,11 +155,12 @@ class Placer:
         names: ResourceNames,
         ready: Iterable[str],
         parses: Parses | None = None,
+        policies: Policies = DEFAULT_POLICIES,
     ) -> None:
-        self._snapshot, self._ready = snapshot, tuple(ready)
+        self._snapshot, self._ready, self._policies = snapshot, tuple(ready), policies
         self._parses = parses if parses is not None and parses.names == names else Parses(names)
         self._lock = threading.Lock()
-        self._built: tuple[list[tuple[str, PodSpec]], Scheduler] | None = None
+        self._built: tuple[list[tuple[str, PodSpec]], ClusterState, PolicyBook] | None = None
 
     def where(self, pod: str) -> Where | None:
         with self._lock:
@@ -148,23 +168,30 @@ class Placer:
                 pods, nodes = self._parses.read(self._snapshot)
                 specs = [(k, s) for k, s, _ in pods if s is not None]
                 state = _state(pods, nodes, self._ready)
-                self._built = specs, Scheduler(state, make_policy("default", DEFAULT_WORKLOAD))
-            specs, scheduler = self._built
-            return _plan(specs, scheduler, pod)
+                book = PolicyBook(self._policies.default, self._policies.allowed)
+                self._built = specs, state, book  # policies learn: built per read, as the state
+            return _plan(*self._built, pod)
 
 
-def _plan(specs: list[tuple[str, PodSpec]], scheduler: Scheduler, pod: str) -> Where | None:
+def _plan(
+    specs: list[tuple[str, PodSpec]], state: ClusterState, book: PolicyBook, pod: str
+) -> Where | None:
     spec = next((s for k, s in specs if k == pod), None)
     if spec is None or spec.node or spec.terminal:
         return None
+    name = "" if spec.gang is None else str(spec.gang.key)
+    try:  # the extender refuses a pod naming a policy it does not allow, gang or not
+        named = book.get(spec.request.policy) if spec.request.policy else book.default
+    except InvalidRequest as err:
+        return Where((), str(err), name)
+    policy = book.default if spec.gang is not None else named  # a gang plans with the default
     key = spec.gang.key if spec.gang is not None else GangKey(pod)
     members = [s.request for _, s in specs if _waiting_with(s, spec)]
-    planned = gang.plan(scheduler, key, members)
-    name = "" if spec.gang is None else str(key)
+    planned = gang.plan(Scheduler(state, policy), key, members)
     if isinstance(planned, gang.GangFailure):
         reason = str(planned) if spec.gang is not None else planned.reason
-        return Where((), reason, name)
-    return Where(planned.assignments, "", name)
+        return Where((), reason, name, policy.name)
+    return Where(planned.assignments, "", name, policy.name)
 
 
 def _spec(obj: Obj, names: ResourceNames) -> PodSpec | None:
