@@ -3,12 +3,13 @@
     python bench/web_view_memory.py [--nodes 200] [--gpus 8] [--minutes 3]
     python bench/web_view_memory.py --kubeconfig DIR/kubeconfigs/admin.yaml [--minutes 15]
 
-Serves the snapshot of `bench/inspect_report.py` with `vgpu inspect --serve --fake-cluster
---refresh 1` in its own process, rewrites the file every second with one pod more or less (so
-every read is a new generation and the pages are rendered anew), and, like an open page, asks
-`/api/status.json` and renders `/` and `/queues` every second. Samples the server's VmRSS every
-10 s and prints the first sample after one minute of warm-up, the last, the peak, and the
-growth per 1,000 reads past the warm-up.
+Serves the snapshot of `bench/inspect_report.py` plus one waiting pod with `vgpu inspect
+--serve --fake-cluster --refresh 1` in its own process, rewrites the file every second with one
+pod more or less (so every read is a new generation and the pages are rendered anew), and, like
+an open page, asks `/api/status.json` and renders `/`, `/queues` and the waiting pod's page
+(where it could go: the placement state of each read, built from the parses kept across reads)
+every second. Samples the server's VmRSS every 10 s and prints the first sample after one
+minute of warm-up, the last, the peak, and the growth per 1,000 reads past the warm-up.
 
 With `--kubeconfig` it serves a live cluster instead (the test cluster of
 `hack/testcluster.sh up DIR`, docs/testing.md): the server reads the API server every second,
@@ -38,6 +39,9 @@ from tests.web.browser import serving
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.inspect.snapshot import dumps
 
+WAITING = "bench/wait"
+PAGES = ("/", "/queues")
+
 
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -63,6 +67,8 @@ def main() -> None:
         _report("the live test cluster", samples, tick, args.minutes)
         return
     base = cluster(args.nodes, args.gpus)
+    waiting = pod(WAITING, asks={"main": (50, 0)}, phase="Pending")
+    base = dataclasses.replace(base, pods=(*base.pods, waiting))
     extra = pod("bench/extra", node="gpu-node-0000", asks={"main": (10, 0)},
                 shares={"main": [(0, 10, 1024)]})  # fmt: skip
     versions = [
@@ -75,14 +81,16 @@ def main() -> None:
         path.write_text(versions[0])
         with serving(path) as url:
             samples, tick = _measure(url, args.minutes,
-                                     lambda t: path.write_text(versions[t % 2]))  # fmt: skip
+                                     lambda t: path.write_text(versions[t % 2]),
+                                     ("/", "/queues", f"/pod?name={WAITING}"))  # fmt: skip
     _report(f"{args.nodes} nodes x {args.gpus} GPUs", samples, tick, args.minutes)
 
 
 def _measure(
-    url: str, minutes: float, change: Callable[[int], object]
+    url: str, minutes: float, change: Callable[[int], object], pages: tuple[str, ...] = PAGES
 ) -> tuple[list[tuple[float, int]], int]:
-    """Each second: `change(tick)`, then the pages an open view asks for; VmRSS every 10 s."""
+    """Each second: `change(tick)`, then the status and `pages`, as an open view asks for them;
+    VmRSS every 10 s."""
     samples: list[tuple[float, int]] = []
     generation = 0
     pid = _server_pid()
@@ -90,7 +98,7 @@ def _measure(
     tick = 0
     while (elapsed := time.monotonic() - started) < minutes * 60:
         change(tick)
-        for page in ("/api/status.json", "/", "/queues"):
+        for page in ("/api/status.json", *pages):
             text = urllib.request.urlopen(url + page, timeout=30).read()
             if page == "/api/status.json":
                 generation = json.loads(text).get("generation", 0)

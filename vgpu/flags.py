@@ -10,6 +10,9 @@ from __future__ import annotations
 import argparse
 import re
 
+from vgpu.core.errors import InvalidRequest
+from vgpu.core.policy.specs import PolicySpec, parse_policy
+
 MAX_PORT = 65535
 STATES_DEFAULT = re.compile(r"\(default[: ]|default: ")
 
@@ -70,3 +73,32 @@ def add_path_flag(
     from pathlib import Path
 
     p.add_argument(flag, type=Path, default=Path(default), help=help, metavar=metavar)
+
+
+def policy_spec(text: str, flag: str) -> PolicySpec:
+    """A policy name (or `default:key=value,...` spec) for `flag`, parsed once, at start-up; the
+    extender's `--policy` and the web view's, so both accept and refuse the same names."""
+    try:
+        return parse_policy(text, flag)
+    except InvalidRequest as err:  # argparse names the flag itself ("argument --policy: ")
+        fix = f" ({err.fix})" if err.fix else ""
+        raise argparse.ArgumentTypeError(f"{err.problem}{fix}") from None
+
+
+def add_policy_flags(parser: argparse.ArgumentParser, *, policy: str, allow: str) -> None:
+    """`--policy` and the repeatable `--allow-pod-policy`, parsed alike wherever they are
+    taken (the extender places with them; the web view is told the extender's)."""
+    parser.add_argument(
+        "--policy",
+        default=policy_spec("default", "--policy"),
+        type=lambda text: policy_spec(text, "--policy"),
+        help=policy,
+    )
+    parser.add_argument(
+        "--allow-pod-policy",
+        action="append",
+        default=[],
+        type=lambda text: policy_spec(text, "--allow-pod-policy"),
+        metavar="NAME",
+        help=allow,
+    )

@@ -53,6 +53,22 @@ def test_on_it_serves_the_report_on_all_addresses_with_the_read_only_role() -> N
     assert service["type"] == "ClusterIP" and service["ports"][0]["targetPort"] == "http"
 
 
+def test_it_places_waiting_pods_with_the_extenders_policies() -> None:
+    """Where a waiting pod could go is placed as the extender places: its --policy and each
+    --allow-pod-policy, the same values."""
+    objs = render(inspect__web__enabled="true", extender__policy="binpack",
+                  extender__allowPodPolicies="{spread,default:online=false}")  # fmt: skip
+    (web,) = find(objs, "Deployment", WEB)["spec"]["template"]["spec"]["containers"]
+    (extender,) = find(objs, "Deployment", "vgpu-extender")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    policies = [a for a in web["args"] if a.startswith(("--policy=", "--allow-pod-policy="))]
+    assert policies == [
+        "--policy=binpack", "--allow-pod-policy=spread", "--allow-pod-policy=default:online=false"
+    ]  # fmt: skip
+    assert set(policies) <= set(extender["args"])
+
+
 def test_the_role_it_is_bound_to_only_reads() -> None:
     objs = render(kube_version="v1.37.0", inspect__web__enabled="true", dra__enabled="true")
     role = find(objs, "ClusterRole", "vgpu-inspect")

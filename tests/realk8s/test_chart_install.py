@@ -18,6 +18,7 @@ import sys
 import tempfile
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -39,19 +40,25 @@ pytestmark = pytest.mark.realk8s
 CHART = str(chart_install.REPO / "charts" / "vgpu")
 
 
-@pytest.fixture(scope="module")
-def charted(realk8s_binary: Path) -> Iterator[RealCluster]:
+@contextmanager
+def charted_cluster(binary: Path) -> Iterator[RealCluster]:
+    """One node of two A100s, vgpu installed by `helm install` of the chart (skipped without
+    .bin/helm); removed afterwards unless VGPU_REALK8S_KEEP=1."""
     _helm_or_skip()
     root = Path(tempfile.mkdtemp(prefix="vk8s-chart-"))
-    cluster = RealCluster(
-        root, realk8s_binary, [NodeSpec("node-a", "2xA100-SXM4-80GB")], chart=True
-    )
+    cluster = RealCluster(root, binary, [NodeSpec("node-a", "2xA100-SXM4-80GB")], chart=True)
     try:
         yield cluster.up()
     finally:
         cluster.down()
         if os.environ.get("VGPU_REALK8S_KEEP") != "1":
             shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def charted(realk8s_binary: Path) -> Iterator[RealCluster]:
+    with charted_cluster(realk8s_binary) as cluster:
+        yield cluster
 
 
 def _helm(cluster: RealCluster, *args: str) -> str:

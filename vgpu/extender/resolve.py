@@ -10,15 +10,14 @@ body, which is not even parsed; a pod the watch does not show within a bounded w
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NamedTuple
 
-from vgpu.api.podspec import POLICY as POLICY_ANNOTATION
 from vgpu.api.podspec import PodSpec, key_of
+from vgpu.api.policies import PolicyBook
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.policy.interface import Policy
-from vgpu.core.policy.specs import PolicySpec, make_policy, parse_policy
-from vgpu.core.workload import DEFAULT_WORKLOAD, Workload
+from vgpu.core.policy.specs import parse_policy
 from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.watchwait import WatchWait
 
@@ -26,43 +25,6 @@ GroupSize = Callable[[str, str], int | None]
 """(namespace, PodGroup name) → spec.minMember, or None when there is no such PodGroup."""
 
 DEFAULT_POLICY = parse_policy("default")
-
-
-class PolicyBook:
-    """The default policy and the policies pods may ask for by name (`vgpu.io/policy`), each
-    built once at start-up. Pods choose only among what the operator allowed
-    (`--allow-pod-policy`), so no pod can make the extender build (and keep) a policy of its
-    own: memory stays bounded by the operator's list."""
-
-    def __init__(
-        self,
-        default: PolicySpec,
-        allowed: Iterable[PolicySpec] = (),
-        workload: Workload = DEFAULT_WORKLOAD,
-    ) -> None:
-        self.default = make_policy(default, workload)
-        self._allowed: dict[str, Policy] = {default.name: self.default}
-        for spec in allowed:
-            if spec.name not in self._allowed:
-                self._allowed[spec.name] = make_policy(spec, workload)
-
-    @property
-    def names(self) -> list[str]:
-        """The policies pods may name."""
-        return list(self._allowed)
-
-    def get(self, name: str) -> Policy:
-        """The policy a pod names; raises `InvalidRequest` for one the operator did not allow."""
-        policy = self._allowed.get(name)
-        if policy is None:
-            shown = name if len(name) <= 64 else name[:61] + "..."
-            raise InvalidRequest(
-                f"metadata.annotations[{POLICY_ANNOTATION}]",
-                f"policy {shown!r} is not allowed for pods",
-                "use one of " + ", ".join(self._allowed) + " or drop the annotation "
-                "(the operator allows more with --allow-pod-policy)",
-            )
-        return policy
 
 
 class Resolved(NamedTuple):

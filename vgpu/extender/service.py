@@ -29,6 +29,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from vgpu.api.podspec import PodSpec, key_of
+from vgpu.api.policies import PolicyBook
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.fit import check
 from vgpu.core.ids import GangKey, NodeName, PodKey
@@ -54,7 +55,6 @@ from vgpu.extender.queue_cache import QueueParts
 from vgpu.extender.resolve import (
     GroupSize,
     PodReader,
-    PolicyBook,
     no_pod_groups,
 )
 from vgpu.extender.scores import ScoreAnswers, log_top_scores

@@ -21,11 +21,11 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from vgpu.api.resources import DEFAULT_DOMAIN, resource_names
-from vgpu.core.errors import ConfigError, InvalidRequest
-from vgpu.core.policy.specs import POLICY_NAMES, PolicySpec, parse_policy
+from vgpu.core.errors import ConfigError
+from vgpu.core.policy.specs import POLICY_NAMES
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.flags.keys import KEY_ENV, add_development_key_flag, load_assignment_key
-from vgpu.flags import HelpFormatter, port_number
+from vgpu.flags import HelpFormatter, add_policy_flags, port_number
 
 if TYPE_CHECKING:
     from vgpu.extender.server.tls import TlsFiles
@@ -92,19 +92,10 @@ def _add_serving_flags(p: argparse.ArgumentParser) -> None:
 
 def _add_placement_flags(p: argparse.ArgumentParser) -> None:
     """Which policies place pods, the resource units and domain, and the assignment key."""
-    p.add_argument(
-        "--policy",
-        default=_policy("default", "--policy"),
-        type=lambda text: _policy(text, "--policy"),
-        help=f"placement policy: one of {', '.join(POLICY_NAMES)}, or `default:key=value,...`",
-    )
-    p.add_argument(
-        "--allow-pod-policy",
-        action="append",
-        default=[],
-        type=lambda text: _policy(text, "--allow-pod-policy"),
-        metavar="NAME",
-        help="a policy pods may ask for with the vgpu.io/policy annotation (repeatable; "
+    add_policy_flags(
+        p,
+        policy=f"placement policy: one of {', '.join(POLICY_NAMES)}, or `default:key=value,...`",
+        allow="a policy pods may ask for with the vgpu.io/policy annotation (repeatable; "
         "default: none besides --policy)",
     )
     p.add_argument(
@@ -167,15 +158,6 @@ def _add_leader_flags(p: argparse.ArgumentParser) -> None:
         default="",
         help="the queue ConfigMap (docs/queues.md): the leader releases pods held in queues",
     )
-
-
-def _policy(text: str, flag: str) -> PolicySpec:
-    """A policy name (or `default:key=value,...` spec), parsed once, at start-up."""
-    try:
-        return parse_policy(text, flag)
-    except InvalidRequest as err:  # argparse names the flag itself ("argument --policy: ")
-        fix = f" ({err.fix})" if err.fix else ""
-        raise argparse.ArgumentTypeError(f"{err.problem}{fix}") from None
 
 
 def _tls(args: argparse.Namespace) -> TlsFiles | None:

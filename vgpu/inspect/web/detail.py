@@ -139,8 +139,8 @@ def _could_go(view: View, name: str) -> str:
             rows.append([pod_link(a.pod), link(a.node, "/node", name=a.node), "-", "-", "0", "-"])
     whose = f"its gang {esc(where.gang)}'s waiting members" if where.gang else "it"
     return (
-        f"{head}<p>If {whose} were placed now, vgpu's placement (the default policy, on the "
-        "Ready nodes) would pick:</p>"
+        f"{head}<p>If {whose} were placed now, vgpu's placement (policy "
+        f"{esc(where.policy)}, on the Ready nodes) would pick:</p>"
         + table(["Pod", "Node", "GPU", "Container", "Cores", "Memory"], rows, cls="could-go")
     )
 

@@ -20,6 +20,7 @@ from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.snapshot import Snapshot
 from vgpu.inspect.web.sharechart import SAMPLES_KEPT, Sample
 from vgpu.inspect.web.view import View, build_view
+from vgpu.inspect.web.where import DEFAULT_POLICIES, Parses, Policies
 
 Read = Callable[[], tuple[Snapshot, str | None]]
 """Reads the cluster: its snapshot and the queue ConfigMap's queues.json (None: none)."""
@@ -43,17 +44,20 @@ class Refresher:
         live: bool = True,
         clock: Callable[[], float] = time.time,
         real_use: Callable[[], RealUse] | None = None,
+        policies: Policies = DEFAULT_POLICIES,
     ) -> None:
         """`real_use`: reads the GPUs' real use (`--prometheus`); it reports its own failure
-        in the `RealUse` it returns, as the text report does."""
+        in the `RealUse` it returns, as the text report does. `policies`: the extender's
+        (`--policy`, `--allow-pod-policy`), for "where it could go"."""
         self._read, self._names, self._lease, self._live = read, names, lease, live
-        self._ask_real_use = real_use
+        self._ask_real_use, self._policies = real_use, policies
         self._real_use: RealUse | None = None
         self._real_use_at: float | None = None
         self.interval_s = interval_s
         self._clock = clock
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._parses = Parses(names)  # kept across reads: only changed objects are parsed
         self._view = build_view(Snapshot((), (), (), ""), None, names)
         self._read_at: float | None = None
         self._error = ""
@@ -69,7 +73,7 @@ class Refresher:
                 snapshot = dataclasses.replace(snapshot, taken_at="")
             view = build_view(
                 snapshot, config, self._names, now=now, lease=self._lease,
-                real_use=self._fresh_real_use(),
+                real_use=self._fresh_real_use(), parses=self._parses, policies=self._policies,
             )  # fmt: skip
         except (VgpuError, OSError, ValueError) as e:  # the report's own errors, one line each
             self._failed(str(e) or type(e).__name__)

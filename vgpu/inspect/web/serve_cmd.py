@@ -16,13 +16,14 @@ from urllib.parse import urlsplit
 
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import VgpuError
-from vgpu.flags import count
+from vgpu.flags import add_policy_flags, count
 from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.real_use_read import read_real_use
 from vgpu.inspect.snapshot import Snapshot, loads
 from vgpu.inspect.web.refresh import Read, Refresher
 from vgpu.inspect.web.server import make_server
 from vgpu.inspect.web.shares import PrometheusShares, Shares
+from vgpu.inspect.web.where import Policies
 
 DEFAULT_PORT = 8080
 
@@ -48,6 +49,12 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="with --serve: how often the cluster is read again (default 5)",
     )
+    add_policy_flags(
+        parser,
+        policy='with --serve: the extender\'s --policy, which "where it could go" places with',
+        allow="with --serve: each of the extender's --allow-pod-policy (repeatable), so a pod's "
+        "vgpu.io/policy is placed or refused as the extender does (default: none)",
+    )
 
 
 def port(text: str) -> int:
@@ -68,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
         lease=args.extender_lease,
         live=args.fake_cluster is None,
         real_use=_real_use(args),
+        policies=Policies(args.policy, tuple(args.allow_pod_policy)),
     )
     refresher.refresh()
     try:

@@ -26,7 +26,7 @@ from vgpu.inspect.namespace import only_namespace
 from vgpu.inspect.queues import QueueReport, as_dict, queue_report
 from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.snapshot import Snapshot
-from vgpu.inspect.web.where import Placer
+from vgpu.inspect.web.where import DEFAULT_POLICIES, Parses, Placer, Policies
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,10 +64,14 @@ def build_view(
     now: datetime | None = None,
     lease: str = DEFAULT_LEASE,
     real_use: RealUse | None = None,
+    parses: Parses | None = None,
+    policies: Policies = DEFAULT_POLICIES,
 ) -> View:
     """Both reports from one snapshot (`config_text`: the queue ConfigMap's queues.json;
     `real_use`: the GPUs' real use from Prometheus, set on the report as `--prometheus` sets
-    it, so the page and `-o json` show the same figures)."""
+    it, so the page and `-o json` show the same figures; `parses`: the placement's parses of
+    an earlier read, reused where an object is unchanged; `policies`: the extender's, which
+    "where it could go" places with)."""
     report = build_report(snapshot, (), names, now=now, lease=lease)
     if real_use is not None:
         report = dataclasses.replace(report, real_use=real_use)
@@ -79,7 +83,7 @@ def build_view(
         if queue is not None:
             pods[f"{meta.get('namespace') or 'default'}/{meta.get('name') or ''}"] = queue
     ready = [n.name for n in report.nodes if n.ready]
-    return View(report, queues, pods, Placer(snapshot, names, ready))
+    return View(report, queues, pods, Placer(snapshot, names, ready, parses, policies))
 
 
 def filtered(report: Report, f: Filter) -> Report:
