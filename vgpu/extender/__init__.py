@@ -6,7 +6,7 @@ lock, with its pod book, `pods`, and its gang coordination, `gangs`, all three p
 reading of a request's pod (`resolve`), the verbs
 (`service`, `binder`, `preemption`), the table of verbs the server answers (`routes`) and
 metrics (`metrics`); the HTTP/1.1, HTTP/2 and TLS server is the `server` package. The leader's
-queue pass (`queue_pass`, seeing the extender through `queue_cache`) and the loop that runs it
-(`queue_release`, with the records it carries on its Lease: `strict_holds`, `gangs.record`). The
-composition root is `vgpu.daemons.extender.daemon`.
+queue pass and the loop that runs it, with the records it carries on its Lease, are the `queues`
+package (the gangs it releases are recorded by `gangs.record`). The composition root is
+`vgpu.daemons.extender.daemon`.
 """

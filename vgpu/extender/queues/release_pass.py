@@ -33,7 +33,7 @@ per-node explanation, which a pass does not need, and its shape is not tried aga
   to other victims instead of asking for the same refused pod every pass.
 
 What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
-outside the lock (`vgpu.extender.queue_release`).
+outside the lock (`vgpu.extender.queues.release_loop`).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from vgpu.core.queues.release import Job, plan
 from vgpu.core.queues.whole_gpus import Keep
 from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
-from vgpu.extender.queue_cache import QueueParts
+from vgpu.extender.queues.cache_view import QueueParts
 
 Obj = dict[str, Any]
 
