@@ -12,7 +12,7 @@ name, one after another as kube-scheduler's scheduling cycles send them, in four
   600 look-alike init containers (past the cap: refused) or one of 64, the cap (placed), with
   20 pods of 64 such containers pending on nodes that every filter must keep invariant I with;
 * held: `--held` gated pods in 10 queues that fit nowhere, and the leader's queue pass running
-  back to back over them (`vgpu.extender.queue_pass.decide`);
+  back to back over them (`vgpu.extender.queues.release_pass.decide`);
 * both at once.
 
 Prints, per run, p50/p99 of an other-team filter (its own time on the serving loop, including
@@ -40,7 +40,7 @@ from vgpu.api.queues.config import read_config
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment
 from vgpu.extender.cache.cluster import ClusterCache
-from vgpu.extender.queue_pass import QueueIndex, decide
+from vgpu.extender.queues.release_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import ExtenderArgs
 

@@ -65,7 +65,7 @@ def test_extender_agent_and_report_are_independent() -> None:
 def test_every_extender_module_has_a_layer_below_the_server() -> None:
     """The layers contract is exhaustive, so a new module or package of the extender fails
     `lint-imports` until it is placed; here: the server is the top layer and the table of verbs
-    the next, and every module and package (server, cache, gangs, pods) has its place."""
+    the next, and every module and package (server, cache, gangs, pods, queues) has its place."""
     section = _config()["extender-server-on-top"]
     layers = [line.strip() for line in section["layers"].splitlines() if line.strip()]
     assert (section["exhaustive"], layers[0], layers[1]) == ("true", "server", "routes")
@@ -73,7 +73,7 @@ def test_every_extender_module_has_a_layer_below_the_server() -> None:
     extender = REPO / "vgpu/extender"
     modules = {path.stem for path in extender.glob("*.py")} - {"__init__"}
     packages = {init.parent.name for init in extender.glob("*/__init__.py")}
-    assert {"server", "cache", "gangs", "pods"} <= packages
+    assert {"server", "cache", "gangs", "pods", "queues"} <= packages
     assert modules | packages == placed
 
 

@@ -21,8 +21,8 @@ from vgpu.api.queues.in_force import (
     decode_in_force,
     encode_in_force,
 )
-from vgpu.extender.queue_pass import QueueIndex
-from vgpu.extender.queue_release import QueueReleaser
+from vgpu.extender.queues.release_loop import QueueReleaser
+from vgpu.extender.queues.release_pass import QueueIndex
 
 GOOD = json.dumps({"queues": [{"name": "a", "namespaces": ["default"]}]})
 BAD = json.dumps({"queues": [{"name": "a", "weight": 0, "namespaces": ["default"]}]})
@@ -55,7 +55,7 @@ def test_the_lease_carries_the_configuration_in_force_and_keeps_the_good_one_whe
     releaser.pass_once()
     assert decode_in_force(lease.annotation(IN_FORCE_ANNOTATION)) == good
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="vgpu.extender.queue_release"):
+    with caplog.at_level(logging.INFO, logger="vgpu.extender.queues.release_loop"):
         fixed = json.dumps({"queues": [{"name": "a", "weight": 2, "namespaces": ["default"]}]})
         _config(harness, fixed)
         releaser.pass_once()

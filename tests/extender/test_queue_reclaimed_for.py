@@ -19,7 +19,7 @@ from tests.extender.test_queue_release import (
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.daemons.extender.daemon import ExtenderDaemon
-from vgpu.extender.strict_holds import RECLAIMED_ANNOTATION
+from vgpu.extender.queues.strict_holds import RECLAIMED_ANNOTATION
 
 
 def test_the_gpu_reclaim_frees_goes_to_the_job_it_was_freed_for(harness: Harness) -> None:

@@ -20,10 +20,10 @@ from vgpu.core.policy.specs import PolicySpec
 from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.gangs.record import GANGS_ANNOTATION, encode
-from vgpu.extender.queue_pass import QueueIndex
-from vgpu.extender.queue_release import REFUSED_S, QueueReleaser
+from vgpu.extender.queues.release_loop import REFUSED_S, QueueReleaser
+from vgpu.extender.queues.release_pass import QueueIndex
+from vgpu.extender.queues.strict_holds import LeaseNotes
 from vgpu.extender.resolve import DEFAULT_POLICY
-from vgpu.extender.strict_holds import LeaseNotes
 
 Obj = dict[str, Any]
 GATE = [{"name": "vgpu.io/queue"}]

@@ -9,7 +9,7 @@ from tests.extender.conftest import Harness
 from tests.extender.test_queue_release import _daemon, _held, _pass, _queues, _releaser, _watched
 from vgpu.core.ids import GpuUUID, PodKey
 from vgpu.core.policy.specs import parse_policy
-from vgpu.extender.queue_release import QueueReleaser
+from vgpu.extender.queues.release_loop import QueueReleaser
 
 
 def _gpu(releaser: QueueReleaser, key: str) -> GpuUUID:

@@ -16,7 +16,7 @@ from tests.extender.builders import make_node, make_pod
 from vgpu.api.queues.config import read_config
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.cache.cluster import ClusterCache
-from vgpu.extender.queue_pass import QueueIndex, decide
+from vgpu.extender.queues.release_pass import QueueIndex, decide
 from vgpu.extender.service import Extender
 
 GATE = [{"name": "vgpu.io/queue"}]

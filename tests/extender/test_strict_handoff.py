@@ -1,6 +1,6 @@
 """A strict hold outlives a failover without starting again (a strict queue holds the
 others back for at most its `strictSeconds`): the leader carries each hold's start on the leader
-Lease and the next leader reads it from there (`vgpu.extender.strict_holds`)."""
+Lease and the next leader reads it from there (`vgpu.extender.queues.strict_holds`)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from tests.extender.test_queue_release import _daemon, _held, _queues, _watched
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.daemons.extender.daemon import ExtenderDaemon
-from vgpu.extender.queue_pass import QueueIndex
-from vgpu.extender.queue_release import QueueReleaser
-from vgpu.extender.strict_holds import HOLDS_ANNOTATION, decode, encode
+from vgpu.extender.queues.release_loop import QueueReleaser
+from vgpu.extender.queues.release_pass import QueueIndex
+from vgpu.extender.queues.strict_holds import HOLDS_ANNOTATION, decode, encode
 
 T0 = 2_000_000_000.0
 

@@ -14,7 +14,7 @@ from vgpu.cli.main import main
 from vgpu.cli.trace_files import read_lifetimes, read_trace
 from vgpu.core.errors import InvalidRequest
 from vgpu.sim.poisson import bucket, generate, is_large, split
-from vgpu.sim.queue_setup import build, parse_duration
+from vgpu.sim.queues.settings import build, parse_duration
 from vgpu.sim.trace import Trace
 
 

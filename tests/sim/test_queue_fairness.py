@@ -23,9 +23,9 @@ from vgpu.core.queues.proportion import QueueSpec
 from vgpu.core.workload import Workload
 from vgpu.sim.fairness import Left, remaining_median, still_running_pct
 from vgpu.sim.poisson import Arrival
-from vgpu.sim.queue_run import QueueResult, figures, run
-from vgpu.sim.queue_setup import QueueSetup, build
-from vgpu.sim.queued import QueuedReplay
+from vgpu.sim.queues.replay import QueuedReplay
+from vgpu.sim.queues.run import QueueResult, figures, run
+from vgpu.sim.queues.settings import QueueSetup, build
 
 SMALL = {"measure": "2h", "max_duration": "1h"}
 

@@ -13,8 +13,8 @@ from vgpu.core.policy.specs import make_policy
 from vgpu.core.queues.proportion import QueueSpec
 from vgpu.core.workload import Workload
 from vgpu.sim.poisson import MEMORY_UNIT_MIB, Arrival, generate, is_large
-from vgpu.sim.queue_setup import QueueSetup, build
-from vgpu.sim.queued import QueuedReplay
+from vgpu.sim.queues.replay import QueuedReplay
+from vgpu.sim.queues.settings import QueueSetup, build
 
 SPECS = (QueueSpec("A", 1), QueueSpec("B", 1))
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from vgpu.core.errors import InvalidRequest
 from vgpu.extras import install_hint
 from vgpu.sim.engine import RunResult
-from vgpu.sim.queue_run import QueueResult
+from vgpu.sim.queues.run import QueueResult
 from vgpu.sim.report import curves, plot_labels
 
 

@@ -21,10 +21,10 @@ from vgpu.core.policy.specs import PAPER_POLICIES, POLICY_NAMES, PolicySpec, par
 from vgpu.flags import HelpFormatter, count
 from vgpu.sim.dra import DEVICE_CHOICES
 from vgpu.sim.engine import RunResult, capacity_milli
-from vgpu.sim.queue_report import as_json
-from vgpu.sim.queue_report import table as queue_table
-from vgpu.sim.queue_run import run as run_queued
-from vgpu.sim.queue_setup import build
+from vgpu.sim.queues.render import as_json
+from vgpu.sim.queues.render import table as queue_table
+from vgpu.sim.queues.run import run as run_queued
+from vgpu.sim.queues.settings import build
 from vgpu.sim.report import table
 from vgpu.sim.run_inputs import PLACEMENT_INPUTS, QUEUE_INPUTS, run_inputs
 from vgpu.sim.runner import Job, default_workers, progress_printer, run_all, summary

@@ -1,17 +1,17 @@
 """The most any node of a cluster offers, so that a pod no node can take is known without asking
 every node.
 
-The queue pass tries each held pod's shape once (`vgpu.extender.queue_pass`); a shape that fits
-nowhere costs a full `Scheduler.select`, every node evaluated by the policy. With 5,000 held
+The queue pass tries each held pod's shape once (`vgpu.extender.queues.release_pass`); a shape that
+fits nowhere costs a full `Scheduler.select`, every node evaluated by the policy. With 5,000 held
 pods of different shapes at 1,000 nodes that was 24-35 s a pass. `fits_nowhere` answers most of
-them from one summary of the cluster instead: it is a necessary condition only (True means no
-node can take the pod; False means "ask the scheduler"). It asks, loosened, what placement
-asks (`vgpu.core.capacity`: `host_fits`, `fractional_fits`, `idle_positions`): the host's CPU
-and memory, and per GPU container a healthy GPU the selector's models allow with room for a
-share, or enough idle GPUs for whole ones. Every bound is a maximum over nodes or GPUs, so it
-can only over-estimate what one node offers; a property test
-(tests/core/test_headroom.py) checks that the scheduler never places a pod this rules out, so a
-placement rule that comes to admit more than this summary allows fails it. Pure.
+them from one summary of the cluster instead: it is a necessary condition only (True means no node
+can take the pod; False means "ask the scheduler"). It asks, loosened, what placement asks
+(`vgpu.core.capacity`: `host_fits`, `fractional_fits`, `idle_positions`): the host's CPU and
+memory, and per GPU container a healthy GPU the selector's models allow with room for a share, or
+enough idle GPUs for whole ones. Every bound is a maximum over nodes or GPUs, so it can only
+over-estimate what one node offers; a property test (tests/core/test_headroom.py) checks that the
+scheduler never places a pod this rules out, so a placement rule that comes to admit more than this
+summary allows fails it. Pure.
 """
 
 from __future__ import annotations

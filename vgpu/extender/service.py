@@ -51,7 +51,7 @@ from vgpu.extender.outcomes import (
     placed_outcome,
     shape_key,
 )
-from vgpu.extender.queue_cache import QueueParts
+from vgpu.extender.queues.cache_view import QueueParts
 from vgpu.extender.resolve import (
     GroupSize,
     PodReader,
@@ -107,7 +107,8 @@ class Extender:
         self.pods.policies = book
 
     def queue_parts(self) -> QueueParts:
-        """What the leader's queue pass may use of the extender (`vgpu.extender.queue_cache`)."""
+        """What the leader's queue pass may use of the extender
+        (`vgpu.extender.queues.cache_view`)."""
         return QueueParts(
             self.cache,
             lambda: self.scheduler,

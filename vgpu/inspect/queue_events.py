@@ -3,7 +3,7 @@
 The leader decides whether a held job fits whole on real GPUs (it holds the place it finds), so
 only it can say why a job that the configuration alone would let go still waits; it writes
 that reason, with where the queue stands, as a `VgpuQueued` Event on the pod when the reason
-changes (`vgpu.extender.queue_release`). Both the queue report and the waiting pods' reasons
+changes (`vgpu.extender.queues.release_loop`). Both the queue report and the waiting pods' reasons
 (`-d`) read it here, so they say the same words. Pure.
 """
 

@@ -32,7 +32,7 @@ from random import Random
 from vgpu.core.ids import PodKey
 from vgpu.core.model import PodRequest
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
-from vgpu.sim.queue_setup import QueueSetup
+from vgpu.sim.queues.settings import QueueSetup
 from vgpu.sim.trace import TraceError, TraceText
 from vgpu.sim.variants import two_axis
 

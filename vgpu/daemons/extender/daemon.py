@@ -33,9 +33,9 @@ from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.invalid import InvalidPods
 from vgpu.extender.metrics import ExtenderMetrics
 from vgpu.extender.offloop import LeaveLoop, may_block
-from vgpu.extender.queue_metrics import QueueCollector
-from vgpu.extender.queue_pass import QueueIndex
-from vgpu.extender.queue_release import QueueReleaser
+from vgpu.extender.queues.collector import QueueCollector
+from vgpu.extender.queues.release_loop import QueueReleaser
+from vgpu.extender.queues.release_pass import QueueIndex
 from vgpu.extender.routes import Routes
 from vgpu.extender.server.http1 import HttpServer
 from vgpu.extender.server.limits import HttpLimits
@@ -71,7 +71,7 @@ class DaemonConfig:
     retry_delay: float = 1.0
     queues: tuple[str, str] | None = None
     """(namespace, name) of the queue ConfigMap: the leader runs the release loop
-    (`vgpu.extender.queue_release`); None: no queues, pods are never held by vgpu."""
+    (`vgpu.extender.queues.release_loop`); None: no queues, pods are never held by vgpu."""
 
 
 class PodGroupSizes:

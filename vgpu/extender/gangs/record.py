@@ -6,8 +6,8 @@ member as proof that the gang was decided: anyone who may create pods can reuse 
 gang's name, or annotate a held pod into it, and have the new members released with no fit, cap
 or share check. So the leader records each gang it decides (gang -> its members' UIDs) and
 carries the record on its Lease (`LeaderElector.carry`, beside the strict holds,
-`vgpu.extender.strict_holds`); it removes a gang's gates only once the Lease it last wrote holds
-the gang, and the next leader finishes exactly the members the record names
+`vgpu.extender.queues.strict_holds`); it removes a gang's gates only once the Lease it last
+wrote holds the gang, and the next leader finishes exactly the members the record names
 (`vgpu.core.queues.jobs`).
 
 The annotation is JSON, gang to a list of UIDs. Only vgpu's service account writes the Lease; a

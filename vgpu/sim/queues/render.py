@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vgpu.sim.queue_run import QueueResult
+from vgpu.sim.queues.run import QueueResult
 
 COLUMNS = (
     ("queue", None),

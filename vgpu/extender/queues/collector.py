@@ -18,7 +18,7 @@ from typing import NamedTuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from vgpu.extender.queue_pass import Standing
+from vgpu.extender.queues.release_pass import Standing
 
 
 class QueueFigures(NamedTuple):

@@ -49,7 +49,7 @@ from vgpu.sim.evictions import Evictions
 from vgpu.sim.fairness import Left, Sample, Tallies
 from vgpu.sim.offers import Offers
 from vgpu.sim.poisson import MEMORY_UNIT_MIB, Arrival
-from vgpu.sim.queue_setup import QueueSetup
+from vgpu.sim.queues.settings import QueueSetup
 
 RECLAIMS = 8
 """Waiting pods per queue and pass that may ask for reclaim."""

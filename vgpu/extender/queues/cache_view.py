@@ -1,11 +1,11 @@
 """What the leader's queue pass may use of the extender, and nothing more.
 
-The pass (`vgpu.extender.queue_pass`) reads the watched pods and the nodes' free capacity and holds
-places for the jobs it releases, under the cache's lock one job at a time. Typed against the
-whole `Extender` it could reach any verb's state; typed against `QueueCache` (the eight members
+The pass (`vgpu.extender.queues.release_pass`) reads the watched pods and the nodes' free capacity
+and holds places for the jobs it releases, under the cache's lock one job at a time. Typed against
+the whole `Extender` it could reach any verb's state; typed against `QueueCache` (the eight members
 of the cache it uses; `ClusterCache` is one) and `QueueParts` (the cache with the scheduler, the
-clock, the settings and the gang sizes) it reaches what the pass needs, as the gang
-coordinators reach the cache through `GangCache`. `Extender.queue_parts` builds the parts.
+clock, the settings and the gang sizes) it reaches what the pass needs, as the gang coordinators
+reach the cache through `GangCache`. `Extender.queue_parts` builds the parts.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 HOLDS_ANNOTATION = "vgpu.io/strict-holds"
 RECLAIMED_ANNOTATION = "vgpu.io/reclaimed-for"
 """The jobs reclaim evicted for (job key to when), tried first by the next leader as by this
-one (`vgpu.extender.queue_release`); the same format and decoder as the holds."""
+one (`vgpu.extender.queues.release_loop`); the same format and decoder as the holds."""
 
 
 class LeaseNotes(Protocol):

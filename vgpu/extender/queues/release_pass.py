@@ -1,18 +1,17 @@
 """The leader's queue pass over the extender's cache: which held pods to release, which to evict.
 
 `QueueIndex` is a second reader of the pod watch: it keeps the pods carrying the queue label
-(`vgpu.api.queues.config`), with their gates, asks and ages; the cache keeps the GPUs. `decide` runs one
-pass over a snapshot of the index and of the cluster's capacity, taking the cache's lock only for
-one job's placement at a time (and a reclaim what-if), never for the pass: filters run between
-jobs, and after each job it gives the interpreter to a verb waiting for it (5,000
-held pods on 100 nodes held the lock for a 10 s pass, and a filter waited as long; with the lock
-released but no yield, a pass running beside the serving loop still doubled a filter's p99). A
-single pod that fits nowhere is found so by the cluster's headroom when it can be
-(`vgpu.core.headroom`: more than any node offers, or a model no node has; taken once a pass) or
-else by `Scheduler.select` alone (memoised per node and shape), without the gang planner's
-per-node explanation, which a pass does not need, and its shape is not tried again in the pass
-(5,000 held pods of different shapes that fit nowhere took 24-35 s a pass at 1,000 nodes, one
-`select` each):
+(`vgpu.api.queues.config`), with their gates, asks and ages; the cache keeps the GPUs. `decide`
+runs one pass over a snapshot of the index and of the cluster's capacity, taking the cache's lock
+only for one job's placement at a time (and a reclaim what-if), never for the pass: filters run
+between jobs, and after each job it gives the interpreter to a verb waiting for it (5,000 held pods
+on 100 nodes held the lock for a 10 s pass, and a filter waited as long; with the lock released but
+no yield, a pass running beside the serving loop still doubled a filter's p99). A single pod that
+fits nowhere is found so by the cluster's headroom when it can be (`vgpu.core.headroom`: more than
+any node offers, or a model no node has; taken once a pass) or else by `Scheduler.select` alone
+(memoised per node and shape), without the gang planner's per-node explanation, which a pass does
+not need, and its shape is not tried again in the pass (5,000 held pods of different shapes that
+fit nowhere took 24-35 s a pass at 1,000 nodes, one `select` each):
 
 * pods are grouped into whole jobs (`vgpu.core.queues.jobs`) and offered to `release.plan`;
 * `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
@@ -33,7 +32,7 @@ per-node explanation, which a pass does not need, and its shape is not tried aga
   to other victims instead of asking for the same refused pod every pass.
 
 What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
-outside the lock (`vgpu.extender.queue_release`).
+outside the lock (`vgpu.extender.queues.release_loop`).
 """
 
 from __future__ import annotations
@@ -64,7 +63,7 @@ from vgpu.core.queues.release import Job, plan
 from vgpu.core.queues.whole_gpus import Keep
 from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
-from vgpu.extender.queue_cache import QueueParts
+from vgpu.extender.queues.cache_view import QueueParts
 
 Obj = dict[str, Any]
 

@@ -1,7 +1,8 @@
 """The extender leader's release loop: held pods let go in fair order, through the API.
 
 Every `intervalSeconds` (the queue ConfigMap), on the replica that may bind (the leader, its cache
-resynced for its term), one pass (`vgpu.extender.queue_pass.decide`), then outside the cache's lock:
+resynced for its term), one pass (`vgpu.extender.queues.release_pass.decide`), then outside the
+cache's lock:
 
 * each released pod loses the gate `vgpu.io/queue` in one JSON patch that tests the gate list and
   the UID first. Removing a gate that is gone is not possible, and a new leader rebuilds its view
@@ -25,7 +26,7 @@ naming the field) and the last good one is kept; with none, nothing is released 
 fail closed). A pod counts only in its namespace's queue (`vgpu.api.queues.namespaces`); when a
 queue is bound by label the namespaces are listed each pass, and until one listing succeeds
 nothing is released. Strict holds are kept across passes and handed to the next leader on the
-leader Lease (`vgpu.extender.strict_holds`). Each pass also carries on the Lease the
+leader Lease (`vgpu.extender.queues.strict_holds`). Each pass also carries on the Lease the
 configuration in force and who acts on it (`vgpu.api.queues.in_force`), and a refused ConfigMap
 fixed again is logged, so an operator sees both from outside.
 """
@@ -43,11 +44,11 @@ from vgpu.api.queues.in_force import IN_FORCE_ANNOTATION, QUEUED_EVENT, encode_i
 from vgpu.api.queues.pods import Queued
 from vgpu.core.errors import ConfigError
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
-from vgpu.extender import strict_holds
 from vgpu.extender.gangs import record as gang_record
-from vgpu.extender.queue_metrics import QueueFigures
-from vgpu.extender.queue_pass import Decision, QueueIndex, Standing, decide, reason_line
-from vgpu.extender.strict_holds import LeaseNotes
+from vgpu.extender.queues import strict_holds
+from vgpu.extender.queues.collector import QueueFigures
+from vgpu.extender.queues.release_pass import Decision, QueueIndex, Standing, decide, reason_line
+from vgpu.extender.queues.strict_holds import LeaseNotes
 
 log = logging.getLogger(__name__)
 EVENTS_PER_PASS = 20

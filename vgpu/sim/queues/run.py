@@ -24,8 +24,8 @@ from vgpu.sim.fairness import (
     utilisation,
 )
 from vgpu.sim.poisson import generate
-from vgpu.sim.queue_setup import QueueSetup
-from vgpu.sim.queued import QueuedReplay
+from vgpu.sim.queues.replay import QueuedReplay
+from vgpu.sim.queues.settings import QueueSetup
 from vgpu.sim.trace import Trace
 
 
