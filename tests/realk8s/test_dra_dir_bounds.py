@@ -15,6 +15,7 @@ from tests.realk8s import manifests, pods
 from tests.realk8s.binary import build_interposer
 from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Obj
+from tests.realk8s.test_admission import _user
 from tests.realk8s.test_dra import CLAIMS, DraNode, claim, claim_pod, dra, release
 from tests.realk8s.test_dra_driver_limits import _prepare_failure
 from tests.realk8s.test_tenant import OTHER, OTHER_TEAM
@@ -59,20 +60,32 @@ def _in(namespace: str, obj: Obj) -> Obj:
     return out
 
 
+CLAIM_EDITOR = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "delete"]},
+    {
+        "apiGroups": ["resource.k8s.io"],
+        "resources": ["resourceclaims"],
+        "verbs": ["create", "get", "list", "delete"],
+    },
+]
+"""A team's editor: pods and claims in its own namespace, nothing else."""
+
+
 def test_a_namespace_past_its_claim_directories_is_refused_and_another_still_runs(
     bounded: DraNode,
 ) -> None:
     api = bounded.cluster.admin
+    tenant = _user(bounded.cluster, "claims-editor", CLAIM_EDITOR)  # edits its namespace only
     other_claims = CLAIMS.replace("/default/", f"/{OTHER}/")
     other_pods = pods.PODS.replace("/default/", f"/{OTHER}/")
     names = ("dirs-0", "dirs-1", "dirs-2")
     try:
         for name in names[:2]:
-            api.post(CLAIMS, claim(name, cores="10", memory="4Gi"))
-            api.post(pods.PODS, claim_pod(name, name))
+            tenant.post(CLAIMS, claim(name, cores="10", memory="4Gi"))
+            tenant.post(pods.PODS, claim_pod(name, name))
             pods.wait_running(api, name, timeout=90)
-        api.post(CLAIMS, claim(names[2], cores="10", memory="4Gi"))
-        api.post(pods.PODS, claim_pod(names[2], names[2]))
+        tenant.post(CLAIMS, claim(names[2], cores="10", memory="4Gi"))
+        tenant.post(pods.PODS, claim_pod(names[2], names[2]))
         failure = wait_until(lambda: _prepare_failure(bounded, names[2]), 90, "the third refused")
         assert "for namespace default (the bound is 2 per namespace)" in failure, failure
         api.post(other_claims, _in(OTHER, claim("theirs", cores="10", memory="4Gi")))
@@ -83,6 +96,7 @@ def test_a_namespace_past_its_claim_directories_is_refused_and_another_still_run
             "the other namespace's pod running",
         )
     finally:
+        tenant.close()
         for path in (f"{other_pods}/theirs", f"{other_claims}/theirs"):
             try:
                 api.delete(path)
