@@ -10,6 +10,7 @@ from tests.extender.conftest import Harness
 from tests.extender.test_queue_release import _daemon, _held, _pass, _queues, _releaser, _watched
 from vgpu.core.ids import GpuUUID, PodKey
 from vgpu.core.policy.specs import parse_policy
+from vgpu.daemons.extender.daemon import ExtenderDaemon
 from vgpu.extender.queues.release_loop import QueueReleaser
 
 
@@ -28,16 +29,22 @@ def _gang(harness: Harness, queue: str, name: str, *cores: int) -> list[str]:
     return [f"{queue}/{name}-{i}" for i in range(len(cores))]
 
 
-def _setup(harness: Harness, whole_cores: int) -> tuple[QueueReleaser, GpuUUID]:
-    """Two GPUs; a first pass puts small's 75-core pod on one; then whole asks `whole_cores`
-    and small a 25-core pod."""
+def _hole(harness: Harness, cores: int) -> tuple[ExtenderDaemon, QueueReleaser]:
+    """Two GPUs under `spread`, queues small and whole; a first pass puts small's pod of
+    `cores` on one (the hole; the other stays idle)."""
     harness.put(make_node("n1", gpus=2))
     daemon = _daemon(harness, policy=parse_policy("spread"))
     _queues(harness, {"name": "small", "weight": 1}, {"name": "whole", "weight": 1})
-    _held(harness, "s0", "small", 75)
+    _held(harness, "s0", "small", cores)
     _watched(daemon, "small/s0")
     releaser = _releaser(daemon)
     assert _pass(releaser) == ["s0"]
+    return daemon, releaser
+
+
+def _setup(harness: Harness, whole_cores: int) -> tuple[QueueReleaser, GpuUUID]:
+    """A 75-core hole; then whole asks `whole_cores` and small a 25-core pod."""
+    daemon, releaser = _hole(harness, 75)
     _held(harness, "w0", "whole", whole_cores)
     _held(harness, "s1", "small", 25)
     _watched(daemon, "whole/w0", "small/s1")
@@ -57,15 +64,9 @@ def test_with_no_whole_gpu_job_waiting_the_policy_places_alone(harness: Harness)
 
 
 def _small_gang(harness: Harness, whole_cores: int | None) -> tuple[QueueReleaser, GpuUUID]:
-    """Two GPUs; a first pass puts small's 50-core pod on one; then small holds a gang of two
-    25-core members (both fit the hole) and, unless None, whole asks `whole_cores`."""
-    harness.put(make_node("n1", gpus=2))
-    daemon = _daemon(harness, policy=parse_policy("spread"))
-    _queues(harness, {"name": "small", "weight": 1}, {"name": "whole", "weight": 1})
-    _held(harness, "s0", "small", 50)
-    _watched(daemon, "small/s0")
-    releaser = _releaser(daemon)
-    assert _pass(releaser) == ["s0"]
+    """A 50-core hole; then small holds a gang of two 25-core members (both fit the hole) and,
+    unless None, whole asks `whole_cores`."""
+    daemon, releaser = _hole(harness, 50)
     keys = _gang(harness, "small", "g", 25, 25)
     if whole_cores is not None:
         _held(harness, "w0", "whole", whole_cores)
@@ -92,13 +93,7 @@ def test_a_waiting_gang_of_whole_gpu_pods_keeps_the_idle_gpu_from_a_small_pod(
     harness: Harness,
 ) -> None:
     """whole's job is a gang of two whole-GPU pods, one GPU idle: it waits, and keeps that GPU."""
-    harness.put(make_node("n1", gpus=2))
-    daemon = _daemon(harness, policy=parse_policy("spread"))
-    _queues(harness, {"name": "small", "weight": 1}, {"name": "whole", "weight": 1})
-    _held(harness, "s0", "small", 75)
-    _watched(daemon, "small/s0")
-    releaser = _releaser(daemon)
-    assert _pass(releaser) == ["s0"]
+    daemon, releaser = _hole(harness, 75)
     _held(harness, "s1", "small", 25)
     _watched(daemon, "small/s1", *_gang(harness, "whole", "w", 100, 100))
     assert _pass(releaser) == ["s1"]
