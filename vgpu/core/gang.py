@@ -11,13 +11,17 @@ deadline, and `release` gives a gang's reservations back (both idempotent).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Phase, PodRequest
-from vgpu.core.scheduler import Scheduler
+from vgpu.core.scheduler import Scheduler, Selection
+
+Choose = Callable[[PodRequest, list[NodeName] | None], Selection | None]
+"""Where one member goes on the fork, among `names` (None: every node): the policy's choice
+(`Scheduler.select`) unless the caller places members otherwise (`queues.whole_gpus`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,16 +77,19 @@ def plan(
     gang: GangKey,
     members: Sequence[PodRequest],
     names: Iterable[NodeName] | None = None,
+    choose: Choose | None = None,
 ) -> GangPlan | GangFailure:
-    """Plan all members at once on a fork; the state is unchanged afterwards."""
+    """Plan all members at once on a fork, each where `choose` puts it (by default the
+    policy's choice); the state is unchanged afterwards."""
     state = scheduler.state
+    place = choose or scheduler.select
     node_names = list(names) if names is not None else None
     ordered = member_order(members)
     placed: list[Assignment] = []
     state.fork()
     try:
         for pod in ordered:
-            selection = scheduler.select(pod, node_names)
+            selection = place(pod, node_names)
             if selection is None:
                 return GangFailure(
                     gang,

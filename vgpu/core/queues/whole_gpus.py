@@ -13,16 +13,25 @@ their deserved share with a whole-GPU job not yet released in the pass) and the 
 (`select`) keeps idle GPUs while that is so: a pod asking part of a GPU that the policy would put
 on an idle GPU goes to the best hole that fits it instead, when one exists anywhere; otherwise to
 the policy's own choice. With no such queue (`Keep` empty) the placement is the policy's, exactly.
-The extender's release pass (a single pod's place; a gang's members are placed by the gang
-planner) and the simulator's replay both place through `select`. Pure.
+
+A gang's members are placed together by the gang planner (`gang.plan`), which in a pass places
+each member through `select` too (`plan_gang`), each seeing the GPUs the earlier members took
+(a GPU a member took is a hole for the next). Only if that leaves a member nowhere (a hole on a
+node short of CPU for a later member, say) is the gang placed as the planner alone places it: the
+keep never makes a gang that fits not fit. A waiting gang whose members ask whole GPUs is one of
+the jobs `Keep` protects, like a single pod (`jobs.group`). The extender's release pass places
+single pods and gangs through this module; the simulator's replay, whose pods are all single,
+through `select`. Pure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from vgpu.core.ids import GpuUUID
+from vgpu.core import gang as gang_planning
+from vgpu.core.gang import GangFailure, GangPlan
+from vgpu.core.ids import GangKey, GpuUUID, NodeName
 from vgpu.core.model import PodRequest
 from vgpu.core.scheduler import Scheduler, Selection
 from vgpu.core.state import ClusterState
@@ -54,18 +63,20 @@ def select(
     pod: PodRequest,
     keep: Keep,
     first: Callable[[PodRequest], Selection | None] | None = None,
+    names: Iterable[NodeName] | None = None,
 ) -> Selection | None:
     """Where `pod` goes in a release pass: the policy's choice (`first`, by default
-    `scheduler.select`), or, while `keep` names a queue and that choice takes an idle GPU for a
-    pod asking part of a GPU, the policy's best choice among the holes that fit it, when one
-    does (module doc)."""
-    chosen = (first or scheduler.select)(pod)
+    `scheduler.select` over `names`, None for every node), or, while `keep` names a queue and
+    that choice takes an idle GPU for a pod asking part of a GPU, the policy's best choice among
+    the holes that fit it, when one does (module doc)."""
+    listed = None if names is None else list(names)
+    chosen = first(pod) if first is not None else scheduler.select(pod, listed)
     if chosen is None or not keep or not pod.wants_gpu or asks_whole(pod):
         return chosen
     state = scheduler.state
     if not takes_idle(state, chosen):
         return chosen
-    in_hole = scheduler.select(holes_only(state, pod))  # the same pod, key and all
+    in_hole = scheduler.select(holes_only(state, pod), listed)  # the same pod, key and all
     return chosen if in_hole is None else in_hole
 
 
@@ -86,3 +97,27 @@ def holes_only(state: ClusterState, pod: PodRequest) -> PodRequest:
     """The pod as if it refused every idle GPU: placed by the same policy, on holes only."""
     sel = pod.selector
     return replace(pod, selector=replace(sel, exclude_uuids=sel.exclude_uuids | idle_gpus(state)))
+
+
+def plan_gang(
+    scheduler: Scheduler,
+    gang: GangKey,
+    members: Sequence[PodRequest],
+    keep: Keep,
+    names: Iterable[NodeName] | None = None,
+) -> GangPlan | GangFailure:
+    """A gang's plan in a release pass (`gang.plan`): while `keep` names a queue, each member is
+    placed as `select` places a single pod, each seeing the GPUs the earlier ones took (module
+    doc); if that leaves a member nowhere, the planner's own plan, so the keep never makes a
+    gang that fits not fit. With `keep` empty, or no member asking part of a GPU, the planner's
+    own plan, exactly."""
+    listed = None if names is None else list(names)
+    if keep and any(m.wants_gpu and not asks_whole(m) for m in members):
+
+        def choose(pod: PodRequest, among: list[NodeName] | None) -> Selection | None:
+            return select(scheduler, pod, keep, names=among)
+
+        kept = gang_planning.plan(scheduler, gang, members, listed, choose)
+        if isinstance(kept, GangPlan):
+            return kept
+    return gang_planning.plan(scheduler, gang, members, listed)

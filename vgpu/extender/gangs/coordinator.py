@@ -29,6 +29,7 @@ from vgpu.api.podspec import GangLabel
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
+from vgpu.core.queues.whole_gpus import NO_KEEP, Keep
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.gangs.cache_view import GangCache
 from vgpu.extender.gangs.plans import (
@@ -102,9 +103,16 @@ class GangCoordinator:
 
     @_locked
     def place_of(
-        self, pod: PodRequest, label: GangLabel, size: int, scheduler: Scheduler, now: float
+        self,
+        pod: PodRequest,
+        label: GangLabel,
+        size: int,
+        scheduler: Scheduler,
+        now: float,
+        keep: Keep = NO_KEEP,
     ) -> Assignment | GangWait:
-        """The member's reserved (or assumed, or bound) place, planning the gang if needed."""
+        """The member's reserved (or assumed, or bound) place, planning the gang if needed;
+        `keep`: the queues a release pass keeps idle GPUs for (`vgpu.core.queues.whole_gpus`)."""
         ledger = self._cache.ledger
         held = ledger.holding(pod.key)
         if held is not None:
@@ -125,7 +133,7 @@ class GangCoordinator:
         if problem := invalid_member(self._cache, label.key):
             return GangWait(f"gang {label.key}: {problem}")
         ref = GangRef(label.key, size)
-        result = self._plan(scheduler, ref, members)
+        result = self._plan(scheduler, ref, members, keep)
         if isinstance(result, GangWait):
             self._failures[label.key] = result.reason
             return result
@@ -138,10 +146,10 @@ class GangCoordinator:
         return mine
 
     def _plan(
-        self, scheduler: Scheduler, ref: GangRef, members: list[PodRequest]
+        self, scheduler: Scheduler, ref: GangRef, members: list[PodRequest], keep: Keep = NO_KEEP
     ) -> gang_planning.GangPlan | GangWait:
         """Plan the gang (`vgpu.extender.gangs.plans`), or say why its members must wait."""
-        result = plan_gang(self._planner, scheduler, ref, members, self._cache.pods)
+        result = plan_gang(self._planner, scheduler, ref, members, self._cache.pods, keep)
         return GangWait(result) if isinstance(result, str) else result
 
     @_locked

@@ -17,19 +17,24 @@ from vgpu.core.fit import Verdict
 from vgpu.core.ids import GangKey, PodKey
 from vgpu.core.kubelet_reuse import Role, expand, merged, reuses
 from vgpu.core.model import GangRef, PodRequest
+from vgpu.core.queues import whole_gpus
+from vgpu.core.queues.whole_gpus import NO_KEEP, Keep
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.gangs.cache_view import GangCache
 
 Planner = Callable[
-    [Scheduler, GangKey, list[PodRequest]], "gang_planning.GangPlan | gang_planning.GangFailure"
+    [Scheduler, GangKey, list[PodRequest], Keep],
+    "gang_planning.GangPlan | gang_planning.GangFailure",
 ]
 
 
 def core_planner(
-    scheduler: Scheduler, gang: GangKey, members: list[PodRequest]
+    scheduler: Scheduler, gang: GangKey, members: list[PodRequest], keep: Keep
 ) -> gang_planning.GangPlan | gang_planning.GangFailure:
-    """The core's all-or-nothing planner (swappable for tests or a better planner)."""
-    return gang_planning.plan(scheduler, gang, members)
+    """The core's all-or-nothing planner (swappable for tests or a better planner), keeping
+    idle GPUs for the queues `keep` names (a queue pass's; `NO_KEEP` elsewhere: the planner's
+    own plan, `vgpu.core.queues.whole_gpus.plan_gang`)."""
+    return whole_gpus.plan_gang(scheduler, gang, members, keep)
 
 
 def plan_gang(
@@ -38,10 +43,12 @@ def plan_gang(
     ref: GangRef,
     members: list[PodRequest],
     pods: Mapping[PodKey, PodSpec],
+    keep: Keep = NO_KEEP,
 ) -> gang_planning.GangPlan | str:
     """Plan the gang's `members` (each marked with `ref`), or say why they cannot all have a
     place; members with vGPU init containers are planned as the one container the kubelet's
-    reuse makes them (`vgpu.core.kubelet_reuse`) and then expanded."""
+    reuse makes them (`vgpu.core.kubelet_reuse`) and then expanded. `keep`: the queues a
+    release pass keeps idle GPUs for (`vgpu.core.queues.whole_gpus`)."""
     gang = ref.key
     members = [replace(m, gang=ref) for m in members]
     roles = {m.key: _roles(pods, m.key) for m in members}
@@ -53,7 +60,7 @@ def plan_gang(
         if isinstance(one, Verdict):
             return f"gang {gang}: member {m.key}: {one}"
         asked.append(one)
-    result = planner(scheduler, gang, asked)
+    result = planner(scheduler, gang, asked, keep)
     if isinstance(result, gang_planning.GangFailure):
         return str(result)
     by_key = {m.key: m for m in members}

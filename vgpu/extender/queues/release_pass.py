@@ -17,9 +17,10 @@ fit nowhere took 24-35 s a pass at 1,000 nodes, one `select` each):
 * `fits` places a job **whole on real GPUs now and holds the place** with the very reservation the
   gang planner makes: a gang through the gang coordinator (`GangCoordinator.place_of`, held until
   kube-scheduler binds its members or the gang timeout passes), a single pod as a gang of one
-  under its own key (`queue:` + the pod's name), placed by `whole_gpus.select` (a hole before an
-  idle GPU while the pass says a queue waits for whole GPUs), released by the same sweep when
-  it expires. Its filter then sends the pod to that place (`CacheOps.held_place`). A job whose
+  under its own key (`queue:` + the pod's name), released by the same sweep when it expires.
+  Both are placed with the pass's `Keep` (`whole_gpus.select`, a gang's members through
+  `whole_gpus.plan_gang`): a hole before an idle GPU while the pass says a queue waits for whole
+  GPUs. Its filter then sends the pod to that place (`CacheOps.held_place`). A job whose
   members all hold a place already (a pass whose gate removal failed) fits without a second
   reservation;
 * reclaim (opt-in per queue), for the waiting jobs `reclaim_asks` chooses (priority, then age,
@@ -281,7 +282,8 @@ class _Fits:
     def __call__(self, job: Job, keep: Keep) -> bool:
         """Place the job and hold its place, under the cache's lock for this job only; then
         give the interpreter to a waiting verb (module doc). A single pod goes where
-        `whole_gpus.select` puts it: to a hole first while `keep` names a queue."""
+        `whole_gpus.select` puts it, a gang's members where `whole_gpus.plan_gang` does: to a
+        hole first while `keep` names a queue."""
         try:
             with self._parts.cache.atomic():
                 return self._place(job, keep)
@@ -302,7 +304,7 @@ class _Fits:
         scheduler, now = self._parts.scheduler(), self._parts.clock()
         if first.gang is not None:
             size = self._recs[keys[0]].pod.gang_size
-            placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now)
+            placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now, keep)
             return isinstance(placed, Assignment)
         shape = first.request.shape
         if self._room is None:  # under the lock: the cluster as this pass first places
