@@ -76,6 +76,25 @@ def test_collect_removes_only_unnamed_directories_older_than_the_grace(tmp_path:
     assert sorted(dirs.ids()) == sorted([live, young]) and (dirs.root / "not-ours").is_dir()
 
 
+def test_a_directory_older_than_one_the_checkpoint_names_goes_before_the_grace(
+    tmp_path: Path,
+) -> None:
+    """The kubelet takes each Allocate answer in before it asks the next: a checkpoint that
+    names a later answer's directory but not an earlier one means the earlier container is gone
+    (a pod created and deleted between two collects left its directory for the whole grace,
+    10 minutes, before). A directory answered after the newest one named may still be on its
+    way into the checkpoint, and one this process did not answer (made before a restart) keeps
+    the grace."""
+    dirs = ContainerDirs(tmp_path, grace_s=600)
+    before_restart = dirs.create(None)
+    dirs = ContainerDirs(tmp_path, grace_s=600)
+    gone, live, newest = dirs.create(None), dirs.create(None), dirs.create(None)
+    refs = referenced_ids(checkpoint(dirs, live))
+    assert refs is not None
+    assert dirs.collect(refs) == [gone]
+    assert sorted(dirs.ids()) == sorted([before_restart, live, newest])
+
+
 def test_collecting_frees_room_under_the_bound(tmp_path: Path) -> None:
     dirs = ContainerDirs(tmp_path, max_dirs=2, grace_s=0)
     for _ in range(2):

@@ -74,6 +74,8 @@ class ContainerDirs:
         self._lock = threading.Lock()
         self._owners: dict[str, DirOwner | None] = {}  # read once per directory
         self._recorded: set[str] = set()  # named by the kubelet's checkpoint at some collect
+        self._answered: dict[str, int] = {}  # the order of this process's answers, per directory
+        self._answers = 0
         self._tmpfs: DirTmpfs | None = None
 
     def mount_each(self, tmpfs: DirTmpfs) -> None:
@@ -98,6 +100,7 @@ class ContainerDirs:
             if owner is not None and owner.shared_init and devices is not None:
                 shared = self._shared_init(owners, owner, _grant_of(devices))
                 if shared is not None:
+                    self._answer(shared)
                     return shared
             problem = over_bound(owners.values(), owner, self._bounds)
             if problem is not None:
@@ -108,7 +111,12 @@ class ContainerDirs:
             cid = secrets.token_hex(16)
             self._make(cid, devices, owner)
             self._owners[cid] = owner
+            self._answer(cid)
             return cid
+
+    def _answer(self, cid: str) -> None:
+        self._answers += 1
+        self._answered[cid] = self._answers
 
     def _make(
         self, cid: str, devices: Sequence[DeviceLimit] | None, owner: DirOwner | None
@@ -218,12 +226,23 @@ class ContainerDirs:
 
     def collect(self, referenced: frozenset[str]) -> list[str]:
         """Remove the directories `referenced` does not name: at once when an earlier collect saw
-        them named (the kubelet dropped them), else once older than the grace."""
+        them named (the kubelet dropped them) or when it names a directory answered after them
+        (the kubelet never took them in, or dropped them before a collect saw them), else once
+        older than the grace.
+
+        The kubelet admits pods one at a time and takes each Allocate answer into its devices
+        before it asks the next one (pkg/kubelet/cm/devicemanager/manager.go,
+        `allocateContainerResources`: the answer is inserted, then `writeCheckpoint`): a
+        checkpoint naming a later answer holds every earlier one still in use. Without that,
+        a pod created and deleted between two collects left its directory for the whole grace."""
         removed = []
         with self._lock:
             now = self._clock()
-            self._recorded &= set(self.ids())
-            for cid in self.ids():
+            present = set(self.ids())
+            self._recorded &= present
+            self._answered = {c: n for c, n in self._answered.items() if c in present}
+            latest = max((self._answered.get(c, 0) for c in referenced), default=0)
+            for cid in present:
                 if cid in referenced:
                     self._recorded.add(cid)
                     continue
@@ -231,10 +250,12 @@ class ContainerDirs:
                     age = now - (self.root / cid).stat().st_mtime
                 except FileNotFoundError:
                     continue
-                if cid in self._recorded or age > self._grace_s:
+                passed = 0 < self._answered.get(cid, latest) < latest
+                if cid in self._recorded or passed or age > self._grace_s:
                     self._free(cid)
                     self._recorded.discard(cid)
                     self._owners.pop(cid, None)
+                    self._answered.pop(cid, None)
                     removed.append(cid)
         if removed:
             log.info("removed %d container directories the kubelet no longer holds", len(removed))
