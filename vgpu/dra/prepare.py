@@ -8,7 +8,9 @@ exactly the grant a container gets in device-plugin mode (`vgpu.node.grants.cont
 visible devices, cores, memory limits, MPS or HAMi-core settings), with the GPUs in index order.
 The GPUs themselves are the grant's CDI devices (`nvidia.com/gpu=<UUID>`, `vgpu.node.device_list`),
 listed with it. The CDI devices are listed on the request's first result only, so a container that
-uses the whole claim gets each variable once.
+uses the whole claim gets each variable once. Under the driver's memory limits the spec also
+carries a `createRuntime` hook (`vgpu.dra.hook_request`): each container of the claim is created
+only once the driver has set its pod's limit.
 
 Nothing here guesses: the allocation names the pool (this node), the device (a GPU index) and
 what it consumed. A claim allocated elsewhere, to an unknown or unhealthy GPU, or replaced by a
@@ -25,6 +27,7 @@ from typing import Any
 from vgpu.api.dra import DRIVER, DeviceShare, claim_shares, device_index
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.units import CORES_PER_GPU, DEFAULT_MEMORY_UNIT_MIB
+from vgpu.dra.hook_request import hook_edit
 from vgpu.dra.pod_limits import reserved_pods
 from vgpu.node.container_dirs import DirOwner
 from vgpu.node.grants import ContainerGrant, GpuLimit, GrantSettings, Refusal, container_grant
@@ -67,6 +70,9 @@ class NodeGpus:
     unhealthy: Collection[str] = ()
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
     """The smallest memory share the slices offer (their `validRange` min and step)."""
+    hook: tuple[str, str] | None = None
+    """The CDI hook's program and the driver's socket (host paths), where each container of a
+    claim must wait for the driver's memory limit (`vgpu.dra.hook_request`); None: no hook."""
 
 
 def cdi_name(uid: str, request: str) -> str:
@@ -173,5 +179,7 @@ def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> Prepare
         )
         for s in shares
     )
-    spec = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": cdi_devices}
+    spec: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": cdi_devices}
+    if node.hook is not None:
+        spec["containerEdits"] = {"hooks": [hook_edit(*node.hook, uid)]}
     return PreparedClaim(uid, namespace, name, devices, spec)

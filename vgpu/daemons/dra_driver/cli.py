@@ -61,6 +61,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and, with --slice-order fullest, allocations update it at once), and, with the "
         "driver's memory limits, between passes setting prepared claims' pods' limits again",
     )
+    add_path_flag(
+        p,
+        "--cdi-hook-program",
+        "/opt/vgpu/bin/vgpu-cdi-hook",
+        "the CDI createRuntime hook in the image; with the driver's memory limits it is "
+        "installed into STATE_DIR/bin/ and each claim's containers wait for their pod's limit "
+        "through it (docs/isolation.md)",
+    )
     add_mode_flags(p, default="plain")
     add_driver_flags(p)
     add_health_flags(p)
@@ -93,6 +101,8 @@ def build(args: argparse.Namespace) -> DraDriver:
         health=health,
         slice_order=args.slice_order,
         resync_s=args.resync_s,
+        hook_program=args.cdi_hook_program,
+        state_dir=args.state_dir,
         **driver_settings(args),
     )
     return DraDriver(config, gpu_backend(args), kube)

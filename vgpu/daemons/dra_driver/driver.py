@@ -8,7 +8,9 @@
   checkpoints it; a claim already in the
   checkpoint is answered from there (idempotent, and intact across driver restarts);
   `NodeUnprepareResources` removes both, and the claim's enforcement directories in modes
-  vgpu-core and hami (`vgpu.dra.claim_dirs`); device health is streamed to the kubelet.
+  vgpu-core and hami (`vgpu.dra.claim_dirs`); device health is streamed to the kubelet;
+- with the driver's memory limits, answers the CDI hook each container of a claim runs
+  (`vgpu.daemons.dra_driver.hook`): the container is created once its pod's limit is set.
 
 A DRA driver needs the API server (the claims live there), so unlike the node agent it does not
 run without credentials. Every loop survives API failures (logged, retried).
@@ -29,12 +31,17 @@ from vgpu.adapters.dmem import decide
 from vgpu.adapters.dra_checkpoint import Checkpoint
 from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, HealthBoard
 from vgpu.adapters.gpu import GpuBackend
+from vgpu.adapters.hook_socket import HookSocket
 from vgpu.adapters.kube.calls import KubeError
 from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.adapters.kubelet.node_plugins import HealthPump
+from vgpu.adapters.procfs import ProcCgroupReader
 from vgpu.adapters.signals import run_until_signal
+from vgpu.adapters.vgpu_core_install import install_cdi_hook
 from vgpu.api.dra import DRIVER, device_name
+from vgpu.core.errors import ConfigError
 from vgpu.daemons.dra_driver.claim_watch import ClaimFollower, follow_claims
+from vgpu.daemons.dra_driver.hook import HookAnswers
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
@@ -71,6 +78,12 @@ class DraConfig:
     stop_grace_s: float = 2.0
     join_poll_s: float = 0.05  # how often a pod joining a prepared claim is looked for (joiners)
     trim_s: float = 30.0  # how often the claims' shared files are cut back (vgpu.node.shared_bound)
+    hook_program: Path | None = None  # the CDI hook to install with the driver's limits (hook)
+    state_dir: Path = Path("/var/lib/vgpu")  # host dir of the installed hook and its socket
+
+    @property
+    def hook_socket(self) -> Path:
+        return self.state_dir / "dra" / "hook.sock"
 
     @property
     def checkpoint_path(self) -> Path:
@@ -94,6 +107,8 @@ class DraDriver:
         self.memory_choice = Choice(False, "not started")
         self._claim_limits: ClaimLimits | None = None
         self._joiners: Joiners | None = None
+        self._hook: HookSocket | None = None
+        self._hook_paths: tuple[str, str] | None = None
         self._backend = backend
         self._kube = kube
         self._clock = clock or time.monotonic
@@ -174,6 +189,30 @@ class DraDriver:
             self._joiners = Joiners(
                 self._claim_limits, self._node, self._is_prepared, self._stop, cfg.join_poll_s
             )
+            if cfg.hook_program is not None:
+                self._start_hook(cfg.hook_program, self._claim_limits, self._joiners)
+
+    def _start_hook(self, program: Path, limits: ClaimLimits, joiners: Joiners) -> None:
+        """Install the CDI hook and serve its socket; the claims prepared from now on name it
+        in their CDI spec, so each of their containers waits for its pod's limit
+        (`vgpu.daemons.dra_driver.hook`). Raises ConfigError: no driver limits without it."""
+        cfg = self.config
+        installed = install_cdi_hook(program, cfg.state_dir)
+        answers = HookAnswers(limits, self._node, self._prepared, ProcCgroupReader(), joiners)
+        self._hook = HookSocket(cfg.hook_socket, answers.answer)
+        try:
+            self._hook.start()
+        except OSError as e:
+            raise ConfigError(
+                f"--state-dir: cannot listen on {cfg.hook_socket} for the CDI hook: "
+                f"{e.strerror or e}; use a shorter, writable host directory"
+            ) from None
+        self._hook_paths = (str(installed), str(cfg.hook_socket))
+        log.info("CDI hook %s answered on %s", installed, cfg.hook_socket)
+
+    def _prepared(self, uid: str) -> PreparedClaim | None:
+        with self._lock:
+            return self.checkpoint.get(uid)
 
     def _is_prepared(self, uid: str) -> bool:
         with self._lock:
@@ -229,6 +268,8 @@ class DraDriver:
         if self._pump is not None:
             self._pump.stop()
         self.server.stop(self.config.stop_grace_s)
+        if self._hook is not None:
+            self._hook.stop()
         self._backend.close()
 
     def ready(self) -> bool:
@@ -256,6 +297,7 @@ class DraDriver:
             settings=self.config.grants,
             unhealthy=self._unhealthy,
             memory_unit_mib=self.config.memory_unit_mib,
+            hook=self._hook_paths,
         )
 
     def prepare(self, namespace: str, name: str, uid: str) -> PreparedClaim | Refusal:
