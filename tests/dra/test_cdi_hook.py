@@ -42,7 +42,6 @@ def start(env: Env, cgroupfs: Path, nvml: Functions, **overrides: Any) -> DraDri
     the periodic pass waits an hour, so only the hook can set a joining pod's limit here."""
     program = env.root / "image-hook"
     program.write_bytes(b"#!/bin/sh\n")
-    r615(env)
     settings: dict[str, Any] = {
         "driver_limits": DriverLimits.ON,
         "cgroupfs": cgroupfs,
@@ -51,7 +50,12 @@ def start(env: Env, cgroupfs: Path, nvml: Functions, **overrides: Any) -> DraDri
         "hook_program": program,
         "state_dir": env.root / "state",
     }
-    return env.start(nvml=nvml, **(settings | overrides))
+    r615(env)
+    earlier, env.drivers = env.drivers, []  # so that a restart keeps r615's backend
+    try:
+        return env.start(nvml=nvml, **(settings | overrides))
+    finally:
+        env.drivers[:0] = earlier
 
 
 def ask(driver: DraDriver, claim_uid: str, state: dict[str, Any] | bytes) -> str:
@@ -181,3 +185,24 @@ def test_without_the_driver_limits_no_hook_is_written_and_no_socket_served(
     assert "containerEdits" not in spec
     assert not driver.config.hook_socket.exists()
     assert not (env.root / "state" / "bin").exists()
+
+
+def test_a_restart_rewrites_the_prepared_claims_specs_for_the_hook_it_now_serves(
+    env: Env, cgroupfs: Path
+) -> None:
+    """A spec from the checkpoint must not name a socket no one serves any more (each of the
+    claim's containers would fail), nor lack the hook the limits now need."""
+    driver = start(env, cgroupfs, Functions())
+    c1, uid = pods_claim(env, share("gpu-0", "30", "2Gi"))
+    pod_cgroup(cgroupfs, uid)
+    assert env.prepare("c1", c1).error == ""
+    spec_file = env.root / "cdi" / f"vgpu.io-{c1}.json"
+    driver.stop()
+    start(env, cgroupfs, Functions(), driver_limits=DriverLimits.OFF)
+    assert "containerEdits" not in json.loads(spec_file.read_text())
+    env.drivers[-1].stop()
+    again = start(env, cgroupfs, Functions())
+    hooks = json.loads(spec_file.read_text())["containerEdits"]["hooks"]
+    assert [h["args"][1:3] for h in hooks] == [[str(again.config.hook_socket), c1]]
+    assert env.prepare("c1", c1).error == ""  # answered from the checkpoint, hook kept
+    assert json.loads(spec_file.read_text())["containerEdits"]["hooks"] == hooks

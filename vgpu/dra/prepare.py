@@ -21,7 +21,7 @@ Pure: returns values; the CDI spec is written and the checkpoint kept by the cal
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vgpu.api.dra import DRIVER, DeviceShare, claim_shares, device_index
@@ -179,7 +179,15 @@ def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> Prepare
         )
         for s in shares
     )
-    spec: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": cdi_devices}
-    if node.hook is not None:
-        spec["containerEdits"] = {"hooks": [hook_edit(*node.hook, uid)]}
-    return PreparedClaim(uid, namespace, name, devices, spec)
+    spec = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": cdi_devices}
+    return with_hook(PreparedClaim(uid, namespace, name, devices, spec), node.hook)
+
+
+def with_hook(claim: PreparedClaim, hook: tuple[str, str] | None) -> PreparedClaim:
+    """The claim with its CDI spec's hook as the driver serves it now (`NodeGpus.hook`). A spec
+    kept in the checkpoint from before a restart must neither name a socket no one serves any
+    more (each of the claim's containers would fail) nor lack the hook the limits need."""
+    spec = {k: v for k, v in claim.cdi_spec.items() if k != "containerEdits"}
+    if hook is not None:
+        spec["containerEdits"] = {"hooks": [hook_edit(*hook, claim.uid)]}
+    return replace(claim, cdi_spec=spec)

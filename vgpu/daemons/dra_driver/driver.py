@@ -46,7 +46,7 @@ from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
 from vgpu.dra import claim_dirs
-from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
+from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim, with_hook
 from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.driver_limits import LimitFunctions
 from vgpu.node.driver_mode import Choice, DriverLimits
@@ -143,7 +143,7 @@ class DraDriver:
         )
         self.slice = SliceKeeper(settings, inventory, self._kube, self._clock, self._stop)
         for claim in self.checkpoint:  # a restart: the runtime may still need these specs
-            self.cdi.write(claim)
+            self.cdi.write(with_hook(claim, self._hook_paths))
         log.info("%s: %d prepared claim(s) in the checkpoint", cfg.node_name, len(self.checkpoint))
         self._collect_dirs()
         self._publish_health()
@@ -305,7 +305,7 @@ class DraDriver:
         with self._lock:
             done = self.checkpoint.get(uid)
             if done is not None:
-                self.cdi.write(done)  # idempotent: same answer, spec present
+                self.cdi.write(with_hook(done, self._hook_paths))  # idempotent: spec present
                 return done
             try:
                 claim = self._kube.get_resource_claim(namespace, name)
