@@ -29,6 +29,7 @@ from tests.dra.test_claim_limits import (
     reserve,
 )
 from tests.dra.test_driver import Env, env, share
+from vgpu.core.errors import ConfigError
 from vgpu.daemons.dra_driver.driver import DraDriver
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.dra.hook_request import SANDBOX_NAME, SANDBOX_NAMESPACE, SANDBOX_UID
@@ -206,3 +207,8 @@ def test_a_restart_rewrites_the_prepared_claims_specs_for_the_hook_it_now_serves
     assert [h["args"][1:3] for h in hooks] == [[str(again.config.hook_socket), c1]]
     assert env.prepare("c1", c1).error == ""  # answered from the checkpoint, hook kept
     assert json.loads(spec_file.read_text())["containerEdits"]["hooks"] == hooks
+
+
+def test_the_driver_limits_do_not_run_without_the_hook_program(env: Env, cgroupfs: Path) -> None:
+    with pytest.raises(ConfigError, match=r"--cdi-hook-program: cannot read .*/missing"):
+        start(env, cgroupfs, Functions(), hook_program=env.root / "missing")

@@ -37,11 +37,9 @@ from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.adapters.kubelet.node_plugins import HealthPump
 from vgpu.adapters.procfs import ProcCgroupReader
 from vgpu.adapters.signals import run_until_signal
-from vgpu.adapters.vgpu_core_install import install_cdi_hook
 from vgpu.api.dra import DRIVER, device_name
-from vgpu.core.errors import ConfigError
 from vgpu.daemons.dra_driver.claim_watch import ClaimFollower, follow_claims
-from vgpu.daemons.dra_driver.hook import HookAnswers
+from vgpu.daemons.dra_driver.hook import HookAnswers, serve_hook
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
@@ -189,26 +187,17 @@ class DraDriver:
             self._joiners = Joiners(
                 self._claim_limits, self._node, self._is_prepared, self._stop, cfg.join_poll_s
             )
-            if cfg.hook_program is not None:
-                self._start_hook(cfg.hook_program, self._claim_limits, self._joiners)
-
-    def _start_hook(self, program: Path, limits: ClaimLimits, joiners: Joiners) -> None:
-        """Install the CDI hook and serve its socket; the claims prepared from now on name it
-        in their CDI spec, so each of their containers waits for its pod's limit
-        (`vgpu.daemons.dra_driver.hook`). Raises ConfigError: no driver limits without it."""
-        cfg = self.config
-        installed = install_cdi_hook(program, cfg.state_dir)
-        answers = HookAnswers(limits, self._node, self._prepared, ProcCgroupReader(), joiners)
-        self._hook = HookSocket(cfg.hook_socket, answers.answer)
-        try:
-            self._hook.start()
-        except OSError as e:
-            raise ConfigError(
-                f"--state-dir: cannot listen on {cfg.hook_socket} for the CDI hook: "
-                f"{e.strerror or e}; use a shorter, writable host directory"
-            ) from None
-        self._hook_paths = (str(installed), str(cfg.hook_socket))
-        log.info("CDI hook %s answered on %s", installed, cfg.hook_socket)
+            if cfg.hook_program is not None:  # (vgpu.daemons.dra_driver.hook)
+                answers = HookAnswers(
+                    self._claim_limits,
+                    self._node,
+                    self._prepared,
+                    ProcCgroupReader(),
+                    self._joiners,
+                )
+                self._hook, self._hook_paths = serve_hook(
+                    cfg.hook_program, cfg.state_dir, cfg.hook_socket, answers
+                )
 
     def _prepared(self, uid: str) -> PreparedClaim | None:
         with self._lock:

@@ -22,10 +22,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from vgpu.adapters.dmem import pod_cgroup
+from vgpu.adapters.hook_socket import HookSocket
 from vgpu.adapters.kube.calls import KubeError
 from vgpu.adapters.procfs import CgroupReader
+from vgpu.adapters.vgpu_core_install import install_cdi_hook
+from vgpu.core.errors import ConfigError
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.dra.hook_request import OK, BadRequest, HookRequest, parse_request, pod_uid_in_cgroup
@@ -95,3 +99,22 @@ class HookAnswers:
         if self.joiners is not None:
             self.joiners.limited(claim, frozenset({pod_uid}))
         return OK
+
+
+def serve_hook(
+    program: Path, state_dir: Path, socket_path: Path, answers: HookAnswers
+) -> tuple[HookSocket, tuple[str, str]]:
+    """Install the hook program and serve its socket: the server and the (program, socket)
+    host paths the claims' CDI specs name from now on. Raises ConfigError: the driver's limits
+    must not run without the hook that makes containers wait for them."""
+    installed = install_cdi_hook(program, state_dir)
+    server = HookSocket(socket_path, answers.answer)
+    try:
+        server.start()
+    except OSError as e:
+        raise ConfigError(
+            f"--state-dir: cannot listen on {socket_path} for the CDI hook: {e.strerror or e}; "
+            "use a shorter, writable host directory"
+        ) from None
+    log.info("CDI hook %s answered on %s", installed, socket_path)
+    return server, (str(installed), str(socket_path))
