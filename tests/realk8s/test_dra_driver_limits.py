@@ -63,11 +63,12 @@ def hooked(dra: DraNode, tmp_path_factory: pytest.TempPathFactory) -> Iterator[H
     hook = Path(build_interposer(root / "core")).parent / "vgpu-cdi-hook"
     for obj in chart_objects("dra.driverMemoryLimits.mode=on", show=("rbac/dra-driver",)):
         apply(dra.cluster.admin, obj)
-    # its periodic pass waits 10 minutes: a joining pod's limit must come from the claim watch
-    # or the hook
+    # its periodic pass waits 10 minutes and its joiners look for a waiting pod's cgroup every
+    # 10 minutes: a joining pod's limit, made after it waited, must come from the hook
     flags = (
         *gpus.flags,
         "--resync-s=600",
+        "--join-poll-s=600",
         f"--cdi-hook-program={hook}",
         f"--state-dir={root / 'state'}",
     )
@@ -145,7 +146,8 @@ def test_a_pod_joining_a_prepared_shared_claim_starts_only_once_its_limit_is_set
     starts it without preparing the claim again. Its container's creation runs the claim's
     hook, which fails while the pod has no cgroup (the tier's kubelet makes none): the kubelet
     reports the runtime's StartError with the driver's cause and retries; once the cgroup is
-    there, the container runs with its limit already set (the periodic pass waits 10 minutes)."""
+    there, the container runs with its limit already set, which only the hook can have set here
+    (the joiners and the periodic pass wait 10 minutes)."""
     api = dra.cluster.admin
     wait_until(lambda: _backends(dra) == {"driver"}, 30, "the slice to say memoryBackend driver")
     api.post(CLAIMS, claim("shared", cores="30", memory="8Gi"))
