@@ -137,7 +137,7 @@ static long read_answer(int fd, long deadline) {
     }
 }
 
-static int connect_to(const char *path, long deadline, const char **why) {
+static int connect_to(const char *path, const char **why) {
     struct sockaddr_un addr;
     memset(&addr, 0, sizeof addr);
     addr.sun_family = AF_UNIX;
@@ -152,12 +152,8 @@ static int connect_to(const char *path, long deadline, const char **why) {
         return -1;
     }
     if (connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0) return fd;
-    if (errno == EAGAIN || errno == EINPROGRESS) { /* a full backlog: wait for room */
-        if (wait_fd(fd, POLLOUT, deadline) == 1) return fd;
-        *why = "timed out connecting";
-    } else {
-        *why = strerror(errno);
-    }
+    /* A unix socket's connect does not complete later: a full backlog is an answer too. */
+    *why = errno == EAGAIN ? "its socket's backlog is full" : strerror(errno);
     close(fd);
     return -1;
 }
@@ -173,7 +169,7 @@ int main(int argc, char **argv) {
     const char *why = NULL;
     long len = read_state(deadline, &why);
     if (len < 0) return fail(why, NULL);
-    int fd = connect_to(argv[1], deadline, &why);
+    int fd = connect_to(argv[1], &why);
     if (fd < 0) {
         fprintf(stderr, "vgpu-cdi-hook: cannot reach the vgpu DRA driver at %s (%s), so the "
                         "driver's memory limit of this pod cannot be set\n", argv[1], why);
