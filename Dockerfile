@@ -9,7 +9,9 @@
 #
 # The image carries vgpu-core, vgpu's CUDA interposer, at /opt/vgpu/lib/libvgpu-core.so, built
 # by hack/build-interposer.sh (the same command CI runs); the node agent checks it at start and
-# installs it on the host for mode vgpu-core (docs/isolation.md).
+# installs it on the host for mode vgpu-core (docs/isolation.md). The same build makes the DRA
+# driver's CDI hook, /opt/vgpu/bin/vgpu-cdi-hook, which the driver installs on the host under its
+# memory limits.
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
 FROM ${PYTHON_IMAGE} AS interposer
@@ -19,6 +21,7 @@ RUN apt-get update \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY vgpu-core/src vgpu-core/src
+COPY vgpu-core/hook vgpu-core/hook
 COPY hack/build-interposer.sh hack/build-interposer.sh
 RUN bash hack/build-interposer.sh /out
 
@@ -43,6 +46,7 @@ RUN groupadd --system --gid 10001 vgpu \
     && useradd --system --uid 10001 --gid vgpu --no-create-home --shell /usr/sbin/nologin vgpu
 COPY --from=build /opt/vgpu /opt/vgpu
 COPY --from=interposer /out/libvgpu-core.so /opt/vgpu/lib/libvgpu-core.so
+COPY --from=interposer /out/vgpu-cdi-hook /opt/vgpu/bin/vgpu-cdi-hook
 USER 10001:10001
 ENTRYPOINT ["vgpu"]
 CMD ["--help"]

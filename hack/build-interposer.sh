@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds vgpu-core (libvgpu-core.so) with the machine's C compiler into DIR and prints the
+# Builds vgpu-core (libvgpu-core.so) and the DRA driver's CDI hook (vgpu-cdi-hook, from
+# vgpu-core/hook/) with the machine's C compiler into DIR, and prints the hook's path, then the
 # library's path as its last line. CI and the Dockerfile call exactly this.
 #   hack/build-interposer.sh DIR            # release build (-O2)
 #   hack/build-interposer.sh --sanitize DIR # AddressSanitizer + UndefinedBehaviorSanitizer
@@ -19,12 +20,15 @@ fi
 out="$1"
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../vgpu-core/src" && pwd)"
 mkdir -p "$out"
-flags=(-std=gnu11 -Wall -Wextra -Werror -O2 -fPIC -shared -fvisibility=hidden -pthread)
+flags=(-std=gnu11 -Wall -Wextra -Werror -O2)
 if [[ "$sanitize" == "1" ]]; then
     flags+=(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 elif [[ "$sanitize" == "undefined" ]]; then
     flags+=(-fsanitize=undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
 fi
-"${CC:-cc}" "${flags[@]}" -Wl,-soname,libvgpu-core.so -Wl,--no-undefined \
+"${CC:-cc}" "${flags[@]}" -o "$out/vgpu-cdi-hook" "$src/../hook/vgpu-cdi-hook.c"
+echo "$(cd "$out" && pwd)/vgpu-cdi-hook"
+"${CC:-cc}" "${flags[@]}" -fPIC -shared -fvisibility=hidden -pthread \
+    -Wl,-soname,libvgpu-core.so -Wl,--no-undefined \
     -o "$out/libvgpu-core.so" "$src"/*.c -ldl
 echo "$(cd "$out" && pwd)/libvgpu-core.so"

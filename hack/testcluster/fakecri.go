@@ -25,14 +25,18 @@ import (
 const exitEnv = "FAKE_CRI_EXIT_CODE"
 
 // recordingRuntime is Kubernetes' in-memory CRI runtime (k8s.io/cri-client/pkg/fake, the one
-// kubemark's hollow node uses) with two additions: every CreateContainer request is written to a
-// JSON file, so tests can read the environment, devices and mounts the kubelet asked for; and
-// containers with FAKE_CRI_EXIT_CODE in their environment exit once started.
+// kubemark's hollow node uses) with three additions: every CreateContainer request is written to
+// a JSON file, so tests can read the environment, devices and mounts the kubelet asked for;
+// containers with FAKE_CRI_EXIT_CODE in their environment exit once started; and, given a CDI
+// directory, the createRuntime hooks of a container's CDI devices run when it starts, as with
+// containerd and runc (fakecri_hooks.go).
 type recordingRuntime struct {
 	*fake.RemoteRuntime
-	dir   string
-	mu    sync.Mutex
-	exits map[string]int32 // container ID -> exit code
+	dir     string
+	cdiDir  string // CDI spec directory whose createRuntime hooks run (fakecri_hooks.go); "" none
+	mu      sync.Mutex
+	exits   map[string]int32        // container ID -> exit code
+	pending map[string]pendingStart // container ID -> hooks to run when it starts
 }
 
 // containerRecord is what a test reads back for one container.
@@ -69,6 +73,19 @@ func (r *recordingRuntime) CreateContainer(
 	}
 	rec.Devices, rec.Mounts, rec.Annotations = cfg.GetDevices(), cfg.GetMounts(), cfg.GetAnnotations()
 	rec.CDIDevices = cfg.GetCDIDevices()
+	hooks, herr := createRuntimeHooks(r.cdiDir, rec.CDIDevices)
+	if herr != nil {
+		return nil, herr
+	}
+	if len(hooks) > 0 {
+		state, serr := hookState(resp.ContainerId, req)
+		if serr != nil {
+			return nil, serr
+		}
+		r.mu.Lock()
+		r.pending[resp.ContainerId] = pendingStart{hooks, state}
+		r.mu.Unlock()
+	}
 	if code, ok := rec.Envs[exitEnv]; ok {
 		n, perr := strconv.Atoi(code)
 		if perr == nil {
@@ -87,6 +104,9 @@ func (r *recordingRuntime) CreateContainer(
 func (r *recordingRuntime) StartContainer(
 	ctx context.Context, req *kubeapi.StartContainerRequest,
 ) (*kubeapi.StartContainerResponse, error) {
+	if err := r.runPending(ctx, req.ContainerId); err != nil {
+		return nil, err
+	}
 	resp, err := r.RemoteRuntime.StartContainer(ctx, req)
 	if err != nil {
 		return resp, err
@@ -125,6 +145,7 @@ func runFakeCRI(args []string) int {
 	fs := flag.NewFlagSet("fake-cri", flag.ContinueOnError)
 	endpoint := fs.String("endpoint", "", "unix:///path/to/cri.sock (required)")
 	dir := fs.String("record-dir", "", "directory for one JSON file per created container (required)")
+	cdiDir := fs.String("cdi-dir", "", "CDI spec directory: run the createRuntime hooks of a container's CDI devices when it starts")
 	if err := fs.Parse(args); err != nil || *endpoint == "" || *dir == "" {
 		fmt.Fprintln(os.Stderr, "fake-cri: --endpoint and --record-dir are required")
 		return 2
@@ -134,7 +155,8 @@ func runFakeCRI(args []string) int {
 		return 1
 	}
 	rt := &recordingRuntime{
-		RemoteRuntime: fake.NewFakeRemoteRuntime(), dir: *dir, exits: map[string]int32{},
+		RemoteRuntime: fake.NewFakeRemoteRuntime(), dir: *dir, cdiDir: *cdiDir,
+		exits: map[string]int32{}, pending: map[string]pendingStart{},
 	}
 	// Any image "pulls" instantly; a size of zero would make the kubelet reject it.
 	rt.ImageService.SetFakeImageSize(1 << 20)

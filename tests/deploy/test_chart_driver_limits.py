@@ -93,3 +93,26 @@ def test_the_dra_drivers_limits_are_off_unless_asked_for() -> None:
     pod = _pod(render(kube_version="v1.37.0", dra__enabled="true"), DRIVER)
     assert "--driver-memory-limits=off" in pod["containers"][0]["args"]
     assert _cgroup_mounts(pod) == [] and _added(pod) == []
+
+
+@pytest.mark.parametrize(("mode", "hook"), [("on", True), ("auto", True), ("off", False)])
+def test_a_plain_dra_driver_with_limits_gets_the_host_state_dir_for_its_cdi_hook(
+    mode: str, hook: bool
+) -> None:
+    """The driver installs its CDI hook and serves the hook's socket in its state directory,
+    at the host's path (the runtime runs the hook there), in every mode with its limits."""
+    pod = _pod(
+        render(
+            kube_version="v1.37.0",
+            dra__enabled="true",
+            dra__mode="plain",
+            dra__driverMemoryLimits__mode=mode,
+        ),
+        DRIVER,
+    )
+    (container,) = pod["containers"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounted = [m["mountPath"] for m in container["volumeMounts"] if m["name"] == "state"]
+    assert ("--state-dir=/var/lib/vgpu" in container["args"]) is hook
+    assert mounted == (["/var/lib/vgpu"] if hook else [])
+    assert (volumes.get("state", {}).get("hostPath", {}).get("path") == "/var/lib/vgpu") is hook

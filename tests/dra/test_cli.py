@@ -17,6 +17,8 @@ from vgpu.node.driver_mode import DriverLimits
     [
         (["--memory-unit-mib", "0"], "--memory-unit-mib: must be a positive number of MiB"),
         (["--resync-s", "0"], "--resync-s: must be a positive number of seconds"),
+        (["--join-poll-s", "nan"], "--join-poll-s: must be a positive number of seconds"),
+        (["--join-poll-s", "inf"], "--join-poll-s: must be a positive number of seconds"),
         (["--xid-ignore", "13,x"], "--xid-ignore"),
         (["--fake-gpus", "2xNOPE", "--kubeconfig", "/nonexistent"], "kubeconfig"),
     ],
@@ -55,6 +57,15 @@ def test_the_driver_memory_flags_reach_the_drivers_config(
     config = _config(monkeypatch, *flags)
     assert config.driver_limits is DriverLimits.ON and config.driver_soft_limits
     assert config.cgroupfs == tmp_path
+
+
+def test_the_hook_and_join_flags_reach_the_drivers_config(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    flags = ["--cdi-hook-program", str(tmp_path / "h"), "--state-dir", str(tmp_path / "s")]
+    config = _config(monkeypatch, *flags, "--join-poll-s", "2.5")
+    assert config.hook_program == tmp_path / "h" and config.join_poll_s == 2.5
+    assert config.hook_socket == tmp_path / "s" / "dra" / "hook.sock"
 
 
 def test_the_container_dir_bounds_reach_the_claims_directories(

@@ -11,6 +11,9 @@ in the sandbox)."""
 from __future__ import annotations
 
 import json
+import subprocess
+import tempfile
+from pathlib import Path
 
 from tests.isolation.conftest import Cluster
 from tests.isolation.test_driver_limits import MIB, OOM, POD, UID, DriverNode, driver, rc_of
@@ -77,11 +80,10 @@ def test_a_claims_pod_is_refused_past_its_claims_memory_without_the_interposer(
     assert [rc_of(outside, s) for s in steps] == [0, 0]
 
 
-JOIN = r"""
-import json, sys, threading
+JOINING = r"""
+import json, sys
 from pathlib import Path
 from vgpu.adapters.dmem import NvmlLimits
-from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.dra.prepare import NodeGpus
 from vgpu.node.model import GpuInfo
@@ -96,11 +98,18 @@ class Api:  # the API server's answers: the joining pod, the claim
         return claim
 
 node = NodeGpus("node", gpus)
-joiners = Joiners(ClaimLimits(Api(), NvmlLimits(), cgroupfs), lambda: node, lambda uid: True,
-                  threading.Event())
+limits = ClaimLimits(Api(), NvmlLimits(), cgroupfs)
+"""  # a joining pod's limits in a child that loads the stand-in NVML: what JOIN and SERVE share
+JOIN = (
+    JOINING
+    + r"""
+import threading
+from vgpu.daemons.dra_driver.joiners import Joiners
+joiners = Joiners(limits, lambda: node, lambda uid: True, threading.Event())
 joiners.seen("MODIFIED", claim)  # the watch: the claim, prepared here, now reserved for it
 print(joiners.step())
 """
+)
 JOINER = "5f0c1a2e-0000-4000-8000-00000000d2ff"
 
 
@@ -127,5 +136,58 @@ def test_a_pod_joining_a_prepared_claim_is_refused_past_it_once_the_joiner_stepp
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "0"  # nobody left waiting for a cgroup
     after = driver.run(f"{cgroup}/ctr2", *steps)
+    assert rc_of(after, steps[0]) == 0
+    assert rc_of(after, steps[1]) == OOM  # 64 MiB context + 700 + 200 > 768 MiB
+
+
+SERVE = (
+    JOINING
+    + r"""
+from vgpu.adapters.hook_socket import HookSocket
+from vgpu.adapters.procfs import ProcCgroupReader
+from vgpu.daemons.dra_driver.hook import HookAnswers
+from vgpu.dra.prepare import PreparedClaim
+prepared = PreparedClaim(claim["metadata"]["uid"], "ml", "a", ())
+answers = HookAnswers(limits, lambda: node, lambda uid: prepared if uid == prepared.uid else None,
+                      ProcCgroupReader())
+server = HookSocket(Path(sys.argv[5]), answers.answer)
+server.start()
+print("ready", flush=True)
+sys.stdin.read()  # until the test is done with the socket
+server.stop()
+"""
+)
+HOOKED = "5f0c1a2e-0000-4000-8000-00000000d3ff"
+
+
+def test_a_joining_pods_container_created_after_the_hook_is_refused_past_its_claim(
+    driver: DriverNode, cluster: Cluster, tmp_path: Path
+) -> None:
+    """The real CDI hook (this build) asks the driver's answer over its socket, as the runtime
+    runs it before the container: once it exits 0 the stand-in driver refuses the pod's
+    program past the claim's memory, with no interposer and no joiner."""
+    cgroup = f"/kubepods/burstable/pod{HOOKED}"
+    driver.cgroup(cgroup)
+    claim = _claim("a", "gpu-0", "768Mi")
+    claim["metadata"]["uid"] = "c1a1-0a"  # type: ignore[index]
+    claim["status"]["reservedFor"] = [{"resource": "pods", "name": "h", "uid": HOOKED}]  # type: ignore[index]
+    pod = {
+        "metadata": {"name": "h", "namespace": "ml", "uid": HOOKED},
+        "spec": {"resourceClaims": [{"name": "a", "resourceClaimName": "a"}]},
+    }
+    uuids = [g.uuid for g in cluster.node.gpus]
+    with tempfile.TemporaryDirectory(prefix="hk", dir="/tmp") as short:
+        sock = str(Path(short) / "hook.sock")
+        args = (json.dumps(claim), json.dumps(pod), str(driver.cgroupfs), json.dumps(uuids), sock)
+        with driver.serve(SERVE, *args) as server:
+            assert server.stdout is not None and server.stdout.readline() == "ready\n"
+            state = {"id": "c", "annotations": {"io.kubernetes.cri.sandbox-uid": HOOKED}}
+            hook = str(cluster.build.library.parent / "vgpu-cdi-hook")
+            done = subprocess.run(
+                [hook, sock, "c1a1-0a"], input=json.dumps(state).encode(), capture_output=True
+            )
+            assert (done.returncode, done.stderr) == (0, b"")
+    steps = (f"alloc:{700 * MIB}", f"alloc:{200 * MIB}")
+    after = driver.run(f"{cgroup}/ctr1", *steps)
     assert rc_of(after, steps[0]) == 0
     assert rc_of(after, steps[1]) == OOM  # 64 MiB context + 700 + 200 > 768 MiB

@@ -10,8 +10,10 @@ the cgroup v2 tree is a fake one in the node's directory (`dmem.capacity`, the p
 from __future__ import annotations
 
 import ast
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -68,21 +70,44 @@ class DriverNode:
         (self.cgroupfs / path.lstrip("/")).mkdir(parents=True, exist_ok=True)
         return self.cgroupfs / path.lstrip("/")
 
+    def _child_env(self) -> dict[str, str]:
+        """A Python child's environment: the stand-in NVML, this checkout, ASan's runtime."""
+        env = self.cluster.node.env({"PYTHONPATH": str(ROOT)})
+        if self.cluster.build.asan_runtime:
+            env["LD_PRELOAD"] = self.cluster.build.asan_runtime
+        return env
+
     def child(self, program: str, *args: str) -> subprocess.CompletedProcess[str]:
         """`program` in a Python child that loads the stand-in NVML (and this checkout)."""
-        node, build = self.cluster.node, self.cluster.build
-        env = node.env({"PYTHONPATH": str(ROOT)})
-        if build.asan_runtime:
-            env["LD_PRELOAD"] = build.asan_runtime
         return subprocess.run(
             [sys.executable, "-c", program, *args],
-            env=env,
+            env=self._child_env(),
             cwd=ROOT,
             capture_output=True,
             text=True,
             timeout=60,
             check=False,
         )
+
+    @contextlib.contextmanager
+    def serve(self, program: str, *args: str) -> Iterator[subprocess.Popen[str]]:
+        """`program` in a running child as `child` makes it, its stdin and stdout piped; the
+        child is told to end by closing its stdin."""
+        argv = [sys.executable, "-c", program, *args]
+        with subprocess.Popen(
+            argv,
+            env=self._child_env(),
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        ) as proc:
+            try:
+                yield proc
+            finally:
+                assert proc.stdin is not None
+                proc.stdin.close()
+                proc.wait(timeout=30)
 
     def pre_start(self, mib: int, gpu: int = 0) -> tuple[int, int, int]:
         """The agent's PreStart hook for the pod on GPU `gpu`; returns what NVML reads back

@@ -83,7 +83,7 @@ class DraNode:
         c.procs.start(
             f"cri-{DRA_NODE}",
             [binary, "fake-cri", f"--endpoint=unix://{self.dir / 'cri.sock'}",
-             f"--record-dir={self.dir / 'containers'}"],
+             f"--record-dir={self.dir / 'containers'}", f"--cdi-dir={self.cdi}"],
         )  # fmt: skip
         wait_until(lambda: (self.dir / "cri.sock").exists(), 30, "fake CRI of node-d")
         c.start_kubelet(DRA_NODE)

@@ -10,6 +10,9 @@ The state dir is a hostPath mounted at the same path in the agent's pod, so the 
 writes are the host paths the runtime mounts. Replacing is atomic (write, then `rename`): a
 running container keeps the inode it has mounted, a new one gets the new library.
 
+The DRA driver installs its CDI hook program the same way (`install_cdi_hook`), into
+`<state dir>/bin/`, when the node's memory backend is the driver's.
+
 `--mode auto` (the default) is `vgpu-core` when the image carries the library and `plain`
 otherwise; the choice is logged. A library that is missing or lacks the hooks stops the agent
 at start with one line naming the path and the fix: an enforcing node must not admit pods
@@ -85,6 +88,31 @@ def install_vgpu_core(library: Path, state_dir: Path, dirs: ContainerDirs) -> Vg
         ) from None
     log.info("vgpu-core installed at %s (%d bytes)", target / LIBRARY_NAME, len(data))
     return VgpuCore(str(target / LIBRARY_NAME), str(target / PRELOAD_NAME), dirs)
+
+
+def install_cdi_hook(program: Path, state_dir: Path) -> Path:
+    """Copy the DRA driver's CDI hook program (`vgpu-core/hook/`, in the image beside vgpu-core)
+    into `<state_dir>/bin/`, where the container runtime runs it; its host path, or
+    ConfigError naming the flag and the fix (the driver must not run its memory limits with
+    containers that need not wait for them)."""
+    try:
+        data = program.read_bytes()
+    except OSError as e:
+        raise ConfigError(
+            f"--cdi-hook-program: cannot read {program}: {e.strerror or e}; the image carries "
+            "it (hack/build-interposer.sh)"
+        ) from None
+    target = state_dir / "bin" / program.name
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _replace(target, data, 0o755)
+    except OSError as e:
+        raise ConfigError(
+            f"--state-dir: cannot install the CDI hook at {target}: {e.strerror or e}; mount a "
+            "writable host directory there"
+        ) from None
+    log.info("CDI hook installed at %s (%d bytes)", target, len(data))
+    return target
 
 
 def _replace(path: Path, data: bytes, mode: int) -> None:

@@ -8,7 +8,9 @@ exactly the grant a container gets in device-plugin mode (`vgpu.node.grants.cont
 visible devices, cores, memory limits, MPS or HAMi-core settings), with the GPUs in index order.
 The GPUs themselves are the grant's CDI devices (`nvidia.com/gpu=<UUID>`, `vgpu.node.device_list`),
 listed with it. The CDI devices are listed on the request's first result only, so a container that
-uses the whole claim gets each variable once.
+uses the whole claim gets each variable once. Under the driver's memory limits the spec also
+carries a `createRuntime` hook (`vgpu.dra.hook_request`): each container of the claim is created
+only once the driver has set its pod's limit.
 
 Nothing here guesses: the allocation names the pool (this node), the device (a GPU index) and
 what it consumed. A claim allocated elsewhere, to an unknown or unhealthy GPU, or replaced by a
@@ -19,12 +21,13 @@ Pure: returns values; the CDI spec is written and the checkpoint kept by the cal
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from vgpu.api.dra import DRIVER, DeviceShare, claim_shares, device_index
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.units import CORES_PER_GPU, DEFAULT_MEMORY_UNIT_MIB
+from vgpu.dra.hook_request import hook_edit
 from vgpu.dra.pod_limits import reserved_pods
 from vgpu.node.container_dirs import DirOwner
 from vgpu.node.grants import ContainerGrant, GpuLimit, GrantSettings, Refusal, container_grant
@@ -67,6 +70,9 @@ class NodeGpus:
     unhealthy: Collection[str] = ()
     memory_unit_mib: int = DEFAULT_MEMORY_UNIT_MIB
     """The smallest memory share the slices offer (their `validRange` min and step)."""
+    hook: tuple[str, str] | None = None
+    """The CDI hook's program and the driver's socket (host paths), where each container of a
+    claim must wait for the driver's memory limit (`vgpu.dra.hook_request`); None: no hook."""
 
 
 def cdi_name(uid: str, request: str) -> str:
@@ -174,4 +180,14 @@ def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> Prepare
         for s in shares
     )
     spec = {"cdiVersion": CDI_VERSION, "kind": CDI_KIND, "devices": cdi_devices}
-    return PreparedClaim(uid, namespace, name, devices, spec)
+    return with_hook(PreparedClaim(uid, namespace, name, devices, spec), node.hook)
+
+
+def with_hook(claim: PreparedClaim, hook: tuple[str, str] | None) -> PreparedClaim:
+    """The claim with its CDI spec's hook as the driver serves it now (`NodeGpus.hook`). A spec
+    kept in the checkpoint from before a restart must neither name a socket no one serves any
+    more (each of the claim's containers would fail) nor lack the hook the limits need."""
+    spec = {k: v for k, v in claim.cdi_spec.items() if k != "containerEdits"}
+    if hook is not None:
+        spec["containerEdits"] = {"hooks": [hook_edit(*hook, claim.uid)]}
+    return replace(claim, cdi_spec=spec)

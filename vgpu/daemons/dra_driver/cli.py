@@ -61,6 +61,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "and, with --slice-order fullest, allocations update it at once), and, with the "
         "driver's memory limits, between passes setting prepared claims' pods' limits again",
     )
+    p.add_argument(
+        "--join-poll-s",
+        type=float,
+        default=0.05,
+        help="with the driver's memory limits, how often the cgroup of a pod joining a "
+        "prepared claim is looked for while one waits (the CDI hook sets its limit before "
+        "each container in any case)",
+    )
+    add_path_flag(
+        p,
+        "--cdi-hook-program",
+        "/opt/vgpu/bin/vgpu-cdi-hook",
+        "the CDI createRuntime hook in the image; with the driver's memory limits it is "
+        "installed into STATE_DIR/bin/ and each claim's containers wait for their pod's limit "
+        "through it (docs/isolation.md)",
+    )
     add_mode_flags(p, default="plain")
     add_driver_flags(p)
     add_health_flags(p)
@@ -78,6 +94,10 @@ def build(args: argparse.Namespace) -> DraDriver:
     unit_mib = memory_unit_mib(args)
     if args.resync_s <= 0:
         raise ConfigError("--resync-s: must be a positive number of seconds, e.g. 30")
+    if not 0 < args.join_poll_s < 3600 * 24:
+        raise ConfigError(
+            "--join-poll-s: must be a positive number of seconds below a day, e.g. 0.05"
+        )
     health = health_policy(args)
     dirs = claim_dirs(args.state_dir, dir_bounds(args))
     grants = grant_settings(args, dirs)  # vgpu-core is installed here, as by the node agent
@@ -93,6 +113,9 @@ def build(args: argparse.Namespace) -> DraDriver:
         health=health,
         slice_order=args.slice_order,
         resync_s=args.resync_s,
+        join_poll_s=args.join_poll_s,
+        hook_program=args.cdi_hook_program,
+        state_dir=args.state_dir,
         **driver_settings(args),
     )
     return DraDriver(config, gpu_backend(args), kube)

@@ -8,7 +8,9 @@
   checkpoints it; a claim already in the
   checkpoint is answered from there (idempotent, and intact across driver restarts);
   `NodeUnprepareResources` removes both, and the claim's enforcement directories in modes
-  vgpu-core and hami (`vgpu.dra.claim_dirs`); device health is streamed to the kubelet.
+  vgpu-core and hami (`vgpu.dra.claim_dirs`); device health is streamed to the kubelet;
+- with the driver's memory limits, answers the CDI hook each container of a claim runs
+  (`vgpu.daemons.dra_driver.hook`): the container is created once its pod's limit is set.
 
 A DRA driver needs the API server (the claims live there), so unlike the node agent it does not
 run without credentials. Every loop survives API failures (logged, retried).
@@ -29,17 +31,20 @@ from vgpu.adapters.dmem import decide
 from vgpu.adapters.dra_checkpoint import Checkpoint
 from vgpu.adapters.draplugin import DeviceHealth, DraPluginServer, DraSockets, HealthBoard
 from vgpu.adapters.gpu import GpuBackend
+from vgpu.adapters.hook_socket import HookSocket
 from vgpu.adapters.kube.calls import KubeError
 from vgpu.adapters.kube.dra_calls import DraKubeApi
 from vgpu.adapters.kubelet.node_plugins import HealthPump
+from vgpu.adapters.procfs import ProcCgroupReader
 from vgpu.adapters.signals import run_until_signal
 from vgpu.api.dra import DRIVER, device_name
 from vgpu.daemons.dra_driver.claim_watch import ClaimFollower, follow_claims
+from vgpu.daemons.dra_driver.hook import HookAnswers, serve_hook
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.daemons.dra_driver.slices import SliceKeeper, SliceSettings
 from vgpu.dra import claim_dirs
-from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
+from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim, with_hook
 from vgpu.node.devices import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.node.driver_limits import LimitFunctions
 from vgpu.node.driver_mode import Choice, DriverLimits
@@ -71,6 +76,12 @@ class DraConfig:
     stop_grace_s: float = 2.0
     join_poll_s: float = 0.05  # how often a pod joining a prepared claim is looked for (joiners)
     trim_s: float = 30.0  # how often the claims' shared files are cut back (vgpu.node.shared_bound)
+    hook_program: Path | None = None  # the CDI hook to install with the driver's limits (hook)
+    state_dir: Path = Path("/var/lib/vgpu")  # host dir of the installed hook and its socket
+
+    @property
+    def hook_socket(self) -> Path:
+        return self.state_dir / "dra" / "hook.sock"
 
     @property
     def checkpoint_path(self) -> Path:
@@ -94,6 +105,8 @@ class DraDriver:
         self.memory_choice = Choice(False, "not started")
         self._claim_limits: ClaimLimits | None = None
         self._joiners: Joiners | None = None
+        self._hook: HookSocket | None = None
+        self._hook_paths: tuple[str, str] | None = None
         self._backend = backend
         self._kube = kube
         self._clock = clock or time.monotonic
@@ -128,7 +141,7 @@ class DraDriver:
         )
         self.slice = SliceKeeper(settings, inventory, self._kube, self._clock, self._stop)
         for claim in self.checkpoint:  # a restart: the runtime may still need these specs
-            self.cdi.write(claim)
+            self.cdi.write(with_hook(claim, self._hook_paths))
         log.info("%s: %d prepared claim(s) in the checkpoint", cfg.node_name, len(self.checkpoint))
         self._collect_dirs()
         self._publish_health()
@@ -174,6 +187,21 @@ class DraDriver:
             self._joiners = Joiners(
                 self._claim_limits, self._node, self._is_prepared, self._stop, cfg.join_poll_s
             )
+            if cfg.hook_program is not None:  # (vgpu.daemons.dra_driver.hook)
+                answers = HookAnswers(
+                    self._claim_limits,
+                    self._node,
+                    self._prepared,
+                    ProcCgroupReader(),
+                    self._joiners,
+                )
+                self._hook, self._hook_paths = serve_hook(
+                    cfg.hook_program, cfg.state_dir, cfg.hook_socket, answers
+                )
+
+    def _prepared(self, uid: str) -> PreparedClaim | None:
+        with self._lock:
+            return self.checkpoint.get(uid)
 
     def _is_prepared(self, uid: str) -> bool:
         with self._lock:
@@ -229,6 +257,8 @@ class DraDriver:
         if self._pump is not None:
             self._pump.stop()
         self.server.stop(self.config.stop_grace_s)
+        if self._hook is not None:
+            self._hook.stop()
         self._backend.close()
 
     def ready(self) -> bool:
@@ -256,6 +286,7 @@ class DraDriver:
             settings=self.config.grants,
             unhealthy=self._unhealthy,
             memory_unit_mib=self.config.memory_unit_mib,
+            hook=self._hook_paths,
         )
 
     def prepare(self, namespace: str, name: str, uid: str) -> PreparedClaim | Refusal:
@@ -263,7 +294,7 @@ class DraDriver:
         with self._lock:
             done = self.checkpoint.get(uid)
             if done is not None:
-                self.cdi.write(done)  # idempotent: same answer, spec present
+                self.cdi.write(with_hook(done, self._hook_paths))  # idempotent: spec present
                 return done
             try:
                 claim = self._kube.get_resource_claim(namespace, name)

@@ -15,11 +15,13 @@ the claims (the driver's one claim watch, `vgpu.daemons.dra_driver.claim_watch`)
 reserved pod whose limit is not set yet, looks for its cgroup every `poll_s` and sets the limit
 there.
 
-What does not hold: nothing in the kubelet waits for the driver here. From the pod cgroup it
-goes on to the sandbox (`RunPodSandbox`) and the containers without asking, so the pod's first
-container may start before the limit is set: the window is at most `poll_s` plus the reads of
-the pod and its claims and one NVML call per GPU after the cgroup appears (docs/isolation.md). A limit that cannot be
-set is logged (no call exists to refuse the pod through) and set again by the periodic pass
+What does not hold here alone: nothing in the kubelet waits for the driver. From the pod cgroup
+it goes on to the sandbox (`RunPodSandbox`) and the containers without asking, so this loop
+could be late by up to `poll_s` plus the reads of the pod and its claims and one NVML call per
+GPU. Where the claim's CDI spec carries the driver's hook, the runtime waits for the driver
+before each container (`vgpu.daemons.dra_driver.hook`), which sets the limit itself, so the
+window is closed there and this loop is a second line. A limit that cannot be set is logged (no
+call exists to refuse the pod through) and set again by the periodic pass
 (`DraDriver.reapply_limits`), which also covers a broken watch.
 """
 
