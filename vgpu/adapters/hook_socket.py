@@ -55,6 +55,7 @@ class _Handler(socketserver.BaseRequestHandler):
         conn, server = self.request, self.server
         if not server.slots.acquire(blocking=False):
             _send(conn, f"busy: {server.max_clients} containers are being answered; retry")
+            _drain(conn, server.max_request)
             return
         try:
             got = read_request(conn, server.max_request, server.read_s)
@@ -80,6 +81,23 @@ def _send(conn: socket.socket, text: str) -> None:
         conn.sendall(data)
     except OSError as e:
         log.debug("cannot answer the hook: %s", e)
+
+
+def _drain(conn: socket.socket, limit: int, seconds: float = 0.25) -> None:
+    """Read what the hook sent until it half-closes (it does so right after its request), at
+    most `limit` bytes and `seconds`: a stream socket closed with unread data resets the
+    peer's connection (ECONNRESET on its read), which would drop the answer just sent."""
+    deadline = time.monotonic() + seconds
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        while limit > 0 and (left := deadline - time.monotonic()) > 0:
+            conn.settimeout(left)
+            chunk = conn.recv(min(limit, 65536))
+            if not chunk:
+                return
+            limit -= len(chunk)
+    except OSError as e:
+        log.debug("hook connection dropped while answered busy: %s", e)
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
