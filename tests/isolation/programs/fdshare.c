@@ -10,7 +10,15 @@
  *   fdshare orphan DEV BYTES OTHER   within one container: a child ("give DEV BYTES SOCKFD")
  *                                    exports to this process, which imports and maps, then
  *                                    SIGKILLs the child; the free memory, cuMemAlloc OTHER;
- *                                    unmap, release; the free memory, cuMemAlloc OTHER again */
+ *                                    unmap, release; the free memory, cuMemAlloc OTHER again
+ *   fdshare keep DEV BYTES N         N times: create BYTES (never mapped), export, release, keep
+ *                                    the descriptor; the free memory; import and map the first
+ *                                    descriptor again; the free memory; unmap, release, close
+ *                                    every descriptor; the free memory
+ *   fdshare handoff DEV BYTES OTHER  within one container: a child ("drop DEV BYTES SOCKFD")
+ *                                    creates, exports, sends the descriptor here, releases and
+ *                                    exits; this process keeps the descriptor: the free memory,
+ *                                    cuMemAlloc OTHER; closes it: the free memory, OTHER again */
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -111,8 +119,10 @@ static int fetch(int dev, size_t bytes, const char *path, size_t other)
     int s = socket_at(path, &addr);
     if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr))
         return 3;
-    if (import_mapped(dev, recv_fd(s), bytes, &h, &va))
+    int fd = recv_fd(s);
+    if (import_mapped(dev, fd, bytes, &h, &va))
         return 0;
+    close(fd); /* the descriptor is a reference of its own (cuMemRelease): not kept */
     print_free("free_imported", dev);
     try_alloc("other", other);
     printf("unmap %d\n", cuMemUnmap(va, bytes));
@@ -155,8 +165,10 @@ static int orphan(int dev, size_t bytes, size_t other)
         _exit(4);
     }
     close(sv[1]);
-    if (import_mapped(dev, recv_fd(sv[0]), bytes, &h, &va))
+    int fd = recv_fd(sv[0]);
+    if (import_mapped(dev, fd, bytes, &h, &va))
         return 0;
+    close(fd); /* the descriptor is a reference of its own (cuMemRelease): not kept */
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     print_free("free_exporter_killed", dev);
@@ -164,6 +176,83 @@ static int orphan(int dev, size_t bytes, size_t other)
     printf("unmap %d\n", cuMemUnmap(va, bytes));
     printf("release %d\n", cuMemRelease(h));
     print_free("free_let_go", dev);
+    try_alloc("other_after", other);
+    return 0;
+}
+
+/* NVIDIA's cuMemRelease: memory is freed when every mapping is unmapped and every reference
+ * "(including its shareable counterparts)" is released: each descriptor kept here keeps its
+ * allocation alive after its only handle was released, unmapped or not. */
+static int keep(int dev, size_t bytes, int n)
+{
+    AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, dev}, NULL, {0}};
+    int fds[64], kept = 0;
+    Handle h;
+    CUdeviceptr va;
+    use_device(dev);
+    for (int i = 0; i < n && i < 64; i++) {
+        CUresult rc = cuMemCreate(&h, bytes, &prop, 0);
+        printf("rc %d\n", rc);
+        if (rc)
+            continue;
+        check(cuMemExportToShareableHandle(&fds[kept++], h, POSIX_FD, 0), "export");
+        check(cuMemRelease(h), "release");
+    }
+    print_free("free_kept", dev);
+    if (kept && !import_mapped(dev, fds[0], bytes, &h, &va)) {
+        print_free("free_imported", dev);
+        printf("unmap %d\n", cuMemUnmap(va, bytes));
+        printf("release %d\n", cuMemRelease(h));
+    }
+    print_free("free_released", dev);
+    for (int i = 0; i < kept; i++)
+        close(fds[i]);
+    print_free("free_closed", dev);
+    return 0;
+}
+
+/* The exporter of `handoff`: creates, exports, sends the descriptor over `sock`, closes its
+ * own copy, releases the handle and exits. */
+static int drop(int dev, size_t bytes, int sock)
+{
+    AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, dev}, NULL, {0}};
+    Handle h;
+    int fd = -1;
+    use_device(dev);
+    check(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
+    check(cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0), "export");
+    if (send_fd(sock, fd))
+        return 3;
+    close(fd);
+    check(cuMemRelease(h), "release");
+    return 0;
+}
+
+/* A process of the same container is handed a descriptor whose exporter then exits: the
+ * descriptor alone keeps the memory until this process closes it. */
+static int handoff(int dev, size_t bytes, size_t other)
+{
+    int sv[2], status = 0;
+    char args[3][32];
+    use_device(dev);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+        return 3;
+    snprintf(args[0], 32, "%d", dev);
+    snprintf(args[1], 32, "%zu", bytes);
+    snprintf(args[2], 32, "%d", sv[1]);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", "fdshare", "drop", args[0], args[1], args[2], (char *)NULL);
+        _exit(4);
+    }
+    close(sv[1]);
+    int fd = recv_fd(sv[0]);
+    waitpid(pid, &status, 0);
+    printf("exporter %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    print_free("free_exporter_gone", dev);
+    try_alloc("other", other);
+    close(fd);
+    print_free("free_closed", dev);
     try_alloc("other_after", other);
     return 0;
 }
@@ -177,6 +266,12 @@ int main(int argc, char **argv)
         return give(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (!strcmp(argv[1], "orphan") && argc == 5)
         return orphan(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
+    if (!strcmp(argv[1], "keep") && argc == 5)
+        return keep(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    if (!strcmp(argv[1], "drop") && argc == 5)
+        return drop(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
+    if (!strcmp(argv[1], "handoff") && argc == 5)
+        return handoff(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
     if (!strcmp(argv[1], "serve") && argc == 5)
         return serve(atoi(argv[2]), strtoull(argv[3], NULL, 10), argv[4]);
     if (!strcmp(argv[1], "fetch") && argc == 6)
