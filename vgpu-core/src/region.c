@@ -115,7 +115,9 @@ static int slots_seen(const vgpu_region *r)
     return n < VGPU_MAX_PROCS ? (int)n : VGPU_MAX_PROCS;
 }
 
-/* Drops the slots whose lock no process holds any more: their processes have exited. */
+/* Drops the slots whose lock no process holds any more: their processes have exited; then the
+ * shared allocations that only closed descriptors pinned. Only on the slow paths (a reservation
+ * about to be refused, a query of the container's use), never on an allocation that fits. */
 static void reap(vgpu_region *r)
 {
     int fd = own_fd();
@@ -126,6 +128,7 @@ static void reap(vgpu_region *r)
             memset(&r->proc[i], 0, sizeof r->proc[i]);
             vgpu_shares_drop_slot(r, i);
         }
+    vgpu_shares_check_pins(r);
 }
 
 /* This process's slot: the first whose lock it can take (one free, or left by an exited process,

@@ -11,8 +11,9 @@
  *                                    exports to this process, which imports and maps, then
  *                                    SIGKILLs the child; the free memory, cuMemAlloc OTHER;
  *                                    unmap, release; the free memory, cuMemAlloc OTHER again
- *   fdshare keep DEV BYTES N         N times: create BYTES (never mapped), export, release, keep
- *                                    the descriptor; the free memory; import and map the first
+ *   fdshare keep DEV BYTES N         N times (up to 128): create BYTES (never mapped), export,
+ *                                    release, keep the descriptor; the free memory; import and
+ *                                    map the first
  *                                    descriptor again; the free memory; unmap, release, close
  *                                    every descriptor; the free memory
  *   fdshare handoff DEV BYTES OTHER  within one container: a child ("drop DEV BYTES SOCKFD")
@@ -186,16 +187,18 @@ static int orphan(int dev, size_t bytes, size_t other)
 static int keep(int dev, size_t bytes, int n)
 {
     AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, dev}, NULL, {0}};
-    int fds[64], kept = 0;
+    int fds[128], kept = 0;
     Handle h;
     CUdeviceptr va;
     use_device(dev);
-    for (int i = 0; i < n && i < 64; i++) {
+    for (int i = 0; i < n && i < 128; i++) {
         CUresult rc = cuMemCreate(&h, bytes, &prop, 0);
         printf("rc %d\n", rc);
         if (rc)
             continue;
-        check(cuMemExportToShareableHandle(&fds[kept++], h, POSIX_FD, 0), "export");
+        rc = cuMemExportToShareableHandle(&fds[kept], h, POSIX_FD, 0);
+        printf("export %d\n", rc);
+        kept += rc == 0;
         check(cuMemRelease(h), "release");
     }
     print_free("free_kept", dev);
