@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.isolation.conftest import MIB, PROGRAMS, Build, Cluster
+from tests.isolation.conftest import MIB, PROGRAMS, Build, Cluster, build_program
 
 NOT_SUPPORTED = 801
 
@@ -39,13 +39,7 @@ def build_memload(build: Build) -> Path:
 @pytest.fixture(scope="session")
 def fdshare(build: Build) -> Path:
     """fdshare (VMM memory handed to another container over a UNIX socket), next to cuload."""
-    out = build.cuload.parent / "fdshare"
-    if not out.exists():
-        source = [str(PROGRAMS / "fdshare.c"), f"-L{build.standins.dir}", "-l:libcuda.so.1"]
-        subprocess.run(
-            ["cc", "-Wall", "-Wextra", "-Werror", "-O1", "-o", str(out), *source], check=True
-        )
-    return out
+    return build_program(build, "fdshare")
 
 
 def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[str, list[int]]:
@@ -362,55 +356,3 @@ def test_shared_vmm_memory_stays_counted_when_its_exporter_is_killed_holding_it(
     assert got["unmap"] == got["release"] == [0]
     assert got["free_let_go"] == [1024 * MIB]
     assert got["other_after"] == [0]
-
-
-def fdshare_run(cluster: Cluster, fdshare: Path, *args: str) -> dict[str, list[int]]:
-    """fdshare's values, run in a new container of 1 GiB on GPU 0."""
-    container = cluster.admit([(0, 30, 1024)])
-    done = cluster.sandbox.run(container, [str(fdshare), *args])
-    assert done.returncode == 0, done.stdout + done.stderr
-    return parse(done.stdout.splitlines())
-
-
-def test_exported_descriptors_kept_after_their_handles_were_released_stay_counted(
-    cluster: Cluster, fdshare: Path
-) -> None:
-    """The driver frees VMM memory only when every reference, "including its shareable
-    counterparts", is released (cuMemRelease): a kept descriptor holds its allocation, never
-    mapped, after its only handle was released, so creating, exporting and releasing in a loop
-    while keeping the descriptors must not hold more than the grant."""
-    got = fdshare_run(cluster, fdshare, "keep", "0", str(512 * MIB), "3")
-    assert got["rc"] == [0, 0, 2]  # two kept descriptors fill the 1 GiB grant
-    assert got["export"] == [0, 0]
-    assert got["free_kept"] == [0]
-    assert got["import"] == got["map"] == [0]  # through a kept descriptor, every handle released
-    assert got["free_imported"] == [0]  # joined, not counted a second time
-    assert got["unmap"] == got["release"] == [0]
-    assert got["free_released"] == [0]  # the descriptors still hold both
-    assert got["free_closed"] == [1024 * MIB]
-
-
-def test_a_descriptor_passed_to_another_process_stays_counted_after_its_exporter_exits(
-    cluster: Cluster, fdshare: Path
-) -> None:
-    """The exporter releases its handle and exits; the process it passed the descriptor to
-    (over a UNIX socket) never imports it, yet holds the memory until it closes it."""
-    got = fdshare_run(cluster, fdshare, "handoff", "0", str(512 * MIB), str(768 * MIB))
-    assert got["exporter"] == [0]
-    assert got["free_exporter_gone"] == [512 * MIB]
-    assert got["other"] == [2]  # CUDA_ERROR_OUT_OF_MEMORY: 512 + 768 MiB exceed the grant
-    assert got["free_closed"] == [1024 * MIB]
-    assert got["other_after"] == [0]
-
-
-def test_an_export_the_container_could_not_count_is_refused(
-    cluster: Cluster, fdshare: Path
-) -> None:
-    """The container's table of shared allocations holds 64: a 65th descriptor kept open would
-    keep memory nothing counts once its handle is released, so its export is undone
-    (CUDA_ERROR_OUT_OF_MEMORY) rather than handed out."""
-    got = fdshare_run(cluster, fdshare, "keep", "0", str(2 * MIB), "66")
-    assert got["rc"] == [0] * 66
-    assert got["export"] == [0] * 64 + [2, 2]
-    assert got["free_kept"] == [1024 * MIB - 64 * 2 * MIB]
-    assert got["free_closed"] == [1024 * MIB]

@@ -10,7 +10,9 @@
  * lists every such lock, of every process and PID namespace, in /proc/locks ("OFDLCK", the
  * file's device and inode, the locked range), so a pinned file is open while a lock of it at
  * that byte is listed. Reading it is bounded (at most READ_CAP bytes, or it cannot be told) and
- * allocates nothing: a stack buffer, one line at a time. */
+ * allocates nothing: a stack buffer, one line at a time. A list that does not show a lock the
+ * caller holds itself (the canary) is not the kernel's whole list (masked, say, by an empty
+ * file mounted over it), and cannot tell either. */
 #define _GNU_SOURCE /* F_OFD_SETLK */
 #include "pins.h"
 
@@ -36,24 +38,31 @@ int vgpu_pin(int fd)
     return mode >= 0 && fcntl(fd, F_OFD_SETLK, &fl) == 0 ? 0 : -1;
 }
 
+static int names(const uint64_t id[2], unsigned int maj, unsigned int min, unsigned long long ino)
+{
+    return major(id[0]) == maj && minor(id[0]) == min && id[1] == ino;
+}
+
 /* Marks the identities a held lock line of ours names ("N: OFDLCK ADVISORY READ -1 MA:MI:INO
- * START END"; a waiter's line, "N: -> ...", holds nothing). */
-static void mark(const char *line, const uint64_t (*ids)[2], int n, unsigned char *found)
+ * START END"; a waiter's line, "N: -> ...", holds nothing); 1 if it is a lock on `canary`. */
+static int mark(const char *line, const uint64_t (*ids)[2], int n, unsigned char *found,
+                const uint64_t canary[2])
 {
     unsigned int maj, min;
     unsigned long long ino, start;
-    if (sscanf(line, "%*d: OFDLCK %*s %*s %*d %x:%x:%llu %llu", &maj, &min, &ino, &start) != 4 ||
-        start != (unsigned long long)PIN_AT)
-        return;
-    for (int i = 0; i < n; i++)
-        if (major(ids[i][0]) == maj && minor(ids[i][0]) == min && ids[i][1] == ino)
-            found[i] = 1;
+    if (sscanf(line, "%*d: OFDLCK %*s %*s %*d %x:%x:%llu %llu", &maj, &min, &ino, &start) != 4)
+        return 0;
+    for (int i = 0; start == (unsigned long long)PIN_AT && i < n; i++)
+        found[i] |= names(ids[i], maj, min, ino);
+    return names(canary, maj, min, ino);
 }
 
-int vgpu_pins_open(const uint64_t (*ids)[2], int n, unsigned char *found)
+int vgpu_pins_open(const uint64_t (*ids)[2], int n, unsigned char *found,
+                   const uint64_t canary[2])
 {
     char buf[4096], line[LINE_MAX_LEN + 1];
     size_t len = 0, total = 0;
+    int seen = 0;
     ssize_t got;
     int fd = open("/proc/locks", O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -69,10 +78,10 @@ int vgpu_pins_open(const uint64_t (*ids)[2], int n, unsigned char *found)
             }
             line[len <= LINE_MAX_LEN ? len : 0] = '\0';
             if (len <= LINE_MAX_LEN)
-                mark(line, ids, n, found);
+                seen |= mark(line, ids, n, found, canary);
             len = 0;
         }
     }
     close(fd);
-    return got < 0 || total > READ_CAP ? -1 : 0;
+    return got < 0 || total > READ_CAP || !seen ? -1 : 0;
 }

@@ -14,7 +14,9 @@ int vgpu_pin(int fd);
 
 /* For each of the `n` file identities `ids` (fstat's device and inode), whether a pinned
  * descriptor of it is still open anywhere: sets found[i] to 1 for those. 0, or -1 when it cannot
- * be told (then nothing may be taken as closed). */
-int vgpu_pins_open(const uint64_t (*ids)[2], int n, unsigned char *found);
+ * be told (then nothing may be taken as closed), which includes a list of locks that does not
+ * show an open file description lock the caller holds on the file `canary`. */
+int vgpu_pins_open(const uint64_t (*ids)[2], int n, unsigned char *found,
+                   const uint64_t canary[2]);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shared_file.h"
@@ -128,7 +129,20 @@ static void reap(vgpu_region *r)
             memset(&r->proc[i], 0, sizeof r->proc[i]);
             vgpu_shares_drop_slot(r, i);
         }
-    vgpu_shares_check_pins(r);
+    uint64_t state[2]; /* the region's lock, held now, is on this file: the list must show it */
+    if (vgpu_region_identity(state) == 0)
+        vgpu_shares_check_pins(r, state);
+}
+
+int vgpu_region_identity(uint64_t id[2])
+{
+    struct stat st;
+    int fd = own_fd();
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return -1;
+    id[0] = (uint64_t)st.st_dev;
+    id[1] = (uint64_t)st.st_ino;
+    return 0;
 }
 
 /* This process's slot: the first whose lock it can take (one free, or left by an exited process,

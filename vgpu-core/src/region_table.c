@@ -43,7 +43,7 @@ void vgpu_shares_drop_slot(vgpu_region *r, int slot)
 
 /* Only an entry no live process holds depends on its descriptors; those are asked about
  * together, with one read of the kernel's list of locks. */
-void vgpu_shares_check_pins(vgpu_region *r)
+void vgpu_shares_check_pins(vgpu_region *r, const uint64_t state[2])
 {
     uint64_t ids[VGPU_MAX_SHARED * VGPU_SHARED_IDS][2];
     unsigned char open[VGPU_MAX_SHARED * VGPU_SHARED_IDS];
@@ -56,7 +56,7 @@ void vgpu_shares_check_pins(vgpu_region *r)
         orphans += orphan;
     }
     memset(open, 0, sizeof open);
-    if (!orphans || vgpu_pins_open((const uint64_t(*)[2])ids, n, open) != 0)
+    if (!orphans || vgpu_pins_open((const uint64_t(*)[2])ids, n, open, state) != 0)
         return; /* nothing to ask, or cannot tell: everything stays counted */
     n = 0;
     for (int i = 0; i < VGPU_MAX_SHARED; i++) {
@@ -69,4 +69,14 @@ void vgpu_shares_check_pins(vgpu_region *r)
         if (!still)
             memset(e, 0, sizeof *e); /* every descriptor closed: the driver freed it */
     }
+}
+
+void vgpu_shares_prune(vgpu_shared *e, const uint64_t state[2])
+{
+    unsigned char open[VGPU_SHARED_IDS] = {0};
+    if (vgpu_pins_open((const uint64_t(*)[2])e->id, VGPU_SHARED_IDS, open, state) != 0)
+        return;
+    for (int k = 0; k < VGPU_SHARED_IDS; k++)
+        if (!open[k])
+            memset(e->id[k], 0, sizeof e->id[k]);
 }

@@ -57,9 +57,14 @@ int vgpu_shared_live(const vgpu_region *r, const vgpu_shared *e);
 int vgpu_shared_counted(const vgpu_region *r, const vgpu_shared *e);
 
 /* Frees the pinned entries no live process holds whose exported descriptors are all closed
- * (under the region's lock; reads /proc/locks only when there is such an entry, and frees
- * nothing when it cannot be told). */
-void vgpu_shares_check_pins(vgpu_region *r);
+ * (under the region's lock, which is an open file description lock on the file `state`, the
+ * identity given: the kernel's list of locks must show it; reads /proc/locks only when there is
+ * such an entry, and frees nothing when it cannot be told). */
+void vgpu_shares_check_pins(vgpu_region *r, const uint64_t state[2]);
+
+/* Forgets the files shared entry `e` was exported as whose descriptors are all closed, making
+ * room for more (as vgpu_shares_check_pins; nothing is forgotten when it cannot be told). */
+void vgpu_shares_prune(vgpu_shared *e, const uint64_t state[2]);
 
 /* What the live shared entries of device `dev` count, saturating (under the region's lock). */
 uint64_t vgpu_shares_used(const vgpu_region *r, int dev);

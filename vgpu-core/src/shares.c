@@ -39,6 +39,17 @@ static int learn(vgpu_shared *e, const uint64_t id[2])
     return -1; /* exported as more files than an entry knows: importers of this one pay again */
 }
 
+/* Learns `id` after forgetting the files `e` was exported as whose descriptors are all closed:
+ * an allocation exported to one peer after another keeps room for the next. */
+static int relearn(vgpu_shared *e, const uint64_t id[2])
+{
+    uint64_t state[2];
+    if (vgpu_region_identity(state) != 0)
+        return -1;
+    vgpu_shares_prune(e, state);
+    return learn(e, id);
+}
+
 /* A file identity newly exported names a new file: an older entry that learnt the same one knew
  * a file since closed and gone (its inode reused), which no longer pins it. */
 static void forget_identity(vgpu_region *r, int keep, const uint64_t id[2])
@@ -56,6 +67,14 @@ static void forget_identity(vgpu_region *r, int keep, const uint64_t id[2])
     }
 }
 
+static int free_entry(const vgpu_region *r)
+{
+    for (int i = 0; i < VGPU_MAX_SHARED; i++)
+        if (!vgpu_shared_counted(r, &r->shared[i]))
+            return i;
+    return -1;
+}
+
 /* vgpu_shares_add and vgpu_shares_export: `pin` marks the entry pinned, and then an identity the
  * entry cannot learn is a failure (its descriptor would keep memory nothing counts). */
 static int add(vgpu_region *r, int entry, int dev, uint64_t bytes, const uint64_t id[2], int pin)
@@ -66,14 +85,17 @@ static int add(vgpu_region *r, int entry, int dev, uint64_t bytes, const uint64_
     if (slot >= 0 && pin)
         forget_identity(r, entry, id);
     if (slot >= 0 && entry >= 0 && entry < VGPU_MAX_SHARED) {
-        if (learn(&r->shared[entry], id) == 0)
+        if (learn(&r->shared[entry], id) == 0 || (pin && relearn(&r->shared[entry], id) == 0))
             r->shared[entry].pinned |= (uint32_t)pin;
         else if (pin)
             entry = -1;
     } else if (slot >= 0) {
-        entry = -1;
-        for (int i = 0; entry < 0 && i < VGPU_MAX_SHARED; i++)
-            entry = vgpu_shared_counted(r, &r->shared[i]) ? -1 : i;
+        entry = free_entry(r);
+        uint64_t state[2];
+        if (entry < 0 && pin && vgpu_region_identity(state) == 0) {
+            vgpu_shares_check_pins(r, state); /* entries only closed descriptors pinned */
+            entry = free_entry(r);
+        }
         if (entry >= 0) {
             vgpu_shared *e = &r->shared[entry];
             memset(e, 0, sizeof *e);
