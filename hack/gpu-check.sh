@@ -116,9 +116,11 @@ inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
 inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
 inside vmm "$work/gpumem" capture 805306368 >"$work/capturemem.json" || true
 inside vmm "$work/gpumem" share 805306368 >"$work/sharemem.json" || true
+inside vmm "$work/gpumem" keep 805306368 >"$work/keepmem.json" || true
 inside vmm "$work/gpumem" ipc 805306368 >"$work/ipcmem.json" || true
 inside vmm "$work/gpumem" total >"$work/total.json" || true
 "$work/gpumem" total >"$work/total-bare.json" || true
+"$work/gpumem" keep 805306368 >"$work/keepmem-bare.json" || true
 "$work/gpumem" ipc 805306368 >"$work/ipcmem-bare.json" || true
 
 # The contending pair: its kernels' rate alone, then side by side without and with the agent.
@@ -214,6 +216,14 @@ checks.append(judged("VMM shared: an importer holding it after the exporter let 
                      lambda s: s["import"] == s["map"] == 0 and s["while_held"] == 2
                      and s["after_let_go"] == 0,
                      sharemem=lambda: read("sharemem")))
+# Bare, the driver's own free memory says whether a kept descriptor alone kept the memory
+# ("regular": whether vgpu-core can tell that it is still open; vgpu-core/README.md, "Memory").
+checks.append(judged("VMM: a descriptor kept after every release keeps the memory counted",
+                     ["keepmem", "keepmem-bare"],
+                     lambda k, bare: k["while_kept"] == 2 and k["after_close"] == 0,
+                     keepmem=lambda: read("keepmem"),
+                     driver_kept_it=lambda: read("keepmem-bare")["free_closed"]
+                     >= read("keepmem-bare")["free_kept"] + read("keepmem-bare")["bytes"] // 2))
 # Bare, the driver's own free memory says whether it kept the allocation after the exporter's
 # free while the importer held it open (the Driver API reference calls that order undefined).
 checks.append(judged("legacy IPC: memory an importer holds open after the exporter's free stays counted",

@@ -101,6 +101,18 @@ def _build(root: Path, sanitize: str | None = None) -> Build:
     return Build(library, built, cuload, cache, runtime)
 
 
+def build_program(build: Build, name: str) -> Path:
+    """programs/NAME.c, built once next to cuload (visible in the sandbox), linked against the
+    stand-in driver."""
+    out = build.cuload.parent / name
+    if not out.exists():
+        source = [str(PROGRAMS / f"{name}.c"), f"-L{build.standins.dir}", "-l:libcuda.so.1"]
+        subprocess.run(
+            ["cc", "-Wall", "-Wextra", "-Werror", "-O1", "-o", str(out), *source], check=True
+        )
+    return out
+
+
 @pytest.fixture(scope="session", params=["plain", "sanitized"])
 def build(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Build:
     """The interposer and stand-ins, once per session and variant (ASan+UBSan in `sanitized`)."""

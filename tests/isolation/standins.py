@@ -27,7 +27,7 @@ CONFIG_ENV = "VGPU_STANDIN_CONFIG"
 CONTEXT_BYTES = 64 << 20  # device memory a CUDA context takes (the `context` config line)
 GIB = 1 << 30
 
-_COMMON = ("config.c", "node.c", "pool.c", "timeline.c", "dmem.c")
+_COMMON = ("config.c", "node.c", "pool.c", "pins.c", "timeline.c", "dmem.c")
 _CUDA = (
     "cuda_core.c",
     "cuda_mem.c",

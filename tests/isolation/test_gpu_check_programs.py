@@ -69,10 +69,21 @@ def test_shared_vmm_memory_an_importer_holds_after_its_exporter_let_go_stays_cou
     cluster: Cluster,
 ) -> None:
     got = run(cluster, 30, 1024, "gpumem", "share", str(768 * MIB))
-    assert got["regular"] == got["distinct"] == 1, got  # the stand-in's descriptors: memfds
+    assert got["regular"] == got["distinct"] == 1, got  # the stand-in's descriptors: files
     assert got["import"] == got["map"] == 0, got  # joined, not counted a second time
     assert got["while_held"] == OUT_OF_MEMORY, got
     assert got["after_let_go"] == 0, got
+
+
+def test_a_vmm_descriptor_kept_after_every_release_keeps_its_memory_counted(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "keep", str(768 * MIB))
+    assert got["regular"] == 1, got  # the stand-in's descriptors: files of their own
+    assert got["while_kept"] == OUT_OF_MEMORY, got
+    assert got["free_kept"] == 256 * MIB, got
+    assert got["free_closed"] == 1024 * MIB, got
+    assert got["after_close"] == 0, got
 
 
 def test_legacy_ipc_memory_an_importer_holds_after_its_exporter_freed_it_stays_counted(
@@ -167,6 +178,7 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
         "graph memory node past the grant refused",
         "captured cuMemAllocAsync past the grant refused at capture",
         "VMM shared: an importer holding it after the exporter let go keeps it counted",
+        "VMM: a descriptor kept after every release keeps the memory counted",
         "legacy IPC: memory an importer holds open after the exporter's free stays counted",
         "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
     ):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.isolation.conftest import MIB, PROGRAMS, Build, Cluster
+from tests.isolation.conftest import MIB, PROGRAMS, Build, Cluster, build_program
 
 NOT_SUPPORTED = 801
 
@@ -39,13 +39,7 @@ def build_memload(build: Build) -> Path:
 @pytest.fixture(scope="session")
 def fdshare(build: Build) -> Path:
     """fdshare (VMM memory handed to another container over a UNIX socket), next to cuload."""
-    out = build.cuload.parent / "fdshare"
-    if not out.exists():
-        source = [str(PROGRAMS / "fdshare.c"), f"-L{build.standins.dir}", "-l:libcuda.so.1"]
-        subprocess.run(
-            ["cc", "-Wall", "-Wextra", "-Werror", "-O1", "-o", str(out), *source], check=True
-        )
-    return out
+    return build_program(build, "fdshare")
 
 
 def run(cluster: Cluster, container: object, memload: Path, *args: str) -> dict[str, list[int]]:

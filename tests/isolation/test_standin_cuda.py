@@ -296,6 +296,27 @@ def test_shared_vmm_memory_outlives_its_exporter_while_an_importer_holds_it(
     assert int(got["free_let_go"]) - int(got["free_exporter_killed"]) == 512 * MIB
 
 
+def test_an_exported_descriptor_keeps_its_memory_after_every_handle_was_released(
+    node: Node, tmp_path: Path
+) -> None:
+    """cuMemRelease frees memory only when "all outstanding references to the handle (including
+    its shareable counterparts)" are released: with no interposer, three allocations released
+    at once but whose descriptors are kept stay allocated until the descriptors are closed, and
+    an import through a kept descriptor works (taking nothing more)."""
+    got = bare(node, tmp_path, "vmmfds", "keep", "0", str(256 * MIB), "3")
+    assert got["rc"] == got["import"] == got["map"] == "0"
+    assert got["free_imported"] == got["free_released"] == got["free_kept"]
+    assert int(got["free_closed"]) - int(got["free_kept"]) == 3 * 256 * MIB
+
+
+def test_a_descriptor_handed_to_another_process_keeps_the_memory_after_its_exporter_exits(
+    node: Node, tmp_path: Path
+) -> None:
+    got = bare(node, tmp_path, "vmmfds", "handoff", "0", str(512 * MIB), str(128 * MIB))
+    assert got["exporter"] == got["other"] == "0"
+    assert int(got["free_closed"]) - int(got["free_exporter_gone"]) == 512 * MIB
+
+
 @pytest.mark.parametrize("how", ["free", "freeasync", "kill"])
 def test_ipc_memory_outlives_its_exporters_free_while_an_importer_holds_it_open(
     node: Node, tmp_path: Path, how: str

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "shared_file.h"
@@ -115,7 +116,9 @@ static int slots_seen(const vgpu_region *r)
     return n < VGPU_MAX_PROCS ? (int)n : VGPU_MAX_PROCS;
 }
 
-/* Drops the slots whose lock no process holds any more: their processes have exited. */
+/* Drops the slots whose lock no process holds any more: their processes have exited; then the
+ * shared allocations that only closed descriptors pinned. Only on the slow paths (a reservation
+ * about to be refused, a query of the container's use), never on an allocation that fits. */
 static void reap(vgpu_region *r)
 {
     int fd = own_fd();
@@ -126,6 +129,20 @@ static void reap(vgpu_region *r)
             memset(&r->proc[i], 0, sizeof r->proc[i]);
             vgpu_shares_drop_slot(r, i);
         }
+    uint64_t state[2]; /* the region's lock, held now, is on this file: the list must show it */
+    if (vgpu_region_identity(state) == 0)
+        vgpu_shares_check_pins(r, state);
+}
+
+int vgpu_region_identity(uint64_t id[2])
+{
+    struct stat st;
+    int fd = own_fd();
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return -1;
+    id[0] = (uint64_t)st.st_dev;
+    id[1] = (uint64_t)st.st_ino;
+    return 0;
 }
 
 /* This process's slot: the first whose lock it can take (one free, or left by an exited process,

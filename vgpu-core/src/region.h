@@ -30,6 +30,9 @@ void vgpu_region_release(vgpu_region *r, int dev, uint64_t bytes);
 /* The container's total use of device `dev` (live processes only). */
 uint64_t vgpu_region_used(vgpu_region *r, int dev);
 
+/* The identity (device, inode) of `state`, whose bytes the region's lock is on: 0, or -1. */
+int vgpu_region_identity(uint64_t id[2]);
+
 /* This process's slot, taken if it has none: -1 when none can be (under the region's lock). */
 int vgpu_region_slot(vgpu_region *r);
 

@@ -27,11 +27,12 @@ typedef struct {
 #define VGPU_SHARED_IDS 4
 
 /* A VMM allocation shared among the container's processes (exported as a file descriptor, then
- * imported): counted once, on its device, while any live process of the container holds it. */
+ * imported): counted once, on its device, while any live process of the container holds it, or
+ * while a descriptor it was exported as is still open anywhere (pinned: pins.h). */
 typedef struct {
-    uint64_t bytes; /* 0: entry free */
-    uint32_t index; /* the allocation's device (limits index) */
-    uint32_t pad;
+    uint64_t bytes;  /* 0: entry free */
+    uint32_t index;  /* the allocation's device (limits index) */
+    uint32_t pinned; /* 1: exported as files whose open descriptors keep it alive (pins.h) */
     uint64_t id[VGPU_SHARED_IDS][2];      /* (st_dev, st_ino) of the files it was exported as */
     uint64_t holders[VGPU_MAX_PROCS / 64]; /* slots holding a handle or mapping of it */
 } vgpu_shared;
@@ -50,6 +51,20 @@ typedef struct {
 
 /* 1 while a process whose slot is live holds shared entry `e`. */
 int vgpu_shared_live(const vgpu_region *r, const vgpu_shared *e);
+
+/* 1 while shared entry `e` counts: a live process holds it, or it is pinned (a descriptor it was
+ * exported as may still be open: only vgpu_shares_check_pins finds out that none is). */
+int vgpu_shared_counted(const vgpu_region *r, const vgpu_shared *e);
+
+/* Frees the pinned entries no live process holds whose exported descriptors are all closed
+ * (under the region's lock, which is an open file description lock on the file `state`, the
+ * identity given: the kernel's list of locks must show it; reads /proc/locks only when there is
+ * such an entry, and frees nothing when it cannot be told). */
+void vgpu_shares_check_pins(vgpu_region *r, const uint64_t state[2]);
+
+/* Forgets the files shared entry `e` was exported as whose descriptors are all closed, making
+ * room for more (as vgpu_shares_check_pins; nothing is forgotten when it cannot be told). */
+void vgpu_shares_prune(vgpu_shared *e, const uint64_t state[2]);
 
 /* What the live shared entries of device `dev` count, saturating (under the region's lock). */
 uint64_t vgpu_shares_used(const vgpu_region *r, int dev);

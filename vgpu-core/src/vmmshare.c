@@ -13,8 +13,10 @@
  * imported allocation is not reported), from its first mapping until its release and unmap. */
 #include <stdint.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "hooks.h"
+#include "pins.h"
 #include "shares.h"
 #include "state.h"
 #include "vmm.h"
@@ -43,7 +45,11 @@ static int file_identity(int fd, uint64_t id[2])
 
 /* cuMemExportToShareableHandle (CUDA Driver API, Virtual Memory Management): a POSIX file
  * descriptor exported from memory this process counts makes it a shared entry of the container,
- * known by the file's identity, so an importer here joins it rather than count it again. */
+ * known by the file's identity, so an importer here joins it rather than count it again. The
+ * descriptor is itself a reference (cuMemRelease: "including its shareable counterparts"), so
+ * the entry is pinned (pins.h) and counts while any copy of the descriptor is open, after every
+ * handle was released; a descriptor that could not be pinned or learnt is closed again and the
+ * export refused, as nothing would count what it keeps. */
 VGPU_EXPORT CUresult cuMemExportToShareableHandle(void *shareable,
                                                   CUmemGenericAllocationHandle handle, int type,
                                                   unsigned long long flags)
@@ -57,9 +63,16 @@ VGPU_EXPORT CUresult cuMemExportToShareableHandle(void *shareable,
     vgpu_vmm_lock();
     CUresult rc = real(shareable, handle, type, flags);
     vmm_handle *h = rc == CUDA_SUCCESS && type == POSIX_FD ? vgpu_vmm_find(handle) : NULL;
-    if (h && h->priced && file_identity(*(int *)shareable, id) == 0) {
-        int entry = vgpu_shares_add(s->region, h->entry, h->index, h->bytes, id);
+    int fd = h ? *(int *)shareable : -1, entry = -1;
+    if (h && h->priced && file_identity(fd, id) == 0) {
+        if (vgpu_pin(fd) == 0)
+            entry = vgpu_shares_export(s->region, h->entry, h->index, h->bytes, id);
         h->entry = h->entry < 0 ? entry : h->entry;
+        if (entry < 0) {
+            close(fd); /* the export is undone: the table is full or the file cannot be told */
+            *(int *)shareable = -1;
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
     }
     vgpu_vmm_unlock();
     return rc;

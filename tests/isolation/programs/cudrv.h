@@ -6,8 +6,11 @@
 #define VGPU_TEST_CUDRV_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 typedef int CUresult;
@@ -192,6 +195,67 @@ static inline pid_t spawn_importer(const char *name, const char *mode, int dev, 
         _exit(4);
     }
     return pid;
+}
+
+/* Sends descriptor `fd` over the connected UNIX socket `sock` (SCM_RIGHTS); 0 or -1. */
+static inline int send_fd(int sock, int fd)
+{
+    char byte = 0, cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                         .msg_controllen = sizeof cbuf};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+    return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
+}
+
+/* The descriptor sent over `sock`, or -1. */
+static inline int recv_fd(int sock)
+{
+    int fd = -1;
+    char byte = 0, cbuf[CMSG_SPACE(sizeof(int))] = {0};
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
+                         .msg_controllen = sizeof cbuf};
+    struct cmsghdr *cm = recvmsg(sock, &msg, 0) == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
+    if (cm && cm->cmsg_type == SCM_RIGHTS)
+        memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+    return fd;
+}
+
+/* Runs this program again as `NAME MODE DEV BYTES SOCKFD` in a child holding one end of a UNIX
+ * socket pair (to send a descriptor over); *sock is this process's end. The child's pid, or -1. */
+static inline pid_t spawn_sender(const char *name, const char *mode, int dev, size_t bytes,
+                                 int *sock)
+{
+    int sv[2];
+    char args[3][32];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+        return -1;
+    snprintf(args[0], 32, "%d", dev);
+    snprintf(args[1], 32, "%zu", bytes);
+    snprintf(args[2], 32, "%d", sv[1]);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl("/proc/self/exe", name, mode, args[0], args[1], args[2], (char *)NULL);
+        _exit(4);
+    }
+    close(sv[1]);
+    *sock = sv[0];
+    return pid;
+}
+
+/* Imports descriptor `fd` and maps it at *va: the import's and the mapping's codes, printed. */
+static inline CUresult import_mapped(int dev, int fd, size_t bytes, Handle *h, CUdeviceptr *va)
+{
+    CUresult rc = cuMemImportFromShareableHandle(h, (void *)(intptr_t)fd, POSIX_FD);
+    printf("import %d\n", rc);
+    rc = rc ? rc : map_at(dev, *h, bytes, va);
+    printf("map %d\n", rc);
+    return rc;
 }
 
 #endif

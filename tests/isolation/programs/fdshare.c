@@ -29,35 +29,6 @@ static int socket_at(const char *path, struct sockaddr_un *addr)
     return socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 }
 
-/* Sends descriptor `fd` over the connected UNIX socket `sock` (SCM_RIGHTS); 0 or -1. */
-static int send_fd(int sock, int fd)
-{
-    char byte = 0, cbuf[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov = {&byte, 1};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                         .msg_controllen = sizeof cbuf};
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-    return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
-}
-
-/* The descriptor sent over `sock`, or -1. */
-static int recv_fd(int sock)
-{
-    int fd = -1;
-    char byte = 0, cbuf[CMSG_SPACE(sizeof(int))] = {0};
-    struct iovec iov = {&byte, 1};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf,
-                         .msg_controllen = sizeof cbuf};
-    struct cmsghdr *cm = recvmsg(sock, &msg, 0) == 1 ? CMSG_FIRSTHDR(&msg) : NULL;
-    if (cm && cm->cmsg_type == SCM_RIGHTS)
-        memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-    return fd;
-}
-
 /* BYTES on DEV, created as a POSIX file descriptor, mapped at *va and exported: the descriptor. */
 static int export_new(int dev, size_t bytes, Handle *h, CUdeviceptr *va)
 {
@@ -92,16 +63,6 @@ static int serve(int dev, size_t bytes, const char *path)
     return 0;
 }
 
-/* Imports and maps the descriptor at *va: the import's and the mapping's codes, printed. */
-static CUresult import_mapped(int dev, int fd, size_t bytes, Handle *h, CUdeviceptr *va)
-{
-    CUresult rc = cuMemImportFromShareableHandle(h, (void *)(intptr_t)fd, POSIX_FD);
-    printf("import %d\n", rc);
-    rc = rc ? rc : map_at(dev, *h, bytes, va);
-    printf("map %d\n", rc);
-    return rc;
-}
-
 static int fetch(int dev, size_t bytes, const char *path, size_t other)
 {
     Handle h;
@@ -111,8 +72,10 @@ static int fetch(int dev, size_t bytes, const char *path, size_t other)
     int s = socket_at(path, &addr);
     if (s < 0 || connect(s, (struct sockaddr *)&addr, sizeof addr))
         return 3;
-    if (import_mapped(dev, recv_fd(s), bytes, &h, &va))
+    int fd = recv_fd(s);
+    if (import_mapped(dev, fd, bytes, &h, &va))
         return 0;
+    close(fd); /* the descriptor is a reference of its own (cuMemRelease): not kept */
     print_free("free_imported", dev);
     try_alloc("other", other);
     printf("unmap %d\n", cuMemUnmap(va, bytes));
@@ -141,22 +104,15 @@ static int orphan(int dev, size_t bytes, size_t other)
 {
     Handle h;
     CUdeviceptr va;
-    int sv[2], status = 0;
-    char args[3][32];
+    int sock, status = 0;
     use_device(dev);
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+    pid_t pid = spawn_sender("fdshare", "give", dev, bytes, &sock);
+    if (pid < 0)
         return 3;
-    snprintf(args[0], 32, "%d", dev);
-    snprintf(args[1], 32, "%zu", bytes);
-    snprintf(args[2], 32, "%d", sv[1]);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execl("/proc/self/exe", "fdshare", "give", args[0], args[1], args[2], (char *)NULL);
-        _exit(4);
-    }
-    close(sv[1]);
-    if (import_mapped(dev, recv_fd(sv[0]), bytes, &h, &va))
+    int fd = recv_fd(sock);
+    if (import_mapped(dev, fd, bytes, &h, &va))
         return 0;
+    close(fd); /* the descriptor is a reference of its own (cuMemRelease): not kept */
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
     print_free("free_exporter_killed", dev);

@@ -18,6 +18,13 @@
  *                        this process unmaps and releases its own and creates BYTES again while
  *                        the child holds it ("while_held"), and after the child let go
  *                        ("after_let_go")
+ *   gpumem keep BYTES    a descriptor kept after its only handle was released (cuMemRelease:
+ *                        freed only once every reference "including its shareable
+ *                        counterparts" is): cuMemCreate BYTES as a POSIX file descriptor,
+ *                        export, release, never mapped; BYTES created again while the
+ *                        descriptor is open ("while_kept") and after it is closed
+ *                        ("after_close"); cuMemGetInfo_v2's free before and after the close
+ *                        (run bare, they say whether the driver itself kept the memory)
  *   gpumem ipc BYTES     legacy IPC memory outliving its exporter's free: cuMemAlloc BYTES,
  *                        cuIpcGetMemHandle; a child ("gpumem ipcopen DEV -1 BYTES RFD WFD") reads
  *                        the handle, opens it and reports cuMemGetAddressRange_v2's size and
@@ -194,6 +201,30 @@ static size_t free_now(void)
     return cuMemGetInfo_v2(&free_b, &total_b) ? 0 : free_b;
 }
 
+static int keep(size_t bytes)
+{
+    AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, 0}, NULL, {0}};
+    size_t grain = 0;
+    struct stat st;
+    Handle h;
+    int fd = -1;
+    check(cuMemGetAllocationGranularity(&grain, &prop, GRANULARITY_MINIMUM), "granularity");
+    bytes = (bytes + grain - 1) / grain * grain;
+    check(cuMemCreate(&h, bytes, &prop, 0), "cuMemCreate");
+    check(cuMemExportToShareableHandle(&fd, h, POSIX_FD, 0), "cuMemExportToShareableHandle");
+    check(cuMemRelease(h), "cuMemRelease");
+    int regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    CUresult kept = create_once(bytes);
+    size_t free_kept = free_now();
+    close(fd);
+    size_t free_closed = free_now();
+    CUresult after = create_once(bytes);
+    printf("{\"bytes\": %zu, \"regular\": %d, \"while_kept\": %d, \"after_close\": %d, "
+           "\"free_kept\": %zu, \"free_closed\": %zu}\n",
+           bytes, regular, kept, after, free_kept, free_closed);
+    return 0;
+}
+
 /* The child of `ipc`: reads the handle on `rfd`, opens it, writes its codes and the opened
  * range's size on `wfd`, waits for a byte, closes. */
 static int ipcopen(int rfd, int wfd)
@@ -281,6 +312,8 @@ int main(int argc, char **argv)
         return total();
     if (argc == 3 && !strcmp(argv[1], "share"))
         return share(strtoull(argv[2], NULL, 10));
+    if (argc == 3 && !strcmp(argv[1], "keep"))
+        return keep(strtoull(argv[2], NULL, 10));
     if (argc == 3 && !strcmp(argv[1], "ipc"))
         return ipc(strtoull(argv[2], NULL, 10));
     if (argc == 7 && !strcmp(argv[1], "ipcopen"))
@@ -289,6 +322,6 @@ int main(int argc, char **argv)
         return import(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
                       atoi(argv[6]));
     fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem capture BYTES | "
-                    "gpumem share BYTES | gpumem ipc BYTES | gpumem total\n");
+                    "gpumem share BYTES | gpumem keep BYTES | gpumem ipc BYTES | gpumem total\n");
     return 2;
 }

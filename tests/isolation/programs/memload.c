@@ -259,7 +259,7 @@ static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const c
 /* An allocation shared with another process as NVIDIA documents it: created with a POSIX file
  * descriptor as its shareable type, mapped, exported; a fresh memload ("import") receives the
  * descriptor (inherited across exec) and imports, maps, unmaps and releases it; then this
- * process unmaps and releases its own. */
+ * process closes the descriptor, unmaps and releases its own. */
 static int share(int dev, size_t bytes)
 {
     AllocProp prop = {PINNED, POSIX_FD, {ON_DEVICE, dev}, NULL, {0}};
@@ -283,6 +283,7 @@ static int share(int dev, size_t bytes)
     int status = 0;
     waitpid(pid, &status, 0);
     printf("importer %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : 128);
+    close(fd); /* the descriptor is a reference of its own (cuMemRelease): not kept */
     print_free("free_imported_gone", dev);
     printf("unmap %d\n", cuMemUnmap(va, bytes));
     printf("release %d\n", cuMemRelease(h));

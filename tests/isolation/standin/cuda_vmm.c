@@ -212,13 +212,15 @@ SI_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const void *desc
  * to cuMemImportFromShareableHandle; the imported handle is mapped like any other and released
  * with cuMemRelease. "There is no guarantee that the contents of handle will be the same CUDA
  * memory handle for the same given OS shareable handle, or the same underlying allocation."
- * The stand-in's descriptor is a memfd holding the allocation's address, size and properties
- * (a file of its own per export, as the real driver's descriptor is not documented to be); an
- * import takes no new memory but is a reference of the importing process: cuMemRelease, "each
- * time a recipient process imports a shareable handle, it needs to pair it with cuMemRelease
- * for the handle to be freed", so the memory outlives the exporter's release and unmap while an
- * importer holds it (pool.c, si_mem_hold). Not modelled: the descriptor itself as a reference
- * ("shareable counterparts"): an import after every process let go fails here. */
+ * The stand-in's descriptor is a regular file holding the allocation's address, size and
+ * properties (a file of its own per export, as the real driver's descriptor is not documented
+ * to be); an import takes no new memory but is a reference of the importing process:
+ * cuMemRelease, "each time a recipient process imports a shareable handle, it needs to pair it
+ * with cuMemRelease for the handle to be freed", so the memory outlives the exporter's release
+ * and unmap while an importer holds it (pool.c, si_mem_hold). The descriptor itself is a
+ * reference too (cuMemRelease: "all outstanding references to the handle (including its
+ * shareable counterparts)"): memory no process holds stays allocated while any process still
+ * has an exported file open, and an import through it then works (pins.c). */
 enum { SI_HANDLE_POSIX_FD = 1 };
 
 typedef struct {
@@ -231,22 +233,27 @@ SI_EXPORT CUresult cuMemExportToShareableHandle(void *shareable,
                                                 CUmemGenericAllocationHandle handle, int type,
                                                 unsigned long long flags) {
     si_export rec;
+    CUresult rc = CUDA_SUCCESS;
+    struct si_node *n = si_cu_node(&rc);
+    int fd = -1;
+    if (!n)
+        return rc;
     if (!shareable || flags || type != SI_HANDLE_POSIX_FD)
         return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&vmm_mu);
     si_handle *h = find(handle);
     int allowed = h && h->refs > 0 && (h->prop.requestedHandleTypes & SI_HANDLE_POSIX_FD);
-    if (allowed)
+    if (allowed) {
         rec = (si_export){h->handle, h->bytes, h->prop};
+        si_lock(n);
+        fd = si_export_open(n, h->handle, &rec, sizeof(rec));
+        si_unlock(n);
+    }
     pthread_mutex_unlock(&vmm_mu);
     if (!allowed)
         return CUDA_ERROR_INVALID_VALUE;
-    int fd = memfd_create("vgpu-standin-vmm", 0);
-    if (fd < 0 || write(fd, &rec, sizeof(rec)) != (ssize_t)sizeof(rec)) {
-        if (fd >= 0)
-            close(fd);
+    if (fd < 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    }
     *(int *)shareable = fd;
     return CUDA_SUCCESS;
 }

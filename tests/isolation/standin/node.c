@@ -160,8 +160,10 @@ void si_reap(struct si_node *n) {
     }
     for (int i = 0; i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *a = &sh->alloc[i];
-        if ((a->kind == SI_VMM || a->kind == SI_MEM) && dead[a->proc]) {
-            si_mem_hand_over(sh, a);
+        if (a->kind == SI_EXPORTED) {
+            continue; /* no process's: freed at its descriptors' last close (si_exports_reap) */
+        } else if ((a->kind == SI_VMM || a->kind == SI_MEM) && dead[a->proc]) {
+            si_mem_hand_over(n, a);
         } else if (a->kind != SI_FREE && dead[a->proc]) {
             sh->gpu[a->gpu].used -= a->bytes;
             memset(a, 0, sizeof(*a));
@@ -170,4 +172,5 @@ void si_reap(struct si_node *n) {
     for (int s = 0; s < SI_MAX_PROCS; s++)
         if (dead[s])
             memset(&sh->proc[s], 0, sizeof(sh->proc[s]));
+    si_exports_reap(n);
 }

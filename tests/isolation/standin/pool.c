@@ -45,7 +45,7 @@ int si_mem_give(struct si_node *n, uint64_t ptr, int kind, int *gpu_out) {
         if (gpu_out)
             *gpu_out = a->gpu;
         if (kind == SI_MEM) { /* kept for a process that opened it by IPC (cuda_ipc.c) */
-            si_mem_hand_over(sh, a);
+            si_mem_hand_over(n, a);
             return 0;
         }
         sh->gpu[a->gpu].used -= a->bytes;
@@ -70,20 +70,27 @@ int si_mem_hold(struct si_node *n, uint64_t ptr) {
     int slot = si_register(n);
     for (int i = 0; i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *a = &sh->alloc[i];
-        if ((a->kind == SI_VMM || a->kind == SI_MEM) && a->ptr == ptr)
+        if ((a->kind == SI_VMM || a->kind == SI_MEM || a->kind == SI_EXPORTED) && a->ptr == ptr)
             mem = a;
         else if (a->kind == SI_FREE && !free_rec)
             free_rec = a;
     }
+    if (slot >= 0 && mem && mem->kind == SI_EXPORTED) { /* imported through a descriptor that */
+        mem->kind = SI_VMM;                           /* alone still held it: charged here */
+        mem->proc = slot;
+        sh->proc[slot].used[mem->gpu] += mem->bytes;
+        return 0;
+    }
     if (slot < 0 || !mem || !free_rec)
-        return -1; /* freed already (its file descriptor's own reference is not modelled) */
+        return -1; /* freed already: no handle, mapping or open descriptor was left */
     *free_rec = (struct si_alloc){ptr, 0, slot, mem->gpu, SI_HOLD, 0};
     return 0;
 }
 
-/* The memory record `a` passes to a process still holding it (its hold record goes), or is
- * freed when none does. */
-void si_mem_hand_over(struct si_shared *sh, struct si_alloc *a) {
+/* The memory record `a` passes to a process still holding it (its hold record goes), is kept by
+ * its exported descriptors while one is still open (pins.c), or is freed when nothing holds it. */
+void si_mem_hand_over(struct si_node *n, struct si_alloc *a) {
+    struct si_shared *sh = n->sh;
     for (int i = 0; i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *h = &sh->alloc[i];
         if (h->kind != SI_HOLD || h->ptr != a->ptr)
@@ -94,8 +101,14 @@ void si_mem_hand_over(struct si_shared *sh, struct si_alloc *a) {
         memset(h, 0, sizeof(*h));
         return;
     }
-    sh->gpu[a->gpu].used -= a->bytes;
     sh->proc[a->proc].used[a->gpu] -= a->bytes;
+    if (a->kind == SI_VMM && si_exports_open(n, a)) {
+        a->kind = SI_EXPORTED; /* no process's any more; freed at the last close */
+        return;
+    }
+    if (a->kind == SI_VMM)
+        si_exports_remove(n, a);
+    sh->gpu[a->gpu].used -= a->bytes;
     memset(a, 0, sizeof(*a));
 }
 
@@ -109,7 +122,7 @@ void si_mem_let_go(struct si_node *n, uint64_t ptr) {
         if (a->kind == SI_HOLD)
             memset(a, 0, sizeof(*a));
         else
-            si_mem_hand_over(sh, a);
+            si_mem_hand_over(n, a);
         return;
     }
 }

@@ -49,7 +49,15 @@ struct si_config {
     struct si_gpu_cfg gpu[SI_MAX_GPUS];
 };
 
-enum si_kind { SI_FREE = 0, SI_MEM, SI_CONTEXT, SI_VMM, SI_POOL, SI_HOLD /* an import: no bytes */ };
+enum si_kind {
+    SI_FREE = 0,
+    SI_MEM,
+    SI_CONTEXT,
+    SI_VMM,
+    SI_POOL,
+    SI_HOLD,    /* an import: no bytes */
+    SI_EXPORTED /* VMM memory only its exported descriptors hold (pins.c): no process's */
+};
 
 struct si_alloc {
     uint64_t ptr; /* fake device address or VMM handle */
@@ -57,7 +65,7 @@ struct si_alloc {
     int32_t proc; /* slot index */
     int32_t gpu;
     int32_t kind;
-    int32_t pad;
+    int32_t pad; /* SI_VMM, SI_EXPORTED: how many files it was exported as (pins.c) */
 };
 
 struct si_proc {
@@ -143,8 +151,15 @@ SI_HIDDEN void si_reap(struct si_node *n);
  * process still holding it or is freed). */
 SI_HIDDEN int si_mem_hold(struct si_node *n, uint64_t ptr);
 SI_HIDDEN void si_mem_let_go(struct si_node *n, uint64_t ptr);
-SI_HIDDEN void si_mem_hand_over(struct si_shared *sh, struct si_alloc *a);
+SI_HIDDEN void si_mem_hand_over(struct si_node *n, struct si_alloc *a);
 SI_HIDDEN void si_busy_add(struct si_shared *sh, int pid, int gpu, uint64_t ns);
+
+/* pins.c: exported VMM descriptors as references to their memory. si_export_open makes the
+ * next export file of the VMM allocation `ptr`, holding `rec`: its descriptor, or -1. */
+SI_HIDDEN int si_export_open(struct si_node *n, uint64_t ptr, const void *rec, size_t len);
+SI_HIDDEN int si_exports_open(struct si_node *n, const struct si_alloc *a);
+SI_HIDDEN void si_exports_remove(struct si_node *n, const struct si_alloc *a);
+SI_HIDDEN void si_exports_reap(struct si_node *n);
 
 /* timeline.c: each GPU's time-sliced timeline. A queued kernel is named by a ticket (0: none). */
 SI_HIDDEN uint64_t si_timeline_run(struct si_node *n, int gpu, uint64_t duration_ns,
