@@ -4,9 +4,9 @@ docs/isolation.md). The rendered script itself is run in a mount namespace of th
 (`unshare -rm`): it mounts the tmpfs over an empty directory, keeps an existing mount and leaves
 a directory that containers use alone.
 
-`nodeAgent.containerDirs.perContainerTmpfs`: each daemon mounts a tmpfs of its own over each
-container directory itself (`--container-dir-tmpfs`), so only then does it run privileged with
-Bidirectional propagation on its state directory."""
+`nodeAgent.containerDirs.perContainerTmpfs` (on by default): each daemon mounts a tmpfs of its
+own over each container directory itself (`--container-dir-tmpfs`), so only then does it run
+privileged with Bidirectional propagation on its state directory."""
 
 from __future__ import annotations
 
@@ -126,7 +126,12 @@ def _state_mount(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_without_a_tmpfs_per_container_the_daemons_get_no_mount_rights() -> None:
-    objs = render(kube_version="v1.37.0", dra__enabled="true", dra__mode="vgpu-core")
+    objs = render(
+        kube_version="v1.37.0",
+        dra__enabled="true",
+        dra__mode="vgpu-core",
+        nodeAgent__containerDirs__perContainerTmpfs="false",
+    )
     for which in (AGENT, DRIVER):
         daemon = _daemon(objs, which)
         assert "--container-dir-tmpfs" not in daemon["args"], which
@@ -135,13 +140,8 @@ def test_without_a_tmpfs_per_container_the_daemons_get_no_mount_rights() -> None
         assert "mountPropagation" not in _state_mount(daemon), which
 
 
-def test_a_tmpfs_per_container_gives_each_daemon_the_flag_and_mount_rights() -> None:
-    objs = render(
-        kube_version="v1.37.0",
-        dra__enabled="true",
-        dra__mode="vgpu-core",
-        nodeAgent__containerDirs__perContainerTmpfs="true",
-    )
+def test_by_default_each_daemon_gets_a_tmpfs_per_container_and_mount_rights() -> None:
+    objs = render(kube_version="v1.37.0", dra__enabled="true", dra__mode="vgpu-core")
     for which in (AGENT, DRIVER):
         daemon = _daemon(objs, which)
         assert "--container-dir-tmpfs" in daemon["args"], which

@@ -164,7 +164,11 @@ def test_components_have_probes_limits_and_the_key(name: str) -> None:
     (container,) = spec["containers"]
     assert container["livenessProbe"]["httpGet"] and container["readinessProbe"]["httpGet"]
     assert {"cpu", "memory"} <= set(container["resources"]["limits"])
-    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    security = container["securityContext"]
+    if name == "vgpu-node-agent":  # it mounts a tmpfs per container directory (isolation.md)
+        assert security["privileged"] is True and "--container-dir-tmpfs" in container["args"]
+    else:
+        assert security["allowPrivilegeEscalation"] is False
     secrets = {v["secret"]["secretName"] for v in spec["volumes"] if "secret" in v}
     secrets -= {"vgpu-extender-tls"}  # made per cluster (tests/deploy/test_transport.py)
     assert secrets == {"vgpu-assignment-key"}
