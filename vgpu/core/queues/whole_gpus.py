@@ -54,18 +54,23 @@ def select(
     pod: PodRequest,
     keep: Keep,
     first: Callable[[PodRequest], Selection | None] | None = None,
+    in_holes: Callable[[PodRequest], Selection | None] | None = None,
 ) -> Selection | None:
     """Where `pod` goes in a release pass: the policy's choice (`first`, by default
     `scheduler.select`), or, while `keep` names a queue and that choice takes an idle GPU for a
     pod asking part of a GPU, the policy's best choice among the holes that fit it, when one
-    does (module doc)."""
+    does (module doc). `in_holes(pod)` must answer `scheduler.select(holes_only(state, pod))`,
+    the pod refusing every idle GPU; a caller that keeps each node's evaluations passes a
+    cheaper way to it (the simulator's `BestNodes.in_holes`)."""
     chosen = (first or scheduler.select)(pod)
     if chosen is None or not keep or not pod.wants_gpu or asks_whole(pod):
         return chosen
     state = scheduler.state
     if not takes_idle(state, chosen):
         return chosen
-    in_hole = scheduler.select(holes_only(state, pod))  # the same pod, key and all
+    in_hole = (  # the same pod, key and all
+        scheduler.select(holes_only(state, pod)) if in_holes is None else in_holes(pod)
+    )
     return chosen if in_hole is None else in_hole
 
 

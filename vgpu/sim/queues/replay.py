@@ -204,7 +204,9 @@ class QueuedReplay:
         (`whole_gpus.select`, the extender's placement too)."""
         if arrival.shape in unfit:
             return False
-        selection = whole_gpus.select(self.scheduler, arrival.pod, keep, self.best.select)
+        selection = whole_gpus.select(
+            self.scheduler, arrival.pod, keep, self.best.select, self.best.in_holes
+        )
         if selection is None:
             unfit.add(arrival.shape)
             return False
