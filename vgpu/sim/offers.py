@@ -14,7 +14,8 @@ pods all asked 81 % of a GPU, which fit nowhere, so its smaller pods were never 
 queue as the extender never would.
 
 A shape that did not fit at the end of the last pass can fit now only on a node that pods left
-since, so only those nodes are scored, once per shape and pass. Each queue's oldest pod that may
+since, so only those nodes are scored, once per shape and pass (for a pod asking part of one
+GPU, only those where a GPU has its cores and memory free: `_may_host`). Each queue's oldest pod that may
 not fit is offered all the same (its head, or the first past those that may fit), so a strict queue
 sees a job of it that does not fit, as the extender, offered every job, would
 (`vgpu.core.queues.release`: the hold covers every job of the queue, not only its head).
