@@ -14,7 +14,8 @@ pods all asked 81 % of a GPU, which fit nowhere, so its smaller pods were never 
 queue as the extender never would.
 
 A shape that did not fit at the end of the last pass can fit now only on a node that pods left
-since, so only those nodes are scored, once per shape and pass. Each queue's oldest pod that may
+since, so only those nodes are scored, once per shape and pass (for a pod asking part of one
+GPU, only those where a GPU has its cores and memory free: `_may_host`). Each queue's oldest pod that may
 not fit is offered all the same (its head, or the first past those that may fit), so a strict queue
 sees a job of it that does not fit, as the extender, offered every job, would
 (`vgpu.core.queues.release`: the hold covers every job of the queue, not only its head).
@@ -24,7 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from vgpu.core.capacity import candidates, host_fits
 from vgpu.core.ids import NodeName
+from vgpu.core.model import PodRequest
 from vgpu.core.scheduler import Scheduler
 from vgpu.sim.poisson import Arrival
 
@@ -47,7 +50,11 @@ class Offers:
         got = self.fits.get(arrival.shape)
         if got is None:
             got = arrival.shape not in self._was_unfit or (
-                bool(self._nodes) and self._scheduler.select(arrival.pod, self._nodes) is not None
+                bool(self._nodes)
+                and self._scheduler.select(
+                    arrival.pod, _may_host(self._nodes, arrival.pod, self._scheduler)
+                )
+                is not None
             )
             self.fits[arrival.shape] = got
         return got
@@ -75,3 +82,24 @@ class Offers:
     def unfit(self) -> set[object]:
         """The shapes found not to fit this pass so far."""
         return {shape for shape, fits in self.fits.items() if not fits}
+
+
+def _may_host(nodes: list[NodeName], pod: PodRequest, scheduler: Scheduler) -> list[NodeName]:
+    """The nodes, less those where a pod asking part of one GPU has no GPU with its cores and
+    memory free (or the host lacks its CPU or memory): no policy places it there, since each
+    chooses among `candidates`, so `select` over the rest answers as over all (and observes the
+    pod all the same). Checking is far cheaper than a policy's evaluation, and a shape that did
+    not fit at the last pass rarely fits a node pods left since. Pods asking more than one
+    share, or whole GPUs, are evaluated everywhere."""
+    wanting = pod.gpu_containers
+    if len(wanting) != 1 or wanting[0].whole:
+        return nodes
+    state = scheduler.state
+    c = wanting[0]
+    return [
+        n
+        for n in nodes
+        if state.has_node(n)
+        and host_fits(ns := state.node(n), pod)
+        and candidates(ns, c, pod.selector)
+    ]

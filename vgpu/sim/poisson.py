@@ -31,6 +31,7 @@ from random import Random
 
 from vgpu.core.ids import PodKey
 from vgpu.core.model import PodRequest
+from vgpu.core.queues.whole_gpus import asks_whole
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.sim.queues.settings import QueueSetup
 from vgpu.sim.trace import TraceError, TraceText
@@ -56,11 +57,16 @@ class Arrival:
     memory: int = 0
     """`vgpu.io/memory` units (`MEMORY_UNIT_MIB` each) the pod asks explicitly; none for a pod
     whose memory is its cores' proportion of a GPU (every trace pod, `--queue-memory` aside)."""
+    whole: bool = False
+    """Every GPU the pod asks is a whole one (`whole_gpus.asks_whole`), kept: each pass that
+    offers the pod asks it."""
 
     @classmethod
     def of(cls, at: float, queue: str, pod: PodRequest, duration: float) -> Arrival:
         """An arrival with its pod's cores, shape and memory units worked out once."""
-        return cls(at, queue, pod, duration, _cores(pod), pod.shape, _memory_units(pod))
+        return cls(
+            at, queue, pod, duration, _cores(pod), pod.shape, _memory_units(pod), asks_whole(pod)
+        )
 
 
 def parse_lifetimes(file: TraceText) -> dict[str, float]:

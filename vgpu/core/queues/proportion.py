@@ -152,5 +152,12 @@ def overused(allocated: Vec, deserves: Vec) -> bool:
     never holds that while a pod of it waits: "every dimension" would never hold, and that queue
     would be served ahead of queues with lower shares for good. A dimension a queue alone asks
     cannot make it look starved this way: it only enters through the dominant ratio.
+
+    `share(allocated, deserves) >= 1`, decided without fractions: a dimension's ratio is at
+    least 1 exactly when the queue holds some of it and at least what it deserves of it (or
+    deserves none). A release pass asks this for every job it tries.
     """
-    return share(allocated, deserves) >= 1
+    return any(
+        held > 0 and (due <= 0 or held >= due)
+        for held, due in zip(allocated, deserves, strict=True)
+    )

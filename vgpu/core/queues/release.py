@@ -178,12 +178,20 @@ def plan(
     cut_short = False
     whole_left = Counter(j.queue for j in jobs if j.whole)
 
+    kept: list[Keep] = []  # the current `keep()`, until a job is released or skipped
+
     def keep() -> Keep:
-        return Keep(
-            frozenset(
-                q for q, n in whole_left.items() if n and not overused(held.get(q, ZERO), due[q])
+        if not kept:
+            kept.append(
+                Keep(
+                    frozenset(
+                        q
+                        for q, n in whole_left.items()
+                        if n and not overused(held.get(q, ZERO), due[q])
+                    )
+                )
             )
-        )
+        return kept[0]
 
     # Queue order and namespace shares change only when a job is released: kept, not recomputed
     # for each of the pass's (possibly thousands of) jobs.
@@ -217,9 +225,11 @@ def plan(
         if spec.cap is not None and not fits_within(add(held.get(q, ZERO), job.ask), spec.cap):
             waiting[job.key] = f"queue {q} is at its cap of {cap_text(spec.cap)}"
             whole_left[q] -= job.whole  # it waits for its cap, not for idle GPUs
+            kept.clear()
             continue
         if fits(job, keep()):
             whole_left[q] -= job.whole
+            kept.clear()
             released.append(job.key)
             held[q] = add(held.get(q, ZERO), job.ask)
             ns_held[job.namespace] = add(ns_held.get(job.namespace, ZERO), job.ask)

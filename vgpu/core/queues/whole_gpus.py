@@ -64,11 +64,15 @@ def select(
     keep: Keep,
     first: Callable[[PodRequest], Selection | None] | None = None,
     names: Iterable[NodeName] | None = None,
+    in_holes: Callable[[PodRequest], Selection | None] | None = None,
 ) -> Selection | None:
     """Where `pod` goes in a release pass: the policy's choice (`first`, by default
     `scheduler.select` over `names`, None for every node), or, while `keep` names a queue and
     that choice takes an idle GPU for a pod asking part of a GPU, the policy's best choice among
-    the holes that fit it, when one does (module doc)."""
+    the holes that fit it, when one does (module doc). `in_holes(pod)` must answer
+    `scheduler.select(holes_only(state, pod), names)`, the pod refusing every idle GPU; a caller
+    that keeps each node's evaluations passes a cheaper way to it (the simulator's
+    `BestNodes.in_holes`)."""
     listed = None if names is None else list(names)
     chosen = first(pod) if first is not None else scheduler.select(pod, listed)
     if chosen is None or not keep or not pod.wants_gpu or asks_whole(pod):
@@ -76,7 +80,9 @@ def select(
     state = scheduler.state
     if not takes_idle(state, chosen):
         return chosen
-    in_hole = scheduler.select(holes_only(state, pod), listed)  # the same pod, key and all
+    in_hole = (  # the same pod, key and all
+        scheduler.select(holes_only(state, pod), listed) if in_holes is None else in_holes(pod)
+    )
     return chosen if in_hole is None else in_hole
 
 

@@ -40,7 +40,7 @@ from vgpu.core.queues.reclaim import Running
 from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Book, Job, plan
-from vgpu.core.queues.whole_gpus import NO_KEEP, Keep, asks_whole
+from vgpu.core.queues.whole_gpus import NO_KEEP, Keep
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
 from vgpu.core.units import mib_to_mmib
@@ -204,7 +204,9 @@ class QueuedReplay:
         (`whole_gpus.select`, the extender's placement too)."""
         if arrival.shape in unfit:
             return False
-        selection = whole_gpus.select(self.scheduler, arrival.pod, keep, self.best.select)
+        selection = whole_gpus.select(
+            self.scheduler, arrival.pod, keep, self.best.select, in_holes=self.best.in_holes
+        )
         if selection is None:
             unfit.add(arrival.shape)
             return False
@@ -256,7 +258,7 @@ class QueuedReplay:
             )
         unfit = offers.unfit()
         jobs = [
-            Job(k, a.queue, a.queue, (a.cores, a.memory), created=a.at, whole=asks_whole(a.pod))
+            Job(k, a.queue, a.queue, (a.cores, a.memory), created=a.at, whole=a.whole)
             for k, a in offered.items()
         ]
         held = {q: self._holds(q) for q in self.setup.names}
