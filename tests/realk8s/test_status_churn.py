@@ -7,7 +7,7 @@ pod sync and the status manager writes it. kube-scheduler re-queues a pod an ext
 on any cluster event, and with SchedulerPopFromBackoffQ it tries it at once when idle
 (docs/operations.md, "Status writes and retries"). Here both kubelets run as an operator
 runs them: the kubelet's default syncFrequency, with daemonset/kubelet's drop-in; and
-vgpu-scheduler with the chart's flags. Over three minutes the running pods' statuses must not
+vgpu-scheduler with the chart's flags. Over two minutes the running pods' statuses must not
 be written at all, and each rejected pod tried no more often than its backoff allows.
 """
 
@@ -27,7 +27,10 @@ from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import Obj, Rest
 from tests.realk8s.watch import watch_pods
 
-WINDOW_S = 180
+# Two minutes: each pod's worker resyncs within 1.5 x the default syncFrequency of 1 min
+# (`wait.Jitter(resyncInterval, 0.5)` in pkg/kubelet/pod_workers.go), so every running pod is
+# synced at least once in the window, which writes its status when its device list churns.
+WINDOW_S = 120
 # Every pod's status is written once more at the kubelet's first resync after it runs (within
 # 1.5 x the default syncFrequency of 1 min): pod-level `status.resources`, derived from the spec
 # while the API's copy is not yet Running and from the pod's cgroups after
