@@ -140,6 +140,43 @@ def test_the_hook_finds_the_pod_from_the_containers_cgroup_without_the_annotatio
     assert limited(nvml, cgroup)
 
 
+def crio_state(pod_uid: str, name: str, pod_annotations: dict[str, str]) -> dict[str, Any]:
+    """The state runc gives a createRuntime hook under CRI-O: the pod's annotations carried over,
+    CRI-O's own, then the kubelet's container labels, written last (CRI-O
+    `internal/factory/container/container.go`, `SpecAddAnnotations`; Kubernetes
+    `pkg/kubelet/kuberuntime/labels.go`, `newContainerLabels`)."""
+    labels = {"io.kubernetes.pod.name": name, "io.kubernetes.pod.namespace": "default",
+              "io.kubernetes.pod.uid": pod_uid, "io.kubernetes.container.name": "main"}  # fmt: skip
+    notes = {**pod_annotations, "io.container.manager": "cri-o",
+             "io.kubernetes.cri-o.SandboxID": "f" * 64,
+             "io.kubernetes.cri-o.Labels": json.dumps(labels), **labels}  # fmt: skip
+    return {"ociVersion": "1.2.0", "id": "c1", "status": "creating", "pid": 4242,
+            "bundle": "/run/bundle", "annotations": notes}  # fmt: skip
+
+
+def test_under_cri_o_the_pod_is_found_from_the_kubelets_labels_it_copies(
+    env: Env, cgroupfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nvml = Functions()
+    driver, c1, second, cgroup = joined(env, cgroupfs, nvml, monkeypatch)
+    assert ask(driver, c1, crio_state(second, "q", {})) == "ok"
+    assert limited(nvml, cgroup) == [(env.gpus[0], cgroup, 2048 * MIB, 0)]
+
+
+def test_a_pod_annotation_naming_another_pod_of_the_claim_is_refused(
+    env: Env, cgroupfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant's pod annotations reach its containers' under CRI-O: one naming the claim's
+    other pod (whose cgroup is already limited) must not let this container start unlimited."""
+    nvml = Functions()
+    driver, c1, second, cgroup = joined(env, cgroupfs, nvml, monkeypatch)
+    first = str((env.api.store.get("Pod", "default", "p") or {})["metadata"]["uid"])
+    forged = crio_state(second, "q", {SANDBOX_UID: first})
+    answer = ask(driver, c1, forged)
+    assert "name different pods" in answer and "one was not the runtime's" in answer
+    assert not limited(nvml, cgroup)
+
+
 def test_a_pod_the_claim_is_not_reserved_for_is_refused_and_gets_no_limit(
     env: Env, cgroupfs: Path
 ) -> None:

@@ -15,9 +15,17 @@ container using several requests of a claim runs the hook once per claim.
 A request is the claim's UID and a newline, then the OCI state (`id`, `pid`, `annotations`,
 ...). containerd puts the pod's UID, namespace and name into every container's annotations
 (`io.kubernetes.cri.sandbox-uid`, `-namespace`, `-name`: containerd
-`internal/cri/annotations/annotations.go`, `DefaultCRIAnnotations`); without them the pod is
-found from the container process's cgroup path (`pod_uid_in_cgroup`), which names the pod in both
-of the kubelet's cgroup layouts.
+`internal/cri/annotations/annotations.go`, `DefaultCRIAnnotations`). CRI-O sets none of those: it
+copies the container's CRI labels into its annotations, and the kubelet labels every container
+with its pod's UID, namespace and name (`io.kubernetes.pod.uid`, ...: Kubernetes
+`pkg/kubelet/kuberuntime/labels.go`, `newContainerLabels`; CRI-O
+`internal/factory/container/container.go`, `SpecAddAnnotations`, which writes the labels last,
+after the pod's own annotations it carries over). A pod's annotations can thus reach its
+containers' annotations (CRI-O carries the sandbox's over; containerd passes those its runtime
+is configured to), so a tenant can write either key, but not over the runtime's own: where the
+two keys name different pods the request is refused. Without either, the pod is found from the
+container process's cgroup path (`pod_uid_in_cgroup`), which names the pod in both of the
+kubelet's cgroup layouts.
 """
 
 from __future__ import annotations
@@ -37,6 +45,9 @@ HOOK_WAIT_MS = 8000  # the hook's bound on the driver's answer
 SANDBOX_UID = "io.kubernetes.cri.sandbox-uid"
 SANDBOX_NAMESPACE = "io.kubernetes.cri.sandbox-namespace"
 SANDBOX_NAME = "io.kubernetes.cri.sandbox-name"
+POD_UID_LABEL = "io.kubernetes.pod.uid"  # the kubelet's container labels, which CRI-O copies
+POD_NAMESPACE_LABEL = "io.kubernetes.pod.namespace"
+POD_NAME_LABEL = "io.kubernetes.pod.name"
 _UID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _CLAIM_UID = re.compile(r"[0-9a-f-]{1,64}")
 # the pod's cgroup in the cgroupfs layout (`pod<uid>`) or the systemd one (`pod<uid with _>.slice`)
@@ -73,15 +84,36 @@ def parse_request(data: bytes) -> HookRequest:
         raise BadRequest("the container state is not a JSON object")
     annotations = state.get("annotations")
     notes: Mapping[str, Any] = annotations if isinstance(annotations, Mapping) else {}
-    pod_uid = notes.get(SANDBOX_UID)
-    if pod_uid is not None and (not isinstance(pod_uid, str) or not _UID.fullmatch(pod_uid)):
-        raise BadRequest(f"annotation {SANDBOX_UID} is not a pod UID: {pod_uid!r:.80}")
     pid = state.get("pid")
     if pid is not None and (type(pid) is not int or pid <= 0):
         raise BadRequest(f"the container state's pid is not a process ID: {pid!r:.80}")
-    names = [notes.get(SANDBOX_NAMESPACE), notes.get(SANDBOX_NAME)]
-    pod = "/".join(n for n in names if isinstance(n, str))[:256]
-    return HookRequest(claim_uid, pod_uid, pod, pid)
+    return HookRequest(claim_uid, _pod_uid(notes), _pod_name(notes), pid)
+
+
+def _pod_uid(notes: Mapping[str, Any]) -> str | None:
+    """The pod UID the runtime's annotations name (module doc: containerd's or CRI-O's key)."""
+    named = {}
+    for key in (SANDBOX_UID, POD_UID_LABEL):
+        uid = notes.get(key)
+        if uid is not None and (not isinstance(uid, str) or not _UID.fullmatch(uid)):
+            raise BadRequest(f"annotation {key} is not a pod UID: {uid!r:.80}")
+        if uid is not None:
+            named[key] = uid
+    if len(set(named.values())) > 1:
+        raise BadRequest(
+            f"annotations {SANDBOX_UID} and {POD_UID_LABEL} name different pods "
+            f"({named[SANDBOX_UID]}, {named[POD_UID_LABEL]}); one was not the runtime's"
+        )
+    return next(iter(named.values()), None)
+
+
+def _pod_name(notes: Mapping[str, Any]) -> str:
+    """namespace/name as the runtime's annotations name the pod, for messages ("" if not)."""
+    for keys in ((SANDBOX_NAMESPACE, SANDBOX_NAME), (POD_NAMESPACE_LABEL, POD_NAME_LABEL)):
+        names = [notes.get(k) for k in keys]
+        if any(isinstance(n, str) for n in names):
+            return "/".join(n for n in names if isinstance(n, str))[:256]
+    return ""
 
 
 def pod_uid_in_cgroup(proc_cgroup: str) -> str | None:

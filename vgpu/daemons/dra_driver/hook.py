@@ -74,7 +74,8 @@ class HookAnswers:
         if pod_uid is None:
             return (
                 f"{where}: cannot tell the container's pod: the runtime set no "
-                "io.kubernetes.cri.sandbox-uid annotation and the container's cgroup names no "
+                "io.kubernetes.cri.sandbox-uid (containerd) or io.kubernetes.pod.uid (CRI-O) "
+                "annotation and the container's cgroup names no "
                 "pod (the driver needs hostPID to read it)"
             )
         try:
