@@ -16,7 +16,10 @@ HERE = Path(__file__).parent
 CLUSTER = HERE.parents[1] / "examples" / "cluster-snapshot.yaml"
 
 
-def test_fake_cluster_default_view(capsys: pytest.CaptureFixture[str]) -> None:
+def test_fake_cluster_default_view(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)  # a pipe's view: xdist's workers set COLUMNS
     assert main(["--fake-cluster", str(CLUSTER)]) == 0
     assert capsys.readouterr().out == (HERE / "golden" / "table.txt").read_text()
 

@@ -1,0 +1,28 @@
+"""The suite's pytest-xdist scopes (tests/conftest.py): the real-cluster tier runs whole on one
+worker, since each worker that ran one of its tests would start a cluster of its own."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ["tests/realk8s/test_admission.py", "tests/realk8s/test_tenant.py", "tests/test_waiting.py"]
+
+
+def test_the_real_cluster_tier_runs_on_one_worker_and_other_files_spread() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "VGPU_REALK8S")}  # tier skips
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", *FILES],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=110,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    workers: dict[str, set[str]] = {}
+    for worker, nodeid in re.findall(r"^\[(gw\d+)\] .*? (tests/\S+)", run.stdout, re.M):
+        scope = "realk8s" if nodeid.startswith("tests/realk8s/") else nodeid.split("::")[0]
+        workers.setdefault(scope, set()).add(worker)
+    assert set(workers) == {"realk8s", "tests/test_waiting.py"}, run.stdout[-3000:]
+    assert all(len(w) == 1 for w in workers.values()), workers
