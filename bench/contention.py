@@ -6,7 +6,9 @@ between processes (tests/isolation/standin/timeline.c: a kernel's events also ti
 processes' turns, as on a GPU without MPS). The node agent's elastic duty runs beside them, once
 without its NVML outer loop (every scale neutral: the interposer's events alone, as before the
 outer loop existed) and once with it. Each share is a process's busy time on the GPU's timeline
-over a window after the loop has settled; medians of --runs:
+over a window after the loop has settled; medians of --runs. The last two rows launch on several
+streams at once (cuload's `streams8`: round robin over eight; `streams`: four) beside a neighbour
+on one:
 
     python bench/contention.py [--runs 3] [--settle 4] [--window 3] [--correct 0.5]
 """
@@ -25,18 +27,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.isolation.conftest import Build, Cluster, _build
 from tests.isolation.test_cores_share import KERNEL_US, busy_rates, elastic_agent
 
-SPLITS = [(30, 70), (50, 50), (10, 90), (20, 30, 50)]
+ONE = "kernel"
+SPLITS: list[tuple[tuple[int, ...], tuple[str, ...]]] = [
+    ((30, 70), (ONE, ONE)),
+    ((50, 50), (ONE, ONE)),
+    ((10, 90), (ONE, ONE)),
+    ((20, 30, 50), (ONE, ONE, ONE)),
+    ((50, 50), ("streams8", ONE)),
+    ((30, 70), ("streams", ONE)),
+]
+STREAMS = {ONE: "", "streams": "s4", "streams8": "s8"}  # the row's label for each mode
 
 
 def measure(
-    build: Build, root: Path, split: tuple[int, ...], correct: str, settle: float, window: float
+    build: Build,
+    root: Path,
+    split: tuple[int, ...],
+    modes: tuple[str, ...],
+    correct: str,
+    settle: float,
+    window: float,
 ) -> tuple[list[float], float]:
     """Each container's share (percent of the GPU) and the idle percent, over `window` s."""
     cluster = Cluster(build, 1, Path(tempfile.mkdtemp(dir=root)))
     containers = [cluster.admit([(0, cores, 256)]) for cores in split]
-    argv = [str(cluster.build.cuload), "spin", "0", str(settle + window + 1), KERNEL_US, "kernel"]
+    seconds = str(settle + window + 1)
+    argvs = [[str(cluster.build.cuload), "spin", "0", seconds, KERNEL_US, m] for m in modes]
     with elastic_agent(cluster, correct):
-        runs = [cluster.sandbox.popen(c, argv) for c in containers]
+        runs = [cluster.sandbox.popen(c, a) for c, a in zip(containers, argvs, strict=True)]
         try:
             pids = [int(r.stdout.readline().split()[1]) for r in runs if r.stdout is not None]
             time.sleep(settle)
@@ -57,17 +75,17 @@ def main() -> int:
     root = Path(tempfile.mkdtemp(prefix="vgpu-contention-"))
     build = _build(root / "build")
     print("split      | loop | shares (guarantee)          | worst shortfall | idle")
-    for split in SPLITS:
+    for split, modes in SPLITS:
         for name, correct in (("off", "off"), ("on", args.correct)):
             got = [
-                measure(build, root, split, correct, args.settle, args.window)
+                measure(build, root, split, modes, correct, args.settle, args.window)
                 for _ in range(args.runs)
             ]
             shares = [statistics.median(r[0][i] for r in got) for i in range(len(split))]
             idle = statistics.median(r[1] for r in got)
             short = max(g - s for g, s in zip(split, shares, strict=True))
             text = " ".join(f"{s:5.1f} ({g})" for s, g in zip(shares, split, strict=True))
-            label = "/".join(map(str, split))
+            label = "/".join(f"{g}{STREAMS[m]}" for g, m in zip(split, modes, strict=True))
             print(f"{label:10} | {name:4} | {text:27} | {short:+14.1f}  | {idle:4.1f} %")
     return 0
 

@@ -187,3 +187,5 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
     assert len(checks[agent]["shares"]) == 2, checks  # the agent came up and the pair ran
     assert len(report["pair_30_70_without_agent"]) == 2, report
     assert "30 cores after cuDevicePrimaryCtxReset within 8 points" in checks
+    streams = checks["30 cores on eight streams at once within 8 points"]
+    assert "share" in streams, streams  # both runs reported (no driver error)

@@ -195,6 +195,19 @@ def test_every_launch_path_runs_clean_under_a_limit_on_both_builds(
     assert len(said) == (1 if events == "fail" else 0), done.stderr
 
 
+@pytest.mark.parametrize("mode", ["streams", "streams8"])
+def test_launches_on_several_streams_run_clean_under_a_limit_on_both_builds(
+    cluster: Cluster, mode: str
+) -> None:
+    """The overlap of several streams' spans is charged once through a mark event kept apart
+    from the pool (launch.c): under ASan+UBSan too, with nothing said on stderr."""
+    container = cluster.admit([(0, 30, 256)])
+    command = [str(cluster.build.cuload), "spin", "0", SHORT, KERNEL_US, mode]
+    done = cluster.sandbox.run(container, command, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
+
+
 def test_gpu_checks_graph_mode_captures_and_is_held_to_the_share_on_the_stand_in(
     timing_cluster: Cluster,
 ) -> None:

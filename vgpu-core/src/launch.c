@@ -77,6 +77,69 @@ static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
     tell_once();
 }
 
+static int64_t ms_to_ns(float ms)
+{
+    return (int64_t)((double)ms * 1e6);
+}
+
+/* Moves the track's mark to `end` (the launch's end event, now the mark's: not pooled). */
+static void move_mark(vgpu_track *t, CUevent end, CUstream stream)
+{
+    vgpu_track_give(t, t->mark);
+    t->mark = end;
+    t->mark_stream = stream;
+}
+
+/* The part of a settled launch's span [start, end] after the track's mark, the end of the
+ * settled launch that ended last; *kept says the launch's end became the mark. Launches on
+ * several streams of a context run at once, so their spans overlap: charged whole, each stream's
+ * span charged the time they shared once per stream (four streams about four times the wall
+ * time). Charging only what no launch settled before covered charges the time the context had
+ * work on the GPU once, which is what NVML's utilisation counts ("one or more kernels was
+ * executing"). Launches settle in the order they were issued, so a launch on the mark's own
+ * stream starts after it (a stream runs in order; the per-thread default stream is one handle
+ * for many streams, so it is always asked); for others, cuEventElapsedTime between the mark and
+ * the launch's events, which is negative when the second ran first. Whichever event fails (a
+ * context reset), the mark is dropped and the whole span charged, as before. */
+static int64_t uncovered(vgpu_track *t, const vgpu_pending *p, int64_t span, ev_elapsed_fn elapsed,
+                         int *kept)
+{
+    float ms = 0;
+    *kept = 0;
+    int ordered = p->stream == t->mark_stream && p->stream != CU_STREAM_PER_THREAD;
+    if (t->mark && !ordered) {
+        if (elapsed(&ms, t->mark, p->start) != CUDA_SUCCESS)
+            goto drop;
+        if (ms < 0) { /* it started before the mark: only what ran past the mark is new */
+            if (elapsed(&ms, t->mark, p->end) != CUDA_SUCCESS)
+                goto drop;
+            if (ms <= 0)
+                return 0;
+            int64_t past = ms_to_ns(ms);
+            span = past < span ? past : span;
+        }
+    }
+    move_mark(t, p->end, p->stream);
+    *kept = 1;
+    return span;
+drop:
+    vgpu_event_destroy(t->mark);
+    t->mark = NULL;
+    return span;
+}
+
+/* What a completed launch of `span` ns is charged: its signature's least recent span (other
+ * contexts' turns left out, signature.c), but never more than the part of its span no earlier
+ * launch covered (uncovered). On one stream that part is the whole span, so nothing changes
+ * there; a launch that waited behind the context's other streams is charged its wait once. */
+static int64_t launch_charge(vgpu_track *t, const vgpu_pending *p, int64_t span,
+                             ev_elapsed_fn elapsed, int *kept)
+{
+    int64_t fresh = uncovered(t, p, span, elapsed, kept);
+    int64_t least = vgpu_signature_charge(p->signature, span);
+    return fresh < least ? fresh : least;
+}
+
 /* Charges completed launches, oldest first; with `block`, waits for the oldest. A launch whose
  * events fail (their context ended under us) is charged its signature's last measured time. */
 static void settle(const vgpu_state *s, vgpu_track *t, int block)
@@ -91,16 +154,18 @@ static void settle(const vgpu_state *s, vgpu_track *t, int block)
         if (rc == CUDA_ERROR_NOT_READY)
             break;
         float ms = 0;
+        int kept = 0;
         if (rc == CUDA_SUCCESS)
             rc = elapsed(&ms, p->start, p->end);
-        int64_t ns = rc == CUDA_SUCCESS ? (int64_t)((double)ms * 1e6) : 0;
+        int64_t ns = rc == CUDA_SUCCESS ? ms_to_ns(ms) : 0;
         if (rc == CUDA_SUCCESS && ns > 0)
-            vgpu_budget_charge(s, p->index, vgpu_signature_charge(p->signature, ns));
+            vgpu_budget_charge(s, p->index, launch_charge(t, p, ns, elapsed, &kept));
         else if (rc != CUDA_SUCCESS)
             vgpu_budget_charge(s, p->index, vgpu_signature_known(p->signature));
         if (rc == CUDA_SUCCESS) {
             vgpu_track_give(t, p->start);
-            vgpu_track_give(t, p->end);
+            if (!kept)
+                vgpu_track_give(t, p->end);
         } else {
             vgpu_event_destroy(p->start);
             vgpu_event_destroy(p->end);
@@ -172,7 +237,7 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
         end = vgpu_track_recorded_event(t, l->stream);
     if (end) {
         int tail = (t->head + t->count) % VGPU_RING;
-        t->ring[tail] = (vgpu_pending){l->start, end, l->index, l->signature};
+        t->ring[tail] = (vgpu_pending){l->start, end, l->index, l->signature, l->stream};
         t->count++;
     } else {
         if (l->charge == VGPU_MEASURED)

@@ -67,6 +67,8 @@ void vgpu_track_drop_pool(vgpu_track *t)
 {
     while (t->pooled > 0)
         vgpu_event_destroy(t->pool[--t->pooled]);
+    vgpu_event_destroy(t->mark);
+    t->mark = NULL;
 }
 
 /* An event recorded on `stream`, or NULL. A pooled event that fails to record belongs to an

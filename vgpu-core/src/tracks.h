@@ -14,6 +14,7 @@ typedef struct {
     CUevent start, end;
     int index;
     uint64_t signature;
+    CUstream stream;
 } vgpu_pending;
 
 typedef struct vgpu_track {
@@ -22,6 +23,8 @@ typedef struct vgpu_track {
     int head, count;
     CUevent pool[VGPU_POOL];
     int pooled;
+    CUevent mark;          /* the end of the settled launch that ended last, or NULL (launch.c) */
+    CUstream mark_stream;  /* its stream */
     struct vgpu_track *next;
 } vgpu_track;
 
@@ -36,7 +39,7 @@ void vgpu_tracks_forget(void);
 CUevent vgpu_track_recorded_event(vgpu_track *t, CUstream stream);
 /* Back to the pool (or destroyed when the pool is full). */
 void vgpu_track_give(vgpu_track *t, CUevent ev);
-/* Destroys the pooled events. */
+/* Destroys the pooled events and the mark. */
 void vgpu_track_drop_pool(vgpu_track *t);
 void vgpu_event_destroy(CUevent ev);
 /* The driver's answer when an event last could not be created or recorded. */

@@ -27,7 +27,10 @@ The rule, per container and GPU, every step:
   times higher than under a one-period ceiling, so once the container turns busy it comes back
   down in a few more steps (a 30 of 30/70 from its ceiling: 17 steps of the model in
   tests/core/test_contention.py, 12 with one period). A faster fall than rise was tried and
-  left the GPU idler: with noisy shares an asymmetric law settles below the allowance;
+  left the GPU idler: with noisy shares an asymmetric law settles below the allowance. (The
+  interposer has since charged overlapping spans of one context once, vgpu-core/README.md,
+  "Several streams"; the ceiling stays for what that misses, e.g. several contexts of one
+  process on one GPU, whose spans it does not join);
 - a container that got the whole GPU (within DEADBAND) falls by the largest step: its share is
   saturated, so (allowance / real share) understates how far past its allowance its scale lets
   it go; alone, a 90 wound up to its ceiling would otherwise take 43 steps, most of them at 100

@@ -15,7 +15,9 @@
  *                                 the primary context retained again, then as spin
  *   gpuspin graph SECONDS US      after a warm-up, one such kernel captured into a graph on a
  *                                 stream (global capture mode, torch.cuda.graph's default), then
- *                                 the graph launched for SECONDS; prints the capture's code too */
+ *                                 the graph launched for SECONDS; prints the capture's code too
+ *   gpuspin streams SECONDS US    as spin, round robin over eight streams at once (their spans
+ *                                 overlap on the GPU: vgpu-core charges the overlap once) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -134,6 +136,27 @@ static int launch_for(double settle, double seconds, CUfunction f, void **params
     return 0;
 }
 
+/* Spin kernels round robin over eight streams for SECONDS. */
+static int streams(double seconds, double us)
+{
+    CUfunction f = spin_kernel();
+    uint64_t cycles = cycles_of(us);
+    void *params[] = {&cycles};
+    CUstream s[8];
+    for (int i = 0; i < 8; i++)
+        check(cuStreamCreate(&s[i], 0), "cuStreamCreate");
+    long kernels = 0;
+    double start = now_s();
+    while (now_s() - start < seconds) {
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s[kernels % 8], params, NULL),
+              "cuLaunchKernel");
+        kernels++;
+    }
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    printf("{\"kernels\": %ld, \"window_s\": %.4f}\n", kernels, now_s() - start);
+    return 0;
+}
+
 static int spin(double seconds, double us)
 {
     CUfunction f = spin_kernel();
@@ -181,9 +204,11 @@ int main(int argc, char **argv)
         return graph(atof(argv[2]), atof(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "reset"))
         return reset(atof(argv[2]), atof(argv[3]));
+    if (argc == 4 && !strcmp(argv[1], "streams"))
+        return streams(atof(argv[2]), atof(argv[3]));
     if ((argc == 4 || argc == 5) && !strcmp(argv[1], "work"))
         return work(atof(argv[2]), strtoull(argv[3], NULL, 10), argc == 5 ? atof(argv[4]) : 0);
-    fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin|graph|reset SECONDS US | "
+    fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin|graph|reset|streams SECONDS US | "
                     "gpuspin work SECONDS ITERS [SETTLE]\n");
     return 2;
 }
