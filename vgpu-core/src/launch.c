@@ -1,7 +1,8 @@
 /* Per-process measurement of launches. Each measured launch is bracketed by two events on its
  * stream; when the end event has completed, the elapsed time between them is the launch's busy
  * time, charged to the container's budget. Pending launches per context are bounded, so a process
- * cannot run far ahead of its measurements.
+ * cannot run far ahead of its measurements. Spans of launches on several streams overlap; the
+ * overlap is charged once (uncovered, below).
  *
  * Three rules keep the measurement from breaking programs or switching itself off:
  * - Nothing is recorded on a stream that is being captured (cuStreamIsCapturing): captured work
@@ -125,6 +126,8 @@ static int64_t uncovered(vgpu_track *t, const vgpu_pending *p, int64_t span, ev_
 drop:
     vgpu_event_destroy(t->mark);
     t->mark = NULL;
+    move_mark(t, p->end, p->stream); /* the launch's own events answered: a fresh mark */
+    *kept = 1;
     return span;
 }
 
