@@ -156,7 +156,10 @@ def busy_rates(c: Cluster, pids: list[int], seconds: float) -> tuple[list[float]
 
 
 def held(split: tuple[int, ...], shares: list[float], idle: float) -> bool:
-    """Each container within 3 points of its guarantee (or above) and the GPU idle under 5 %."""
+    """Each container within 3 points of its guarantee (or above) and the GPU idle under 5 %;
+    a container alone, within 3 points of its allowance either way (the GPU idles the rest)."""
+    if len(split) == 1:
+        return abs(shares[0] - split[0]) <= 3
     return idle < 5 and all(g >= want - 3 for g, want in zip(shares, split, strict=True))
 
 
