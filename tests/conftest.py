@@ -8,6 +8,9 @@ package. The fake API server's fixtures come from the conftests of the folders t
 core's and the simulator's tests also run on a plain `pip install .` (CI does).
 """
 
+import math
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,3 +38,23 @@ class Groups(LoadScopeScheduling):  # type: ignore[misc]  # xdist is untyped
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadScopeScheduling | None:
     """The suite's scheduler for `--dist loadscope` (Groups); xdist's own for any other mode."""
     return Groups(config, log) if config.getvalue("dist") == "loadscope" else None
+
+
+def cpus_allowed(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The CPUs this process may use: its affinity, within a cgroup v2 CPU quota (`cpu.max`,
+    "QUOTA PERIOD" or "max PERIOD"), which a container may set without narrowing its affinity."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = cpu_max.read_text().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: one worker per CPU the suite may use (cpus_allowed), not per CPU the machine
+    has: more workers than CPUs would slow every timing-sensitive test down. xdist's own
+    answer where PYTEST_XDIST_AUTO_NUM_WORKERS names a number."""
+    return None if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS") else cpus_allowed()

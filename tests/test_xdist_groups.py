@@ -26,3 +26,14 @@ def test_the_real_cluster_tier_runs_on_one_worker_and_other_files_spread() -> No
         workers.setdefault(scope, set()).add(worker)
     assert set(workers) == {"realk8s", "tests/test_waiting.py"}, run.stdout[-3000:]
     assert all(len(w) == 1 for w in workers.values()), workers
+
+
+def test_auto_workers_follow_a_cgroup_cpu_quota(tmp_path: Path) -> None:
+    from tests.conftest import cpus_allowed
+
+    cpu_max = tmp_path / "cpu.max"
+    cpu_max.write_text("150000 100000\n")  # 1.5 CPUs: two workers, if the affinity has two
+    assert cpus_allowed(cpu_max) == min(2, len(os.sched_getaffinity(0)))
+    cpu_max.write_text("max 100000\n")
+    assert cpus_allowed(cpu_max) == len(os.sched_getaffinity(0))
+    assert cpus_allowed(tmp_path / "absent") == len(os.sched_getaffinity(0))
