@@ -69,6 +69,8 @@ def test_failed_registrations_warn_once_per_streak(
         # Registration succeeds after the refusals' backoff (0.5 s doubling, per resource): wait
         # well past it; a wait of 8 s ran out once on a loaded machine.
         assert holds_within(plugins.manager.registered, timeout=30.0)
+        # the line follows the last registration (a loaded machine ran the check in between)
+        assert holds_within(lambda: lines(caplog, "registered with the kubelet"))
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert len(warnings) <= 2, [r.getMessage() for r in warnings]  # one per resource
         assert len(lines(caplog, "registered with the kubelet")) == 1
