@@ -17,7 +17,7 @@
 
 #include "standin.h"
 
-#define SI_MAGIC 0x76677075534e3031ull /* "vgpuSN01" */
+#define SI_MAGIC 0x76677075534e3032ull /* "vgpuSN02" */
 #define SI_LOCK_BASE (1ll << 30)
 
 static struct si_node node;
@@ -97,11 +97,22 @@ struct si_node *si_node(char *err, size_t errlen) {
     return &node;
 }
 
+/* The counts of exported and hold records, from the records themselves. */
+static void recount(struct si_shared *sh) {
+    sh->exported = sh->holds = 0;
+    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+        sh->exported += sh->alloc[i].kind == SI_EXPORTED;
+        sh->holds += sh->alloc[i].kind == SI_HOLD;
+    }
+}
+
 struct si_shared *si_lock(struct si_node *n) {
     int rc = pthread_mutex_lock(&n->sh->lock);
-    if (rc == EOWNERDEAD) /* the holder was killed; the data it guarded is still consistent
-                             enough for a simulation: every update is a few stores */
+    if (rc == EOWNERDEAD) { /* the holder was killed; the data it guarded is still consistent
+                               enough for a simulation: every update is a few stores */
         pthread_mutex_consistent(&n->sh->lock);
+        recount(n->sh); /* but a count may have missed its record's last store */
+    }
     si_reap(n);
     return n->sh;
 }
@@ -121,6 +132,13 @@ static int slot_alive(struct si_node *n, int slot) {
     return lock_byte(n->fd, slot, F_WRLCK, F_OFD_GETLK) != F_UNLCK;
 }
 
+static void raise_top(int32_t *top, int32_t to) {
+    int32_t was = __atomic_load_n(top, __ATOMIC_RELAXED);
+    while (was < to &&
+           !__atomic_compare_exchange_n(top, &was, to, 1, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+    }
+}
+
 int si_register(struct si_node *n) {
     pthread_mutex_lock(&slot_mu);
     if (n->slot >= 0 && n->pid != getpid()) { /* forked child: the slot is the parent's */
@@ -138,6 +156,7 @@ int si_register(struct si_node *n) {
             si_cgroup_self(n->sh->proc[s].cgroup, sizeof(n->sh->proc[s].cgroup));
             n->slot = s;
             n->pid = getpid();
+            raise_top(&n->sh->proc_top, s + 1); /* registering may run outside the lock */
             break;
         }
     }
@@ -150,15 +169,22 @@ int si_register(struct si_node *n) {
 void si_reap(struct si_node *n) {
     struct si_shared *sh = n->sh;
     char dead[SI_MAX_PROCS] = {0};
-    for (int s = 0; s < SI_MAX_PROCS; s++)
+    int any = 0;
+    int32_t top = __atomic_load_n(&sh->proc_top, __ATOMIC_ACQUIRE);
+    top = top < SI_MAX_PROCS ? top : SI_MAX_PROCS;
+    for (int s = 0; s < top; s++) {
         dead[s] = sh->proc[s].pid != 0 && !(s == n->slot && n->pid == getpid()) &&
                   !slot_alive(n, s);
-    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
-        struct si_alloc *a = &sh->alloc[i];
-        if (a->kind == SI_HOLD && dead[a->proc])
-            memset(a, 0, sizeof(*a));
+        any |= dead[s];
     }
-    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+    for (int i = 0; any && i < SI_MAX_ALLOCS; i++) {
+        struct si_alloc *a = &sh->alloc[i];
+        if (a->kind == SI_HOLD && dead[a->proc]) {
+            memset(a, 0, sizeof(*a));
+            sh->holds--;
+        }
+    }
+    for (int i = 0; any && i < SI_MAX_ALLOCS; i++) { /* nobody died: nothing to give back */
         struct si_alloc *a = &sh->alloc[i];
         if (a->kind == SI_EXPORTED) {
             continue; /* no process's: freed at its descriptors' last close (si_exports_reap) */
@@ -169,7 +195,7 @@ void si_reap(struct si_node *n) {
             memset(a, 0, sizeof(*a));
         }
     }
-    for (int s = 0; s < SI_MAX_PROCS; s++)
+    for (int s = 0; s < top; s++)
         if (dead[s])
             memset(&sh->proc[s], 0, sizeof(sh->proc[s]));
     si_exports_reap(n);

@@ -83,12 +83,13 @@ void si_exports_remove(struct si_node *n, const struct si_alloc *a) {
 /* Frees the memory only its exported descriptors held, once none of them is open any more. */
 void si_exports_reap(struct si_node *n) {
     struct si_shared *sh = n->sh;
-    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+    for (int i = 0; sh->exported > 0 && i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *a = &sh->alloc[i];
         if (a->kind != SI_EXPORTED || si_exports_open(n, a))
             continue;
         si_exports_remove(n, a);
         sh->gpu[a->gpu].used -= a->bytes;
         memset(a, 0, sizeof(*a));
+        sh->exported--;
     }
 }

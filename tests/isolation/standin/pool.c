@@ -78,12 +78,14 @@ int si_mem_hold(struct si_node *n, uint64_t ptr) {
     if (slot >= 0 && mem && mem->kind == SI_EXPORTED) { /* imported through a descriptor that */
         mem->kind = SI_VMM;                           /* alone still held it: charged here */
         mem->proc = slot;
+        sh->exported--;
         sh->proc[slot].used[mem->gpu] += mem->bytes;
         return 0;
     }
     if (slot < 0 || !mem || !free_rec)
         return -1; /* freed already: no handle, mapping or open descriptor was left */
     *free_rec = (struct si_alloc){ptr, 0, slot, mem->gpu, SI_HOLD, 0};
+    sh->holds++;
     return 0;
 }
 
@@ -91,7 +93,7 @@ int si_mem_hold(struct si_node *n, uint64_t ptr) {
  * its exported descriptors while one is still open (pins.c), or is freed when nothing holds it. */
 void si_mem_hand_over(struct si_node *n, struct si_alloc *a) {
     struct si_shared *sh = n->sh;
-    for (int i = 0; i < SI_MAX_ALLOCS; i++) {
+    for (int i = 0; sh->holds > 0 && i < SI_MAX_ALLOCS; i++) {
         struct si_alloc *h = &sh->alloc[i];
         if (h->kind != SI_HOLD || h->ptr != a->ptr)
             continue;
@@ -99,11 +101,13 @@ void si_mem_hand_over(struct si_node *n, struct si_alloc *a) {
         sh->proc[h->proc].used[a->gpu] += a->bytes;
         a->proc = h->proc;
         memset(h, 0, sizeof(*h));
+        sh->holds--;
         return;
     }
     sh->proc[a->proc].used[a->gpu] -= a->bytes;
     if (a->kind == SI_VMM && si_exports_open(n, a)) {
         a->kind = SI_EXPORTED; /* no process's any more; freed at the last close */
+        sh->exported++;
         return;
     }
     if (a->kind == SI_VMM)
@@ -119,10 +123,12 @@ void si_mem_let_go(struct si_node *n, uint64_t ptr) {
         if (a->ptr != ptr || a->proc != n->slot ||
             (a->kind != SI_HOLD && a->kind != SI_VMM && a->kind != SI_MEM))
             continue;
-        if (a->kind == SI_HOLD)
+        if (a->kind == SI_HOLD) {
             memset(a, 0, sizeof(*a));
-        else
+            sh->holds--;
+        } else {
             si_mem_hand_over(n, a);
+        }
         return;
     }
 }

@@ -116,6 +116,10 @@ struct si_shared {
     uint64_t magic;
     pthread_mutex_t lock; /* robust, process-shared */
     uint64_t busy_seq;
+    int32_t exported; /* alloc records of kind SI_EXPORTED, and of kind SI_HOLD: the scans for */
+    int32_t holds;    /* them run only while there are some (a launch takes the lock four times) */
+    int32_t proc_top; /* every slot at or past it has always been free: si_reap looks below */
+    int32_t pad;
     struct si_gpu_state gpu[SI_MAX_GPUS];
     struct si_proc proc[SI_MAX_PROCS];
     struct si_alloc alloc[SI_MAX_ALLOCS];
