@@ -34,6 +34,7 @@ type recordingRuntime struct {
 	*fake.RemoteRuntime
 	dir     string
 	cdiDir  string // CDI spec directory whose createRuntime hooks run (fakecri_hooks.go); "" none
+	crio    bool   // the hooks' state carries CRI-O's annotations, not containerd's
 	mu      sync.Mutex
 	exits   map[string]int32        // container ID -> exit code
 	pending map[string]pendingStart // container ID -> hooks to run when it starts
@@ -78,7 +79,7 @@ func (r *recordingRuntime) CreateContainer(
 		return nil, herr
 	}
 	if len(hooks) > 0 {
-		state, serr := hookState(resp.ContainerId, req)
+		state, serr := hookState(resp.ContainerId, req, r.crio)
 		if serr != nil {
 			return nil, serr
 		}
@@ -146,8 +147,13 @@ func runFakeCRI(args []string) int {
 	endpoint := fs.String("endpoint", "", "unix:///path/to/cri.sock (required)")
 	dir := fs.String("record-dir", "", "directory for one JSON file per created container (required)")
 	cdiDir := fs.String("cdi-dir", "", "CDI spec directory: run the createRuntime hooks of a container's CDI devices when it starts")
+	annotations := fs.String("annotations", "containerd", "whose annotations the hooks' state carries: containerd or cri-o")
 	if err := fs.Parse(args); err != nil || *endpoint == "" || *dir == "" {
 		fmt.Fprintln(os.Stderr, "fake-cri: --endpoint and --record-dir are required")
+		return 2
+	}
+	if *annotations != "containerd" && *annotations != "cri-o" {
+		fmt.Fprintln(os.Stderr, "fake-cri: --annotations must be containerd or cri-o, not", *annotations)
 		return 2
 	}
 	if err := os.MkdirAll(*dir, 0o755); err != nil {
@@ -155,7 +161,7 @@ func runFakeCRI(args []string) int {
 		return 1
 	}
 	rt := &recordingRuntime{
-		RemoteRuntime: fake.NewFakeRemoteRuntime(), dir: *dir, cdiDir: *cdiDir,
+		RemoteRuntime: fake.NewFakeRemoteRuntime(), dir: *dir, cdiDir: *cdiDir, crio: *annotations == "cri-o",
 		exits: map[string]int32{}, pending: map[string]pendingStart{},
 	}
 	// Any image "pulls" instantly; a size of zero would make the kubelet reject it.

@@ -36,6 +36,13 @@ import (
 //   - The state carries the annotations containerd puts on every container: the pod's UID,
 //     namespace and name and the container's name and type (containerd
 //     internal/cri/annotations/annotations.go, DefaultCRIAnnotations), besides the kubelet's.
+//   - With --annotations=cri-o, the state carries CRI-O's instead: the sandbox's annotations
+//     (the pod's own: the kubelet sends them as PodSandboxConfig.Annotations, Kubernetes
+//     pkg/kubelet/kuberuntime/kuberuntime_sandbox.go and labels.go, newPodAnnotations), then
+//     CRI-O's own keys, then the container's annotations, then its labels last, the kubelet's
+//     io.kubernetes.pod.uid among them (CRI-O internal/factory/container/container.go,
+//     SpecAddAnnotations; Kubernetes labels.go, newContainerLabels). CRI-O sets no
+//     io.kubernetes.cri.* key, so a pod's annotation of that name reaches the hook.
 //
 // What the fake leaves out: containers never run, so the state has no pid; CDI devices no spec
 // here names (the GPUs' nvidia.com/gpu=UUID) are ignored rather than refused.
@@ -117,23 +124,47 @@ func onlyCreateRuntime(hooks []cdiHook) []cdiHook {
 	return out
 }
 
-// hookState is the OCI state a hook reads on stdin, with containerd's CRI annotations.
-func hookState(id string, req *kubeapi.CreateContainerRequest) ([]byte, error) {
+// hookState is the OCI state a hook reads on stdin, with containerd's CRI annotations or
+// CRI-O's (see above).
+func hookState(id string, req *kubeapi.CreateContainerRequest, crio bool) ([]byte, error) {
 	notes := map[string]string{}
-	for k, v := range req.GetConfig().GetAnnotations() {
-		notes[k] = v
+	if crio {
+		notes = crioAnnotations(req)
+	} else {
+		for k, v := range req.GetConfig().GetAnnotations() {
+			notes[k] = v
+		}
+		meta := req.GetSandboxConfig().GetMetadata()
+		notes["io.kubernetes.cri.container-type"] = "container"
+		notes["io.kubernetes.cri.sandbox-id"] = req.GetPodSandboxId()
+		notes["io.kubernetes.cri.sandbox-uid"] = meta.GetUid()
+		notes["io.kubernetes.cri.sandbox-namespace"] = meta.GetNamespace()
+		notes["io.kubernetes.cri.sandbox-name"] = meta.GetName()
+		notes["io.kubernetes.cri.container-name"] = req.GetConfig().GetMetadata().GetName()
 	}
-	meta := req.GetSandboxConfig().GetMetadata()
-	notes["io.kubernetes.cri.container-type"] = "container"
-	notes["io.kubernetes.cri.sandbox-id"] = req.GetPodSandboxId()
-	notes["io.kubernetes.cri.sandbox-uid"] = meta.GetUid()
-	notes["io.kubernetes.cri.sandbox-namespace"] = meta.GetNamespace()
-	notes["io.kubernetes.cri.sandbox-name"] = meta.GetName()
-	notes["io.kubernetes.cri.container-name"] = req.GetConfig().GetMetadata().GetName()
 	return json.Marshal(map[string]any{
 		"ociVersion": "1.2.0", "id": id, "status": "creating", "bundle": "/run/fake-cri/" + id,
 		"annotations": notes,
 	})
+}
+
+// crioAnnotations are a container's annotations as CRI-O writes them, in its order: each
+// later source overwrites an earlier one's key.
+func crioAnnotations(req *kubeapi.CreateContainerRequest) map[string]string {
+	notes := map[string]string{}
+	for k, v := range req.GetSandboxConfig().GetAnnotations() {
+		notes[k] = v
+	}
+	notes["io.kubernetes.cri-o.SandboxID"] = req.GetPodSandboxId()
+	notes["io.kubernetes.cri-o.ContainerType"] = "container"
+	notes["io.container.manager"] = "cri-o"
+	later := []map[string]string{req.GetConfig().GetAnnotations(), req.GetConfig().GetLabels()}
+	for _, from := range later {
+		for k, v := range from {
+			notes[k] = v
+		}
+	}
+	return notes
 }
 
 // runHook runs one hook as an OCI runtime does: its path, its argv, only its environment, the

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -69,8 +70,9 @@ def apply(api: Rest, obj: Obj) -> None:
 class DraNode:
     """node-d: fake CRI, real kubelet, `vgpu dra-driver` as the shipped service account."""
 
-    def __init__(self, cluster: RealCluster) -> None:
+    def __init__(self, cluster: RealCluster, annotations: str = "containerd") -> None:
         self.cluster = cluster
+        self.annotations = annotations  # whose the fake runtime gives its hooks: or "cri-o"
         self.dir = cluster.node_dir(DRA_NODE)
         self.kubelet_dir = self.dir / "kubelet"
         self.cdi = self.dir / "cdi"
@@ -83,7 +85,8 @@ class DraNode:
         c.procs.start(
             f"cri-{DRA_NODE}",
             [binary, "fake-cri", f"--endpoint=unix://{self.dir / 'cri.sock'}",
-             f"--record-dir={self.dir / 'containers'}", f"--cdi-dir={self.cdi}"],
+             f"--record-dir={self.dir / 'containers'}", f"--cdi-dir={self.cdi}",
+             f"--annotations={self.annotations}"],
         )  # fmt: skip
         wait_until(lambda: (self.dir / "cri.sock").exists(), 30, "fake CRI of node-d")
         c.start_kubelet(DRA_NODE)
@@ -148,10 +151,18 @@ class DraNode:
 
 @pytest.fixture(scope="module")
 def dra(realk8s_binary: Path) -> Iterator[DraNode]:
+    with dra_cluster(realk8s_binary) as node:
+        yield node
+
+
+@contextmanager
+def dra_cluster(program: Path, annotations: str = "containerd") -> Iterator[DraNode]:
+    """node-a (device plugin) and node-d (DRA driver) with the scheduler, the extender and the
+    controllers DRA needs; node-d's fake runtime gives its hooks `annotations`' annotations."""
     root = Path(tempfile.mkdtemp(prefix="vk8s-dra-"))
     nodes = [NodeSpec("node-a", GPUS), NodeSpec(DRA_NODE, GPUS)]
-    cluster = RealCluster(root, realk8s_binary, nodes)
-    node = DraNode(cluster)
+    cluster = RealCluster(root, program, nodes)
+    node = DraNode(cluster, annotations)
     try:
         cluster.up(api_only=True)  # certificates for both nodes; then node-a as `up` would
         cluster.start_scheduler()
