@@ -84,6 +84,18 @@ def test_busy_containers_converge_to_their_allowances_within_a_point(
 
 
 @given(busy_gpu())
+@example(([12, 88], [3.73, 1.0]))
+def test_busy_containers_reach_their_allowances_within_eight_windows(
+    case: tuple[list[int], list[float]],
+) -> None:
+    """4 s at the agent's default period: bench/contention.py settles that long. With a gain of
+    0.35 some took ten windows, and on the stand-in a 50/50 pair was still up to 4 points apart
+    after 4 s (docs/performance.md, "Cores under contention")."""
+    allow, inflation = case
+    assert max(abs(g - a) for g, a in zip(run(allow, inflation, 8), allow, strict=True)) <= DEADBAND
+
+
+@given(busy_gpu())
 def test_allowances_that_fill_the_gpu_leave_it_no_idle_time(
     case: tuple[list[int], list[float]],
 ) -> None:

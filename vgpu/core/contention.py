@@ -25,16 +25,16 @@ The rule, per container and GPU, every step:
   measured time, within the library's SCALE_MAX); a scale above that would only wind up. The
   cost: a scale wound up while its container wanted less than its allowance can be up to OVERLAP
   times higher than under a one-period ceiling, so once the container turns busy it comes back
-  down in a few more steps (a 30 of 30/70 from its ceiling: 17 steps of the model in
-  tests/core/test_contention.py, 12 with one period). A faster fall than rise was tried and
+  down in a few more steps (a 30 of 30/70 from its ceiling: 11 corrections of the model in
+  tests/core/test_contention.py before it is within a point, 7 with one period). A faster fall than rise was tried and
   left the GPU idler: with noisy shares an asymmetric law settles below the allowance. (The
   interposer has since charged overlapping spans of one context once, vgpu-core/README.md,
   "Several streams"; the ceiling stays for what that misses, e.g. several contexts of one
   process on one GPU, whose spans it does not join);
 - a container that got the whole GPU (within DEADBAND) falls by the largest step: its share is
   saturated, so (allowance / real share) understates how far past its allowance its scale lets
-  it go; alone, a 90 wound up to its ceiling would otherwise take 43 steps, most of them at 100
-  (eleven so, for any allowance, on the model);
+  it go; alone, a 90 wound up to its ceiling would otherwise take 30 corrections, most of them
+  at 100 (3 with this rule, on the model);
 - an inactive container (no recent launch) goes back to neutral;
 - while some of the GPU's utilisation belongs to no known container (a process the agent cannot
   attribute, perhaps one hiding from it), no scale on that GPU rises: a container that hid its
@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 SCALE_NEUTRAL = 1000
 SCALE_MAX = 8000
-GAIN = 0.35
+GAIN = 0.5  # 0.35 was slower to settle: a 50/50 pair on the stand-in up to 4 points apart after 4 s
 MAX_STEP = 2.0
 OVERLAP = 4  # streams of one container running at once that the scale makes up for
 DEADBAND = 1.0  # points of the GPU: NVML reports whole percents
