@@ -164,22 +164,26 @@ def held(split: tuple[int, ...], shares: list[float], idle: float) -> bool:
 
 
 def settled_shares(
-    c: Cluster, split: tuple[int, ...], modes: tuple[str, ...]
+    c: Cluster, split: tuple[int, ...], modes: tuple[str, ...], processes: int = 1
 ) -> tuple[list[float], float]:
-    """Busy containers of these guarantees, container i launching as cuload's `modes[i]`, beside
-    the agent's outer loop: their shares and the idle percent once settled. On a loaded machine
-    convergence takes longer: the first of a few windows in a row that holds counts, and the last
-    one is reported when none does."""
+    """Busy containers of these guarantees, container i launching as cuload's `modes[i]` from
+    `processes` processes (the first container; the others from one), beside the agent's outer
+    loop: their shares and the idle percent once settled. On a loaded machine convergence takes
+    longer: the first of a few windows in a row that holds counts, and the last one is reported
+    when none does."""
     containers = [c.admit([(0, cores, 256)]) for cores in split]
     seconds = str(SETTLE_S + WINDOWS * MEASURE_S + 1)
+    owners = [0] * processes + list(range(1, len(split)))  # each process's container
     with elastic_agent(c):
-        argvs = [[str(c.build.cuload), "spin", "0", seconds, KERNEL_US, m] for m in modes]
-        runs = [c.sandbox.popen(k, argv) for k, argv in zip(containers, argvs, strict=True)]
+        argvs = [[str(c.build.cuload), "spin", "0", seconds, KERNEL_US, modes[i]] for i in owners]
+        runs = [c.sandbox.popen(containers[i], argv) for i, argv in zip(owners, argvs, strict=True)]
         try:
             pids = [int(r.stdout.readline().split()[1]) for r in runs if r.stdout is not None]
             time.sleep(SETTLE_S)  # the outer loop converges (about ten corrections)
             for _ in range(WINDOWS):
-                shares, idle = busy_rates(c, pids, MEASURE_S)
+                each, idle = busy_rates(c, pids, MEASURE_S)
+                shares = [sum(g for g, o in zip(each, owners, strict=True) if o == i)
+                          for i in range(len(split))]  # fmt: skip
                 if held(split, shares, idle):
                     break
         finally:
@@ -200,6 +204,17 @@ def test_busy_neighbours_each_get_their_guarantee_and_the_gpu_does_not_idle(
     for got, guaranteed in zip(shares, split, strict=True):
         assert got >= guaranteed - 3, (split, shares, idle)
     assert idle < 5, (split, shares, idle)
+
+
+def test_a_container_of_two_busy_processes_beside_a_busy_neighbour_gets_its_guarantee(
+    timing_cluster: Cluster,
+) -> None:
+    """Two processes are two contexts, time-sliced between themselves as well as with the
+    neighbour, and share one budget: each one's events time the other's turns too. The agent
+    sums NVML's per-process shares per container, so the container as a whole is corrected."""
+    split = (30, 70)
+    shares, idle = settled_shares(timing_cluster, split, ("kernel", "kernel"), processes=2)
+    assert held(split, shares, idle), (split, shares, idle)
 
 
 def test_a_container_on_four_streams_at_once_beside_a_busy_neighbour_gets_its_guarantee(
