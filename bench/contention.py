@@ -5,10 +5,11 @@ tier's `cuload`) in bubblewrap containers over the stand-in driver, whose GPU ti
 between processes (tests/isolation/standin/timeline.c: a kernel's events also time the other
 processes' turns, as on a GPU without MPS). The node agent's elastic duty runs beside them, once
 without its NVML outer loop (every scale neutral: the interposer's events alone, as before the
-outer loop existed) and once with it. Each share is a process's busy time on the GPU's timeline
-over a window after the loop has settled; medians of --runs. The last two rows launch on several
-streams at once (cuload's `streams8`: round robin over eight; `streams`: four) beside a neighbour
-on one:
+outer loop existed) and once with it. Each share is a container's busy time on the GPU's timeline
+(its processes' together) over a window after the loop has settled; medians of --runs. The last
+rows put one container beside a neighbour launching on one stream: `s8`/`s4` launch on several
+streams at once (cuload's `streams8`: round robin over eight; `streams`: four), `g` launches a
+CUDA graph (as PyTorch and vLLM run once captured), `p2` is two processes each launching kernels:
 
     python bench/contention.py [--runs 3] [--settle 4] [--window 3] [--correct 0.5]
 """
@@ -35,8 +36,11 @@ SPLITS: list[tuple[tuple[int, ...], tuple[str, ...]]] = [
     ((20, 30, 50), (ONE, ONE, ONE)),
     ((50, 50), ("streams8", ONE)),
     ((30, 70), ("streams", ONE)),
+    ((30, 70), ("graph", ONE)),
+    ((30, 70), ("two", ONE)),
 ]
-STREAMS = {ONE: "", "streams": "s4", "streams8": "s8"}  # the row's label for each mode
+# the row's label for each mode; "two": two processes of the container, each launching kernels
+STREAMS = {ONE: "", "streams": "s4", "streams8": "s8", "graph": "g", "two": "p2"}
 
 
 def measure(
@@ -52,13 +56,22 @@ def measure(
     cluster = Cluster(build, 1, Path(tempfile.mkdtemp(dir=root)))
     containers = [cluster.admit([(0, cores, 256)]) for cores in split]
     seconds = str(settle + window + 1)
-    argvs = [[str(cluster.build.cuload), "spin", "0", seconds, KERNEL_US, m] for m in modes]
+    owners = [i for i, m in enumerate(modes) for _ in range(2 if m == "two" else 1)]
+    argvs = [
+        [str(cluster.build.cuload), "spin", "0", seconds, KERNEL_US, ONE if m == "two" else m]
+        for m in (modes[i] for i in owners)
+    ]
     with elastic_agent(cluster, correct):
-        runs = [cluster.sandbox.popen(c, a) for c, a in zip(containers, argvs, strict=True)]
+        runs = [cluster.sandbox.popen(containers[i], a) for i, a in zip(owners, argvs, strict=True)]
         try:
             pids = [int(r.stdout.readline().split()[1]) for r in runs if r.stdout is not None]
             time.sleep(settle)
-            return busy_rates(cluster, pids, window)
+            each, idle = busy_rates(cluster, pids, window)
+            shares = [
+                sum(g for g, o in zip(each, owners, strict=True) if o == i)
+                for i in range(len(split))
+            ]
+            return shares, idle
         finally:
             for r in runs:
                 r.kill()
