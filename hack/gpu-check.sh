@@ -30,6 +30,9 @@
 #       (how the runtime reaches the driver), beside cuMemGetInfo_v2: all equal the grant while
 #       the same call without the library reports the GPU's own size (no cuDeviceGetAttribute
 #       reports memory size, so none is read);
+#     - the CPU time a launch takes inside cuLaunchKernel under a 50 % cores limit (every launch
+#       measured with events: two records, the queries of settled launches, capture status),
+#       beside the same without the library, 1 us kernels paced so that none is held back;
 #     - a 30 % share on eight streams at once (vgpu-core charges the time their spans overlap
 #       once; whether cuEventElapsedTime answers a negative time when its second event came first,
 #       which the interposer relies on and NVIDIA's reference does not say, shows here: an error
@@ -118,6 +121,11 @@ inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json" || true
 "$work/gpuspin" streams "$seconds" 1000 >"$work/s8-bare.json" || true
 container s30 1073741824 30
 inside s30 "$work/gpuspin" streams "$seconds" 1000 >"$work/s30.json" || true
+# The CPU a launch costs inside cuLaunchKernel, 1 us kernels one every 50 us: bare, and under a
+# 50 % limit that measures every launch with events but holds none back.
+"$work/gpuspin" pace "$seconds" 1 50 >"$work/pace-bare.json" || true
+container pace50 1073741824 50
+inside pace50 "$work/gpuspin" pace "$seconds" 1 50 >"$work/pace50.json" || true
 container vmm 1073741824 100
 inside vmm "$work/gpumem" vmm 805306368 >"$work/vmm.json" || true
 inside vmm "$work/gpumem" graph 805306368 >"$work/graphmem.json" || true
@@ -211,6 +219,10 @@ checks.append(judged("30 cores after cuDevicePrimaryCtxReset within 8 points", [
 checks.append(judged("30 cores on eight streams at once within 8 points", ["s30", "s8-bare"],
                      lambda s30, bare: abs(share_of("s30", "s8-bare") - 30) <= 8,
                      share=lambda: share_of("s30", "s8-bare")))
+added_ns = lambda: round(read("pace50")["launch_cpu_ns"] - read("pace-bare")["launch_cpu_ns"])
+checks.append(judged("CPU per launch under a 50 % cores limit: at most 1 us more than bare",
+                     ["pace50", "pace-bare"], lambda *_: added_ns() <= 1000,
+                     added_ns=added_ns, bare_ns=lambda: read("pace-bare")["launch_cpu_ns"]))
 checks.append(judged("VMM: released but mapped memory refuses a second create past the grant",
                      ["vmm"], lambda vmm: vmm["second"] == 2 and vmm["after_unmap"] == 0,
                      vmm=lambda: read("vmm")))

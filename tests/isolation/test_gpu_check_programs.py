@@ -127,6 +127,17 @@ def test_the_throttle_holds_the_fixed_work_kernel_counted_after_settling(
     assert throttled <= 35, throttled
 
 
+def test_paced_launches_under_a_half_limit_are_not_held_back_and_their_cost_is_reported(
+    timing_cluster: Cluster,
+) -> None:
+    """The launch-cost check's runs: under a 50 % limit as many launches go through as without
+    one (the pace keeps the GPU a few percent busy), so its CPU figure is the launch's own."""
+    bare = run(timing_cluster, 100, 256, "gpuspin", "pace", "1", "1", "50")
+    limited = run(timing_cluster, 50, 256, "gpuspin", "pace", "1", "1", "50")
+    assert limited["kernels"] >= 0.8 * bare["kernels"] > 0, (bare, limited)
+    assert limited["launch_cpu_ns"] > 0 and bare["launch_cpu_ns"] > 0, (bare, limited)
+
+
 def test_the_gpu_check_script_parses() -> None:
     """The script itself runs only on a GPU; here bash reads it (and shellcheck, where present)."""
     script = str(ROOT / "hack/gpu-check.sh")
@@ -189,3 +200,5 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
     assert "30 cores after cuDevicePrimaryCtxReset within 8 points" in checks
     streams = checks["30 cores on eight streams at once within 8 points"]
     assert "share" in streams, streams  # both runs reported (no driver error)
+    paced = checks["CPU per launch under a 50 % cores limit: at most 1 us more than bare"]
+    assert "added_ns" in paced, paced  # both runs reported; the stand-in's figure is its own

@@ -17,7 +17,11 @@
  *                                 stream (global capture mode, torch.cuda.graph's default), then
  *                                 the graph launched for SECONDS; prints the capture's code too
  *   gpuspin streams SECONDS US    as spin, round robin over eight streams at once (their spans
- *                                 overlap on the GPU: vgpu-core charges the overlap once) */
+ *                                 overlap on the GPU: vgpu-core charges the overlap once)
+ *   gpuspin pace SECONDS US GAP   a kernel every GAP microseconds: too seldom for a cores limit of
+ *                                 50 to hold one back, so under it each launch is measured and
+ *                                 none waits; prints the thread's CPU time inside cuLaunchKernel
+ *                                 per launch (what vgpu-core adds to a launch under a limit) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,6 +87,34 @@ static uint64_t cycles_of(double us)
     int khz = 0;
     check(cuDeviceGetAttribute(&khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, 0), "cuDeviceGetAttribute");
     return (uint64_t)(us * khz / 1000.0);
+}
+
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int pace(double seconds, double us, double gap_us)
+{
+    CUfunction f = spin_kernel();
+    uint64_t cycles = cycles_of(us);
+    void *params[] = {&cycles};
+    struct timespec gap = {0, (long)(gap_us * 1000)};
+    long kernels = 0;
+    double in_launch = 0, start = now_s();
+    while (now_s() - start < seconds) {
+        double before = cpu_s();
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL), "cuLaunchKernel");
+        in_launch += cpu_s() - before;
+        kernels++;
+        nanosleep(&gap, NULL);
+    }
+    check(cuCtxSynchronize(), "cuCtxSynchronize");
+    printf("{\"kernels\": %ld, \"window_s\": %.4f, \"launch_cpu_ns\": %.1f}\n", kernels,
+           now_s() - start, kernels ? 1e9 * in_launch / (double)kernels : 0.0);
+    return 0;
 }
 
 static int graph(double seconds, double us)
@@ -206,9 +238,11 @@ int main(int argc, char **argv)
         return reset(atof(argv[2]), atof(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "streams"))
         return streams(atof(argv[2]), atof(argv[3]));
+    if (argc == 5 && !strcmp(argv[1], "pace"))
+        return pace(atof(argv[2]), atof(argv[3]), atof(argv[4]));
     if ((argc == 4 || argc == 5) && !strcmp(argv[1], "work"))
         return work(atof(argv[2]), strtoull(argv[3], NULL, 10), argc == 5 ? atof(argv[4]) : 0);
     fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin|graph|reset|streams SECONDS US | "
-                    "gpuspin work SECONDS ITERS [SETTLE]\n");
+                    "gpuspin work SECONDS ITERS [SETTLE] | gpuspin pace SECONDS US GAP\n");
     return 2;
 }
