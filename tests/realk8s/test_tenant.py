@@ -87,8 +87,11 @@ def tenant(real_cluster: RealCluster) -> Iterator[Rest]:
     admin = real_cluster.admin
     applied = [obj for path in POLICIES for obj in manifests.apply_file(admin, path)]
     probe = _unscheduled("probe", {**pods.container("main", 10), "env": [_env("LD_PRELOAD")]})
-
-    wait_until(lambda: bool(_refused(admin, pods.PODS, probe)), 60, "the policies in force")
+    wide = [pods.container(f"i{n}", 10) for n in range(MAX_VGPU_CONTAINERS)]
+    capped = _unscheduled("probe", pods.container("main", 10), init=wide)
+    # each policy is loaded by the API server on its own: wait until both refuse
+    for one in (probe, capped):
+        wait_until(lambda: bool(_refused(admin, pods.PODS, one)), 60, "the policies in force")  # noqa: B023
     pods.delete_all(admin)
     rest = _user(real_cluster, "pod-editor", POD_EDITOR)
     try:
