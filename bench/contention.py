@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.isolation.conftest import Build, Cluster, _build
-from tests.isolation.test_cores_share import KERNEL_US, busy_rates, elastic_agent
+from tests.isolation.test_cores_share import KERNEL_US, container_rates, elastic_agent
 
 ONE = "kernel"
 SPLITS: list[tuple[tuple[int, ...], tuple[str, ...]]] = [
@@ -66,12 +66,7 @@ def measure(
         try:
             pids = [int(r.stdout.readline().split()[1]) for r in runs if r.stdout is not None]
             time.sleep(settle)
-            each, idle = busy_rates(cluster, pids, window)
-            shares = [
-                sum(g for g, o in zip(each, owners, strict=True) if o == i)
-                for i in range(len(split))
-            ]
-            return shares, idle
+            return container_rates(cluster, pids, owners, window)
         finally:
             for r in runs:
                 r.kill()

@@ -155,6 +155,17 @@ def busy_rates(c: Cluster, pids: list[int], seconds: float) -> tuple[list[float]
     return each, 100 - total
 
 
+def container_rates(
+    c: Cluster, pids: list[int], owners: list[int], seconds: float
+) -> tuple[list[float], float]:
+    """As `busy_rates`, summed per container: process i belongs to container `owners[i]`."""
+    each, idle = busy_rates(c, pids, seconds)
+    per = [0.0] * (max(owners) + 1)
+    for rate, owner in zip(each, owners, strict=True):
+        per[owner] += rate
+    return per, idle
+
+
 def held(split: tuple[int, ...], shares: list[float], idle: float) -> bool:
     """Each container within 3 points of its guarantee (or above) and the GPU idle under 5 %;
     a container alone, within 3 points of its allowance either way (the GPU idles the rest)."""
@@ -181,9 +192,7 @@ def settled_shares(
             pids = [int(r.stdout.readline().split()[1]) for r in runs if r.stdout is not None]
             time.sleep(SETTLE_S)  # the outer loop converges (about ten corrections)
             for _ in range(WINDOWS):
-                each, idle = busy_rates(c, pids, MEASURE_S)
-                shares = [sum(g for g, o in zip(each, owners, strict=True) if o == i)
-                          for i in range(len(split))]  # fmt: skip
+                shares, idle = container_rates(c, pids, owners, MEASURE_S)
                 if held(split, shares, idle):
                     break
         finally:
