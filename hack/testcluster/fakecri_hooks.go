@@ -127,25 +127,32 @@ func onlyCreateRuntime(hooks []cdiHook) []cdiHook {
 // hookState is the OCI state a hook reads on stdin, with containerd's CRI annotations or
 // CRI-O's (see above).
 func hookState(id string, req *kubeapi.CreateContainerRequest, crio bool) ([]byte, error) {
-	notes := map[string]string{}
+	annotate := containerdAnnotations
 	if crio {
-		notes = crioAnnotations(req)
-	} else {
-		for k, v := range req.GetConfig().GetAnnotations() {
-			notes[k] = v
-		}
-		meta := req.GetSandboxConfig().GetMetadata()
-		notes["io.kubernetes.cri.container-type"] = "container"
-		notes["io.kubernetes.cri.sandbox-id"] = req.GetPodSandboxId()
-		notes["io.kubernetes.cri.sandbox-uid"] = meta.GetUid()
-		notes["io.kubernetes.cri.sandbox-namespace"] = meta.GetNamespace()
-		notes["io.kubernetes.cri.sandbox-name"] = meta.GetName()
-		notes["io.kubernetes.cri.container-name"] = req.GetConfig().GetMetadata().GetName()
+		annotate = crioAnnotations
 	}
+	notes := annotate(req)
 	return json.Marshal(map[string]any{
 		"ociVersion": "1.2.0", "id": id, "status": "creating", "bundle": "/run/fake-cri/" + id,
 		"annotations": notes,
 	})
+}
+
+// containerdAnnotations are a container's annotations as containerd's CRI writes them: the
+// kubelet's, then its own keys naming the pod and the container.
+func containerdAnnotations(req *kubeapi.CreateContainerRequest) map[string]string {
+	notes := map[string]string{}
+	for k, v := range req.GetConfig().GetAnnotations() {
+		notes[k] = v
+	}
+	meta := req.GetSandboxConfig().GetMetadata()
+	notes["io.kubernetes.cri.container-type"] = "container"
+	notes["io.kubernetes.cri.sandbox-id"] = req.GetPodSandboxId()
+	notes["io.kubernetes.cri.sandbox-uid"] = meta.GetUid()
+	notes["io.kubernetes.cri.sandbox-namespace"] = meta.GetNamespace()
+	notes["io.kubernetes.cri.sandbox-name"] = meta.GetName()
+	notes["io.kubernetes.cri.container-name"] = req.GetConfig().GetMetadata().GetName()
+	return notes
 }
 
 // crioAnnotations are a container's annotations as CRI-O writes them, in its order: each
