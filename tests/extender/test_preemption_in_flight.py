@@ -1,16 +1,14 @@
-"""A preemptor whose victims are still leaving in the watch is retried, not refused.
+"""A preemptor waiting for the kubelet to free its victim's devices is retried, not refused.
 
-kube-scheduler requeues a preemptor when its victim's deletion reaches its own informer; the
-extender's pod watch is a second stream and may show the victim a moment longer, terminating but
-still holding its GPU. Refusing every node then is a FitError, which runs PostFilter; there
+kube-scheduler requeues a preemptor when its victim's deletion reaches its informer; the node's
+inventory still shows the victim's devices held by the kubelet (`kubeletStale`) for about a
+second after that. Refusing every node then is a FitError, which runs PostFilter:
 `DefaultPreemption.PodEligibleToPreemptOthers` (pkg/scheduler/framework/plugins/
-defaultpreemption/default_preemption.go) looks for a lower-priority pod terminating by
-preemption on the pod's nominated node in kube-scheduler's snapshot, finds none (the victim is
-gone there) and evicts a second victim. The filter answers such a pod with an error instead
-(retried after its backoff, no PostFilter), exactly while the watch shows what would make
-kube-scheduler itself wait: a lower-priority pod on the nominated node with a deletion timestamp
-and a true `DisruptionTarget` condition of reason `PreemptionByScheduler`
-(`PodTerminatingByPreemption`, pkg/scheduler/framework/preemption).
+defaultpreemption/default_preemption.go) finds no terminating victim left in kube-scheduler's
+snapshot and evicts a second pod. The filter answers with an error instead (retried after its
+backoff, no PostFilter) while the nominated node would fit the pod once the kubelet frees them,
+and keeps doing so for a while after that error has cleared the nomination (`clearNominatedNode`
+in pkg/scheduler/schedule_one.go). `vgpu.extender.preemption_wait` says why.
 """
 
 from __future__ import annotations
@@ -22,104 +20,104 @@ import pytest
 from tests.extender.builders import Wire, make_node, make_pod
 from tests.extender.conftest import Harness
 from tests.waiting import wait_until
+from vgpu.api.inventory import InventoryGpu, NodeGpuInventory, encode_inventory
+from vgpu.core.ids import NodeName
+from vgpu.extender.preemption_wait import WAIT_S
 
 Obj = dict[str, Any]
-PREEMPTED = {
-    "type": "DisruptionTarget",
-    "status": "True",
-    "reason": "PreemptionByScheduler",
-    "message": "vgpu-scheduler: preempting to accommodate a higher priority pod",
-}
+A100 = "NVIDIA A100-SXM4-80GB"
 
 
-def _prioritised(pod: Obj, priority: int) -> Obj:
-    pod["spec"]["priority"] = priority
-    return pod
+def _node(name: str, stale_cores: int = 0) -> Obj:
+    """One A100 whose devices the kubelet still holds `stale_cores` of for deleted pods."""
+    gpu = InventoryGpu(f"GPU-{name}-0", 0, A100, 81920, 100, True, 0, (), stale_cores, 0)
+    node = make_node(name)
+    inventory = encode_inventory(NodeGpuInventory(256, (gpu,)))
+    node["metadata"]["annotations"]["vgpu.io/gpu-inventory"] = inventory
+    return node
 
 
-def _two_full_nodes(harness: Harness) -> Wire:
-    """n1 and n2, one GPU each, each taken whole by a pod of priority 10 (low1, low2)."""
-    harness.put(make_node("n1", gpus=1))
-    harness.put(make_node("n2", gpus=1))
+def _stale(harness: Harness, name: str, cores: int) -> None:
+    harness.put(_node(name, cores))
+    daemon = harness.daemons[-1]
+    wait_until(lambda: daemon.cache.node_states[NodeName(name)].gpus[0].stale_cores == cores)
+
+
+def _cluster(harness: Harness, stale_cores: int = 100) -> Wire:
+    """n1: the victim gone, its whole GPU still held by the kubelet (`stale_cores`); n2: its
+    GPU taken whole by a running pod."""
+    harness.put(_node("n1", stale_cores))
+    harness.put(_node("n2"))
     daemon = harness.start()
     wire = harness.wire(daemon)
-    for name, node in (("low1", "n1"), ("low2", "n2")):
-        harness.put(_prioritised(make_pod(name, cores=100), 10))
-        assert wire.bind(harness.pod(name), node) == ""
-    wait_until(lambda: len(daemon.cache.ledger.holdings()) == 2)
+    harness.put(make_pod("low2", cores=100))
+    assert wire.bind(harness.pod("low2"), "n2") == ""
+    wait_until(lambda: len(daemon.cache.ledger.holdings()) == 1)
     return wire
 
 
-def _leaving(harness: Harness, name: str, conditions: list[Obj]) -> None:
-    """The victim as kube-scheduler's preemption leaves it: its status condition patched, then
-    deleted with a grace period (a deletion timestamp, the pod still there)."""
-    pod = harness.pod(name)
-    pod.setdefault("status", {})["conditions"] = conditions
-    pod["metadata"]["deletionTimestamp"] = "2026-12-06T10:00:00Z"
-    pod["metadata"]["deletionGracePeriodSeconds"] = 30
-    harness.shown(pod)
-
-
-def _preemptor(harness: Harness, *, priority: int = 1000, nominated: str = "n1") -> Obj:
-    pod = _prioritised(make_pod("high", cores=100), priority)
+def _preemptor(harness: Harness, nominated: str = "n1", cores: int = 100) -> Obj:
+    pod = make_pod("high", cores=cores)
     if nominated:
         pod["status"]["nominatedNodeName"] = nominated
     return harness.shown(pod)
 
 
-def test_a_preemptor_is_retried_while_its_victim_terminates_on_its_nominated_node(
-    harness: Harness,
-) -> None:
-    wire = _two_full_nodes(harness)
-    _leaving(harness, "low1", [PREEMPTED])
+def _waits(harness: Harness) -> float | None:
+    registry = harness.daemons[-1].metrics.registry
+    return registry.get_sample_value("vgpu_extender_preemption_waits_total")
+
+
+def test_a_preemptor_waits_while_the_kubelet_frees_its_victims_devices(harness: Harness) -> None:
+    wire = _cluster(harness)
     out = wire.filter(_preemptor(harness), ["n1", "n2"])
     assert not out["NodeNames"] and not out["FailedNodes"], out
-    assert "n1" in out["Error"] and "default/low1" in out["Error"], out["Error"]
-    waits = harness.daemons[-1].metrics.registry.get_sample_value(
-        "vgpu_extender_preemption_waits_total"
-    )
-    assert waits == 1
+    assert "node n1" in out["Error"] and "kubelet" in out["Error"], out["Error"]
+    assert _waits(harness) == 1
+    # kube-scheduler cleared the nomination with that error: its retry still waits
+    out = wire.filter(_preemptor(harness, nominated=""), ["n1", "n2"])
+    assert "node n1" in out["Error"], out
+    _stale(harness, "n1", 0)  # the kubelet freed them
+    out = wire.filter(harness.pod("high"), ["n1", "n2"])
+    assert not out["Error"] and out["NodeNames"] == ["n1"], out
+
+
+def test_a_wait_ends_after_its_time_and_the_pod_is_refused_as_any_other(
+    harness: Harness,
+) -> None:
+    wire = _cluster(harness)
+    assert wire.filter(_preemptor(harness), ["n1", "n2"])["Error"]
+    harness.clock.advance(WAIT_S)
+    out = wire.filter(_preemptor(harness, nominated=""), ["n1", "n2"])
+    assert not out["Error"] and set(out["FailedNodes"]) == {"n1", "n2"}, out
 
 
 @pytest.mark.parametrize(
-    ("case", "priority", "nominated", "conditions"),
+    ("case", "nominated", "held", "names"),
     [
-        ("no nomination", 1000, "", [PREEMPTED]),
-        ("nominated elsewhere", 1000, "n2", [PREEMPTED]),
-        ("victim not lower", 10, "n1", [PREEMPTED]),
-        ("deleted by someone else", 1000, "n1", []),
-        ("condition not true", 1000, "n1", [{**PREEMPTED, "status": "False"}]),
-        ("another reason", 1000, "n1", [{**PREEMPTED, "reason": "DeletionByTaintManager"}]),
+        ("never nominated", "", 0, ["n1", "n2"]),
+        ("nominated where the kubelet holds nothing", "n2", 0, ["n1", "n2"]),
+        ("nominated node not asked about", "n1", 0, ["n2"]),
+        ("the held devices would not make room", "n1", 60, ["n1", "n2"]),
     ],
 )
-def test_other_refused_preemptors_are_refused_so_that_kube_scheduler_may_preempt(
-    harness: Harness, case: str, priority: int, nominated: str, conditions: list[Obj]
+def test_other_refused_pods_are_refused_so_that_kube_scheduler_may_preempt(
+    harness: Harness, case: str, nominated: str, held: int, names: list[str]
 ) -> None:
-    wire = _two_full_nodes(harness)
-    _leaving(harness, "low1", conditions)
-    out = wire.filter(_preemptor(harness, priority=priority, nominated=nominated), ["n1", "n2"])
+    wire = _cluster(harness, stale_cores=0)
+    if held:  # a pod holds `held` of n1's GPU, the kubelet the rest
+        harness.put(make_pod("mid", cores=held))
+        assert wire.bind(harness.pod("mid"), "n1") == "", case
+    _stale(harness, "n1", 100 - held)
+    out = wire.filter(_preemptor(harness, nominated), names)
     assert not out["Error"], case
-    assert set(out["FailedNodes"]) == {"n1", "n2"}, case
+    assert set(out["FailedNodes"]) == set(names), case
+    assert not _waits(harness), case
 
 
 def test_a_preemptor_that_fits_elsewhere_passes_there(harness: Harness) -> None:
-    wire = _two_full_nodes(harness)
-    harness.put(make_node("n3", gpus=1))
+    wire = _cluster(harness)
+    harness.put(_node("n3"))
     wait_until(lambda: "n3" in harness.daemons[-1].cache.node_states)
-    _leaving(harness, "low1", [PREEMPTED])
     out = wire.filter(_preemptor(harness), ["n1", "n2", "n3"])
     assert not out["Error"] and out["NodeNames"] == ["n3"], out
-
-
-def test_the_victims_departure_from_the_watch_lets_the_preemptor_through(
-    harness: Harness,
-) -> None:
-    wire = _two_full_nodes(harness)
-    _leaving(harness, "low1", [PREEMPTED])
-    high = _preemptor(harness)
-    assert wire.filter(high, ["n1", "n2"])["Error"]
-    harness.store.remove("Pod", "default", "low1")
-    daemon = harness.daemons[-1]
-    wait_until(lambda: len(daemon.cache.ledger.holdings()) == 1)
-    out = wire.filter(harness.pod("high"), ["n1", "n2"])
-    assert not out["Error"] and out["NodeNames"] == ["n1"], out

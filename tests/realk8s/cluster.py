@@ -102,7 +102,7 @@ class RealCluster(NodeControl):
         pods.show_agent_logs(lambda node: self.procs.log(f"agent-{node}"))
         for name in self.nodes:
             self.start_node(name)
-        self.start_extender("extender-0", None, *(chart_install.extender_flags() * self.chart))
+        self.start_extender("extender-0", None, *self.extender_flags())
         for name in self.nodes:
             self.wait_node_gpus(name)
         (self.root / "cluster.json").write_text(json.dumps(self.describe(), indent=2))
@@ -276,6 +276,10 @@ class RealCluster(NodeControl):
             self._watching("kube-scheduler"),
         )
 
+    def extender_flags(self) -> tuple[str, ...]:
+        """The flags extender-0 starts with (the chart's, where the chart set the cluster up)."""
+        return tuple(chart_install.extender_flags()) if self.chart else ()
+
     def extender_leader(self) -> str | None:
         """The identity of the extender replica holding the lease."""
         return self._lease_holder(SYSTEM, "vgpu-extender")
@@ -291,11 +295,17 @@ class RealCluster(NodeControl):
         return str(holder) if holder else None
 
     def start_extender(
-        self, identity: str, port: int | None = None, *flags: str, profile: Path | None = None
+        self,
+        identity: str,
+        port: int | None = None,
+        *flags: str,
+        profile: Path | None = None,
+        kubeconfig: Path | None = None,
     ) -> None:
         """An extender replica with extra `flags`; with `profile`, under cProfile writing there
-        at its exit (benchmarks only)."""
+        at its exit (benchmarks only); with `kubeconfig`, reaching the API server through it."""
         port = port or self.ports["extender"]
+        kubeconfig = kubeconfig or self.kubeconfig("vgpu-extender")
         profiled = ["-m", "cProfile", "-o", str(profile)] if profile else []
         self.procs.start(
             identity,
@@ -307,7 +317,7 @@ class RealCluster(NodeControl):
                 "extender",
                 "--host=127.0.0.1",
                 f"--port={port}",
-                f"--kubeconfig={self.kubeconfig('vgpu-extender')}",
+                f"--kubeconfig={kubeconfig}",
                 f"--tls-cert={self.pki / 'extender.crt'}",
                 f"--tls-key={self.pki / 'extender.key'}",
                 f"--client-ca={self.pki / 'ca.crt'}",

@@ -9,21 +9,21 @@ import contextlib
 import socket
 import threading
 from collections.abc import Callable
+from typing import Self
 
 
-class ServiceProxy:
-    """Listen on 127.0.0.1:`port`; `backend()` names the port of the ready replica (None: no
-    replica is ready, and the connection is closed at once, as with no endpoints)."""
+class Listener:
+    """Accepts connections on 127.0.0.1:`port` on a thread of its own and hands each to
+    `_connect` on a thread of its own, until `stop`."""
 
-    def __init__(self, port: int, backend: Callable[[], int | None]) -> None:
-        self.port, self._backend = port, backend
+    def __init__(self, port: int) -> None:
+        self.port = port
         self._server = socket.create_server(("127.0.0.1", port))
         self._server.settimeout(0.2)
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="service-proxy", daemon=True)
-        self.routed: dict[int, int] = {}  # backend port -> connections sent there
+        self._thread = threading.Thread(target=self._serve, name="test-proxy", daemon=True)
 
-    def start(self) -> ServiceProxy:
+    def start(self) -> Self:
         self._thread.start()
         return self
 
@@ -41,6 +41,19 @@ class ServiceProxy:
             except OSError:
                 return
             threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        raise NotImplementedError
+
+
+class ServiceProxy(Listener):
+    """Listen on 127.0.0.1:`port`; `backend()` names the port of the ready replica (None: no
+    replica is ready, and the connection is closed at once, as with no endpoints)."""
+
+    def __init__(self, port: int, backend: Callable[[], int | None]) -> None:
+        super().__init__(port)
+        self._backend = backend
+        self.routed: dict[int, int] = {}  # backend port -> connections sent there
 
     def _connect(self, client: socket.socket) -> None:
         port = self._backend()

@@ -12,24 +12,36 @@ sees `vgpu.io/cores` as one number per node; the extender sees GPUs.
   to the preempt verb with an empty victim list (kubernetes/kubernetes#135486), which the verb
   omits (the pod does not fit with nothing evicted, and it never picks victims itself). On both,
   nothing is evicted and the pod stays pending: vgpu does not defragment by preemption.
+- The extender's view of the API server behind kube-scheduler's (`tests/realk8s/lag.py`):
+  kube-scheduler requeues the preemptor when the victim's deletion reaches its informer, while
+  the extender still counts the victim's GPU as held by the kubelet (`kubeletStale`, about a
+  second after the deletion, and later still through the lag). Still exactly one victim: the
+  filter answers with an error (backoff, no PostFilter) rather than refusing every node, which
+  let kube-scheduler, no longer seeing a terminating victim, preempt a second in every run
+  (`vgpu/extender/preemption_wait.py`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pytest
 
-from tests.realk8s import pods
+from tests.realk8s import configs, pods
 from tests.realk8s.cluster import RealCluster
+from tests.realk8s.lag import LaggingProxy
 from tests.realk8s.processes import wait_until
-from tests.realk8s.rest import ApiError, Obj, Rest
-from tests.realk8s.test_scheduling_calls import _settled_calls
+from tests.realk8s.rest import ApiError, Identity, Obj, Rest
+from tests.realk8s.test_scheduling_calls import _metrics, _settled_calls
 
 pytestmark = pytest.mark.realk8s
 
 CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 LOW, HIGH = "vgpu-test-low", "vgpu-test-high"
+LAG = 0.5
+"""Seconds the extender's view of the API server runs behind in the lagging test."""
+WAITS = re.compile(r"^vgpu_extender_preemption_waits_total (\S+)$", re.M)
 
 
 @pytest.fixture
@@ -107,3 +119,38 @@ def test_a_pod_short_only_on_single_gpus_evicts_nothing(
     minor = int(str(api.get("/version")["minor"]).rstrip("+"))
     asked = _settled_calls(real_cluster).get("preempt", 0.0) > before
     assert asked == (minor >= 38), f"1.{minor}: empty victim lists reach the verb from 1.38 on"
+
+
+@pytest.fixture
+def lagging_watch(real_cluster: RealCluster) -> Iterator[LaggingProxy]:
+    """extender-0 restarted to reach the API server through a `LaggingProxy`: every response
+    and watch event reaches it `LAG` seconds after the API server sent it; afterwards the usual
+    extender-0 again."""
+    cluster = real_cluster
+    proxy = LaggingProxy(cluster.ports["apiserver"], LAG).start()
+    kubeconfig = configs.write_kubeconfig(
+        cluster.kubeconfig("vgpu-extender-lagging"),
+        f"https://127.0.0.1:{proxy.port}",
+        cluster.pki / "ca.crt",
+        Identity("vgpu-extender", token=cluster.tokens["vgpu-extender"]),
+    )
+    cluster.procs.stop("extender-0")
+    try:
+        cluster.start_extender("extender-0", None, *cluster.extender_flags(), kubeconfig=kubeconfig)
+        yield proxy
+    finally:
+        cluster.procs.stop("extender-0")
+        cluster.start_extender("extender-0", None, *cluster.extender_flags())
+        proxy.stop()
+
+
+def test_an_extender_watch_behind_kube_schedulers_still_costs_one_victim(
+    real_cluster: RealCluster, api: Rest, lagging_watch: LaggingProxy
+) -> None:
+    low = _fill(api, 100)
+    api.post(pods.PODS, _pod("high", 100, HIGH))
+    running = pods.wait_running(api, "high", timeout=120)
+    assert len(_alive(api, low)) == 7, "exactly one victim"
+    found = WAITS.search(_metrics(real_cluster))
+    assert found and float(found.group(1)) >= 1, "the race was met: a filter waited for the victim"
+    assert running["spec"]["nodeName"] in {"node-a", "node-b"}

@@ -8,6 +8,7 @@ GPU too small).
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from enum import Enum
 
@@ -15,7 +16,7 @@ from vgpu.core.capacity import idle_positions
 from vgpu.core.model import ContainerRequest, PodRequest
 from vgpu.core.placement import first_fit
 from vgpu.core.state import NodeState
-from vgpu.core.units import memory_need_mmib
+from vgpu.core.units import CORES_PER_GPU, memory_need_mmib, mib_to_mmib
 
 
 class Code(Enum):
@@ -75,6 +76,25 @@ def check(ns: NodeState, pod: PodRequest) -> Verdict:
     if first_fit(ns, pod) is not None:
         return FITS
     return _explain_gpu(ns, pod)
+
+
+def fits_once_kubelet_frees(ns: NodeState, pod: PodRequest) -> bool:
+    """Whether the pod would fit once the kubelet frees what it still holds for deleted pods
+    (`Gpu.stale_*`, which it frees at its next Allocate or pod-resources `List`,
+    docs/handshake.md); False when it holds nothing so. A what-if on a copy: the node's state is
+    untouched."""
+    if not any(g.stale_cores or g.stale_memory_mib for g in ns.gpus):
+        return False
+    view = copy.copy(ns)
+    view.free_cores = [
+        min(f + g.stale_cores, CORES_PER_GPU) for f, g in zip(ns.free_cores, ns.gpus, strict=True)
+    ]
+    view.free_mem = [
+        min(f + mib_to_mmib(g.stale_memory_mib), t)
+        for f, g, t in zip(ns.free_mem, ns.gpus, ns.total_mem, strict=True)
+    ]
+    view.cache, view.feed = {}, None
+    return check(view, pod).ok
 
 
 def _explain_gpu(ns: NodeState, pod: PodRequest) -> Verdict:

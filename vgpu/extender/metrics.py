@@ -9,7 +9,8 @@ process in tests).
 * `vgpu_extender_unwatched_filters_total`: filters refused because the watch did not show
   their pod (under the UID the request names) within the wait: an error kube-scheduler retries;
 * `vgpu_extender_preemption_waits_total`: filters answered with an error (retried) because the
-  pod's preemption victims still leave its nominated node in the watch (no second preemption);
+  pod's nominated node fits it once the kubelet frees its victims' devices (no second
+  preemption);
 * `vgpu_extender_refused_requests_total{reason}`: requests refused before any verb ran
   (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
   kube-scheduler, or one misbehaving;
@@ -152,7 +153,7 @@ class ExtenderMetrics:
         self.preemption_waits = PromCounter(
             "vgpu_extender_preemption_waits",
             "Filters answered with an error (retried after backoff, no second preemption) "
-            "because the pod's preemption victims still leave its nominated node in the watch",
+            "because the pod's nominated node fits it once the kubelet frees its victims' devices",
             registry=self.registry,
         )
 

@@ -51,6 +51,7 @@ from vgpu.extender.outcomes import (
     placed_outcome,
     shape_key,
 )
+from vgpu.extender.preemption_wait import PreemptorWaits
 from vgpu.extender.queues.cache_view import QueueParts
 from vgpu.extender.resolve import (
     GroupSize,
@@ -78,7 +79,7 @@ class Extender:
         group_size: GroupSize = no_pod_groups,
         on_rejections: Callable[[Counter[str]], None] = lambda c: None,
         on_unwatched: Callable[[], None] = lambda: None,
-        on_victims_leaving: Callable[[], None] = lambda: None,
+        on_preemption_wait: Callable[[], None] = lambda: None,
     ) -> None:
         self.cache = cache
         self.config = config
@@ -86,13 +87,15 @@ class Extender:
         self.on_rejections = on_rejections
         self.on_unwatched = on_unwatched
         """Told of each filter failed because the watch does not show its pod."""
-        self.on_victims_leaving = on_victims_leaving
-        """Told of each filter failed because the pod's preemption victims still leave."""
+        self.on_preemption_wait = on_preemption_wait
+        """Told of each filter failed so that a preemptor waits for the kubelet to free."""
         watch = WatchWait(cache, timeout=config.watch_wait, waiters=config.watch_waiters)
         policies = PolicyBook(config.policy, config.pod_policies)
         self.pods = PodReader(cache, policies, group_size, watch)
         """How the verbs read a request's pod (shared with `Binder` and `Preemptor`)."""
         self.answers = AnswerBook()
+        self.waits = PreemptorWaits()
+        """Preemptors waiting for the kubelet to free their victims' devices (under the lock)."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -170,7 +173,7 @@ class Extender:
                     policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
                 if not result.passed:
-                    result = self._while_victims_leave(spec, args.node_names, result)
+                    result = self._while_kubelet_frees(spec, args.node_names, result)
                 one = self.config.filter_best and len(result.passed) == 1
                 if one and ours and spec.gang is None:  # gangs hold their plan instead
                     self._pick(spec, result.passed[0], policy)
@@ -183,23 +186,16 @@ class Extender:
         self.on_unwatched()
         return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
 
-    def _while_victims_leave(
+    def _while_kubelet_frees(
         self, spec: PodSpec, names: list[str], result: FilterResult
     ) -> FilterResult:
-        """Every node refused: an error instead (retried after backoff, no PostFilter) while the
-        watch shows the pod's victims leaving its nominated node, as kube-scheduler would wait
-        if it still saw them; a second preemption otherwise (`vgpu.extender.pods.
-        preemption_marks`). An unresolvable nominated node may be preempted for again."""
-        leaving = self.cache.leaving_for(spec.request.key)
-        if leaving is None or leaving.node not in names or leaving.node in result.unresolvable:
+        """Every node refused: an error instead while the pod, a preemptor, waits for the
+        kubelet to free its victims' devices (`vgpu.extender.preemption_wait`)."""
+        error = self.waits.error(self.cache, spec, names, result.unresolvable, self.clock())
+        if error is None:
             return result
-        self.on_victims_leaving()
-        pods = ", ".join(leaving.pods)
-        return FilterResult(
-            error=f"pod {spec.request.key}: its nominated node {leaving.node} is short only "
-            f"while the pods preempted for it leave ({pods}); retried after backoff, so that "
-            "no second victim is evicted"
-        )
+        self.on_preemption_wait()
+        return FilterResult(error=error)
 
     def _pick(self, spec: PodSpec, node: str, policy: Policy) -> None:
         """Hold the one node's place for the pod until its bind (`ClusterCache.pick`); only

@@ -126,7 +126,7 @@ class ExtenderDaemon:
             group_size=PodGroupSizes(api),
             on_rejections=self.metrics.count_rejections,
             on_unwatched=self.metrics.unwatched_filters.inc,
-            on_victims_leaving=self.metrics.preemption_waits.inc,
+            on_preemption_wait=self.metrics.preemption_waits.inc,
         )
         self.metrics.watch(self.extender)
         self.invalid_pods = InvalidPods(api, self.metrics)

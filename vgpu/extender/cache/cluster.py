@@ -42,7 +42,6 @@ from vgpu.extender.gangs.coordinator import GangCoordinator, GangWait
 from vgpu.extender.gangs.plans import Planner, core_planner
 from vgpu.extender.ledger_view import LedgerView
 from vgpu.extender.pods.place import canonical, place_read
-from vgpu.extender.pods.preemption_marks import Leaving
 
 __all__ = ["ClusterCache", "canonical", "place_read"]  # the last two: `pods.place`
 
@@ -226,11 +225,11 @@ class ClusterCache:
             self._gangs.expire(now)
             self._binds.expire(self._parts.ledger, now, assume_ttl, pick_ttl)
 
-    def leaving_for(self, key: PodKey) -> Leaving | None:
-        """The pods kube-scheduler would wait for before letting `key` preempt again
-        (`vgpu.extender.pods.preemption_marks`)."""
+    def nominated(self, key: PodKey) -> str:
+        """The node kube-scheduler nominated the pod for, "" when none
+        (`vgpu.extender.pods.nominations`)."""
         with self._lock:
-            return self._parts.marks.leaving_for(key, self._parts.book.pods)
+            return self._parts.nominations.get(key)
 
     # -- gangs (`vgpu.extender.gangs.coordinator`, `vgpu.extender.gangs.claims`) ---------------
     def held_place(

@@ -4,7 +4,7 @@
 other module goes through; the watch intake (`vgpu.extender.cache.intake`) is the role that changes
 it from watch events and rebuilds it from a listing. Both reach the parts through here, never by
 holding one, because a rebuild (`reset`) replaces the state whole: the change feed, the cluster
-state and ledger over it, the node table, the pod book and its preemption marks. The lock, the
+state and ledger over it, the node table, the pod book and its nominations. The lock, the
 condition binds wait on, the bind holds and the pod parser outlive a rebuild (binds in flight
 still finish, and a pod's parse does not depend on the state).
 """
@@ -22,8 +22,8 @@ from vgpu.core.state import ClusterState
 from vgpu.extender.bind_holds import BindHolds
 from vgpu.extender.node_table import NodeTable
 from vgpu.extender.pods.book import PodBook
+from vgpu.extender.pods.nominations import Nominations
 from vgpu.extender.pods.parser import PodParser
-from vgpu.extender.pods.preemption_marks import PreemptionMarks
 
 Obj = dict[str, Any]
 InvalidHook = Callable[[Obj, str], None]
@@ -54,4 +54,4 @@ class CacheParts:
         self.ledger = Ledger(self.state)
         self.table = NodeTable(self.state, self.feed)
         self.book = PodBook(self.state, self.ledger, self.feed, self._key)
-        self.marks = PreemptionMarks()
+        self.nominations = Nominations()
