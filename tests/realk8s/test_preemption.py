@@ -19,6 +19,9 @@ sees `vgpu.io/cores` as one number per node; the extender sees GPUs.
   filter answers with an error (backoff, no PostFilter) rather than refusing every node, which
   let kube-scheduler, no longer seeing a terminating victim, preempt a second in every run
   (`vgpu/extender/preemption_wait.py`).
+- Two high-priority pods of one shape at once beside a node full of low-priority ones: the
+  second is refused where it fits until the first is admitted (invariant I); it waits, with the
+  same error, instead of evicting a pod on the full node (which it did in every run).
 """
 
 from __future__ import annotations
@@ -154,3 +157,28 @@ def test_an_extender_watch_behind_kube_schedulers_still_costs_one_victim(
     found = WAITS.search(_metrics(real_cluster))
     assert found and float(found.group(1)) >= 1, "the race was met: a filter waited for the victim"
     assert running["spec"]["nodeName"] in {"node-a", "node-b"}
+
+
+def _on(pod: Obj, node: str) -> Obj:
+    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node}
+    return pod
+
+
+def test_a_pod_that_fits_once_a_neighbour_is_admitted_evicts_nobody(
+    real_cluster: RealCluster, api: Rest
+) -> None:
+    """node-b full of low-priority pods, node-a with two idle GPUs; two high-priority pods of one
+    shape at once: the second is refused on node-a only until the first is admitted there
+    (invariant I: the kubelet could confuse them). It waits for that; it must not evict a pod on
+    node-b, which kube-scheduler's PostFilter would do for a refusal of every node."""
+    low = [f"low-{i}" for i in range(6)]
+    for i, name in enumerate(low):
+        api.post(pods.PODS, _on(_pod(name, 100, LOW), "node-b" if i < 4 else "node-a"))
+    for name in low:
+        pods.wait_running(api, name)
+    high = ["high-1", "high-2"]
+    for name in high:
+        api.post(pods.PODS, _pod(name, 100, HIGH))
+    nodes = {pods.wait_running(api, name, timeout=120)["spec"]["nodeName"] for name in high}
+    assert _alive(api, low) == set(low), "a pod was evicted for a pod that fitted a moment later"
+    assert nodes == {"node-a"}

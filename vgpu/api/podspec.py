@@ -91,6 +91,10 @@ class PodSpec:
     claims: bool = False  # names ResourceClaims (DRA; `vgpu.extender.gangs.claims`)
     scheduler: str = DEFAULT_SCHEDULER
     """spec.schedulerName: only pods of the schedulers the extender serves hold places."""
+    priority: int = 0
+    """spec.priority, 0 when absent (`corev1helpers.PodPriority`)."""
+    preempts: bool = True
+    """Whether kube-scheduler may preempt for it (spec.preemptionPolicy is not Never)."""
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -241,7 +245,16 @@ def _pod_spec(pod: Obj, memory_unit_mib: int, names: ResourceNames) -> PodSpec:
         cores_limit=cores_limit(annotations).value,
         claims=uses_claims(spec),
         scheduler=scheduler_of(spec),
+        priority=priority_of(spec),
+        preempts=spec.get("preemptionPolicy") != "Never",
     )
+
+
+def priority_of(spec: Obj) -> int:
+    """The pod's spec.priority as kube-scheduler reads it (`PodPriority`): 0 when absent; the
+    API server sets it from the priority class, so anything else reads as absent too."""
+    priority = spec.get("priority")
+    return priority if isinstance(priority, int) and not isinstance(priority, bool) else 0
 
 
 def scheduler_of(spec: Obj) -> str:

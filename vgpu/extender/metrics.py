@@ -8,9 +8,8 @@ process in tests).
 * `vgpu_extender_invalid_pods_total`: watched pod versions skipped because they cannot be read;
 * `vgpu_extender_unwatched_filters_total`: filters refused because the watch did not show
   their pod (under the UID the request names) within the wait: an error kube-scheduler retries;
-* `vgpu_extender_preemption_waits_total`: filters answered with an error (retried) because the
-  pod's nominated node fits it once the kubelet frees its victims' devices (no second
-  preemption);
+* `vgpu_extender_preemption_waits_total`: filters answered with an error (retried) because a
+  node takes the pod in a moment and refusing every node could make kube-scheduler preempt;
 * `vgpu_extender_refused_requests_total{reason}`: requests refused before any verb ran
   (no-client-certificate, malformed, timeout, too-many-connections): a client that is not
   kube-scheduler, or one misbehaving;
@@ -152,8 +151,8 @@ class ExtenderMetrics:
         )
         self.preemption_waits = PromCounter(
             "vgpu_extender_preemption_waits",
-            "Filters answered with an error (retried after backoff, no second preemption) "
-            "because the pod's nominated node fits it once the kubelet frees its victims' devices",
+            "Filters answered with an error (retried after backoff) because a node takes the pod "
+            "in a moment and refusing every node could make kube-scheduler preempt for it",
             registry=self.registry,
         )
 

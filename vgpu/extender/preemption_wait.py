@@ -1,27 +1,32 @@
-"""A preemptor waits, with a filter error, while the kubelet frees its victims' devices.
+"""A pod that fits a node in a moment is retried (a filter error), not refused, where a refusal
+could make kube-scheduler preempt for it.
 
-After a preemption kube-scheduler requeues the preemptor when the victim's deletion reaches its
-informer, and its own snapshot then shows the room. The extender does not yet: the node agent
-publishes the devices the kubelet still holds for a deleted pod (`kubeletStale` in the inventory,
-docs/handshake.md) until the kubelet has freed them, about a second, and the extender counts them
-as taken. A filter that refused every node then would be a FitError, which runs PostFilter:
-`DefaultPreemption.PodEligibleToPreemptOthers` (pkg/scheduler/framework/plugins/
-defaultpreemption/default_preemption.go) finds no terminating victim on the nominated node in
-kube-scheduler's snapshot (the victim is gone there) and evicts a second pod, somewhere else: seen
-on the real-cluster tier (`tests/realk8s/test_preemption.py`).
+Two of the extender's refusals end by themselves within about a second, and kube-scheduler sees
+neither: a node where the pod fits but a container of its shape is bound there and not yet
+admitted (invariant I: the kubelet could confuse the two; the agent's admission lifts it), and a
+node whose kubelet still holds devices for deleted pods (`kubeletStale`, docs/handshake.md; the
+agent has the kubelet free them). A filter that refuses every node is a FitError, which runs
+PostFilter, and `DefaultPreemption` (pkg/scheduler/framework/plugins/defaultpreemption/
+default_preemption.go) then evicts lower-priority pods wherever its own accounting finds room
+once they are gone. Both were seen on the real-cluster tier (`tests/realk8s/test_preemption.py`),
+each in every run:
 
-So when no node passes and the pod's nominated node would fit it once the kubelet frees what it
-holds for deleted pods (`vgpu.core.fit.fits_once_kubelet_frees`), the filter answers with an
-error: kube-scheduler sends the pod to its backoff queue without PostFilter
-(pkg/scheduler/schedule_one.go: an error that is not a FitError) and retries it, by which time the
-devices are free. That error also clears the pod's nomination (`clearNominatedNode`, same file),
-so the wait is remembered here by pod for `WAIT_S` from its first error: a retry that finds the
-devices still held waits again without a nomination; after `WAIT_S` (a kubelet that does not free
-them) the pod is refused as any other and may preempt elsewhere. Nothing waits while the
-nominated node still shows the victims themselves: their holdings do not go with the kubelet's,
-and kube-scheduler, seeing them terminate, keeps the nomination and preempts nobody else.
+* after a preemption kube-scheduler requeues the preemptor when the victim's deletion reaches its
+  informer, while the node still shows the victim's devices held by the kubelet; with no
+  terminating victim left in its snapshot `PodEligibleToPreemptOthers` lets it preempt again, and
+  a second victim goes;
+* two high-priority pods of one shape at once: the second is refused where it fits until the
+  first is admitted, and a pod on another node is evicted for it.
 
-Bounded: at most `KEPT` waits are remembered (the oldest forgotten first).
+So when no node passes, the pod may preempt (`spec.preemptionPolicy` is not Never and a pod of
+lower priority is held somewhere), and a node asked about would take it once those clear, the
+filter answers with an error: kube-scheduler sends the pod to its backoff queue without PostFilter
+(pkg/scheduler/schedule_one.go: an error that is not a FitError; it also clears a nomination,
+`clearNominatedNode`) and retries it after 1 to 10 s. The wait is bounded per pod (by UID):
+`WAIT_S` after its first such error it is refused as any other, and may preempt (a kubelet that
+never frees, a pod never admitted). A pod that cannot preempt is refused as before: kube-scheduler
+requeues it on the cluster's events, with no backoff. At most `KEPT` pods are remembered, the
+oldest forgotten first.
 """
 
 from __future__ import annotations
@@ -30,22 +35,22 @@ from collections import OrderedDict
 from collections.abc import Container
 
 from vgpu.api.podspec import PodSpec
-from vgpu.core.fit import fits_once_kubelet_frees
-from vgpu.core.ids import PodKey
+from vgpu.core.fit import check, fits_once_kubelet_frees
+from vgpu.core.ids import NodeName
 from vgpu.extender.cache.cluster import ClusterCache
 
 WAIT_S = 10.0
-"""How long a preemptor may wait for the kubelet to free devices on its node (normally about a
+"""How long a pod may be retried instead of refused (both conditions normally last about a
 second; kube-scheduler's backoff between retries is 1 to 10 s)."""
 KEPT = 1024
 
 
-class PreemptorWaits:
-    """The pods waiting for the kubelet to free devices on a node, since when (module doc)."""
+class PreemptionWaits:
+    """The pods answered with an error to wait, since when (module doc)."""
 
     def __init__(self, *, wait_s: float = WAIT_S, kept: int = KEPT) -> None:
         self._wait_s, self._kept = wait_s, kept
-        self._since: OrderedDict[PodKey, tuple[str, float]] = OrderedDict()
+        self._since: OrderedDict[str, float] = OrderedDict()
 
     def error(
         self,
@@ -56,38 +61,45 @@ class PreemptorWaits:
         now: float,
     ) -> str | None:
         """For a pod the filter refused on every node in `names`: the error to answer while it
-        waits for the kubelet on its node (module doc), else None. Called under the cache's
-        lock."""
-        key = spec.request.key
-        node = self.node_for(key, cache.nominated(key), now)
-        if not node or node not in names or node in unresolvable:
+        waits (module doc), else None. Called under the cache's lock."""
+        uid = spec.request.uid
+        since = self._since.get(uid, now)
+        if not uid or now - since >= self._wait_s or not _may_preempt(cache, spec):
             return None
-        ns = cache.node_states.get(node)
-        if ns is None or not fits_once_kubelet_frees(ns, spec.request):
-            return None
-        self.waited(key, node, now)
-        return (
-            f"pod {key}: node {node}, where it preempted, fits it once the kubelet frees the "
-            "devices it still holds for deleted pods; retried after backoff rather than "
-            "refused, so that no second victim is preempted"
-        )
+        for name in names:
+            why = "" if name in unresolvable else _soon(cache, spec, name)
+            if why:
+                self._started(uid, now)
+                return (
+                    f"pod {spec.request.key}: node {name} takes it once {why}; retried after "
+                    "backoff rather than refused, so that no pod is preempted for it"
+                )
+        return None
 
-    def node_for(self, key: PodKey, nominated: str, now: float) -> str:
-        """The node the pod may wait on: one it waits on already (within `wait_s` of the first
-        error), else its nomination, else ""."""
-        waiting = self._since.get(key)
-        if waiting is not None:
-            node, since = waiting
-            if now - since < self._wait_s:
-                return node
-            del self._since[key]
-            return ""  # waited long enough: refused as any other from now on
-        return nominated
+    def _started(self, uid: str, now: float) -> None:
+        if uid not in self._since:
+            self._since[uid] = now
+            while len(self._since) > self._kept:
+                self._since.popitem(last=False)
 
-    def waited(self, key: PodKey, node: str, now: float) -> None:
-        """The pod was answered with an error to wait on `node` (its first error starts it)."""
-        if key in self._since:
-            return
-        self._since[key] = (node, now)
-        while len(self._since) > self._kept:
-            self._since.popitem(last=False)
+
+def _may_preempt(cache: ClusterCache, spec: PodSpec) -> bool:
+    """Whether PostFilter could evict a pod for it: it may preempt, and some pod of lower
+    priority is bound."""
+    if not spec.preempts:
+        return False
+    return any(p.node and p.priority < spec.priority for p in cache.pods.values())
+
+
+def _soon(cache: ClusterCache, spec: PodSpec, name: str) -> str:
+    """What the node waits for before it takes the pod ("" for nothing that ends by itself)."""
+    ns = cache.node_states.get(name)
+    if ns is None:
+        return ""
+    if fits_once_kubelet_frees(ns, spec.request):
+        return "the kubelet frees the devices it still holds for deleted pods"
+    if not check(ns, spec.request).ok:
+        return ""
+    pending = cache.pending_on(NodeName(name), besides=spec.request.key)
+    pods = sorted({c.pod for c in pending})
+    return f"{', '.join(pods)} {'is' if len(pods) == 1 else 'are'} admitted" if pods else ""

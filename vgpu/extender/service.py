@@ -51,7 +51,7 @@ from vgpu.extender.outcomes import (
     placed_outcome,
     shape_key,
 )
-from vgpu.extender.preemption_wait import PreemptorWaits
+from vgpu.extender.preemption_wait import PreemptionWaits
 from vgpu.extender.queues.cache_view import QueueParts
 from vgpu.extender.resolve import (
     GroupSize,
@@ -88,14 +88,14 @@ class Extender:
         self.on_unwatched = on_unwatched
         """Told of each filter failed because the watch does not show its pod."""
         self.on_preemption_wait = on_preemption_wait
-        """Told of each filter failed so that a preemptor waits for the kubelet to free."""
+        """Told of each filter answered with an error lest the pod preempt."""
         watch = WatchWait(cache, timeout=config.watch_wait, waiters=config.watch_waiters)
         policies = PolicyBook(config.policy, config.pod_policies)
         self.pods = PodReader(cache, policies, group_size, watch)
         """How the verbs read a request's pod (shared with `Binder` and `Preemptor`)."""
         self.answers = AnswerBook()
-        self.waits = PreemptorWaits()
-        """Preemptors waiting for the kubelet to free their victims' devices (under the lock)."""
+        self.waits = PreemptionWaits()
+        """Pods retried instead of refused, lest they preempt (under the cache's lock)."""
 
     @property
     def scheduler(self) -> Scheduler:
@@ -173,7 +173,7 @@ class Extender:
                     policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
                 if not result.passed:
-                    result = self._while_kubelet_frees(spec, args.node_names, result)
+                    result = self._unless_soon(spec, args.node_names, result)
                 one = self.config.filter_best and len(result.passed) == 1
                 if one and ours and spec.gang is None:  # gangs hold their plan instead
                     self._pick(spec, result.passed[0], policy)
@@ -186,11 +186,10 @@ class Extender:
         self.on_unwatched()
         return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
 
-    def _while_kubelet_frees(
-        self, spec: PodSpec, names: list[str], result: FilterResult
-    ) -> FilterResult:
-        """Every node refused: an error instead while the pod, a preemptor, waits for the
-        kubelet to free its victims' devices (`vgpu.extender.preemption_wait`)."""
+    def _unless_soon(self, spec: PodSpec, names: list[str], result: FilterResult) -> FilterResult:
+        """Every node refused: an error instead (retried after backoff, no PostFilter) where a
+        node takes the pod in a moment and a refusal could make kube-scheduler preempt for it
+        (`vgpu.extender.preemption_wait`)."""
         error = self.waits.error(self.cache, spec, names, result.unresolvable, self.clock())
         if error is None:
             return result

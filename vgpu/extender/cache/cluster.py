@@ -225,12 +225,6 @@ class ClusterCache:
             self._gangs.expire(now)
             self._binds.expire(self._parts.ledger, now, assume_ttl, pick_ttl)
 
-    def nominated(self, key: PodKey) -> str:
-        """The node kube-scheduler nominated the pod for, "" when none
-        (`vgpu.extender.pods.nominations`)."""
-        with self._lock:
-            return self._parts.nominations.get(key)
-
     # -- gangs (`vgpu.extender.gangs.coordinator`, `vgpu.extender.gangs.claims`) ---------------
     def held_place(
         self, spec: PodSpec, size: int, scheduler: Scheduler, now: float

@@ -64,7 +64,6 @@ class WatchIntake:
         except InvalidRequest as err:
             spec, problem = None, str(err)
         with parts.lock:
-            parts.nominations.apply(key, obj)  # before the memo, which ignores status
             if spec is not None and parts.book.unchanged(key, spec, obj):
                 return
             if spec is None or spec.terminal:
@@ -103,7 +102,6 @@ class WatchIntake:
 
     def _forget(self, key: PodKey) -> None:
         spec = self._parts.book.forget(key)
-        self._parts.nominations.forget(key)
         self._parts.binds.forget_pod(key)
         if spec is not None:
             self._gangs.member_gone(key, spec.gang.key if spec.gang is not None else None)

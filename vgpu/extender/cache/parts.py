@@ -4,9 +4,9 @@
 other module goes through; the watch intake (`vgpu.extender.cache.intake`) is the role that changes
 it from watch events and rebuilds it from a listing. Both reach the parts through here, never by
 holding one, because a rebuild (`reset`) replaces the state whole: the change feed, the cluster
-state and ledger over it, the node table, the pod book and its nominations. The lock, the
-condition binds wait on, the bind holds and the pod parser outlive a rebuild (binds in flight
-still finish, and a pod's parse does not depend on the state).
+state and ledger over it, the node table and the pod book. The lock, the condition binds wait
+on, the bind holds and the pod parser outlive a rebuild (binds in flight still finish, and a
+pod's parse does not depend on the state).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from vgpu.core.state import ClusterState
 from vgpu.extender.bind_holds import BindHolds
 from vgpu.extender.node_table import NodeTable
 from vgpu.extender.pods.book import PodBook
-from vgpu.extender.pods.nominations import Nominations
 from vgpu.extender.pods.parser import PodParser
 
 Obj = dict[str, Any]
@@ -54,4 +53,3 @@ class CacheParts:
         self.ledger = Ledger(self.state)
         self.table = NodeTable(self.state, self.feed)
         self.book = PodBook(self.state, self.ledger, self.feed, self._key)
-        self.nominations = Nominations()
