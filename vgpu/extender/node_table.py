@@ -10,6 +10,7 @@ verbs' answer sets (`vgpu.extender.answers`) recompute only those nodes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 
 from vgpu.api.nodespec import NodeSpec
 from vgpu.core.changes import ChangeFeed
@@ -28,6 +29,7 @@ class NodeTable:
         self._node_states: dict[str, NodeState] = {}
         self._problems: dict[NodeName, str] = {}
         self._unreadable: set[NodeName] = set()
+        self._kubelet_holds: set[NodeName] = set()
 
     def apply(self, kind: str, spec: NodeSpec) -> bool:
         """Apply one node watch event (ADDED/MODIFIED upsert, DELETED forget). True when the
@@ -43,7 +45,12 @@ class NodeTable:
             self._nodes.pop(name, None)
             self._node_states.pop(name, None)
             self._problems.pop(name, None)
+            self._kubelet_holds.discard(name)
             return False
+        if any(g.stale_cores or g.stale_memory_mib for g in spec.node.gpus):
+            self._kubelet_holds.add(name)
+        else:
+            self._kubelet_holds.discard(name)
         if self._problems.get(name) != (spec.problem or None):
             self._feed.mark(name)
         if spec.problem:
@@ -70,6 +77,11 @@ class NodeTable:
     def node_states(self) -> Mapping[str, NodeState]:
         """Node states by name, for the per-node hot loops (kept in step with the state)."""
         return self._node_states
+
+    @property
+    def kubelet_holds(self) -> AbstractSet[NodeName]:
+        """Nodes whose kubelet still holds devices for deleted pods (`Gpu.stale_*`)."""
+        return self._kubelet_holds
 
     @property
     def problems(self) -> Mapping[NodeName, str]:

@@ -26,13 +26,15 @@ filter answers with an error: kube-scheduler sends the pod to its backoff queue 
 `WAIT_S` after its first such error it is refused as any other, and may preempt (a kubelet that
 never frees, a pod never admitted). A pod that cannot preempt is refused as before: kube-scheduler
 requeues it on the cluster's events, with no backoff. At most `KEPT` pods are remembered, the
-oldest forgotten first.
+oldest forgotten first. The cost stays off the filter's hot path: only a filter that refuses
+every node looks, only at the nodes it refused that have pending containers or devices the
+kubelet holds (few, and indexed), and reads the pods' priorities only when one would take it.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Container
+from collections.abc import Mapping
 
 from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import check, fits_once_kubelet_frees
@@ -53,22 +55,18 @@ class PreemptionWaits:
         self._since: OrderedDict[str, float] = OrderedDict()
 
     def error(
-        self,
-        cache: ClusterCache,
-        spec: PodSpec,
-        names: list[str],
-        unresolvable: Container[str],
-        now: float,
+        self, cache: ClusterCache, spec: PodSpec, failed: Mapping[str, str], now: float
     ) -> str | None:
-        """For a pod the filter refused on every node in `names`: the error to answer while it
-        waits (module doc), else None. Called under the cache's lock."""
+        """For a pod the filter refused on every node it was asked about (`failed`: those
+        refused resolvably): the error to answer while it waits (module doc), else None. Looks
+        only at the few nodes with pending containers or devices the kubelet holds, and at the
+        pods' priorities only when one of them would take it. Called under the cache's lock."""
         uid = spec.request.uid
-        since = self._since.get(uid, now)
-        if not uid or now - since >= self._wait_s or not _may_preempt(cache, spec):
+        if not uid or now - self._since.get(uid, now) >= self._wait_s:
             return None
-        for name in names:
-            why = "" if name in unresolvable else _soon(cache, spec, name)
-            if why:
+        for name in sorted(set(cache.pending).union(cache.kubelet_holds).intersection(failed)):
+            why = _soon(cache, spec, name)
+            if why and _may_preempt(cache, spec):
                 self._started(uid, now)
                 return (
                     f"pod {spec.request.key}: node {name} takes it once {why}; retried after "

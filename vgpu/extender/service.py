@@ -173,7 +173,7 @@ class Extender:
                     policy.observe(spec.request)
                 result = self._filter_gpu(spec, args.node_names, policy)
                 if not result.passed:
-                    result = self._unless_soon(spec, args.node_names, result)
+                    result = self._unless_soon(spec, result)
                 one = self.config.filter_best and len(result.passed) == 1
                 if one and ours and spec.gang is None:  # gangs hold their plan instead
                     self._pick(spec, result.passed[0], policy)
@@ -186,11 +186,11 @@ class Extender:
         self.on_unwatched()
         return FilterResult(error=f"pod {key_of(args.pod)}: {err}")
 
-    def _unless_soon(self, spec: PodSpec, names: list[str], result: FilterResult) -> FilterResult:
+    def _unless_soon(self, spec: PodSpec, result: FilterResult) -> FilterResult:
         """Every node refused: an error instead (retried after backoff, no PostFilter) where a
         node takes the pod in a moment and a refusal could make kube-scheduler preempt for it
         (`vgpu.extender.preemption_wait`)."""
-        error = self.waits.error(self.cache, spec, names, result.unresolvable, self.clock())
+        error = self.waits.error(self.cache, spec, result.failed, self.clock())
         if error is None:
             return result
         self.on_preemption_wait()

@@ -328,6 +328,11 @@ class ClusterCache:
         return self._parts.table.problems
 
     @property
+    def kubelet_holds(self) -> AbstractSet[NodeName]:
+        """Nodes whose kubelet still holds devices for deleted pods."""
+        return self._parts.table.kubelet_holds
+
+    @property
     def pods(self) -> Mapping[PodKey, PodSpec]:
         """Watched pods by key, parsed."""
         return self._parts.book.pods
