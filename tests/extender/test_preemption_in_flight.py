@@ -102,6 +102,18 @@ def test_a_pod_waits_for_a_pod_of_its_shape_to_be_admitted(harness: Harness) -> 
     assert "node n1 takes it once default/first is admitted" in out["Error"], out
 
 
+def test_a_pod_waits_for_a_pod_of_its_shape_that_only_holds_a_pick(harness: Harness) -> None:
+    """The first pod's filter held its place (a pick) and its bind has not come yet: the node
+    is in no list of bound pods, and the second pod must wait for it all the same."""
+    harness.put(_node("n1", gpus=2))
+    harness.put(_node("n2"))
+    wire = harness.wire(harness.start())
+    _bound(harness, wire, "low2", LOW, "n2")
+    assert wire.filter(harness.shown(_pod("first", HIGH)), ["n1", "n2"])["NodeNames"] == ["n1"]
+    out = wire.filter(harness.shown(_pod("second", HIGH)), ["n1", "n2"])
+    assert "node n1 takes it once default/first is admitted" in out["Error"], out
+
+
 def test_a_wait_ends_after_its_time_and_the_pod_is_refused_as_any_other(
     harness: Harness,
 ) -> None:

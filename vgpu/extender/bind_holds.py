@@ -9,6 +9,8 @@ whose filter passed a single node until its bind arrives, its next filter, or `p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from vgpu.core.ids import PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Assignment, Holding, Phase
@@ -35,6 +37,11 @@ class BindHolds:
         too (left to the sweep, they piled up wherever none ran)."""
         self._assumed_at.pop(key, None)
         self._picked_at.pop(key, None)
+
+    def held(self) -> Iterator[PodKey]:
+        """The pods with an assumption or a pick (those the ledger holds as assumed)."""
+        yield from self._assumed_at
+        yield from self._picked_at
 
     def binding(self, key: PodKey) -> bool:
         """Whether a bind of this pod is in flight."""

@@ -27,8 +27,8 @@ filter answers with an error: kube-scheduler sends the pod to its backoff queue 
 never frees, a pod never admitted). A pod that cannot preempt is refused as before: kube-scheduler
 requeues it on the cluster's events, with no backoff. At most `KEPT` pods are remembered, the
 oldest forgotten first. The cost stays off the filter's hot path: only a filter that refuses
-every node looks, only at the nodes it refused that have pending containers or devices the
-kubelet holds (few, and indexed), and reads the pods' priorities only when one would take it.
+every node looks, only at the nodes it refused that have pending containers (bound and not
+admitted, assumed by a bind, picked by a filter) or devices the kubelet holds (few, and indexed), and reads the pods' priorities only when one would take it.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class PreemptionWaits:
         uid = spec.request.uid
         if not uid or now - self._since.get(uid, now) >= self._wait_s:
             return None
-        for name in sorted(set(cache.pending).union(cache.kubelet_holds).intersection(failed)):
+        for name in sorted(cache.pending_nodes().union(cache.kubelet_holds).intersection(failed)):
             why = _soon(cache, spec, name)
             if why and _may_preempt(cache, spec):
                 self._started(uid, now)

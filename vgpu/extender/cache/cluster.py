@@ -213,6 +213,18 @@ class ClusterCache:
         """Pending containers on a node of pods other than `besides` (`PodBook.pending_on`)."""
         return self._parts.book.pending_on(node, besides=besides)
 
+    def pending_nodes(self) -> set[str]:
+        """The nodes `pending_on` may name containers on: `busy_nodes` found from the few pods
+        bound and not admitted, assumed by a bind or picked by a filter, without walking every
+        holding (those with an assumption or pick already confirmed by the watch included)."""
+        with self._lock:
+            nodes = {str(node) for node in self._parts.book.pending}
+            for key in self._binds.held():
+                held = self._parts.ledger.holding(key)
+                if held is not None:
+                    nodes.add(held.assignment.node)
+            return nodes
+
     def busy_nodes(self) -> set[str]:
         """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
         return self._parts.book.busy_nodes()
