@@ -31,11 +31,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.realk8s import configs, pods
+from tests.realk8s import configs, manifests, pods
 from tests.realk8s.cluster import RealCluster
 from tests.realk8s.lag import LaggingProxy
 from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Identity, Obj, Rest
+from tests.realk8s.test_admission import _user
 from tests.realk8s.test_scheduling_calls import _metrics, _settled_calls
 
 pytestmark = pytest.mark.realk8s
@@ -181,4 +182,60 @@ def test_a_pod_that_fits_once_a_neighbour_is_admitted_evicts_nobody(
         api.post(pods.PODS, _pod(name, 100, HIGH))
     nodes = {pods.wait_running(api, name, timeout=120)["spec"]["nodeName"] for name in high}
     assert _alive(api, low) == set(low), "a pod was evicted for a pod that fitted a moment later"
+    assert nodes == {"node-a"}
+
+
+OTHER = "preemption-other-team"
+TENANT_RULES: list[Obj] = [
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list", "delete"]}
+]
+
+
+@pytest.fixture
+def other_team(real_cluster: RealCluster, api: Rest) -> Iterator[str]:
+    """A namespace of another team, with the ServiceAccount its pods run as (kept: with no
+    namespace controller in the test cluster a deleted namespace would stay terminating)."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": OTHER}}
+    manifests.create(api, namespace)
+    account = {"name": "default", "namespace": OTHER}
+    manifests.create(api, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account})
+    yield f"/api/v1/namespaces/{OTHER}/pods"
+    pods.delete_all(api, OTHER)
+
+
+def test_a_tenants_burst_evicts_no_pod_of_another_team(
+    real_cluster: RealCluster, api: Rest, other_team: str
+) -> None:
+    """From the tenant's side: a ServiceAccount that may only create pods in its namespace
+    starts two high-priority pods of one shape at once, beside another team's low-priority pods
+    (node-b full, two of node-a's GPUs). The second fits node-a once the first is admitted; no
+    pod of the other team is evicted for it."""
+    low = [f"low-{i}" for i in range(6)]
+    for i, name in enumerate(low):
+        pod = _on(_pod(name, 100, LOW), "node-b" if i < 4 else "node-a")
+        api.post(other_team, {**pod, "metadata": {**pod["metadata"], "namespace": OTHER}})
+
+    def theirs() -> set[str]:
+        items = api.get(other_team).get("items", [])
+        return {
+            p["metadata"]["name"]
+            for p in items
+            if p.get("status", {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")
+        }
+
+    wait_until(lambda: theirs() == set(low), 120, "the other team's pods to run")
+    tenant = _user(real_cluster, "preemptor", TENANT_RULES)
+    try:
+        for name in ("high-1", "high-2"):
+            tenant.post(pods.PODS, _pod(name, 100, HIGH))
+        nodes = {
+            pods.wait_running(tenant, n, timeout=120)["spec"]["nodeName"]
+            for n in ("high-1", "high-2")
+        }
+    finally:
+        tenant.close()
+    assert theirs() == set(low), (
+        "another team's pod was evicted for a pod that fitted a moment later"
+    )
     assert nodes == {"node-a"}
