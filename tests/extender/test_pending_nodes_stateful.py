@@ -77,3 +77,17 @@ class PendingNodes(RuleBasedStateMachine):
 
 PendingNodes.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
 test_pending_nodes_covers_busy_nodes = PendingNodes.TestCase
+
+
+def test_a_pick_made_while_a_deleted_pods_bind_is_in_flight_keeps_its_time() -> None:
+    """Found by the soak: a pod deleted while its bind was in flight, a pick of the same name,
+    then the pod filtered again. The pick is kept for the bind in flight, and once kept without
+    its time it was neither expired nor found by `pending_nodes`."""
+    machine = PendingNodes()
+    machine.bind("p0", "n1")
+    machine.deleted("p0")
+    machine.pick("p0", "n1")
+    machine.filtered_again("p0")
+    machine.every_busy_node_is_found()
+    machine.time_passes(10.0)  # past the pick's time: released
+    assert machine.cache.holding(PodKey("default/p0")) is None

@@ -62,8 +62,11 @@ class BindHolds:
             self._picked_at[assignment.pod] = now
 
     def drop_pick(self, ledger: Ledger, key: PodKey) -> None:
-        """Give back a pod's pick (it is being filtered again: the place is chosen anew)."""
-        if self._picked_at.pop(key, None) is not None and key not in self._binding:
+        """Give back a pod's pick (it is being filtered again: the place is chosen anew). A pick
+        kept for a bind in flight keeps its time, so that it still expires (and is still
+        found by `held`)."""
+        if key in self._picked_at and key not in self._binding:
+            del self._picked_at[key]
             _release_assumed(ledger, key)
 
     def bind_done(self, key: PodKey) -> None:
