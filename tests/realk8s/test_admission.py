@@ -9,6 +9,7 @@ import pytest
 
 from tests.realk8s import manifests, pods
 from tests.realk8s.cluster import RealCluster
+from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Identity, Obj, Rest
 from vgpu.api.assignment import ADMITTED, ASSIGNMENT, SIGNATURE
 
@@ -51,11 +52,23 @@ def _grant(admin: Rest, name: str, rules: list[Obj], ns: str = pods.NS) -> None:
     )
 
 
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+
+
 def _user(cluster: RealCluster, name: str, rules: list[Obj], ns: str = pods.NS) -> Rest:
     """A ServiceAccount of namespace `ns` granted `rules` there only, as a client."""
     _grant(cluster.admin, name, rules, ns)
     token = manifests.service_account_token(cluster.admin, ns, name)
-    return Rest(cluster.server, str(cluster.pki / "ca.crt"), Identity(name, token=token))
+    rest = Rest(cluster.server, str(cluster.pki / "ca.crt"), Identity(name, token=token))
+    for rule in rules:  # the API server's RBAC cache learns of a new grant a moment later
+        asked = {"namespace": ns, "verb": rule["verbs"][0], "resource": rule["resources"][0]}
+        review: Obj = {"spec": {"resourceAttributes": {**asked, "group": rule["apiGroups"][0]}}}
+
+        def allowed(review: Obj = review) -> bool:
+            return bool(rest.post(ACCESS_REVIEWS, review).get("status", {}).get("allowed"))
+
+        wait_until(allowed, 30, f"{name}'s grant to be in force")
+    return rest
 
 
 @pytest.fixture
