@@ -1,7 +1,8 @@
 """`ClusterCache.pending_nodes` finds, from the few pods with an assumption or a pick, every node
-`busy_nodes` finds by walking every holding, whatever mix of picks, binds, failed binds, expiries,
+where `pending_on` names a container, whatever mix of picks, binds, failed binds, expiries,
 releases and deletions came before (a node it missed once let a pod be refused with no wait, and
-kube-scheduler evict another for it: tests/realk8s/test_preemption.py)."""
+kube-scheduler evict another for it: tests/realk8s/test_preemption.py; a new policy generation
+forgets the filter answers of those nodes)."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.extender.builders import make_node, make_pod
-from vgpu.core.ids import NodeName, PodKey
-from vgpu.core.model import Assignment
+from vgpu.core.ids import GpuUUID, NodeName, PodKey
+from vgpu.core.model import Assignment, ContainerAssignment, GpuShare
 from vgpu.extender.cache.cluster import ClusterCache
 
 KEY = b"k" * 32
 PODS = st.sampled_from([f"p{i}" for i in range(6)])
 NODES = st.sampled_from(["n1", "n2", "n3"])
+NOBODY = PodKey("default/nobody")
 
 
 class PendingNodes(RuleBasedStateMachine):
@@ -28,7 +30,9 @@ class PendingNodes(RuleBasedStateMachine):
         self.now = 0.0
 
     def _assignment(self, pod: str, node: str) -> Assignment:
-        return Assignment(PodKey(f"default/{pod}"), NodeName(node), cpu_milli=100)
+        share = GpuShare(GpuUUID(f"GPU-{node}-0"), 10, 1024 * 1000)
+        container = ContainerAssignment("main", (share,))
+        return Assignment(PodKey(f"default/{pod}"), NodeName(node), 100, 0, (container,))
 
     @rule(pod=PODS, node=NODES)
     def pick(self, pod: str, node: str) -> None:
@@ -69,14 +73,18 @@ class PendingNodes(RuleBasedStateMachine):
         self.cache.expire_assumptions(self.now, ttl=30.0, pick_ttl=5.0)
 
     @invariant()
-    def every_busy_node_is_found(self) -> None:
+    def every_node_with_pending_containers_is_found(self) -> None:
         with self.cache.atomic():
-            busy = self.cache.busy_nodes()
+            busy = {
+                node
+                for node in ("n1", "n2", "n3")
+                if self.cache.pending_on(NodeName(node), besides=NOBODY)
+            }
         assert busy <= self.cache.pending_nodes()
 
 
 PendingNodes.TestCase.settings = settings(max_examples=200, stateful_step_count=40, deadline=None)
-test_pending_nodes_covers_busy_nodes = PendingNodes.TestCase
+test_pending_nodes_covers_every_node_with_pending_containers = PendingNodes.TestCase
 
 
 def test_a_pick_made_while_a_deleted_pods_bind_is_in_flight_keeps_its_time() -> None:
@@ -88,6 +96,6 @@ def test_a_pick_made_while_a_deleted_pods_bind_is_in_flight_keeps_its_time() -> 
     machine.deleted("p0")
     machine.pick("p0", "n1")
     machine.filtered_again("p0")
-    machine.every_busy_node_is_found()
+    machine.every_node_with_pending_containers_is_found()
     machine.time_passes(10.0)  # past the pick's time: released
     assert machine.cache.holding(PodKey("default/p0")) is None

@@ -230,7 +230,7 @@ class Extender:
             else filter_answers(self.cache.feed)
         )
         if known.generation != policy.generation:
-            known.forget(self.cache.busy_nodes())
+            known.forget(self.cache.pending_nodes())
             known.generation = policy.generation
         passed, rest = known.split(names, lambda name: self.outcome(spec, name, policy))
         if self.config.filter_best and len(passed) > 1:

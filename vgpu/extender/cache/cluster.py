@@ -214,9 +214,10 @@ class ClusterCache:
         return self._parts.book.pending_on(node, besides=besides)
 
     def pending_nodes(self) -> set[str]:
-        """The nodes `pending_on` may name containers on: `busy_nodes` found from the few pods
-        bound and not admitted, assumed by a bind or picked by a filter, without walking every
-        holding (those with an assumption or pick already confirmed by the watch included)."""
+        """Every node `pending_on` may name containers on (a superset): the nodes of the few
+        pods bound and not admitted, assumed by a bind or picked by a filter, found without
+        walking every holding (those with an assumption or pick already confirmed by the watch
+        included)."""
         with self._lock:
             nodes = {str(node) for node in self._parts.book.pending}
             for key in self._binds.held():
@@ -224,10 +225,6 @@ class ClusterCache:
                 if held is not None:
                     nodes.add(held.assignment.node)
             return nodes
-
-    def busy_nodes(self) -> set[str]:
-        """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
-        return self._parts.book.busy_nodes()
 
     def sweep(self, now: float, assume_ttl: float, pick_ttl: float) -> None:
         """Release expired gang reservations, assumptions whose bind never completed and picks

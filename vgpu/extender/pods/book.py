@@ -200,14 +200,6 @@ class PodBook:
                 out += spec.pending(held.assignment) if spec else pending_of(held.assignment, {})
         return out
 
-    def busy_nodes(self) -> set[str]:
-        """Nodes with pending containers: bound and not admitted, or assumed by a bind."""
-        busy: set[str] = set(self._pending)
-        for held in self._ledger.holdings():
-            if held.phase is Phase.ASSUMED:
-                busy.add(held.assignment.node)
-        return busy
-
     def unreadable_count(self) -> int:
         """Pods that cannot be read, or whose `vgpu.io/admitted` cannot be."""
         return len(self._invalid) + len(self._unreadable_notes.keys() - self._invalid.keys())
