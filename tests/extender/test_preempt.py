@@ -66,14 +66,38 @@ def test_the_full_pod_form_is_understood(harness: Harness) -> None:
     }
 
 
-def test_pods_without_vgpu_and_gang_members_get_the_candidates_back(harness: Harness) -> None:
+def test_pods_without_vgpu_get_the_candidates_back(harness: Harness) -> None:
     wire, uid = preemption_cluster(harness)
     asked = {"n1": [uid["c"]]}
     assert _preempt(wire, harness.shown(make_pod("cpu", cores=0)), asked) == asked
-    member = harness.shown(
-        make_pod("w0", cores=100, annotations={"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"})
-    )
-    assert _preempt(wire, member, asked) == asked
+
+
+def test_a_gang_member_gets_no_eviction_that_frees_no_gpu_it_fits(harness: Harness) -> None:
+    """A tenant annotated a pod as a gang of one: every candidate came back unchanged, and
+    another team's CPU-only pod was evicted for an 80-core pod that still could not fit."""
+    wire, uid = preemption_cluster(harness)
+    for size in ("1", "2"):
+        gang = {"vgpu.io/gang-name": f"g{size}", "vgpu.io/gang-size": size}
+        member = harness.shown(make_pod(f"w{size}", cores=80, annotations=gang))
+        assert _preempt(wire, member, {"n1": [uid["c"]]}) == {}
+        assert _preempt(wire, member, {"n1": [uid["a"]]}) == {"n1": [uid["a"]]}
+
+
+def test_a_gang_members_own_reservation_does_not_block_its_preemption(harness: Harness) -> None:
+    """The gang's reservations move when it is planned again, so they are set aside: a member
+    reserved on the node it preempts for is not counted against itself."""
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    harness.put(make_pod("low", cores=20))
+    assert wire.bind(harness.pod("low"), "n1") == ""
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    for name in ("m0", "m1"):
+        harness.put(make_pod(name, cores=40, annotations=gang))
+    assert wire.filter(harness.pod("m0"), ["n1"])["NodeNames"] == ["n1"]  # both reserved on n1
+    wait_until(lambda: len(daemon.cache.ledger.on_node("n1")) == 3)  # type: ignore[arg-type]
+    low = harness.pod("low")["metadata"]["uid"]
+    assert _preempt(wire, harness.pod("m1"), {"n1": [low]}) == {"n1": [low]}
 
 
 def test_bad_preemption_requests_get_400(harness: Harness) -> None:

@@ -9,8 +9,11 @@ stay). Nodes where the pod still does not fit are dropped, and kube-scheduler tr
 the victims of a kept node are returned as they came (kube-scheduler chose them against filters
 the extender does not run, so sparing one could leave the pod unschedulable after all).
 
-Pods that ask for no vGPU and gang members get the candidates back unchanged: the first need
-nothing from the extender's accounting, the second are re-planned as a gang once victims leave.
+Pods that ask for no vGPU get the candidates back unchanged: they need nothing from the
+extender's accounting. A gang member is re-planned as a gang once victims leave, so the check is
+the one any plan placing it on the node must pass: the member fits there with the victims and
+every reservation of its own gang set aside. Without it, a pod annotated as a gang of one got
+other teams' pods evicted for nothing (a CPU-only pod for a GPU pod).
 
 Empty victim lists (Kubernetes 1.38, kubernetes/kubernetes#135486, "Preemption-capable scheduler
 extenders must now handle candidates with empty victim lists"): kube-scheduler now sends a node
@@ -35,6 +38,7 @@ from typing import Any
 from vgpu.api.podspec import PodSpec
 from vgpu.core.fit import Code
 from vgpu.core.ids import NodeName, PodKey
+from vgpu.core.model import Holding, Phase
 from vgpu.core.policy.interface import Policy
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BadRequest, Obj, load_request
@@ -97,6 +101,10 @@ def encode_preemption(result: dict[str, Victims]) -> bytes:
     return json.dumps({"NodeNameToMetaVictims": nodes}).encode()
 
 
+def _reserved(held: Holding | None) -> bool:
+    return held is not None and held.phase is Phase.RESERVED
+
+
 class Preemptor:
     """Judges preemption candidates for an `Extender`, on its cache."""
 
@@ -105,19 +113,28 @@ class Preemptor:
 
     def preempt(self, args: PreemptionArgs) -> dict[str, Victims]:
         """The candidates where the pod fits once their victims are gone."""
-        spec, policy, size = self.ext.pods.read(args.pod)  # InvalidRequest: the caller's error
-        if not spec.request.wants_gpu or size:
+        spec, policy, _ = self.ext.pods.read(args.pod)  # InvalidRequest: the caller's error
+        if not spec.request.wants_gpu:
             return dict(args.candidates)
         kept: dict[str, Victims] = {}
         with self.ext.cache.atomic():
+            own = self._own_gang(spec)
             for node, victims in args.candidates.items():
-                needed = self._needed(spec, policy, NodeName(node), victims.uids)
+                needed = self._needed(spec, policy, NodeName(node), victims.uids, own)
                 if needed is not None:
                     kept[node] = Victims(needed, victims.pdb_violations)
         return kept
 
+    def _own_gang(self, spec: PodSpec) -> set[PodKey]:
+        """The reservations a gang member's plan may move: its gang's members not yet bound."""
+        if spec.gang is None:
+            return set()
+        members = {spec.request.key, *self.ext.cache.members.get(spec.gang.key, ())}
+        ledger = self.ext.cache.ledger
+        return {key for key in members if _reserved(ledger.holding(key))}
+
     def _needed(
-        self, spec: PodSpec, policy: Policy, node: NodeName, uids: tuple[str, ...]
+        self, spec: PodSpec, policy: Policy, node: NodeName, uids: tuple[str, ...], own: set[PodKey]
     ) -> tuple[str, ...] | None:
         """The victims, unchanged, if their eviction lets the pod fit; else None.
 
@@ -125,7 +142,7 @@ class Preemptor:
         (ports, volumes, affinity...), of which the extender sees only the resources."""
         by_uid = {h.assignment.uid: h.assignment.pod for h in self.ext.cache.ledger.on_node(node)}
         gone = {by_uid[u] for u in uids if u in by_uid}
-        return uids if self._fits_without(spec, policy, node, gone) else None
+        return uids if self._fits_without(spec, policy, node, gone | own) else None
 
     def _fits_without(
         self, spec: PodSpec, policy: Policy, node: NodeName, gone: set[PodKey]
