@@ -11,9 +11,12 @@ Binding is delayed: a member's bind waits until min-member members have either b
 filter on their reserved node or are already bound or being bound. The gang timeout governs the
 wait for members to appear and pass filter: reservations that reach it with no member bound are
 released in full. Once a member is bound (or being bound) the gang is all-or-nothing from its
-first bind to its last: the deadline no longer releases the others' reservations, which are kept
-until each member binds; each unbound member gets one `VgpuGangIncomplete` Event (`take_events`,
-sent by the daemon) saying why. Deleting a member before any is bound abandons the reservations.
+first bind to its last: the deadline no longer releases the reservations of the members it still
+needs to reach min-member, which are kept until each binds; each gets one `VgpuGangIncomplete`
+Event (`take_events`, sent by the daemon) saying why. Members past min-member are not needed to
+run: their reservations are released at the deadline, and planned again on their next filter
+(else a gang of one with a second member kube-scheduler never sends held its place for good, and
+a reservation, not being a pod, cannot be preempted). Deleting a member before any is bound abandons the reservations.
 Every public method takes the cache's (re-entrant) lock itself.
 """
 
@@ -28,7 +31,7 @@ from typing import Concatenate, NamedTuple, ParamSpec, TypeVar
 from vgpu.api.podspec import GangLabel
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
-from vgpu.core.model import Assignment, GangRef, Phase, PodRequest
+from vgpu.core.model import Assignment, GangRef, Holding, Phase, PodRequest
 from vgpu.core.queues.whole_gpus import NO_KEEP, Keep
 from vgpu.core.scheduler import Scheduler
 from vgpu.extender.gangs.cache_view import GangCache
@@ -78,6 +81,7 @@ class GangWait:
 class _Gang:
     deadline: float
     filtered: set[PodKey] = field(default_factory=set)
+    size: int | None = None  # min-member when planned (None: unknown, every member is needed)
 
 
 class GangCoordinator:
@@ -139,7 +143,7 @@ class GangCoordinator:
             return result
         self._failures.pop(label.key, None)
         self._cache.reserve_gang(result, now + self._timeout)
-        self._gangs[label.key] = _Gang(now + self._timeout)
+        self._gangs[label.key] = _Gang(now + self._timeout, size=size)
         log.info("gang %s: reserved %d member(s)", label.key, len(result.assignments))
         mine = result.for_pod(pod.key)
         assert mine is not None
@@ -176,7 +180,8 @@ class GangCoordinator:
                 log.warning("gang %s: half bound, cannot re-reserve: %s", gang, result.reason)
                 continue
             self._cache.reserve_gang(result, _FOREVER)
-            self._gangs[gang] = _Gang(_FOREVER)
+            self._gangs[gang] = _Gang(_FOREVER, size=ref.min_member)
+            self._needed(gang)
             restored.append(gang)
             log.info("gang %s: re-reserved %d member(s) after a rebuild", gang, len(members))
         return restored
@@ -255,18 +260,39 @@ class GangCoordinator:
                 released.append(gang)
         return released
 
-    def _keep(self, gang: GangKey) -> None:
-        """Past the deadline with members bound: hold the rest until they bind, and say so."""
+    def _needed(self, gang: GangKey) -> list[Holding]:
+        """The reservations the started gang still needs to reach min-member (those of members
+        kube-scheduler has sent through filter first); the others are released."""
         ledger = self._cache.ledger
-        waiting = []
-        for key in sorted(self._cache.members.get(gang, set())):
-            held = ledger.holding(key)
-            if held is not None and held.phase is Phase.RESERVED:
-                self._cache.extend_reservation(key, _FOREVER)
-                waiting.append((key, held.assignment.node))
+        entry = self._gangs.get(gang)
+        held = [h for k in sorted(self._cache.members.get(gang, set())) if (h := ledger.holding(k))]
+        reserved = [h for h in held if h.phase is Phase.RESERVED]
+        if entry is None or entry.size is None:
+            return reserved
+        filtered = entry.filtered
+        reserved.sort(key=lambda h: h.assignment.pod not in filtered)
+        need = max(0, entry.size - (len(held) - len(reserved)))
+        for extra in reserved[need:]:
+            self._cache.release(extra.assignment.pod)
+            log.info(
+                "gang %s: %s is past min-member: reservation released", gang, extra.assignment.pod
+            )
+        return reserved[:need]
+
+    def _keep(self, gang: GangKey) -> None:
+        """Past the deadline with members bound: hold those still needed until they bind, and
+        say so."""
         entry = self._gangs.setdefault(gang, _Gang(_FOREVER))
         entry.deadline = _FOREVER
-        bound = len(self._cache.members.get(gang, set())) - len(waiting)
+        waiting = []
+        for held in self._needed(gang):
+            self._cache.extend_reservation(held.assignment.pod, _FOREVER)
+            waiting.append((held.assignment.pod, held.assignment.node))
+        bound = sum(
+            1
+            for k in self._cache.members.get(gang, set())
+            if (h := self._cache.ledger.holding(k)) is not None and h.phase is not Phase.RESERVED
+        )
         for key, node in waiting:
             message = (
                 f"gang {gang}: {bound} member(s) bound but this one not within the gang timeout; "
