@@ -107,9 +107,10 @@ def test_the_standin_takes_a_limits_memory_from_the_gpu_until_its_context_ends(
     """The stand-in driver alone (no interposer): its own accounting holds what a limit sizes."""
     steps = ["ctx", "info", f"set:{HEAP}:{GIB}", "info", f"set:{STACK}:1000", f"get:{STACK}"]
     steps += [f"set:{STACK}:{64 << 10}", "info", "destroy", "info"]
+    asan = cluster.build.asan_runtime  # the sanitized stand-in needs its runtime first
     done = subprocess.run(
         [str(ctxlimit), "0", *steps],
-        env=cluster.node.env(),
+        env=cluster.node.env({"LD_PRELOAD": asan} if asan else None),
         capture_output=True,
         text=True,
         timeout=60,
