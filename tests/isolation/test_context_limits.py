@@ -33,7 +33,7 @@ def charge(limit: int, value: int) -> int:
     return (value - DEFAULTS[limit]) * per
 
 
-@pytest.mark.parametrize("how", ["set", "proc"])
+@pytest.mark.parametrize("how", ["set", "proc", "sym"])
 def test_a_device_heap_set_past_the_grant_is_refused(
     cluster: Cluster, ctxlimit: Path, how: str
 ) -> None:

@@ -6,6 +6,7 @@
  *   ctxlimit DEV STEP...   on DEV's primary context, each STEP in turn:
  *     set:LIMIT:VALUE      cuCtxSetLimit                                  "set RC"
  *     proc:LIMIT:VALUE     the same through cuGetProcAddress              "proc RC"
+ *     sym:LIMIT:VALUE      the same through dlsym on libcuda.so.1         "sym RC"
  *     get:LIMIT            cuCtxGetLimit                                  "get RC VALUE"
  *     alloc:BYTES          cuMemAlloc_v2, freed at once                   "alloc RC"
  *     info                 the free memory cuMemGetInfo_v2 reports        "info FREE"
@@ -14,6 +15,8 @@
  *     destroy              cuCtxDestroy_v2 of that context; primary again "destroy RC"
  *     reset                cuDevicePrimaryCtxReset_v2, then retained again "reset RC"
  *     hold                 prints "hold" and waits for a line on stdin */
+#include <dlfcn.h>
+
 #include "cudrv.h"
 
 typedef CUresult (*set_limit_fn)(int, size_t);
@@ -23,6 +26,13 @@ static CUresult through_proc(int limit, size_t value)
     void *fn = NULL;
     CUresult rc = cuGetProcAddress("cuCtxSetLimit", &fn, 12000, 0);
     return rc ? rc : ((set_limit_fn)fn)(limit, value);
+}
+
+static CUresult through_dlsym(int limit, size_t value)
+{
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+    void *fn = lib ? dlsym(lib, "cuCtxSetLimit") : NULL;
+    return fn ? ((set_limit_fn)fn)(limit, value) : 500; /* CUDA_ERROR_NOT_FOUND */
 }
 
 int main(int argc, char **argv)
@@ -44,6 +54,8 @@ int main(int argc, char **argv)
             printf("set %d\n", cuCtxSetLimit(limit, (size_t)value));
         else if (sscanf(step, "proc:%d:%llu", &limit, &value) == 2)
             printf("proc %d\n", through_proc(limit, (size_t)value));
+        else if (sscanf(step, "sym:%d:%llu", &limit, &value) == 2)
+            printf("sym %d\n", through_dlsym(limit, (size_t)value));
         else if (sscanf(step, "get:%d", &limit) == 1) {
             CUresult rc = cuCtxGetLimit(&got, limit);
             printf("get %d %zu\n", rc, got);
