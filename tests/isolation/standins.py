@@ -40,6 +40,7 @@ _CUDA = (
     "cuda_capture.c",
     "cuda_work.c",
     "cuda_stack.c",
+    "cuda_limit.c",
 )
 _NVML = ("nvml_device.c", "nvml_usage.c", "nvml_limits.c")
 _CFLAGS = ("-O1", "-g", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Werror")

@@ -1,9 +1,11 @@
 /* Context lifetimes: a context's measurement track (its pending launches and pooled events, in
- * launch.c) ends with the context. Before a context is destroyed (cuCtxDestroy) or reset
+ * launch.c) ends with the context, and so does what its limits were charged (ctxlimits.c), once
+ * the driver has really destroyed it. Before a context is destroyed (cuCtxDestroy) or reset
  * (cuDevicePrimaryCtxReset: "destroys and cleans up all resources associated with the current
  * device in the current process"), what ran in it is charged and its events are destroyed;
  * releasing a primary context destroys it only with its last retain, so the track is dropped when
  * cuDevicePrimaryCtxGetState says it is no longer active. */
+#include "ctxlimits.h"
 #include "hooks.h"
 #include "launch.h"
 
@@ -40,15 +42,22 @@ VGPU_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     vgpu_launch_context_ending(ctx, 1);
-    return real(ctx);
+    CUresult rc = real(ctx);
+    if (rc == CUDA_SUCCESS)
+        vgpu_ctxlimits_gone(ctx);
+    return rc;
 }
 
 static CUresult reset(device_fn real, CUdevice dev)
 {
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    vgpu_launch_context_ending(primary_of(dev), 1);
-    return real(dev);
+    CUcontext ctx = primary_of(dev);
+    vgpu_launch_context_ending(ctx, 1);
+    CUresult rc = real(dev);
+    if (rc == CUDA_SUCCESS)
+        vgpu_ctxlimits_gone(ctx);
+    return rc;
 }
 
 VGPU_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev)
@@ -68,8 +77,10 @@ static CUresult release(device_fn real, CUdevice dev)
     CUcontext ctx = primary_of(dev);
     vgpu_launch_context_ending(ctx, 0);
     CUresult rc = real(dev);
-    if (rc == CUDA_SUCCESS && ctx && !primary_active(dev))
+    if (rc == CUDA_SUCCESS && ctx && !primary_active(dev)) {
         vgpu_launch_context_gone(ctx);
+        vgpu_ctxlimits_gone(ctx);
+    }
     return rc;
 }
 

@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "allocs.h"
+#include "ctxlimits.h"
 #include "graphmem.h"
 #include "launch.h"
 #include "pools.h"
@@ -20,6 +21,7 @@ static void after_fork_in_child(void)
     vgpu_pools_forget();
     vgpu_graphmem_forget();
     vgpu_launch_forget();
+    vgpu_ctxlimits_forget();
 }
 
 __attribute__((constructor)) static void register_fork_handler(void)

@@ -32,7 +32,8 @@
     X(cuMemsetD2D32Async) X(cuMemsetD8Async_ptsz) X(cuMemsetD16Async_ptsz)                        \
     X(cuMemsetD32Async_ptsz) X(cuMemsetD2D8Async_ptsz) X(cuMemsetD2D16Async_ptsz)                 \
     X(cuMemsetD2D32Async_ptsz) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) \
-    X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)
+    X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)\
+    X(cuCtxSetLimit)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \
@@ -41,7 +42,8 @@
     X(cuEventDestroy_v2) X(cuStreamIsCapturing)                             \
     X(cuThreadExchangeStreamCaptureMode) X(cuStreamSynchronize) X(cuDevicePrimaryCtxGetState)    \
     X(cuStreamGetCtx) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuStreamGetCaptureInfo_v2) \
-    X(cuMemGetAllocationPropertiesFromHandle) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)
+    X(cuMemGetAllocationPropertiesFromHandle) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)\
+    X(cuCtxGetLimit) X(cuDeviceGetAttribute)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \

@@ -67,6 +67,8 @@ CUresult cuCtxCreate_v2(CUcontext *, unsigned, CUdevice);
 CUresult cuCtxDestroy_v2(CUcontext);
 CUresult cuCtxSetCurrent(CUcontext);
 CUresult cuCtxSynchronize(void);
+CUresult cuCtxSetLimit(int, size_t); /* CUlimit is an enum */
+CUresult cuCtxGetLimit(size_t *, int);
 CUresult cuGetProcAddress(const char *, void **, int, unsigned long long);
 
 /* Memory. */

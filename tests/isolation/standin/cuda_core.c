@@ -151,6 +151,15 @@ SI_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice d) {
     return rc;
 }
 
+/* The CUDA C++ Programming Guide's "Maximum number of resident threads per SM" by compute
+ * capability: 1024 on 7.5, 1536 on 8.6, 8.9 and 12.x, 2048 on the others it lists. */
+static int threads_per_sm(const struct si_gpu_cfg *g) {
+    int cc = 10 * g->cc_major + g->cc_minor;
+    if (cc == 75)
+        return 1024;
+    return cc == 86 || cc == 89 || g->cc_major == 12 ? 1536 : 2048;
+}
+
 static int attribute(const struct si_gpu_cfg *g, int attr, int *value) {
     unsigned dom = 0, bus = 0, dev = 0;
     sscanf(g->pci, "%x:%x:%x", &dom, &bus, &dev);
@@ -159,6 +168,7 @@ static int attribute(const struct si_gpu_cfg *g, int attr, int *value) {
     case 10: *value = 32; return 0;          /* WARP_SIZE */
     case 16: *value = g->sms; return 0;      /* MULTIPROCESSOR_COUNT */
     case 33: *value = (int)bus; return 0;    /* PCI_BUS_ID */
+    case 39: *value = threads_per_sm(g); return 0; /* MAX_THREADS_PER_MULTIPROCESSOR */
     case 34: *value = (int)dev; return 0;    /* PCI_DEVICE_ID */
     case 50: *value = (int)dom; return 0;    /* PCI_DOMAIN_ID */
     case 41: case 83: case 95: case 102: case 115:
@@ -207,6 +217,7 @@ static CUresult ctx_open(struct si_ctx *c) {
                              &c->mem);
     if (rc == CUDA_SUCCESS) {
         c->active = 1;
+        si_cu_limits_open(c);
         c->null_stream.ctx = c;
         c->epoch = ++epochs;
         c->next_live = live;
@@ -219,6 +230,7 @@ static CUresult ctx_open(struct si_ctx *c) {
 static void ctx_close(struct si_ctx *c) {
     c->active = 0;
     ctx_unlink(c);
+    si_cu_limits_close(c);
     si_cu_give(c->mem, SI_CONTEXT);
 }
 

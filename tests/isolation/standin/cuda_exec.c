@@ -153,6 +153,9 @@ SI_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
         free(m);
         return CUDA_ERROR_INVALID_IMAGE;
     }
+    pthread_mutex_lock(&si_cu_mu);
+    si_cu_current()->loaded = 1; /* its heap and printf FIFO sizes are now fixed (cuda_limit.c) */
+    pthread_mutex_unlock(&si_cu_mu);
     *mod = m;
     return CUDA_SUCCESS;
 }

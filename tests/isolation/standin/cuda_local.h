@@ -32,6 +32,7 @@ enum {
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_IMAGE = 200,
     CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_UNSUPPORTED_LIMIT = 215,
     CUDA_ERROR_INVALID_HANDLE = 400,
     CUDA_ERROR_ILLEGAL_STATE = 401,
     CUDA_ERROR_NOT_FOUND = 500,
@@ -104,12 +105,17 @@ struct si_stream {
     uint64_t ring[SI_QUEUE]; /* tickets of the launches in flight */
 };
 
+#define SI_LIMITS 3 /* the CUlimit values simulated: stack, printf FIFO, malloc heap */
+
 struct si_ctx {
     int dev;
     int primary;
     int refs;
     int active;
     unsigned long long mem; /* the context's own device memory (an SI_CONTEXT allocation) */
+    size_t limit[SI_LIMITS]; /* cuCtxSetLimit's stack, printf FIFO and heap sizes (cuda_limit.c) */
+    unsigned long long limit_mem[SI_LIMITS]; /* what each takes beyond its default, or 0 */
+    int loaded;                              /* a module was loaded into it */
     struct si_stream null_stream;
     uint64_t epoch;            /* changes when the context is destroyed or reset */
     struct si_ctx *next_live;  /* the process's live contexts */
@@ -206,6 +212,10 @@ SI_HIDDEN CUresult si_cu_unsafe(void);
 /* Under si_cu_mu: the id of the stream's capture (0: none), and invalidating one by id. */
 SI_HIDDEN unsigned long long si_cu_capture_id(const struct si_stream *st);
 SI_HIDDEN void si_cu_capture_invalidate(unsigned long long id);
+/* cuda_limit.c: a context's limits at their defaults when it opens; under si_cu_mu, what they
+ * took given back when it closes. */
+SI_HIDDEN void si_cu_limits_open(struct si_ctx *c);
+SI_HIDDEN void si_cu_limits_close(struct si_ctx *c);
 /* 1 while `ctx` is alive in the epoch an object was created in. */
 SI_HIDDEN int si_cu_ctx_live(const struct si_ctx *ctx, uint64_t epoch);
 

@@ -47,7 +47,7 @@
     X(cuCtxPushCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent) X(cuCtxPopCurrent_v2)         \
     X(cuStreamGetCtx) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)        \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)  \
-    X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)
+    X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) X(cuCtxSetLimit) X(cuCtxGetLimit)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)
