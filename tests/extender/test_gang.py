@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -14,7 +16,9 @@ from tests.extender.test_leader import _lease
 from tests.waiting import wait_until
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Phase
+from vgpu.core.queues import whole_gpus
 from vgpu.daemons.extender.daemon import ExtenderDaemon
+from vgpu.extender.gangs import coordinator
 
 NODES = ["n1", "n2"]
 
@@ -348,3 +352,29 @@ def test_a_rebuild_reserves_again_only_the_places_a_started_gang_needs(harness: 
     first.stop()
     second = harness.start()
     assert _phases(second) == dict.fromkeys(pods[:2], Phase.BOUND)
+
+
+def test_a_slow_failing_plan_holds_its_gangs_next_plan_back(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by a tenant-side review: a gang of 2,000 members with one that fits nowhere was
+    planned again, whole, on each member's filter (seconds each on 200 nodes, on the loop every
+    team's filter waits on). A plan that failed slowly now waits ten times its duration."""
+    plans = []
+
+    def slow(*args: Any) -> Any:
+        plans.append(time.perf_counter())
+        time.sleep(coordinator.SLOW_PLAN_S)
+        return real(*args)
+
+    real = whole_gpus.plan_gang
+    monkeypatch.setattr(whole_gpus, "plan_gang", slow)
+    pods = _gang(harness, "job", 5)
+    _, wire = _start(harness)
+    for pod in pods:
+        out = wire.filter(harness.pod(pod), NODES)
+        assert all("only 4 of 5 members fit" in r for r in out["FailedNodes"].values())
+    assert len(plans) == 1
+    harness.clock.advance(coordinator.SLOW_PLAN_S * coordinator.BACKOFF_FACTOR * 10)
+    wire.filter(harness.pod(pods[0]), NODES)
+    assert len(plans) == 2

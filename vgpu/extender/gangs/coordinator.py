@@ -17,12 +17,17 @@ Event (`take_events`, sent by the daemon) saying why. Members past min-member ar
 run: their reservations are released at the deadline, and planned again on their next filter
 (else a gang of one with a second member kube-scheduler never sends held its place for good, and
 a reservation, not being a pod, cannot be preempted). Deleting a member before any is bound abandons the reservations.
+A plan that fails after taking long (a gang of thousands of members, which costs about members
+x nodes on the loop every filter waits on) is not tried again for `BACKOFF_FACTOR` times its
+duration: its members are answered with its reason meanwhile, so no gang can take more than about
+a tenth of the extender's time by having its members retried. Cheap plans are always retried.
 Every public method takes the cache's (re-entrant) lock itself.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from threading import RLock
@@ -45,6 +50,10 @@ from vgpu.extender.gangs.plans import (
 
 log = logging.getLogger(__name__)
 _FOREVER = float("inf")
+SLOW_PLAN_S = 0.05
+"""A failing plan that took this long (seconds) holds the gang's next plan back."""
+BACKOFF_FACTOR = 10.0
+"""How many times a slow failing plan's duration its gang waits before it is planned again."""
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -97,6 +106,7 @@ class GangCoordinator:
         self._planner = planner
         self._gangs: dict[GangKey, _Gang] = {}
         self._failures: dict[GangKey, str] = {}
+        self._backoff: dict[GangKey, tuple[float, GangWait]] = {}
         self._events: list[GangEvent] = []
 
     @_locked
@@ -104,6 +114,7 @@ class GangCoordinator:
         """Forget every gang (the cache, rebuilt, calls it: its reservations are gone)."""
         self._gangs.clear()
         self._failures.clear()
+        self._backoff.clear()
 
     @_locked
     def place_of(
@@ -136,11 +147,18 @@ class GangCoordinator:
             return GangWait(reason)
         if problem := invalid_member(self._cache, label.key):
             return GangWait(f"gang {label.key}: {problem}")
-        ref = GangRef(label.key, size)
-        result = self._plan(scheduler, ref, members, keep)
+        held_back = self._backoff.get(label.key)
+        if held_back is not None and now < held_back[0]:
+            return held_back[1]
+        started = time.perf_counter()
+        result = self._plan(scheduler, GangRef(label.key, size), members, keep)
+        took = time.perf_counter() - started
         if isinstance(result, GangWait):
             self._failures[label.key] = result.reason
+            if took >= SLOW_PLAN_S:
+                self._backoff[label.key] = (now + BACKOFF_FACTOR * took, result)
             return result
+        self._backoff.pop(label.key, None)
         self._failures.pop(label.key, None)
         self._cache.reserve_gang(result, now + self._timeout)
         self._gangs[label.key] = _Gang(now + self._timeout, size=size)
@@ -322,6 +340,7 @@ class GangCoordinator:
             self.abandon(gang, f"member {pod} was deleted")
         if gang is not None and gang not in self._cache.members:
             self._failures.pop(gang, None)
+            self._backoff.pop(gang, None)
 
     @_locked
     def counts(self) -> dict[str, int]:
