@@ -14,7 +14,6 @@ from vgpu.api.queues.config import (
     UNLIMITED,
     QueueConfig,
     gates_of,
-    kueue_managed,
     queue_of,
     read_config,
 )
@@ -162,15 +161,12 @@ def test_any_configuration_is_read_or_refused_with_one_line(
     assert len(named) == len(set(named))  # a namespace names one queue
 
 
-def test_pods_name_their_queue_by_label_and_kueue_pods_are_recognised() -> None:
+def test_pods_name_their_queue_by_label() -> None:
     assert queue_of({"labels": {"vgpu.io/queue": "a"}}) == "a"
     assert queue_of({"labels": {"app": "x"}}) is None
     assert queue_of({}) is None
     spec = {"schedulingGates": [{"name": "vgpu.io/queue"}, {"name": "other"}]}
     assert gates_of(spec) == ["vgpu.io/queue", "other"]
-    assert kueue_managed({"labels": {"kueue.x-k8s.io/queue-name": "q"}}, {})
-    assert kueue_managed({}, {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}]})
-    assert not kueue_managed({"labels": {"vgpu.io/queue": "a"}}, spec)
 
 
 def test_a_namespace_belongs_to_the_first_queue_that_names_it() -> None:

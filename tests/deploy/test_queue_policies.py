@@ -135,7 +135,49 @@ def test_vgpu_pods_of_a_bound_namespace_are_gated_in_its_queue_never_kueues(
     assert gated(objs, pod(), NS) is None  # a namespace bound to no queue: as without queues
     assert gated(objs, pod(cores=None)) is None  # no vGPU asked, no gang
     assert gated(objs, pod({"kueue.x-k8s.io/queue-name": "q"})) is None
+    assert gated(objs, pod({"kueue.x-k8s.io/pod-group-name": "g"})) is None
     assert gated(objs, pod(gates=["kueue.x-k8s.io/admission"])) is None
+
+
+KUEUE = "system:serviceaccount:kueue-system:kueue-controller-manager"
+
+
+@pytest.mark.parametrize(
+    ("labels", "gates"),
+    [({"kueue.x-k8s.io/anything": "x"}, []), ({}, ["kueue.x-k8s.io/mine"])],
+    ids=["made-up-label", "self-made-gate"],
+)
+def test_a_kueue_mark_kueue_does_not_act_on_leaves_the_pod_in_its_queue(
+    objs: list[Obj], labels: Obj, gates: list[str]
+) -> None:
+    """Found by a tenant-side review: any kueue.x-k8s.io/ label or gate took a vGPU pod out of
+    its queue (no gate, no label; uncapped, outside fair order), with or without Kueue."""
+    assert gated(objs, pod(labels, gates=gates)) == "a"
+
+
+def test_a_pod_naming_a_kueue_queue_must_be_held_by_kueue_when_created(objs: list[Obj]) -> None:
+    """Kueue's webhook adds its gate to the pods it manages; a pod naming a Kueue queue without
+    it is held by no one (Kueue does not run, or does not manage the namespace)."""
+    named = pod({"kueue.x-k8s.io/queue-name": "q"})
+    (message,) = refusals(objs, None, named, "alice")
+    assert "names a Kueue queue but Kueue does not hold it" in message
+    assert "bound to vgpu queue a" in message
+    held = pod({"kueue.x-k8s.io/queue-name": "q"}, gates=["kueue.x-k8s.io/admission"])
+    assert refusals(objs, None, held, "alice") == []
+    assert refusals(objs, None, named, "alice", NS) == []  # no vgpu queue: Kueue's business
+    assert refusals(objs, None, pod({"kueue.x-k8s.io/queue-name": "q"}, cores=None), "a") == []
+
+
+def test_only_kueue_may_remove_its_gate_in_a_namespace_bound_to_a_queue(objs: list[Obj]) -> None:
+    """Else a tenant created its pod with Kueue's gate itself, which kept vgpu's gate off,
+    then removed it: a pod in no queue at all."""
+    held = pod(gates=["kueue.x-k8s.io/admission"])
+    (message,) = refusals(objs, held, pod(), "alice")
+    assert message.startswith("only Kueue (" + KUEUE)
+    assert "alice tried to" in message
+    assert refusals(objs, held, pod(), KUEUE) == []
+    assert refusals(objs, held, pod(), "alice", NS) == []  # no vgpu queue: Kueue's business
+    assert refusals(objs, held, held, "alice") == []
 
 
 def test_the_namespace_not_the_pod_names_the_queue(objs: list[Obj]) -> None:
@@ -303,3 +345,61 @@ def test_without_the_scheduler_name_policy_only_pods_of_the_extenders_scheduler_
     objs = render(kube_version="v1.37.2", **sets)
     assert gated(objs, pod(scheduler="default-scheduler")) is None
     assert gated(objs, pod()) == "a"
+
+
+def _claim(cls: str = "vgpu.io", *, first: bool = False, kind: str = "ResourceClaim") -> Obj:
+    request: Obj = {"name": "gpu"}
+    if first:
+        request["firstAvailable"] = [{"name": "share", "deviceClassName": cls}]
+    else:
+        request["exactly"] = {"deviceClassName": cls, "capacity": {"requests": {"cores": "30"}}}
+    spec: Obj = {"devices": {"requests": [request]}}
+    return {"kind": kind, "spec": {"spec": spec} if kind == "ResourceClaimTemplate" else spec}
+
+
+def test_a_namespace_bound_to_a_queue_creates_no_vgpu_claim() -> None:
+    """Found by a tenant-side review: queues count `vgpu.io/cores` asks, so a DRA claim of the
+    vgpu.io class took GPUs outside the team's cap and fair order."""
+    _helm_or_skip()
+    objs = render(
+        kube_version="v1.37.2",
+        queues__enabled="true",
+        dra__enabled="true",
+        **{"queues__list[0]__name": "a", "queues__list[0]__namespaces[0]": "team-a"},
+    )
+    spec = find(objs, "ValidatingAdmissionPolicy", "vgpu-dra-claims")["spec"]
+
+    def refused(claim: Obj, namespace: Obj = TEAM_A, operation: str = "CREATE") -> list[str]:
+        """The queue check as the API server runs it; `requests` (optional-field syntax,
+        which cel-python does not parse) is read here as its expression reads it."""
+        body = claim["spec"]["spec"] if claim["kind"] == "ResourceClaimTemplate" else claim["spec"]
+        variables: dict[str, Any] = {"requests": _cel(body["devices"]["requests"])}
+        base = {
+            "object": _cel(claim),
+            "request": _cel({"operation": operation}),
+            "namespaceObject": _cel(namespace),
+        }
+
+        def activation() -> dict[str, Any]:
+            names = {celtypes.StringType(k): v for k, v in variables.items()}
+            return {**base, "variables": celtypes.MapType(names)}
+
+        assert spec["variables"][0]["name"] == "requests"
+        for v in spec["variables"][1:]:
+            variables[v["name"]] = _run(v["expression"], activation())
+        mine = [v for v in spec["validations"] if "outsideQueue" in v["expression"]]
+        return [
+            str(_run(v["messageExpression"], activation()))
+            for v in mine  # the others use Kubernetes' quantity(), which cel-python lacks
+            if not _run(v["expression"], activation())
+        ]
+
+    for claim in (_claim(), _claim(first=True), _claim(kind="ResourceClaimTemplate")):
+        (message,) = refused(claim)
+        assert message.startswith("namespace team-a is bound to vgpu queue a")
+        assert refused(claim, NS) == []  # a namespace bound to no queue
+    assert refused(_claim("gpu.nvidia.com")) == []  # another driver's class
+    assert refused(_claim(), operation="UPDATE") == []  # claims made before the binding
+    off = render(kube_version="v1.37.2", dra__enabled="true")
+    off_spec = find(off, "ValidatingAdmissionPolicy", "vgpu-dra-claims")["spec"]
+    assert len(off_spec["validations"]) == 1  # without queues, no namespace is bound

@@ -96,6 +96,9 @@ def api(queued: RealCluster) -> Iterator[Rest]:
     queues.unprotect_all(admin)
 
 
+KUEUE_GATE = "kueue.x-k8s.io/admission"
+
+
 def test_vgpu_pods_of_a_bound_namespace_are_gated_in_its_queue(api: Rest) -> None:
     created = {
         "plain": api.post(pods.PODS, pods.pod("plain", pods.container("main", 10))),
@@ -103,20 +106,35 @@ def test_vgpu_pods_of_a_bound_namespace_are_gated_in_its_queue(api: Rest) -> Non
         "no-gpu": api.post(
             pods.PODS, pods.pod("no-gpu", pods.container("main"), labels={QUEUE_LABEL: "qa"})
         ),
-        "kueue": api.post(
-            pods.PODS, queues.qpod("kueue", "qa", 10, **{"kueue.x-k8s.io/queue-name": "k"})
+        "made-up-kueue-mark": api.post(
+            pods.PODS, queues.qpod("made-up", "qa", 10, **{"kueue.x-k8s.io/anything": "x"})
         ),
     }
     other = queues.qpod("other-gate", "qa", 10)
     other["spec"]["schedulingGates"] = [{"name": "example.com/other"}]
     created["other-gate"] = api.post(pods.PODS, other)
+    kueue = queues.qpod("kueue", "qa", 10, **{"kueue.x-k8s.io/queue-name": "k"})
+    with pytest.raises(ApiError) as err:  # no Kueue runs here: nothing would hold it
+        api.post(pods.PODS, kueue)
+    assert err.value.status == 403 and "Kueue does not hold it" in err.value.message
+    kueue["spec"]["schedulingGates"] = [{"name": KUEUE_GATE}]  # as Kueue's webhook adds it
+    created["kueue"] = api.post(pods.PODS, kueue)
     assert {n: queues.gates(p) for n, p in created.items()} == {
         "plain": [QUEUE_GATE],  # labelled from its namespace
         "queued": [QUEUE_GATE],
         "no-gpu": [],
-        "kueue": [],
+        "made-up-kueue-mark": [QUEUE_GATE],  # no one else's hold
         "other-gate": ["example.com/other", QUEUE_GATE],
+        "kueue": [KUEUE_GATE],
     }
+    with pytest.raises(ApiError) as err:  # only Kueue's controller may admit it
+        api.request(
+            "PATCH",
+            f"{pods.PODS}/kueue",
+            [{"op": "remove", "path": "/spec/schedulingGates"}],
+            "application/json-patch+json",
+        )
+    assert err.value.status == 403 and "only Kueue" in err.value.message
     assert created["plain"]["metadata"]["labels"][QUEUE_LABEL] == "qa"
     pods.wait_running(api, "queued", timeout=60)  # the extender released it
     pods.wait_running(api, "plain", timeout=60)

@@ -7,8 +7,9 @@ and the fix (`ConfigError`): a typo in a weight must not silently give a team no
 
 Each queue is bound to namespaces (`vgpu.api.queues.namespaces`); the chart's
 MutatingAdmissionPolicy sets a pod's label `vgpu.io/queue: <name>` from its namespace and adds the
-scheduling gate `vgpu.io/queue` at creation, except to pods Kueue manages (any `kueue.x-k8s.io/`
-label or gate: Kueue holds those itself). Pure: no I/O.
+scheduling gate `vgpu.io/queue` at creation, except to pods that ask Kueue to admit them (its
+queue-name or pod-group-name label, or its gate `kueue.x-k8s.io/admission`: Kueue holds those
+itself, which the chart's ValidatingAdmissionPolicy makes sure of). Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from vgpu.core.queues.proportion import UNCAPPED, QueueSpec
 QUEUE_LABEL = "vgpu.io/queue"
 QUEUE_GATE = "vgpu.io/queue"
 CONFIG_KEY = "queues.json"
-KUEUE_PREFIX = "kueue.x-k8s.io/"
 UNLIMITED = UNCAPPED
 """A cap dimension the operator leaves out: no cap on it (`vgpu.core.queues.UNCAPPED`)."""
 _NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
@@ -166,11 +166,3 @@ def gates_of(spec: Mapping[str, Any]) -> list[str]:
     if not isinstance(gates, list):
         return []
     return [str(g.get("name", "")) for g in gates if isinstance(g, Mapping)]
-
-
-def kueue_managed(metadata: Mapping[str, Any], spec: Mapping[str, Any]) -> bool:
-    """Whether Kueue manages the pod: a `kueue.x-k8s.io/` label or scheduling gate."""
-    labels = metadata.get("labels")
-    if isinstance(labels, Mapping) and any(str(k).startswith(KUEUE_PREFIX) for k in labels):
-        return True
-    return any(g.startswith(KUEUE_PREFIX) for g in gates_of(spec))
