@@ -24,6 +24,10 @@
 #       the importer holds it open after the exporter's cuMemFree, and cuMemGetAddressRange_v2
 #       reports the opened allocation's size and cuPointerGetAttribute its GPU (what an import
 #       from another container is charged by); run bare too, the report says whether the driver itself kept the memory;
+#     - context limits (cuCtxSetLimit, what cudaDeviceSetLimit calls): a malloc heap past a 1 GiB
+#       grant is refused, a 1 KiB raise of the per-thread stack is charged and given back when
+#       lowered; run bare too, the report says what the driver itself reserved for that raise
+#       (vgpu-core charges an estimate, per-thread size x resident threads);
 #     - totalGlobalMem as the CUDA runtime reports it: the runtime is not on the machine (nothing
 #       is downloaded), so the check reads what cudaGetDeviceProperties takes it from, the
 #       driver's cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at CUDA 12.0
@@ -134,6 +138,8 @@ inside vmm "$work/gpumem" share 805306368 >"$work/sharemem.json" || true
 inside vmm "$work/gpumem" keep 805306368 >"$work/keepmem.json" || true
 inside vmm "$work/gpumem" ipc 805306368 >"$work/ipcmem.json" || true
 inside vmm "$work/gpumem" total >"$work/total.json" || true
+inside vmm "$work/gpumem" limits 2147483648 >"$work/limits.json" || true
+"$work/gpumem" limits 2147483648 >"$work/limits-bare.json" || true
 "$work/gpumem" total >"$work/total-bare.json" || true
 "$work/gpumem" keep 805306368 >"$work/keepmem-bare.json" || true
 "$work/gpumem" ipc 805306368 >"$work/ipcmem-bare.json" || true
@@ -265,6 +271,14 @@ checks.append(judged("totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGet
                      lambda total, bare: [total[k] for k in fields] == [1 << 30] * 3
                      and bare["total_mem"] > 1 << 30,
                      total=lambda: read("total"), gpu_total_mem=lambda: read("total-bare")["total_mem"]))
+# Bare, the free memory a 1 KiB raise of the stack takes is what the driver reserves for it;
+# vgpu-core charges an estimate (per-thread size x resident threads) that should not exceed it.
+checks.append(judged("cuCtxSetLimit: a heap past the grant refused, a raised stack charged",
+                     ["limits", "limits-bare"],
+                     lambda lim, bare: lim["heap"] == 2 and lim["stack"] == 0
+                     and lim["stack_took"] > 0 and lim["free_restored"] == lim["free_before"],
+                     limits=lambda: read("limits"),
+                     driver_took=lambda: read("limits-bare")["stack_took"]))
 pair = lambda prefix: [share_of(f"{prefix}-{c}", "work") for c in (30, 70)]
 if agent_said == "ready":
     checks.append(judged("30 and 70 side by side, with the agent's outer loop: each within 5 points",

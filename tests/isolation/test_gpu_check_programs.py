@@ -99,6 +99,15 @@ def test_legacy_ipc_memory_an_importer_holds_after_its_exporter_freed_it_stays_c
     assert got["free_after_close"] == 1024 * MIB, got
 
 
+def test_context_limits_past_the_grant_are_refused_and_a_raised_stack_is_charged(
+    cluster: Cluster,
+) -> None:
+    got = run(cluster, 30, 1024, "gpumem", "limits", str(2 * GIB))
+    assert got["heap"] == OUT_OF_MEMORY, got
+    assert got["stack"] == 0 and got["stack_took"] > 0, got  # charged to the grant
+    assert got["free_restored"] == got["free_before"], got  # lowered back: given back
+
+
 def test_the_total_a_cuda_program_reads_is_the_grant_directly_and_by_proc_address(
     cluster: Cluster,
 ) -> None:
@@ -192,6 +201,7 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
         "VMM: a descriptor kept after every release keeps the memory counted",
         "legacy IPC: memory an importer holds open after the exporter's free stays counted",
         "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
+        "cuCtxSetLimit: a heap past the grant refused, a raised stack charged",
     ):
         assert checks[name]["pass"], checks[name]
     agent = "30 and 70 side by side, with the agent's outer loop: each within 5 points"

@@ -33,6 +33,12 @@
  *                        child holds it open ("while_held"), and after the child closed it
  *                        ("after_close"); cuMemGetInfo_v2's free before and after the free and
  *                        after the close (run bare, they say whether the driver kept the memory)
+ *   gpumem limits BYTES  context limits that size device memory (cuCtxSetLimit, what
+ *                        cudaDeviceSetLimit calls): the malloc heap set to BYTES ("heap" is its
+ *                        code), then the per-thread stack raised by 1 KiB ("stack"), with
+ *                        cuMemGetInfo_v2's free before and after the raise ("stack_took": what
+ *                        it took; run bare, what the driver itself reserved for it) and after
+ *                        it is lowered back ("free_restored")
  *   gpumem total         what the CUDA runtime's cudaGetDeviceProperties reads for totalGlobalMem:
  *                        cuDeviceTotalMem_v2, called directly and through cuGetProcAddress at
  *                        CUDA 12.0 (how the runtime reaches the driver), beside cuMemGetInfo_v2 */
@@ -294,6 +300,22 @@ static int total(void)
     return 0;
 }
 
+static int limits(size_t bytes)
+{
+    enum { STACK = 0, HEAP = 2 }; /* CU_LIMIT_STACK_SIZE, CU_LIMIT_MALLOC_HEAP_SIZE */
+    size_t stack = 0, before, raised;
+    CUresult heap = cuCtxSetLimit(HEAP, bytes);
+    check(cuCtxGetLimit(&stack, STACK), "cuCtxGetLimit");
+    before = free_now();
+    CUresult raise = cuCtxSetLimit(STACK, stack + 1024);
+    raised = free_now();
+    check(cuCtxSetLimit(STACK, stack), "cuCtxSetLimit back");
+    printf("{\"heap\": %d, \"stack\": %d, \"stack_bytes\": %zu, \"free_before\": %zu, "
+           "\"stack_took\": %lld, \"free_restored\": %zu}\n",
+           (int)heap, (int)raise, stack, before, (long long)before - (long long)raised, free_now());
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     CUcontext ctx;
@@ -310,6 +332,8 @@ int main(int argc, char **argv)
         return capture(strtoull(argv[2], NULL, 10));
     if (argc == 2 && !strcmp(argv[1], "total"))
         return total();
+    if (argc == 3 && !strcmp(argv[1], "limits"))
+        return limits(strtoull(argv[2], NULL, 10));
     if (argc == 3 && !strcmp(argv[1], "share"))
         return share(strtoull(argv[2], NULL, 10));
     if (argc == 3 && !strcmp(argv[1], "keep"))
@@ -322,6 +346,7 @@ int main(int argc, char **argv)
         return import(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
                       atoi(argv[6]));
     fprintf(stderr, "usage: gpumem vmm BYTES | gpumem graph BYTES | gpumem capture BYTES | "
-                    "gpumem share BYTES | gpumem keep BYTES | gpumem ipc BYTES | gpumem total\n");
+                    "gpumem share BYTES | gpumem keep BYTES | gpumem ipc BYTES | gpumem limits BYTES | "
+                    "gpumem total\n");
     return 2;
 }
