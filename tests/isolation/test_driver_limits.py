@@ -42,7 +42,7 @@ from vgpu.node.devices import ResourceNames
 uid, gpu, mib, cgroupfs = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 pod = (uid, [(Role.APP, (GpuShare(gpu, 10, mib * 1000),))])
 nvml = NvmlLimits()
-hook = DriverLimitHook(lambda kind, ids: pod, nvml, ResourceNames(), cgroupfs=cgroupfs)
+hook = DriverLimitHook(lambda kind, ids: [pod], nvml, ResourceNames(), cgroupfs=cgroupfs)
 hook("vgpu.io/memory", [gpu + "::m0"])
 cgroup = next(p for p in cgroupfs.rglob("pod" + uid) if p.is_dir())
 print(repr(nvml.get(gpu, cgroup)))

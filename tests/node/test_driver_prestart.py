@@ -49,10 +49,10 @@ class RecordingLimits:
 
 def lookup(
     kind: UnitKind, ids: Sequence[str]
-) -> tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]] | None:
+) -> list[tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]]]:
     if list(ids) != [f"{GPU}::m0"]:
-        return None
-    return UID, [(Role.APP, (GpuShare(GPU, 10, 2048 * 1000),))]
+        return []
+    return [(UID, [(Role.APP, (GpuShare(GPU, 10, 2048 * 1000),))])]
 
 
 @pytest.fixture
@@ -133,10 +133,50 @@ def test_the_handoff_records_name_the_pod_of_a_containers_device_ids() -> None:
         shares = {"c": (gpu, 30)}
         handoff.observe(pod_info(pod(name, uid, [("c", 30)], **signed(name, uid, shares))))
     handoff.admit(PodKey("ns/b"), "c", UnitKind.CORES, ["G1::c0", "G1::c1"])
-    found = handoff.pod_holding(UnitKind.CORES, ["G1::c1", "G1::c0"])
-    assert found == ("uid-b", [(Role.APP, (GpuShare(GpuUUID("G1"), 30, 30000),))])
-    assert handoff.pod_holding(UnitKind.MEMORY, ["G1::c1", "G1::c0"]) is None
-    assert handoff.pod_holding(UnitKind.CORES, ["G1::c0"]) is None
+    found = handoff.pods_holding(UnitKind.CORES, ["G1::c1", "G1::c0"])
+    assert found == [("uid-b", [(Role.APP, (GpuShare(GpuUUID("G1"), 30, 30000),))])]
+    assert handoff.pods_holding(UnitKind.MEMORY, ["G1::c1", "G1::c0"]) == []
+    assert handoff.pods_holding(UnitKind.CORES, ["G1::c0"]) == []
+
+
+def test_while_an_attribution_is_unsure_prestart_limits_every_pod_that_may_be_the_caller(
+    cgroupfs: Path,
+) -> None:
+    """Found by a tenant-side review: two interchangeable pods of two namespaces wait on one
+    GPU; the kubelet admits the attacker's first and the agent records the call as the
+    victim's (unsure until its next reconcile, about a second). PreStart then set the driver's
+    limit on the victim's cgroup only, and the attacker's first container ran without one."""
+    handoff = Handoff("n", b"k", clock=lambda: 0.0)
+    for name, uid in (("victim", "uid-v"), ("attacker", "uid-x")):
+        shares = {"c": ("G0", 30)}
+        handoff.observe(pod_info(pod(name, uid, [("c", 30)], **signed(name, uid, shares))))
+        pod_dir(cgroupfs, f"/kubepods/pod{uid}")
+    ids = ["G0::c0", "G0::c1"]
+    handoff.admit(PodKey("ns/victim"), "c", UnitKind.CORES, ids, unsure=True)
+    limits = RecordingLimits()
+    hook = DriverLimitHook(handoff.pods_holding, limits, ResourceNames(), cgroupfs=cgroupfs)
+    hook("vgpu.io/cores", ids)
+    limited = {cgroup.name for _, cgroup, _, _ in limits.calls}
+    assert limited == {"poduid-v", "poduid-x"}  # each its own grant, whichever called
+    assert {hard for _, _, hard, _ in limits.calls} == {30 * MIB}
+
+
+def test_while_an_attribution_is_unsure_a_pod_not_started_yet_is_left_to_its_own_start(
+    cgroupfs: Path,
+) -> None:
+    handoff = Handoff("n", b"k", clock=lambda: 0.0)
+    for name, uid in (("victim", "uid-v"), ("attacker", "uid-x")):
+        shares = {"c": ("G0", 30)}
+        handoff.observe(pod_info(pod(name, uid, [("c", 30)], **signed(name, uid, shares))))
+    ids = ["G0::c0", "G0::c1"]
+    handoff.admit(PodKey("ns/victim"), "c", UnitKind.CORES, ids, unsure=True)
+    limits = RecordingLimits()
+    hook = DriverLimitHook(handoff.pods_holding, limits, ResourceNames(), cgroupfs=cgroupfs)
+    with pytest.raises(Exception, match="none of the pods that may hold"):
+        hook("vgpu.io/cores", ids)  # no cgroup at all: fail closed
+    pod_dir(cgroupfs, "/kubepods/poduid-x")
+    hook("vgpu.io/cores", ids)
+    assert [cgroup.name for _, cgroup, _, _ in limits.calls] == ["poduid-x"]
 
 
 @given(

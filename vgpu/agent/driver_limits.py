@@ -29,8 +29,10 @@ log = logging.getLogger(__name__)
 
 
 PodLookup = Callable[
-    [UnitKind, Sequence[str]], "tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]] | None"
+    [UnitKind, Sequence[str]], "list[tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]]]"
 ]
+"""The pods whose container may hold the device IDs (`Handoff.pods_holding`): one while the
+attribution is sure, all that may have been the caller while it is not."""
 
 
 class DriverLimitHook:
@@ -55,20 +57,39 @@ class DriverLimitHook:
         self._on_set = on_set
 
     def __call__(self, resource: str, ids: Sequence[str]) -> None:
-        """Set the limits of the pod holding `ids`; raises PreStartRefused with the cause."""
+        """Set the limits of the pod holding `ids`; raises PreStartRefused with the cause.
+
+        While the agent is unsure which of interchangeable pods the kubelet admitted (settled
+        by its next reconcile), each of them that has its cgroup gets its own limit: the caller
+        has its cgroup by now (the kubelet makes it before starting containers), so whichever
+        it was, it starts limited."""
         kind = UnitKind.CORES if resource == self._names.cores else UnitKind.MEMORY
         found = self._lookup(kind, ids)
-        if found is None:
+        if not found:
             raise PreStartRefused(
                 f"{resource}: no pod in the agent's records holds devices {', '.join(ids)} "
                 "(a container admitted without an assignment has no grant to limit it to), so "
                 "the driver's memory limit cannot be set; the container is not started"
             )
-        uid, containers = found
+        limited = [uid for uid, containers in found if self._limit(uid, containers, len(found))]
+        if len(found) > 1 and not limited:
+            raise PreStartRefused(
+                f"{resource}: none of the pods that may hold devices {', '.join(ids)} "
+                f"({', '.join(uid for uid, _ in found)}) has a cgroup under {self._cgroupfs}, "
+                "so the driver's memory limit cannot be set"
+            )
+
+    def _limit(
+        self, uid: str, containers: list[tuple[Role, tuple[GpuShare, ...]]], of: int
+    ) -> bool:
+        """Set one pod's limits; False when it holds no GPU memory here, or (one of `of` > 1
+        pods that may be the caller) has no cgroup yet."""
         memory = pod_memory(containers)
         if not memory:
-            return  # the pod holds no GPU memory here: nothing to limit
+            return False  # the pod holds no GPU memory here: nothing to limit
         cgroup = pod_cgroup(uid, self._cgroupfs)
+        if cgroup is None and of > 1:
+            return False  # not started yet: its own containers' calls will limit it
         if cgroup is None:
             raise PreStartRefused(
                 f"pod {uid}: no cgroup under {self._cgroupfs} (looked for the systemd and "
@@ -85,6 +106,7 @@ class DriverLimitHook:
             if self._on_set is not None:
                 self._on_set(uuid, hard)
         log.info("pod %s: driver memory limits set on %s: %s", uid, cgroup, memory)
+        return True
 
 
 class BackendCollector:

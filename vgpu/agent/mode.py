@@ -119,7 +119,7 @@ def driver_backend(
     if nvml is None or handoff is None:
         return choice, None
     hook = DriverLimitHook(
-        handoff.pod_holding, nvml, names, cgroupfs=cfg.cgroupfs, soft=cfg.driver_soft_limits
+        handoff.pods_holding, nvml, names, cgroupfs=cfg.cgroupfs, soft=cfg.driver_soft_limits
     )
     return choice, hook
 

@@ -303,23 +303,38 @@ class Handoff:
                     out.append(GrantedContainer(key, entry.info.uid, name, shares, done))
             return out
 
-    def pod_holding(
+    def pods_holding(
         self, kind: UnitKind, ids: Sequence[str]
-    ) -> tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]] | None:
-        """The UID and the containers (role, shares) of the pod whose container was allocated
-        exactly `ids` of `kind`, or None: how `PreStartContainer`, which names only device
-        IDs, finds the pod whose cgroup the driver's memory limit goes on."""
+    ) -> list[tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]]]:
+        """The UIDs and containers (role, shares) of the pods whose container may have been
+        allocated exactly `ids` of `kind` (none: no pod holds them): how `PreStartContainer`,
+        which names only device IDs, finds the pods whose cgroups the driver's memory limit
+        goes on. One pod when the attribution is sure; while it is unsure (`admit`), also every
+        other pod whose interchangeable container may have been the caller, since the kubelet
+        may have admitted any of them first (their limits are each their own grant)."""
         wanted = set(ids)
         with self._lock:
             for entry in self._pods.values():
-                if not any(
-                    k is kind and set(held) == wanted
-                    for (_, k), (held, _) in entry.admitted.items()
-                ):
-                    continue
-                containers = [(c.role, entry.shares.get(c.name, ())) for c in entry.info.containers]
-                return entry.info.uid, containers
-            return None
+                for (name, k), (held, _) in entry.admitted.items():
+                    if k is kind and set(held) == wanted:
+                        return [_holder(e) for e in self._maybe_caller(entry, name, kind)]
+            return []
+
+    def _maybe_caller(self, entry: PodEntry, name: str, kind: UnitKind) -> list[PodEntry]:
+        """The pod recorded for container `name`'s allocation of `kind`, then, while that
+        attribution is unsure, the other pods waiting or unsurely allocated with its ask."""
+        container = entry.info.container(name)
+        if (name, kind) not in entry.unsure or container is None:
+            return [entry]
+        size = entry.ask(container, kind)
+        gpus = frozenset(s.uuid for s in entry.shares.get(name, ()))
+        others = [e for e, _ in matching(self._pods, kind, size, gpus, pending=True)]
+        others += [
+            e
+            for e, c in matching(self._pods, kind, size, gpus, pending=False)
+            if (c.name, kind) in e.unsure
+        ]
+        return [entry, *{id(e): e for e in others if e is not entry}.values()]
 
     # ----- the admitted annotation ---------------------------------------------------------------
     def admitted_containers(self, key: PodKey) -> list[str]:
@@ -367,3 +382,8 @@ class Handoff:
                 self._pods, held, self._clock(), self._grace_s, checkpointed
             )
         return reports
+
+
+def _holder(entry: PodEntry) -> tuple[str, list[tuple[Role, tuple[GpuShare, ...]]]]:
+    """A pod's UID and its containers' roles and shares."""
+    return entry.info.uid, [(c.role, entry.shares.get(c.name, ())) for c in entry.info.containers]
