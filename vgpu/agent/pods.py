@@ -39,6 +39,9 @@ CHURN = (
 )
 
 MIRROR = "kubernetes.io/config.mirror"
+WARNED_KEPT = 4096
+"""Unassigned pods remembered as already warned about (one Event each); a deleted pod is
+forgotten at once, and past this many (deletions missed while the watch was down) all are."""
 """A static pod's mirror carries the UID the kubelet knows the pod by: its config hash
 (pkg/kubelet/pod/mirror_client.go `CreateMirrorPod`; pkg/kubelet/config/common.go)."""
 
@@ -132,11 +135,14 @@ class PodFeed:
         if kind == "DELETED":
             self.handoff.forget(info.key, info.uid)
             self.containers.forget(pod)
+            self._warned.discard(info.uid)
         else:
             self.containers.observe(pod)
             self._tell_churn(info.key, pod)
             problem = self.handoff.observe(info)
             if problem is not None and info.uid not in self._warned:
+                if len(self._warned) >= WARNED_KEPT:  # deletions missed while the watch was down
+                    self._warned.clear()
                 self._warned.add(info.uid)
                 log.warning("unassigned pod: %s", problem)
                 self._event(info.key, info.uid, "VgpuUnassigned", problem)
