@@ -9,7 +9,6 @@ which reads Kubernetes' grammar."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests.deploy.cel import cel, refusals
 from tests.pods import container, pod_obj
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory
 from vgpu.api.podasks import pod_asks
@@ -25,12 +25,10 @@ from vgpu.api.quantity import parse_quantity
 from vgpu.core.units import CORES_PER_GPU
 from vgpu.inspect.waiting import never_fits
 
-celpy = pytest.importorskip("celpy")
-from celpy import celtypes  # noqa: E402
+celtypes = pytest.importorskip("celpy.celtypes")
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "daemonset" / "ask-policy.yaml"
-ENV = celpy.Environment()
 Obj = dict[str, Any]
 
 
@@ -60,30 +58,9 @@ def _spec() -> Obj:
 SPEC = _spec()
 
 
-@functools.cache
-def _program(expression: str) -> Any:
-    return ENV.program(ENV.compile(expression), functions=FUNCTIONS)
-
-
-def _eval(expression: str, activation: Obj) -> Any:
-    return _program(expression).evaluate(activation)
-
-
 def refused(pod: Obj) -> list[str]:
     """The messages of the validations `pod` fails at creation (empty: admitted)."""
-    variables: Obj = {}
-
-    def activation() -> Obj:
-        names = {celtypes.StringType(k): v for k, v in variables.items()}
-        return {"object": celpy.json_to_cel(pod), "variables": celtypes.MapType(names)}
-
-    for v in SPEC["variables"]:
-        variables[v["name"]] = _eval(v["expression"], activation())
-    return [
-        str(_eval(v["messageExpression"], activation()))
-        for v in SPEC["validations"]
-        if not _eval(v["expression"], activation())
-    ]
+    return refusals(SPEC, {"object": cel(pod)}, functions=FUNCTIONS)
 
 
 MAX_GPUS = int(next(v["expression"] for v in SPEC["variables"] if v["name"] == "maxGpus"))

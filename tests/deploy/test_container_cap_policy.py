@@ -11,15 +11,12 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.deploy.cel import cel, refusals
 from tests.pods import container, pod_obj
 from vgpu.api.podasks import MAX_VGPU_CONTAINERS, pod_asks
 
-celpy = pytest.importorskip("celpy")
-from celpy import celtypes  # noqa: E402
-
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "daemonset" / "container-cap-policy.yaml"
-ENV = celpy.Environment()
 
 
 def _spec() -> dict[str, Any]:
@@ -28,26 +25,9 @@ def _spec() -> dict[str, Any]:
     return dict(policy["spec"])
 
 
-def _eval(expression: str, activation: dict[str, Any]) -> Any:
-    return ENV.program(ENV.compile(expression)).evaluate(activation)
-
-
 def refused(pod: dict[str, Any]) -> list[str]:
     """The messages of the validations `pod` fails at creation (empty: admitted)."""
-    spec = _spec()
-    variables: dict[str, Any] = {}
-
-    def activation() -> dict[str, Any]:
-        names = {celtypes.StringType(k): v for k, v in variables.items()}
-        return {"object": celpy.json_to_cel(pod), "variables": celtypes.MapType(names)}
-
-    for v in spec["variables"]:
-        variables[v["name"]] = _eval(v["expression"], activation())
-    return [
-        str(_eval(v["messageExpression"], activation()))
-        for v in spec["validations"]
-        if not _eval(v["expression"], activation())
-    ]
+    return refusals(_spec(), {"object": cel(pod)})
 
 
 def _pod(init: int, app: int, plain: int = 2) -> dict[str, Any]:

@@ -14,17 +14,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.deploy.cel import activation, cel, run
+from tests.deploy.cel import refusals as cel_refusals
 from tests.deploy.test_chart import _helm_or_skip, find, render
 from vgpu.api.queues.config import UNLIMITED, read_config
 from vgpu.api.queues.namespaces import Binding, bound_queue
 from vgpu.core.queues.proportion import QueueSpec
 
-celpy = pytest.importorskip("celpy")
-from celpy import celtypes  # noqa: E402
+celtypes = pytest.importorskip("celpy.celtypes")
 
 Obj = dict[str, Any]
 EXTENDER = "system:serviceaccount:gpu:vgpu-extender"
-ENV = celpy.Environment()
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +45,6 @@ def objs() -> list[Obj]:
     )
 
 
-def _run(expression: str, activation: dict[str, Any]) -> Any:
-    return ENV.program(ENV.compile(expression)).evaluate(activation)
-
-
-def _cel(value: Any) -> Any:
-    return celpy.json_to_cel(value)
-
-
 def _namespace(name: str, labels: Obj | None = None) -> Obj:
     return {"metadata": {"name": name, "labels": labels or {}}}
 
@@ -62,26 +54,13 @@ TEAM_A = _namespace("team-a")
 TEAM_B = _namespace("lab", {"team": "b"})
 
 
-def _variables(spec: Obj, base: dict[str, Any]) -> dict[str, Any]:
-    """`base` with the policy's variables, evaluated in order as the API server does."""
-    variables: dict[str, Any] = {}
-
-    def activation() -> dict[str, Any]:
-        names = {celtypes.StringType(k): v for k, v in variables.items()}
-        return {**base, "variables": celtypes.MapType(names)}
-
-    for v in spec.get("variables", []):
-        variables[v["name"]] = _run(v["expression"], activation())
-    return activation()
-
-
 def gated(objs: list[Obj], pod: Obj, namespace: Obj = TEAM_A) -> str | None:
     """The queue the mutating policy labels and gates `pod` with on CREATE (None: untouched)."""
     policy = find(objs, "MutatingAdmissionPolicy", "vgpu-queue-gate")["spec"]
-    base = {"object": _cel(pod), "oldObject": None, "namespaceObject": _cel(namespace)}
-    if not all(bool(_run(c["expression"], base)) for c in policy["matchConditions"]):
+    base = {"object": cel(pod), "oldObject": None, "namespaceObject": cel(namespace)}
+    if not all(bool(run(c["expression"], base)) for c in policy["matchConditions"]):
         return None
-    queue = str(_variables(policy, base)["variables"][celtypes.StringType("queue")])
+    queue = str(activation(policy, base)["variables"][celtypes.StringType("queue")])
     return queue or None
 
 
@@ -91,19 +70,14 @@ def refusals(
     """The validating policy's messages for a CREATE (`old` None) or an UPDATE by `user`."""
     spec = find(objs, "ValidatingAdmissionPolicy", "vgpu-protect-queue-gate")["spec"]
     base = {
-        "object": _cel(new),
-        "oldObject": None if old is None else _cel(old),
-        "request": _cel(
+        "object": cel(new),
+        "oldObject": None if old is None else cel(old),
+        "request": cel(
             {"operation": "CREATE" if old is None else "UPDATE", "userInfo": {"username": user}}
         ),
-        "namespaceObject": _cel(namespace),
+        "namespaceObject": cel(namespace),
     }
-    activation = _variables(spec, base)
-    return [
-        str(_run(v["messageExpression"], activation))
-        for v in spec["validations"]
-        if not _run(v["expression"], activation)
-    ]
+    return cel_refusals(spec, base)
 
 
 def pod(
@@ -373,26 +347,17 @@ def test_a_namespace_bound_to_a_queue_creates_no_vgpu_claim() -> None:
         """The queue check as the API server runs it; `requests` (optional-field syntax,
         which cel-python does not parse) is read here as its expression reads it."""
         body = claim["spec"]["spec"] if claim["kind"] == "ResourceClaimTemplate" else claim["spec"]
-        variables: dict[str, Any] = {"requests": _cel(body["devices"]["requests"])}
         base = {
-            "object": _cel(claim),
-            "request": _cel({"operation": operation}),
-            "namespaceObject": _cel(namespace),
+            "object": cel(claim),
+            "request": cel({"operation": operation}),
+            "namespaceObject": cel(namespace),
         }
-
-        def activation() -> dict[str, Any]:
-            names = {celtypes.StringType(k): v for k, v in variables.items()}
-            return {**base, "variables": celtypes.MapType(names)}
-
-        assert spec["variables"][0]["name"] == "requests"
-        for v in spec["variables"][1:]:
-            variables[v["name"]] = _run(v["expression"], activation())
-        mine = [v for v in spec["validations"] if "outsideQueue" in v["expression"]]
-        return [
-            str(_run(v["messageExpression"], activation()))
-            for v in mine  # the others use Kubernetes' quantity(), which cel-python lacks
-            if not _run(v["expression"], activation())
-        ]
+        return cel_refusals(
+            spec,
+            base,
+            preset={"requests": cel(body["devices"]["requests"])},
+            only=lambda v: "outsideQueue" in v["expression"],  # the rest use quantity()
+        )
 
     for claim in (_claim(), _claim(first=True), _claim(kind="ResourceClaimTemplate")):
         (message,) = refused(claim)

@@ -1,0 +1,50 @@
+"""No user creates a vGPU pod already bound to a node (`vgpu-protect-handoff-annotations`),
+evaluated as the API server runs the policy's CEL (cel-python)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tests.deploy.cel import cel
+from tests.deploy.cel import refusals as cel_refusals
+from tests.deploy.test_chart import _helm_or_skip, find, render
+
+Obj = dict[str, Any]
+
+
+def refusals(
+    objs: list[Obj], obj: Obj, user: str, resource: str = "pods", sub: str = ""
+) -> list[str]:
+    """The policy's messages for a CREATE of `obj` by `user`."""
+    spec = find(objs, "ValidatingAdmissionPolicy", "vgpu-protect-handoff-annotations")["spec"]
+    request = {
+        "operation": "CREATE",
+        "userInfo": {"username": user},
+        "resource": {"resource": resource},
+        "subResource": sub,
+    }
+    return cel_refusals(spec, {"object": cel(obj), "oldObject": None, "request": cel(request)})
+
+
+def pod(node: str = "", cores: str | None = "30") -> Obj:
+    limits = {"vgpu.io/cores": cores} if cores else {"cpu": "1"}
+    spec: Obj = {"containers": [{"name": "m", "image": "x", "resources": {"limits": limits}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": {"name": "p", "namespace": "t"}, "spec": spec}
+
+
+def test_a_vgpu_pod_created_bound_to_a_node_is_refused() -> None:
+    """Found by a tenant-side review: a vGPU pod created with spec.nodeName skipped the
+    scheduler; while it waited unassigned on the node, the agent refused every Allocate of its
+    asks there as ambiguous, failing other tenants' pods."""
+    _helm_or_skip()
+    objs = render(kube_version="v1.37.2")
+    (message,) = refusals(objs, pod("n1"), "alice")
+    assert "alice created one with spec.nodeName set (n1)" in message
+    assert "nodeSelector on kubernetes.io/hostname" in message
+    assert refusals(objs, pod(), "alice") == []  # placed by the scheduler
+    assert refusals(objs, pod("n1", cores=None), "alice") == []  # no vGPU asked
+    assert refusals(objs, pod("n1"), "system:node:n1") == []  # a static pod's mirror
+    binding = {"metadata": {"name": "p"}, "target": {"kind": "Node", "name": "n1"}}
+    assert refusals(objs, binding, "alice", "pods", "binding") == []
