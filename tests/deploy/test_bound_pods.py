@@ -17,12 +17,10 @@ def refusals(
 ) -> list[str]:
     """The policy's messages for a CREATE of `obj` by `user`."""
     spec = find(objs, "ValidatingAdmissionPolicy", "vgpu-protect-handoff-annotations")["spec"]
-    request = {
-        "operation": "CREATE",
-        "userInfo": {"username": user},
-        "resource": {"resource": resource},
-        "subResource": sub,
-    }
+    request: Obj = {"operation": "CREATE", "userInfo": {"username": user}}
+    request["resource"] = {"resource": resource}
+    if sub:  # the API server leaves an empty subresource out (no such key)
+        request["subResource"] = sub
     return cel_refusals(spec, {"object": cel(obj), "oldObject": None, "request": cel(request)})
 
 

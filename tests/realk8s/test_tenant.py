@@ -174,6 +174,20 @@ def test_a_tenant_pod_of_more_than_64_vgpu_containers_is_refused_with_the_fix(
     assert _refused(tenant, pods.PODS, beside) == ""
 
 
+def test_a_tenant_cannot_create_a_vgpu_pod_bound_to_a_node_past_the_scheduler(
+    tenant: Rest,
+) -> None:
+    """Such a pod waited unassigned on the node, and the agent refused every Allocate of its
+    asks there as ambiguous: other teams' pods failed."""
+    bound = _unscheduled("bound", *(pods.container(f"c{k}", k) for k in (1, 2, 3)))
+    bound["spec"]["nodeName"] = "node-a"
+    message = _refused(tenant, pods.PODS, bound)
+    assert "created one with spec.nodeName set (node-a)" in message, message
+    plain = pods.pod("plain", pods.container("main"))  # asks no vGPU: none of our business
+    plain["spec"]["nodeName"] = "node-a"
+    assert _refused(tenant, pods.PODS, plain) == ""
+
+
 def test_the_extenders_lease_is_out_of_a_tenants_reach(
     real_cluster: RealCluster, tenant: Rest
 ) -> None:
