@@ -188,6 +188,19 @@ def test_a_tenant_cannot_create_a_vgpu_pod_bound_to_a_node_past_the_scheduler(
     assert _refused(tenant, pods.PODS, plain) == ""
 
 
+def test_a_tenant_cannot_change_a_pods_cores_limit_after_creating_it(tenant: Rest) -> None:
+    """The agent reads vgpu.io/cores-limit at admission; changed after placement it could make
+    the pod look interchangeable with another team's waiting beside it."""
+    limited = _unscheduled("limited", pods.container("main", 30))
+    limited["metadata"]["annotations"] = {"vgpu.io/cores-limit": "50"}
+    tenant.post(pods.PODS, limited)
+    for value in ("100", None):
+        with pytest.raises(ApiError) as err:
+            patch = {"metadata": {"annotations": {"vgpu.io/cores-limit": value}}}
+            tenant.merge_patch(f"{pods.PODS}/limited", patch)
+        assert err.value.status == 403 and "tried to change it" in err.value.message
+
+
 def test_the_extenders_lease_is_out_of_a_tenants_reach(
     real_cluster: RealCluster, tenant: Rest
 ) -> None:
