@@ -284,3 +284,35 @@ def test_a_pod_part_way_through_admission_keeps_its_later_containers_pending() -
     handoff.reconcile([HeldDevices(key, "a", UnitKind.CORES, ("G0::c0",) * 30)])
     assert handoff.admitted_containers(key) == ["a"]
     assert [c.container.name for c in handoff.candidates(UnitKind.CORES, 30)] == ["b"]
+
+
+def test_a_pod_first_seen_deleting_may_still_be_admitted_so_its_twin_is_not_refused() -> None:
+    """The kubelet admits a pod it first sees already deleting, devices included
+    (`HandlePodAdditions`, pkg/kubelet/kubelet.go: admission is skipped only once the pod
+    worker was asked to terminate it). The agent dropped such a pod at once, so its Allocate was
+    credited as sure to a same-shape pod waiting on that GPU, whose own Allocate was refused."""
+    from vgpu.node.handoff.allocate import HandoffPolicy
+    from vgpu.node.model import GpuInfo
+
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    for name, uid in (("going", "ug"), ("twin", "ut")):
+        raw = pod(name, uid, [("main", 30)], **signed(name, uid, {"main": ("G0", 30)}))
+        if name == "going":
+            raw["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+        handoff.observe(pod_info(raw))
+    policy = HandoffPolicy(handoff, [GpuInfo("G0", 0, "Tesla T4", 16384)], memory_unit_mib=256)
+    for first in (0, 30):  # the deleting pod's Allocate, then the twin's
+        grants = policy.allocate("vgpu.io/cores", [[f"G0::c{k}" for k in range(first, first + 30)]])
+        assert not isinstance(grants, Refusal), grants
+
+
+def test_a_deleting_pod_that_started_or_finished_is_let_go() -> None:
+    handoff = Handoff("n", KEY, clock=lambda: 0.0, grace_s=5.0)
+    raw = pod("going", "ug", [("main", 30)], **signed("going", "ug", {"main": ("G0", 30)}))
+    raw["metadata"]["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    raw["status"]["containerStatuses"] = [{"name": "main", "state": {"running": {}}}]
+    handoff.observe(pod_info(raw))
+    assert handoff.pods() == []
+    raw["status"] = {"phase": "Failed"}
+    handoff.observe(pod_info(raw))
+    assert handoff.pods() == []

@@ -38,6 +38,19 @@ class PodInfo:
     started: bool = False
     """Some container of the pod has run (its status says running or terminated): the kubelet
     admitted the pod, so it allocated every container's devices (`vgpu.node.handoff.reconcile`)."""
+    deleting: bool = False
+    """The pod is being deleted (`terminal` too): one that has not started may still be admitted
+    (`Handoff.observe`)."""
+
+    @property
+    def may_be_admitted(self) -> bool:
+        """Whether the kubelet may still allocate this pod's devices. A pod being deleted that
+        has not started may be: the kubelet admits a pod it first sees already deleting, device
+        allocation included (`HandlePodAdditions` in pkg/kubelet/kubelet.go skips admission only
+        once its pod worker was asked to terminate the pod, which a pod it has not seen was not)."""
+        if not self.terminal:
+            return True
+        return self.deleting and not self.started and self.phase in ("", "Pending")
 
     def container(self, name: str) -> ContainerAsk | None:
         return next((c for c in self.containers if c.name == name), None)
@@ -60,10 +73,11 @@ def pod_info(pod: Mapping[str, Any], names: ResourceNames | None = None) -> PodI
         node=_text(spec.get("nodeName")),
         containers=asks.containers,
         annotations=annotations,
-        terminal=is_terminal(pod) or is_deleting(pod),  # nothing is admitted for either
+        terminal=is_terminal(pod) or is_deleting(pod),  # finished, or on its way out
         phase=_text(status.get("phase")),
         problems=tuple(str(p) for p in asks.problems),
         started=_started(status),
+        deleting=is_deleting(pod),
     )
 
 

@@ -80,7 +80,7 @@ class Handoff:
         """Record a pod bound to this node; returns why it is unassigned (None if assigned)."""
         with self._lock:
             old = self._pods.get(info.key)
-            if info.terminal or info.node != self.node or not info.asks:
+            if not info.may_be_admitted or info.node != self.node or not info.asks:
                 self._pods.pop(info.key, None)
                 self._patched.pop(info.key, None)  # what was written belongs to that pod
                 return None
