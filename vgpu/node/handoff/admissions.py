@@ -216,15 +216,20 @@ class Handoff:
 
     def _others_waiting(self, kind: UnitKind, size: int, gpus: frozenset[str], pod: PodKey) -> bool:
         """Whether another pod than `pod` may still wait with a container asking `size` of
-        `kind` on `gpus`: one not yet allocated (at any position: after an unsure attribution
-        a pod's calls come at other positions than the ledger expects) or unsurely allocated."""
-        waiting = matching(self._pods, kind, size, gpus, pending=True)
+        `kind` on `gpus` (`_waiting`)."""
+        return any(e.info.key != pod for e in self._waiting(kind, size, gpus))
+
+    def _waiting(self, kind: UnitKind, size: int, gpus: frozenset[str]) -> list[PodEntry]:
+        """The pods that may still wait with a container asking `size` of `kind` on `gpus`: one
+        not yet allocated (at any position: after an unsure attribution a pod's calls come at
+        other positions than the ledger expects) or unsurely allocated."""
+        waiting = [e for e, _ in matching(self._pods, kind, size, gpus, pending=True)]
         waiting += [
-            (e, c)
+            e
             for e, c in matching(self._pods, kind, size, gpus, pending=False)
             if (c.name, kind) in e.unsure
         ]
-        return any(e.info.key != pod for e, _ in waiting)
+        return waiting
 
     def has_unsure(self) -> bool:
         """Whether some attribution waits for the kubelet's record (reconcile soon)."""
@@ -322,18 +327,12 @@ class Handoff:
 
     def _maybe_caller(self, entry: PodEntry, name: str, kind: UnitKind) -> list[PodEntry]:
         """The pod recorded for container `name`'s allocation of `kind`, then, while that
-        attribution is unsure, the other pods waiting or unsurely allocated with its ask."""
+        attribution is unsure, the other pods that may still wait with its ask (`_waiting`)."""
         container = entry.info.container(name)
         if (name, kind) not in entry.unsure or container is None:
             return [entry]
-        size = entry.ask(container, kind)
         gpus = frozenset(s.uuid for s in entry.shares.get(name, ()))
-        others = [e for e, _ in matching(self._pods, kind, size, gpus, pending=True)]
-        others += [
-            e
-            for e, c in matching(self._pods, kind, size, gpus, pending=False)
-            if (c.name, kind) in e.unsure
-        ]
+        others = self._waiting(kind, entry.ask(container, kind), gpus)
         return [entry, *{id(e): e for e in others if e is not entry}.values()]
 
     # ----- the admitted annotation ---------------------------------------------------------------
