@@ -16,6 +16,15 @@ Obj = dict[str, Any]
 ENV = celpy.Environment()
 
 
+def _join(items: Any, sep: Any = "") -> Any:
+    """Kubernetes' CEL strings library `join` (k8s.io/apiserver cel library), as documented."""
+    return celtypes.StringType(str(sep).join(str(x) for x in items))
+
+
+KUBE_STRINGS: Obj = {"join": _join}
+"""The parts of Kubernetes' CEL strings library the chart's policies use."""
+
+
 @functools.cache
 def _compiled(expression: str) -> Any:
     return ENV.compile(expression)

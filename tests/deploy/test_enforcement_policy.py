@@ -14,10 +14,9 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.deploy.cel import KUBE_STRINGS, cel
+from tests.deploy.cel import refusals as cel_refusals
 from tests.pods import pod_obj
-
-celpy = pytest.importorskip("celpy")
-from celpy import celtypes  # noqa: E402
 
 POLICY = Path(__file__).resolve().parents[2] / "daemonset" / "enforcement-policy.yaml"
 RESERVED = (
@@ -30,52 +29,18 @@ RESERVED = (
 )
 
 
-def _join(items: Any, sep: Any = "") -> Any:
-    """Kubernetes' CEL strings library `join` (k8s.io/apiserver cel library), as documented."""
-    return celtypes.StringType(str(sep).join(str(x) for x in items))
-
-
 def _policy() -> dict[str, Any]:
     docs = [d for d in yaml.safe_load_all(POLICY.read_text()) if d]
     (policy,) = [d for d in docs if d["kind"] == "ValidatingAdmissionPolicy"]
     return dict(policy)
 
 
-ENV = celpy.Environment()
 SPEC = _policy()["spec"]
-VARIABLES = [
-    (v["name"], ENV.program(ENV.compile(v["expression"]), functions={"join": _join}))
-    for v in SPEC["variables"]
-]
-CHECKS = [
-    (
-        ENV.program(ENV.compile(v["expression"]), functions={"join": _join}),
-        ENV.program(ENV.compile(v["messageExpression"]), functions={"join": _join}),
-    )
-    for v in SPEC["validations"]
-]
 
 
 def refusals(pod: dict[str, Any]) -> list[str]:
     """The messages of the validations `pod` fails (empty: admitted)."""
-    variables: dict[str, Any] = {}
-    base = {"object": celpy.json_to_cel(pod), "oldObject": None}
-
-    def activation() -> dict[str, Any]:
-        return {
-            **base,
-            "variables": celtypes.MapType(
-                {celtypes.StringType(k): v for k, v in variables.items()}
-            ),
-        }
-
-    for name, program in VARIABLES:
-        variables[name] = program.evaluate(activation())
-    out = []
-    for check, message in CHECKS:
-        if not check.evaluate(activation()):
-            out.append(str(message.evaluate(activation())))
-    return out
+    return cel_refusals(SPEC, {"object": cel(pod), "oldObject": None}, functions=KUBE_STRINGS)
 
 
 def container(name: str = "main", vgpu: bool = True, **fields: Any) -> dict[str, Any]:

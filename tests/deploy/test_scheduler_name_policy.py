@@ -11,14 +11,12 @@ from typing import Any
 
 import pytest
 
+from tests.deploy.cel import cel, run
 from tests.deploy.test_chart import _helm_or_skip, find, render
 from tests.deploy.test_queue_policies import TEAM_A, gated
 from tests.pods import container, pod_obj
 
-celpy = pytest.importorskip("celpy")
-
 Obj = dict[str, Any]
-ENV = celpy.Environment()
 QUEUES = {
     "queues__enabled": "true",
     "queues__list[0]__name": "a",
@@ -33,7 +31,7 @@ def objs() -> list[Obj]:
 
 
 def _run(expression: str, pod: Obj) -> Any:
-    return ENV.program(ENV.compile(expression)).evaluate({"object": celpy.json_to_cel(pod)})
+    return run(expression, {"object": cel(pod)})
 
 
 def admitted(objs: list[Obj], pod: Obj) -> Obj:
