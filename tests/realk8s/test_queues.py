@@ -176,6 +176,33 @@ def test_a_tenant_can_neither_remove_the_gate_nor_name_another_queue(
     tenant.close()
 
 
+def test_a_tenant_cannot_leave_its_queue_through_kueues_marks(
+    queued: RealCluster, api: Rest
+) -> None:
+    """Any `kueue.x-k8s.io/` mark once took a vGPU pod out of its queue: made by a namespace's
+    pod editor, Kueue's queue-name label without Kueue's gate is refused, a made-up Kueue label
+    is gated by vgpu, and Kueue's own gate stays until Kueue's controller removes it."""
+    tenant = _user(queued, "kueue-tenant", TENANT_RULES)
+    kueue = queues.qpod("kueue-t", "qa", 10, **{"kueue.x-k8s.io/queue-name": "k"})
+    with pytest.raises(ApiError) as err:
+        tenant.post(pods.PODS, kueue)
+    assert err.value.status == 403 and "Kueue does not hold it" in err.value.message
+    kueue["spec"]["schedulingGates"] = [{"name": KUEUE_GATE}]
+    held = tenant.post(pods.PODS, kueue)
+    assert queues.gates(held) == [KUEUE_GATE]
+    for patch in (
+        [{"op": "remove", "path": "/spec/schedulingGates"}],
+        [{"op": "replace", "path": "/spec/schedulingGates", "value": []}],
+    ):
+        with pytest.raises(ApiError) as err:
+            tenant.request("PATCH", f"{pods.PODS}/kueue-t", patch, "application/json-patch+json")
+        assert err.value.status == 403 and "only Kueue" in err.value.message
+    made_up = queues.qpod("made-up-t", "qa", 10, **{"kueue.x-k8s.io/pod-group-total": "1"})
+    assert queues.gates(tenant.post(pods.PODS, made_up)) == [QUEUE_GATE]
+    assert queues.gates(pods.get(api, "kueue-t")) == [KUEUE_GATE]
+    tenant.close()
+
+
 def test_a_gang_of_three_is_released_in_one_pass_and_bound_whole(
     queued: RealCluster, api: Rest
 ) -> None:
