@@ -332,3 +332,39 @@ def _in_other(pod: Obj) -> Obj:
 
 def _phase(rest: Rest, path: str) -> str:
     return str(rest.get(path).get("status", {}).get("phase", ""))
+
+
+@pytest.fixture
+def short_gangs(real_cluster: RealCluster) -> Iterator[Path]:
+    """extender-0 with a 15 s gang timeout (its log returned); as before afterwards."""
+    real_cluster.start_extender("extender-0", None, "--gang-timeout=15")
+    try:
+        yield real_cluster.procs.log("extender-0")
+    finally:
+        pods.delete_all(real_cluster.admin)
+        real_cluster.start_extender("extender-0")
+
+
+def test_a_tenants_gang_gives_back_at_its_timeout_the_place_of_a_member_never_scheduled(
+    real_cluster: RealCluster, tenant: Rest, short_gangs: Path
+) -> None:
+    """Found by a tenant-side review: a gang of one whose second member kube-scheduler never
+    sends (here its own scheduling gate) kept that member's whole GPU reserved for good once the
+    first bound; a reservation is no pod, so neither preemption nor any other team could have it.
+    At the gang timeout the place past min-member goes back, and another pod takes that GPU."""
+    for i in range(6):  # six of the eight GPUs
+        tenant.post(pods.PODS, pods.pod(f"filler-{i}", pods.container("main", 100)))
+    for i in range(6):
+        pods.wait_running(tenant, f"filler-{i}", timeout=90)
+    labels = {pods.GROUP_NAME: "one", pods.GROUP_MIN: "1"}
+    never = pods.pod("one-never", pods.container("main", 100), labels=labels)
+    never["spec"]["schedulingGates"] = [{"name": "example.com/never"}]
+    tenant.post(pods.PODS, never)
+    tenant.post(pods.PODS, pods.pod("one-0", pods.container("main", 100), labels=labels))
+    pods.wait_running(tenant, "one-0", timeout=90)
+    real_cluster.admin.post(pods.PODS, pods.pod("rival", pods.container("main", 100)))
+    released = "default/one-never is past min-member: reservation released"
+    wait_until(lambda: released in short_gangs.read_text(errors="replace"), 60, released)
+    # an assigned pod's label change is a cluster event kube-scheduler requeues the rival on
+    tenant.merge_patch(f"{pods.PODS}/filler-0", {"metadata": {"labels": {"poke": "1"}}})
+    pods.wait_running(real_cluster.admin, "rival", timeout=90)
