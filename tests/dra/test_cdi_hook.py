@@ -29,6 +29,7 @@ from tests.dra.test_claim_limits import (
     reserve,
 )
 from tests.dra.test_driver import Env, env, share
+from vgpu.adapters.dmem import pod_cgroup as find_pod_cgroup
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.dra_driver.driver import DraDriver
 from vgpu.daemons.dra_driver.joiners import Joiners
@@ -36,6 +37,7 @@ from vgpu.dra.hook_request import SANDBOX_NAME, SANDBOX_NAMESPACE, SANDBOX_UID
 from vgpu.node.driver_mode import DriverLimits
 
 __all__ = ["cgroupfs", "env"]  # the fixtures, used by name
+WHOLE = share("gpu-0", "100", "15Gi")  # all of a T4 (15,360 MiB)
 
 
 def start(env: Env, cgroupfs: Path, nvml: Functions, **overrides: Any) -> DraDriver:
@@ -78,14 +80,18 @@ def oci_state(pod_uid: str, name: str = "q") -> dict[str, Any]:
 
 
 def joined(
-    env: Env, cgroupfs: Path, nvml: Functions, monkeypatch: pytest.MonkeyPatch
+    env: Env,
+    cgroupfs: Path,
+    nvml: Functions,
+    monkeypatch: pytest.MonkeyPatch,
+    result: dict[str, Any] | None = None,
 ) -> tuple[DraDriver, str, str, Path]:
-    """Claim c1 prepared for pod p; pod q then reserved on it and its cgroup made, with the
-    joiners' loop doing nothing (as if slower than the runtime): (driver, claim UID, q's UID,
-    q's cgroup)."""
+    """Claim c1 (`result`, else the whole of gpu-0, which pods may share at once) prepared for
+    pod p; pod q then reserved on it and its cgroup made, with the joiners' loop doing nothing
+    (as if slower than the runtime): (driver, claim UID, q's UID, q's cgroup)."""
     monkeypatch.setattr(Joiners, "step", lambda self: 0)
     driver = start(env, cgroupfs, nvml)
-    c1, first = pods_claim(env, share("gpu-0", "30", "2Gi"))
+    c1, first = pods_claim(env, result or WHOLE)
     pod_cgroup(cgroupfs, first)
     assert env.prepare("c1", c1).error == ""
     second = put_pod(env, "q", ["c1"])
@@ -121,7 +127,7 @@ def test_a_pod_joining_a_prepared_claim_has_its_limit_set_before_the_hook_answer
     driver, c1, second, cgroup = joined(env, cgroupfs, nvml, monkeypatch)
     assert not limited(nvml, cgroup)  # neither the joiners nor the pass set it
     assert ask(driver, c1, oci_state(second)) == "ok"
-    assert limited(nvml, cgroup) == [(env.gpus[0], cgroup, 2048 * MIB, 0)]
+    assert limited(nvml, cgroup) == [(env.gpus[0], cgroup, 15360 * MIB, 0)]
 
 
 def test_the_hook_finds_the_pod_from_the_containers_cgroup_without_the_annotation(
@@ -160,7 +166,7 @@ def test_under_cri_o_the_pod_is_found_from_the_kubelets_labels_it_copies(
     nvml = Functions()
     driver, c1, second, cgroup = joined(env, cgroupfs, nvml, monkeypatch)
     assert ask(driver, c1, crio_state(second, "q", {})) == "ok"
-    assert limited(nvml, cgroup) == [(env.gpus[0], cgroup, 2048 * MIB, 0)]
+    assert limited(nvml, cgroup) == [(env.gpus[0], cgroup, 15360 * MIB, 0)]
 
 
 def test_a_pod_annotation_naming_another_pod_of_the_claim_is_refused(
@@ -249,3 +255,36 @@ def test_a_restart_rewrites_the_prepared_claims_specs_for_the_hook_it_now_serves
 def test_the_driver_limits_do_not_run_without_the_hook_program(env: Env, cgroupfs: Path) -> None:
     with pytest.raises(ConfigError, match=r"--cdi-hook-program: cannot read .*/missing"):
         start(env, cgroupfs, Functions(), hook_program=env.root / "missing")
+
+
+def test_a_second_pod_sharing_a_claims_part_of_a_gpu_is_refused_while_the_first_runs(
+    env: Env, cgroupfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver's limit is per pod cgroup, and pods are sibling cgroups with no common
+    ancestor to limit: two pods sharing a 2 GiB claim would each get 2 GiB, N pods N times the
+    claim (a claim may be reserved for 256), and the GPU's other claims run out. So a claim
+    holding part of a GPU is used by one pod at a time on the node: the joiner's container is
+    refused while the first pod is there, and starts once it has ended."""
+    nvml = Functions()
+    driver, c1, second, cgroup = joined(
+        env, cgroupfs, nvml, monkeypatch, share("gpu-0", "30", "2Gi")
+    )
+    answer = ask(driver, c1, oci_state(second))
+    assert answer.startswith("claim default/c1: it holds 2048 MiB of GPU"), answer
+    assert "pod p uses it on this node" in answer and "ResourceClaimTemplate" in answer
+    first = str((env.api.store.get("Pod", "default", "p") or {})["metadata"]["uid"])
+    gone = find_pod_cgroup(first, cgroupfs)
+    assert gone is not None
+    gone.rmdir()  # the first pod has ended
+    assert ask(driver, c1, oci_state(second)) == "ok"
+    assert limited(nvml, cgroup)[-1] == (env.gpus[0], cgroup, 2048 * MIB, 0)
+
+
+def test_pods_sharing_a_claim_of_whole_gpus_each_start_limited_to_the_gpu(
+    env: Env, cgroupfs: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A claim of a whole GPU leaves no other claim on it: its pods may share it at once."""
+    nvml = Functions()
+    driver, c1, second, cgroup = joined(env, cgroupfs, nvml, monkeypatch, WHOLE)
+    assert ask(driver, c1, oci_state(second)) == "ok"
+    assert limited(nvml, cgroup) == [(env.gpus[0], cgroup, 15360 * MIB, 0)]

@@ -147,10 +147,11 @@ def test_a_pod_joining_a_prepared_shared_claim_starts_only_once_its_limit_is_set
     hook, which fails while the pod has no cgroup (the tier's kubelet makes none): the kubelet
     reports the runtime's StartError with the driver's cause and retries; once the cgroup is
     there, the container runs with its limit already set, which only the hook can have set here
-    (the joiners and the periodic pass wait 10 minutes)."""
+    (the joiners and the periodic pass wait 10 minutes). The claim is a whole GPU: a claim of
+    part of one is used by one pod at a time (`vgpu.dra.pod_limits`, `sharing_refusal`)."""
     api = dra.cluster.admin
     wait_until(lambda: _backends(dra) == {"driver"}, 30, "the slice to say memoryBackend driver")
-    api.post(CLAIMS, claim("shared", cores="30", memory="8Gi"))
+    api.post(CLAIMS, claim("shared"))
     first = api.post(pods.PODS, claim_pod("first", "shared"))["metadata"]["uid"]
     second = ""
     try:
@@ -163,7 +164,7 @@ def test_a_pod_joining_a_prepared_shared_claim_starts_only_once_its_limit_is_set
         uuid = uuid_of(api, allocation(api, "shared")[0]["device"])
         cgroup = limited.pod_cgroup(second)  # as the kubelet's EnsureExists would
         wait_until(lambda: _app_running(dra, "second"), 90, "the kubelet's retry to start it")
-        assert _limit_or_zero(limited, cgroup, uuid) == 8 * GIB
+        assert _limit_or_zero(limited, cgroup, uuid) == 80 * GIB
     finally:
         release(api, "second")
         release(api, "first", "shared")

@@ -10,11 +10,17 @@ the node agent sets it at PreStart (`vgpu.node.driver_limits`).
 A pod may hold several claims with shares of one GPU; its containers together may use them all,
 so its limit on a GPU is the sum of its claims' memory there. The claims name their pods in
 `status.reservedFor` (the scheduler reserves a claim for each pod using it before binding it).
+
+The limit holds per pod cgroup, and pods are sibling cgroups with no common ancestor of their
+own to limit, so pods sharing one claim would each get all of its memory: N pods N times the
+claim (a claim may be reserved for 256). A claim holding part of a GPU is therefore used by one
+pod at a time on its node (`sharing_refusal`, asked by the CDI hook before each container); a
+claim of whole GPUs leaves no other claim on them and may be shared at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,3 +88,26 @@ def pod_limits(
         for uuid, size in claim_memory(claim, pool, gpus).items():
             total[uuid] = total.get(uuid, 0) + size
     return dict(sorted(total.items()))
+
+
+def sharing_refusal(
+    claim: Mapping[str, Any], others: Sequence[PodRef], pool: str, gpus: Mapping[int, GpuInfo]
+) -> str | None:
+    """Why a pod may not use the claim now: it holds part of a GPU here and `others` (its other
+    reserved pods with a cgroup on this node) use it too (module doc); None if it may. Raises
+    InvalidRequest for a malformed allocation."""
+    if not others:
+        return None
+    by_uuid = {g.uuid: g for g in gpus.values()}
+    for uuid, size in claim_memory(claim, pool, gpus).items():
+        whole = by_uuid[uuid].memory_mib * MIB
+        if size < whole:
+            names = ", ".join(f"pod {ref.name}" for ref in others)
+            return (
+                f"it holds {size // MIB} MiB of GPU {uuid}'s {whole // MIB} MiB and {names} "
+                "uses it on this node: the driver's memory limit is per pod, so pods sharing "
+                "part of a GPU would each get all of it. Such a claim is used by one pod at a "
+                "time; this container starts once the other pods have ended. Give each pod "
+                "its own claim (a ResourceClaimTemplate), or share a claim of whole GPUs"
+            )
+    return None

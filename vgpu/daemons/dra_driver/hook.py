@@ -12,7 +12,9 @@ start also covers restarts and a driver reload that lost it.
 
 The pod must be in the claim's `status.reservedFor` as the API server has it now: the kubelet
 refuses a pod the claim is not reserved for, so anything else is a container that should not
-have the claim. Only nodes whose memory backend is the driver's write the hook into their CDI
+have the claim. A claim holding part of a GPU is used by one pod at a time: while another of its
+reserved pods has a cgroup here, the container is refused (`vgpu.dra.pod_limits`,
+`sharing_refusal`: each pod's limit would be the whole claim). Only nodes whose memory backend is the driver's write the hook into their CDI
 specs (`DraDriver`): elsewhere there is no limit to wait for, and a hook would only add a way
 for containers to fail.
 """
@@ -29,11 +31,11 @@ from vgpu.adapters.hook_socket import HookSocket
 from vgpu.adapters.kube.calls import KubeError
 from vgpu.adapters.procfs import CgroupReader
 from vgpu.adapters.vgpu_core_install import install_cdi_hook
-from vgpu.core.errors import ConfigError
+from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.daemons.dra_driver.joiners import Joiners
 from vgpu.daemons.dra_driver.limits import ClaimLimits
 from vgpu.dra.hook_request import OK, BadRequest, HookRequest, parse_request, pod_uid_in_cgroup
-from vgpu.dra.pod_limits import reserved_pods
+from vgpu.dra.pod_limits import reserved_pods, sharing_refusal
 from vgpu.dra.prepare import NodeGpus, PreparedClaim
 
 log = logging.getLogger(__name__)
@@ -84,16 +86,25 @@ class HookAnswers:
             return f"{where}: cannot read the claim to set the driver's memory limit: {e}"
         if (claim.get("metadata") or {}).get("uid") != done.uid:
             return f"{where} was deleted and created again; the prepared claim is gone"
-        ref = next((r for r in reserved_pods(claim) if r.uid == pod_uid), None)
+        reserved = reserved_pods(claim)
+        ref = next((r for r in reserved if r.uid == pod_uid), None)
         if ref is None:
             return f"{where} is not reserved for pod {request.pod or pod_uid} ({pod_uid})"
-        cgroup = pod_cgroup(pod_uid, self.limits.cgroupfs)
+        cgroupfs = self.limits.cgroupfs
+        cgroup = pod_cgroup(pod_uid, cgroupfs)
         if cgroup is None:
             return (
-                f"{where}: pod {ref.name} has no cgroup under {self.limits.cgroupfs}, so the "
+                f"{where}: pod {ref.name} has no cgroup under {cgroupfs}, so the "
                 "driver's memory limit cannot be set"
             )
         node = self.node()
+        others = [r for r in reserved if r.uid != pod_uid and pod_cgroup(r.uid, cgroupfs)]
+        try:
+            shared = sharing_refusal(claim, others, node.pool, node.gpus)
+        except InvalidRequest as e:
+            return f"{where}: {e}"
+        if shared is not None:
+            return f"{where}: {shared}"
         refused = self.limits.apply_pod(claim, ref, cgroup, node.pool, node.gpus)
         if refused is not None:
             return f"{where}: {refused}"
