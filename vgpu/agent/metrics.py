@@ -3,13 +3,23 @@
 Own registry (never the global one), so several agents can live in one test process; the HTTP
 endpoint is optional (`--metrics-port 0` disables it). Counters live here; the gauges of GPUs
 and containers are read at scrape time by `vgpu.agent.usage.GpuCollector`.
+
+Every pod can reach the endpoint unless the chart's `networkPolicy.nodeAgent` is on, so what a
+client costs is bounded: at most `MAX_CLIENTS` connections are answered at once (one thread
+each; more are closed at once, without a thread), and a connection is closed once it has had
+`REQUEST_S` seconds, answered or not. Before, a connection that sent nothing held a thread for
+ever, and a pod's few thousand connections took the node's threads.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import threading
+import time
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -22,6 +32,62 @@ from prometheus_client import (
 from vgpu.core.errors import ConfigError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.grants import ContainerGrant, Refusal
+
+MAX_CLIENTS = 64  # connections answered at once; the kubelet's probes and a scraper need a few
+REQUEST_S = 10.0  # a connection's whole life: the probes' own timeout is 5 s
+
+
+class _BoundedServer(ThreadingHTTPServer):
+    """A thread per connection, at most `max_clients` at once, each cut after `request_s` by
+    one reaper thread (not a timer per connection: that would double the threads)."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: Any, max_clients: int, request_s: float):
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_clients)
+        self.request_s = request_s
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        threading.Thread(target=self._reap, name="vgpu-metrics-reaper", daemon=True).start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)  # over the bound: closed, no thread
+            return
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + self.request_s
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done(request)
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._done(request)
+
+    def _done(self, request: socket.socket) -> None:
+        with self._lock:
+            self._deadlines.pop(request, None)
+        self.slots.release()
+
+    def _reap(self) -> None:
+        """End each connection past its time: its thread's blocked read returns at once."""
+        while not self._stopped.wait(min(0.25, self.request_s / 4)):
+            now = time.monotonic()
+            with self._lock:
+                late = [conn for conn, deadline in self._deadlines.items() if deadline <= now]
+            for conn in late:
+                with contextlib.suppress(OSError):  # already closed
+                    conn.shutdown(socket.SHUT_RDWR)
+
+    def server_close(self) -> None:
+        self._stopped.set()
+        super().server_close()
 
 
 class NodeMetrics:
@@ -62,7 +128,7 @@ class NodeMetrics:
             ["namespace", "pod", "container"],
             registry=self.registry,
         )
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _BoundedServer | None = None
 
     def serve(
         self,
@@ -71,17 +137,20 @@ class NodeMetrics:
         *,
         ready: Callable[[], bool] = lambda: True,
         live: Callable[[], str | None] = lambda: None,
+        max_clients: int = MAX_CLIENTS,
+        request_s: float = REQUEST_S,
     ) -> None:
         """Serve `/metrics`, `/healthz` (every loop runs: `live()` is None) and `/readyz`
-        (`ready()` is true)."""
+        (`ready()` is true), to at most `max_clients` connections at once, each for at most
+        `request_s` seconds (module doc)."""
+        handler = _handler(self.registry, ready, live)
         try:
-            server = ThreadingHTTPServer((addr, port), _handler(self.registry, ready, live))
+            server = _BoundedServer((addr, port), handler, max_clients, request_s)
         except OSError as e:
             raise ConfigError(
                 f"--metrics-port: cannot listen on {addr}:{port}: {e.strerror or e}; pick a free "
                 "port, or 0 to disable /metrics"
             ) from e
-        server.daemon_threads = True
         threading.Thread(target=server.serve_forever, name="vgpu-metrics", daemon=True).start()
         self._server = server
 
