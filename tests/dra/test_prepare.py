@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -9,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vgpu.adapters.fakegpu import parse_spec
-from vgpu.dra.prepare import NodeGpus, PreparedClaim, prepare_claim
+from vgpu.dra.prepare import NodeGpus, PreparedClaim, claim_owner, prepare_claim
+from vgpu.node.container_dirs import DirOwner
 from vgpu.node.grants import GpuLimit, GrantMode, GrantSettings, Refusal, container_grant
 
 INV = parse_spec("4xA100-SXM4-40GB", seed="n1")
@@ -123,3 +125,30 @@ def test_memory_outside_the_slices_range_is_refused_not_capped(memory: str) -> N
     assert isinstance(out, Refusal)
     assert "consumedCapacity.memory" in out.reason and "reallocate" in out.reason
     assert ("smallest share, 256 MiB" in out.reason) or ("more than the GPU's" in out.reason)
+
+
+# A CDI device name: letters, digits, '_', '-', '.', ':', starting and ending with a letter or
+# digit (cncf-tags/container-device-interface, pkg/parser/parser.go, ValidateDeviceName).
+CDI_DEVICE_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?")
+
+
+def test_a_subrequest_of_first_available_gets_a_valid_cdi_name_and_a_readable_owner() -> None:
+    """The allocator records a `firstAvailable` subrequest as `<request>/<subrequest>`
+    (resource.k8s.io/v1 `DeviceRequestAllocationResult.request`). A '/' in the CDI device name
+    made the claim's spec one the runtime cannot read, and in the directory's owner one no
+    restarted driver could read back (only the node's bound then counted it)."""
+    out = prepare_claim(
+        claim(
+            result("gpu-0", "gpu/small", cores="30", memory="8Gi"),
+            result("gpu-1", "gpu-small", cores="30", memory="8Gi"),
+        ),
+        "uid-1",
+        NODE,
+    )
+    assert isinstance(out, PreparedClaim)
+    names = [d["name"] for d in out.cdi_spec["devices"]]
+    assert all(CDI_DEVICE_NAME.fullmatch(n) for n in names), names
+    assert len(set(names)) == 2  # "gpu/small" and "gpu-small" stay apart
+    assert out.devices[0].cdi_ids[0] == f"vgpu.io/claim={names[0]}"
+    owner = claim_owner(claim(), "gpu/small")
+    assert DirOwner.parse(owner.render()) == owner

@@ -75,9 +75,18 @@ class NodeGpus:
     claim must wait for the driver's memory limit (`vgpu.dra.hook_request`); None: no hook."""
 
 
+def request_label(request: str) -> str:
+    """A result's request as a name: a `firstAvailable` subrequest is recorded as
+    `<request>/<subrequest>` (resource.k8s.io/v1 `DeviceRequestAllocationResult.request`), and
+    neither a CDI device name nor a directory's owner may hold a '/'. Request names are DNS
+    labels, so '.' keeps `a/b` apart from a request `a-b`."""
+    return request.replace("/", ".")
+
+
 def cdi_name(uid: str, request: str) -> str:
-    """The CDI device name for one request of a claim."""
-    return f"{uid}-{request}"
+    """The CDI device name for one request of a claim: letters, digits, '-' and '.' only
+    (container-device-interface, `pkg/parser/parser.go`, `ValidateDeviceName`)."""
+    return f"{uid}-{request_label(request)}"
 
 
 def _limit(share: DeviceShare, gpu: GpuInfo, unit_mib: int) -> GpuLimit | Refusal:
@@ -128,7 +137,7 @@ def claim_owner(claim: Mapping[str, Any], request: str) -> DirOwner:
     meta = claim.get("metadata") or {}
     pods = [ref.uid for ref in reserved_pods(claim)]
     pod = pods[0] if pods else str(meta.get("uid") or "")
-    return DirOwner(str(meta.get("namespace") or ""), pod, request)
+    return DirOwner(str(meta.get("namespace") or ""), pod, request_label(request))
 
 
 def prepare_claim(claim: Mapping[str, Any], uid: str, node: NodeGpus) -> PreparedClaim | Refusal:

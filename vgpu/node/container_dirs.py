@@ -46,7 +46,8 @@ DEFAULT_MAX_DIRS_PER_NAMESPACE = 256
 DEFAULT_MAX_DIRS_PER_POD = 16
 DEFAULT_GRACE_S = 600.0
 OWNER_NAME = "owner"
-_OWNER = re.compile(r"([a-z0-9][-a-z0-9.]*) ([-0-9a-zA-Z]+) ([a-z0-9][-a-z0-9]*) ([01])\n")
+# the container: a DNS label, or a DRA claim's request (`vgpu.dra.prepare.request_label`: `a.b`)
+_OWNER = re.compile(r"([a-z0-9][-a-z0-9.]*) ([-0-9a-zA-Z]+) ([a-z0-9][-a-z0-9.]*) ([01])\n")
 
 
 class DirectoryLimit(Exception):
