@@ -1,7 +1,8 @@
 """Every way a process starts GPU work is charged to its cores share, and measuring never breaks
 the program: CUDA graph capture in every mode, launches after a primary-context reset and in a
-process's many contexts, memsets, the deprecated cuLaunchGrid, and a driver that cannot create
-events. Busy time is the stand-in's device timeline (`programs/launchpaths.c` drives it)."""
+process's many contexts, memsets, the deprecated cuLaunchGrid, a context-independent kernel
+launched onto another GPU's stream, and a driver that cannot create events. Busy time is the
+stand-in's device timeline (`programs/launchpaths.c` drives it)."""
 
 from __future__ import annotations
 
@@ -146,6 +147,23 @@ def test_work_is_charged_to_the_share(
     assert share == pytest.approx(30, abs=5)
 
 
+def test_a_kernel_launched_on_another_gpus_stream_is_charged_to_that_gpus_share(
+    timing_cluster: Cluster, launchpaths: Path
+) -> None:
+    """A context-independent kernel (cuLibraryGetKernel) runs in its stream's context, not the
+    current one (Driver API reference, cuLaunchKernel): launched from GPU 0's context onto a
+    stream of GPU 1, it is held to GPU 1's share, even while GPU 0's share is the whole GPU."""
+    c = timing_cluster
+    container = c.admit([(0, 100, 256), (1, 30, 256)])
+    command = ["nice", "-n", "5", str(launchpaths), "otherdevice", SECONDS, KERNEL_US]
+    done = c.sandbox.run(container, command, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    window = int(done.stdout.split()[-1])
+    assert 100 * busy_ns(c, c.uuids[1]) / window == pytest.approx(30, abs=5)
+    assert busy_ns(c, c.uuids[0]) == 0
+    assert not [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
+
+
 def test_without_events_launches_are_charged_by_estimate_and_it_is_said_once(
     timing_cluster: Cluster,
 ) -> None:
@@ -193,6 +211,16 @@ def test_every_launch_path_runs_clean_under_a_limit_on_both_builds(
     assert "capture" not in args or "capture 0" in done.stdout
     said = [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
     assert len(said) == (1 if events == "fail" else 0), done.stderr
+
+
+def test_a_kernel_on_another_gpus_stream_runs_clean_on_both_builds(cluster: Cluster) -> None:
+    program = cluster.build.cuload.parent / "launchpaths"
+    if not program.exists():
+        compile_launchpaths(cluster.build.standins, program)
+    container = cluster.admit([(0, 30, 256), (1, 30, 256)])
+    done = cluster.sandbox.run(container, [str(program), "otherdevice", SHORT, KERNEL_US])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
 
 
 @pytest.mark.parametrize("mode", ["streams", "streams8"])

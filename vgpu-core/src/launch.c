@@ -23,6 +23,7 @@
 #include "launch.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,8 @@
 #define CU_STREAM_PER_THREAD ((CUstream)0x2)
 #define FALLBACK_NS 1000000 /* a launch neither measured nor timed: 1 ms */
 
+typedef CUresult (*get_ctx_fn)(CUcontext *);
+typedef CUresult (*stream_ctx_fn)(CUstream, CUcontext *);
 typedef CUresult (*ev_query_fn)(CUevent);
 typedef CUresult (*ev_elapsed_fn)(float *, CUevent, CUevent);
 typedef CUresult (*sync_fn)(CUstream);
@@ -193,14 +196,41 @@ static void wait_for_budget(const vgpu_state *s, vgpu_track *t, int index)
     }
 }
 
+/* The context a launch runs in (*ctx, NULL without one) and its GPU's limits index. A
+ * context-independent kernel (cuLibraryGetKernel, cast to CUfunction) runs in its stream's
+ * context, not the current one: "the context to launch the kernel on will either be taken from
+ * the specified stream hStream or the current context in case of NULL stream" (CUDA Driver API
+ * reference, cuLaunchKernel; likewise cuLaunchKernelEx and cuLaunchCooperativeKernel). So work
+ * on a stream of another context, maybe of another GPU, is charged to that GPU's share and
+ * measured with that context's events; the NULL, legacy and per-thread streams name the current
+ * context. */
+static CUresult launch_context(CUstream stream, CUcontext *ctx, int *index)
+{
+    get_ctx_fn current = REAL_CU(get_ctx_fn, cuCtxGetCurrent);
+    stream_ctx_fn of_stream = REAL_CU(stream_ctx_fn, cuStreamGetCtx);
+    CUcontext mine = NULL;
+    CUdevice dev = 0;
+    if (!current || current(&mine) != CUDA_SUCCESS)
+        mine = NULL;
+    *ctx = NULL;
+    int own = (uintptr_t)stream <= (uintptr_t)CU_STREAM_PER_THREAD; /* NULL, legacy, per-thread */
+    if (!own && of_stream && of_stream(stream, ctx) == CUDA_SUCCESS && *ctx && *ctx != mine) {
+        CUresult rc = vgpu_context_device(*ctx, &dev);
+        return rc != CUDA_SUCCESS ? rc : vgpu_device_index(dev, index);
+    }
+    *ctx = mine;
+    return vgpu_current_index(index);
+}
+
 CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_stream,
                            uint64_t signature)
 {
     const vgpu_state *s = vgpu_state_get();
+    CUcontext ctx = NULL;
     memset(l, 0, sizeof *l);
     if (!s)
         return CUDA_ERROR_NOT_PERMITTED;
-    CUresult rc = vgpu_current_index(&l->index);
+    CUresult rc = launch_context(stream, &ctx, &l->index);
     if (rc != CUDA_SUCCESS)
         return rc;
     uint64_t now = vgpu_now_ns();
@@ -213,7 +243,7 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
         return CUDA_SUCCESS; /* charged when its graph is launched */
     int mode = vgpu_capture_relax(); /* for our own calls; the launch keeps the caller's mode */
     pthread_mutex_lock(&mu);
-    vgpu_track *t = vgpu_track_current();
+    vgpu_track *t = vgpu_track_of(ctx);
     pthread_mutex_unlock(&mu);
     wait_for_budget(s, t, l->index);
     pthread_mutex_lock(&mu);

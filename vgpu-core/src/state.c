@@ -143,28 +143,34 @@ CUresult vgpu_current_index(int *index)
     return rc != CUDA_SUCCESS ? rc : vgpu_device_index(dev, index);
 }
 
-/* CUDA Driver API, cuStreamGetCtx: the context a stream belongs to (for the NULL, legacy and
- * per-thread streams, the calling thread's current one); its device is read with that context
- * pushed for the moment (cuCtxPushCurrent/cuCtxPopCurrent leave the thread's stack as it was). A
- * driver without these calls (before CUDA 9.2) has no stream-ordered allocation either: there the
- * current context's device is the answer. */
-CUresult vgpu_stream_device(CUstream stream, CUdevice *dev)
+/* The device of `ctx`, read with it pushed for the moment (cuCtxPushCurrent/cuCtxPopCurrent
+ * leave the thread's stack as it was); without those calls, the current context's. */
+CUresult vgpu_context_device(CUcontext ctx, CUdevice *dev)
 {
-    typedef CUresult (*stream_ctx_fn)(CUstream, CUcontext *);
     typedef CUresult (*push_fn)(CUcontext);
     typedef CUresult (*pop_fn)(CUcontext *);
-    stream_ctx_fn stream_ctx = REAL_CU(stream_ctx_fn, cuStreamGetCtx);
     push_fn push = REAL_CU(push_fn, cuCtxPushCurrent_v2);
     pop_fn pop = REAL_CU(pop_fn, cuCtxPopCurrent_v2);
-    CUcontext ctx = NULL;
-    if (!stream_ctx || !push || !pop)
+    if (!push || !pop)
         return vgpu_current_device(dev);
-    CUresult rc = stream_ctx(stream, &ctx);
-    if (rc == CUDA_SUCCESS)
-        rc = push(ctx);
+    CUresult rc = push(ctx);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = vgpu_current_device(dev);
     pop(&ctx);
     return rc;
+}
+
+/* CUDA Driver API, cuStreamGetCtx: the context a stream belongs to (for the NULL, legacy and
+ * per-thread streams, the calling thread's current one). A driver without it (before CUDA 9.2)
+ * has no stream-ordered allocation either: there the current context's device is the answer. */
+CUresult vgpu_stream_device(CUstream stream, CUdevice *dev)
+{
+    typedef CUresult (*stream_ctx_fn)(CUstream, CUcontext *);
+    stream_ctx_fn stream_ctx = REAL_CU(stream_ctx_fn, cuStreamGetCtx);
+    CUcontext ctx = NULL;
+    if (!stream_ctx)
+        return vgpu_current_device(dev);
+    CUresult rc = stream_ctx(stream, &ctx);
+    return rc != CUDA_SUCCESS ? rc : vgpu_context_device(ctx, dev);
 }

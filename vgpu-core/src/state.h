@@ -33,6 +33,8 @@ CUresult vgpu_current_index(int *index);
 /* The device of a stream's context (what cuMemAllocAsync allocates on): 0 and *dev, or a CUDA
  * error. */
 CUresult vgpu_stream_device(CUstream stream, CUdevice *dev);
+/* The device of a context (pushed for the moment): 0 and *dev, or a CUDA error. */
+CUresult vgpu_context_device(CUcontext ctx, CUdevice *dev);
 /* Limits index of a device ordinal: 0 and *index, or a CUDA error (unlisted: invalid device). */
 CUresult vgpu_device_index(CUdevice dev, int *index);
 /* Remembers which device a context belongs to (for drivers without cuCtxGetDevice). */

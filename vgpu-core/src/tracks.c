@@ -12,6 +12,7 @@ typedef CUresult (*ev_create_fn)(CUevent *, unsigned int);
 typedef CUresult (*ev_record_fn)(CUevent, CUstream);
 typedef CUresult (*ev_destroy_fn)(CUevent);
 typedef CUresult (*get_ctx_fn)(CUcontext *);
+typedef CUresult (*push_fn)(CUcontext);
 
 static vgpu_track *tracks;
 static CUresult event_error;
@@ -43,13 +44,24 @@ static vgpu_track *track_of(CUcontext ctx)
     return t;
 }
 
+/* A pooled event, or a new one created in the track's context ("for the current context",
+ * cuEventCreate), pushed for the moment when another is current: an event records only on a
+ * stream of its own device (CUDA Programming Guide, "Stream and Event Behavior"). */
 static CUevent take_event(vgpu_track *t)
 {
     if (t->pooled > 0)
         return t->pool[--t->pooled];
     CUevent ev = NULL;
     ev_create_fn create = REAL_CU(ev_create_fn, cuEventCreate);
+    get_ctx_fn get = REAL_CU(get_ctx_fn, cuCtxGetCurrent);
+    push_fn push = REAL_CU(push_fn, cuCtxPushCurrent_v2);
+    get_ctx_fn pop = REAL_CU(get_ctx_fn, cuCtxPopCurrent_v2);
+    CUcontext current = NULL, popped = NULL;
+    int pushed = get && push && pop && get(&current) == CUDA_SUCCESS && current != t->ctx &&
+                 push(t->ctx) == CUDA_SUCCESS;
     CUresult rc = create ? create(&ev, 0) : CUDA_ERROR_NOT_INITIALIZED;
+    if (pushed)
+        pop(&popped);
     if (rc != CUDA_SUCCESS)
         event_error = rc;
     return rc == CUDA_SUCCESS ? ev : NULL;
@@ -90,13 +102,9 @@ CUevent vgpu_track_recorded_event(vgpu_track *t, CUstream stream)
     return NULL;
 }
 
-vgpu_track *vgpu_track_current(void)
+vgpu_track *vgpu_track_of(CUcontext ctx)
 {
-    get_ctx_fn get = REAL_CU(get_ctx_fn, cuCtxGetCurrent);
-    CUcontext ctx = NULL;
-    if (!get || get(&ctx) != CUDA_SUCCESS || !ctx)
-        return NULL;
-    return track_of(ctx);
+    return ctx ? track_of(ctx) : NULL;
 }
 
 vgpu_track *vgpu_track_find(CUcontext ctx, int unlink)

@@ -28,8 +28,8 @@ typedef struct vgpu_track {
     struct vgpu_track *next;
 } vgpu_track;
 
-/* The current context's track (created on first use), or NULL without a context or memory. */
-vgpu_track *vgpu_track_current(void);
+/* The context's track (created on first use), or NULL without a context or memory. */
+vgpu_track *vgpu_track_of(CUcontext ctx);
 /* The context's track, or NULL; with `unlink`, it is also taken out of the list (then free it). */
 vgpu_track *vgpu_track_find(CUcontext ctx, int unlink);
 /* Frees every track without touching their events (a forked child has no contexts). */

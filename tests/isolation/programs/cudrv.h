@@ -103,6 +103,11 @@ CUresult cuPointerGetAttribute(void *, int, CUdeviceptr);
 /* Modules, launches, streams, events, graphs. */
 CUresult cuModuleLoadData(CUmodule *, const void *);
 CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
+/* CUlibrary and CUkernel are opaque handles; the options are CUjit_option and CUlibraryOption
+ * arrays (none passed here). */
+CUresult cuLibraryLoadData(void **, const void *, void *, void **, unsigned, void *, void **,
+                           unsigned);
+CUresult cuLibraryGetKernel(void **, void *, const char *);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
 CUresult cuStreamCreate(CUstream *, unsigned);

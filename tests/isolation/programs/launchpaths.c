@@ -19,6 +19,9 @@
  *   launchpaths memset SECONDS BYTES KIND        KIND: d8 (cuMemsetD8_v2), d32async
  *                                                (cuMemsetD32Async), d2d8async (on a stream)
  *   launchpaths grid SECONDS KERNEL_US           cuLaunchGrid of the spin kernel
+ *   launchpaths otherdevice SECONDS KERNEL_US    GPU 0's primary context current, launches of
+ *                                                a context-independent kernel (cuLibraryGetKernel)
+ *                                                on a stream of GPU 1's primary context
  *   launchpaths query CAPTURE THREAD WHO         no loop: a capture in mode CAPTURE by this or
  *                                                another thread (WHO: same, other, captured); this
  *                                                thread, in interaction mode THREAD, queries an
@@ -238,6 +241,30 @@ static int grid(double seconds, uint64_t kernel_us)
     return finish(start);
 }
 
+/* A CUkernel runs in its stream's context, not the current one (CUDA Driver API reference,
+ * cuLaunchKernel: "the context to launch the kernel on will either be taken from the specified
+ * stream hStream or the current context in case of NULL stream"): a program that keeps one GPU's
+ * context current may launch a library's kernels onto every GPU's streams. */
+static int other_device(double seconds, uint64_t kernel_us)
+{
+    static const char image[] = "vgpu-standin-module\nfunc spin 0\n";
+    CUcontext ctx0, ctx1;
+    CUstream s1;
+    void *lib, *kernel;
+    check(cuDevicePrimaryCtxRetain(&ctx1, 1), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx1), "cuCtxSetCurrent");
+    check(cuStreamCreate(&s1, 0), "cuStreamCreate");
+    check(cuDevicePrimaryCtxRetain(&ctx0, 0), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx0), "cuCtxSetCurrent");
+    check(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), "cuLibraryLoadData");
+    check(cuLibraryGetKernel(&kernel, lib, "spin"), "cuLibraryGetKernel");
+    uint64_t start = now_ns();
+    spin_until((CUfunction)kernel, kernel_us, s1, start + (uint64_t)(seconds * 1e9));
+    check(cuStreamSynchronize(s1), "cuStreamSynchronize");
+    printf("window_ns %llu\n", (unsigned long long)(now_ns() - start));
+    return 0;
+}
+
 static int mode_of(const char *name)
 {
     return !strcmp(name, "global") ? 0 : !strcmp(name, "thread") ? 1 : 2;
@@ -295,6 +322,8 @@ int main(int argc, char **argv)
         return memset_loop(seconds, strtoull(argv[3], NULL, 10), argv[4]);
     if (!strcmp(argv[1], "query") && argc == 5)
         return query(argv[2], argv[3], argv[4]);
+    if (!strcmp(argv[1], "otherdevice"))
+        return other_device(seconds, strtoull(argv[3], NULL, 10));
     if (!strcmp(argv[1], "grid"))
         return grid(seconds, strtoull(argv[3], NULL, 10));
     if (!strcmp(argv[1], "contexts") && argc == 6)

@@ -139,11 +139,8 @@ static int parse_module(struct si_module *m, const char *text) {
     return 0;
 }
 
-SI_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
-    if (!mod || !image)
-        return CUDA_ERROR_INVALID_VALUE;
-    if (!si_cu_current())
-        return CUDA_ERROR_INVALID_CONTEXT;
+/* An image's functions (a stand-in image's costs, or any name for another image). */
+static CUresult load_image(struct si_module **out, const void *image) {
     struct si_module *m = calloc(1, sizeof(*m));
     if (!m)
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -153,6 +150,19 @@ SI_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
         free(m);
         return CUDA_ERROR_INVALID_IMAGE;
     }
+    *out = m;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuModuleLoadData(CUmodule *mod, const void *image) {
+    if (!mod || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!si_cu_current())
+        return CUDA_ERROR_INVALID_CONTEXT;
+    struct si_module *m = NULL;
+    CUresult rc = load_image(&m, image);
+    if (rc != CUDA_SUCCESS)
+        return rc;
     pthread_mutex_lock(&si_cu_mu);
     si_cu_current()->loaded = 1; /* its heap and printf FIFO sizes are now fixed (cuda_limit.c) */
     pthread_mutex_unlock(&si_cu_mu);
@@ -183,6 +193,32 @@ SI_EXPORT CUresult cuModuleUnload(CUmodule m) {
     free(m);
     return CUDA_SUCCESS;
 }
+
+/* ---- libraries (context-independent loading, CUDA 12.0) ----
+ *
+ * CUDA Driver API reference, Library Management: cuLibraryLoadData loads an image without a
+ * context, and cuLibraryGetKernel returns a CUkernel, which cuLaunchKernel takes cast to
+ * CUfunction: "the context to launch the kernel on will either be taken from the specified
+ * stream hStream or the current context in case of NULL stream" (cuLaunchKernel, and likewise
+ * cuLaunchKernelEx and cuLaunchCooperativeKernel). Launches here already run on their stream's
+ * context (stream_of), so a library is a module that needs no current context, and a kernel is
+ * one of its functions. JIT and library options are accepted and ignored. */
+
+SI_EXPORT CUresult cuLibraryLoadData(CUmodule *lib, const void *image, void *jit_options,
+                                     void **jit_values, unsigned njit, void *lib_options,
+                                     void **lib_values, unsigned nlib) {
+    (void)jit_options, (void)jit_values, (void)njit, (void)lib_options, (void)lib_values,
+        (void)nlib;
+    if (!lib || !image)
+        return CUDA_ERROR_INVALID_VALUE;
+    return load_image(lib, image);
+}
+
+SI_EXPORT CUresult cuLibraryGetKernel(CUfunction *kernel, CUmodule lib, const char *name) {
+    return cuModuleGetFunction(kernel, lib, name);
+}
+
+SI_EXPORT CUresult cuLibraryUnload(CUmodule lib) { return cuModuleUnload(lib); }
 
 /* ---- streams ---- */
 
@@ -265,6 +301,10 @@ SI_EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
         return CUDA_ERROR_INVALID_HANDLE;
     if (!st)
         return CUDA_ERROR_INVALID_CONTEXT;
+    /* CUDA Programming Guide, "Stream and Event Behavior": recording an event "will fail if the
+     * input event and input stream are associated to different devices". */
+    if (e->ctx->dev != st->ctx->dev)
+        return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&si_cu_mu);
     e->capture = si_cu_capture_id(st);
     if (!e->capture) {

@@ -25,6 +25,7 @@
     X(cuMemGetAllocationGranularity) X(cuArrayCreate_v2) X(cuArray3DCreate_v2)                  \
     X(cuArrayDestroy) X(cuMipmappedArrayCreate) X(cuMipmappedArrayDestroy) X(cuMemGetInfo_v2)   \
     X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)              \
+    X(cuLibraryLoadData) X(cuLibraryGetKernel) X(cuLibraryUnload)                               \
     X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) X(cuStreamCreate) X(cuStreamSynchronize)   \
     X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuEventCreate) X(cuEventRecord) X(cuEventQuery)  \
     X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuEventDestroy_v2)          \
