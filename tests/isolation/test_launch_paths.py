@@ -1,8 +1,9 @@
 """Every way a process starts GPU work is charged to its cores share, and measuring never breaks
 the program: CUDA graph capture in every mode, launches after a primary-context reset and in a
 process's many contexts, memsets, the deprecated cuLaunchGrid, a context-independent kernel
-launched onto another GPU's stream, and a driver that cannot create events. Busy time is the
-stand-in's device timeline (`programs/launchpaths.c` drives it)."""
+launched onto another GPU's stream, bursts in green contexts destroyed after them, and a driver
+that cannot create events. Busy time is the stand-in's device timeline (`programs/launchpaths.c`
+drives it)."""
 
 from __future__ import annotations
 
@@ -164,6 +165,18 @@ def test_a_kernel_launched_on_another_gpus_stream_is_charged_to_that_gpus_share(
     assert not [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
 
 
+def test_bursts_in_green_contexts_destroyed_after_them_are_charged(
+    timing_cluster: Cluster, launchpaths: Path
+) -> None:
+    """Work in a green context (cuGreenCtxCreate, its stream from cuGreenCtxStreamCreate) made
+    for a burst of 8 kernels and destroyed after it (cuGreenCtxDestroy) is held to the share:
+    what ran in it is charged before the context goes, as for cuCtxDestroy."""
+    command = [str(launchpaths), "green", SECONDS, KERNEL_US, "8"]
+    share, _, err = share_of(timing_cluster, command)
+    assert share == pytest.approx(30, abs=5)
+    assert not [line for line in err.splitlines() if line.startswith("vgpu-core:")]
+
+
 def test_without_events_launches_are_charged_by_estimate_and_it_is_said_once(
     timing_cluster: Cluster,
 ) -> None:
@@ -213,12 +226,19 @@ def test_every_launch_path_runs_clean_under_a_limit_on_both_builds(
     assert len(said) == (1 if events == "fail" else 0), done.stderr
 
 
-def test_a_kernel_on_another_gpus_stream_runs_clean_on_both_builds(cluster: Cluster) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [("otherdevice", SHORT, KERNEL_US), ("green", SHORT, KERNEL_US, "8")],
+    ids=["another-gpus-stream", "green-contexts"],
+)
+def test_launches_in_a_context_not_current_run_clean_on_both_builds(
+    cluster: Cluster, args: tuple[str, ...]
+) -> None:
     program = cluster.build.cuload.parent / "launchpaths"
     if not program.exists():
         compile_launchpaths(cluster.build.standins, program)
     container = cluster.admit([(0, 30, 256), (1, 30, 256)])
-    done = cluster.sandbox.run(container, [str(program), "otherdevice", SHORT, KERNEL_US])
+    done = cluster.sandbox.run(container, [str(program), *args])
     assert done.returncode == 0, done.stdout + done.stderr
     assert not [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
 

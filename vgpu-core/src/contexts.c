@@ -4,7 +4,11 @@
  * (cuDevicePrimaryCtxReset: "destroys and cleans up all resources associated with the current
  * device in the current process"), what ran in it is charged and its events are destroyed;
  * releasing a primary context destroys it only with its last retain, so the track is dropped when
- * cuDevicePrimaryCtxGetState says it is no longer active. */
+ * cuDevicePrimaryCtxGetState says it is no longer active. A green context (CUDA 12.4) is
+ * destroyed by cuGreenCtxDestroy, with "any resources provisioned for this green context"; its
+ * work was measured in the context cuCtxFromGreenCtx names (that of its streams, cuStreamGetCtx),
+ * whose track ends there too: nothing else would ever charge a destroyed context's last
+ * launches. */
 #include "ctxlimits.h"
 #include "hooks.h"
 #include "launch.h"
@@ -13,6 +17,8 @@ typedef CUresult (*destroy_fn)(CUcontext);
 typedef CUresult (*device_fn)(CUdevice);
 typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
 typedef CUresult (*state_fn)(CUdevice, unsigned int *, int *);
+typedef CUresult (*green_destroy_fn)(CUgreenCtx);
+typedef CUresult (*from_green_fn)(CUcontext *, CUgreenCtx);
 
 static int primary_active(CUdevice dev)
 {
@@ -46,6 +52,20 @@ VGPU_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (rc == CUDA_SUCCESS)
         vgpu_ctxlimits_gone(ctx);
     return rc;
+}
+
+VGPU_EXPORT CUresult cuGreenCtxDestroy(CUgreenCtx green)
+{
+    green_destroy_fn real = REAL_CU(green_destroy_fn, cuGreenCtxDestroy);
+    from_green_fn from_green = REAL_CU(from_green_fn, cuCtxFromGreenCtx);
+    CUcontext ctx = NULL;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!from_green || from_green(&ctx, green) != CUDA_SUCCESS)
+        ctx = NULL;
+    vgpu_launch_context_ending(ctx, 1);
+    return real(green); /* what its limits were charged stays (fail closed): NVIDIA does not say
+                         * whether a green context's limits are its own or its device's */
 }
 
 static CUresult reset(device_fn real, CUdevice dev)

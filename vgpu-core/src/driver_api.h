@@ -14,6 +14,7 @@ typedef unsigned long long CUdeviceptr;
 typedef unsigned long long CUmemGenericAllocationHandle;
 typedef struct vgpu_ctx *CUcontext;
 typedef struct vgpu_stream *CUstream;
+typedef struct vgpu_green_ctx *CUgreenCtx;
 typedef struct vgpu_event *CUevent;
 typedef struct vgpu_function *CUfunction;
 typedef struct vgpu_graph *CUgraph;

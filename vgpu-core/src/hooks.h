@@ -33,7 +33,7 @@
     X(cuMemsetD32Async_ptsz) X(cuMemsetD2D8Async_ptsz) X(cuMemsetD2D16Async_ptsz)                 \
     X(cuMemsetD2D32Async_ptsz) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)\
-    X(cuCtxSetLimit)
+    X(cuCtxSetLimit) X(cuGreenCtxDestroy)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \
@@ -43,7 +43,7 @@
     X(cuThreadExchangeStreamCaptureMode) X(cuStreamSynchronize) X(cuDevicePrimaryCtxGetState)    \
     X(cuStreamGetCtx) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent_v2) X(cuStreamGetCaptureInfo_v2) \
     X(cuMemGetAllocationPropertiesFromHandle) X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute)\
-    X(cuCtxGetLimit) X(cuDeviceGetAttribute)
+    X(cuCtxGetLimit) X(cuDeviceGetAttribute) X(cuCtxFromGreenCtx)
 
 #define VGPU_NVML_HOOKS(X)                                                                        \
     X(nvmlInit) X(nvmlInit_v2) X(nvmlInitWithFlags) X(nvmlDeviceGetMemoryInfo)                    \

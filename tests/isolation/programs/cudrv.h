@@ -108,10 +108,28 @@ CUresult cuModuleGetFunction(CUfunction *, CUmodule, const char *);
 CUresult cuLibraryLoadData(void **, const void *, void *, void **, unsigned, void *, void **,
                            unsigned);
 CUresult cuLibraryGetKernel(void **, void *, const char *);
+
+/* Green contexts (CUDA 12.4). CUdevResource: its type, 92 bytes of internal padding, then a union
+ * of 48 bytes whose SM member (CUdevSmResource) starts with smCount. CUgreenCtx and
+ * CUdevResourceDesc are opaque handles. */
+typedef struct {
+    int type;
+    unsigned char internal[92];
+    union { unsigned sm_count; unsigned char oversize[48]; } u;
+} DevResource;
+#define DEV_RESOURCE_TYPE_SM 1   /* CU_DEV_RESOURCE_TYPE_SM */
+#define GREEN_CTX_DEFAULT_STREAM 1 /* CU_GREEN_CTX_DEFAULT_STREAM */
+#define STREAM_NON_BLOCKING 1      /* CU_STREAM_NON_BLOCKING */
+CUresult cuDeviceGetDevResource(CUdevice, DevResource *, int);
+CUresult cuDevResourceGenerateDesc(void **, DevResource *, unsigned);
+CUresult cuGreenCtxCreate(void **, void *, CUdevice, unsigned);
+CUresult cuGreenCtxStreamCreate(CUstream *, void *, unsigned, int);
+CUresult cuGreenCtxDestroy(void *);
 CUresult cuLaunchKernel(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                         unsigned, CUstream, void **, void **);
 CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamSynchronize(CUstream);
+CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamBeginCapture_v2(CUstream, int);
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuEventCreate(CUevent *, unsigned);

@@ -22,6 +22,9 @@
  *   launchpaths otherdevice SECONDS KERNEL_US    GPU 0's primary context current, launches of
  *                                                a context-independent kernel (cuLibraryGetKernel)
  *                                                on a stream of GPU 1's primary context
+ *   launchpaths green SECONDS KERNEL_US BURST   in turn: create a green context over the whole
+ *                                                GPU, launch BURST kernels on its stream, wait,
+ *                                                destroy the stream and the green context
  *   launchpaths query CAPTURE THREAD WHO         no loop: a capture in mode CAPTURE by this or
  *                                                another thread (WHO: same, other, captured); this
  *                                                thread, in interaction mode THREAD, queries an
@@ -241,26 +244,62 @@ static int grid(double seconds, uint64_t kernel_us)
     return finish(start);
 }
 
+/* A context-independent kernel (a CUkernel) of a stand-in image of one spin function. */
+static void *library_spin(void)
+{
+    static const char image[] = "vgpu-standin-module\nfunc spin 0\n";
+    void *lib, *kernel;
+    check(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), "cuLibraryLoadData");
+    check(cuLibraryGetKernel(&kernel, lib, "spin"), "cuLibraryGetKernel");
+    return kernel;
+}
+
 /* A CUkernel runs in its stream's context, not the current one (CUDA Driver API reference,
  * cuLaunchKernel: "the context to launch the kernel on will either be taken from the specified
  * stream hStream or the current context in case of NULL stream"): a program that keeps one GPU's
  * context current may launch a library's kernels onto every GPU's streams. */
 static int other_device(double seconds, uint64_t kernel_us)
 {
-    static const char image[] = "vgpu-standin-module\nfunc spin 0\n";
     CUcontext ctx0, ctx1;
     CUstream s1;
-    void *lib, *kernel;
     check(cuDevicePrimaryCtxRetain(&ctx1, 1), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx1), "cuCtxSetCurrent");
     check(cuStreamCreate(&s1, 0), "cuStreamCreate");
     check(cuDevicePrimaryCtxRetain(&ctx0, 0), "cuDevicePrimaryCtxRetain");
     check(cuCtxSetCurrent(ctx0), "cuCtxSetCurrent");
-    check(cuLibraryLoadData(&lib, image, NULL, NULL, 0, NULL, NULL, 0), "cuLibraryLoadData");
-    check(cuLibraryGetKernel(&kernel, lib, "spin"), "cuLibraryGetKernel");
+    CUfunction kernel = (CUfunction)library_spin();
     uint64_t start = now_ns();
-    spin_until((CUfunction)kernel, kernel_us, s1, start + (uint64_t)(seconds * 1e9));
+    spin_until(kernel, kernel_us, s1, start + (uint64_t)(seconds * 1e9));
     check(cuStreamSynchronize(s1), "cuStreamSynchronize");
+    printf("window_ns %llu\n", (unsigned long long)(now_ns() - start));
+    return 0;
+}
+
+/* Green contexts made for a burst of work and destroyed after it (CUDA Driver API reference,
+ * Green Contexts: cuDeviceGetDevResource, cuDevResourceGenerateDesc, cuGreenCtxCreate with
+ * CU_GREEN_CTX_DEFAULT_STREAM, cuGreenCtxStreamCreate with CU_STREAM_NON_BLOCKING; the kernel runs
+ * in its stream's context, cuLaunchKernel), the primary context staying current. */
+static int green(double seconds, uint64_t kernel_us, int burst)
+{
+    DevResource sms;
+    void *desc, *g;
+    CUstream s;
+    uint64_t ns = kernel_us * 1000;
+    void *params[] = {&ns};
+    use_primary();
+    CUfunction kernel = (CUfunction)library_spin();
+    check(cuDeviceGetDevResource(0, &sms, DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource");
+    check(cuDevResourceGenerateDesc(&desc, &sms, 1), "cuDevResourceGenerateDesc");
+    uint64_t start = now_ns(), stop = start + (uint64_t)(seconds * 1e9);
+    while (now_ns() < stop) {
+        check(cuGreenCtxCreate(&g, desc, 0, GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
+        check(cuGreenCtxStreamCreate(&s, g, STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate");
+        for (int i = 0; i < burst; i++)
+            check(cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, s, params, NULL), "cuLaunchKernel");
+        check(cuStreamSynchronize(s), "cuStreamSynchronize");
+        check(cuStreamDestroy_v2(s), "cuStreamDestroy_v2");
+        check(cuGreenCtxDestroy(g), "cuGreenCtxDestroy");
+    }
     printf("window_ns %llu\n", (unsigned long long)(now_ns() - start));
     return 0;
 }
@@ -322,6 +361,8 @@ int main(int argc, char **argv)
         return memset_loop(seconds, strtoull(argv[3], NULL, 10), argv[4]);
     if (!strcmp(argv[1], "query") && argc == 5)
         return query(argv[2], argv[3], argv[4]);
+    if (!strcmp(argv[1], "green") && argc == 5)
+        return green(seconds, strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (!strcmp(argv[1], "otherdevice"))
         return other_device(seconds, strtoull(argv[3], NULL, 10));
     if (!strcmp(argv[1], "grid"))

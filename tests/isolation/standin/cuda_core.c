@@ -269,6 +269,85 @@ SI_EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
     return CUDA_SUCCESS;
 }
 
+/* ---- green contexts (CUDA 12.4) ----
+ *
+ * CUDA Driver API reference, Green Contexts: cuDeviceGetDevResource gives the device's SM
+ * resource, cuDevResourceGenerateDesc a descriptor of resources, and cuGreenCtxCreate a green
+ * context over it ("flags ... must be CU_GREEN_CTX_DEFAULT_STREAM"), which it does not make
+ * current. cuCtxFromGreenCtx "converts a green context into the primary context" handle type so
+ * that context APIs take it; here the two handles are one object, a context of its own.
+ * cuGreenCtxStreamCreate makes a stream in it ("flags must be CU_STREAM_NON_BLOCKING"), and
+ * cuGreenCtxDestroy destroys it with its resources (its streams' later calls fail). The SM split
+ * itself is not simulated: a green context runs on its device's one timeline. */
+
+#define SI_DEV_RESOURCE_TYPE_SM 1
+#define SI_GREEN_CTX_DEFAULT_STREAM 0x1
+#define SI_STREAM_NON_BLOCKING 0x1
+
+typedef struct { /* CUdevResource: the type, internal padding, then the type's union */
+    int type;
+    unsigned char internal[92];
+    union {
+        unsigned sm_count; /* CUdevSmResource.smCount */
+        unsigned char oversize[48];
+    } u;
+} si_dev_resource;
+
+struct si_resource_desc {
+    unsigned sm_count;
+};
+
+SI_EXPORT CUresult cuDeviceGetDevResource(CUdevice d, si_dev_resource *res, int type) {
+    const struct si_gpu_cfg *g;
+    CUresult rc = device(d, &g);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (!res || type != SI_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset(res, 0, sizeof(*res));
+    res->type = SI_DEV_RESOURCE_TYPE_SM;
+    res->u.sm_count = (unsigned)g->sms;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuDevResourceGenerateDesc(struct si_resource_desc **desc,
+                                             const si_dev_resource *res, unsigned n) {
+    if (!desc || !res || n != 1 || res->type != SI_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_VALUE;
+    *desc = calloc(1, sizeof(**desc)); /* lives as long as the process, as the driver's may */
+    if (!*desc)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    (*desc)->sm_count = res->u.sm_count;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuGreenCtxCreate(CUcontext *green, struct si_resource_desc *desc, CUdevice d,
+                                    unsigned flags) {
+    struct si_ctx *was = current;
+    if (!green || !desc || flags != SI_GREEN_CTX_DEFAULT_STREAM)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = cuCtxCreate_v2(green, 0, d);
+    current = was; /* not made current */
+    return rc;
+}
+
+SI_EXPORT CUresult cuCtxFromGreenCtx(CUcontext *pctx, CUcontext green) {
+    if (!pctx || !green)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = green;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuGreenCtxStreamCreate(CUstream *s, CUcontext green, unsigned flags,
+                                          int priority) {
+    (void)priority;
+    if (!s || !green || !green->active || flags != SI_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    return si_cu_stream_new(s, green);
+}
+
+SI_EXPORT CUresult cuGreenCtxDestroy(CUcontext green) { return cuCtxDestroy_v2(green); }
+
 SI_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice d) {
     const struct si_gpu_cfg *g;
     if (!pctx)

@@ -222,6 +222,15 @@ SI_EXPORT CUresult cuLibraryUnload(CUmodule lib) { return cuModuleUnload(lib); }
 
 /* ---- streams ---- */
 
+CUresult si_cu_stream_new(CUstream *s, struct si_ctx *c) {
+    struct si_stream *st = calloc(1, sizeof(*st));
+    if (!st)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    st->ctx = c;
+    *s = st;
+    return CUDA_SUCCESS;
+}
+
 SI_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
     struct si_ctx *c = si_cu_current();
     (void)flags;
@@ -229,12 +238,7 @@ SI_EXPORT CUresult cuStreamCreate(CUstream *s, unsigned flags) {
         return CUDA_ERROR_INVALID_VALUE;
     if (!c)
         return CUDA_ERROR_INVALID_CONTEXT;
-    struct si_stream *st = calloc(1, sizeof(*st));
-    if (!st)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    st->ctx = c;
-    *s = st;
-    return CUDA_SUCCESS;
+    return si_cu_stream_new(s, c);
 }
 
 /* Synchronising a stream that is being captured is invalid (Programming Guide, "Prohibited and

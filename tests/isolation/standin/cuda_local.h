@@ -172,6 +172,8 @@ SI_HIDDEN CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t par
                                 CUstream s);
 SI_HIDDEN CUresult si_cu_submit(uint64_t ns, CUstream s);
 SI_HIDDEN struct si_stream *si_cu_stream(CUstream s);
+/* A new stream of context `c` (cuStreamCreate, cuGreenCtxStreamCreate). */
+SI_HIDDEN CUresult si_cu_stream_new(CUstream *s, struct si_ctx *c);
 SI_HIDDEN int si_cu_omitted(const char *name);
 /* cuda_pool.c: pools release what exceeds their release threshold at every synchronize call. */
 SI_HIDDEN void si_cu_pools_synchronized(void);

@@ -25,7 +25,9 @@
     X(cuMemGetAllocationGranularity) X(cuArrayCreate_v2) X(cuArray3DCreate_v2)                  \
     X(cuArrayDestroy) X(cuMipmappedArrayCreate) X(cuMipmappedArrayDestroy) X(cuMemGetInfo_v2)   \
     X(cuModuleLoadData) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)              \
-    X(cuLibraryLoadData) X(cuLibraryGetKernel) X(cuLibraryUnload)                               \
+    X(cuLibraryLoadData) X(cuLibraryGetKernel) X(cuLibraryUnload) X(cuDeviceGetDevResource)    \
+    X(cuDevResourceGenerateDesc) X(cuGreenCtxCreate) X(cuCtxFromGreenCtx)                       \
+    X(cuGreenCtxStreamCreate) X(cuGreenCtxDestroy)                                              \
     X(cuLaunchKernelEx) X(cuLaunchCooperativeKernel) X(cuStreamCreate) X(cuStreamSynchronize)   \
     X(cuStreamDestroy) X(cuStreamDestroy_v2) X(cuEventCreate) X(cuEventRecord) X(cuEventQuery)  \
     X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuEventDestroy_v2)          \
