@@ -30,9 +30,9 @@ from vgpu.node.grants import ContainerGrant
 
 def measure(
     cluster: Cluster, container: Container, count: int
-) -> tuple[float, float, float, float]:
+) -> tuple[float, float, float, float, float]:
     """(ns per launch, ns per pair, ns per stream-ordered pair, percent busy of a 1 ms spin kernel
-    loop over 2 s)."""
+    loop over 2 s, ns per launch on a stream of the program's own)."""
     done = cluster.cuload(container, "bench", "0", str(count), timeout=600)
     fields = done.stdout.split()
     assert done.returncode == 0, done.stdout + done.stderr
@@ -40,15 +40,18 @@ def measure(
     spin = cluster.cuload(container, "spin", "0", "2", "1000", "kernel")
     window = int(spin.stdout.split()[-1])
     busy = sum(cluster.node.usage().busy_ns.values()) - before
-    return float(fields[1]), float(fields[3]), float(fields[5]), 100 * busy / window
+    busy_percent = 100 * busy / window
+    return float(fields[1]), float(fields[3]), float(fields[5]), busy_percent, float(fields[9])
 
 
-def launch_cpu_ns(cluster: Cluster, container: Container, count: int) -> float:
-    """CPU ns per launch: under a limit the wall time per launch is mostly the throttle's waits
-    (the stand-in's events time the host's gaps too), which cost no CPU."""
+def launch_cpu_ns(cluster: Cluster, container: Container, count: int) -> tuple[float, float]:
+    """CPU ns per launch, on the NULL stream and on a stream of the program's own: under a limit
+    the wall time per launch is mostly the throttle's waits (the stand-in's events time the
+    host's gaps too), which cost no CPU."""
     done = cluster.cuload(container, "bench", "0", str(count), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
-    return float(done.stdout.split()[7])
+    fields = done.stdout.split()
+    return float(fields[7]), float(fields[11])
 
 
 def main() -> int:
@@ -61,9 +64,9 @@ def main() -> int:
     with_lib = cluster.admit([(0, 100, 4096)])
     without = Container(ContainerGrant())
     limited = cluster.admit([(0, 50, 4096)])
-    rows: dict[str, list[tuple[float, float, float, float]]] = {"with": [], "without": []}
-    under_limit: list[float] = []
-    unlimited: list[float] = []  # CPU ns per launch without the library, beside under_limit
+    rows: dict[str, list[tuple[float, float, float, float, float]]] = {"with": [], "without": []}
+    under_limit: list[tuple[float, float]] = []
+    unlimited: list[tuple[float, float]] = []  # CPU ns per launch without the library
     for _ in range(args.runs):
         rows["without"].append(measure(cluster, without, args.count))
         rows["with"].append(measure(cluster, with_lib, args.count))
@@ -85,13 +88,21 @@ def main() -> int:
         f"{med['with'][2]:.0f} ns with: +{stream_pair:.0f} ns "
         f"({stream_pair - pair:+.0f} ns beside the plain pair: the stream's device and capture)"
     )
+    on_stream = med["with"][4] - med["without"][4]
+    print(
+        f"launch on a stream of its own: {med['without'][4]:.0f} ns without, "
+        f"{med['with'][4]:.0f} ns with: +{on_stream:.0f} ns"
+    )
     print(
         f"spin throughput: {med['without'][3]:.2f} % without, {med['with'][3]:.2f} % with: -{loss:.2f} points"
     )
-    cpu, bare = statistics.median(under_limit), statistics.median(unlimited)
-    print(
-        f"launch under a 50 % limit, CPU: {bare:.0f} ns without, {cpu:.0f} ns with: +{cpu - bare:.0f} ns"
-    )
+    for i, where in enumerate(("", ", on a stream of its own")):
+        cpu = statistics.median(r[i] for r in under_limit)
+        bare = statistics.median(r[i] for r in unlimited)
+        print(
+            f"launch under a 50 % limit{where}, CPU: {bare:.0f} ns without, {cpu:.0f} ns with: "
+            f"+{cpu - bare:.0f} ns"
+        )
     return 0
 
 

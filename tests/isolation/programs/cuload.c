@@ -10,7 +10,8 @@
  *                                                 over four streams) streams8 (over eight);
  *                                                 prints pid, window_ns
  *   cuload threads DEV THREADS ROUNDS BYTES       allocate, launch, free from many threads
- *   cuload bench DEV COUNT                        ns per launch, per allocate/free pair and per
+ *   cuload bench DEV COUNT                        ns per launch (NULL stream, then a stream of
+ *                                                 its own), per allocate/free pair and per
  *                                                 cuMemAllocAsync/cuMemFreeAsync pair */
 #include <pthread.h>
 #include <stdint.h>
@@ -284,9 +285,17 @@ static int bench(int ordinal, int count)
     }
     uint64_t async_pairs = now_ns() - start;
     check(cuStreamSynchronize(stream), "cuStreamSynchronize");
-    printf("launch_ns %.1f pair_ns %.1f async_pair_ns %.1f launch_cpu_ns %.1f\n",
+    start = now_ns();
+    uint64_t stream_cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID);
+    for (int i = 0; i < count; i++) /* on a stream of its own, as frameworks launch */
+        check(cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, stream, NULL, NULL), "cuLaunchKernel");
+    uint64_t stream_launches = now_ns() - start;
+    stream_cpu = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - stream_cpu;
+    check(cuStreamSynchronize(stream), "cuStreamSynchronize");
+    printf("launch_ns %.1f pair_ns %.1f async_pair_ns %.1f launch_cpu_ns %.1f "
+           "stream_launch_ns %.1f stream_launch_cpu_ns %.1f\n",
            (double)launches / count, (double)pairs / count, (double)async_pairs / count,
-           (double)cpu / count);
+           (double)cpu / count, (double)stream_launches / count, (double)stream_cpu / count);
     return 0;
 }
 
