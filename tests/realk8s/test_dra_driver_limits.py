@@ -12,6 +12,7 @@ the cluster is `tests/realk8s/test_dra.py`'s (its `dra` fixture, a cluster of it
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -168,6 +169,37 @@ def test_a_pod_joining_a_prepared_shared_claim_starts_only_once_its_limit_is_set
     finally:
         release(api, "second")
         release(api, "first", "shared")
+
+
+def test_a_claim_of_part_of_a_gpu_is_used_by_one_pod_at_a_time(
+    dra: DraNode, limited: LimitedGpus
+) -> None:
+    """Each pod's cgroup gets the claim's whole memory (pods have no common cgroup to limit),
+    so pods sharing a claim of part of a GPU once used N times it. The real kubelet starts the
+    second pod of a shared 30-core, 8 GiB claim without preparing it again; its container's
+    hook refuses it while the first pod's cgroup is there, naming that pod, and the kubelet
+    shows the runtime's StartError and retries: once the first pod is gone (its cgroup removed,
+    as the kubelet's cleanup does), the second starts with the claim's 8 GiB."""
+    api = dra.cluster.admin
+    wait_until(lambda: _backends(dra) == {"driver"}, 30, "the slice to say memoryBackend driver")
+    api.post(CLAIMS, claim("part", cores="30", memory="8Gi"))
+    first = api.post(pods.PODS, claim_pod("first", "part"))["metadata"]["uid"]
+    try:
+        first_cgroup = limited.pod_cgroup(first)
+        pods.wait_running(api, "first", timeout=90)
+        second = api.post(pods.PODS, claim_pod("second", "part"))["metadata"]["uid"]
+        cgroup = limited.pod_cgroup(second)
+        refused = wait_until(lambda: _start_error(dra, "second"), 60, "the hook to refuse")
+        assert "pod first" in refused and "one pod at a time" in refused, refused
+        assert not _app_running(dra, "second")
+        release(api, "first")
+        shutil.rmtree(first_cgroup)
+        wait_until(lambda: _app_running(dra, "second"), 90, "the kubelet's retry to start it")
+        uuid = uuid_of(api, allocation(api, "part")[0]["device"])
+        assert _limit_or_zero(limited, cgroup, uuid) == 8 * GIB
+    finally:
+        release(api, "second")
+        release(api, "first", "part")
 
 
 def test_without_the_drivers_socket_a_claims_container_does_not_start(
