@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -441,6 +442,41 @@ def test_share_claim_is_allocated_prepared_and_given_the_grant(dra: DraNode) -> 
     (status,) = pods.get(api, "dra-share")["status"]["containerStatuses"]
     (health,) = status["allocatedResourcesStatus"]
     assert [r["health"] for r in health["resources"]] == ["Healthy"]
+
+
+def test_a_first_available_subrequest_is_prepared_under_a_valid_cdi_name(dra: DraNode) -> None:
+    """kube-scheduler's allocator records a `firstAvailable` subrequest as `<request>/<sub>`
+    (resource.k8s.io/v1 `DeviceRequestAllocationResult.request`); the driver once put the '/'
+    into the CDI device name, which the CDI library refuses (container-device-interface
+    `pkg/parser/parser.go`, `ValidateDeviceName`), so the claim's container could not start
+    under containerd or CRI-O. The first choice fits no GPU, the second is allocated."""
+    api = dra.cluster.admin
+    first_available = [
+        {"name": name, "deviceClassName": "vgpu.io", "capacity": {"requests": ask}}
+        for name, ask in (
+            ("whole-node", {"cores": "900", "memory": "8Gi"}),
+            ("small", {"cores": "30", "memory": "8Gi"}),
+        )
+    ]
+    obj = claim("choice")
+    obj["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": first_available}]
+    api.post(CLAIMS, obj)
+    api.post(pods.PODS, claim_pod("dra-choice", "choice"))
+    try:
+        pods.wait_running(api, "dra-choice")
+        (result,) = allocation(api, "choice")
+        assert result["request"] == "gpu/small", result
+        names = [d["name"] for d in dra.record("dra-choice")["cdiDevices"]]
+        kind, name = names[0].split("=", 1)
+        assert kind == "vgpu.io/claim" and CDI_NAME.fullmatch(name), names
+        env = dra.cdi_env(names[0])
+        assert (env["VGPU_CORES"], env["VGPU_MEMORY_LIMIT_MIB"]) == ("30", "8192")
+    finally:
+        release(api, "dra-choice", "choice")
+
+
+# A CDI device name (container-device-interface, pkg/parser/parser.go, ValidateDeviceName).
+CDI_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.:-]*[A-Za-z0-9])?")
 
 
 def slice_order(api: Rest) -> list[str]:
