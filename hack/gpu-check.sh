@@ -41,6 +41,9 @@
 #       once; whether cuEventElapsedTime answers a negative time when its second event came first,
 #       which the interposer relies on and NVIDIA's reference does not say, shows here: an error
 #       or 0 would charge each span whole, and the share would come out near 30 / 8);
+#     - a 30 % share in green contexts (CUDA 12.4) each made for a burst of 32 kernels and
+#       destroyed after it (vgpu-core charges a burst at cuGreenCtxDestroy; bursts ran
+#       unthrottled before), beside the same program without the library;
 #     - absolute shares of a contending pair, 30 and 70 side by side, measured with a kernel of a
 #       fixed amount of work (its rate over its rate alone is the share of the GPU it got; a
 #       %clock64 spin would end on time while time-sliced and overstate it). Without MPS the
@@ -125,6 +128,9 @@ inside r30 "$work/gpuspin" reset "$seconds" 1000 >"$work/r30.json" || true
 "$work/gpuspin" streams "$seconds" 1000 >"$work/s8-bare.json" || true
 container s30 1073741824 30
 inside s30 "$work/gpuspin" streams "$seconds" 1000 >"$work/s30.json" || true
+"$work/gpuspin" green "$seconds" 1000 >"$work/green-bare.json" || true
+container gr30 1073741824 30
+inside gr30 "$work/gpuspin" green "$seconds" 1000 >"$work/gr30.json" || true
 # The CPU a launch costs inside cuLaunchKernel, 1 us kernels one every 50 us: bare, and under a
 # 50 % limit that measures every launch with events but holds none back.
 "$work/gpuspin" pace "$seconds" 1 50 >"$work/pace-bare.json" || true
@@ -225,6 +231,10 @@ checks.append(judged("30 cores after cuDevicePrimaryCtxReset within 8 points", [
 checks.append(judged("30 cores on eight streams at once within 8 points", ["s30", "s8-bare"],
                      lambda s30, bare: abs(share_of("s30", "s8-bare") - 30) <= 8,
                      share=lambda: share_of("s30", "s8-bare")))
+checks.append(judged("30 cores in green contexts destroyed after each burst within 8 points",
+                     ["gr30", "green-bare"],
+                     lambda gr30, bare: abs(share_of("gr30", "green-bare") - 30) <= 8,
+                     share=lambda: share_of("gr30", "green-bare")))
 added_ns = lambda: round(read("pace50")["launch_cpu_ns"] - read("pace-bare")["launch_cpu_ns"])
 checks.append(judged("CPU per launch under a 50 % cores limit: at most 1 us more than bare",
                      ["pace50", "pace-bare"], lambda *_: added_ns() <= 1000,

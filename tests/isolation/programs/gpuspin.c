@@ -18,6 +18,11 @@
  *                                 the graph launched for SECONDS; prints the capture's code too
  *   gpuspin streams SECONDS US    as spin, round robin over eight streams at once (their spans
  *                                 overlap on the GPU: vgpu-core charges the overlap once)
+ *   gpuspin green SECONDS US [BURST]
+ *                                 in turn for SECONDS: a green context over the whole GPU, BURST
+ *                                 (default 32) such kernels of a context-independent library on
+ *                                 its stream, wait, destroy the stream and the green context
+ *                                 (vgpu-core charges the burst at cuGreenCtxDestroy)
  *   gpuspin pace SECONDS US GAP   a kernel every GAP microseconds: too seldom for a cores limit of
  *                                 50 to hold one back, so under it each launch is measured and
  *                                 none waits; prints the thread's CPU time inside cuLaunchKernel
@@ -222,6 +227,39 @@ static int reset(double seconds, double us)
     return spin(seconds, us);
 }
 
+/* Green contexts made for a burst of work and destroyed after it (CUDA Driver API reference,
+ * Green Contexts: cuDeviceGetDevResource, cuDevResourceGenerateDesc, cuGreenCtxCreate with
+ * CU_GREEN_CTX_DEFAULT_STREAM, cuGreenCtxStreamCreate with CU_STREAM_NON_BLOCKING). A module's
+ * function belongs to the context it was loaded in, so the kernel comes from a library
+ * (cuLibraryLoadData, cuLibraryGetKernel), which runs in its stream's context (cuLaunchKernel). */
+static int green(double seconds, double us, int burst)
+{
+    union { DevResource resource; unsigned char room[4096]; } sms; /* room for a larger struct */
+    void *lib, *spin_k, *desc, *g;
+    CUstream s;
+    uint64_t cycles = cycles_of(us);
+    void *params[] = {&cycles};
+    memset(&sms, 0, sizeof sms);
+    check(cuLibraryLoadData(&lib, ptx, NULL, NULL, 0, NULL, NULL, 0), "cuLibraryLoadData");
+    check(cuLibraryGetKernel(&spin_k, lib, "spin"), "cuLibraryGetKernel");
+    check(cuDeviceGetDevResource(0, &sms.resource, DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource");
+    check(cuDevResourceGenerateDesc(&desc, &sms.resource, 1), "cuDevResourceGenerateDesc");
+    long kernels = 0;
+    double start = now_s();
+    while (now_s() - start < seconds) {
+        check(cuGreenCtxCreate(&g, desc, 0, GREEN_CTX_DEFAULT_STREAM), "cuGreenCtxCreate");
+        check(cuGreenCtxStreamCreate(&s, g, STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate");
+        for (int i = 0; i < burst; i++, kernels++)
+            check(cuLaunchKernel((CUfunction)spin_k, 1, 1, 1, 1, 1, 1, 0, s, params, NULL),
+                  "cuLaunchKernel");
+        check(cuStreamSynchronize(s), "cuStreamSynchronize");
+        check(cuStreamDestroy_v2(s), "cuStreamDestroy_v2");
+        check(cuGreenCtxDestroy(g), "cuGreenCtxDestroy");
+    }
+    printf("{\"kernels\": %ld, \"window_s\": %.4f}\n", kernels, now_s() - start);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     CUcontext ctx;
@@ -238,11 +276,14 @@ int main(int argc, char **argv)
         return reset(atof(argv[2]), atof(argv[3]));
     if (argc == 4 && !strcmp(argv[1], "streams"))
         return streams(atof(argv[2]), atof(argv[3]));
+    if ((argc == 4 || argc == 5) && !strcmp(argv[1], "green"))
+        return green(atof(argv[2]), atof(argv[3]), argc == 5 ? atoi(argv[4]) : 32);
     if (argc == 5 && !strcmp(argv[1], "pace"))
         return pace(atof(argv[2]), atof(argv[3]), atof(argv[4]));
     if ((argc == 4 || argc == 5) && !strcmp(argv[1], "work"))
         return work(atof(argv[2]), strtoull(argv[3], NULL, 10), argc == 5 ? atof(argv[4]) : 0);
     fprintf(stderr, "usage: gpuspin mem BYTES COUNT | gpuspin spin|graph|reset|streams SECONDS US | "
+                    "gpuspin green SECONDS US [BURST] | "
                     "gpuspin work SECONDS ITERS [SETTLE] | gpuspin pace SECONDS US GAP\n");
     return 2;
 }
