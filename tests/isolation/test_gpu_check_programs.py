@@ -216,3 +216,29 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
     assert "share" in green, green
     paced = checks["CPU per launch under a 50 % cores limit: at most 1 us more than bare"]
     assert "added_ns" in paced, paced  # both runs reported; the stand-in's figure is its own
+
+
+def test_the_driver_check_reports_not_available_on_a_driver_before_615(tmp_path: Path) -> None:
+    """hack/gpu-check-driver.sh on a node without the driver's memory limits says so, with the
+    driver, kernel and cgroup version, and succeeds (gpu-check then goes on); bash and, where
+    present, shellcheck read it too."""
+    script = str(ROOT / "hack/gpu-check-driver.sh")
+    subprocess.run(["bash", "-n", script], check=True)
+    if shutil.which("shellcheck") is not None:
+        subprocess.run(["shellcheck", script], check=True)
+    (tmp_path / "bin").mkdir()
+    smi = tmp_path / "bin/nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 580.95.05\n")
+    smi.chmod(0o755)
+    out = tmp_path / "driver.json"
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "VGPU_CHECK_DRIVER_OUT": str(out),
+    }
+    done = subprocess.run(
+        ["bash", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    line = json.loads(out.read_text())["driver_backend"]
+    assert line.startswith("not available: driver 580.95.05, kernel "), line
+    assert line.endswith(("cgroup v1", "cgroup v2")), line
