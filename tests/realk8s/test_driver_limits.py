@@ -10,6 +10,7 @@ refusal is seen first, then the kubelet's retry.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -42,6 +43,11 @@ class LimitedNode:
             agent_flags=self.original.agent_flags + self.gpus.flags,
             agent_env=tuple(self.gpus.env().items()),
         )
+
+    def answer_times(self) -> list[float]:
+        """Milliseconds each PreStartContainer answered so far took (the agent logs each)."""
+        log = self.cluster.procs.log(f"agent-{NODE}").read_text(errors="replace")
+        return [float(ms) for ms in re.findall(r"PreStartContainer answered in ([0-9.]+) ms", log)]
 
     def limits_set(self, uid: str) -> int:
         """How many PreStart calls set the pod's limits (the agent logs each)."""
@@ -102,3 +108,7 @@ def test_prestart_sets_the_pods_limit_before_each_container_and_a_refusal_shows_
     # The kubelet calls PreStart of each plugin a container holds devices of (cores and
     # memory here), before each container: init, then main; each sets the pod's limit.
     assert limited.limits_set(uid) == 4
+    # ...and waits at most 30 s for each answer (k8s.io/kubelet pkg/apis/deviceplugin/v1beta1,
+    # KubeletPreStartContainerRPCTimeoutInSecs): the agent answers each in well under a second
+    took = limited.answer_times()
+    assert len(took) >= 4 and max(took) < 1000, took

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent import futures
 from dataclasses import dataclass
@@ -201,10 +202,15 @@ class DevicePluginServicer(api_pb2_grpc.DevicePluginServicer):
     def PreStartContainer(
         self, request: api_pb2.PreStartContainerRequest, context: grpc.ServicerContext
     ) -> api_pb2.PreStartContainerResponse:
-        """An error here fails the container's start; the kubelet shows the message."""
+        """An error here fails the container's start; the kubelet shows the message. The kubelet
+        waits at most 30 s for the answer (k8s.io/kubelet `pkg/apis/deviceplugin/v1beta1`,
+        `KubeletPreStartContainerRPCTimeoutInSecs`), so how long it took is logged."""
         if self._pre_start is not None:
+            started = time.perf_counter()
             try:
                 self._pre_start(self._resource, list(request.devices_ids))
+                took_ms = 1000 * (time.perf_counter() - started)
+                log.info("%s: PreStartContainer answered in %.1f ms", self._resource, took_ms)
             except PreStartRefused as e:
                 log.warning("%s: PreStartContainer refused: %s", self._resource, e)
                 context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(e))
