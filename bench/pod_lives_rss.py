@@ -81,11 +81,11 @@ def run(
     snapshots: list[tracemalloc.Snapshot] = []
     if trace:
         tracemalloc.start(8)
-    cache = ClusterCache(key=KEY, memory_unit_mib=256)
+    config = ExtenderConfig(schedulers=frozenset({"default-scheduler"}))
+    cache = ClusterCache(key=KEY, memory_unit_mib=256, schedulers=config.schedulers)
     names = [f"node-{i:05d}" for i in range(nodes)]
     for name in names:
         cache.apply_node("ADDED", make_node(name, gpus=8))
-    config = ExtenderConfig(schedulers=frozenset({"default-scheduler"}))
     ext = Extender(cache, config=config)
     version, start = 100, time.monotonic()
     for first in range(0, lives, batch):

@@ -154,3 +154,33 @@ def test_only_watched_pods_of_our_scheduler_teach_the_policy(harness: Harness) -
     assert _holdings(daemon) == []
     wire.filter(harness.pod("real"), ["n1", "n2"])
     assert learned(daemon)[0] == before[0] + 1  # a watched pod of ours is learned from
+
+
+def test_a_gang_member_of_another_scheduler_is_never_planned_beside_ours(
+    harness: Harness,
+) -> None:
+    """A tenant names its gang on a pod of ours (a small ask) and on a decoy of another
+    scheduler (three whole GPUs of four): the decoy is never sent to the extender, so neither its queue
+    nor a filter of its own counts it, but the gang plan of our member reserved the decoy's
+    GPUs too, renewed on every plan, and another team's pod found no GPU."""
+    harness.put(make_node("n1", gpus=4))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "1"}
+    harness.put(make_pod("ours", cores=10, annotations=dict(gang)))
+    decoy = make_pod("decoy", cores=300, annotations=dict(gang))
+    decoy["spec"]["schedulerName"] = "another-scheduler"
+    harness.put(decoy)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/decoy")) is not None)
+    wait_until(lambda: daemon.cache.pod(PodKey("default/ours")) is not None)
+    assert wire.filter(harness.pod("ours"), ["n1"])["NodeNames"] == ["n1"]
+    held = [h.assignment.pod for h, _ in _holdings_with_phase(daemon)]
+    assert held == [PodKey("default/ours")]
+    harness.put(make_pod("other-team", cores=200, namespace="team-b"))
+    wait_until(lambda: daemon.cache.pod(PodKey("team-b/other-team")) is not None)
+    assert wire.filter(harness.pod("other-team", "team-b"), ["n1"])["NodeNames"] == ["n1"]
+
+
+def _holdings_with_phase(daemon: ExtenderDaemon) -> list[Any]:
+    with daemon.cache.atomic():
+        return [(h, h.phase) for h in daemon.cache.ledger.holdings()]

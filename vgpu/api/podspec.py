@@ -47,6 +47,8 @@ GPU_UUID_EXCLUDE = "vgpu.io/gpu-uuid-exclude"
 POLICY = "vgpu.io/policy"
 DEFAULT_SCHEDULER = "default-scheduler"
 """What the API server sets an absent spec.schedulerName to (pkg/apis/core/v1/defaults.go)."""
+VGPU_SCHEDULER = "vgpu-scheduler"
+"""The scheduler the extender serves unless told otherwise (`--scheduler-name`)."""
 READ_METADATA = ("uid", "name", "namespace", "labels", "annotations")
 """The metadata `pod_spec` reads. It reads the pod through `read_part`, which holds these and no
 other, and the parse memo's key is made of the same fields (`vgpu.extender.pods.memo`): reading a

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from vgpu.api.podspec import VGPU_SCHEDULER
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.policy.specs import PolicySpec
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
@@ -30,10 +31,10 @@ class ExtenderConfig:
     """Filter passes at most this many nodes, those sharing the policy's best score (0: every
     node that fits; --filter-best). kube-scheduler then scores only those, or none when one is
     left, and needs no prioritize call (pkg/scheduler/schedule_one.go, schedulePod)."""
-    schedulers: frozenset[str] = frozenset({"vgpu-scheduler"})
+    schedulers: frozenset[str] = frozenset({VGPU_SCHEDULER})
     """The pods' spec.schedulerName values the extender serves (--scheduler-name): kube-scheduler
     only schedules pods of its own profiles, so a request for another scheduler's pod is forged
-    and holds nothing."""
+    and holds nothing; another scheduler's pod is no gang member either (`ClusterCache`)."""
     watch_wait: float = WATCH_WAIT_S
     """Seconds a filter or preempt waits for the watch to show the pod its request names."""
     watch_waiters: int = WATCH_WAITERS

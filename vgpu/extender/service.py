@@ -81,6 +81,12 @@ class Extender:
         on_unwatched: Callable[[], None] = lambda: None,
         on_preemption_wait: Callable[[], None] = lambda: None,
     ) -> None:
+        if cache.schedulers != config.schedulers:
+            raise ValueError(
+                f"the cache serves schedulers {sorted(cache.schedulers)}, the verbs "
+                f"{sorted(config.schedulers)}: make the cache with the config's schedulers "
+                "(ClusterCache(schedulers=...)), or a gang's members would differ between them"
+            )
         self.cache = cache
         self.config = config
         self.clock = clock

@@ -118,6 +118,7 @@ class ExtenderDaemon:
             memory_unit_mib=config.extender.memory_unit_mib,
             names=config.extender.names,
             gang_timeout=config.extender.gang_timeout,
+            schedulers=config.extender.schedulers,
         )
         self.extender = Extender(
             self.cache,

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import ClassVar
 
-from vgpu.api.podspec import PodSpec
+from vgpu.api.podspec import VGPU_SCHEDULER, PodSpec
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core import gang as gang_planning
 from vgpu.core.changes import DEFAULT_LIMIT
@@ -63,9 +63,16 @@ class ClusterCache:
         gang_timeout: float = 60.0,
         planner: Planner = core_planner,
         feed_limit: int = DEFAULT_LIMIT,
+        schedulers: AbstractSet[str] = frozenset({VGPU_SCHEDULER}),
     ) -> None:
+        """`schedulers`: the pods' schedulers the extender serves (`ExtenderConfig.schedulers`);
+        only their pods are gang members (`vgpu.extender.pods.book`)."""
         self._parts = parts = self._parts_type(
-            key=key, memory_unit_mib=memory_unit_mib, names=names, feed_limit=feed_limit
+            key=key,
+            memory_unit_mib=memory_unit_mib,
+            names=names,
+            feed_limit=feed_limit,
+            schedulers=schedulers,
         )
         self._lock = parts.lock
         self._changed = parts.changed
@@ -362,6 +369,11 @@ class ClusterCache:
         return self._parts.book.pending
 
     @property
+    def schedulers(self) -> AbstractSet[str]:
+        """The pods' schedulers the extender serves (only their pods are gang members)."""
+        return self._parts.schedulers
+
+    @property
     def members(self) -> Mapping[GangKey, AbstractSet[PodKey]]:
-        """Watched gang members by gang."""
+        """Watched gang members by gang (pods of `schedulers` only)."""
         return self._parts.book.members

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from vgpu.api.resources import ResourceNames
@@ -33,7 +34,13 @@ class CacheParts:
     """The state and its lock (module doc); every field is read and changed under `lock`."""
 
     def __init__(
-        self, *, key: bytes, memory_unit_mib: int, names: ResourceNames, feed_limit: int
+        self,
+        *,
+        key: bytes,
+        memory_unit_mib: int,
+        names: ResourceNames,
+        feed_limit: int,
+        schedulers: AbstractSet[str],
     ) -> None:
         self.lock = threading.RLock()
         self.changed = threading.Condition(self.lock)
@@ -44,6 +51,8 @@ class CacheParts:
         self.on_invalid: InvalidHook = lambda pod, problem: None
         self._key = key
         self._feed_limit = feed_limit
+        self.schedulers = schedulers
+        """The pods' schedulers the extender serves: only their pods are gang members."""
         self.reset()
 
     def reset(self) -> None:
@@ -52,4 +61,6 @@ class CacheParts:
         self.state = ClusterState(feed=self.feed)
         self.ledger = Ledger(self.state)
         self.table = NodeTable(self.state, self.feed)
-        self.book = PodBook(self.state, self.ledger, self.feed, self._key)
+        self.book = PodBook(
+            self.state, self.ledger, self.feed, self._key, schedulers=self.schedulers
+        )

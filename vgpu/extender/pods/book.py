@@ -1,5 +1,9 @@
 """The cache's pod book: every watched pod, what it holds in the ledger, and the indexes the
 verbs need (pending containers per node, gang members, pods that cannot be read or counted).
+A gang's members are its pods of the schedulers the extender serves: kube-scheduler never sends
+another scheduler's pod to the extender, so such a pod, naming the gang, would have its place
+planned and held beside the members' (outside its queue, which does not count it) and, once
+bound, would mark the gang started.
 
 A part of `ClusterCache` (`vgpu.extender.cache.cluster`), which makes a new one on every rebuild and
 calls it under its lock. Bound pods are *confirmed* in the ledger with their signed assignment
@@ -18,7 +22,7 @@ from typing import Any
 
 from vgpu.api.admitted import ADMITTED, read_admitted
 from vgpu.api.assignment import verify
-from vgpu.api.podspec import PodSpec
+from vgpu.api.podspec import VGPU_SCHEDULER, PodSpec
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.handoff_rule import PendingContainer, pending_of
 from vgpu.core.ids import GangKey, NodeName, PodKey
@@ -34,8 +38,18 @@ Obj = dict[str, Any]
 class PodBook:
     """Watched pods and their holdings, kept in step with the ledger (module doc)."""
 
-    def __init__(self, state: ClusterState, ledger: Ledger, feed: ChangeFeed, key: bytes) -> None:
+    def __init__(
+        self,
+        state: ClusterState,
+        ledger: Ledger,
+        feed: ChangeFeed,
+        key: bytes,
+        *,
+        schedulers: AbstractSet[str] = frozenset({VGPU_SCHEDULER}),
+    ) -> None:
         self._state = state
+        self._schedulers = schedulers
+        """Only a pod of these schedulers is a gang member (`upsert`)."""
         self._ledger = ledger
         self._feed = feed
         self._key = key
@@ -83,7 +97,7 @@ class PodBook:
         ):
             self._leave(old.gang.key, key)
         self._pods[key] = spec
-        if spec.gang is not None:
+        if spec.gang is not None and spec.scheduler in self._schedulers:
             self._members.setdefault(spec.gang.key, set()).add(key)
         if spec.node:
             self._observe_bound(key, spec, obj)
@@ -226,5 +240,5 @@ class PodBook:
 
     @property
     def members(self) -> Mapping[GangKey, AbstractSet[PodKey]]:
-        """Watched gang members by gang."""
+        """Watched gang members by gang (pods of the schedulers served: module doc)."""
         return self._members
