@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from vgpu.api.podspec import gang_of
+from vgpu.api.podspec import gang_of, pod_group_min_member
 from vgpu.core.errors import InvalidRequest
 from vgpu.inspect.gangs import membership
 
@@ -75,3 +75,13 @@ def test_a_bad_size_is_an_error_for_the_extender_and_unknown_in_the_report() -> 
         gang_of(pod)
     shown = membership(pod, {})
     assert shown is not None and shown.name == "tf" and shown.min_member is None
+
+
+def test_a_pod_groups_min_member_that_is_no_gang_size_is_an_error_naming_it() -> None:
+    """minMember was read with `int(...)`: "x" raised a ValueError out of the verb, -3 made a
+    gang that needs no member."""
+    for bad in ("x", -3, 10**9, True):
+        with pytest.raises(InvalidRequest, match=r"PodGroup t/g: spec\.minMember"):
+            pod_group_min_member({"spec": {"minMember": bad}}, "PodGroup t/g")
+    assert pod_group_min_member({"spec": {}}, "PodGroup t/g") == 1
+    assert pod_group_min_member({"spec": {"minMember": 3}}, "PodGroup t/g") == 3

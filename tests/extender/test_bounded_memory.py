@@ -3,10 +3,14 @@ with the pods it has scheduled."""
 
 from __future__ import annotations
 
+from typing import cast
+
 from tests.extender.builders import make_node, make_pod
+from vgpu.adapters.kube.calls import KubeApi, KubeNotFound
 from vgpu.api.gang import GANG_NAME, GANG_SIZE
 from vgpu.core.ids import PodKey
 from vgpu.core.model import Assignment, Phase
+from vgpu.daemons.extender.daemon import PodGroupSizes
 from vgpu.extender.cache.cluster import ClusterCache
 from vgpu.extender.config import ExtenderConfig
 from vgpu.extender.service import Extender
@@ -85,3 +89,23 @@ def test_the_deleted_pods_kept_for_bind_reads_are_bounded() -> None:
         cache.apply_pod("ADDED", pod)
         cache.apply_pod("DELETED", pod)
     assert len(cache._watch._gone) == 4096
+
+
+class _NoPodGroups:
+    """An API server without the PodGroups the pods name (each read is a 404)."""
+
+    def get_pod_group(self, namespace: str, name: str) -> dict[str, object]:
+        raise KubeNotFound(f"podgroup {namespace}/{name} not found", status=404)
+
+
+def test_the_pod_group_sizes_kept_are_bounded_whatever_names_pods_invent() -> None:
+    """A tenant creates pods naming a new `scheduling.x-k8s.io/pod-group` each (no PodGroup
+    needed: a 404 is kept too); every filter of one read a size and kept it for good, so the
+    extender's memory grew with the names a tenant invented."""
+    now = [0.0]
+    sizes = PodGroupSizes(cast(KubeApi, _NoPodGroups()), ttl=30.0, clock=lambda: now[0])
+    for i in range(20_000):
+        now[0] = i * 0.01  # 100 names a second, each past its time after 30 s
+        assert sizes("tenant", f"g{i}") is None
+    assert len(sizes) <= PodGroupSizes.KEPT
+    assert len(sizes) <= 30.0 / 0.01 + 1  # and no entry past its time is kept beside a new one

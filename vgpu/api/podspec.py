@@ -205,6 +205,23 @@ def _size(value: object, field: str) -> int:
     return size
 
 
+def pod_group_min_member(group: Obj, where: str) -> int:
+    """A scheduler-plugins PodGroup's `spec.minMember` as a gang size: absent or 0 is 1 (a
+    gang of one), a whole number up to `MAX_GANG` is itself; anything else raises
+    `InvalidRequest` naming the field (`where` names the PodGroup)."""
+    spec = group.get("spec")
+    value = spec.get("minMember") if isinstance(spec, dict) else None
+    if value is None or value == 0:
+        return 1
+    field = f"{where}: spec.minMember"
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_GANG:
+        shown = repr(value) if len(repr(value)) <= 20 else repr(value)[:17] + "..."
+        raise InvalidRequest(
+            field, f"{shown} is not a gang size in 1..{MAX_GANG}", "set minMember, e.g. 5"
+        )
+    return value
+
+
 def pod_spec(pod: Obj, *, memory_unit_mib: int, names: ResourceNames = DEFAULT_NAMES) -> PodSpec:
     """Parse a pod dict; raises `InvalidRequest` naming the bad field, and nothing else whatever
     the object's shape (`vgpu.api.decode.guard`)."""

@@ -26,6 +26,7 @@ from vgpu.adapters.kube.calls import KubeApi, KubeError, KubeNotFound, WatchEven
 from vgpu.adapters.kube.reflector import SYNCED
 from vgpu.adapters.leader import LeaderConfig, LeaderElector
 from vgpu.adapters.liveness import Liveness, done
+from vgpu.api.podspec import pod_group_min_member
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.extender.binder import Binder
 from vgpu.extender.cache.cluster import ClusterCache
@@ -81,12 +82,20 @@ class PodGroupSizes:
     raises `LeaveLoop`, so the verb is answered on a worker and the loop never waits on the API
     server for one gang's filter."""
 
-    def __init__(self, api: KubeApi, *, ttl: float = 30.0) -> None:
-        self._api, self._ttl = api, ttl
+    KEPT = 4096
+    """Sizes kept at most (a new one first drops those past their time, then the oldest)."""
+
+    def __init__(
+        self, api: KubeApi, *, ttl: float = 30.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._api, self._ttl, self._clock = api, ttl, clock
         self._seen: dict[tuple[str, str], tuple[float, int | None]] = {}
 
+    def __len__(self) -> int:
+        return len(self._seen)
+
     def __call__(self, namespace: str, name: str) -> int | None:
-        now = time.monotonic()
+        now = self._clock()
         hit = self._seen.get((namespace, name))
         if hit is not None and hit[0] > now:
             return hit[1]
@@ -94,15 +103,26 @@ class PodGroupSizes:
             raise LeaveLoop
         try:
             group = self._api.get_pod_group(namespace, name)
-            size: int | None = int((group.get("spec") or {}).get("minMember") or 1)
+            size: int | None = pod_group_min_member(group, f"PodGroup {namespace}/{name}")
         except KubeNotFound:
             size = None
         except KubeError as err:
             raise InvalidRequest(
                 f"PodGroup {namespace}/{name}", f"cannot be read ({err})", "retry later"
             ) from err
-        self._seen[(namespace, name)] = (now + self._ttl, size)
+        self._keep((namespace, name), (now + self._ttl, size), now)
         return size
+
+    def _keep(self, key: tuple[str, str], entry: tuple[float, int | None], now: float) -> None:
+        """Keep a size read; the sizes kept are bounded whatever names pods invent (a tenant's
+        pods may each name a new PodGroup): those past their time go first, then the oldest."""
+        self._seen.pop(key, None)
+        while self._seen:  # kept in the order read, so in the order they pass their time
+            first = next(iter(self._seen))
+            if self._seen[first][0] > now and len(self._seen) < self.KEPT:
+                break
+            del self._seen[first]
+        self._seen[key] = entry
 
 
 class ExtenderDaemon:
