@@ -76,11 +76,24 @@ def test_a_gang_member_gets_no_eviction_that_frees_no_gpu_it_fits(harness: Harne
     """A tenant annotated a pod as a gang of one: every candidate came back unchanged, and
     another team's CPU-only pod was evicted for an 80-core pod that still could not fit."""
     wire, uid = preemption_cluster(harness)
-    for size in ("1", "2"):
-        gang = {"vgpu.io/gang-name": f"g{size}", "vgpu.io/gang-size": size}
-        member = harness.shown(make_pod(f"w{size}", cores=80, annotations=gang))
-        assert _preempt(wire, member, {"n1": [uid["c"]]}) == {}
-        assert _preempt(wire, member, {"n1": [uid["a"]]}) == {"n1": [uid["a"]]}
+    gang = {"vgpu.io/gang-name": "g1", "vgpu.io/gang-size": "1"}
+    member = harness.shown(make_pod("w1", cores=80, annotations=gang))
+    assert _preempt(wire, member, {"n1": [uid["c"]]}) == {}
+    assert _preempt(wire, member, {"n1": [uid["a"]]}) == {"n1": [uid["a"]]}
+
+
+def test_a_gang_member_waiting_for_members_evicts_nobody(harness: Harness) -> None:
+    """A tenant's high-priority pod names a gang of 100 and is its only member: its filter can
+    only answer "waiting for members", whatever is evicted, yet the candidates came back
+    unchanged (for a CPU-only or claim member, always), so kube-scheduler evicted another
+    team's pods for a pod that stays pending, node after node."""
+    wire, uid = preemption_cluster(harness)
+    gang = {"vgpu.io/gang-name": "big", "vgpu.io/gang-size": "100"}
+    gpu = harness.shown(make_pod("big-0", cores=80, annotations=gang))
+    cpu = harness.shown(make_pod("big-1", cores=0, annotations=gang))
+    for member in (gpu, cpu):
+        assert _preempt(wire, member, {"n1": [uid["a"]], "n2": []}) == {}
+        assert "waiting for members, 2 of 100" in wire.filter(member, ["n2"])["FailedNodes"]["n2"]
 
 
 def test_a_gang_members_own_reservation_does_not_block_its_preemption(harness: Harness) -> None:

@@ -10,7 +10,11 @@ the victims of a kept node are returned as they came (kube-scheduler chose them 
 the extender does not run, so sparing one could leave the pod unschedulable after all).
 
 Pods that ask for no vGPU get the candidates back unchanged: they need nothing from the
-extender's accounting. A gang member is re-planned as a gang once victims leave, so the check is
+extender's accounting. A gang member whose gang cannot be placed whatever is evicted (fewer
+members exist than its size, or it mixes claim members with vgpu.io ones) gets no candidate,
+whatever it asks: its filter would refuse every node again, so evictions would only leave another
+team's pods out for a pod that stays pending (a tenant's high-priority pod naming a gang of 100
+did so node after node). A gang member is re-planned as a gang once victims leave, so the check is
 the one any plan placing it on the node must pass: the member fits there with the victims and
 every reservation of its own gang set aside. Without it, a pod annotated as a gang of one got
 other teams' pods evicted for nothing (a CPU-only pod for a GPU pod).
@@ -113,7 +117,9 @@ class Preemptor:
 
     def preempt(self, args: PreemptionArgs) -> dict[str, Victims]:
         """The candidates where the pod fits once their victims are gone."""
-        spec, policy, _ = self.ext.pods.read(args.pod)  # InvalidRequest: the caller's error
+        spec, policy, size = self.ext.pods.read(args.pod)  # InvalidRequest: the caller's error
+        if self.ext.cache.gang_wait(spec, size) is not None:
+            return {}  # its filter waits for members (or a fix) whatever is evicted
         if not spec.request.wants_gpu:
             return dict(args.candidates)
         kept: dict[str, Victims] = {}

@@ -259,6 +259,17 @@ class ClusterCache:
         # place (it is released when the watch shows otherwise or `assume_ttl` passes).
         return None if held is None else held.assignment
 
+    def gang_wait(self, spec: PodSpec, size: int) -> GangWait | None:
+        """Why the pod's gang cannot be placed whatever is freed for it (fewer than `size`
+        members exist, or it mixes claim and vgpu.io members), if it cannot; None for a pod
+        outside any gang. Preemption offers no node then: evictions would not let it in."""
+        if spec.gang is None:
+            return None
+        with self._lock:
+            if problem := self._claim_gangs.mixed(spec.gang.key):
+                return GangWait(problem)
+            return self._gangs.incomplete(spec.gang.key, spec.request.key, size)
+
     def claim_arrived(
         self, spec: PodSpec, node: str, policy: Policy, scheduler: Scheduler, now: float
     ) -> str | None:

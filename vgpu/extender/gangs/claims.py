@@ -78,10 +78,7 @@ class ClaimGangs:
             return held.assignment
         if problem := self.mixed(gang):
             return GangWait(problem)
-        exist = len(self.cache.members.get(gang, set()) | {spec.request.key})
-        if exist < size:
-            return GangWait(f"gang {gang}: waiting for members, {exist} of {size} exist")
-        return None
+        return self.gangs.incomplete(gang, spec.request.key, size)
 
     def arrive(self, spec: PodSpec, node: str, place: Placer, now: float) -> str | None:
         """The member reached bind on `node` (its claims are allocated there): hold its place

@@ -175,6 +175,15 @@ class GangCoordinator:
         return GangWait(result) if isinstance(result, str) else result
 
     @_locked
+    def incomplete(self, gang: GangKey, pod: PodKey, size: int) -> GangWait | None:
+        """Why the gang cannot be placed yet, if fewer than `size` members exist (`pod`, one of
+        them, counted): whatever is evicted, its members' filters only wait for the others."""
+        exist = len(self._cache.members.get(gang, set()) | {pod})
+        if exist < size:
+            return GangWait(f"gang {gang}: waiting for members, {exist} of {size} exist")
+        return None
+
+    @_locked
     def restore(
         self, scheduler: Scheduler, size_of: Callable[[GangKey], int | None]
     ) -> list[GangKey]:
