@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -89,16 +89,31 @@ def _build(root: Path, sanitize: str | None = None) -> Build:
         ],
         check=True,
     )
-    conf = root / "ld.so.conf"
-    conf.write_text(f"include /etc/ld.so.conf.d/*.conf\n{built.dir}\n")
-    cache = root / "ld.so.cache"
-    subprocess.run(["ldconfig", "-X", "-C", str(cache), "-f", str(conf)], check=True)
+    cache = _ld_cache(built)
     runtime = None
     if asan:
         runtime = subprocess.run(
             ["cc", "-print-file-name=libasan.so"], capture_output=True, text=True, check=True
         ).stdout.strip()
     return Build(library, built, cuload, cache, runtime)
+
+
+def _ld_cache(built: standins.Standins) -> Path:
+    """A loader cache (the sandbox's /etc/ld.so.cache) that finds `built`'s libraries first."""
+    conf = built.dir.with_name(f"{built.dir.name}.ld.so.conf")  # beside it: ldconfig reads it all
+    conf.write_text(f"include /etc/ld.so.conf.d/*.conf\n{built.dir}\n")
+    cache = built.dir.with_name(f"{built.dir.name}.ld.so.cache")
+    subprocess.run(["ldconfig", "-X", "-C", str(cache), "-f", str(conf)], check=True)
+    return cache
+
+
+def build_without(build: Build, *names: str) -> Build:
+    """`build`'s interposer and programs over stand-ins that lack `names` everywhere (symbols and
+    cuGetProcAddress), as an older driver would."""
+    built = standins.cached_build(
+        build.cuload.parent, sanitize=build.standins.sanitized, omit=names
+    )
+    return replace(build, standins=built, ld_cache=_ld_cache(built))
 
 
 def build_program(build: Build, name: str) -> Path:

@@ -22,6 +22,10 @@ typedef struct vgpu_graph_exec *CUgraphExec;
 typedef struct vgpu_pool *CUmemoryPool;
 typedef struct vgpu_array *CUarray;
 typedef struct vgpu_mipmap *CUmipmappedArray;
+/* cuCtxCreate_v3's CUexecAffinityParam array and cuCtxCreate_v4's CUctxCreateParams: passed to
+ * the driver untouched, so their layout does not matter here. */
+typedef struct vgpu_exec_affinity CUexecAffinityParam;
+typedef struct vgpu_ctx_create_params CUctxCreateParams;
 
 enum {
     CUDA_SUCCESS = 0,

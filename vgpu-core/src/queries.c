@@ -1,6 +1,7 @@
 /* What the container is told about memory: the grant as the total, the grant less what the whole
  * container uses as free (never more than the device really has free). Also the entry points that
- * start CUDA, where a process without a valid grant is refused. */
+ * start CUDA and create contexts, where a process without a valid grant, or a GPU the container
+ * does not hold, is refused. */
 #include "hooks.h"
 #include "state.h"
 
@@ -8,6 +9,9 @@ typedef CUresult (*init_fn)(unsigned int);
 typedef CUresult (*info_fn)(size_t *, size_t *);
 typedef CUresult (*total_fn)(size_t *, CUdevice);
 typedef CUresult (*ctx_create_fn)(CUcontext *, unsigned int, CUdevice);
+typedef CUresult (*ctx_create3_fn)(CUcontext *, CUexecAffinityParam *, int, unsigned int,
+                                   CUdevice);
+typedef CUresult (*ctx_create4_fn)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
 typedef CUresult (*retain_fn)(CUcontext *, CUdevice);
 
 VGPU_EXPORT CUresult cuInit(unsigned int flags)
@@ -62,18 +66,53 @@ VGPU_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     return rc;
 }
 
-VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev)
+/* Every form of cuCtxCreate (CUDA Driver API reference) creates a context on `dev` and makes it
+ * current: refused on a GPU the container does not hold (or by a driver that lacks the form),
+ * and remembered with its device once created. */
+static CUresult admit(const void *real, CUdevice dev)
 {
-    ctx_create_fn real = REAL_CU(ctx_create_fn, cuCtxCreate_v2);
     int index;
-    if (!real)
-        return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = vgpu_device_index(dev, &index);
-    if (rc == CUDA_SUCCESS)
-        rc = real(ctx, flags, dev);
+    return real ? vgpu_device_index(dev, &index) : CUDA_ERROR_NOT_INITIALIZED;
+}
+
+static CUresult noted(CUresult rc, const CUcontext *ctx, CUdevice dev)
+{
     if (rc == CUDA_SUCCESS && ctx)
         vgpu_note_context(*ctx, dev);
     return rc;
+}
+
+/* CUDA 3.1 and before (what cuGetProcAddress hands out for "cuCtxCreate" below 3020). */
+VGPU_EXPORT CUresult cuCtxCreate(CUcontext *ctx, unsigned int flags, CUdevice dev)
+{
+    ctx_create_fn real = REAL_CU(ctx_create_fn, cuCtxCreate);
+    CUresult rc = admit(real, dev);
+    return rc == CUDA_SUCCESS ? noted(real(ctx, flags, dev), ctx, dev) : rc;
+}
+
+VGPU_EXPORT CUresult cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev)
+{
+    ctx_create_fn real = REAL_CU(ctx_create_fn, cuCtxCreate_v2);
+    CUresult rc = admit(real, dev);
+    return rc == CUDA_SUCCESS ? noted(real(ctx, flags, dev), ctx, dev) : rc;
+}
+
+/* CUDA 11.4: "with execution affinity" (an array of CUexecAffinityParam, passed through). */
+VGPU_EXPORT CUresult cuCtxCreate_v3(CUcontext *ctx, CUexecAffinityParam *params, int count,
+                                    unsigned int flags, CUdevice dev)
+{
+    ctx_create3_fn real = REAL_CU(ctx_create3_fn, cuCtxCreate_v3);
+    CUresult rc = admit(real, dev);
+    return rc == CUDA_SUCCESS ? noted(real(ctx, params, count, flags, dev), ctx, dev) : rc;
+}
+
+/* CUDA 12.5 (what cuCtxCreate is since CUDA 13.0): a CUctxCreateParams, passed through. */
+VGPU_EXPORT CUresult cuCtxCreate_v4(CUcontext *ctx, CUctxCreateParams *params, unsigned int flags,
+                                    CUdevice dev)
+{
+    ctx_create4_fn real = REAL_CU(ctx_create4_fn, cuCtxCreate_v4);
+    CUresult rc = admit(real, dev);
+    return rc == CUDA_SUCCESS ? noted(real(ctx, params, flags, dev), ctx, dev) : rc;
 }
 
 VGPU_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev)

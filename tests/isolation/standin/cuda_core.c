@@ -256,6 +256,55 @@ SI_EXPORT CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned flags, CUdevice d) {
     return CUDA_SUCCESS;
 }
 
+/* cuCtxCreate (CUDA 3.1 and before, what cuGetProcAddress hands out below version 3020): the
+ * same parameters and context as cuCtxCreate_v2. */
+SI_EXPORT CUresult cuCtxCreate(CUcontext *pctx, unsigned flags, CUdevice d) {
+    return cuCtxCreate_v2(pctx, flags, d);
+}
+
+/* CUDA Driver API reference, cuCtxCreate_v3 (CUDA 11.4): a context "with execution affinity",
+ * paramsArray of numParams CUexecAffinityParam (its type, then a union whose SM-count member is
+ * one unsigned int); CU_EXEC_AFFINITY_TYPE_SM_COUNT is "only supported Volta+ MPS". No MPS is
+ * simulated, so a non-empty array answers CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY and an empty one
+ * creates a regular context. */
+typedef struct {
+    int type;
+    union {
+        unsigned sm_count;
+    } param;
+} si_exec_affinity;
+
+SI_EXPORT CUresult cuCtxCreate_v3(CUcontext *pctx, si_exec_affinity *params, int nparams,
+                                  unsigned flags, CUdevice d) {
+    if (nparams < 0 || (nparams > 0 && !params) || (nparams == 0 && params))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (nparams > 0)
+        return CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY;
+    return cuCtxCreate_v2(pctx, flags, d);
+}
+
+/* cuCtxCreate_v4 (CUDA 12.5; cuCtxCreate itself since CUDA 13.0): CUctxCreateParams holds
+ * execAffinityParams, numExecAffinityParams and cigParams, which "cannot be non-NULL at the same
+ * time. If both are NULL, the context will be created as a regular CUDA context", as it is when
+ * ctxCreateParams is NULL. CIG shares data with a D3D12/Vulkan client, which no stand-in node
+ * has. */
+typedef struct {
+    si_exec_affinity *exec_affinity;
+    int nexec_affinity;
+    void *cig;
+} si_ctx_create_params;
+
+SI_EXPORT CUresult cuCtxCreate_v4(CUcontext *pctx, const si_ctx_create_params *params,
+                                  unsigned flags, CUdevice d) {
+    if (!params)
+        return cuCtxCreate_v2(pctx, flags, d);
+    if (params->exec_affinity && params->cig)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (params->cig)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    return cuCtxCreate_v3(pctx, params->exec_affinity, params->nexec_affinity, flags, d);
+}
+
 SI_EXPORT CUresult cuCtxDestroy_v2(CUcontext c) {
     if (!c || c->primary || !c->active)
         return CUDA_ERROR_INVALID_CONTEXT;

@@ -17,7 +17,8 @@
     X(cuInit) X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetName)       \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuDeviceTotalMem_v2) X(cuDeviceGetAttribute)     \
     X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxRelease_v2)    \
-    X(cuCtxCreate_v2) X(cuCtxDestroy_v2) X(cuCtxSetCurrent) X(cuCtxGetCurrent)                  \
+    X(cuCtxCreate) X(cuCtxCreate_v2) X(cuCtxCreate_v3) X(cuCtxCreate_v4)                        \
+    X(cuCtxDestroy_v2) X(cuCtxSetCurrent) X(cuCtxGetCurrent)                                    \
     X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuMemAlloc_v2) X(cuMemAllocPitch_v2)                \
     X(cuMemAllocManaged) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)                   \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemCreate)            \
@@ -81,6 +82,10 @@ static const struct {
     {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010},
     {"cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030},
     {"cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", 11000},
+    /* newest first: the first form whose version the caller reaches is the answer */
+    {"cuCtxCreate", "cuCtxCreate_v4", 12050},
+    {"cuCtxCreate", "cuCtxCreate_v3", 11040},
+    {"cuCtxCreate", "cuCtxCreate_v2", 3020}, /* below 3020: cuCtxCreate itself */
     {NULL, NULL, 0},
 };
 

@@ -1,0 +1,110 @@
+/* A driver-API program for the context-creation tests: a context created by one of the forms of
+ * cuCtxCreate (CUDA Driver API reference), reached as a program would reach it, then used.
+ * Prototypes in cudrv.h and below (from NVIDIA's public Driver API reference); linked against
+ * libcuda.so.1 by name.
+ *
+ *   ctxcreate FORM:VIA DEV STEP...
+ *     FORM   v1 (cuCtxCreate, CUDA 3.1 and before), v2 (cuCtxCreate_v2), v3 (cuCtxCreate_v3,
+ *            CUDA 11.4: no execution affinity) or v4 (cuCtxCreate_v4, CUDA 12.5: a
+ *            CUctxCreateParams with neither affinity nor CIG parameters)
+ *     VIA    link (the symbol, linked), proc ("cuCtxCreate" through cuGetProcAddress at the
+ *            version that hands out FORM) or sym (the symbol through dlsym on libcuda.so.1)
+ *   prints "create RC", then, if the context was created (it is current), each STEP in turn:
+ *     alloc:BYTES          cuMemAlloc_v2, kept                            "alloc RC"
+ *     info                 the free memory cuMemGetInfo_v2 reports        "info FREE" */
+#include <dlfcn.h>
+
+#include "cudrv.h"
+
+typedef struct { /* CUexecAffinityParam: its type, then a union of one unsigned int */
+    int type;
+    unsigned value;
+} ExecAffinity;
+typedef struct { /* CUctxCreateParams */
+    ExecAffinity *exec_affinity;
+    int nexec_affinity;
+    void *cig; /* CUctxCigParam * */
+} CtxCreateParams;
+
+CUresult cuCtxCreate(CUcontext *, unsigned, CUdevice);
+CUresult cuCtxCreate_v3(CUcontext *, ExecAffinity *, int, unsigned, CUdevice);
+CUresult cuCtxCreate_v4(CUcontext *, CtxCreateParams *, unsigned, CUdevice);
+
+typedef CUresult (*create_fn)(CUcontext *, unsigned, CUdevice);
+typedef CUresult (*create3_fn)(CUcontext *, ExecAffinity *, int, unsigned, CUdevice);
+typedef CUresult (*create4_fn)(CUcontext *, CtxCreateParams *, unsigned, CUdevice);
+
+static const struct {
+    const char *form, *symbol;
+    int version; /* the cuGetProcAddress version that hands this form out for "cuCtxCreate" */
+    void *linked;
+} forms[] = {
+    {"v1", "cuCtxCreate", 3010, (void *)cuCtxCreate},
+    {"v2", "cuCtxCreate_v2", 3020, (void *)cuCtxCreate_v2},
+    {"v3", "cuCtxCreate_v3", 11040, (void *)cuCtxCreate_v3},
+    {"v4", "cuCtxCreate_v4", 12050, (void *)cuCtxCreate_v4},
+};
+
+static CUresult create(const char *how, CUcontext *ctx, CUdevice dev)
+{
+    char form[8] = "", via[8] = "";
+    void *fn = NULL;
+    int i = 0, n = (int)(sizeof forms / sizeof forms[0]);
+    if (sscanf(how, "%7[^:]:%7s", form, via) != 2)
+        return -1;
+    while (i < n && strcmp(forms[i].form, form))
+        i++;
+    if (i == n)
+        return -1;
+    if (!strcmp(via, "link"))
+        fn = forms[i].linked;
+    else if (!strcmp(via, "proc")) {
+        CUresult rc = cuGetProcAddress("cuCtxCreate", &fn, forms[i].version, 0);
+        if (rc)
+            return rc;
+    } else if (!strcmp(via, "sym")) {
+        void *lib = dlopen("libcuda.so.1", RTLD_NOW);
+        fn = lib ? dlsym(lib, forms[i].symbol) : NULL;
+    } else
+        return -1;
+    if (!fn)
+        return 500; /* CUDA_ERROR_NOT_FOUND */
+    if (i <= 1)
+        return ((create_fn)fn)(ctx, 0, dev);
+    if (i == 2)
+        return ((create3_fn)fn)(ctx, NULL, 0, 0, dev);
+    CtxCreateParams params = {NULL, 0, NULL};
+    return ((create4_fn)fn)(ctx, &params, 0, dev);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 3) {
+        fprintf(stderr, "usage: ctxcreate FORM:VIA DEV STEP...\n");
+        return 2;
+    }
+    CUcontext ctx = NULL;
+    check(cuInit(0), "cuInit");
+    CUresult rc = create(argv[1], &ctx, atoi(argv[2]));
+    if (rc == -1) {
+        fprintf(stderr, "ctxcreate: unknown form %s\n", argv[1]);
+        return 2;
+    }
+    printf("create %d\n", rc);
+    for (int i = 3; i < argc && rc == 0; i++) {
+        unsigned long long value = 0;
+        if (sscanf(argv[i], "alloc:%llu", &value) == 1) {
+            CUdeviceptr p;
+            printf("alloc %d\n", cuMemAlloc_v2(&p, (size_t)value));
+        } else if (!strcmp(argv[i], "info")) {
+            size_t free_b = 0, total = 0;
+            CUresult got = cuMemGetInfo_v2(&free_b, &total);
+            printf("info %zu\n", got ? 0 : free_b);
+        } else {
+            fprintf(stderr, "ctxcreate: unknown step %s\n", argv[i]);
+            return 2;
+        }
+        fflush(stdout);
+    }
+    return 0;
+}
