@@ -33,7 +33,9 @@
     X(cuMemsetD32Async_ptsz) X(cuMemsetD2D8Async_ptsz) X(cuMemsetD2D16Async_ptsz)                 \
     X(cuMemsetD2D32Async_ptsz) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)\
-    X(cuCtxSetLimit) X(cuGreenCtxDestroy) X(cuCtxCreate) X(cuCtxCreate_v3) X(cuCtxCreate_v4)
+    X(cuCtxSetLimit) X(cuGreenCtxDestroy) X(cuCtxCreate) X(cuCtxCreate_v3) X(cuCtxCreate_v4)      \
+    X(cuMemPrefetchAsync) X(cuMemPrefetchAsync_ptsz) X(cuMemPrefetchAsync_v2)                     \
+    X(cuMemPrefetchAsync_v2_ptsz) X(cuMemAdvise) X(cuMemAdvise_v2)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \

@@ -171,9 +171,10 @@ static int attribute(const struct si_gpu_cfg *g, int attr, int *value) {
     case 39: *value = threads_per_sm(g); return 0; /* MAX_THREADS_PER_MULTIPROCESSOR */
     case 34: *value = (int)dev; return 0;    /* PCI_DEVICE_ID */
     case 50: *value = (int)dom; return 0;    /* PCI_DOMAIN_ID */
-    case 41: case 83: case 95: case 102: case 115:
-        *value = 1; return 0; /* UNIFIED_ADDRESSING, MANAGED_MEMORY, COOPERATIVE_LAUNCH,
-                                 VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, MEMORY_POOLS_SUPPORTED */
+    case 41: case 83: case 89: case 95: case 102: case 115:
+        *value = 1; return 0; /* UNIFIED_ADDRESSING, MANAGED_MEMORY, CONCURRENT_MANAGED_ACCESS,
+                                 COOPERATIVE_LAUNCH, VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                                 MEMORY_POOLS_SUPPORTED */
     case 75: *value = g->cc_major; return 0; /* COMPUTE_CAPABILITY_MAJOR */
     case 76: *value = g->cc_minor; return 0; /* COMPUTE_CAPABILITY_MINOR */
     default: *value = 0; return attr > 0 && attr < 200 ? 0 : -1;

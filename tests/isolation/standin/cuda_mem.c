@@ -43,6 +43,66 @@ SI_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned f
     return si_cu_take(si_cu_current(), -1, bytes, SI_MEM, dptr);
 }
 
+/* Where managed memory should be (CUDA Driver API reference, Unified Addressing):
+ * cuMemPrefetchAsync(devPtr, count, dstDevice, hStream) and, since CUDA 12.2,
+ * cuMemPrefetchAsync_v2(devPtr, count, CUmemLocation, flags, hStream) migrate a managed range to
+ * a GPU ("which must have non-zero value for the device attribute
+ * CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS") or to the host (CU_DEVICE_CPU, -1; a host or
+ * host NUMA location); cuMemAdvise(devPtr, count, advice, device) and cuMemAdvise_v2(..., advice,
+ * CUmemLocation) set a preferred location or a device that accesses it
+ * (CU_MEM_ADVISE_SET_PREFERRED_LOCATION 3, _SET_ACCESSED_BY 5, their UNSET 4 and 6; for
+ * CU_MEM_ADVISE_SET/UNSET_READ_MOSTLY, 1 and 2, the device is ignored). The stand-in checks the
+ * destination and keeps each managed allocation counted where it was allocated: page placement
+ * is not simulated. */
+#define SI_DEVICE_CPU (-1)
+#define SI_LOCATION_DEVICE 1
+#define SI_LOCATION_HOST_NUMA_CURRENT 4
+
+typedef struct {
+    int type, id;
+} si_location; /* CUmemLocation */
+
+static CUresult destination(int type, int id) {
+    CUresult rc;
+    struct si_node *n = si_cu_node(&rc);
+    if (!n)
+        return rc;
+    if (type < SI_LOCATION_DEVICE || type > SI_LOCATION_HOST_NUMA_CURRENT)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == SI_LOCATION_DEVICE && (id < 0 || id >= n->cfg.ngpus))
+        return CUDA_ERROR_INVALID_DEVICE;
+    return CUDA_SUCCESS;
+}
+
+static si_location device_location(CUdevice d) {
+    si_location loc = {d == SI_DEVICE_CPU ? 2 : SI_LOCATION_DEVICE, d}; /* 2: _TYPE_HOST */
+    return loc;
+}
+
+SI_EXPORT CUresult cuMemPrefetchAsync_v2(CUdeviceptr dptr, size_t count, si_location loc,
+                                         unsigned flags, CUstream s) {
+    if (!dptr || !count || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = destination(loc.type, loc.id);
+    if (rc == CUDA_SUCCESS && !si_cu_stream(s))
+        rc = CUDA_ERROR_INVALID_HANDLE;
+    return rc;
+}
+
+SI_EXPORT CUresult cuMemPrefetchAsync(CUdeviceptr dptr, size_t count, CUdevice dst, CUstream s) {
+    return cuMemPrefetchAsync_v2(dptr, count, device_location(dst), 0, s);
+}
+
+SI_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr dptr, size_t count, int advice, si_location loc) {
+    if (!dptr || !count || advice < 1 || advice > 6)
+        return CUDA_ERROR_INVALID_VALUE;
+    return advice <= 2 ? CUDA_SUCCESS : destination(loc.type, loc.id);
+}
+
+SI_EXPORT CUresult cuMemAdvise(CUdeviceptr dptr, size_t count, int advice, CUdevice d) {
+    return cuMemAdvise_v2(dptr, count, advice, device_location(d));
+}
+
 /* cuMemFree also takes what cuMemAllocAsync and cuMemAllocFromPoolAsync returned (CUDA Driver
  * API reference, cuMemFree), which goes back to its pool. */
 SI_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {

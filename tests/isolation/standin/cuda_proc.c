@@ -51,7 +51,8 @@
     X(cuCtxPushCurrent) X(cuCtxPushCurrent_v2) X(cuCtxPopCurrent) X(cuCtxPopCurrent_v2)         \
     X(cuStreamGetCtx) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)        \
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)  \
-    X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) X(cuCtxSetLimit) X(cuCtxGetLimit)
+    X(cuMemGetAddressRange_v2) X(cuPointerGetAttribute) X(cuCtxSetLimit) X(cuCtxGetLimit)     \
+    X(cuMemPrefetchAsync) X(cuMemPrefetchAsync_v2) X(cuMemAdvise) X(cuMemAdvise_v2)
 
 #define SI_DECLARE(name) CUresult name();
 SI_CUDA_SYMBOLS(SI_DECLARE)
@@ -86,6 +87,8 @@ static const struct {
     {"cuCtxCreate", "cuCtxCreate_v4", 12050},
     {"cuCtxCreate", "cuCtxCreate_v3", 11040},
     {"cuCtxCreate", "cuCtxCreate_v2", 3020}, /* below 3020: cuCtxCreate itself */
+    {"cuMemPrefetchAsync", "cuMemPrefetchAsync_v2", 12020},
+    {"cuMemAdvise", "cuMemAdvise_v2", 12020},
     {NULL, NULL, 0},
 };
 
