@@ -44,12 +44,12 @@ class _BoundedServer(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(self, address: tuple[str, int], handler: Any, max_clients: int, request_s: float):
-        super().__init__(address, handler)
         self.slots = threading.BoundedSemaphore(max_clients)
         self.request_s = request_s
         self._deadlines: dict[socket.socket, float] = {}
         self._lock = threading.Lock()
         self._stopped = threading.Event()
+        super().__init__(address, handler)  # a bind that fails calls server_close: state first
         threading.Thread(target=self._reap, name="vgpu-metrics-reaper", daemon=True).start()
 
     def process_request(self, request: Any, client_address: Any) -> None:
