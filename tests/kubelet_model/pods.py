@@ -8,6 +8,7 @@ from typing import Any
 
 from tests.pods import container as pod_container
 from tests.pods import pod_obj
+from vgpu.api.podspec import VGPU_SCHEDULER
 
 CORES, MEMORY = "vgpu.io/cores", "vgpu.io/memory"
 SHARES = (10, 20, 25, 30, 40, 50, 60, 75)
@@ -20,8 +21,11 @@ def container(name: str, cores: int, blocks: int = 0, *, sidecar: bool = False) 
 
 
 def pod(name: str, containers: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """A pod of the scheduler the extender serves, as the chart's admission policy makes every
+    vGPU pod (a gang's members are its pods of that scheduler: `vgpu.extender.pods.book`)."""
     init = extra.pop("init", [])
     annotations = extra.pop("annotations", {})
+    extra.setdefault("scheduler", VGPU_SCHEDULER)
     return pod_obj(name, containers, annotations=annotations, init=init, **extra)
 
 
