@@ -81,10 +81,12 @@ class Joiner:
 @contextmanager
 def joining(dra: DraNode, limited: LimitedGpus, tenant: Rest, key: str) -> Iterator[Joiner]:
     """A claim prepared for its first pod, running with its limit; then the joiner, with its
-    own cgroup made (so that only its annotation can refuse it); both released after."""
+    own cgroup made (so that only its annotation can refuse it); both released after. The claim
+    is a whole GPU: one of part of a GPU is used by one pod at a time (`vgpu.dra.pod_limits`,
+    `sharing_refusal`), which would refuse the joiner whatever its annotations."""
     api, name = dra.cluster.admin, key.rsplit(".", 1)[-1]
     wait_until(lambda: _backends(dra) == {"driver"}, 30, "the slice to say memoryBackend driver")
-    tenant.post(CLAIMS, claim(name, cores="30", memory="8Gi"))
+    tenant.post(CLAIMS, claim(name))
     try:
         first = tenant.post(pods.PODS, claim_pod(f"{name}-first", name))["metadata"]["uid"]
         limited.pod_cgroup(first)
@@ -114,4 +116,4 @@ def test_a_forged_pod_uid_annotation_is_overwritten_by_the_kubelets_label(
 ) -> None:
     with joining(dra, limited, tenant, "io.kubernetes.pod.uid") as joiner:
         wait_until(lambda: _app_running(dra, joiner.name), 90, "its container started")
-        assert limited.hard_limit(joiner.cgroup, joiner.gpu) == 8 * GIB  # its own cgroup's
+        assert limited.hard_limit(joiner.cgroup, joiner.gpu) == 80 * GIB  # its own cgroup's
