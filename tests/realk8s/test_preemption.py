@@ -27,6 +27,7 @@ sees `vgpu.io/cores` as one number per node; the extender sees GPUs.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -239,3 +240,22 @@ def test_a_tenants_burst_evicts_no_pod_of_another_team(
         "another team's pod was evicted for a pod that fitted a moment later"
     )
     assert nodes == {"node-a"}
+
+
+def test_a_gang_member_waiting_for_its_members_evicts_nobody(
+    real_cluster: RealCluster, api: Rest
+) -> None:
+    """Found by a tenant-side review: a high-priority pod naming a gang of 100 of which it is
+    the only member can never be placed, yet the preempt verb passed kube-scheduler's candidates
+    through for it, and kube-scheduler evicted another team's pod for it, node after node. Now
+    the verb offers no node while the gang has fewer members than its size."""
+    low = _fill(api, 100)
+    before = _settled_calls(real_cluster).get("preempt", 0.0)
+    lone = _pod("lone", 100, HIGH)
+    lone["metadata"]["annotations"] = {"vgpu.io/gang-name": "big", "vgpu.io/gang-size": "100"}
+    api.post(pods.PODS, lone)
+    asked = lambda: _settled_calls(real_cluster).get("preempt", 0.0) > before  # noqa: E731
+    wait_until(asked, 60, "kube-scheduler to ask the preempt verb")
+    time.sleep(5)  # an eviction would follow the verb's answer at once
+    assert _alive(api, low) == set(low), "a pod was evicted for a gang that cannot be placed"
+    assert not pods.get(api, "lone")["spec"].get("nodeName")

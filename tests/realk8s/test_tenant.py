@@ -368,3 +368,32 @@ def test_a_tenants_gang_gives_back_at_its_timeout_the_place_of_a_member_never_sc
     # an assigned pod's label change is a cluster event kube-scheduler requeues the rival on
     tenant.merge_patch(f"{pods.PODS}/filler-0", {"metadata": {"labels": {"poke": "1"}}})
     pods.wait_running(real_cluster.admin, "rival", timeout=90)
+
+
+def test_a_tenants_pod_of_another_scheduler_reserves_no_gpu_through_a_gang(
+    real_cluster: RealCluster, tenant: Rest
+) -> None:
+    """Found by a tenant-side review: a pod of another scheduler (never sent to the extender,
+    counted by no queue) naming a gang beside one vgpu-scheduler member had its four GPUs
+    reserved with the gang's plan, renewed at each plan, so another team's pods found no GPU.
+    Now only pods of the schedulers the extender serves are gang members: the lone member
+    waits for its gang, nothing is reserved, and the other pods take all eight GPUs."""
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    decoy = pods.pod("decoy", pods.container("main", 400))
+    decoy["spec"]["schedulerName"] = "nobody"
+    decoy["metadata"]["annotations"] = dict(gang)
+    tenant.post(pods.PODS, decoy)
+    ours = pods.pod("ours", pods.container("main", 10))
+    ours["metadata"]["annotations"] = dict(gang)
+    tenant.post(pods.PODS, ours)
+    admin = real_cluster.admin  # the pod editor may not read Events
+    waiting = "gang default/g: waiting for members, 1 of 2 exist"
+    wait_until(
+        lambda: any(waiting in e.get("message", "") for e in pods.events_for(admin, "ours")),
+        60,
+        "the lone member's FailedScheduling event",
+    )
+    for i in range(8):
+        admin.post(pods.PODS, pods.pod(f"theirs-{i}", pods.container("main", 100)))
+    for i in range(8):
+        pods.wait_running(admin, f"theirs-{i}", timeout=90)
