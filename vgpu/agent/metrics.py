@@ -42,6 +42,7 @@ class _BoundedServer(ThreadingHTTPServer):
     one reaper thread (not a timer per connection: that would double the threads)."""
 
     daemon_threads = True
+    request_queue_size = 128  # socketserver's 5 let a burst of connects drop the probes' SYNs
 
     def __init__(self, address: tuple[str, int], handler: Any, max_clients: int, request_s: float):
         self.slots = threading.BoundedSemaphore(max_clients)
