@@ -367,7 +367,9 @@ def test_a_tenants_gang_gives_back_at_its_timeout_the_place_of_a_member_never_sc
     wait_until(lambda: released in short_gangs.read_text(errors="replace"), 60, released)
     # an assigned pod's label change is a cluster event kube-scheduler requeues the rival on
     tenant.merge_patch(f"{pods.PODS}/filler-0", {"metadata": {"labels": {"poke": "1"}}})
-    pods.wait_running(real_cluster.admin, "rival", timeout=90)
+    rival = pods.wait_running(real_cluster.admin, "rival", timeout=90)
+    assert rival["spec"].get("nodeName"), "the released GPU went to the rival"
+    assert not pods.get(tenant, "one-never")["spec"].get("nodeName")  # still gated
 
 
 def test_a_tenants_pod_of_another_scheduler_reserves_no_gpu_through_a_gang(
@@ -395,5 +397,6 @@ def test_a_tenants_pod_of_another_scheduler_reserves_no_gpu_through_a_gang(
     )
     for i in range(8):
         admin.post(pods.PODS, pods.pod(f"theirs-{i}", pods.container("main", 100)))
-    for i in range(8):
-        pods.wait_running(admin, f"theirs-{i}", timeout=90)
+    placed = [pods.wait_running(admin, f"theirs-{i}", timeout=90) for i in range(8)]
+    assert all(p["spec"].get("nodeName") for p in placed), "all eight GPUs went to them"
+    assert not pods.get(tenant, "ours")["spec"].get("nodeName")  # waits for its gang
