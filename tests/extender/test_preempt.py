@@ -105,8 +105,8 @@ def test_a_gang_members_own_reservation_does_not_block_its_preemption(harness: H
     harness.put(make_pod("low", cores=20))
     assert wire.bind(harness.pod("low"), "n1") == ""
     gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
-    for name in ("m0", "m1"):
-        harness.put(make_pod(name, cores=40, annotations=gang))
+    for name in ("m0", "m1"):  # both watched: a member not yet seen leaves the gang waiting
+        harness.shown(make_pod(name, cores=40, annotations=gang))
     assert wire.filter(harness.pod("m0"), ["n1"])["NodeNames"] == ["n1"]  # both reserved on n1
     wait_until(lambda: len(daemon.cache.ledger.on_node("n1")) == 3)  # type: ignore[arg-type]
     low = harness.pod("low")["metadata"]["uid"]

@@ -17,7 +17,7 @@ from tests.realk8s.processes import wait_until
 from tests.realk8s.rest import ApiError, Obj
 from tests.realk8s.test_admission import _user
 from tests.realk8s.test_dra import CLAIMS, DraNode, claim, claim_pod, dra, release
-from tests.realk8s.test_dra_driver_limits import _prepare_failure
+from tests.realk8s.test_dra_driver_limits import wait_prepare_refused
 from tests.realk8s.test_tenant import OTHER, OTHER_TEAM
 
 pytestmark = pytest.mark.realk8s
@@ -86,8 +86,9 @@ def test_a_namespace_past_its_claim_directories_is_refused_and_another_still_run
             pods.wait_running(api, name, timeout=90)
         tenant.post(CLAIMS, claim(names[2], cores="10", memory="4Gi"))
         tenant.post(pods.PODS, claim_pod(names[2], names[2]))
-        failure = wait_until(lambda: _prepare_failure(bounded, names[2]), 90, "the third refused")
-        assert "for namespace default (the bound is 2 per namespace)" in failure, failure
+        wait_prepare_refused(
+            bounded, names[2], "for namespace default (the bound is 2 per namespace)"
+        )
         api.post(other_claims, _in(OTHER, claim("theirs", cores="10", memory="4Gi")))
         api.post(other_pods, _in(OTHER, claim_pod("theirs", "theirs")))
         wait_until(

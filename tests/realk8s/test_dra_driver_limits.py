@@ -93,12 +93,24 @@ def _backends(dra: DraNode) -> set[str]:
     return {d["attributes"].get("memoryBackend", {}).get("string", "") for d in devices}
 
 
-def _prepare_failure(dra: DraNode, pod: str) -> str:
-    """The kubelet's event saying the pod's claims could not be prepared, or ""."""
-    for event in pods.events_for(dra.cluster.admin, pod):
-        if event.get("reason") == "FailedPrepareDynamicResources":
-            return str(event.get("message", ""))
-    return ""
+def _prepare_failures(dra: DraNode, pod: str) -> list[str]:
+    """The messages of the kubelet's events saying the pod's claims could not be prepared. The
+    first may be the node authorizer's "no relationship found": the kubelet can fetch the claim
+    before the authorizer's graph holds the pod's edge to it (plugin/pkg/auth/authorizer/node)."""
+    return [
+        str(event.get("message", ""))
+        for event in pods.events_for(dra.cluster.admin, pod)
+        if event.get("reason") == "FailedPrepareDynamicResources"
+    ]
+
+
+def wait_prepare_refused(dra: DraNode, pod: str, because: str) -> None:
+    """Wait until the kubelet reports the pod's prepare refused with `because` in its message."""
+    wait_until(
+        lambda: any(because in m for m in _prepare_failures(dra, pod)),
+        90,
+        f"the prepare of {pod} refused with {because!r}",
+    )
 
 
 def test_prepare_sets_the_reserved_pods_limit_and_a_failure_is_reported_and_retried(
@@ -109,8 +121,7 @@ def test_prepare_sets_the_reserved_pods_limit_and_a_failure_is_reported_and_retr
     api.post(CLAIMS, claim("limited", cores="30", memory="8Gi"))
     uid = api.post(pods.PODS, claim_pod("limited", "limited"))["metadata"]["uid"]
     try:
-        failure = wait_until(lambda: _prepare_failure(dra, "limited"), 90, "the prepare refused")
-        assert "no pod of the claim (limited) has a cgroup under" in failure, failure
+        wait_prepare_refused(dra, "limited", "no pod of the claim (limited) has a cgroup under")
         cgroup = limited.pod_cgroup(uid)  # the kubelet retries at its next sync of the pod
         pods.wait_running(api, "limited", timeout=90)
         (result,) = allocation(api, "limited")
@@ -161,7 +172,7 @@ def test_a_pod_joining_a_prepared_shared_claim_starts_only_once_its_limit_is_set
         second = api.post(pods.PODS, claim_pod("second", "shared"))["metadata"]["uid"]
         refused = wait_until(lambda: _start_error(dra, "second"), 60, "the hook to refuse")
         assert "has no cgroup under" in refused and "vgpu-cdi-hook" in refused, refused
-        assert not _prepare_failure(dra, "second")  # no prepare call: the claim is prepared
+        assert not _prepare_failures(dra, "second")  # no prepare call: the claim is prepared
         uuid = uuid_of(api, allocation(api, "shared")[0]["device"])
         cgroup = limited.pod_cgroup(second)  # as the kubelet's EnsureExists would
         wait_until(lambda: _app_running(dra, "second"), 90, "the kubelet's retry to start it")
