@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from vgpu.api.nodefit import NO_TERMS, NodeTerms, pod_terms
 from vgpu.api.podspec import PodSpec
 from vgpu.api.queues.config import QUEUE_GATE, gates_of, queue_of
 from vgpu.core.queues.jobs import QueuedPod
@@ -31,6 +32,9 @@ class Queued:
     node: str
     started: float
     deleting: bool
+    terms: NodeTerms = NO_TERMS
+    """Its constraints on its node (`vgpu.api.nodefit`): where the pass may place it and
+    reclaim may evict for it."""
 
 
 def queued_pod(obj: dict[str, Any], parsed: PodSpec, gang_size: int) -> Queued | None:
@@ -58,7 +62,8 @@ def queued_pod(obj: dict[str, Any], parsed: PodSpec, gang_size: int) -> Queued |
         whole=asks_whole(parsed.request),
     )
     deleting = bool(meta.get("deletionTimestamp"))
-    return Queued(pod, str(meta.get("uid") or ""), gates, parsed.node, started, deleting)
+    uid = str(meta.get("uid") or "")
+    return Queued(pod, uid, gates, parsed.node, started, deleting, pod_terms(spec))
 
 
 def capacity(gpus: Iterable[tuple[bool, int]], unit_mib: int) -> Vec:

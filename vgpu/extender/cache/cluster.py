@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import ClassVar
 
+from vgpu.api.nodefit import NodeFacts
 from vgpu.api.podspec import VGPU_SCHEDULER, PodSpec
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core import gang as gang_planning
@@ -348,6 +349,11 @@ class ClusterCache:
     def node_states(self) -> Mapping[str, NodeState]:
         """Node states by name, for the per-node hot loops."""
         return self._parts.table.node_states
+
+    @property
+    def node_facts(self) -> Mapping[str, NodeFacts]:
+        """Each watched node's labels and hard taints (`vgpu.api.nodefit`), by name."""
+        return self._parts.node_facts
 
     @property
     def problems(self) -> Mapping[NodeName, str]:

@@ -19,6 +19,7 @@ import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
+from vgpu.api.nodefit import node_facts
 from vgpu.api.nodespec import node_spec
 from vgpu.api.podspec import PodSpec, key_of
 from vgpu.core.errors import InvalidRequest
@@ -44,7 +45,12 @@ class WatchIntake:
         """One node watch event (ADDED/MODIFIED upsert, DELETED forget)."""
         parts = self._parts
         spec = node_spec(obj, parts.names)
+        facts = node_facts(obj)
         with parts.lock:
+            if kind == "DELETED":
+                parts.node_facts.pop(str(spec.node.name), None)
+            else:
+                parts.node_facts[str(spec.node.name)] = facts
             if parts.table.apply(kind, spec):
                 parts.book.hold_unheld_on(spec.node.name)
 

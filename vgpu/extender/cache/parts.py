@@ -16,6 +16,7 @@ from collections.abc import Callable
 from collections.abc import Set as AbstractSet
 from typing import Any
 
+from vgpu.api.nodefit import NodeFacts
 from vgpu.api.resources import ResourceNames
 from vgpu.core.changes import ChangeFeed
 from vgpu.core.ledger import Ledger
@@ -61,6 +62,9 @@ class CacheParts:
         self.state = ClusterState(feed=self.feed)
         self.ledger = Ledger(self.state)
         self.table = NodeTable(self.state, self.feed)
+        self.node_facts: dict[str, NodeFacts] = {}
+        """Each watched node's labels and hard taints (`vgpu.api.nodefit`), for the queue
+        pass, which places without kube-scheduler's filters."""
         self.book = PodBook(
             self.state, self.ledger, self.feed, self._key, schedulers=self.schedulers
         )

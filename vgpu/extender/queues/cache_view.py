@@ -15,6 +15,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from vgpu.api.nodefit import NodeFacts
 from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import PodKey
@@ -47,6 +48,11 @@ class QueueCache(Protocol):
     @property
     def node_states(self) -> Mapping[str, NodeState]:
         """Node states by name (read inside `atomic()`)."""
+        ...
+
+    @property
+    def node_facts(self) -> Mapping[str, NodeFacts]:
+        """Each node's labels and hard taints (`vgpu.api.nodefit`; read inside `atomic()`)."""
         ...
 
     @property

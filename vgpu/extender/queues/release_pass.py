@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
+from vgpu.api.nodefit import NO_TERMS, NodeTerms
 from vgpu.api.podspec import key_of
 from vgpu.api.queues.config import QueueConfig, queue_of
 from vgpu.api.queues.namespaces import astray
@@ -53,7 +54,7 @@ from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.headroom import Headroom, fits_nowhere, headroom
 from vgpu.core.ids import GangKey, NodeName, PodKey
-from vgpu.core.model import Assignment, GangRef
+from vgpu.core.model import Assignment, GangRef, PodRequest
 from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.jobs import group, record_after
 from vgpu.core.queues.proportion import ZERO, Vec, add, share, sub
@@ -62,6 +63,7 @@ from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Job, plan
 from vgpu.core.queues.whole_gpus import Keep
+from vgpu.core.scheduler import Selection
 from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
 from vgpu.extender.queues.cache_view import QueueParts
@@ -278,6 +280,36 @@ class _Fits:
         """The most any node offered at the pass's first placement (`vgpu.core.headroom`): the
         pass's reservations only take capacity, so a pod it rules out fits nowhere for the rest
         of the pass, without a `Scheduler.select` over every node."""
+        self._eligible: dict[NodeTerms, list[NodeName] | None] = {}
+        """The nodes each pod's node constraints allow (`vgpu.api.nodefit`), per value of
+        them, for the pass; None: every node."""
+
+    def nodes_for(self, key: str) -> list[NodeName] | None:
+        """The nodes kube-scheduler's filters would let pod `key` use, by its nodeSelector,
+        required node affinity and tolerations (`vgpu.api.nodefit`); None when that is every
+        node, so the placement is exactly as without constraints. The caller holds the cache's
+        lock."""
+        rec = self._recs.get(key)
+        terms = rec.terms if rec is not None else NO_TERMS
+        if terms not in self._eligible:
+            cache = self._parts.cache
+            facts = cache.node_facts
+            names = [NodeName(n) for n in cache.node_states]
+            allowed = [n for n in names if n not in facts or terms.admits(facts[n])]
+            self._eligible[terms] = None if len(allowed) == len(names) else allowed
+        return self._eligible[terms]
+
+    def job_nodes(self, job: Job) -> frozenset[str] | None:
+        """The nodes any of the job's pods may use (None: every node): reclaim evicts only
+        there, since nothing freed elsewhere can let the job in."""
+        with self._parts.cache.atomic():
+            allowed: set[str] = set()
+            for key in self._members[job.key]:
+                names = self.nodes_for(key)
+                if names is None:
+                    return None
+                allowed.update(names)
+            return frozenset(allowed)
 
     def __call__(self, job: Job, keep: Keep) -> bool:
         """Place the job and hold its place, under the cache's lock for this job only; then
@@ -306,12 +338,15 @@ class _Fits:
             size = self._recs[keys[0]].pod.gang_size
             placed = cache.gangs.place_of(first.request, first.gang, size, scheduler, now, keep)
             return isinstance(placed, Assignment)
-        shape = first.request.shape
+        terms = self._recs[keys[0]].terms if keys[0] in self._recs else NO_TERMS
+        shape = (first.request.shape, terms)
+        names = self.nodes_for(keys[0])
         if self._room is None:  # under the lock: the cluster as this pass first places
             self._room = headroom(cache.node_states.values())
         chosen = None
-        if shape not in self._nowhere and not fits_nowhere(self._room, first.request):
-            chosen = whole_gpus.select(scheduler, first.request, keep)
+        anywhere = names is None or bool(names)
+        if anywhere and shape not in self._nowhere and not fits_nowhere(self._room, first.request):
+            chosen = whole_gpus.select(scheduler, first.request, keep, names=names)
         if chosen is None:
             self._nowhere.add(shape)  # nowhere: no need for the planner's why
             return False
@@ -332,11 +367,16 @@ class _Fits:
         if len(requests) < len(specs):
             return False
         scheduler = self._parts.scheduler()
-        if any(scheduler.select(r) is None for r in requests):
+        allowed = {str(r.key): self.nodes_for(str(r.key)) for r in requests}
+        if any(scheduler.select(r, allowed[str(r.key)]) is None for r in requests):
             return False  # a member that fits nowhere alone: no need for the planner's why
         ref = GangRef(GangKey(job.key), len(requests))
         requests = [replace(r, gang=ref) for r in requests]
-        result = gang_planning.plan(scheduler, GangKey(job.key), requests)
+
+        def choose(pod: PodRequest, names: list[NodeName] | None) -> Selection | None:
+            return scheduler.select(pod, allowed.get(str(pod.key), names))
+
+        result = gang_planning.plan(scheduler, GangKey(job.key), requests, choose=choose)
         return isinstance(result, gang_planning.GangPlan)
 
 
@@ -365,7 +405,9 @@ def _victims(
     asks.forget_rested(now)
     ordered = sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
     for job in asks.choose(ordered, per_queue=config.reclaim_per_pass, now=now):
-        given = (job, config.queues, held, due, running, fits_without)
+        allowed = fits.job_nodes(job)  # evict only where the job may run
+        here = running if allowed is None else [r for r in running if r.node in allowed]
+        given = (job, config.queues, held, due, here, fits_without)
         limit = config.min_runtime_s
         if fits.pods(job) == 1:  # a one-pod job runs on one node: its victims are all there
             chosen = victims_on_one_node(

@@ -1,0 +1,211 @@
+"""Whether a pod may run on a node as kube-scheduler's own filters judge it, for the queue pass.
+
+The extender's filter verb is asked only about the nodes kube-scheduler's filters passed, so it
+never needs these. The queue pass places held pods and chooses reclaim's victims without
+kube-scheduler, so it applies the filters a pod's spec controls itself: a pod it released to a
+place on a node the pod cannot run on never binds there, and reclaim evicted other teams' pods on
+such nodes, for a pod that then could not use what they freed (a tenant of a reclaiming queue
+could evict other teams' pods at will with a pod naming a node pool that does not exist).
+
+The rules are kube-scheduler's (k8s.io/component-helpers `scheduling/corev1/nodeaffinity` and
+`scheduling/corev1` `TolerationsTolerateTaint`; plugins NodeAffinity, TaintToleration,
+NodeUnschedulable):
+
+* `spec.nodeSelector`: every label, equal;
+* required node affinity: any of the `nodeSelectorTerms`; a term matches when all its
+  `matchExpressions` (labels: In, NotIn, Exists, DoesNotExist, Gt, Lt) and `matchFields`
+  (`metadata.name`: In, NotIn) do; a term with neither matches nothing;
+* taints with effect NoSchedule or NoExecute must each be tolerated (PreferNoSchedule is a
+  preference); `spec.unschedulable` (a cordon) counts as the taint
+  `node.kubernetes.io/unschedulable:NoSchedule`.
+
+An operator these rules do not know (a newer API's) is taken as satisfied: the pass then acts as
+it did before it read constraints, rather than holding a pod back for good. Pure: dicts in,
+frozen values out; nothing raises whatever the objects hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
+"""The taint a cordoned node counts as (k8s.io/api/core/v1 `TaintNodeUnschedulable`)."""
+_HARD = ("NoSchedule", "NoExecute")
+_KNOWN_LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFacts:
+    """What the pass needs of a Node: its name, labels and hard taints."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[Taint, ...] = ()
+
+    def label(self, key: str) -> str | None:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    key: str
+    operator: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    labels: tuple[Requirement, ...]
+    fields: tuple[Requirement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """k8s.io/api/core/v1 `Toleration.ToleratesTaint`."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return True  # Exists, or an operator of a newer API (module doc)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTerms:
+    """A pod's constraints on its node (hashable: a pass memoises the nodes per value)."""
+
+    selector: tuple[tuple[str, str], ...] = ()
+    terms: tuple[Term, ...] | None = None
+    """Required node affinity's terms; None: no required affinity."""
+    tolerations: tuple[Toleration, ...] = ()
+
+    def admits(self, node: NodeFacts) -> bool:
+        """Whether kube-scheduler's NodeAffinity, TaintToleration and NodeUnschedulable filters
+        pass the pod on `node` (module doc)."""
+        if any(node.label(k) != v for k, v in self.selector):
+            return False
+        if self.terms is not None and not any(_term_matches(t, node) for t in self.terms):
+            return False
+        return all(any(t.tolerates(taint) for t in self.tolerations) for taint in node.taints)
+
+
+NO_TERMS = NodeTerms()
+"""A pod that names no node constraint and tolerates nothing."""
+
+
+def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
+    """A Node object's facts; parts that are not of the API's shape are left out."""
+    meta = _map(obj.get("metadata"))
+    spec = _map(obj.get("spec"))
+    labels = tuple(
+        sorted((k, v) for k, v in _map(meta.get("labels")).items() if isinstance(v, str))
+    )
+    taints = []
+    for raw in _list(spec.get("taints")):
+        t = _map(raw)
+        effect = _str(t.get("effect"))
+        if effect in _HARD:
+            taints.append(Taint(_str(t.get("key")), _str(t.get("value")), effect))
+    if spec.get("unschedulable") is True:
+        taints.append(Taint(UNSCHEDULABLE, "", "NoSchedule"))
+    return NodeFacts(_str(meta.get("name")), labels, tuple(taints))
+
+
+def pod_terms(spec: Mapping[str, Any]) -> NodeTerms:
+    """A pod spec's node constraints (module doc)."""
+    selector = tuple(sorted((str(k), str(v)) for k, v in _map(spec.get("nodeSelector")).items()))
+    node_affinity = _map(_map(spec.get("affinity")).get("nodeAffinity"))
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    terms = None
+    if isinstance(required, Mapping):
+        terms = tuple(
+            Term(
+                _requirements(_map(raw).get("matchExpressions")),
+                _requirements(_map(raw).get("matchFields")),
+            )
+            for raw in _list(required.get("nodeSelectorTerms"))
+        )
+    tolerations = tuple(
+        Toleration(
+            _str(t.get("key")), _str(t.get("operator")), _str(t.get("value")), _str(t.get("effect"))
+        )
+        for t in map(_map, _list(spec.get("tolerations")))
+    )
+    return NodeTerms(selector, terms, tolerations)
+
+
+def _term_matches(term: Term, node: NodeFacts) -> bool:
+    if not term.labels and not term.fields:
+        return False
+    labels_ok = all(_label_matches(r, node.label(r.key)) for r in term.labels)
+    return labels_ok and all(_field_matches(r, node) for r in term.fields)
+
+
+def _label_matches(req: Requirement, value: str | None) -> bool:
+    op = req.operator
+    if op not in _KNOWN_LABEL_OPS:
+        return True  # module doc
+    if op == "In":
+        return value is not None and value in req.values
+    if op == "NotIn":
+        return value is None or value not in req.values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if value is None or len(req.values) != 1:
+        return False
+    try:
+        have, bound = int(value), int(req.values[0])
+    except ValueError:
+        return False
+    return have > bound if op == "Gt" else have < bound
+
+
+def _field_matches(req: Requirement, node: NodeFacts) -> bool:
+    if req.key != "metadata.name":
+        return False  # the only field kube-scheduler matches
+    if req.operator == "In":
+        return node.name in req.values
+    if req.operator == "NotIn":
+        return node.name not in req.values
+    return req.operator not in _KNOWN_LABEL_OPS  # module doc
+
+
+def _requirements(raw: object) -> tuple[Requirement, ...]:
+    out = []
+    for r in map(_map, _list(raw)):
+        values = tuple(str(v) for v in _list(r.get("values")))
+        out.append(Requirement(_str(r.get("key")), _str(r.get("operator")), values))
+    return tuple(out)
+
+
+def _map(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
