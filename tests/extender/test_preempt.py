@@ -128,3 +128,42 @@ def test_bad_preemption_requests_get_400(harness: Harness) -> None:
         assert status == 400, (body, text)
         assert text.startswith(b"preempt") or b"NodeNameTo" in text
     assert _preempt(wire, pod, {"n1": [uid["a"]]}) == {"n1": [uid["a"]]}  # still serving
+
+
+def _queued_cluster(harness: Harness) -> tuple[Wire, dict[str, str]]:
+    """n1: one GPU, 60 cores held by team-b's pod `b` (queue qb), 30 by team-a's `a2` (queue
+    qa); the label is set from the namespace at creation (`vgpu-queue-gate`)."""
+    harness.put(make_node("n1", gpus=1))
+    daemon = harness.start()
+    wire = harness.wire(daemon)
+    for name, ns, queue, cores in (("b", "team-b", "qb", 60), ("a2", "team-a", "qa", 30)):
+        harness.put(make_pod(name, cores=cores, namespace=ns, labels={"vgpu.io/queue": queue}))
+        assert wire.bind(harness.pod(name, ns), "n1") == ""
+    wait_until(lambda: len(daemon.cache.ledger.on_node("n1")) == 2)  # type: ignore[arg-type]
+    return wire, {
+        n: harness.pod(n, ns)["metadata"]["uid"] for n, ns in (("b", "team-b"), ("a2", "team-a"))
+    }
+
+
+def test_priority_preemption_never_evicts_another_queues_pods(harness: Harness) -> None:
+    """A team at its queue's share gave its pod a higher PriorityClass and an affinity its
+    reserved node does not meet: its filter failed, kube-scheduler preempted, and the verb kept
+    the node whose victim was another team's pod, so team-b lost a running pod outside reclaim's
+    rules (its queue's share, minimum runtime, no ping-pong). Across queues only reclaim evicts."""
+    wire, uid = _queued_cluster(harness)
+    queued = {"vgpu.io/queue": "qa"}
+    mine = harness.shown(make_pod("a1", cores=60, namespace="team-a", labels=queued))
+    assert _preempt(wire, mine, {"n1": [uid["b"]]}) == {}
+    assert _preempt(wire, mine, {"n1": [uid["a2"], uid["b"]]}) == {}
+    # a pod of no queue (its namespace bound to none) evicts no queued pod either
+    outsider = harness.shown(make_pod("o", cores=60, namespace="lab"))
+    assert _preempt(wire, outsider, {"n1": [uid["b"]]}) == {}
+
+
+def test_priority_preemption_inside_one_queue_still_evicts(harness: Harness) -> None:
+    wire, uid = _queued_cluster(harness)
+    queued = {"vgpu.io/queue": "qa"}
+    mine = harness.shown(make_pod("a1", cores=80, namespace="team-a-dev", labels=queued))
+    assert _preempt(wire, mine, {"n1": [uid["a2"]]}) == {}  # 40 free once a2 is gone
+    mine = harness.shown(make_pod("a1", cores=40, namespace="team-a-dev", labels=queued))
+    assert _preempt(wire, mine, {"n1": [uid["a2"]]}) == {"n1": [uid["a2"]]}

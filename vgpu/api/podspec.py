@@ -30,6 +30,7 @@ from vgpu.api.gang import gang_ref
 from vgpu.api.podasks import ContainerAsk, pod_asks, role_of
 from vgpu.api.podread import cores_limit, is_terminal, namespace_of
 from vgpu.api.quantity import mib_ceil, milli_ceil
+from vgpu.api.queues.config import queue_of
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.handoff_rule import PendingContainer, pending_of
@@ -97,6 +98,9 @@ class PodSpec:
     """spec.priority, 0 when absent (`corev1helpers.PodPriority`)."""
     preempts: bool = True
     """Whether kube-scheduler may preempt for it (spec.preemptionPolicy is not Never)."""
+    queue: str | None = None
+    """Its `vgpu.io/queue` label (None: in no queue): priority preemption stays inside one
+    queue (`vgpu.core.queues.preemption`)."""
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -266,6 +270,7 @@ def _pod_spec(pod: Obj, memory_unit_mib: int, names: ResourceNames) -> PodSpec:
         scheduler=scheduler_of(spec),
         priority=priority_of(spec),
         preempts=spec.get("preemptionPolicy") != "Never",
+        queue=queue_of(meta),
     )
 
 

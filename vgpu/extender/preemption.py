@@ -10,7 +10,11 @@ the victims of a kept node are returned as they came (kube-scheduler chose them 
 the extender does not run, so sparing one could leave the pod unschedulable after all).
 
 Pods that ask for no vGPU get the candidates back unchanged: they need nothing from the
-extender's accounting. A gang member whose gang cannot be placed whatever is evicted (fewer
+extender's accounting. Except, for every pod: a node whose victims include a pod of another
+queue than the preemptor's (`vgpu.io/queue`; pods of namespaces bound to no queue are in none)
+is omitted (`vgpu.core.queues.preemption`): kube-scheduler preempts by priority alone, and a
+team at its share with a higher PriorityClass evicted another team's running pods, past every
+rule of reclaim, the one way GPUs move between queues. A gang member whose gang cannot be placed whatever is evicted (fewer
 members exist than its size, or it mixes claim members with vgpu.io ones) gets no candidate,
 whatever it asks: its filter would refuse every node again, so evictions would only leave another
 team's pods out for a pod that stays pending (a tenant's high-priority pod naming a gang of 100
@@ -44,6 +48,7 @@ from vgpu.core.fit import Code
 from vgpu.core.ids import NodeName, PodKey
 from vgpu.core.model import Holding, Phase
 from vgpu.core.policy.interface import Policy
+from vgpu.core.queues.preemption import crossing
 from vgpu.extender.service import Extender
 from vgpu.extender.wire import BadRequest, Obj, load_request
 
@@ -120,16 +125,27 @@ class Preemptor:
         spec, policy, size = self.ext.pods.read(args.pod)  # InvalidRequest: the caller's error
         if self.ext.cache.gang_wait(spec, size) is not None:
             return {}  # its filter waits for members (or a fix) whatever is evicted
-        if not spec.request.wants_gpu:
-            return dict(args.candidates)
         kept: dict[str, Victims] = {}
         with self.ext.cache.atomic():
             own = self._own_gang(spec)
             for node, victims in args.candidates.items():
+                if crossing(spec.queue, self._queues(NodeName(node), victims.uids)):
+                    continue  # between queues only reclaim evicts
+                if not spec.request.wants_gpu:
+                    kept[node] = victims
+                    continue
                 needed = self._needed(spec, policy, NodeName(node), victims.uids, own)
                 if needed is not None:
                     kept[node] = Victims(needed, victims.pdb_violations)
         return kept
+
+    def _queues(self, node: NodeName, uids: tuple[str, ...]) -> list[str | None]:
+        """The queues of the victims the watch shows on the node (a victim it does not show,
+        unreadable say, has none to tell)."""
+        cache = self.ext.cache
+        by_uid = {h.assignment.uid: h.assignment.pod for h in cache.ledger.on_node(node)}
+        specs = (cache.pods.get(by_uid[u]) for u in uids if u in by_uid)
+        return [s.queue for s in specs if s is not None]
 
     def _own_gang(self, spec: PodSpec) -> set[PodKey]:
         """The reservations a gang member's plan may move: its gang's members not yet bound."""
