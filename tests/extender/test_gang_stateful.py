@@ -6,7 +6,10 @@ passing of time, through the extender's own filter and bind verbs (in process, o
   gang of one with a member kube-scheduler never sends once kept that member's GPU for good);
 - a gang whose failing plan was held back is not planned again, and reserves nothing new, until
   its time is up;
-- no GPU is ever promised more than its cores, whatever mix came before.
+- no GPU is ever promised more than its cores, whatever mix came before;
+- a member whose filter waits for members gets no preemption either: the filter and preemption
+  count a gang's members one way (`vgpu.core.gang.present`), members bound to a node nothing
+  can hold them on (made with `spec.nodeName` of an unknown node) included.
 """
 
 from __future__ import annotations
@@ -130,6 +133,17 @@ class Gangs(RuleBasedStateMachine):
             obj["metadata"]["uid"] = f"uid-{pod}-{self.serial}"  # a pod made again is a new pod
             self._show(pod, obj)
 
+    @rule(pod=st.sampled_from(MEMBERS))
+    def create_bound_nowhere(self, pod: str) -> None:
+        """A tenant's member made (again, if it exists) with `spec.nodeName` of a node the
+        extender does not know: nothing can hold it there."""
+        self.delete(pod)
+        if pod not in self.pods:
+            obj = _pod_obj(pod)
+            obj["metadata"]["uid"] = f"uid-{pod}-{self.serial}"
+            obj["spec"]["nodeName"] = "ghost"
+            self._show(pod, obj)
+
     @rule(pod=st.sampled_from(MEMBERS + RIVALS))
     def delete(self, pod: str) -> None:
         obj = self.pods.pop(pod, None)
@@ -155,6 +169,11 @@ class Gangs(RuleBasedStateMachine):
         else:
             self.passed.pop(pod, None)
         reasons = set(result.failed.values())
+        if any("waiting for members" in why for why in reasons):
+            spec, _, size = self.ext.pods.read(copy.deepcopy(obj))
+            assert self.cache.gang_wait(spec, size) is not None, (
+                f"{pod}'s filter waits for members, yet preemption would evict for it"
+            )
         if gang is not None and planned and not result.passed and len(reasons) == 1:
             self.held_back[gang] = (self.clock.now, frozenset(self._reserved(gang)))
         elif gang is not None and planned:

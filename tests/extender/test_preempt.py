@@ -167,3 +167,21 @@ def test_priority_preemption_inside_one_queue_still_evicts(harness: Harness) -> 
     assert _preempt(wire, mine, {"n1": [uid["a2"]]}) == {}  # 40 free once a2 is gone
     mine = harness.shown(make_pod("a1", cores=40, namespace="team-a-dev", labels=queued))
     assert _preempt(wire, mine, {"n1": [uid["a2"]]}) == {"n1": [uid["a2"]]}
+
+
+def test_a_member_bound_where_no_place_can_be_counted_leaves_its_gang_waiting_and_evicting_nobody(
+    harness: Harness,
+) -> None:
+    """The gang's filter and its preemption counted its members two ways: a CPU-only member
+    created with `spec.nodeName` of a node the extender does not know (nothing there can hold
+    it) was no member to the filter ("1 of 2 exist", every node refused, a FitError) and a
+    member to preempt (2 of 2), so another team's pod was evicted for a pod that stayed
+    pending."""
+    wire, uid = preemption_cluster(harness)
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    ghost = make_pod("g-0", cores=0, annotations=gang)
+    ghost["spec"]["nodeName"] = "nowhere"
+    harness.shown(ghost)
+    member = harness.shown(make_pod("g-1", cores=80, annotations=gang))
+    assert "1 of 2 exist" in wire.filter(member, ["n1", "n2"])["FailedNodes"]["n1"]
+    assert _preempt(wire, member, {"n1": [uid["a"]]}) == {}

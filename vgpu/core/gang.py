@@ -72,6 +72,22 @@ def _why_nowhere(scheduler: Scheduler, pod: PodRequest, names: list[NodeName] | 
     return ", ".join(f"{n} node(s) {code}" for code, n in codes.most_common())
 
 
+def present(
+    pod: PodKey,
+    members: Iterable[PodKey],
+    holds: Callable[[PodKey], bool],
+    bound: Callable[[PodKey], bool],
+) -> int:
+    """How many of a gang's members (`pod`, one of them, counted) count towards its size: those
+    holding a place (reserved, assumed or bound) and those bound nowhere (a plan places them).
+    A member bound where nothing holds it (a node the ledger cannot count, not known yet) is
+    neither: no plan places it or sets it aside. The one count for whether a gang can be
+    placed (its filter) and whether evictions could let it in (preemption): counted two ways,
+    a tenant's member created with `spec.nodeName` of an unknown node left the filter waiting
+    for members while preemption evicted another team's pods for it."""
+    return sum(1 for key in {*members, pod} if holds(key) or not bound(key))
+
+
 def plan(
     scheduler: Scheduler,
     gang: GangKey,

@@ -132,19 +132,13 @@ class GangCoordinator:
         held = ledger.holding(pod.key)
         if held is not None:
             return held.assignment
+        if waiting := self.incomplete(label.key, pod.key, size):
+            return waiting
         members = unplaced_members(self._cache, label.key)
         if pod.key not in {m.key for m in members} and pod.key not in self._cache.members.get(
             label.key, set()
         ):
             members.append(pod)
-        placed = sum(
-            1 for k in self._cache.members.get(label.key, set()) if ledger.holding(k) is not None
-        )
-        if placed + len(members) < size:
-            reason = (
-                f"gang {label.key}: waiting for members, {placed + len(members)} of {size} exist"
-            )
-            return GangWait(reason)
         if problem := invalid_member(self._cache, label.key):
             return GangWait(f"gang {label.key}: {problem}")
         held_back = self._backoff.get(label.key)
@@ -177,8 +171,17 @@ class GangCoordinator:
     @_locked
     def incomplete(self, gang: GangKey, pod: PodKey, size: int) -> GangWait | None:
         """Why the gang cannot be placed yet, if fewer than `size` members exist (`pod`, one of
-        them, counted): whatever is evicted, its members' filters only wait for the others."""
-        exist = len(self._cache.members.get(gang, set()) | {pod})
+        them, counted, as `vgpu.core.gang.present` counts them): whatever is evicted, its
+        members' filters only wait for the others. The one count `place_of` and preemption
+        both read."""
+        ledger, pods = self._cache.ledger, self._cache.pods
+
+        def bound(key: PodKey) -> bool:
+            spec = pods.get(key)
+            return spec is not None and bool(spec.node)
+
+        members = self._cache.members.get(gang, set())
+        exist = gang_planning.present(pod, members, lambda k: ledger.holding(k) is not None, bound)
         if exist < size:
             return GangWait(f"gang {gang}: waiting for members, {exist} of {size} exist")
         return None
