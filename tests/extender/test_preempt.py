@@ -167,6 +167,13 @@ def test_priority_preemption_inside_one_queue_still_evicts(harness: Harness) -> 
     assert _preempt(wire, mine, {"n1": [uid["a2"]]}) == {}  # 40 free once a2 is gone
     mine = harness.shown(make_pod("a1", cores=40, namespace="team-a-dev", labels=queued))
     assert _preempt(wire, mine, {"n1": [uid["a2"]]}) == {"n1": [uid["a2"]]}
+    # the team's own pods the gate does not label (CPU-only) are the team's all the same
+    harness.put(make_pod("c", cores=0, namespace="team-a-dev"))
+    assert wire.bind(harness.pod("c", "team-a-dev"), "n1") == ""
+    wait_until(lambda: harness.pod("c", "team-a-dev")["spec"].get("nodeName") == "n1")
+    c = harness.pod("c", "team-a-dev")["metadata"]["uid"]
+    both = {"n1": [c, uid["a2"]]}
+    wait_until(lambda: _preempt(wire, mine, both) == both)
 
 
 def test_a_member_bound_where_no_place_can_be_counted_leaves_its_gang_waiting_and_evicting_nobody(

@@ -12,7 +12,7 @@ the extender does not run, so sparing one could leave the pod unschedulable afte
 Pods that ask for no vGPU get the candidates back unchanged: they need nothing from the
 extender's accounting. Except, for every pod: a node whose victims include a pod of another
 queue than the preemptor's (`vgpu.io/queue`; pods of namespaces bound to no queue are in none)
-is omitted (`vgpu.core.queues.preemption`): kube-scheduler preempts by priority alone, and a
+is omitted, unless it is in the preemptor's namespace (`vgpu.core.queues.preemption`): kube-scheduler preempts by priority alone, and a
 team at its share with a higher PriorityClass evicted another team's running pods, past every
 rule of reclaim, the one way GPUs move between queues. A gang member whose gang cannot be placed whatever is evicted (fewer
 members exist than its size, or it mixes claim members with vgpu.io ones) gets no candidate,
@@ -129,7 +129,9 @@ class Preemptor:
         with self.ext.cache.atomic():
             own = self._own_gang(spec)
             for node, victims in args.candidates.items():
-                if crossing(spec.queue, self._queues(NodeName(node), victims.uids)):
+                namespace = spec.request.key.split("/", 1)[0]
+                queues = self._queues(NodeName(node), victims.uids)
+                if crossing(spec.queue, namespace, queues):
                     continue  # between queues only reclaim evicts
                 if not spec.request.wants_gpu:
                     kept[node] = victims
@@ -139,13 +141,13 @@ class Preemptor:
                     kept[node] = Victims(needed, victims.pdb_violations)
         return kept
 
-    def _queues(self, node: NodeName, uids: tuple[str, ...]) -> list[str | None]:
-        """The queues of the victims the watch shows on the node (a victim it does not show,
-        unreadable say, has none to tell)."""
+    def _queues(self, node: NodeName, uids: tuple[str, ...]) -> list[tuple[str | None, str]]:
+        """The queue and namespace of each victim the watch shows on the node (a victim it does
+        not show, unreadable say, has none to tell)."""
         cache = self.ext.cache
         by_uid = {h.assignment.uid: h.assignment.pod for h in cache.ledger.on_node(node)}
         specs = (cache.pods.get(by_uid[u]) for u in uids if u in by_uid)
-        return [s.queue for s in specs if s is not None]
+        return [(s.queue, s.request.key.split("/", 1)[0]) for s in specs if s is not None]
 
     def _own_gang(self, spec: PodSpec) -> set[PodKey]:
         """The reservations a gang member's plan may move: its gang's members not yet bound."""

@@ -8,7 +8,9 @@ release's own (a job goes only where it fits now): a team at its share with a hi
 PriorityClass took another team's running pods. So a preemption is allowed only when the
 preemptor and every victim are in the same queue (their `vgpu.io/queue` labels, set from the
 namespace at creation and protected by admission), or all in none: pods of namespaces bound to
-no queue preempt each other as without queues, and neither side crosses into the other.
+no queue preempt each other as without queues, and neither side crosses into the other. A
+victim in the preemptor's own namespace is always allowed: it is the same team's, whatever its
+label (the gate labels only vGPU and gang pods, so a team's CPU-only pods carry none).
 Between queues, only reclaim moves GPUs. Pure: no I/O.
 """
 
@@ -17,12 +19,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 
-def crossing(preemptor: str | None, victims: Iterable[str | None]) -> str | None:
-    """Why evicting `victims` (their queues; None: in no queue) for a pod of queue `preemptor`
-    is refused, if it is: a victim of another queue, or of a queue where the pod is in none (and
-    the other way round)."""
-    for victim in victims:
-        if victim != preemptor:
+def crossing(
+    preemptor: str | None, namespace: str, victims: Iterable[tuple[str | None, str]]
+) -> str | None:
+    """Why evicting `victims` (their queue, None: in no queue, and namespace) for a pod of
+    queue `preemptor` in `namespace` is refused, if it is: a victim of another namespace and
+    another queue, or of a queue where the pod is in none (and the other way round)."""
+    for victim, where in victims:
+        if victim != preemptor and where != namespace:
             mine = f"queue {preemptor}" if preemptor else "no queue"
             theirs = f"queue {victim}" if victim else "no queue"
             return (
