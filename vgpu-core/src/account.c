@@ -3,6 +3,7 @@
 #include "account.h"
 
 #include "allocs.h"
+#include "hooks.h"
 #include "state.h"
 
 /* Set once each, by constructors at load time, before any thread can reserve. */
@@ -44,9 +45,35 @@ void vgpu_unreserve(int index, uint64_t bytes)
         vgpu_region_release(s->region, index, bytes);
 }
 
+/* The context that frees an allocation of `kind` when it ends, or NULL. CUDA Driver API reference:
+ * cuCtxDestroy "Destroys and cleans up all resources associated with the context",
+ * cuDevicePrimaryCtxReset "Destroy all allocations and reset all state on the primary context",
+ * and the last cuDevicePrimaryCtxRelease destroys the primary context. Linear, pitched and
+ * managed memory, arrays and mipmapped arrays are allocated in the current context. */
+static const void *owner_of(int kind)
+{
+    typedef CUresult (*get_ctx_fn)(CUcontext *);
+    get_ctx_fn current = REAL_CU(get_ctx_fn, cuCtxGetCurrent);
+    CUcontext ctx = NULL;
+    int owned = kind == VGPU_KIND_POINTER || kind == VGPU_KIND_ARRAY || kind == VGPU_KIND_MIPMAP;
+    if (!owned || !current || current(&ctx) != CUDA_SUCCESS)
+        return NULL; /* then it is counted until freed one by one */
+    return ctx;
+}
+
+static void gone(int index, uint64_t bytes)
+{
+    vgpu_unreserve(index, bytes);
+}
+
+void vgpu_context_freed(CUcontext ctx)
+{
+    vgpu_allocs_drop_owner(ctx, gone);
+}
+
 CUresult vgpu_settle(CUresult rc, int kind, uint64_t key, int index, uint64_t bytes)
 {
-    if (rc != CUDA_SUCCESS || vgpu_allocs_put(kind, key, index, bytes) != 0)
+    if (rc != CUDA_SUCCESS || vgpu_allocs_put_owned(kind, key, index, bytes, owner_of(kind)) != 0)
         vgpu_unreserve(index, bytes); /* unrecorded memory would never be given back */
     return rc;
 }
@@ -63,6 +90,6 @@ CUresult vgpu_freed(CUresult rc, int found, int kind, uint64_t key, int index, u
     if (rc == CUDA_SUCCESS)
         vgpu_unreserve(index, bytes);
     else
-        vgpu_allocs_put(kind, key, index, bytes);
+        vgpu_allocs_put_owned(kind, key, index, bytes, owner_of(kind));
     return rc;
 }

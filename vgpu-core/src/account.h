@@ -24,5 +24,8 @@ CUresult vgpu_settle(CUresult rc, int kind, uint64_t key, int index, uint64_t by
 int vgpu_forget(int kind, uint64_t key, int *index, uint64_t *bytes);
 /* After the real free: gives the memory back on success, remembers it again on failure. */
 CUresult vgpu_freed(CUresult rc, int found, int kind, uint64_t key, int index, uint64_t bytes);
+/* After the driver destroyed `ctx` (or reset it): gives back what was allocated in it and not
+ * freed (vgpu_settle records each allocation's context). */
+void vgpu_context_freed(CUcontext ctx);
 
 #endif

@@ -13,6 +13,7 @@ typedef struct node {
     uint64_t bytes;
     int kind;
     int dev;
+    const void *owner; /* the context whose end frees it, or NULL */
 } node;
 
 static node *buckets[BUCKETS];
@@ -26,9 +27,15 @@ static unsigned bucket_of(int kind, uint64_t key)
 
 int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes)
 {
+    return vgpu_allocs_put_owned(kind, key, dev, bytes, NULL);
+}
+
+int vgpu_allocs_put_owned(int kind, uint64_t key, int dev, uint64_t bytes, const void *owner)
+{
     node *n = malloc(sizeof *n);
     if (!n)
         return -1;
+    n->owner = owner;
     n->key = key;
     n->kind = kind;
     n->dev = dev;
@@ -60,6 +67,32 @@ int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes)
     *bytes = found->bytes;
     free(found);
     return 0;
+}
+
+void vgpu_allocs_drop_owner(const void *owner, void (*gone)(int dev, uint64_t bytes))
+{
+    node *dropped = NULL;
+    if (!owner)
+        return;
+    pthread_mutex_lock(&mu);
+    for (unsigned b = 0; b < BUCKETS; b++)
+        for (node **p = &buckets[b]; *p;) {
+            node *n = *p;
+            if (n->owner != owner) {
+                p = &n->next;
+                continue;
+            }
+            *p = n->next;
+            n->next = dropped;
+            dropped = n;
+        }
+    pthread_mutex_unlock(&mu);
+    while (dropped) {
+        node *next = dropped->next;
+        gone(dropped->dev, dropped->bytes);
+        free(dropped);
+        dropped = next;
+    }
 }
 
 void vgpu_allocs_forget(void)

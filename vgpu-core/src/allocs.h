@@ -13,6 +13,11 @@ enum { VGPU_KIND_EXPORTED = 6 };
 
 /* Records an allocation; -1 if it cannot be recorded (out of host memory). */
 int vgpu_allocs_put(int kind, uint64_t key, int dev, uint64_t bytes);
+/* The same, for an allocation that `owner` (a context) frees when it ends. */
+int vgpu_allocs_put_owned(int kind, uint64_t key, int dev, uint64_t bytes, const void *owner);
+/* Removes every allocation of `owner` (not NULL), calling `gone` with each one's device and
+ * size outside the table's lock. */
+void vgpu_allocs_drop_owner(const void *owner, void (*gone)(int dev, uint64_t bytes));
 /* Removes the allocation and returns 0 with its device and size, or -1 when unknown. */
 int vgpu_allocs_take(int kind, uint64_t key, int *dev, uint64_t *bytes);
 /* Forgets every record (a forked child holds none of its parent's allocations). */

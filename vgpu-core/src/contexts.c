@@ -1,6 +1,7 @@
 /* Context lifetimes: a context's measurement track (its pending launches and pooled events, in
- * launch.c) ends with the context, and so does what its limits were charged (ctxlimits.c), once
- * the driver has really destroyed it. Before a context is destroyed (cuCtxDestroy) or reset
+ * launch.c) ends with the context, and so does what its limits were charged (ctxlimits.c) and
+ * what was allocated in it and never freed (account.c), once the driver has really destroyed
+ * it. Before a context is destroyed (cuCtxDestroy) or reset
  * (cuDevicePrimaryCtxReset: "destroys and cleans up all resources associated with the current
  * device in the current process"), what ran in it is charged and its events are destroyed;
  * releasing a primary context destroys it only with its last retain, so the track is dropped when
@@ -9,6 +10,7 @@
  * work was measured in the context cuCtxFromGreenCtx names (that of its streams, cuStreamGetCtx),
  * whose track ends there too: nothing else would ever charge a destroyed context's last
  * launches. */
+#include "account.h"
 #include "ctxlimits.h"
 #include "hooks.h"
 #include "launch.h"
@@ -49,8 +51,10 @@ VGPU_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx)
         return CUDA_ERROR_NOT_INITIALIZED;
     vgpu_launch_context_ending(ctx, 1);
     CUresult rc = real(ctx);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         vgpu_ctxlimits_gone(ctx);
+        vgpu_context_freed(ctx);
+    }
     return rc;
 }
 
@@ -75,8 +79,10 @@ static CUresult reset(device_fn real, CUdevice dev)
     CUcontext ctx = primary_of(dev);
     vgpu_launch_context_ending(ctx, 1);
     CUresult rc = real(dev);
-    if (rc == CUDA_SUCCESS)
+    if (rc == CUDA_SUCCESS) {
         vgpu_ctxlimits_gone(ctx);
+        vgpu_context_freed(ctx);
+    }
     return rc;
 }
 
@@ -100,6 +106,7 @@ static CUresult release(device_fn real, CUdevice dev)
     if (rc == CUDA_SUCCESS && ctx && !primary_active(dev)) {
         vgpu_launch_context_gone(ctx);
         vgpu_ctxlimits_gone(ctx);
+        vgpu_context_freed(ctx);
     }
     return rc;
 }

@@ -11,7 +11,14 @@
  *            version that hands out FORM) or sym (the symbol through dlsym on libcuda.so.1)
  *   prints "create RC", then, if the context was created (it is current), each STEP in turn:
  *     alloc:BYTES          cuMemAlloc_v2, kept                            "alloc RC"
- *     info                 the free memory cuMemGetInfo_v2 reports        "info FREE" */
+ *     array:BYTES          cuArrayCreate_v2 of BYTES 8-bit texels, kept   "array RC"
+ *     info                 the free memory cuMemGetInfo_v2 reports        "info FREE"
+ *     destroy              cuCtxDestroy_v2 of the context FORM created    "destroy RC"
+ *     create               FORM:VIA again on DEV, made current            "create RC"
+ *     primary              DEV's primary context retained, made current   "primary RC"
+ *     reset                cuDevicePrimaryCtxReset_v2 on DEV              "reset RC"
+ *     release              cuDevicePrimaryCtxRelease_v2 on DEV            "release RC"
+ *   Nothing is freed before the program exits but what a step destroys. */
 #include <dlfcn.h>
 
 #include "cudrv.h"
@@ -29,6 +36,13 @@ typedef struct { /* CUctxCreateParams */
 CUresult cuCtxCreate(CUcontext *, unsigned, CUdevice);
 CUresult cuCtxCreate_v3(CUcontext *, ExecAffinity *, int, unsigned, CUdevice);
 CUresult cuCtxCreate_v4(CUcontext *, CtxCreateParams *, unsigned, CUdevice);
+
+typedef struct { /* CUDA_ARRAY_DESCRIPTOR */
+    size_t width, height;
+    int format; /* CUarray_format: 0x01 is CU_AD_FORMAT_UNSIGNED_INT8 */
+    unsigned channels;
+} ArrayDesc;
+CUresult cuArrayCreate_v2(CUarray *, const ArrayDesc *);
 
 typedef CUresult (*create_fn)(CUcontext *, unsigned, CUdevice);
 typedef CUresult (*create3_fn)(CUcontext *, ExecAffinity *, int, unsigned, CUdevice);
@@ -84,8 +98,9 @@ int main(int argc, char **argv)
         return 2;
     }
     CUcontext ctx = NULL;
+    CUdevice dev = atoi(argv[2]);
     check(cuInit(0), "cuInit");
-    CUresult rc = create(argv[1], &ctx, atoi(argv[2]));
+    CUresult rc = create(argv[1], &ctx, dev);
     if (rc == -1) {
         fprintf(stderr, "ctxcreate: unknown form %s\n", argv[1]);
         return 2;
@@ -96,6 +111,22 @@ int main(int argc, char **argv)
         if (sscanf(argv[i], "alloc:%llu", &value) == 1) {
             CUdeviceptr p;
             printf("alloc %d\n", cuMemAlloc_v2(&p, (size_t)value));
+        } else if (sscanf(argv[i], "array:%llu", &value) == 1) {
+            CUarray array;
+            ArrayDesc desc = {(size_t)value, 0, 0x01, 1};
+            printf("array %d\n", cuArrayCreate_v2(&array, &desc));
+        } else if (!strcmp(argv[i], "destroy")) {
+            printf("destroy %d\n", cuCtxDestroy_v2(ctx));
+        } else if (!strcmp(argv[i], "create")) {
+            printf("create %d\n", create(argv[1], &ctx, dev));
+        } else if (!strcmp(argv[i], "primary")) {
+            CUcontext primary = NULL;
+            CUresult got = cuDevicePrimaryCtxRetain(&primary, dev);
+            printf("primary %d\n", got ? got : cuCtxSetCurrent(primary));
+        } else if (!strcmp(argv[i], "reset")) {
+            printf("reset %d\n", cuDevicePrimaryCtxReset_v2(dev));
+        } else if (!strcmp(argv[i], "release")) {
+            printf("release %d\n", cuDevicePrimaryCtxRelease_v2(dev));
         } else if (!strcmp(argv[i], "info")) {
             size_t free_b = 0, total = 0;
             CUresult got = cuMemGetInfo_v2(&free_b, &total);

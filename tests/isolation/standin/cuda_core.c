@@ -227,11 +227,13 @@ static CUresult ctx_open(struct si_ctx *c) {
     return rc;
 }
 
-/* Under si_cu_mu: the context's resources go (its memory, the objects created in it). */
+/* Under si_cu_mu: the context's resources go (its memory, its allocations, the objects created in
+ * it). */
 static void ctx_close(struct si_ctx *c) {
     c->active = 0;
     ctx_unlink(c);
     si_cu_limits_close(c);
+    si_cu_mem_close(c);
     si_cu_give(c->mem, SI_CONTEXT);
 }
 

@@ -221,5 +221,9 @@ SI_HIDDEN void si_cu_limits_open(struct si_ctx *c);
 SI_HIDDEN void si_cu_limits_close(struct si_ctx *c);
 /* 1 while `ctx` is alive in the epoch an object was created in. */
 SI_HIDDEN int si_cu_ctx_live(const struct si_ctx *ctx, uint64_t epoch);
+/* cuda_mem.c: frees an allocation of a context (cuMemFree, cuMemFreeAsync, cuArrayDestroy);
+ * under si_cu_mu, frees what a closing context still holds. */
+SI_HIDDEN CUresult si_cu_mem_free(unsigned long long ptr);
+SI_HIDDEN void si_cu_mem_close(struct si_ctx *c);
 
 #endif

@@ -7,10 +7,65 @@
 
 #include "cuda_local.h"
 
+/* Allocations made in a context end with it. CUDA Driver API reference: cuCtxDestroy "Destroys
+ * and cleans up all resources associated with the context"; cuDevicePrimaryCtxReset "Destroy all
+ * allocations and reset all state on the primary context"; cuDevicePrimaryCtxRelease, at the
+ * last release, "the primary context of device dev will be destroyed". So each allocation of the
+ * current context (linear, pitched, managed, arrays) is known by its context, and what is still
+ * allocated when the context closes is freed then (si_cu_mem_close); a later free of it fails. */
+struct owned {
+    unsigned long long ptr;
+    struct si_ctx *ctx;
+    struct owned *next;
+};
+static struct owned *owned; /* under si_cu_mu */
+
+static CUresult take_owned(struct si_ctx *c, uint64_t bytes, unsigned long long *ptr) {
+    CUresult rc = si_cu_take(c, -1, bytes, SI_MEM, ptr);
+    struct owned *o = rc == CUDA_SUCCESS ? malloc(sizeof(*o)) : NULL;
+    if (rc == CUDA_SUCCESS && !o) {
+        si_cu_give(*ptr, SI_MEM);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (o) {
+        pthread_mutex_lock(&si_cu_mu);
+        *o = (struct owned){*ptr, c, owned};
+        owned = o;
+        pthread_mutex_unlock(&si_cu_mu);
+    }
+    return rc;
+}
+
+CUresult si_cu_mem_free(unsigned long long ptr) {
+    pthread_mutex_lock(&si_cu_mu);
+    for (struct owned **p = &owned; *p; p = &(*p)->next)
+        if ((*p)->ptr == ptr) {
+            struct owned *o = *p;
+            *p = o->next;
+            free(o);
+            break;
+        }
+    pthread_mutex_unlock(&si_cu_mu);
+    return si_cu_give(ptr, SI_MEM);
+}
+
+void si_cu_mem_close(struct si_ctx *c) {
+    for (struct owned **p = &owned; *p;) {
+        struct owned *o = *p;
+        if (o->ctx != c) {
+            p = &o->next;
+            continue;
+        }
+        *p = o->next;
+        si_cu_give(o->ptr, SI_MEM);
+        free(o);
+    }
+}
+
 SI_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytes) {
     if (!dptr || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return si_cu_take(si_cu_current(), -1, bytes, SI_MEM, dptr);
+    return take_owned(si_cu_current(), bytes, dptr);
 }
 
 /* The 32-bit ABI of CUDA 3.1 and before (cuda.h then declared CUdeviceptr and the size as 32-bit
@@ -21,7 +76,7 @@ SI_EXPORT CUresult cuMemAlloc(unsigned *dptr, unsigned bytes) {
     unsigned long long p = 0;
     if (!dptr || bytes == 0)
         return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = si_cu_take(si_cu_current(), -1, bytes, SI_MEM, &p);
+    CUresult rc = take_owned(si_cu_current(), bytes, &p);
     *dptr = (unsigned)p;
     return rc;
 }
@@ -31,7 +86,7 @@ SI_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
     if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
     size_t p = (width + 511) / 512 * 512; /* rows aligned to 512 bytes */
-    CUresult rc = si_cu_take(si_cu_current(), -1, (uint64_t)p * height, SI_MEM, dptr);
+    CUresult rc = take_owned(si_cu_current(), (uint64_t)p * height, dptr);
     if (rc == CUDA_SUCCESS)
         *pitch = p;
     return rc;
@@ -40,7 +95,7 @@ SI_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t w
 SI_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytes, unsigned flags) {
     if (!dptr || bytes == 0 || (flags != 1 && flags != 2)) /* CU_MEM_ATTACH_GLOBAL / _HOST */
         return CUDA_ERROR_INVALID_VALUE;
-    return si_cu_take(si_cu_current(), -1, bytes, SI_MEM, dptr);
+    return take_owned(si_cu_current(), bytes, dptr);
 }
 
 /* Where managed memory should be (CUDA Driver API reference, Unified Addressing):
@@ -108,7 +163,7 @@ SI_EXPORT CUresult cuMemAdvise(CUdeviceptr dptr, size_t count, int advice, CUdev
 SI_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     if (dptr == 0 || si_cu_pool_free(dptr))
         return CUDA_SUCCESS;
-    return si_cu_give(dptr, SI_MEM);
+    return si_cu_mem_free(dptr);
 }
 
 static uint64_t element_bytes(int format, unsigned channels) {
@@ -123,7 +178,7 @@ static CUresult array_create(struct si_array **out, uint64_t bytes) {
         free(a);
         return out ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_ERROR_INVALID_VALUE;
     }
-    CUresult rc = si_cu_take(si_cu_current(), -1, bytes, SI_MEM, &a->mem);
+    CUresult rc = take_owned(si_cu_current(), bytes, &a->mem);
     if (rc != CUDA_SUCCESS) {
         free(a);
         return rc;
@@ -153,7 +208,7 @@ SI_EXPORT CUresult cuArray3DCreate_v2(CUarray *arr, const CUDA_ARRAY3D_DESCRIPTO
 SI_EXPORT CUresult cuArrayDestroy(CUarray arr) {
     if (!arr)
         return CUDA_ERROR_INVALID_HANDLE;
-    CUresult rc = si_cu_give(arr->mem, SI_MEM);
+    CUresult rc = si_cu_mem_free(arr->mem);
     if (rc == CUDA_SUCCESS)
         free(arr);
     return rc;

@@ -231,5 +231,5 @@ SI_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
     CUresult rc;
     if (si_cu_capture_mem(si_cu_stream(s), 0, 0, &dptr, &rc))
         return rc; /* captured: a free node */
-    return si_cu_pool_free(dptr) ? CUDA_SUCCESS : si_cu_give(dptr, SI_MEM);
+    return si_cu_pool_free(dptr) ? CUDA_SUCCESS : si_cu_mem_free(dptr);
 }
