@@ -12,7 +12,9 @@
  * falls to what the driver reports (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT) at
  * cuDeviceGraphMemTrim or before an allocation would be refused. A device is never charged less
  * than the driver reports for graphs, which also covers memory nodes that reach a graph another
- * way (cloning, a graph launched as a child node) from the next such point on.
+ * way (cloning, a graph launched as a child node) from the next such point on. A child graph
+ * moved into its parent (cuGraphAddNode, CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE) keeps its nodes
+ * counted while the parent lives and is retired with it, as the driver destroys it then.
  *
  * Stream capture adds memory nodes too: cuMemAllocAsync and cuMemAllocFromPoolAsync on a
  * capturing stream result "in the creation of an allocation node ... owned by the graph instead
@@ -38,12 +40,16 @@ typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS (only the pool's location and the
     CUdeviceptr dptr;
 } mem_alloc_node_params;
 
-typedef struct { /* CUgraphNodeParams: only a memory allocation node's parameters are read */
+typedef struct { /* CUgraphNodeParams: a memory allocation node's and a child graph node's read */
     int type;
     int reserved0[3];
     union {
         long long reserved1[29];
         mem_alloc_node_params alloc;
+        struct { /* CUDA_CHILD_GRAPH_NODE_PARAMS */
+            CUgraph graph;
+            int ownership; /* CUgraphChildGraphNodeOwnership */
+        } child;
     };
     long long reserved2;
 } node_params;
@@ -58,9 +64,11 @@ typedef CUresult (*trim_fn)(CUdevice);
 typedef CUresult (*attr_fn)(CUdevice, int, void *);
 
 enum { GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2, GRAPH_NODE_TYPE_MEM_ALLOC = 10 };
+enum { GRAPH_NODE_TYPE_GRAPH = 4, CHILD_GRAPH_OWNERSHIP_MOVE = 1 };
 
 typedef struct {
     CUgraph graph;
+    CUgraph owner;                    /* the parent it was moved into, which destroys it; or NULL */
     unsigned long long capture;       /* while it is being captured: the sequence's id; else 0 */
     uint64_t bytes[VGPU_MAX_DEVICES]; /* its allocation nodes, per limits index */
 } graph_entry;
@@ -190,6 +198,22 @@ static CUresult add_real(int how, const add_args *a)
     return CUDA_ERROR_NOT_INITIALIZED;
 }
 
+/* A child graph moved into its parent (CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE, the only way a graph
+ * with memory nodes becomes a child: CUDA_CHILD_GRAPH_NODE_PARAMS) "is owned by the parent and
+ * will be destroyed when the parent is destroyed" and "Cannot be independently ... destroyed", so
+ * the program never names it to cuGraphDestroy: it is retired with its parent (retire_tree). */
+static void moved(const add_args *a, const node_params *p, CUresult rc)
+{
+    if (rc != CUDA_SUCCESS || !p || p->type != GRAPH_NODE_TYPE_GRAPH ||
+        p->child.ownership != CHILD_GRAPH_OWNERSHIP_MOVE || !p->child.graph)
+        return;
+    pthread_mutex_lock(&mu);
+    graph_entry *g = entry(p->child.graph, 1); /* its own descendants may hold memory nodes */
+    if (g)
+        g->owner = a->graph;
+    pthread_mutex_unlock(&mu);
+}
+
 /* A node is charged its size on its location's device before the driver adds it; a host
  * location is not device memory and passes uncounted. */
 static CUresult add(int how, const add_args *a, const mem_alloc_node_params *alloc)
@@ -203,6 +227,8 @@ static CUresult add(int how, const add_args *a, const mem_alloc_node_params *all
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = add_real(how, a);
+    if (how != ADD_MEM_ALLOC)
+        moved(a, a->params, rc);
     return vgpu_graphmem_end(a->graph, 0, index, dev, counted ? alloc->bytesize : 0, rc);
 }
 
@@ -246,6 +272,20 @@ static void retire(graph_entry *g)
     *g = graphs[--ngraphs];
 }
 
+/* Under mu: retires `graph` and, first, every child graph moved into it (and theirs). */
+static void retire_tree(CUgraph graph)
+{
+    for (size_t i = 0; i < ngraphs; i++)
+        if (graphs[i].owner == graph) {
+            graphs[i].owner = NULL; /* never followed twice, whatever handles were reused */
+            retire_tree(graphs[i].graph); /* removes that entry: look again from the start */
+            i = (size_t)-1;
+        }
+    graph_entry *g = entry(graph, 0);
+    if (g)
+        retire(g);
+}
+
 /* cuStreamEndCapture hands the captured graph over, or (an invalidated capture) destroys it and
  * returns none: then its nodes are retired as at cuGraphDestroy. */
 VGPU_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
@@ -259,10 +299,12 @@ VGPU_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
     for (size_t i = ngraphs; capture && i-- > 0;) {
         if (graphs[i].capture != capture)
             continue;
-        if (rc == CUDA_SUCCESS && graph && *graph == graphs[i].graph)
+        if (rc == CUDA_SUCCESS && graph && *graph == graphs[i].graph) {
             graphs[i].capture = 0;
-        else
-            retire(&graphs[i]);
+        } else {
+            retire_tree(graphs[i].graph);
+            i = ngraphs; /* entries moved: look again from the end */
+        }
     }
     pthread_mutex_unlock(&mu);
     return rc;
@@ -275,9 +317,8 @@ VGPU_EXPORT CUresult cuGraphDestroy(CUgraph graph)
         return CUDA_ERROR_NOT_INITIALIZED;
     pthread_mutex_lock(&mu);
     CUresult rc = real(graph);
-    graph_entry *g = rc == CUDA_SUCCESS ? entry(graph, 0) : NULL;
-    if (g)
-        retire(g);
+    if (rc == CUDA_SUCCESS)
+        retire_tree(graph);
     pthread_mutex_unlock(&mu);
     return rc;
 }

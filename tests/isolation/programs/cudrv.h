@@ -45,7 +45,12 @@ typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS */
 } AllocNodeParams;
 typedef struct { /* CUgraphNodeParams: the type, 12 reserved bytes, the type's parameters */
     int type, reserved0[3];
-    union { long long reserved1[29]; AllocNodeParams alloc; } u;
+    union {
+        long long reserved1[29];
+        AllocNodeParams alloc;
+        CUdeviceptr free_dptr;                             /* CUDA_MEM_FREE_NODE_PARAMS */
+        struct { CUgraph graph; int ownership; } child; /* CUDA_CHILD_GRAPH_NODE_PARAMS */
+    } u;
     long long reserved2;
 } NodeParams;
 

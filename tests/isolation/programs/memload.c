@@ -16,6 +16,11 @@
  *                                        synchronize, then cuMemAlloc, trim, cuMemAlloc
  *   memload graph DEV BYTES COUNT        a graph of COUNT memory-allocation nodes, launched
  *   memload graphnode DEV BYTES COUNT    the same nodes added with cuGraphAddNode
+ *   memload childmove DEV BYTES COUNT OTHER  COUNT times: a child graph with an allocation node
+ *                                        of BYTES ("add RC") and its free node, moved into a new
+ *                                        parent graph (cuGraphAddNode, "child RC"), cuMemAlloc
+ *                                        OTHER while the parent lives ("other RC"), then the
+ *                                        parent destroyed ("destroy RC"), which destroys the child
  *   memload graphlife DEV BYTES OTHER    one node: launch, free, destroy the graph; then
  *                                        cuMemAlloc OTHER, cuDeviceGraphMemTrim, cuMemAlloc OTHER
  *   memload asyncdev SDEV CDEV BYTES COUNT  cuMemAllocAsync COUNT times on a stream of SDEV while
@@ -178,6 +183,48 @@ static int graph(int dev, size_t bytes, int count, int generic)
     CUresult rc = cuGraphInstantiateWithFlags(&exec, g, 0);
     printf("instantiate %d\n", rc);
     printf("launch %d\n", rc ? rc : cuGraphLaunch(exec, NULL));
+    return 0;
+}
+
+/* A child graph with memory nodes moved into its parent (CUDA_CHILD_GRAPH_NODE_PARAMS with
+ * CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE): "owned by the parent and will be destroyed when the parent
+ * is destroyed". Never launched, so the driver never backs its allocation. */
+static int child_move(int dev, size_t bytes, int count, size_t other)
+{
+    use_device(dev);
+    for (int i = 0; i < count; i++) {
+        CUgraph child, parent;
+        CUgraphNode node;
+        CUdeviceptr d;
+        NodeParams any;
+        if (cuGraphCreate(&child, 0) || cuGraphCreate(&parent, 0))
+            return 3;
+        memset(&any, 0, sizeof any);
+        any.type = 10; /* CU_GRAPH_NODE_TYPE_MEM_ALLOC */
+        any.u.alloc.pool_props.alloc_type = 1;
+        any.u.alloc.pool_props.location = (Location){1, dev};
+        any.u.alloc.bytesize = bytes;
+        CUresult rc = cuGraphAddNode(&node, child, NULL, 0, &any);
+        printf("add %d\n", rc);
+        if (rc)
+            return 0;
+        CUgraphNode alloc = node;
+        CUdeviceptr dptr = any.u.alloc.dptr;
+        memset(&any, 0, sizeof any);
+        any.type = 11; /* CU_GRAPH_NODE_TYPE_MEM_FREE */
+        any.u.free_dptr = dptr;
+        check(cuGraphAddNode(&node, child, &alloc, 1, &any), "cuGraphAddNode free");
+        memset(&any, 0, sizeof any);
+        any.type = 4; /* CU_GRAPH_NODE_TYPE_GRAPH */
+        any.u.child.graph = child;
+        any.u.child.ownership = 1; /* CU_GRAPH_CHILD_GRAPH_OWNERSHIP_MOVE */
+        printf("child %d\n", cuGraphAddNode(&node, parent, NULL, 0, &any));
+        rc = cuMemAlloc_v2(&d, other);
+        printf("other %d\n", rc);
+        if (!rc)
+            cuMemFree_v2(d);
+        printf("destroy %d\n", cuGraphDestroy(parent));
+    }
     return 0;
 }
 
@@ -406,6 +453,9 @@ int main(int argc, char **argv)
     if ((!strcmp(cmd, "graph") || !strcmp(cmd, "graphnode")) && argc == 5)
         return graph(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]),
                      !strcmp(cmd, "graphnode"));
+    if (!strcmp(cmd, "childmove") && argc == 6)
+        return child_move(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]),
+                          strtoull(argv[5], NULL, 10));
     if (!strcmp(cmd, "graphlife") && argc == 5)
         return graph_life(atoi(argv[2]), strtoull(argv[3], NULL, 10), strtoull(argv[4], NULL, 10));
     if (!strcmp(cmd, "asyncdev") && argc == 6)

@@ -43,7 +43,7 @@ SI_EXPORT CUresult cuGraphAddKernelNode_v2(CUgraphNode *node, CUgraph g, const C
 SI_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g,
                                                unsigned long long flags) {
     (void)flags;
-    if (!exec || !g)
+    if (!exec || !g || g->owner) /* a moved child "Cannot be independently instantiated" */
         return CUDA_ERROR_INVALID_VALUE;
     struct si_graph *copy = malloc(sizeof(*copy));
     if (!copy)
@@ -87,10 +87,20 @@ SI_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
     return CUDA_SUCCESS;
 }
 
-SI_EXPORT CUresult cuGraphDestroy(CUgraph g) {
-    if (!g)
-        return CUDA_ERROR_INVALID_VALUE;
+/* A graph goes with the child graphs moved into it (cuGraphAddNode, below). */
+static void destroy_tree(struct si_graph *g) {
+    while (g->owned) {
+        struct si_graph *child = g->owned;
+        g->owned = child->next_owned;
+        destroy_tree(child);
+    }
     free(g);
+}
+
+SI_EXPORT CUresult cuGraphDestroy(CUgraph g) {
+    if (!g || g->owner) /* a moved child "Cannot be independently ... destroyed" */
+        return CUDA_ERROR_INVALID_VALUE;
+    destroy_tree(g);
     return CUDA_SUCCESS;
 }
 
@@ -133,7 +143,8 @@ static int graph_entry(CUdeviceptr dptr) {
 }
 
 static CUresult add_mem_node(CUgraphNode *node, CUgraph g, int mem, CUdeviceptr dptr) {
-    if (!node || !g || g->n == 64)
+    /* a moved child graph "Cannot have additional memory allocation or free nodes added" */
+    if (!node || !g || g->n == 64 || g->owner)
         return CUDA_ERROR_INVALID_VALUE;
     struct si_gnode *n = &g->node[g->n++];
     memset(n, 0, sizeof(*n));
@@ -244,8 +255,9 @@ SI_EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void *va
 /* cuGraphAddNode (CUDA 12.2) and _v2 (12.3, with edge data): the generic form. CUgraphNodeParams
  * is the node type, 12 reserved bytes, then a union holding the type's parameters
  * (CUDA_MEM_ALLOC_NODE_PARAMS_v2 for CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10, the same layout as v1;
- * CUDA_MEM_FREE_NODE_PARAMS, the pointer, for CU_GRAPH_NODE_TYPE_MEM_FREE = 11). The stand-in
- * adds memory nodes this way only. */
+ * CUDA_MEM_FREE_NODE_PARAMS, the pointer, for CU_GRAPH_NODE_TYPE_MEM_FREE = 11;
+ * CUDA_CHILD_GRAPH_NODE_PARAMS, the graph then its CUgraphChildGraphNodeOwnership, for
+ * CU_GRAPH_NODE_TYPE_GRAPH = 4). The stand-in adds memory and child graph nodes this way only. */
 typedef struct {
     int type;
     int reserved0[3];
@@ -253,9 +265,43 @@ typedef struct {
         long long reserved1[29];
         si_mem_alloc_params alloc;
         CUdeviceptr free_dptr;
+        struct {
+            CUgraph graph;
+            int ownership;
+        } child;
     } u;
     long long reserved2;
 } si_node_params;
+
+enum { SI_CHILD_CLONE = 0, SI_CHILD_MOVE = 1 };
+
+/* A child graph node (CUDA_CHILD_GRAPH_NODE_PARAMS, CUgraphChildGraphNodeOwnership): with
+ * CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE the child is cloned into the node, "and memory
+ * allocation/free nodes can't be present in the child graph"; with _MOVE "The child graph is
+ * moved to the parent. The handle to the child graph is owned by the parent and will be destroyed
+ * when the parent is destroyed", and it "Cannot be independently instantiated or destroyed;
+ * Cannot be added as a child graph of a separate parent graph". "Graphs containing memory
+ * allocation or memory free nodes must set the ownership to be moved to the parent." The child's
+ * nodes run where the node is (copied into the parent's list, which runs in order). */
+static CUresult add_child(CUgraphNode *node, CUgraph g, CUgraph child, int ownership) {
+    int mem = 0;
+    if (!node || !g || !child || child == g || child->owner || g->n + child->n > 64 ||
+        (ownership != SI_CHILD_CLONE && ownership != SI_CHILD_MOVE))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < child->n; i++)
+        mem |= child->node[i].mem != 0;
+    if (mem && ownership == SI_CHILD_CLONE)
+        return CUDA_ERROR_INVALID_VALUE;
+    *node = &g->node[g->n];
+    memcpy(&g->node[g->n], child->node, (size_t)child->n * sizeof(child->node[0]));
+    g->n += child->n;
+    if (ownership == SI_CHILD_MOVE) {
+        child->owner = g;
+        child->next_owned = g->owned;
+        g->owned = child;
+    }
+    return CUDA_SUCCESS;
+}
 
 SI_EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
                                   size_t ndeps, si_node_params *p) {
@@ -265,6 +311,8 @@ SI_EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNod
         return cuGraphAddMemAllocNode(node, g, deps, ndeps, &p->u.alloc);
     if (p->type == 11)
         return cuGraphAddMemFreeNode(node, g, deps, ndeps, p->u.free_dptr);
+    if (p->type == 4)
+        return add_child(node, g, p->u.child.graph, p->u.child.ownership);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -160,6 +160,9 @@ enum { SI_GRAPH_ALLOC = 1, SI_GRAPH_FREE = 2 };
 struct si_graph {
     int n;
     struct si_gnode node[64];
+    struct si_graph *owner;      /* the parent a child graph was moved into (cuGraphAddNode) */
+    struct si_graph *owned;      /* the child graphs moved into this one */
+    struct si_graph *next_owned; /* the next child moved into the same parent */
 };
 
 SI_HIDDEN extern pthread_mutex_t si_cu_mu; /* guards the process-local state */
