@@ -5,6 +5,7 @@ first waited, across passes; and a dimension only one queue asks cannot put it f
 from __future__ import annotations
 
 from fractions import Fraction
+from itertools import pairwise
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -12,7 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from tests.core.test_release import Gpus, job
 from vgpu.core.queues.proportion import ZERO, QueueSpec, Vec, add
-from vgpu.core.queues.release import Book, Job, plan, strict_reason
+from vgpu.core.queues.release import Book, Job, Pass, plan, strict_reason
 
 SPECS = [QueueSpec("big", 1, strict_s=30), QueueSpec("small", 1)]
 
@@ -71,10 +72,10 @@ def test_a_queue_at_its_share_holds_nobody() -> None:
 
 
 def test_the_reason_names_no_job_so_it_is_the_same_whoever_is_tried() -> None:
-    gpus = Gpus([60])
-    one = plan(SPECS, Book((60, 0)), _jobs(gpus, ("big0", "big", 100), ("s", "small", 50)),
+    gpus = Gpus([60])  # of 160 cores: big's 100 would fit the empty cluster
+    one = plan(SPECS, Book((160, 0)), _jobs(gpus, ("big0", "big", 100), ("s", "small", 50)),
                gpus.fits, now=1)  # fmt: skip
-    two = plan(SPECS, Book((60, 0)), _jobs(gpus, ("big9", "big", 100), ("s", "small", 50)),
+    two = plan(SPECS, Book((160, 0)), _jobs(gpus, ("big9", "big", 100), ("s", "small", 50)),
                gpus.fits, now=2, held_since=one.held_since)  # fmt: skip
     assert one.waiting["s"] == two.waiting["s"]
     assert "big0" not in one.waiting["s"]
@@ -210,3 +211,85 @@ def test_memory_asked_by_one_queue_alone_never_serves_it_before_a_lower_core_sha
     m_share = Fraction(m_held, due["memory"][0])
     if c_share < m_share:
         assert out.released == ("c",)
+
+
+def _pass_with(present: bool, now: float, held: dict[str, float], spent: dict[str, float]) -> Pass:
+    """One pass of a cluster of two 100-core GPUs, one busy: big0 (200 cores) fits on the
+    empty cluster but not now; small0 always fits."""
+    gpus = Gpus([100, 0])
+    jobs = _jobs(gpus, ("small0", "small", 50))
+    if present:
+        jobs += _jobs(gpus, ("big0", "big", 200))
+    return plan(SPECS, Book((200, 0)), jobs, gpus.fits, now=now, held_since=held, spent=spent)
+
+
+def test_a_hold_dropped_when_its_job_goes_away_does_not_start_again_within_the_cooldown() -> None:
+    first = _pass_with(True, 100, {}, {})
+    assert first.waiting["small0"] == strict_reason(SPECS[0])  # held from 100
+    gone = _pass_with(False, 105, dict(first.held_since), dict(first.spent))
+    assert gone.held_since == {} and gone.spent == {"big": 105}
+    again = _pass_with(True, 107, dict(gone.held_since), dict(gone.spent))
+    assert again.released == ("small0",) and again.held_since == {}  # no fresh hold
+    later = _pass_with(True, 135, dict(again.held_since), dict(again.spent))
+    assert later.waiting["small0"] == strict_reason(SPECS[0])  # the cooldown is over
+    assert later.held_since == {"big": 135} and later.spent == {}
+
+
+def test_an_expired_hold_that_ends_has_already_served_its_cooldown_from_its_expiry() -> None:
+    held = {"big": 100.0}
+    gone = _pass_with(False, 200, held, {})  # spent at 130, the queue stopped waiting by 200
+    assert gone.spent == {}  # 130 + 30 <= 200: nothing left to cool
+    again = _pass_with(True, 201, dict(gone.held_since), dict(gone.spent))
+    assert again.held_since == {"big": 201}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.floats(0.5, 20.0), st.booleans()), min_size=1, max_size=40))
+@example([(1.0, True), (1.0, False), (1.0, True)])
+def test_others_are_held_back_at_most_strict_seconds_then_free_for_as_long(
+    steps: list[tuple[float, bool]],
+) -> None:
+    """Whatever the strict queue's tenant does with a job that does not fit now (submit it,
+    delete it, resubmit it), each hold holds the others for under `strict_s`, and the next hold
+    starts more than `strict_s` after the last pass the previous one held the others back."""
+    strict_s = SPECS[0].strict_s
+    held: dict[str, float] = {}
+    spent: dict[str, float] = {}
+    now = 0.0
+    in_force: list[tuple[float, float]] = []  # (pass time, its hold's start)
+    for dt, present in steps:
+        now += dt
+        out = _pass_with(present, now, held, spent)
+        if out.waiting.get("small0") == strict_reason(SPECS[0]):
+            in_force.append((now, out.held_since["big"]))
+        held, spent = dict(out.held_since), dict(out.spent)
+    for t, start in in_force:
+        assert t - start < strict_s
+    for (t1, s1), (_, s2) in pairwise(in_force):
+        if s1 != s2:
+            assert s2 > t1 + strict_s
+
+
+def test_a_job_more_than_the_cluster_has_starts_no_hold() -> None:
+    gpus = Gpus([100, 100])
+    jobs = _jobs(gpus, ("big0", "big", 300), ("small0", "small", 50))
+    out = plan(SPECS, Book((200, 0)), jobs, gpus.fits, now=100)
+    assert out.released == ("small0",) and out.held_since == {}
+    assert out.waiting["big0"] == "does not fit whole on any GPU now"
+
+
+def test_a_job_more_than_its_queues_cap_starts_no_hold() -> None:
+    specs = [QueueSpec("big", 1, cap=(150, 2**62), strict_s=30), QueueSpec("small", 1)]
+    gpus = Gpus([100, 100, 100])
+    jobs = _jobs(gpus, ("big0", "big", 200), ("small0", "small", 50))
+    out = plan(specs, Book((300, 0)), jobs, gpus.fits, now=100)
+    assert out.released == ("small0",) and out.held_since == {}
+    assert "cap" in out.waiting["big0"]
+
+
+def test_a_job_that_can_never_fit_does_not_keep_a_hold_alive() -> None:
+    gpus = Gpus([100, 0])
+    jobs = _jobs(gpus, ("big9", "big", 300), ("small0", "small", 50))
+    out = plan(SPECS, Book((200, 0)), jobs, gpus.fits, now=110, held_since={"big": 100})
+    assert out.released == ("small0",) and out.held_since == {}
+    assert out.spent == {"big": 110}

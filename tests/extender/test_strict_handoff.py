@@ -17,7 +17,13 @@ from vgpu.core.ids import PodKey
 from vgpu.daemons.extender.daemon import ExtenderDaemon
 from vgpu.extender.queues.release_loop import QueueReleaser
 from vgpu.extender.queues.release_pass import QueueIndex
-from vgpu.extender.queues.strict_holds import HOLDS_ANNOTATION, decode, encode
+from vgpu.extender.queues.strict_holds import (
+    HOLDS_ANNOTATION,
+    SPENT_ANNOTATION,
+    decode,
+    decode_spent,
+    encode,
+)
 
 T0 = 2_000_000_000.0
 
@@ -34,15 +40,43 @@ def _leader(daemon: ExtenderDaemon, lease: Lease | None, wall: float) -> QueueRe
     )
 
 
-def _released(releaser: QueueReleaser) -> list[str]:
-    releaser.index.replace_all(releaser.api.list_pods().items)
+def _released(releaser: QueueReleaser, *, but: str = "") -> list[str]:
+    """One pass over the pods listed (all but the one named `but`, as if it were deleted)."""
+    pods = [p for p in releaser.api.list_pods().items if p["metadata"]["name"] != but]
+    releaser.index.replace_all(pods)
     return [q.pod.key.split("/")[1] for q in releaser.pass_once().release]
 
 
+def test_a_hold_dropped_by_deleting_its_job_does_not_start_again_at_once_across_a_failover(
+    harness: Harness,
+) -> None:
+    """The tenant of the strict queue deletes its job for one pass and submits it again: the
+    hold was spent, and the queue cools down for `strictSeconds`, on the Lease too."""
+    daemon = _strict_head_that_does_not_fit(harness)
+    lease = Lease()
+    leader = _leader(daemon, lease, T0)
+    assert _released(leader) == []
+    leader._wall = lambda: T0 + 5
+    assert _released(leader, but="big0") == ["small0"]  # big0 gone: the hold is spent
+    assert json.loads(lease.annotations[SPENT_ANNOTATION]) == {"big": T0 + 5}
+    assert HOLDS_ANNOTATION not in lease.annotations
+    _held(harness, "small1", "small", 50)
+    _watched(daemon, "small/small1")
+    # big0 is back and a new leader takes over: it holds nobody back until T0 + 65.
+    assert _released(_leader(daemon, lease, T0 + 10)) == ["small1"]
+
+
+def test_a_lease_from_before_the_cooldown_reads_as_no_queue_cooling_down() -> None:
+    assert decode_spent(None, now=T0) == {}
+    assert decode_spent('{"big": 99999999999}', now=T0) == {"big": T0}  # future: now
+
+
 def _strict_head_that_does_not_fit(harness: Harness) -> ExtenderDaemon:
-    """Queue `big` (strict 60 s) heads with a pod asking two GPUs of a one-GPU cluster; `small`
-    has a pod that fits."""
+    """Queue `big` (strict 60 s) heads with a pod asking two GPUs of a cluster of two one-GPU
+    nodes (no more than the cluster has, so it may hold: `release.plan` knows the cluster's total,
+    not each node's); `small` has a pod that fits."""
     harness.put(make_node("n1", gpus=1))
+    harness.put(make_node("n2", gpus=1))
     daemon = _daemon(harness)
     _queues(harness, {"name": "big", "strictSeconds": 60}, {"name": "small"})
     _held(harness, "big0", "big", 200)

@@ -28,8 +28,18 @@ which it does not wait. For `strict_s` from that start the hold is **in force**:
 queue does not fit the pass stops, so nothing takes the room the queue waits for. A strict queue
 below its share whose hold is not spent is served before every other queue, so it finds out
 whether it waits before another queue takes that room. Once the time is spent the start is kept (the hold does not
-start again while the queue still waits) and passes are work-conserving. Pure: no I/O, no clock
-(the caller passes `now`).
+start again while the queue still waits) and passes are work-conserving.
+
+A hold is **spent** when it ends (a pass in which its queue does not wait: its jobs fit, went
+away, or it reached its share): it stopped holding the others back at its end or when its time
+ran out, whichever came first, and for `strict_s` from then (the **cooldown**, `Pass.spent`,
+carried like the holds) the queue starts no other hold and is not served first. Otherwise a
+tenant could delete the job that waits for one pass and submit it again, and the fresh hold
+would hold every other queue back again: with the cooldown, each hold holds the others for at
+most `strict_s` and is followed by at least `strict_s` in which the queue holds nobody. A job
+that could not fit even on an empty cluster (more than its capacity; more than the queue's cap
+never gets this far) neither starts a hold nor keeps one: nothing the others give up lets it in.
+Pure: no I/O, no clock (the caller passes `now`).
 """
 
 from __future__ import annotations
@@ -85,12 +95,15 @@ class Book:
 
 @dataclass(frozen=True, slots=True)
 class Pass:
-    """A pass's outcome: released job keys in order, why the others wait, strict holds running."""
+    """A pass's outcome: released job keys in order, why the others wait, strict holds running,
+    and the strict queues cooling down after a spent hold (queue to when the hold stopped
+    holding the others back; the caller passes it to the next pass as `spent`)."""
 
     released: tuple[str, ...]
     waiting: Mapping[str, str]
     held_since: Mapping[str, float]
     deserved: Mapping[str, Vec]
+    spent: Mapping[str, float] = field(default_factory=dict)
 
 
 def dominant(held: Vec, capacity: Vec) -> Fraction:
@@ -161,10 +174,12 @@ def plan(
     held_since: Mapping[str, float] | None = None,
     work_conserving: bool = True,
     first: Collection[str] = (),
+    spent: Mapping[str, float] | None = None,
 ) -> Pass:
     """Release what fits, fairest first; `fits` places a job whole and holds it, or says no,
     keeping idle GPUs for the queues its `Keep` names (`whole_gpus`). `first`: the jobs reclaim
-    evicted for, tried before every other job (module doc)."""
+    evicted for, tried before every other job; `spent`: the last pass's `Pass.spent`, the
+    strict queues cooling down after a hold (module doc)."""
     by_name = {s.name: s for s in specs}
     jobs = [j for j in jobs if j.queue in by_name]
     due = deserved(book.capacity, specs, _requests(book, jobs))
@@ -172,6 +187,11 @@ def plan(
     ns_held = dict(book.by_namespace)
     pending = {q: _Pending([j for j in jobs if j.queue == q], first) for q in by_name}
     holds = {q: t for q, t in (held_since or {}).items() if q in by_name}
+    cooling = {
+        q: t
+        for q, t in (spent or {}).items()
+        if q in by_name and q not in holds and _in_force(t, by_name[q].strict_s, now)
+    }
     released: list[str] = []
     waiting: dict[str, str] = {}
     waited: set[str] = set()  # strict queues with a job that did not fit below their share
@@ -201,7 +221,9 @@ def plan(
     def rank(q: str) -> tuple[bool, bool, bool, Fraction, str]:
         if q not in order:
             over = overused(held.get(q, ZERO), due[q])
-            holding = not over and _unspent(holds.get(q), by_name[q].strict_s, now)
+            holding = (
+                not over and q not in cooling and _unspent(holds.get(q), by_name[q].strict_s, now)
+            )
             reclaimed = pending[q].reclaimed_for()
             order[q] = (not reclaimed, not holding, over, share(held.get(q, ZERO), due[q]), q)
         return order[q]
@@ -237,13 +259,29 @@ def plan(
             ns_share.pop(job.namespace, None)
             continue
         waiting[job.key] = "does not fit whole on any GPU now"
-        if spec.strict_s > 0 and not overused(held.get(q, ZERO), due[q]):
+        if _may_hold(spec, job, book.capacity, q in holds or q not in cooling) and not overused(
+            held.get(q, ZERO), due[q]
+        ):
             waited.add(q)
             if _in_force(holds.setdefault(q, now), spec.strict_s, now):
                 _wait_all(pending, waiting, strict_reason(spec))
                 cut_short = True
                 break
-    return Pass(tuple(released), waiting, _kept(holds, waited, cut_short, pending), due)
+    kept_holds = _kept(holds, waited, cut_short, pending)
+    ended = {q: min(now, since + by_name[q].strict_s) for q, since in holds.items()}
+    cooled = {
+        q: t
+        for q, t in {**cooling, **ended}.items()
+        if q not in kept_holds and _in_force(t, by_name[q].strict_s, now)
+    }
+    return Pass(tuple(released), waiting, kept_holds, due, cooled)
+
+
+def _may_hold(spec: QueueSpec, job: Job, capacity: Vec, free_to: bool) -> bool:
+    """Whether `job`, not fitting now, makes its queue wait (start or keep a hold): a strict
+    queue not cooling down after a spent hold (`free_to`), and a job that would fit the empty
+    cluster (one more than its capacity never fits, whatever the others give up)."""
+    return spec.strict_s > 0 and free_to and fits_within(job.ask, capacity)
 
 
 def _in_force(since: float | None, strict_s: float, now: float) -> bool:

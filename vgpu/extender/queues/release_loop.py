@@ -82,6 +82,8 @@ class QueueReleaser:
         self._config: QueueConfig | None = None
         self._config_problem: str | None = None
         self._held_since: Mapping[str, float] = {}
+        self._spent: Mapping[str, float] = {}
+        """Strict queues cooling down after a spent hold (`release.Pass.spent`)."""
         self._namespaces: Mapping[str, Mapping[str, str]] | None = None
         """Each namespace's labels as last listed (queues bound by label)."""
         self._decided: Mapping[str, frozenset[str]] = {}
@@ -151,12 +153,16 @@ class QueueReleaser:
             decided=self._decided,
             namespace_labels=labels,
             first=frozenset(self._reclaimed_for),
+            spent=self._spent,
         )
         if self._notes is not None and decision.held_since != self._held_since:
             self._notes.carry(
                 strict_holds.HOLDS_ANNOTATION, strict_holds.encode(decision.held_since)
             )
         self._held_since = decision.held_since
+        if self._notes is not None and decision.spent != self._spent:
+            self._notes.carry(strict_holds.SPENT_ANNOTATION, strict_holds.encode(decision.spent))
+        self._spent = decision.spent
         proven = self._carry_gangs(decision.decided)
         for queued in decision.release:
             if queued.pod.gang is None or queued.pod.ident in proven.get(queued.pod.gang, ()):
@@ -172,10 +178,13 @@ class QueueReleaser:
         return decision
 
     def _read_notes(self, notes: LeaseNotes, now: float) -> None:
-        """A new term: what the last leader carried on the Lease (strict holds, the gang record,
+        """A new term: what the last leader carried on the Lease (strict holds and cooldowns, the gang record,
         the jobs reclaim evicted for)."""
         self._held_since = strict_holds.decode(
             notes.annotation(strict_holds.HOLDS_ANNOTATION), now=now
+        )
+        self._spent = strict_holds.decode_spent(
+            notes.annotation(strict_holds.SPENT_ANNOTATION), now=now
         )
         self._decided = gang_record.decode(notes.annotation(gang_record.GANGS_ANNOTATION))
         self._reclaimed_for = strict_holds.decode_times(

@@ -143,6 +143,8 @@ class Decision:
     """The record of gangs decided and still being released (`vgpu.extender.gangs.record`)."""
     evicted_for: str = ""
     """The job `evict` makes room for ("" when none): later passes try it first."""
+    spent: Mapping[str, float] = field(default_factory=dict)
+    """Strict queues cooling down after a spent hold (`release.Pass.spent`)."""
 
 
 def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
@@ -163,6 +165,7 @@ def decide(
     decided: Mapping[str, frozenset[str]] | None = None,
     namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
     first: frozenset[str] = frozenset(),
+    spent: Mapping[str, float] | None = None,
 ) -> Decision:
     """One pass (module doc): the plan, then reclaim's victims for the jobs it leaves waiting.
     `now` is wall time (strict holds, minimum runtimes); `spare`: pods reclaim must not pick
@@ -170,10 +173,18 @@ def decide(
     victims, kept by the caller from pass to pass; `decided`: the leader's record of the gangs
     it decided (`vgpu.core.queues.jobs`); `namespace_labels`: each namespace's labels, for the
     queues bound by selector (`vgpu.api.queues.namespaces`); `first`: the jobs earlier passes
-    evicted for, tried before any other (`release.plan`)."""
+    evicted for, tried before any other (`release.plan`); `spent`: the strict queues cooling
+    down after a spent hold, as the last pass left them (`release.Pass.spent`)."""
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
     planned = _plan(
-        parts, recs, config, now=now, held_since=held_since, decided=decided or {}, first=first
+        parts,
+        recs,
+        config,
+        now=now,
+        held_since=held_since,
+        decided=decided or {},
+        first=first,
+        spent=spent or {},
     )
     waiting = {**elsewhere, **planned.decision.waiting}
     decision = replace(planned.decision, waiting=waiting)
@@ -209,6 +220,7 @@ def _plan(
     held_since: Mapping[str, float],
     decided: Mapping[str, frozenset[str]],
     first: frozenset[str],
+    spent: Mapping[str, float],
 ) -> _Planned:
     """Which jobs to release in fair order (`release.plan`), each placed whole and held."""
     cache = parts.cache
@@ -218,7 +230,14 @@ def _plan(
     grouped = group(live, capacity, decided)
     fits = _Fits(parts, recs, grouped.members)
     outcome = plan(
-        config.queues, grouped.book, grouped.jobs, fits, now=now, held_since=held_since, first=first
+        config.queues,
+        grouped.book,
+        grouped.jobs,
+        fits,
+        now=now,
+        held_since=held_since,
+        first=first,
+        spent=spent,
     )
     keys = [*grouped.finishing]
     for job in outcome.released:
@@ -235,7 +254,9 @@ def _plan(
     standing = {q: _standing(outcome.deserved, held, pending, q) for q in names}
     release = tuple(recs[k] for k in keys if k in recs)
     after = record_after(live, decided, outcome.released, grouped.members)
-    decision = Decision(release, waiting, standing, (), dict(outcome.held_since), after)
+    decision = Decision(
+        release, waiting, standing, (), dict(outcome.held_since), after, spent=dict(outcome.spent)
+    )
     waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
     return _Planned(decision, fits, waiting_jobs, held, outcome.deserved)
 

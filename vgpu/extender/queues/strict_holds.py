@@ -6,7 +6,9 @@ failover started every running hold again and the other queues could be held bac
 than the operator allowed. The leader now carries the starts on its Lease
 (`LeaderElector.carry`, written with each renewal, every `retry_period`) and a new leader reads
 them from the record it took over: a hold ends on time across a failover, give or take one
-renewal (a hold started in the last `retry_period` before a leader died starts again).
+renewal (a hold started in the last `retry_period` before a leader died starts again). The
+cooldown after a spent hold (`vgpu.io/strict-spent`) is carried the same way, so a failover
+does not let a queue whose hold was spent hold again at once.
 
 The annotation is JSON, queue name to the hold's start in wall-clock seconds. vgpu's service
 account writes the Lease, but whoever else may update Leases in its namespace (a scheduler's
@@ -30,6 +32,11 @@ from vgpu.api.decode import MAX_HOLDS_CHARS, DecodeError, guard, load_json
 log = logging.getLogger(__name__)
 
 HOLDS_ANNOTATION = "vgpu.io/strict-holds"
+SPENT_ANNOTATION = "vgpu.io/strict-spent"
+"""The strict queues cooling down after a spent hold (queue to when the hold stopped holding
+the others back, `release.Pass.spent`): a new leader must not let such a queue hold again
+before its cooldown is over. The same format and decoder as the holds; a Lease written before
+this annotation existed has none, read as no queue cooling down (as before)."""
 RECLAIMED_ANNOTATION = "vgpu.io/reclaimed-for"
 """The jobs reclaim evicted for (job key to when), tried first by the next leader as by this
 one (`vgpu.extender.queues.release_loop`); the same format and decoder as the holds."""
@@ -52,6 +59,13 @@ def encode(held_since: Mapping[str, float]) -> str | None:
 def decode(text: str | None, *, now: float) -> dict[str, float]:
     """The holds an annotation carries; {} (logged) when it cannot be read (module doc)."""
     return decode_times(text, HOLDS_ANNOTATION, now=now, dropped="strict holds start again")
+
+
+def decode_spent(text: str | None, *, now: float) -> dict[str, float]:
+    """The cooldowns an annotation carries; {} (logged) when it cannot be read. A time in the
+    future is taken as now, so no value makes a cooldown outlast `strictSeconds` from when this
+    leader read it."""
+    return decode_times(text, SPENT_ANNOTATION, now=now, dropped="no strict queue cools down")
 
 
 def decode_times(text: str | None, key: str, *, now: float, dropped: str) -> dict[str, float]:

@@ -92,6 +92,8 @@ class QueuedReplay:
     memory_units: int = field(init=False)
     """The cluster's GPU memory in units."""
     holds: dict[str, float] = field(init=False, default_factory=dict)
+    spent: dict[str, float] = field(init=False, default_factory=dict)
+    """Strict queues cooling down after a spent hold (`release.Pass.spent`)."""
     due: dict[str, Vec] = field(init=False, default_factory=dict)
     unfit: set[object] = field(init=False, default_factory=set)
     """Pod shapes that fit nowhere at the end of the last pass."""
@@ -270,9 +272,10 @@ class QueuedReplay:
             lambda j, keep: self._place(offered[j.key], unfit, keep),
             now=now,
             held_since=self.holds,
+            spent=self.spent,
         )
         self.unfit, self.freed = unfit, set()
-        self.holds = dict(out.held_since)
+        self.holds, self.spent = dict(out.held_since), dict(out.spent)
         self.due = dict(out.deserved)
         for key in out.released:
             self._start(offered[key], now)
