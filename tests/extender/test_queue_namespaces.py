@@ -41,7 +41,7 @@ def test_a_pod_labelled_into_another_namespaces_queue_fills_nothing_of_it(
     _watched(daemon, "b/mine")
     releaser = _releaser(daemon)
     assert _pass(releaser) == ["mine"]
-    assert releaser.last.standing["b"].allocated == (100, 0)
+    assert releaser.last.standing["b"].allocated == (100, 320)  # a whole GPU: all its memory
 
 
 def test_another_schedulers_pod_is_not_counted(harness: Harness) -> None:

@@ -153,6 +153,21 @@ def test_held_pods_are_released_fairly_where_they_fit_and_their_place_is_held(
     assert wire.filter(harness.pod("b0", "b"), ["n1"])["NodeNames"] == ["n1"]
 
 
+def test_a_memory_cap_counts_the_memory_cores_only_pods_are_given(harness: Harness) -> None:
+    """Half a GPU of 80 GiB is given 40 GiB (160 units of 256 MiB) though the pod asks no
+    memory: a queue capped at 160 units gets one such pod, not four."""
+    harness.put(make_node("n1", gpus=2))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a", "cap": {"memory": 160}})
+    for i in range(4):
+        _held(harness, f"a{i}", "a", 50)
+    _watched(daemon, *[f"default/a{i}" for i in range(4)])
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == ["a0"]
+    assert releaser.last.standing["a"].allocated == (50, 160)
+    assert "queue a is at its cap of 160 memory units" in releaser.last.waiting["default/a1"]
+
+
 def test_a_replica_that_stopped_leading_exports_no_queue_standing(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=1))
     daemon = _daemon(harness)

@@ -123,7 +123,8 @@ def test_units_are_spelled_out_and_text_and_json_give_the_same_numbers() -> None
         for dim, unit in (("cores", "cores"), ("memory", "units")):
             figures = tuple(str(q[k][dim]) for k in ("deserved", "allocated", "pending"))
             assert (unit, *figures) in rows, (dim, figures, text)
-    assert f"{doc['held'][0]['asks']['cores']} cores, 0 memory units" in text
+    held = doc["held"][0]["asks"]  # a whole GPU: all its memory
+    assert f"{held['cores']} cores, {held['memory']} memory units" in text and held["memory"] == 320
 
 
 def test_a_saved_snapshot_keeps_the_queue_gate_and_the_leaders_record() -> None:

@@ -40,19 +40,21 @@ def _cluster(*pods: Any) -> Snapshot:
 def test_each_queue_shows_weight_deserved_allocated_pending_and_share() -> None:
     snapshot = _cluster(
         _queued("t/a1", "qa", 50, held=False, blocks=40, node="n1"),
-        _queued("t/a2", "qa", 100, held=False, node="n1"),  # a whole GPU: no memory ask
+        _queued("t/a2", "qa", 100, held=False, node="n1"),  # a whole GPU: all its 320 units
         *(_queued(f"t/b{i}", "qb", 50, held=True, blocks=10) for i in range(8)),
+        _queued("t/b8", "qb", 25, held=True),  # cores only: a quarter of the GPU's memory
         pod("t/plain", asks={"main": (100, 0)}),  # no queue: not counted
     )
     report = queue_report(snapshot, _config({"name": "qa"}, {"name": "qb", "weight": 3}))
     assert report.capacity == (400, 1280)
     qa, qb = report.queues
-    # water-filling of 400 cores, weights 1:3, qa asking 150 and qb 400: 100 and 300; memory
-    # (1,280 units) covers both asks
-    assert (qa.weight, qa.deserved, qa.allocated, qa.pending) == (1, (100, 40), (150, 40), (0, 0))
-    assert (qb.weight, qb.deserved, qb.allocated, qb.pending) == (3, (300, 80), (0, 0), (400, 80))
+    # water-filling of 400 cores, weights 1:3, qa asking 150 and qb 425: 100 and 300; memory
+    # (1,280 units) covers both asks: qa's 40 + 320, qb's 80 + 80 (a quarter of 320)
+    assert (qa.weight, qa.deserved, qa.allocated, qa.pending) == (1, (100, 360), (150, 360), (0, 0))
+    assert (qb.weight, qb.deserved, qb.allocated, qb.pending) == (3, (300, 160), (0, 0), (425, 160))
     assert float(qa.share) == 1.5 and float(qb.share) == 0.0
-    assert [h.pod for h in report.held] == [f"t/b{i}" for i in range(8)]
+    assert [h.pod for h in report.held] == [f"t/b{i}" for i in range(9)]
+    assert report.held[-1].ask == (25, 80)
     table = render_queues(report)
     assert "QUEUE" in table and "qb      3        0.00    cores          300        0" in table
 
@@ -97,7 +99,7 @@ def test_the_command_line_reports_queues_from_a_saved_cluster(
     if output == "json":
         doc = json.loads(out)
         assert doc["queues"][0]["weight"] == 2
-        assert doc["queues"][0]["pending"] == {"cores": 50, "memory": 0}
+        assert doc["queues"][0]["pending"] == {"cores": 50, "memory": 160}  # half of 320
         assert doc["held"][0]["pod"] == "t/p"
     else:
         assert "qa      2        0.00" in out and "t/p" in out

@@ -1,6 +1,7 @@
-"""The queued replay counts `vgpu.io/memory` as the extender does (`--queue-memory`): the queue
-whose fractional pods ask memory explicitly holds and deserves memory units, the others none, and
-the fair order over both dimensions still gives each queue its weight's part of the cores."""
+"""The queued replay counts memory as the extender does (`--queue-memory`): the queue whose
+fractional pods ask memory explicitly holds and deserves those units, the others the memory
+their pods are given in proportion to their cores, and the fair order over both dimensions still
+gives each queue its weight's part of the cores."""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ def test_only_the_memory_queues_fractional_pods_ask_memory_units() -> None:
         assert not (a.memory and is_large(a.pod))  # whole GPUs come with all their memory
 
 
-def test_the_replay_holds_and_deserves_memory_only_for_the_queue_asking_it() -> None:
-    """B's pods ask 50 cores and 8 GiB (32 units), A's 50 cores: the replay's book holds
-    B's units, the cluster's memory is its GPUs' in units, and A deserves none."""
+def test_the_replay_counts_the_memory_cores_only_pods_are_given() -> None:
+    """B's pods ask 50 cores and 8 GiB (32 units), A's 50 cores, which on a 16 GiB GPU are given
+    8 GiB too: the replay's book holds 32 units for each pod of either queue, as the extender's
+    does (`vgpu.core.queues.jobs.given_memory`)."""
     setup = QueueSetup(SPECS, measure_s=120.0, memory="B")
     arrivals = [Arrival.of(1.0, "A", make_pod(f"a{i}", 50), 3600.0) for i in range(6)]
     arrivals += [
@@ -45,9 +47,9 @@ def test_the_replay_holds_and_deserves_memory_only_for_the_queue_asking_it() -> 
     replay.run(sorted(arrivals, key=lambda a: (a.at, str(a.pod.key))))
     assert replay.capacity == (400, 4 * 16_384 // MEMORY_UNIT_MIB)
     assert replay.held == {"A": 200, "B": 200}
-    assert replay.held_memory == {"A": 0, "B": 4 * 32}
-    assert replay.due["A"][1] == 0 and replay.due["B"][1] == 6 * 32
-    assert replay.asked_memory == {"A": 0, "B": 2 * 32}
+    assert replay.held_memory == {"A": 4 * 32, "B": 4 * 32}
+    assert replay.due["A"][1] == replay.due["B"][1] == 4 * 32  # 256 units, 192 asked each
+    assert replay.asked_memory == {"A": 2 * 32, "B": 2 * 32}
 
 
 def test_a_malformed_queue_memory_flag_is_refused_in_one_line(

@@ -51,6 +51,23 @@ def memory_need_mmib(cores: int, memory_mib: int | None, gpu_memory_mib: int) ->
     return memory_mib * MMIB_PER_MIB
 
 
+def memory_units_given(
+    cores: int, memory_mib: int | None, gpu_memory_mib: int, unit_mib: int
+) -> int:
+    """The memory, in units of `unit_mib`, a container asking `cores` (and `memory_mib`, None:
+    in proportion) is given on a GPU of `gpu_memory_mib`: whole GPUs all their memory (whole
+    units, as a GPU's capacity is counted), a share what `memory_need_mmib` gives it, rounded
+    up so that no share counts less than it is given (a 1-core share of a 16 GiB GPU is 0.64
+    units: counted 1, never 0). What queues count against caps and shares
+    (`vgpu.core.queues.jobs.given_memory`)."""
+    if cores <= 0:
+        return 0
+    if is_whole(cores):
+        return gpu_count(cores) * (gpu_memory_mib // unit_mib)
+    unit = mib_to_mmib(unit_mib)
+    return -(-memory_need_mmib(cores, memory_mib, gpu_memory_mib) // unit)
+
+
 def _as_int(value: object, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():

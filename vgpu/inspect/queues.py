@@ -24,7 +24,7 @@ from typing import Any
 from vgpu.api.podspec import pod_spec
 from vgpu.api.queues.config import QueueConfig, read_config
 from vgpu.api.queues.in_force import IN_FORCE_ANNOTATION, InForce, decode_in_force
-from vgpu.api.queues.pods import Queued, capacity, queued_pod
+from vgpu.api.queues.pods import Queued, capacity, counted, largest_gpu_mib, queued_pod
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.queues.jobs import QueuedPod, group
@@ -95,7 +95,10 @@ def queue_report(
     cap = capacity(((g.healthy, g.memory_mib) for n in nodes for g in n.gpus), unit_mib)
     record, leader = _record(snapshot)
     config, problem, in_force = _config(config_text, record)
-    recs = _queued(snapshot, names, unit_mib)
+    largest = largest_gpu_mib((g.healthy, g.memory_mib) for n in nodes for g in n.gpus)
+    raw = _queued(snapshot, names, unit_mib)
+    given = counted([r.found for r in raw], largest, unit_mib)
+    recs = [_Rec(found, r.raw) for r, found in zip(raw, given, strict=True)]
     grouped = group([r.pod for r in recs if not (r.deleting and r.pod.gated)], cap)
     outcome = plan(config.queues, grouped.book, grouped.jobs, lambda _job, _keep: False, now=0.0)
     why: dict[str, str] = dict(grouped.waiting)

@@ -2,21 +2,22 @@
 
 One reading for both, so the report shows what the leader decides on: the pod's queue (its
 label), its ask in core units and `vgpu.io/memory` blocks, whether the queue gate still holds
-it, its gang and the gang's size. And one capacity: `CORES_PER_GPU` core units and the memory blocks of each
+it, its gang and the gang's size, with the memory it is given counted (`counted`: a share
+asking cores only is given its cores' part of the GPU's memory). And one capacity: `CORES_PER_GPU` core units and the memory blocks of each
 healthy GPU. Pure: the caller parses the pod (`podspec.pod_spec`) and resolves the gang's size.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from vgpu.api.nodefit import NO_TERMS, NodeTerms, pod_terms
 from vgpu.api.podspec import PodSpec
 from vgpu.api.queues.config import QUEUE_GATE, gates_of, queue_of
-from vgpu.core.queues.jobs import QueuedPod
+from vgpu.core.queues.jobs import QueuedPod, given_memory
 from vgpu.core.queues.proportion import Vec
 from vgpu.core.queues.whole_gpus import asks_whole
 from vgpu.core.units import CORES_PER_GPU
@@ -60,6 +61,7 @@ def queued_pod(obj: dict[str, Any], parsed: PodSpec, gang_size: int) -> Queued |
         gang_size=max(1, gang_size),
         uid=str(meta.get("uid") or ""),
         whole=asks_whole(parsed.request),
+        gpus=tuple((c.cores, c.memory_mib) for c in parsed.request.containers if c.cores > 0),
     )
     deleting = bool(meta.get("deletionTimestamp"))
     uid = str(meta.get("uid") or "")
@@ -74,6 +76,21 @@ def capacity(gpus: Iterable[tuple[bool, int]], unit_mib: int) -> Vec:
             cores += CORES_PER_GPU
             memory += memory_mib // unit_mib
     return (cores, memory)
+
+
+def largest_gpu_mib(gpus: Iterable[tuple[bool, int]]) -> int:
+    """The memory of the largest healthy GPU of `gpus` (healthy, memory MiB); 0 when none: what
+    a queued pod is counted as given before it is placed (`vgpu.core.queues.jobs.given_memory`)."""
+    return max((memory_mib for healthy, memory_mib in gpus if healthy), default=0)
+
+
+def counted(recs: Iterable[Queued], gpu_memory_mib: int, unit_mib: int) -> list[Queued]:
+    """The queued pods with the memory each is given counted in its ask (`given_memory`): the
+    one reading for the leader and `kubectl inspect vgpu --queues`."""
+    return [
+        replace(r, pod=given_memory(r.pod, gpu_memory_mib, unit_mib)) if r.pod.gpus else r
+        for r in recs
+    ]
 
 
 def epoch(stamp: object) -> float:

@@ -18,16 +18,25 @@ or a gang whole. `group` makes the jobs:
 
 Released pods (no gate left, bound or not yet) and finishing ones count in the book: what each
 queue and namespace holds. Pure: no I/O.
+
+**Memory a pod is given, not only what it asks.** A share asking cores only is given its cores'
+part of its GPU's memory and a whole GPU all of it (`units.memory_need_mmib`, placement's rule),
+so a queue counts that (`given_memory`), for caps, shares and reclaim alike: counting only what
+pods ask in `vgpu.io/memory` let a queue capped on memory pass its cap with pods asking cores
+only. Before placement the GPU is not known: the caller names the largest healthy GPU of the
+cluster, the most any GPU gives, so a cap is never passed; on a cluster of one GPU size that is
+exactly what the pod is given, on mixed sizes a pod on a smaller GPU counts more than it got.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vgpu.core.queues.proportion import ZERO, Vec, add, sub
 from vgpu.core.queues.release import Book, Job
+from vgpu.core.units import memory_units_given
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +55,9 @@ class QueuedPod:
     uid: str = ""
     whole: bool = False
     """Every GPU it asks is a whole one (`whole_gpus.asks_whole`)."""
+    gpus: tuple[tuple[int, int | None], ...] = ()
+    """(cores, memory MiB or None: in proportion) of each container asking GPUs, from which
+    `given_memory` counts the memory it is given (empty: `ask` as it is)."""
 
     @property
     def ident(self) -> str:
@@ -65,6 +77,15 @@ class Grouped:
     book: Book
     pending: Mapping[str, Vec] = field(default_factory=dict)
     """What each queue's gated pods ask (for metrics)."""
+
+
+def given_memory(pod: QueuedPod, gpu_memory_mib: int, unit_mib: int) -> QueuedPod:
+    """The pod with the memory units it is given on a GPU of `gpu_memory_mib` as its ask's
+    memory (module doc; `units.memory_units_given`), its cores unchanged."""
+    if not pod.gpus or gpu_memory_mib <= 0:
+        return pod
+    memory = sum(memory_units_given(c, m, gpu_memory_mib, unit_mib) for c, m in pod.gpus)
+    return replace(pod, ask=(pod.ask[0], memory))
 
 
 def group(

@@ -49,7 +49,7 @@ from vgpu.api.nodefit import NO_TERMS, NodeTerms
 from vgpu.api.podspec import key_of
 from vgpu.api.queues.config import QueueConfig, queue_of
 from vgpu.api.queues.namespaces import astray
-from vgpu.api.queues.pods import Queued, capacity, queued_pod
+from vgpu.api.queues.pods import Queued, capacity, counted, largest_gpu_mib, queued_pod
 from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.headroom import Headroom, fits_nowhere, headroom
@@ -176,8 +176,15 @@ def decide(
     evicted for, tried before any other (`release.plan`); `spent`: the strict queues cooling
     down after a spent hold, as the last pass left them (`release.Pass.spent`)."""
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
+    cache = parts.cache
+    with cache.atomic():  # the snapshot of capacity: O(nodes), the lock's only long hold
+        gpus = [(g.healthy, g.memory_mib) for ns in cache.node_states.values() for g in ns.gpus]
+    unit_mib = parts.config.memory_unit_mib
+    given = counted(recs.values(), largest_gpu_mib(gpus), unit_mib)
+    recs = {r.pod.key: r for r in given}
     planned = _plan(
         parts,
+        capacity(gpus, unit_mib),
         recs,
         config,
         now=now,
@@ -213,6 +220,7 @@ class _Planned:
 
 def _plan(
     parts: QueueParts,
+    capacity: Vec,
     recs: Mapping[str, Queued],
     config: QueueConfig,
     *,
@@ -223,9 +231,6 @@ def _plan(
     spent: Mapping[str, float],
 ) -> _Planned:
     """Which jobs to release in fair order (`release.plan`), each placed whole and held."""
-    cache = parts.cache
-    with cache.atomic():  # the snapshot of capacity: O(nodes), the lock's only long hold
-        capacity = capacity_of(cache.node_states.values(), parts.config.memory_unit_mib)
     live = [r.pod for r in recs.values() if not (r.deleting and r.pod.gated)]
     grouped = group(live, capacity, decided)
     fits = _Fits(parts, recs, grouped.members)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from bisect import insort
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import islice
 from random import Random
 
@@ -43,7 +43,7 @@ from vgpu.core.queues.release import Book, Job, plan
 from vgpu.core.queues.whole_gpus import NO_KEEP, Keep
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
-from vgpu.core.units import mib_to_mmib
+from vgpu.core.units import memory_units_given, mib_to_mmib
 from vgpu.sim.best_nodes import BestNodes
 from vgpu.sim.evictions import Evictions
 from vgpu.sim.fairness import Left, Sample, Tallies
@@ -86,11 +86,13 @@ class QueuedReplay:
     asked: dict[str, int] = field(init=False)
     """Cores the pending pods of each queue ask."""
     held_memory: dict[str, int] = field(init=False)
-    """Memory units (`vgpu.io/memory`, `MEMORY_UNIT_MIB` each) the running pods of each queue
-    ask; only pods asking memory explicitly count (`--queue-memory`), as in the extender."""
+    """Memory units (`MEMORY_UNIT_MIB` each) the running pods of each queue are given, as the
+    extender counts them (`_given`): a pod asking cores only counts its cores' part."""
     asked_memory: dict[str, int] = field(init=False)
     memory_units: int = field(init=False)
     """The cluster's GPU memory in units."""
+    largest_mib: int = field(init=False)
+    """The largest GPU's memory: what a pod is counted as given (`_given`)."""
     holds: dict[str, float] = field(init=False, default_factory=dict)
     spent: dict[str, float] = field(init=False, default_factory=dict)
     """Strict queues cooling down after a spent hold (`release.Pass.spent`)."""
@@ -112,15 +114,26 @@ class QueuedReplay:
         self.held = dict.fromkeys(names, 0)
         self.asked = dict.fromkeys(names, 0)
         self.memory_units = sum(g.memory_mib // MEMORY_UNIT_MIB for n in self.nodes for g in n.gpus)
+        self.largest_mib = max((g.memory_mib for n in self.nodes for g in n.gpus), default=0)
         self.held_memory = dict.fromkeys(names, 0)
         self.asked_memory = dict.fromkeys(names, 0)
         self.tallies = Tallies(names, sum(len(n.gpus) for n in self.nodes) * 100)
 
     @property
     def capacity(self) -> Vec:
-        """The cluster's cores and memory units (what pods asking `vgpu.io/memory` count
-        against; trace pods ask memory in proportion to their cores, and count none)."""
+        """The cluster's cores and memory units (what the memory pods are given counts
+        against, trace pods' in proportion to their cores included)."""
         return (self.tallies.capacity, self.memory_units)
+
+    def _given(self, arrival: Arrival) -> Arrival:
+        """The arrival counting the memory units its pod is given, as the extender counts them
+        (`vgpu.core.queues.jobs.given_memory`: on the largest GPU, a share asking cores only its
+        cores' part, a whole GPU all of it), not only what it asks explicitly."""
+        memory = sum(
+            memory_units_given(c.cores, c.memory_mib, self.largest_mib, MEMORY_UNIT_MIB)
+            for c in arrival.pod.gpu_containers
+        )
+        return replace(arrival, memory=memory)
 
     def _holds(self, queue: str) -> Vec:
         return (self.held[queue], self.held_memory[queue])
@@ -130,6 +143,7 @@ class QueuedReplay:
     ) -> Tallies:
         """Replay `arrivals` (in time order) until the setup's end; the figures. `progress` is
         told the simulated time at each sample (a full-cluster run takes minutes)."""
+        arrivals = [self._given(a) for a in arrivals]
         i, now, next_sample = 0, 0.0, 0.0
         while now < self.setup.end_s:
             now += self.setup.tick_s
