@@ -64,7 +64,6 @@ from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Job, plan
 from vgpu.core.queues.whole_gpus import Keep
 from vgpu.core.scheduler import Selection
-from vgpu.core.state import NodeState
 from vgpu.core.units import mib_to_mmib
 from vgpu.extender.queues.cache_view import QueueParts
 
@@ -145,11 +144,6 @@ class Decision:
     """The job `evict` makes room for ("" when none): later passes try it first."""
     spent: Mapping[str, float] = field(default_factory=dict)
     """Strict queues cooling down after a spent hold (`release.Pass.spent`)."""
-
-
-def capacity_of(nodes: Iterable[NodeState], unit_mib: int) -> Vec:
-    """The cluster's healthy vGPU capacity: 100 core units and its memory blocks per GPU."""
-    return capacity(((g.healthy, g.memory_mib) for ns in nodes for g in ns.gpus), unit_mib)
 
 
 def decide(
