@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from vgpu.api.nodefit import NO_TERMS, node_facts, pod_terms
+from vgpu.api.nodefit import NO_TERMS, allowed_by_pod, allowed_nodes, node_facts, pod_terms
+from vgpu.core.ids import NodeName, PodKey
 
 Obj = dict[str, Any]
 
@@ -118,3 +119,19 @@ def test_objects_of_another_shape_never_raise() -> None:
         pod_terms(spec)
     node_facts({"metadata": [], "spec": {"taints": [None, 3, {"effect": 5}]}})
     hash(pod_terms(_affinity({"matchExpressions": [_expr("a", "In", "b")]})))
+
+
+def test_allowed_nodes_keeps_the_nodes_admitted_and_those_not_yet_known() -> None:
+    facts = {
+        "n1": node_facts({"metadata": {"name": "n1", "labels": {"pool": "a100"}}}),
+        "n2": node_facts({"metadata": {"name": "n2", "labels": {"pool": "t4"}}}),
+    }
+    names = [NodeName("n1"), NodeName("n2"), NodeName("n3")]
+    a100 = pod_terms({"nodeSelector": {"pool": "a100"}})
+    assert allowed_nodes(a100, facts, names) == ["n1", "n3"]  # n3: not watched yet
+    assert allowed_nodes(NO_TERMS, facts, names) is None  # every node: no restriction at all
+    h100 = pod_terms({"nodeSelector": {"pool": "h100"}})
+    by_pod = allowed_by_pod(
+        {PodKey("ns/a"): a100, PodKey("ns/b"): NO_TERMS, PodKey("ns/c"): h100}, facts, names[:2]
+    )
+    assert by_pod == {"ns/a": ["n1"], "ns/c": []}  # ns/b may use every node: left out

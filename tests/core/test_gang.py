@@ -1,6 +1,6 @@
 from tests.builders import make_node, make_pod
 from vgpu.core.gang import GangFailure, GangPlan, plan, release, reserve
-from vgpu.core.ids import GangKey
+from vgpu.core.ids import GangKey, NodeName, PodKey
 from vgpu.core.ledger import Ledger
 from vgpu.core.model import Phase
 from vgpu.core.policy.specs import make_policy
@@ -62,3 +62,29 @@ def test_gang_members_fill_big_asks_first() -> None:
     result = plan(sched, GANG, members)
     assert isinstance(result, GangPlan)
     assert [a.pod for a in result.assignments] == ["default/small", "default/big"]
+
+
+def test_each_member_is_placed_only_on_the_nodes_allowed_gives_it() -> None:
+    """binpack puts both workers on n0 unless told otherwise; worker-1 may use n1 only."""
+    state, _ledger, sched = _cluster(2, 2)
+    workers = _tfjob(2)[1:]
+    alone = plan(sched, GANG, workers)
+    assert isinstance(alone, GangPlan)
+    assert {a.node for a in alone.assignments} == {"n0"}
+    result = plan(sched, GANG, workers, allowed={PodKey("default/worker-1"): [NodeName("n1")]})
+    assert isinstance(result, GangPlan)
+    assert {a.pod: a.node for a in result.assignments} == {
+        "default/worker-0": "n0",
+        "default/worker-1": "n1",
+    }
+    assert all(f == 100 for ns in state.nodes() for f in ns.free_cores)
+
+
+def test_a_member_no_node_is_allowed_for_fails_the_gang_and_says_so() -> None:
+    _state, ledger, sched = _cluster(2, 2)
+    workers = _tfjob(2)[1:]
+    result = plan(sched, GANG, workers, allowed={PodKey("default/worker-1"): []})
+    assert isinstance(result, GangFailure)
+    assert result.blocked == "default/worker-1"
+    assert "2 node(s) ruled out by its node constraints" in result.reason
+    assert ledger.holdings() == []

@@ -10,6 +10,9 @@ passing of time, through the extender's own filter and bind verbs (in process, o
 - a member whose filter waits for members gets no preemption either: the filter and preemption
   count a gang's members one way (`vgpu.core.gang.present`), members bound to a node nothing
   can hold them on (made with `spec.nodeName` of an unknown node) included.
+- every place held is on a node the pod's nodeSelector and tolerations allow (n1 is tainted and
+  only gang b tolerates it; gang c selects n3's pool): kube-scheduler asks about a pod only the
+  nodes its own filters pass, so a member planned elsewhere could never bind.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from tests.extender.builders import FakeClock, make_node, make_pod
+from vgpu.api.nodefit import node_facts, pod_terms
 from vgpu.core.model import Phase
 from vgpu.core.queues import whole_gpus
 from vgpu.extender.binder import Binder
@@ -42,6 +46,13 @@ GANGS: dict[str, tuple[int, int, int]] = {"a": (2, 3, 100), "b": (1, 2, 100), "c
 """Gang name: (min-member, members, cores each); 300 cores of 600 with every member placed."""
 MEMBERS = [f"{g}-{i}" for g, (_, count, _) in GANGS.items() for i in range(count)]
 RIVALS = ["r-0", "r-1", "r-2"]
+TAINT = {"key": "gpu", "value": "t4", "effect": "NoSchedule"}
+"""n1's taint: only gang b's members tolerate it."""
+SPEC: dict[str, Obj] = {
+    "b": {"tolerations": [{"key": "gpu", "operator": "Exists"}]},
+    "c": {"nodeSelector": {"pool": "x"}},
+}
+"""The gangs whose members' specs constrain their node (n3 alone is in pool x)."""
 PLANS: list[str] = []
 """The gangs the core was asked to plan, in order (filled while the test runs)."""
 
@@ -57,7 +68,17 @@ def _pod_obj(pod: str) -> Obj:
         return make_pod(pod, cores=100)
     size, _, cores = GANGS[gang]
     annotations = {"vgpu.io/gang-name": gang, "vgpu.io/gang-size": str(size)}
-    return make_pod(pod, cores=cores, annotations=annotations)
+    obj = make_pod(pod, cores=cores, annotations=annotations)
+    obj["spec"].update(copy.deepcopy(SPEC.get(gang, {})))
+    return obj
+
+
+def _node_obj(name: str) -> Obj:
+    obj = make_node(name, gpus=2)
+    obj["metadata"]["labels"] = {"pool": "x" if name == "n3" else "y"}
+    if name == "n1":
+        obj["spec"] = {"taints": [TAINT]}
+    return obj
 
 
 class RecordingApi:
@@ -101,7 +122,7 @@ class Gangs(RuleBasedStateMachine):
             key=KEY,
             may_bind=lambda: None,
         )
-        self.nodes = {name: make_node(name, gpus=2) for name in NODES}
+        self.nodes = {name: _node_obj(name) for name in NODES}
         for obj in self.nodes.values():
             self.cache.apply_node("ADDED", obj)
         self.pods: dict[str, Obj] = {}
@@ -158,12 +179,13 @@ class Gangs(RuleBasedStateMachine):
             return
         gang = _gang_of(pod)
         before = len(PLANS)
-        result = self.ext.filter(ExtenderArgs(copy.deepcopy(obj), list(NODES)))
+        result = self.ext.filter(ExtenderArgs(copy.deepcopy(obj), self._admitting(obj)))
         planned = len(PLANS) > before
         held = self.held_back.get(gang) if gang is not None else None
         if held is not None and held[0] == self.clock.now:
             assert not planned, f"gang {gang} was planned again inside its back-off"
-            assert not result.passed, result
+            if pod not in held[1]:  # a member that kept its place (min-member) still passes
+                assert not result.passed, result
         if len(result.passed) == 1:
             self.passed[pod] = result.passed[0]
         else:
@@ -179,6 +201,11 @@ class Gangs(RuleBasedStateMachine):
         elif gang is not None and planned:
             self.held_back.pop(gang, None)
         self._planned(before)
+
+    def _admitting(self, obj: Obj) -> list[str]:
+        """The nodes kube-scheduler's own filters pass the pod on: all it asks the extender."""
+        terms = pod_terms(obj["spec"])
+        return [n for n in NODES if terms.admits(node_facts(self.nodes[n]))]
 
     def _planned(self, before: int) -> None:
         """Note when each gang planned since `before` was planned: its deadline counts from it."""
@@ -280,6 +307,18 @@ class Gangs(RuleBasedStateMachine):
         for gang, (when, reserved) in self.held_back.items():
             if when == self.clock.now:
                 assert self._reserved(gang) <= reserved, (gang, reserved)
+
+    @invariant()
+    def every_place_is_on_a_node_the_pods_constraints_allow(self) -> None:
+        with self.cache.atomic():
+            held = [
+                (h.assignment.pod.split("/")[1], h.assignment.node)
+                for h in self.cache.ledger.holdings()
+            ]
+        wrong = [
+            (p, n) for p, n in held if p in self.pods and n not in self._admitting(self.pods[p])
+        ]
+        assert not wrong, wrong
 
     @invariant()
     def only_pods_that_exist_hold_places(self) -> None:

@@ -1,11 +1,15 @@
-"""Whether a pod may run on a node as kube-scheduler's own filters judge it, for the queue pass.
+"""Whether a pod may run on a node as kube-scheduler's own filters judge it, for placements
+made without kube-scheduler: the queue pass's and a gang's.
 
-The extender's filter verb is asked only about the nodes kube-scheduler's filters passed, so it
-never needs these. The queue pass places held pods and chooses reclaim's victims without
-kube-scheduler, so it applies the filters a pod's spec controls itself: a pod it released to a
-place on a node the pod cannot run on never binds there, and reclaim evicted other teams' pods on
-such nodes, for a pod that then could not use what they freed (a tenant of a reclaiming queue
-could evict other teams' pods at will with a pod naming a node pool that does not exist).
+The extender's filter verb is asked only about the nodes kube-scheduler's filters passed, so its
+answer for the pod asked about never needs these. But the queue pass places held pods and
+chooses reclaim's victims without kube-scheduler, and the gang coordinator plans every member of
+a gang when the first one is asked about (or the pass releases the gang): they apply the filters
+a pod's spec controls themselves (`allowed_nodes`). A pod given a place on a node it cannot run on
+is never offered that node by kube-scheduler, and waits, its GPUs held, until the gang timeout;
+reclaim evicted other teams' pods on such nodes, for a pod that then could not use what they freed
+(a tenant of a reclaiming queue could evict other teams' pods at will with a pod naming a node
+pool that does not exist).
 
 The rules are kube-scheduler's (k8s.io/component-helpers `scheduling/corev1/nodeaffinity` and
 `scheduling/corev1` `TolerationsTolerateTaint`; plugins NodeAffinity, TaintToleration,
@@ -26,9 +30,11 @@ frozen values out; nothing raises whatever the objects hold.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from vgpu.core.ids import NodeName, PodKey
 
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 """The taint a cordoned node counts as (k8s.io/api/core/v1 `TaintNodeUnschedulable`)."""
@@ -110,6 +116,35 @@ class NodeTerms:
 
 NO_TERMS = NodeTerms()
 """A pod that names no node constraint and tolerates nothing."""
+
+
+def allowed_nodes(
+    terms: NodeTerms, facts: Mapping[str, NodeFacts], names: Iterable[NodeName]
+) -> list[NodeName] | None:
+    """The nodes of `names` a pod with `terms` may use; a node whose facts are not known (not
+    watched yet) counts as allowed. None when that is every one of them, so that a placement
+    among them is exactly the placement without constraints."""
+    listed = list(names)
+    allowed = [n for n in listed if n not in facts or terms.admits(facts[n])]
+    return None if len(allowed) == len(listed) else allowed
+
+
+def allowed_by_pod(
+    terms_of: Mapping[PodKey, NodeTerms], facts: Mapping[str, NodeFacts], names: Iterable[NodeName]
+) -> dict[PodKey, list[NodeName]]:
+    """Each pod's `allowed_nodes` among `names`, for the pods some node is ruled out for (a pod
+    left out may use every node): the gang planner's `allowed` (`vgpu.core.gang.plan`). Each
+    distinct value of the terms is matched against the nodes once."""
+    listed = list(names)
+    seen: dict[NodeTerms, list[NodeName] | None] = {}
+    out: dict[PodKey, list[NodeName]] = {}
+    for key, terms in terms_of.items():
+        if terms not in seen:
+            seen[terms] = allowed_nodes(terms, facts, listed)
+        allowed = seen[terms]
+        if allowed is not None:
+            out[key] = allowed
+    return out
 
 
 def node_facts(obj: Mapping[str, Any]) -> NodeFacts:

@@ -27,6 +27,7 @@ from typing import Any
 from vgpu.api.decode import MALFORMED, guard
 from vgpu.api.dra import uses_claims
 from vgpu.api.gang import gang_ref
+from vgpu.api.nodefit import NO_TERMS, NodeTerms, pod_terms
 from vgpu.api.podasks import ContainerAsk, pod_asks, role_of
 from vgpu.api.podread import cores_limit, is_terminal, namespace_of
 from vgpu.api.quantity import mib_ceil, milli_ceil
@@ -101,6 +102,10 @@ class PodSpec:
     queue: str | None = None
     """Its `vgpu.io/queue` label (None: in no queue): priority preemption stays inside one
     queue (`vgpu.core.queues.preemption`)."""
+    terms: NodeTerms = NO_TERMS
+    """Its constraints on its node: nodeSelector, required node affinity, tolerations
+    (`vgpu.api.nodefit`), for the places planned without kube-scheduler's filters (a gang's
+    other members, the queue pass's)."""
 
     def pending(
         self, assignment: Assignment, admitted: Iterable[str] = ()
@@ -271,6 +276,7 @@ def _pod_spec(pod: Obj, memory_unit_mib: int, names: ResourceNames) -> PodSpec:
         priority=priority_of(spec),
         preempts=spec.get("preemptionPolicy") != "Never",
         queue=queue_of(meta),
+        terms=pod_terms(spec),
     )
 
 

@@ -4,14 +4,17 @@ The whole gang is planned on a fork of the cluster state: members are placed one
 scheduler's policy (largest GPU asks first, CPU-only members last, so big members are not
 squeezed out by small ones), each seeing the capacity the earlier ones took. Either every member
 fits and the plan is returned, or the fork is reverted and the failure says which member found no
-room and why. Planning never changes the state; `reserve` then holds the plan's capacity with a
+room and why. Each member is placed only on the nodes `allowed` lets it use (the nodes
+kube-scheduler's own filters would pass it on, by its node selector, required affinity and
+tolerations: `vgpu.api.nodefit`), since kube-scheduler never offers a member any other node.
+Planning never changes the state; `reserve` then holds the plan's capacity with a
 deadline, and `release` gives a gang's reservations back (both idempotent).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from vgpu.core.ids import GangKey, NodeName, PodKey
@@ -22,6 +25,9 @@ from vgpu.core.scheduler import Scheduler, Selection
 Choose = Callable[[PodRequest, list[NodeName] | None], Selection | None]
 """Where one member goes on the fork, among `names` (None: every node): the policy's choice
 (`Scheduler.select`) unless the caller places members otherwise (`queues.whole_gpus`)."""
+Allowed = Mapping[PodKey, Sequence[NodeName]]
+"""The nodes each member may use (those kube-scheduler's node filters pass it on); a member not
+in it may use every node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,9 +70,16 @@ def member_order(members: Sequence[PodRequest]) -> list[PodRequest]:
     return sorted(members, key=rank)
 
 
+_RULED_OUT = "ruled out by its node constraints (nodeSelector, node affinity, taints)"
+"""Why a member was not placed on the nodes `allowed` leaves out."""
+
+
 def _why_nowhere(scheduler: Scheduler, pod: PodRequest, names: list[NodeName] | None) -> str:
-    verdicts = scheduler.filter(pod, names if names is not None else scheduler.state.node_names())
+    every = scheduler.state.node_names()
+    verdicts = scheduler.filter(pod, names if names is not None else every)
     codes = Counter(v.code.value for v in verdicts.values() if not v.ok)
+    if names is not None and len(names) < len(every):
+        codes[_RULED_OUT] = len(every) - len(names)
     if not codes:
         return "no nodes"
     return ", ".join(f"{n} node(s) {code}" for code, n in codes.most_common())
@@ -92,27 +105,25 @@ def plan(
     scheduler: Scheduler,
     gang: GangKey,
     members: Sequence[PodRequest],
-    names: Iterable[NodeName] | None = None,
     choose: Choose | None = None,
+    allowed: Allowed | None = None,
 ) -> GangPlan | GangFailure:
     """Plan all members at once on a fork, each where `choose` puts it (by default the
-    policy's choice); the state is unchanged afterwards."""
+    policy's choice) among the nodes `allowed` gives it (None: every member may use every
+    node); the state is unchanged afterwards."""
     state = scheduler.state
     place = choose or scheduler.select
-    node_names = list(names) if names is not None else None
+    among = allowed or {}
     ordered = member_order(members)
     placed: list[Assignment] = []
     state.fork()
     try:
         for pod in ordered:
-            selection = place(pod, node_names)
+            names = list(among[pod.key]) if pod.key in among else None
+            selection = place(pod, names)
             if selection is None:
                 return GangFailure(
-                    gang,
-                    len(placed),
-                    len(ordered),
-                    pod.key,
-                    _why_nowhere(scheduler, pod, node_names),
+                    gang, len(placed), len(ordered), pod.key, _why_nowhere(scheduler, pod, names)
                 )
             state.charge(selection.assignment)
             placed.append(selection.assignment)

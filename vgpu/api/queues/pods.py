@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from vgpu.api.nodefit import NO_TERMS, NodeTerms, pod_terms
+from vgpu.api.nodefit import NO_TERMS, NodeTerms
 from vgpu.api.podspec import PodSpec
 from vgpu.api.queues.config import QUEUE_GATE, gates_of, queue_of
 from vgpu.core.queues.jobs import QueuedPod, given_memory
@@ -65,7 +65,7 @@ def queued_pod(obj: dict[str, Any], parsed: PodSpec, gang_size: int) -> Queued |
     )
     deleting = bool(meta.get("deletionTimestamp"))
     uid = str(meta.get("uid") or "")
-    return Queued(pod, uid, gates, parsed.node, started, deleting, pod_terms(spec))
+    return Queued(pod, uid, gates, parsed.node, started, deleting, parsed.terms)
 
 
 def capacity(gpus: Iterable[tuple[bool, int]], unit_mib: int) -> Vec:

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from vgpu.core import gang as gang_planning
-from vgpu.core.gang import GangFailure, GangPlan
+from vgpu.core.gang import Allowed, GangFailure, GangPlan
 from vgpu.core.ids import GangKey, GpuUUID, NodeName
 from vgpu.core.model import PodRequest
 from vgpu.core.scheduler import Scheduler, Selection
@@ -110,20 +110,19 @@ def plan_gang(
     gang: GangKey,
     members: Sequence[PodRequest],
     keep: Keep,
-    names: Iterable[NodeName] | None = None,
+    allowed: Allowed | None = None,
 ) -> GangPlan | GangFailure:
-    """A gang's plan in a release pass (`gang.plan`): while `keep` names a queue, each member is
-    placed as `select` places a single pod, each seeing the GPUs the earlier ones took (module
-    doc); if that leaves a member nowhere, the planner's own plan, so the keep never makes a
-    gang that fits not fit. With `keep` empty, or no member asking part of a GPU, the planner's
-    own plan, exactly."""
-    listed = None if names is None else list(names)
+    """A gang's plan in a release pass (`gang.plan`, each member among the nodes `allowed`
+    gives it): while `keep` names a queue, each member is placed as `select` places a single
+    pod, each seeing the GPUs the earlier ones took (module doc); if that leaves a member
+    nowhere, the planner's own plan, so the keep never makes a gang that fits not fit. With
+    `keep` empty, or no member asking part of a GPU, the planner's own plan, exactly."""
     if keep and any(m.wants_gpu and not asks_whole(m) for m in members):
 
         def choose(pod: PodRequest, among: list[NodeName] | None) -> Selection | None:
             return select(scheduler, pod, keep, names=among)
 
-        kept = gang_planning.plan(scheduler, gang, members, listed, choose)
+        kept = gang_planning.plan(scheduler, gang, members, choose, allowed)
         if isinstance(kept, GangPlan):
             return kept
-    return gang_planning.plan(scheduler, gang, members, listed)
+    return gang_planning.plan(scheduler, gang, members, allowed=allowed)

@@ -63,8 +63,8 @@ class CacheParts:
         self.ledger = Ledger(self.state)
         self.table = NodeTable(self.state, self.feed)
         self.node_facts: dict[str, NodeFacts] = {}
-        """Each watched node's labels and hard taints (`vgpu.api.nodefit`), for the queue
-        pass, which places without kube-scheduler's filters."""
+        """Each watched node's labels and hard taints (`vgpu.api.nodefit`), for the places
+        made without kube-scheduler's filters: the queue pass's and a gang's members'."""
         self.book = PodBook(
             self.state, self.ledger, self.feed, self._key, schedulers=self.schedulers
         )

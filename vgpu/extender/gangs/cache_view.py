@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from typing import Protocol
 
+from vgpu.api.nodefit import NodeFacts
 from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.ids import GangKey, PodKey
@@ -36,6 +37,11 @@ class GangCache(Protocol):
     @property
     def members(self) -> Mapping[GangKey, AbstractSet[PodKey]]:
         """Watched gang members by gang."""
+        ...
+
+    @property
+    def node_facts(self) -> Mapping[str, NodeFacts]:
+        """Each watched node's labels and hard taints (`vgpu.api.nodefit`), by name."""
         ...
 
     @property

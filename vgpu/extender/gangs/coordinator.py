@@ -1,7 +1,9 @@
 """Gang coordination: all members of a pod group get a place, or none does.
 
 When the first member of a gang reaches filter and at least min-member members exist (from the
-pod watch), every member without a place is planned at once on a fork (`vgpu.core.gang.plan`).
+pod watch), every member without a place is planned at once on a fork (`vgpu.core.gang.plan`),
+each only on the nodes its own nodeSelector, required node affinity and tolerations allow
+(`vgpu.api.nodefit`): kube-scheduler asks about each member only the nodes its filters pass.
 If the cluster cannot hold them all, nothing is reserved and every member says why. If it can,
 every member's place is *reserved* in the ledger with one deadline. The first gang to plan wins
 its capacity whole; a competing gang is planned against what is left, fails whole and is retried
@@ -165,7 +167,10 @@ class GangCoordinator:
         self, scheduler: Scheduler, ref: GangRef, members: list[PodRequest], keep: Keep = NO_KEEP
     ) -> gang_planning.GangPlan | GangWait:
         """Plan the gang (`vgpu.extender.gangs.plans`), or say why its members must wait."""
-        result = plan_gang(self._planner, scheduler, ref, members, self._cache.pods, keep)
+        cache = self._cache
+        result = plan_gang(
+            self._planner, scheduler, ref, members, cache.pods, cache.node_facts, keep
+        )
         return GangWait(result) if isinstance(result, str) else result
 
     @_locked

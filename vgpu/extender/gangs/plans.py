@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from vgpu.api.nodefit import NodeFacts, allowed_by_pod
 from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Verdict
@@ -23,18 +24,22 @@ from vgpu.core.scheduler import Scheduler
 from vgpu.extender.gangs.cache_view import GangCache
 
 Planner = Callable[
-    [Scheduler, GangKey, list[PodRequest], Keep],
+    [Scheduler, GangKey, list[PodRequest], Keep, gang_planning.Allowed],
     "gang_planning.GangPlan | gang_planning.GangFailure",
 ]
 
 
 def core_planner(
-    scheduler: Scheduler, gang: GangKey, members: list[PodRequest], keep: Keep
+    scheduler: Scheduler,
+    gang: GangKey,
+    members: list[PodRequest],
+    keep: Keep,
+    allowed: gang_planning.Allowed,
 ) -> gang_planning.GangPlan | gang_planning.GangFailure:
-    """The core's all-or-nothing planner (swappable for tests or a better planner), keeping
-    idle GPUs for the queues `keep` names (a queue pass's; `NO_KEEP` elsewhere: the planner's
-    own plan, `vgpu.core.queues.whole_gpus.plan_gang`)."""
-    return whole_gpus.plan_gang(scheduler, gang, members, keep)
+    """The core's all-or-nothing planner (swappable for tests or a better planner), each member
+    on the nodes `allowed` gives it, keeping idle GPUs for the queues `keep` names (a queue
+    pass's; `NO_KEEP` elsewhere: the planner's own plan), `whole_gpus.plan_gang`."""
+    return whole_gpus.plan_gang(scheduler, gang, members, keep, allowed)
 
 
 def plan_gang(
@@ -43,12 +48,15 @@ def plan_gang(
     ref: GangRef,
     members: list[PodRequest],
     pods: Mapping[PodKey, PodSpec],
+    facts: Mapping[str, NodeFacts],
     keep: Keep = NO_KEEP,
 ) -> gang_planning.GangPlan | str:
     """Plan the gang's `members` (each marked with `ref`), or say why they cannot all have a
-    place; members with vGPU init containers are planned as the one container the kubelet's
-    reuse makes them (`vgpu.core.kubelet_reuse`) and then expanded. `keep`: the queues a
-    release pass keeps idle GPUs for (`vgpu.core.queues.whole_gpus`)."""
+    place; each member only on the nodes its own nodeSelector, required node affinity and
+    tolerations allow against the nodes' `facts` (`vgpu.api.nodefit`: kube-scheduler never
+    offers it another); members with vGPU init containers are planned as the one container the
+    kubelet's reuse makes them (`vgpu.core.kubelet_reuse`) and then expanded. `keep`: the
+    queues a release pass keeps idle GPUs for (`vgpu.core.queues.whole_gpus`)."""
     gang = ref.key
     members = [replace(m, gang=ref) for m in members]
     roles = {m.key: _roles(pods, m.key) for m in members}
@@ -60,7 +68,9 @@ def plan_gang(
         if isinstance(one, Verdict):
             return f"gang {gang}: member {m.key}: {one}"
         asked.append(one)
-    result = planner(scheduler, gang, asked, keep)
+    terms = {m.key: spec.terms for m in members if (spec := pods.get(m.key)) is not None}
+    allowed = allowed_by_pod(terms, facts, scheduler.state.node_names())
+    result = planner(scheduler, gang, asked, keep, allowed)
     if isinstance(result, gang_planning.GangFailure):
         return str(result)
     by_key = {m.key: m for m in members}

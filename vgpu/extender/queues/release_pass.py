@@ -45,7 +45,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any
 
-from vgpu.api.nodefit import NO_TERMS, NodeTerms
+from vgpu.api.nodefit import NO_TERMS, NodeTerms, allowed_nodes
 from vgpu.api.podspec import key_of
 from vgpu.api.queues.config import QueueConfig, queue_of
 from vgpu.api.queues.namespaces import astray
@@ -54,7 +54,7 @@ from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.headroom import Headroom, fits_nowhere, headroom
 from vgpu.core.ids import GangKey, NodeName, PodKey
-from vgpu.core.model import Assignment, GangRef, PodRequest
+from vgpu.core.model import Assignment, GangRef
 from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.jobs import group, record_after
 from vgpu.core.queues.proportion import ZERO, Vec, add, share, sub
@@ -63,7 +63,6 @@ from vgpu.core.queues.reclaim_asks import ReclaimAsks
 from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Job, plan
 from vgpu.core.queues.whole_gpus import Keep
-from vgpu.core.scheduler import Selection
 from vgpu.core.units import mib_to_mmib
 from vgpu.extender.queues.cache_view import QueueParts
 
@@ -313,10 +312,8 @@ class _Fits:
         terms = rec.terms if rec is not None else NO_TERMS
         if terms not in self._eligible:
             cache = self._parts.cache
-            facts = cache.node_facts
             names = [NodeName(n) for n in cache.node_states]
-            allowed = [n for n in names if n not in facts or terms.admits(facts[n])]
-            self._eligible[terms] = None if len(allowed) == len(names) else allowed
+            self._eligible[terms] = allowed_nodes(terms, cache.node_facts, names)
         return self._eligible[terms]
 
     def job_nodes(self, job: Job) -> frozenset[str] | None:
@@ -387,16 +384,13 @@ class _Fits:
         if len(requests) < len(specs):
             return False
         scheduler = self._parts.scheduler()
-        allowed = {str(r.key): self.nodes_for(str(r.key)) for r in requests}
-        if any(scheduler.select(r, allowed[str(r.key)]) is None for r in requests):
+        nodes = {r.key: self.nodes_for(str(r.key)) for r in requests}
+        if any(scheduler.select(r, nodes[r.key]) is None for r in requests):
             return False  # a member that fits nowhere alone: no need for the planner's why
         ref = GangRef(GangKey(job.key), len(requests))
         requests = [replace(r, gang=ref) for r in requests]
-
-        def choose(pod: PodRequest, names: list[NodeName] | None) -> Selection | None:
-            return scheduler.select(pod, allowed.get(str(pod.key), names))
-
-        result = gang_planning.plan(scheduler, GangKey(job.key), requests, choose=choose)
+        allowed = {k: n for k, n in nodes.items() if n is not None}
+        result = gang_planning.plan(scheduler, GangKey(job.key), requests, allowed=allowed)
         return isinstance(result, gang_planning.GangPlan)
 
 
