@@ -192,3 +192,17 @@ def test_a_member_bound_where_no_place_can_be_counted_leaves_its_gang_waiting_an
     member = harness.shown(make_pod("g-1", cores=80, annotations=gang))
     assert "1 of 2 exist" in wire.filter(member, ["n1", "n2"])["FailedNodes"]["n1"]
     assert _preempt(wire, member, {"n1": [uid["a"]]}) == {}
+
+
+def test_a_gang_with_a_member_no_node_admits_evicts_nobody(harness: Harness) -> None:
+    """A member whose nodeSelector matches no node is never scheduled, so its gang is never
+    complete: evicting for its other members would only leave another team's pods out for a
+    gang whose filters wait for good."""
+    wire, uid = preemption_cluster(harness)
+    gang = {"vgpu.io/gang-name": "g", "vgpu.io/gang-size": "2"}
+    fine = harness.shown(make_pod("g-0", cores=80, annotations=gang))
+    lost = make_pod("g-1", cores=80, annotations=gang)
+    lost["spec"]["nodeSelector"] = {"pool": "nowhere"}
+    harness.shown(lost)
+    assert _preempt(wire, fine, {"n1": [uid["a"]], "n2": []}) == {}
+    assert "no node admits it" in wire.filter(fine, ["n1", "n2"])["FailedNodes"]["n2"]

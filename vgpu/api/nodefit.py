@@ -129,6 +129,12 @@ def allowed_nodes(
     return None if len(allowed) == len(listed) else allowed
 
 
+def admits_none(terms: NodeTerms, facts: Mapping[str, NodeFacts]) -> bool:
+    """Whether a pod with `terms` may run on none of the nodes of `facts` (False when none is
+    known): kube-scheduler never schedules it, so a gang it belongs to is never complete."""
+    return bool(facts) and not any(terms.admits(f) for f in facts.values())
+
+
 def allowed_by_pod(
     terms_of: Mapping[PodKey, NodeTerms], facts: Mapping[str, NodeFacts], names: Iterable[NodeName]
 ) -> dict[PodKey, list[NodeName]]:

@@ -47,6 +47,7 @@ from vgpu.extender.gangs.plans import (
     core_planner,
     invalid_member,
     plan_gang,
+    stranded_member,
     unplaced_members,
 )
 
@@ -178,7 +179,8 @@ class GangCoordinator:
         """Why the gang cannot be placed yet, if fewer than `size` members exist (`pod`, one of
         them, counted, as `vgpu.core.gang.present` counts them): whatever is evicted, its
         members' filters only wait for the others. The one count `place_of` and preemption
-        both read."""
+        both read. Or why it never will be: a member not yet bound that no node admits
+        (`plans.stranded_member`)."""
         ledger, pods = self._cache.ledger, self._cache.pods
 
         def bound(key: PodKey) -> bool:
@@ -189,6 +191,8 @@ class GangCoordinator:
         exist = gang_planning.present(pod, members, lambda k: ledger.holding(k) is not None, bound)
         if exist < size:
             return GangWait(f"gang {gang}: waiting for members, {exist} of {size} exist")
+        if problem := stranded_member(self._cache, gang):
+            return GangWait(f"gang {gang}: {problem}")
         return None
 
     @_locked

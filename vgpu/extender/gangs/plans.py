@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from vgpu.api.nodefit import NodeFacts, allowed_by_pod
+from vgpu.api.nodefit import NodeFacts, NodeTerms, admits_none, allowed_by_pod
 from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Verdict
@@ -99,6 +99,27 @@ def unplaced_members(cache: GangCache, gang: GangKey) -> list[PodRequest]:
         if spec is not None and not spec.node and cache.ledger.holding(key) is None:
             out.append(spec.request)
     return out
+
+
+def stranded_member(cache: GangCache, gang: GangKey) -> str | None:
+    """Why the gang can never be complete, if a member not yet bound may run on no node (its
+    nodeSelector, required node affinity and tolerations rule out every node watched):
+    kube-scheduler never schedules it, so its filter fails and preemption evicts nobody for
+    the others. Each distinct value of the terms is matched against the nodes once."""
+    facts = cache.node_facts
+    seen: dict[NodeTerms, bool] = {}
+    for key in sorted(cache.members.get(gang, set())):
+        spec = cache.pods.get(key)
+        if spec is None or spec.node:
+            continue
+        if spec.terms not in seen:
+            seen[spec.terms] = admits_none(spec.terms, facts)
+        if seen[spec.terms]:
+            return (
+                f"member {key}: no node admits it (its nodeSelector, node affinity or "
+                "tolerations rule out every node)"
+            )
+    return None
 
 
 def invalid_member(cache: GangCache, gang: GangKey) -> str | None:
