@@ -253,6 +253,18 @@ def test_a_captured_allocation_of_an_invalidated_capture_is_given_back(
     assert got["other"] == [0]  # nothing of it was ever launched: the driver holds none
 
 
+def test_an_invalidated_capture_ended_by_the_per_thread_stream_variant_is_given_back(
+    cluster: Cluster, memload: Path
+) -> None:
+    """Programs built for the per-thread default stream end their captures with
+    cuStreamEndCapture_ptsz: its invalidated graph's memory nodes are retired the same way."""
+    container = cluster.admit([(0, 30, 1024)])
+    args = ["capture", "0", "0", str(768 * MIB), "1", "invalid-ptsz", str(768 * MIB)]
+    got = run(cluster, container, memload, *args)
+    assert got["end"] == [901]  # CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    assert got["other"] == [0]
+
+
 def test_a_vmm_allocation_shared_with_another_process_is_counted_once_by_its_exporter(
     cluster: Cluster, memload: Path
 ) -> None:

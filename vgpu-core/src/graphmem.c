@@ -287,13 +287,14 @@ static void retire_tree(CUgraph graph)
 }
 
 /* cuStreamEndCapture hands the captured graph over, or (an invalidated capture) destroys it and
- * returns none: then its nodes are retired as at cuGraphDestroy. */
-VGPU_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
+ * returns none: then its nodes are retired as at cuGraphDestroy. `query` is the stream whose
+ * capture is asked about: the per-thread variant's NULL stream is the calling thread's
+ * (CU_STREAM_PER_THREAD, "an implicit stream with per-thread synchronization behavior"). */
+static CUresult end_capture(end_fn real, CUstream stream, CUstream query, CUgraph *graph)
 {
-    end_fn real = REAL_CU(end_fn, cuStreamEndCapture);
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    unsigned long long capture = vgpu_capture_id(stream);
+    unsigned long long capture = vgpu_capture_id(query);
     CUresult rc = real(stream, graph);
     pthread_mutex_lock(&mu);
     for (size_t i = ngraphs; capture && i-- > 0;) {
@@ -308,6 +309,20 @@ VGPU_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
     }
     pthread_mutex_unlock(&mu);
     return rc;
+}
+
+VGPU_EXPORT CUresult cuStreamEndCapture(CUstream stream, CUgraph *graph)
+{
+    return end_capture(REAL_CU(end_fn, cuStreamEndCapture), stream, stream, graph);
+}
+
+/* What programs built for the per-thread default stream (nvcc --default-stream per-thread,
+ * CUDA_API_PER_THREAD_DEFAULT_STREAM) call, and cuGetProcAddress hands out for
+ * CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM. */
+VGPU_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph *graph)
+{
+    CUstream query = stream ? stream : (CUstream)0x2; /* CU_STREAM_PER_THREAD */
+    return end_capture(REAL_CU(end_fn, cuStreamEndCapture_ptsz), stream, query, graph);
 }
 
 VGPU_EXPORT CUresult cuGraphDestroy(CUgraph graph)

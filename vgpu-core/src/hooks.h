@@ -22,7 +22,7 @@
     X(cuArrayCreate) X(cuArray3DCreate) X(cuMemGetInfo) X(cuDeviceTotalMem) X(cuMemPoolCreate)    \
     X(cuDeviceGetDefaultMemPool) X(cuDeviceGetMemPool) X(cuMemPoolTrimTo) X(cuMemPoolDestroy)     \
     X(cuGraphAddMemAllocNode) X(cuGraphDestroy) X(cuDeviceGraphMemTrim) X(cuGraphAddNode)         \
-    X(cuGraphAddNode_v2) X(cuCtxDestroy_v2) X(cuStreamEndCapture)                                 \
+    X(cuGraphAddNode_v2) X(cuCtxDestroy_v2) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)      \
     X(cuDevicePrimaryCtxReset) X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxRelease)         \
     X(cuDevicePrimaryCtxRelease_v2) X(cuLaunch) X(cuLaunchGrid) X(cuLaunchGridAsync)              \
     X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD2D8_v2) X(cuMemsetD2D16_v2)   \

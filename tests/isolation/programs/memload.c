@@ -274,7 +274,7 @@ static int async_dev(int stream_dev, int ctx_dev, size_t bytes, int count)
 /* A global-mode capture on a stream of STREAMDEV (CTXDEV current) of COUNT cuMemAllocAsync of
  * BYTES (each becomes a graph memory node); then, as HOW says: "launch" ends the capture,
  * launches the graph and synchronizes; "invalid" synchronizes the capturing stream (which
- * invalidates the capture) and ends it; then cuMemAlloc_v2 OTHER on STREAMDEV. */
+ * invalidates the capture) and ends it ("invalid-ptsz": with cuStreamEndCapture_ptsz); then cuMemAlloc_v2 OTHER on STREAMDEV. */
 static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const char *how,
                    size_t other)
 {
@@ -289,9 +289,10 @@ static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const c
     for (int i = 0; i < count; i++)
         printf("rc %d\n", cuMemAllocAsync(&d, bytes, s));
     print_free("free_captured", stream_dev);
-    if (!strcmp(how, "invalid"))
+    int ptsz = !strcmp(how, "invalid-ptsz"); /* ended by the per-thread-stream variant */
+    if (!strcmp(how, "invalid") || ptsz)
         printf("sync %d\n", cuStreamSynchronize(s));
-    CUresult rc = cuStreamEndCapture(s, &g);
+    CUresult rc = ptsz ? cuStreamEndCapture_ptsz(s, &g) : cuStreamEndCapture(s, &g);
     printf("end %d\n", rc);
     if (!rc && !strcmp(how, "launch")) {
         rc = cuGraphInstantiateWithFlags(&exec, g, 0);

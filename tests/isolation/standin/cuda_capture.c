@@ -171,6 +171,14 @@ SI_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
     return ok ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
 }
 
+/* The per-thread default stream variant (CUDA Driver API reference, "Stream synchronization
+ * behavior": with CUDA_API_PER_THREAD_DEFAULT_STREAM the API's entry points are its _ptsz
+ * forms, which differ only in what the NULL stream names). A capture is only begun here on a
+ * created stream, so the NULL stream's meaning never arises. */
+SI_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *graph) {
+    return cuStreamEndCapture(s, graph);
+}
+
 static CUresult capture_status(CUstream s, int *status, unsigned long long *id, CUgraph *graph) {
     struct si_stream *st = created(s);
     if (!status)

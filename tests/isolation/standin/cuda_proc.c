@@ -42,7 +42,8 @@
     X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc) X(cuGraphAddNode) X(cuGraphAddNode_v2)           \
     X(cuDevicePrimaryCtxReset)                                                                  \
     X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxGetState) X(cuStreamBeginCapture)         \
-    X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamIsCapturing)                     \
+    X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                   \
+    X(cuStreamIsCapturing)                                                                      \
     X(cuStreamGetCaptureInfo) X(cuStreamGetCaptureInfo_v2) X(cuThreadExchangeStreamCaptureMode) \
     X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD8Async) X(cuMemsetD16Async) \
     X(cuMemsetD32Async) X(cuMemsetD2D8_v2) X(cuMemsetD2D16_v2) X(cuMemsetD2D32_v2)              \
