@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests.handoff.pods import agent, ids
+from tests.handoff.pods import pod as bound_pod
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import MEMORY, start_plugins
 from tests.node.test_handoff_pure import pod, signed
@@ -26,6 +28,7 @@ from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.node.devices import ResourceNames, UnitKind
 from vgpu.node.driver_limits import pod_memory
+from vgpu.node.grants import Refusal
 from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.podspec import pod_info
 
@@ -195,3 +198,25 @@ def test_a_pods_limit_covers_each_container_and_never_the_sum_of_init_and_app(
         inits = [m * MIB for r, g, m in containers if g == gpu and r is Role.INIT]
         assert limits[gpu] >= max([app, *inits])
         assert limits[gpu] <= app + max(inits, default=0)
+
+
+def test_devices_a_finished_pod_still_holds_in_the_records_limit_the_pod_now_holding_them(
+    cgroupfs: Path,
+) -> None:
+    """Found by a tenant-side review: pod `done` finished (the kubelet frees its devices at its
+    next Allocate) before the pod watch showed it, and the kubelet gave the same IDs to pod
+    `next`. Both ledger entries held them; PreStart took the first and set the driver's limit
+    on the finished pod's cgroup (still there until the kubelet's housekeeping), and `next`'s
+    container started without one."""
+    handoff, policy, _ = agent(bound_pod("done", [("c", 30, 0, "G0")]))
+    devices = ids("G0", "c", 30)
+    assert not isinstance(policy.allocate("vgpu.io/cores", [devices]), Refusal)
+    handoff.observe(pod_info(bound_pod("next", [("c", 30, 0, "G0")])))
+    assert not isinstance(policy.allocate("vgpu.io/cores", [devices]), Refusal)
+    for uid in ("uid-done", "uid-next"):
+        pod_dir(cgroupfs, f"/kubepods/pod{uid}")
+    limits = RecordingLimits()
+    hook = DriverLimitHook(handoff.pods_holding, limits, ResourceNames(), cgroupfs=cgroupfs)
+    hook("vgpu.io/cores", devices)
+    limited = {cgroup.name: hard for _, cgroup, hard, _ in limits.calls}
+    assert limited["poduid-next"] == 30 * 16384 // 100 * MIB  # its own grant

@@ -62,7 +62,8 @@ class DriverLimitHook:
         While the agent is unsure which of interchangeable pods the kubelet admitted (settled
         by its next reconcile), each of them that has its cgroup gets its own limit: the caller
         has its cgroup by now (the kubelet makes it before starting containers), so whichever
-        it was, it starts limited."""
+        it was, it starts limited. Likewise when the records show more than one pod holding
+        `ids` (`Handoff.pods_holding`: a finished pod the watch has not shown finished yet)."""
         kind = UnitKind.CORES if resource == self._names.cores else UnitKind.MEMORY
         found = self._lookup(kind, ids)
         if not found:

@@ -316,14 +316,19 @@ class Handoff:
         which names only device IDs, finds the pods whose cgroups the driver's memory limit
         goes on. One pod when the attribution is sure; while it is unsure (`admit`), also every
         other pod whose interchangeable container may have been the caller, since the kubelet
-        may have admitted any of them first (their limits are each their own grant)."""
+        may have admitted any of them first (their limits are each their own grant). Every pod
+        recorded with exactly `ids` counts, not only the first: the kubelet frees a finished
+        pod's devices at its next Allocate and may give them to another pod before the watch
+        shows the first one finished (or before a reconcile drops its record)."""
         wanted = set(ids)
         with self._lock:
+            found: dict[int, PodEntry] = {}
             for entry in self._pods.values():
                 for (name, k), (held, _) in entry.admitted.items():
                     if k is kind and set(held) == wanted:
-                        return [_holder(e) for e in self._maybe_caller(entry, name, kind)]
-            return []
+                        for e in self._maybe_caller(entry, name, kind):
+                            found.setdefault(id(e), e)
+            return [_holder(e) for e in found.values()]
 
     def _maybe_caller(self, entry: PodEntry, name: str, kind: UnitKind) -> list[PodEntry]:
         """The pod recorded for container `name`'s allocation of `kind`, then, while that
