@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from dataclasses import replace
 
 from tests.pods import Obj, container, pod_obj
+from vgpu.adapters.kube.errors import KubeError
+from vgpu.adapters.kube.reflector import SYNCED, WatchEvent
 from vgpu.agent import pods as pod_feed
 from vgpu.agent.config import AgentConfig
 from vgpu.agent.kubelet_stale import KubeletStale
@@ -56,3 +60,33 @@ def test_what_the_feed_remembers_of_warned_pods_is_bounded() -> None:
     for n in range(pod_feed.WARNED_KEPT + 10):  # deletions missed while the watch was down
         feed.on_event("ADDED", _unassigned(n))
     assert len(feed._warned) <= pod_feed.WARNED_KEPT
+
+
+class _BrokenOnce:
+    """A KubeApi whose first pod watch lists `first`, then fails the way `reflect` lets a
+    non-transient error through (a 403 after an RBAC change, say); the second lists `second`
+    and ends the feed. A fresh reflector knows nothing of the first one's pods."""
+
+    def __init__(self, feed_stop: threading.Event, first: list[Obj], second: list[Obj]) -> None:
+        self.stop, self.lists = feed_stop, [first, second]
+
+    def watch_pods(self, **_: object) -> Iterator[WatchEvent]:
+        listing = self.lists.pop(0)
+        for pod in listing:
+            yield WatchEvent("ADDED", pod)
+        yield WatchEvent(SYNCED, {"metadata": {"resourceVersion": "1"}})
+        if self.lists:
+            raise KubeError("watch pods: 403 Forbidden")
+        self.stop.set()
+
+
+def test_pods_deleted_while_the_watch_was_broken_are_forgotten_at_its_next_listing() -> None:
+    """Found by a node-side review: after a non-transient watch error the feed started a fresh
+    reflector, whose listing emits no DELETED for pods gone meanwhile, so they stayed in the
+    hand-off records for good (pending containers that leave later Allocates ambiguous)."""
+    feed = _feed([])
+    feed.config = replace(feed.config, retry_s=0.01, max_retry_s=0.01)
+    kept, gone = _unassigned(1), _unassigned(2)
+    feed._kube = _BrokenOnce(feed._stop, [kept, gone], [kept])  # type: ignore[assignment]
+    feed.watch()
+    assert feed.handoff.pods() == ["default/x1"]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from vgpu.adapters.backoff import Backoff
 from vgpu.adapters.kube.calls import KubeApi
+from vgpu.adapters.kube.reflector import SYNCED
 from vgpu.agent.kubelet_stale import KubeletStale
 from vgpu.api.podread import is_terminal
 from vgpu.core.errors import VgpuError
@@ -70,17 +71,25 @@ class PodFeed:
         self._event = event
         self._warned: set[str] = set()
         self._churn_told = False
+        self._last: dict[str, dict[str, Any]] = {}
+        """This node's pods by UID, as last seen: what a restarted watch that no longer lists
+        one applies as its deletion (`_forget_unlisted`)."""
 
     @property
     def selector(self) -> str:
         return f"spec.nodeName={self.config.node_name}"
 
     def watch(self) -> None:
-        """Watch this node's pods until stopped; a broken watch restarts after a backoff."""
+        """Watch this node's pods until stopped; a broken watch restarts after a backoff. A
+        restarted watch is a fresh reflector, whose listing says nothing of pods deleted while
+        it was down: at its first SYNCED, the pods it did not list are forgotten
+        (`_forget_unlisted`), as a reflector's own relist would."""
         assert self._kube is not None
         cfg = self.config
         backoff = Backoff(cfg.retry_s, cfg.max_retry_s)
+        restarted = False
         while not self._stop.is_set():
+            listed: set[str] | None = set() if restarted else None
             try:
                 for event in self._kube.watch_pods(
                     field_selector=self.selector,
@@ -91,11 +100,24 @@ class PodFeed:
                     if self._stop.is_set():
                         return
                     backoff.reset()
+                    if listed is not None and event.type == SYNCED:
+                        self._forget_unlisted(listed)
+                        listed = None
+                    elif listed is not None:
+                        listed.add(_uid(event.object))
                     self._apply(event.type, event.object)
             except Exception as e:  # a broken watch must never take the agent down
+                restarted = True
                 delay = backoff.next_delay()
                 log.error("pod watch failed, restarting in %.1fs: %s", delay, e)
                 self._stop.wait(delay)
+
+    def _forget_unlisted(self, listed: set[str]) -> None:
+        """Apply a deletion for each pod known here whose UID a fresh listing did not show."""
+        for uid, pod in list(self._last.items()):
+            if uid not in listed:
+                log.info("pod %s is gone since the watch broke; forgotten", _key(pod))
+                self._apply("DELETED", pod)
 
     def _apply(self, kind: str, pod: dict[str, Any]) -> None:
         """One event; a pod that cannot be applied is logged and skipped, never a restart of
@@ -127,6 +149,11 @@ class PodFeed:
         if kind == "SYNCED":
             self._on_synced()
             return
+        uid = _uid(pod)
+        if kind == "DELETED":
+            self._last.pop(uid, None)
+        elif uid:
+            self._last[uid] = pod
         info = pod_info(pod, self.names)
         mirror = ((pod.get("metadata") or {}).get("annotations") or {}).get(MIRROR, "")
         live = kind != "DELETED" and not is_terminal(pod)
@@ -164,3 +191,12 @@ class PodFeed:
         self.synced.set()
         self.stale.synced()
         self._wake.set()
+
+
+def _uid(pod: dict[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("uid") or "")
+
+
+def _key(pod: dict[str, Any]) -> str:
+    meta = pod.get("metadata") or {}
+    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
