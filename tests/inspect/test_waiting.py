@@ -185,3 +185,67 @@ def test_a_saved_snapshot_keeps_reasons_events_and_the_lease() -> None:
         assert build_report(again) == build_report(snap)
         assert "SECRET" not in dumps(snap, as_json=as_json)
         assert "source" not in again.events[0]
+
+
+def on(obj: Obj, **spec: Any) -> Obj:
+    obj["spec"].update(spec)
+    return obj
+
+
+def test_a_pod_no_node_admits_is_a_problem_that_says_so() -> None:
+    """Its nodeSelector, required node affinity or tolerations rule out every node
+    (`vgpu.api.nodefit`): kube-scheduler never schedules it, however empty the GPUs are."""
+    r = report(on(pending("a/p"), nodeSelector={"pool": "h100"}))
+    assert problems(r) == {
+        "a/p": "can never be scheduled: no node admits it: its nodeSelector, node affinity or "
+        "tolerations rule out every node"
+    }
+
+
+def test_a_pod_too_large_for_every_node_it_may_use_can_never_fit() -> None:
+    """n1 has the two GPUs it asks, but its nodeSelector allows n2 alone, which has one."""
+    r = report(on(pending("a/p", cores=200), nodeSelector={"kubernetes.io/hostname": "n2"}))
+    assert problems(r) == {
+        "a/p": "can never be scheduled: container main asks 2 whole GPUs; the largest node has 1 "
+        "it may use"
+    }
+
+
+def test_a_pod_that_tolerates_the_tainted_node_it_needs_is_not_a_problem() -> None:
+    taint = {"key": "gpu", "value": "big", "effect": "NoSchedule"}
+    nodes = (on_node(node("n1", [T4, T4]), taints=[taint]), node("n2", [T4]))
+    big = pending("a/p", cores=200)
+    assert "a/p" in problems(build_report(Snapshot(nodes, (big,)), now=NOW))
+    tolerant = on(pending("a/q", cores=200), tolerations=[{"key": "gpu", "operator": "Exists"}])
+    assert problems(build_report(Snapshot(nodes, (tolerant,)), now=NOW)) == {}
+
+
+def on_node(obj: Obj, **spec: Any) -> Obj:
+    obj["spec"] = spec
+    return obj
+
+
+def test_a_saved_snapshot_keeps_what_decides_which_nodes_a_pod_may_use() -> None:
+    """Trimmed on save, a snapshot once lost the pods' nodeSelector, affinity and tolerations
+    and the nodes' taints and cordon: rendered from the file, the report told another story."""
+    taint = {"key": "gpu", "value": "big", "effect": "NoSchedule"}
+    nodes = (
+        on_node(node("n1", [T4, T4]), taints=[taint]),
+        on_node(node("n2", [T4]), unschedulable=True),
+    )
+    hosts = {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1", "n2"]}
+    required = {"nodeSelectorTerms": [{"matchExpressions": [hosts]}]}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
+    pods = (
+        on(pending("a/big", cores=200)),
+        on(pending("a/sel"), nodeSelector={"pool": "h100"}),
+        on(
+            pending("a/ok", cores=200),
+            affinity=affinity,
+            tolerations=[{"key": "gpu", "operator": "Exists"}],
+        ),
+    )
+    snap = Snapshot(nodes, pods)
+    live = problems(build_report(snap, now=NOW))
+    assert set(live) == {"a/big", "a/sel"}
+    assert problems(build_report(loads(dumps(snap)), now=NOW)) == live

@@ -117,6 +117,11 @@ class NodeTerms:
 NO_TERMS = NodeTerms()
 """A pod that names no node constraint and tolerates nothing."""
 
+NO_NODE_ADMITS = (
+    "no node admits it: its nodeSelector, node affinity or tolerations rule out every node"
+)
+"""What the extender and the reports say of a pod `admits_none` is true for."""
+
 
 def allowed_nodes(
     terms: NodeTerms, facts: Mapping[str, NodeFacts], names: Iterable[NodeName]

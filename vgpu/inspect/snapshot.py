@@ -14,7 +14,8 @@ Format (YAML or JSON; YAML shown)::
 A `kind: List` of Nodes, Pods and PodGroups (the output of
 `kubectl get nodes,pods -A -o yaml`) is accepted too. Saved snapshots are trimmed to what the
 report reads (names, labels, vgpu and gang annotations, resources, node name, phase, container
-states, the PodScheduled condition, node addresses and conditions, the Events' reason and
+states, the PodScheduled condition, the pods' nodeSelector, node affinity and tolerations,
+node addresses, conditions, taints and cordon, the Events' reason and
 message, the Lease's holder and times): no environment variables, commands or images, so a
 snapshot can be attached to a bug report.
 """
@@ -194,7 +195,10 @@ def _trim_meta(obj: Mapping[str, Any], also: str = "") -> Obj:
 def trim_node(node: Mapping[str, Any], names: ResourceNames = DEFAULT_NAMES) -> Obj:
     status = node.get("status") or {}
     kept = {k: status[k] for k in ("addresses", "conditions", "capacity") if k in status}
-    return _trim_meta({"kind": "Node", **node}, names.inventory) | {"status": kept}
+    spec = node.get("spec") or {}
+    kept_spec = {k: spec[k] for k in ("taints", "unschedulable") if spec.get(k)}  # nodefit
+    trimmed = _trim_meta({"kind": "Node", **node}, names.inventory) | {"status": kept}
+    return trimmed | {"spec": kept_spec} if kept_spec else trimmed
 
 
 def trim_pod(pod: Mapping[str, Any]) -> Obj:
@@ -213,6 +217,12 @@ def trim_pod(pod: Mapping[str, Any]) -> Obj:
     for key in ("nodeName", "schedulerName", "schedulingGates"):  # gates: a queue holds the pod
         if spec.get(key):
             kept_spec[key] = spec[key]
+    for key in ("nodeSelector", "tolerations"):  # the nodes it may use (vgpu.api.nodefit)
+        if spec.get(key):
+            kept_spec[key] = spec[key]
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity")
+    if node_affinity:
+        kept_spec["affinity"] = {"nodeAffinity": node_affinity}
     kept_status: Obj = {"phase": status.get("phase", "Pending")}
     scheduled = [c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"]
     if scheduled:  # its message is the scheduler's last word on a pending pod

@@ -4,10 +4,12 @@ whether it can ever fit.
 On call, "why is this pod pending?" has three answers the report must tell apart (they once all
 read "waiting for a node"): the cluster is full now (the scheduler's PodScheduled message
 says which nodes refused it and why), the pod can never fit (it asks more than any node has, or
-a GPU type no node has), or its asks are invalid (the extender refuses it, with an `InvalidPod`
+a GPU type no node has, or its nodeSelector, required node affinity and tolerations rule out
+every node), or its asks are invalid (the extender refuses it, with an `InvalidPod`
 Event). The never-fit checks use the extender's own rules (`vgpu.core.units` for valid asks,
 `vgpu.api.podspec.selector_of` and `GpuSelector` for the `vgpu.io/gpu-type` matching) over
-the nodes' published inventories. Pure.
+the published inventories of the nodes the pod may use (`vgpu.api.nodefit`, as the extender's
+gang planner and queue pass judge it). Pure.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vgpu.api.inventory import InventoryGpu, NodeGpuInventory
+from vgpu.api.nodefit import NO_NODE_ADMITS, allowed_nodes, node_facts, pod_terms
 from vgpu.api.podasks import PodAsks, pod_asks
 from vgpu.api.podread import namespace_of
 from vgpu.api.podspec import selector_of
 from vgpu.api.resources import ResourceNames
 from vgpu.core.errors import InvalidRequest
+from vgpu.core.ids import NodeName
 from vgpu.core.model import GpuSelector
 from vgpu.core.units import CORES_PER_GPU, validate_cores, validate_memory
 from vgpu.inspect.gangs import GangMembership
@@ -45,6 +49,7 @@ def waiting_pods(
     its last scheduling reason; one that can never fit, or that the extender refuses as
     invalid, is a problem too (`vgpu.inspect.waiting`)."""
     raw = {_key(p): p for p in snapshot.pods}
+    nodes = {f.name: f for f in map(node_facts, snapshot.nodes)}
     out, problems = [], []
     for pod, gang in sorted(facts, key=lambda f: f[0].key):
         obj = raw.get(pod.key)
@@ -56,7 +61,11 @@ def waiting_pods(
         reason, invalid = last_reason(obj, snapshot.events)
         if is_held(obj):  # the PodScheduled message says only "blocked by scheduling gates"
             reason = held_reason(obj, snapshot.events)
-        why = never_fits(obj, asks, list(inventories.values()))
+        spec = obj.get("spec")
+        terms = pod_terms(spec if isinstance(spec, Mapping) else {})
+        usable = allowed_nodes(terms, nodes, map(NodeName, inventories))
+        mine = list(inventories.values()) if usable is None else [inventories[n] for n in usable]
+        why = never_fits(obj, asks, mine, every_ruled_out=bool(inventories) and not mine)
         if why is not None:
             problems.append(Problem(pod.key, f"can never be scheduled: {why}"))
         elif invalid:
@@ -89,8 +98,16 @@ def last_reason(pod: Obj, events: Iterable[Obj]) -> tuple[str, bool]:
     return " ".join(text.split()), invalid
 
 
-def never_fits(pod: Obj, asks: PodAsks, inventories: Sequence[NodeGpuInventory]) -> str | None:
-    """Why the pod can never be placed on these nodes, whatever else runs; None if it could."""
+def never_fits(
+    pod: Obj,
+    asks: PodAsks,
+    inventories: Sequence[NodeGpuInventory],
+    *,
+    every_ruled_out: bool = False,
+) -> str | None:
+    """Why the pod can never be placed on these nodes, whatever else runs; None if it could.
+    `inventories`: those of the nodes the pod may use; `every_ruled_out`: its node constraints
+    rule out every node with vgpu."""
     if asks.problems:
         return f"invalid asks: {asks.problems[0]}"
     for c in asks.containers:
@@ -99,6 +116,8 @@ def never_fits(pod: Obj, asks: PodAsks, inventories: Sequence[NodeGpuInventory])
             validate_memory(c.memory_blocks or None, cores, field=f"{c.where}[memory]")
         except InvalidRequest as err:
             return f"invalid asks: {err}"
+    if every_ruled_out:
+        return NO_NODE_ADMITS
     if not inventories:
         return None  # no vgpu node at all: the report says so on its own
     selector = selector_of((pod.get("metadata") or {}).get("annotations") or {})

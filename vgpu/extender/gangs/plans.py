@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from vgpu.api.nodefit import NodeFacts, NodeTerms, admits_none, allowed_by_pod
+from vgpu.api.nodefit import NO_NODE_ADMITS, NodeFacts, NodeTerms, admits_none, allowed_by_pod
 from vgpu.api.podspec import PodSpec
 from vgpu.core import gang as gang_planning
 from vgpu.core.fit import Verdict
@@ -115,10 +115,7 @@ def stranded_member(cache: GangCache, gang: GangKey) -> str | None:
         if spec.terms not in seen:
             seen[spec.terms] = admits_none(spec.terms, facts)
         if seen[spec.terms]:
-            return (
-                f"member {key}: no node admits it (its nodeSelector, node affinity or "
-                "tolerations rule out every node)"
-            )
+            return f"member {key}: {NO_NODE_ADMITS}"
     return None
 
 

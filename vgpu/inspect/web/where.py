@@ -8,10 +8,13 @@ members or none, with its default policy, and for a lone pod its `select` with t
 pod names (`vgpu.io/policy`, among those allowed), else the default. The policies are the
 extender's as the view is told them (`Policies`: its `--policy` and `--allow-pod-policy`),
 read through the extender's own `PolicyBook`, so a pod naming one not allowed gets the
-extender's refusal. So the answer is the GPUs vgpu's placement would pick among the Ready
-nodes the snapshot shows, or the core's own words for why nothing fits. Not modelled: what
-the kube-scheduler filters before the extender (taints, selectors, affinity, cordons), and
-places reserved for other gangs that are not bound yet.
+extender's refusal. Each member is planned only on the nodes
+its nodeSelector, required node affinity and tolerations allow (`vgpu.api.nodefit`, as the
+extender's gang planner and queue pass plan it: kube-scheduler never offers it another node),
+and a pod, or a member of its gang, that no node of the snapshot admits is told so instead. So
+the answer is the GPUs vgpu's placement would pick among the Ready nodes the snapshot shows
+that the pod may use, or the core's own words for why nothing fits. Not modelled: places
+reserved for other gangs that are not bound yet.
 
 Reading every pod and node is most of the cost, so the parses outlive a read (`Parses`): an
 object equal to the one last parsed under its name is not parsed again.
@@ -25,6 +28,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from vgpu.api.nodefit import NO_NODE_ADMITS, NodeFacts, admits_none, allowed_by_pod, node_facts
 from vgpu.api.nodespec import NodeSpec, node_spec
 from vgpu.api.podspec import PodSpec, pod_spec
 from vgpu.api.policies import PolicyBook
@@ -80,6 +84,8 @@ def where_now(
 
 PodParse = tuple[str, PodSpec | None, Assignment | None]
 """A pod's key, its spec (None: unreadable, it holds nothing) and, bound, its assignment."""
+NodeParse = tuple[NodeSpec, NodeFacts]
+"""A node's spec and what its labels, taints and cordon let run there (`vgpu.api.nodefit`)."""
 
 
 class Parses:
@@ -94,9 +100,9 @@ class Parses:
         self.names = names
         self._lock = threading.Lock()
         self._pods: dict[object, tuple[Obj, PodParse]] = {}
-        self._nodes: dict[object, tuple[Obj, NodeSpec]] = {}
+        self._nodes: dict[object, tuple[Obj, NodeParse]] = {}
 
-    def read(self, snapshot: Snapshot) -> tuple[list[PodParse], list[NodeSpec]]:
+    def read(self, snapshot: Snapshot) -> tuple[list[PodParse], list[NodeParse]]:
         """Every pod's parse and every node's, each reused where its object is unchanged."""
         with self._lock:
             pods, self._pods = _reuse(snapshot.pods, self._pods, self._pod)
@@ -112,8 +118,8 @@ class Parses:
             assignment = pod_facts(obj, self.names).assignment
         return str(spec.request.key), spec, assignment
 
-    def _node(self, obj: Obj) -> NodeSpec:
-        return node_spec(dict(obj), self.names)
+    def _node(self, obj: Obj) -> NodeParse:
+        return node_spec(dict(obj), self.names), node_facts(obj)
 
 
 def _reuse(
@@ -160,21 +166,31 @@ class Placer:
         self._snapshot, self._ready, self._policies = snapshot, tuple(ready), policies
         self._parses = parses if parses is not None and parses.names == names else Parses(names)
         self._lock = threading.Lock()
-        self._built: tuple[list[tuple[str, PodSpec]], ClusterState, PolicyBook] | None = None
+        self._built: _Built | None = None
 
     def where(self, pod: str) -> Where | None:
         with self._lock:
             if self._built is None:
                 pods, nodes = self._parses.read(self._snapshot)
                 specs = [(k, s) for k, s, _ in pods if s is not None]
-                state = _state(pods, nodes, self._ready)
+                state = _state(pods, [n for n, _ in nodes], self._ready)
+                facts = {f.name: f for _, f in nodes}
                 book = PolicyBook(self._policies.default, self._policies.allowed)
-                self._built = specs, state, book  # policies learn: built per read, as the state
+                self._built = specs, state, facts, book  # policies learn: built per read
             return _plan(*self._built, pod)
 
 
+_Built = tuple[list[tuple[str, PodSpec]], ClusterState, dict[str, NodeFacts], PolicyBook]
+"""A read's waiting and bound pods' specs, its Ready nodes' state, every node's facts and the
+extender's policies."""
+
+
 def _plan(
-    specs: list[tuple[str, PodSpec]], state: ClusterState, book: PolicyBook, pod: str
+    specs: list[tuple[str, PodSpec]],
+    state: ClusterState,
+    facts: dict[str, NodeFacts],
+    book: PolicyBook,
+    pod: str,
 ) -> Where | None:
     spec = next((s for k, s in specs if k == pod), None)
     if spec is None or spec.node or spec.terminal:
@@ -186,8 +202,16 @@ def _plan(
         return Where((), str(err), name)
     policy = book.default if spec.gang is not None else named  # a gang plans with the default
     key = spec.gang.key if spec.gang is not None else GangKey(pod)
-    members = [s.request for _, s in specs if _waiting_with(s, spec)]
-    planned = gang.plan(Scheduler(state, policy), key, members)
+    waiting = [s for _, s in specs if _waiting_with(s, spec)]
+    stranded = {t for t in {s.terms for s in waiting} if admits_none(t, facts)}
+    for s in sorted(waiting, key=lambda s: str(s.request.key)):
+        if s.terms in stranded:  # kube-scheduler never schedules it
+            who = "" if spec.gang is None else f"gang {name}: member {s.request.key}: "
+            return Where((), who + NO_NODE_ADMITS, name, policy.name)
+    terms = {s.request.key: s.terms for s in waiting}
+    allowed = allowed_by_pod(terms, facts, state.node_names())
+    members = [s.request for s in waiting]
+    planned = gang.plan(Scheduler(state, policy), key, members, allowed=allowed)
     if isinstance(planned, gang.GangFailure):
         reason = str(planned) if spec.gang is not None else planned.reason
         return Where((), reason, name, policy.name)
