@@ -449,12 +449,13 @@ def test_a_first_available_subrequest_is_prepared_under_a_valid_cdi_name(dra: Dr
     (resource.k8s.io/v1 `DeviceRequestAllocationResult.request`); the driver once put the '/'
     into the CDI device name, which the CDI library refuses (container-device-interface
     `pkg/parser/parser.go`, `ValidateDeviceName`), so the claim's container could not start
-    under containerd or CRI-O. The first choice fits no GPU, the second is allocated."""
+    under containerd or CRI-O. The first choice fits no GPU (its memory), the second is
+    allocated."""
     api = dra.cluster.admin
     first_available = [
         {"name": name, "deviceClassName": "vgpu.io", "capacity": {"requests": ask}}
         for name, ask in (
-            ("whole-node", {"cores": "900", "memory": "8Gi"}),
+            ("too-big", {"cores": "30", "memory": "100Gi"}),  # more than an 80 GB GPU
             ("small", {"cores": "30", "memory": "8Gi"}),
         )
     ]
@@ -528,7 +529,22 @@ def test_claims_asking_more_than_a_gpu_are_refused_with_a_reason(dra: DraNode) -
     api = dra.cluster.admin
     with pytest.raises(ApiError) as refused:
         api.post(CLAIMS, claim("cores-150", cores="150", memory="1Gi"))
-    assert "asks cores between 1 and 100" in str(refused.value)
+    assert "spec.devices.requests[gpu].exactly.capacity.requests.cores: 150 is not" in str(
+        refused.value
+    )
+    choice = claim("choice-150")
+    choice["spec"]["devices"]["requests"] = [
+        {
+            "name": "gpu",
+            "firstAvailable": [
+                {"name": n, "deviceClassName": "vgpu.io", "capacity": {"requests": {"cores": c}}}
+                for n, c in (("many", "150"), ("few", "30"))
+            ],
+        }
+    ]
+    with pytest.raises(ApiError) as refused:
+        api.post(CLAIMS, choice)
+    assert "requests[gpu].firstAvailable[many].capacity.requests.cores: 150" in str(refused.value)
     api.post(CLAIMS, claim("mem-100g", cores="10", memory="100Gi"))
     api.post(pods.PODS, claim_pod("dra-mem", "mem-100g"))
     wait_until(
