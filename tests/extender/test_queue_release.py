@@ -168,6 +168,30 @@ def test_a_memory_cap_counts_the_memory_cores_only_pods_are_given(harness: Harne
     assert "queue a is at its cap of 160 memory units" in releaser.last.waiting["default/a1"]
 
 
+def test_a_placed_pod_counts_the_memory_it_holds_on_its_own_gpu(harness: Harness) -> None:
+    """On a 16 GiB and an 80 GiB GPU, a 50-core pod placed on the 16 GiB one holds 8 GiB (32
+    units): once placed its queue counts those, not the 160 units it would be given on the
+    largest GPU, so a second such pod (counted 160 while it waits) fits a 200-unit cap."""
+    small = make_node("small", gpus=1, memory_mib=16384)
+    small["metadata"]["labels"] = {"pool": "small"}
+    harness.put(small)
+    harness.put(make_node("big", gpus=1))
+    daemon = _daemon(harness)
+    _queues(harness, {"name": "a", "cap": {"memory": 200}})
+    _held(harness, "a0", "a", 50)
+    pinned = _pod(harness, "a0")
+    pinned["spec"]["nodeSelector"] = {"pool": "small"}
+    harness.put(pinned)
+    _held(harness, "a1", "a", 50)
+    _watched(daemon, "a0", "a1")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == ["a0"]  # 160 + 160 units counted: a1 waits at the cap
+    held = daemon.cache.holding(PodKey("default/a0"))
+    assert held is not None and held.assignment.node == "small"
+    assert _pass(releaser) == ["a1"]  # a0 now counts the 32 units it holds: 32 + 160
+    assert releaser.last.standing["a"].allocated == (100, 192)
+
+
 def test_a_replica_that_stopped_leading_exports_no_queue_standing(harness: Harness) -> None:
     harness.put(make_node("n1", gpus=1))
     daemon = _daemon(harness)

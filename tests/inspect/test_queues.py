@@ -59,6 +59,21 @@ def test_each_queue_shows_weight_deserved_allocated_pending_and_share() -> None:
     assert "QUEUE" in table and "qb      3        0.00    cores          300        0" in table
 
 
+def test_a_bound_pod_counts_the_memory_it_holds_on_its_own_gpu() -> None:
+    """Half of a 16 GiB GPU is 32 units: a pod bound there counts those, as the leader counts
+    its holding; a held one counts what the largest GPU (80 GiB) would give it."""
+    t4 = ("Tesla-T4", 16384)
+    snapshot = Snapshot(
+        (node("n1", [A100]), node("n2", [t4])),
+        (
+            _queued("qa/run", "qa", 50, held=False, node="n2", shares={"main": [(0, 50, 8192)]}),
+            _queued("qa/wait", "qa", 50, held=True),
+        ),
+    )
+    (qa,) = queue_report(snapshot, _config({"name": "qa"})).queues
+    assert (qa.allocated, qa.pending) == ((50, 32), (50, 160))
+
+
 def test_held_pods_say_why_they_wait() -> None:
     snapshot = _cluster(
         _queued("t/g0", "qa", 100, held=True, labels=GANG),

@@ -52,6 +52,23 @@ def test_the_replay_counts_the_memory_cores_only_pods_are_given() -> None:
     assert replay.asked_memory == {"A": 2 * 32, "B": 2 * 32}
 
 
+def test_a_placed_pod_counts_the_memory_it_holds_on_its_own_gpu() -> None:
+    """On a 16 GiB and an 80 GiB GPU, a 50-core pod holds 32 units on the small one and 160 on
+    the large one: once placed its queue counts what it holds, not the 160 it was counted while
+    waiting, and gives back exactly that when it ends (pods of 60 s make way for others)."""
+    setup = QueueSetup((QueueSpec("A", 1),), measure_s=120.0)
+    short = [Arrival.of(1.0, "A", make_pod(f"s{i}", 50), 60.0) for i in range(4)]
+    long = [Arrival.of(2.0, "A", make_pod(f"l{i}", 50), 3600.0) for i in range(4)]
+    nodes = (make_node("small", gpus=1), make_node("big", gpus=1, memory_mib=81920))
+    replay = QueuedReplay(nodes, make_policy("bestfit", Workload((), ())), setup, 1)
+    replay.run(short + long)
+    assert replay.capacity == (200, 64 + 320)
+    assert sorted(replay.running) == [f"default/l{i}" for i in range(4)]
+    assert replay.held == {"A": 200}
+    assert replay.held_memory == {"A": 2 * 32 + 2 * 160}
+    assert replay.asked_memory == {"A": 0}
+
+
 def test_a_malformed_queue_memory_flag_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -55,17 +55,33 @@ def memory_units_given(
     cores: int, memory_mib: int | None, gpu_memory_mib: int, unit_mib: int
 ) -> int:
     """The memory, in units of `unit_mib`, a container asking `cores` (and `memory_mib`, None:
-    in proportion) is given on a GPU of `gpu_memory_mib`: whole GPUs all their memory (whole
-    units, as a GPU's capacity is counted), a share what `memory_need_mmib` gives it, rounded
-    up so that no share counts less than it is given (a 1-core share of a 16 GiB GPU is 0.64
-    units: counted 1, never 0). What queues count against caps and shares
+    in proportion) is given on a GPU of `gpu_memory_mib`: what its shares there hold
+    (`memory_units_held`), whole GPUs all their memory, a share what `memory_need_mmib` gives
+    it. What queues count for a pod not yet placed, on the largest GPU
     (`vgpu.core.queues.jobs.given_memory`)."""
     if cores <= 0:
         return 0
     if is_whole(cores):
-        return gpu_count(cores) * (gpu_memory_mib // unit_mib)
+        return gpu_count(cores) * memory_units_held(
+            CORES_PER_GPU, mib_to_mmib(gpu_memory_mib), unit_mib
+        )
+    return memory_units_held(cores, memory_need_mmib(cores, memory_mib, gpu_memory_mib), unit_mib)
+
+
+def memory_units_held(cores: int, memory_mmib: int, unit_mib: int) -> int:
+    """The memory, in units of `unit_mib`, one GPU share of `cores` and `memory_mmib` holds (a
+    placed pod's share, `Assignment.charged`): a whole GPU (`cores` of `CORES_PER_GPU` or more;
+    placement gives it all the GPU's memory) its memory in whole units, as a GPU's capacity is
+    counted; a share rounded up, so that no share counts less than it holds (a 1-core share of
+    a 16 GiB GPU is 0.64 units: counted 1, never 0). The one rule queues count memory by, for
+    a placed pod on the GPU it holds (`vgpu.core.queues.jobs.held_memory`) and for one not yet
+    placed on the GPU it would be given (`memory_units_given`)."""
+    if memory_mmib <= 0:
+        return 0
     unit = mib_to_mmib(unit_mib)
-    return -(-memory_need_mmib(cores, memory_mib, gpu_memory_mib) // unit)
+    if is_whole(cores):
+        return memory_mmib // unit
+    return -(-memory_mmib // unit)
 
 
 def _as_int(value: object, field: str) -> int:

@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from vgpu.api.assignment import ASSIGNMENT, decode
 from vgpu.api.podspec import pod_spec
 from vgpu.api.queues.config import QueueConfig, read_config
 from vgpu.api.queues.in_force import IN_FORCE_ANNOTATION, InForce, decode_in_force
 from vgpu.api.queues.pods import Queued, capacity, counted, largest_gpu_mib, queued_pod
 from vgpu.api.resources import DEFAULT_NAMES, ResourceNames
 from vgpu.core.errors import ConfigError, InvalidRequest
+from vgpu.core.model import GpuShare
 from vgpu.core.queues.jobs import QueuedPod, group
 from vgpu.core.queues.proportion import ZERO, Vec, share
 from vgpu.core.queues.release import plan
@@ -97,7 +99,7 @@ def queue_report(
     config, problem, in_force = _config(config_text, record)
     largest = largest_gpu_mib((g.healthy, g.memory_mib) for n in nodes for g in n.gpus)
     raw = _queued(snapshot, names, unit_mib)
-    given = counted([r.found for r in raw], largest, unit_mib)
+    given = counted([r.found for r in raw], largest, unit_mib, _places(raw))
     recs = [_Rec(found, r.raw) for r, found in zip(raw, given, strict=True)]
     grouped = group([r.pod for r in recs if not (r.deleting and r.pod.gated)], cap)
     outcome = plan(config.queues, grouped.book, grouped.jobs, lambda _job, _keep: False, now=0.0)
@@ -200,6 +202,28 @@ def _queued(snapshot: Snapshot, names: ResourceNames, unit_mib: int) -> list[_Re
         found = queued_pod(pod, parsed, size)
         if found is not None:
             out.append(_Rec(found, obj))
+    return out
+
+
+def _places(recs: Sequence[_Rec]) -> dict[str, tuple[GpuShare, ...]]:
+    """What each bound pod holds by its assignment (`Assignment.charged`), as the node report
+    counts it (an assignment naming another node or another pod's UID holds nothing), for
+    `counted`: a placed pod counts the memory of its place, as the leader counts its holding."""
+    out: dict[str, tuple[GpuShare, ...]] = {}
+    for r in recs:
+        annotations = (r.raw.get("metadata") or {}).get("annotations") or {}
+        text = annotations.get(ASSIGNMENT)
+        if not r.found.node or not text:
+            continue
+        try:
+            assignment = decode(text)
+        except InvalidRequest:
+            continue  # the node report's Problems name it
+        if assignment.node != r.found.node or (
+            assignment.uid and r.found.uid and assignment.uid != r.found.uid
+        ):
+            continue
+        out[r.pod.key] = assignment.charged
     return out
 
 

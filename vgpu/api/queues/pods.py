@@ -3,13 +3,15 @@
 One reading for both, so the report shows what the leader decides on: the pod's queue (its
 label), its ask in core units and `vgpu.io/memory` blocks, whether the queue gate still holds
 it, its gang and the gang's size, with the memory it is given counted (`counted`: a share
-asking cores only is given its cores' part of the GPU's memory). And one capacity: `CORES_PER_GPU` core units and the memory blocks of each
-healthy GPU. Pure: the caller parses the pod (`podspec.pod_spec`) and resolves the gang's size.
+asking cores only is given its cores' part of the GPU's memory; a placed pod counts what its
+place holds, one not yet placed what the largest GPU would give it). And one capacity:
+`CORES_PER_GPU` core units and the memory blocks of each healthy GPU. Pure: the caller parses
+the pod (`podspec.pod_spec`) and resolves the gang's size.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -17,7 +19,8 @@ from typing import Any
 from vgpu.api.nodefit import NO_TERMS, NodeTerms
 from vgpu.api.podspec import PodSpec
 from vgpu.api.queues.config import QUEUE_GATE, gates_of, queue_of
-from vgpu.core.queues.jobs import QueuedPod, given_memory
+from vgpu.core.model import GpuShare
+from vgpu.core.queues.jobs import QueuedPod, given_memory, held_memory
 from vgpu.core.queues.proportion import Vec
 from vgpu.core.queues.whole_gpus import asks_whole
 from vgpu.core.units import CORES_PER_GPU
@@ -84,13 +87,28 @@ def largest_gpu_mib(gpus: Iterable[tuple[bool, int]]) -> int:
     return max((memory_mib for healthy, memory_mib in gpus if healthy), default=0)
 
 
-def counted(recs: Iterable[Queued], gpu_memory_mib: int, unit_mib: int) -> list[Queued]:
-    """The queued pods with the memory each is given counted in its ask (`given_memory`): the
-    one reading for the leader and `kubectl inspect vgpu --queues`."""
-    return [
-        replace(r, pod=given_memory(r.pod, gpu_memory_mib, unit_mib)) if r.pod.gpus else r
-        for r in recs
-    ]
+def counted(
+    recs: Iterable[Queued],
+    gpu_memory_mib: int,
+    unit_mib: int,
+    holds: Mapping[str, Sequence[GpuShare]] | None = None,
+) -> list[Queued]:
+    """The queued pods with their memory counted in their asks: a pod in `holds` (key to the
+    shares it holds, `Assignment.charged`: reserved, assumed or bound) the memory it holds
+    (`held_memory`), any other the memory it would be given on a GPU of `gpu_memory_mib`, the
+    largest (`given_memory`). The one reading for the leader and `kubectl inspect vgpu
+    --queues`."""
+    held = holds or {}
+    out = []
+    for r in recs:
+        shares = held.get(r.pod.key)
+        if shares is not None:
+            out.append(replace(r, pod=held_memory(r.pod, shares, unit_mib)))
+        elif r.pod.gpus:
+            out.append(replace(r, pod=given_memory(r.pod, gpu_memory_mib, unit_mib)))
+        else:
+            out.append(r)
+    return out
 
 
 def epoch(stamp: object) -> float:

@@ -23,9 +23,13 @@ queue and namespace holds. Pure: no I/O.
 part of its GPU's memory and a whole GPU all of it (`units.memory_need_mmib`, placement's rule),
 so a queue counts that (`given_memory`), for caps, shares and reclaim alike: counting only what
 pods ask in `vgpu.io/memory` let a queue capped on memory pass its cap with pods asking cores
-only. Before placement the GPU is not known: the caller names the largest healthy GPU of the
-cluster, the most any GPU gives, so a cap is never passed; on a cluster of one GPU size that is
-exactly what the pod is given, on mixed sizes a pod on a smaller GPU counts more than it got.
+only. A pod that holds a place (reserved, assumed or bound) counts exactly what its place holds
+(`held_memory`, on the GPUs it holds: half of a 16 GiB GPU is 8 GiB, though the cluster has
+80 GiB GPUs). Before placement the GPU is not known: the caller names the largest healthy GPU
+of the cluster (`given_memory`), the most any GPU gives, so a release never passes a cap; on a
+cluster of one GPU size that is exactly what the pod will be given. Counting placed pods too as
+on the largest GPU made a queue on smaller GPUs look fuller than it is, and shares and reclaim
+unfair on mixed GPU sizes.
 """
 
 from __future__ import annotations
@@ -34,9 +38,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from vgpu.core.model import GpuShare
 from vgpu.core.queues.proportion import ZERO, Vec, add, sub
 from vgpu.core.queues.release import Book, Job
-from vgpu.core.units import memory_units_given
+from vgpu.core.units import memory_units_given, memory_units_held
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +86,19 @@ class Grouped:
 
 def given_memory(pod: QueuedPod, gpu_memory_mib: int, unit_mib: int) -> QueuedPod:
     """The pod with the memory units it is given on a GPU of `gpu_memory_mib` as its ask's
-    memory (module doc; `units.memory_units_given`), its cores unchanged."""
+    memory (module doc; `units.memory_units_given`), its cores unchanged: a pod not yet
+    placed, on the largest GPU."""
     if not pod.gpus or gpu_memory_mib <= 0:
         return pod
     memory = sum(memory_units_given(c, m, gpu_memory_mib, unit_mib) for c, m in pod.gpus)
+    return replace(pod, ask=(pod.ask[0], memory))
+
+
+def held_memory(pod: QueuedPod, shares: Iterable[GpuShare], unit_mib: int) -> QueuedPod:
+    """The pod with the memory units its place holds as its ask's memory: `shares` are what it
+    holds (`Assignment.charged`), each counted by `units.memory_units_held` (module doc); its
+    cores unchanged."""
+    memory = sum(memory_units_held(s.cores, s.memory_mmib, unit_mib) for s in shares)
     return replace(pod, ask=(pod.ask[0], memory))
 
 

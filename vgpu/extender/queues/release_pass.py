@@ -54,7 +54,7 @@ from vgpu.core import gang as gang_planning
 from vgpu.core.errors import InvalidRequest
 from vgpu.core.headroom import Headroom, fits_nowhere, headroom
 from vgpu.core.ids import GangKey, NodeName, PodKey
-from vgpu.core.model import Assignment, GangRef
+from vgpu.core.model import Assignment, GangRef, GpuShare
 from vgpu.core.queues import whole_gpus
 from vgpu.core.queues.jobs import group, record_after
 from vgpu.core.queues.proportion import ZERO, Vec, add, share, sub
@@ -64,7 +64,7 @@ from vgpu.core.queues.reclaim_nodes import victims_on_one_node
 from vgpu.core.queues.release import Job, plan
 from vgpu.core.queues.whole_gpus import Keep
 from vgpu.core.units import mib_to_mmib
-from vgpu.extender.queues.cache_view import QueueParts
+from vgpu.extender.queues.cache_view import QueueCache, QueueParts
 
 Obj = dict[str, Any]
 
@@ -170,10 +170,12 @@ def decide(
     down after a spent hold, as the last pass left them (`release.Pass.spent`)."""
     recs, elsewhere = _counted(index.snapshot(), config, namespace_labels or {})
     cache = parts.cache
-    with cache.atomic():  # the snapshot of capacity: O(nodes), the lock's only long hold
+    with cache.atomic():  # the snapshot of capacity and places: O(nodes + pods), the lock's
+        # only long hold
         gpus = [(g.healthy, g.memory_mib) for ns in cache.node_states.values() for g in ns.gpus]
+        holds = places_held(cache, recs.values())
     unit_mib = parts.config.memory_unit_mib
-    given = counted(recs.values(), largest_gpu_mib(gpus), unit_mib)
+    given = counted(recs.values(), largest_gpu_mib(gpus), unit_mib, holds)
     recs = {r.pod.key: r for r in given}
     planned = _plan(
         parts,
@@ -433,6 +435,23 @@ def _victims(
             return job.key, tuple(recs[v.key] for v in chosen)
         asks.found_none(job.key, now)
     return "", ()
+
+
+def places_held(cache: QueueCache, recs: Iterable[Queued]) -> dict[str, tuple[GpuShare, ...]]:
+    """What each of `recs` holding a place (reserved, assumed or bound) holds, as the ledger
+    says (`Assignment.charged`), for `counted`: a placed pod counts the memory of its place, not
+    the largest GPU's. A holding made for another pod of the same name (its UID differs) is not
+    this pod's. The caller holds the cache's lock."""
+    out: dict[str, tuple[GpuShare, ...]] = {}
+    for r in recs:
+        holding = cache.holding(PodKey(r.pod.key))
+        if holding is None:
+            continue
+        uid = holding.assignment.uid
+        if uid and r.uid and uid != r.uid:
+            continue
+        out[r.pod.key] = holding.assignment.charged
+    return out
 
 
 def gpus_of(parts: QueueParts, key: str) -> tuple[str, ...]:

@@ -43,7 +43,7 @@ from vgpu.core.queues.release import Book, Job, plan
 from vgpu.core.queues.whole_gpus import NO_KEEP, Keep
 from vgpu.core.scheduler import Scheduler
 from vgpu.core.state import ClusterState
-from vgpu.core.units import memory_units_given, mib_to_mmib
+from vgpu.core.units import memory_units_given, memory_units_held, mib_to_mmib
 from vgpu.sim.best_nodes import BestNodes
 from vgpu.sim.evictions import Evictions
 from vgpu.sim.fairness import Left, Sample, Tallies
@@ -61,6 +61,8 @@ class _Run:
     arrival: Arrival
     started: float
     incarnation: int
+    memory: int
+    """The memory units its place holds (`_held_units`), what its queue counts while it runs."""
 
 
 @dataclass(slots=True)
@@ -86,13 +88,14 @@ class QueuedReplay:
     asked: dict[str, int] = field(init=False)
     """Cores the pending pods of each queue ask."""
     held_memory: dict[str, int] = field(init=False)
-    """Memory units (`MEMORY_UNIT_MIB` each) the running pods of each queue are given, as the
-    extender counts them (`_given`): a pod asking cores only counts its cores' part."""
+    """Memory units (`MEMORY_UNIT_MIB` each) the running pods of each queue hold, as the
+    extender counts them (`_held_units`): what each one's place holds on its own GPUs, a pod
+    asking cores only its cores' part."""
     asked_memory: dict[str, int] = field(init=False)
     memory_units: int = field(init=False)
     """The cluster's GPU memory in units."""
     largest_mib: int = field(init=False)
-    """The largest GPU's memory: what a pod is counted as given (`_given`)."""
+    """The largest GPU's memory: what a waiting pod is counted as given (`_given`)."""
     holds: dict[str, float] = field(init=False, default_factory=dict)
     spent: dict[str, float] = field(init=False, default_factory=dict)
     """Strict queues cooling down after a spent hold (`release.Pass.spent`)."""
@@ -126,14 +129,26 @@ class QueuedReplay:
         return (self.tallies.capacity, self.memory_units)
 
     def _given(self, arrival: Arrival) -> Arrival:
-        """The arrival counting the memory units its pod is given, as the extender counts them
-        (`vgpu.core.queues.jobs.given_memory`: on the largest GPU, a share asking cores only its
-        cores' part, a whole GPU all of it), not only what it asks explicitly."""
+        """The arrival counting the memory units its pod is given, as the extender counts a pod
+        not yet placed (`vgpu.core.queues.jobs.given_memory`: on the largest GPU, a share
+        asking cores only its cores' part, a whole GPU all of it), not only what it asks
+        explicitly. Once placed it counts what it holds instead (`_held_units`)."""
         memory = sum(
             memory_units_given(c.cores, c.memory_mib, self.largest_mib, MEMORY_UNIT_MIB)
             for c in arrival.pod.gpu_containers
         )
         return replace(arrival, memory=memory)
+
+    def _held_units(self, key: PodKey) -> int:
+        """The memory units the pod's place holds on its own GPUs, as the extender counts a
+        placed pod (`vgpu.core.queues.jobs.held_memory`)."""
+        holding = self.ledger.holding(key)
+        if holding is None:
+            return 0  # pragma: no cover - a pod starts only where its place is held
+        return sum(
+            memory_units_held(s.cores, s.memory_mmib, MEMORY_UNIT_MIB)
+            for s in holding.assignment.charged
+        )
 
     def _holds(self, queue: str) -> Vec:
         return (self.held[queue], self.held_memory[queue])
@@ -194,13 +209,14 @@ class QueuedReplay:
         if released is not None:
             self.freed.add(released.node)
         self.held[run.arrival.queue] -= run.arrival.cores
-        self.held_memory[run.arrival.queue] -= run.arrival.memory
+        self.held_memory[run.arrival.queue] -= run.memory
         return run
 
     def _start(self, arrival: Arrival, now: float) -> None:
         key = arrival.pod.key
         incarnation = self.tallies.started(arrival.queue, now - arrival.at, key)
-        self.running[key] = _Run(arrival, now, incarnation)
+        memory = self._held_units(key)
+        self.running[key] = _Run(arrival, now, incarnation, memory)
         holding = self.ledger.holding(key)
         node = "" if holding is None else str(holding.assignment.node)
         gpus = (
@@ -208,10 +224,10 @@ class QueuedReplay:
             if holding is None
             else tuple(sorted({str(s.uuid) for s in holding.assignment.shares}))
         )
-        ask = (arrival.cores, arrival.memory)
+        ask = (arrival.cores, memory)
         self.jobs[key] = Running(key, arrival.queue, ask, now, node, gpus)
         self.held[arrival.queue] += arrival.cores
-        self.held_memory[arrival.queue] += arrival.memory
+        self.held_memory[arrival.queue] += memory
         heapq.heappush(self.ends, (now + arrival.duration, key, incarnation))
 
     def _place(self, arrival: Arrival, unfit: set[object], keep: Keep = NO_KEEP) -> bool:
