@@ -22,6 +22,7 @@ from tests.node.usage_scenario import (
 from tests.waiting import holds_within
 from vgpu.adapters.fakegpu import FakeGpuBackend
 from vgpu.agent.agent import NodeAgent
+from vgpu.agent.metrics import KILL_SERIES_KEPT, NodeMetrics
 from vgpu.node.watchdog import WatchdogPolicy
 
 CID = "feed" + "1" * 60
@@ -157,3 +158,24 @@ def test_unknown_gpu_process_is_reported_on_the_node(box: Box) -> None:
         {"gpu": g1, "pid": "779"},
     ]
     assert value(samples, "vgpu_watchdog_findings_total", finding="unknown") == 2
+
+
+def test_the_kill_counters_series_are_bounded_however_many_pods_are_stopped() -> None:
+    """Found by a node-side review: each pod the watchdog stopped added a series that was never
+    removed, so pod churn grew the agent and its /metrics output without bound. The oldest
+    series go first; Prometheus reads a series that disappears as ended."""
+    metrics = NodeMetrics()
+    for n in range(KILL_SERIES_KEPT + 50):
+        metrics.killed("default", f"p{n}", "main")
+    metrics.killed("default", f"p{KILL_SERIES_KEPT + 49}", "main")  # the newest, twice
+    series = [
+        s
+        for family in metrics.registry.collect()
+        if family.name == "vgpu_watchdog_kills"
+        for s in family.samples
+        if s.name == "vgpu_watchdog_kills_total"
+    ]
+    assert len(series) == KILL_SERIES_KEPT
+    newest = [s.value for s in series if s.labels["pod"] == f"p{KILL_SERIES_KEPT + 49}"]
+    assert newest == [2.0]
+    assert not [s for s in series if s.labels["pod"] == "p0"]

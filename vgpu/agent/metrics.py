@@ -17,6 +17,7 @@ import contextlib
 import socket
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -34,6 +35,9 @@ from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.grants import ContainerGrant, Refusal
 
 MAX_CLIENTS = 64  # connections answered at once; the kubelet's probes and a scraper need a few
+KILL_SERIES_KEPT = 256
+"""The most (namespace, pod, container) series `vgpu_watchdog_kills` keeps: the oldest go first,
+so pods stopped and gone do not grow the agent and its output for good."""
 REQUEST_S = 10.0  # a connection's whole life: the probes' own timeout is 5 s
 
 
@@ -129,7 +133,18 @@ class NodeMetrics:
             ["namespace", "pod", "container"],
             registry=self.registry,
         )
+        self._killed: OrderedDict[tuple[str, str, str], None] = OrderedDict()
         self._server: _BoundedServer | None = None
+
+    def killed(self, namespace: str, pod: str, container: str) -> None:
+        """Count a process the watchdog stopped, keeping at most `KILL_SERIES_KEPT` series."""
+        labels = (namespace, pod, container)
+        self.kills.labels(*labels).inc()
+        self._killed[labels] = None
+        self._killed.move_to_end(labels)
+        while len(self._killed) > KILL_SERIES_KEPT:
+            oldest, _ = self._killed.popitem(last=False)
+            self.kills.remove(*oldest)
 
     def serve(
         self,

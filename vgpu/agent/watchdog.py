@@ -103,7 +103,7 @@ class WatchdogRunner:
         except OSError as e:
             log.error("watchdog: cannot stop PID %d of %s: %s", pid, f.key, e)
             return False
-        self._metrics.kills.labels(f.key.namespace, f.key.pod, f.key.container).inc()
+        self._metrics.killed(f.key.namespace, f.key.pod, f.key.container)
         return True
 
     def _unknown(self, p: UnknownProcess) -> None:
