@@ -155,20 +155,17 @@ def test_the_gpu_check_script_parses() -> None:
         subprocess.run(["shellcheck", script], check=True)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the script makes its containers with unshare -m")
-def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stand_in(
-    plain_build: Build, tmp_path: Path
-) -> None:
-    """The script's own flow (containers laid out as the agent's, the agent's duty started and
-    stopped, the JSON report) on the stand-in driver: a fake nvidia-smi names its GPU and -lcuda
-    finds it. The memory checks hold as on a GPU; the stand-in's 1 us PTX kernels leave the
-    shares meaningless, so only their presence is checked."""
-    node = Node(plain_build.standins, node_gpus(1, memory=4 * GIB), dir=tmp_path / "node")
+def run_gpu_check(
+    build: Build, tmp_path: Path, extra: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """hack/gpu-check.sh's vgpu-core section on the stand-in driver (a fake nvidia-smi names its
+    GPU and -lcuda finds it): the run, and the JSON report it wrote (asserted written)."""
+    node = Node(build.standins, node_gpus(1, memory=4 * GIB), dir=tmp_path / "node")
     (tmp_path / "bin").mkdir()
     smi = tmp_path / "bin/nvidia-smi"
     smi.write_text(f"#!/bin/sh\necho {node.gpus[0].uuid}\n")
     smi.chmod(0o755)
-    (tmp_path / "libcuda.so").symlink_to(plain_build.standins.libcuda)
+    (tmp_path / "libcuda.so").symlink_to(build.standins.libcuda)
     out = tmp_path / "gpu-check.json"
     env = node.env(
         {
@@ -179,6 +176,7 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
             "VGPU_CHECK_SETTLE_SECONDS": "1",
             "VGPU_CHECK_OUT": str(out),
             "VGPU_CHECK_VGPU_CORE_ONLY": "1",
+            **(extra or {}),
         }
     )
     done = subprocess.run(
@@ -190,7 +188,19 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
         check=False,
     )
     assert done.returncode in (0, 1) and out.exists(), done.stdout + done.stderr
-    report = json.loads(out.read_text())
+    report: dict[str, Any] = json.loads(out.read_text())
+    return done, report
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script makes its containers with unshare -m")
+def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stand_in(
+    plain_build: Build, tmp_path: Path
+) -> None:
+    """The script's own flow (containers laid out as the agent's, the agent's duty started and
+    stopped, the JSON report) on the stand-in driver. The memory checks hold as on a GPU; the
+    stand-in's 1 us PTX kernels leave the shares meaningless, so only their presence is
+    checked."""
+    _, report = run_gpu_check(plain_build, tmp_path)
     checks = {c["check"]: c for c in report["checks"]}
     for name in (
         "memory grant exact",
@@ -216,6 +226,42 @@ def test_the_gpu_check_scripts_vgpu_core_section_reports_every_check_on_the_stan
     assert "share" in green, green
     paced = checks["CPU per launch under a 50 % cores limit: at most 1 us more than bare"]
     assert "added_ns" in paced, paced  # both runs reported; the stand-in's figure is its own
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the script makes its containers with unshare -m")
+def test_the_gpu_check_script_reports_every_check_when_the_driver_cannot_jit_its_ptx(
+    plain_build: Build, tmp_path: Path
+) -> None:
+    """On the first GPU it meets, a program of the script may stop on a driver error: here the
+    driver's JIT rejects the hand-written PTX (CUDA_ERROR_INVALID_PTX), so every kernel check's
+    program stops at cuModuleLoadData. The script still finishes and writes its JSON: the checks
+    that need no kernel pass, each kernel check fails naming the call, and the run fails. (It
+    stopped at the first such program under `set -e`, and its report crashed on a program's
+    error report, leaving no JSON at all.)"""
+    done, report = run_gpu_check(plain_build, tmp_path, {"VGPU_STANDIN_FAIL_PTX": "1"})
+    assert done.returncode == 1 and report["pass"] is False, done.stdout + done.stderr
+    checks = {c["check"]: c for c in report["checks"]}
+    for name in (
+        "memory grant exact",
+        "VMM: released but mapped memory refuses a second create past the grant",
+        "graph memory node past the grant refused",
+        "totalGlobalMem's source (cuDeviceTotalMem_v2) and cuMemGetInfo_v2 = grant",
+    ):
+        assert checks[name]["pass"], checks[name]
+    for name in (
+        "overhead <= 2 %",
+        "cores 25 within 8 points",
+        "cores 50 within 8 points",
+        "cores 75 within 8 points",
+        "30 and 60 side by side at 0.5 +- 0.1",
+        "graph captured under 30 cores, launched within 8 points",
+        "30 cores after cuDevicePrimaryCtxReset within 8 points",
+        "30 cores on eight streams at once within 8 points",
+        "30 and 70 side by side, with the agent's outer loop: each within 5 points",
+    ):
+        assert checks[name]["pass"] is False, checks[name]
+        errors = checks[name]["errors"].values()
+        assert any(e.get("error") == "cuModuleLoadData" for e in errors), checks[name]
 
 
 def test_the_driver_check_reports_not_available_on_a_driver_before_615(tmp_path: Path) -> None:
