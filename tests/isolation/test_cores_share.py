@@ -202,13 +202,14 @@ def settled_shares(
     return shares, idle
 
 
-@pytest.mark.parametrize("split", [(30, 70), (10, 90), (20, 30, 50)])
+@pytest.mark.parametrize("split", [(30, 70), (50, 50), (10, 90), (20, 30, 50)])
 def test_busy_neighbours_each_get_their_guarantee_and_the_gpu_does_not_idle(
     timing_cluster: Cluster, split: tuple[int, ...]
 ) -> None:
     """Their events also time each other's turns on the GPU (time-sliced, as without MPS); the
     agent's outer loop corrects each container's scale from its real (NVML) share, so each gets
-    its guarantee within 3 points and the GPU idles under 5 % of the time."""
+    its guarantee within 3 points and the GPU idles under 5 % of the time: the issue's four
+    splits, 50/50 among them (the worst before the outer loop: about 30/30, the GPU 40 % idle)."""
     shares, idle = settled_shares(timing_cluster, split, ("kernel",) * len(split))
     for got, guaranteed in zip(shares, split, strict=True):
         assert got >= guaranteed - 3, (split, shares, idle)
