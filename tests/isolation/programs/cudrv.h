@@ -43,10 +43,18 @@ typedef struct { /* CUDA_MEM_ALLOC_NODE_PARAMS */
     size_t bytesize;
     CUdeviceptr dptr;
 } AllocNodeParams;
+typedef struct { /* CUDA_KERNEL_NODE_PARAMS_v2 (and _v3, CUgraphNodeParams' kernel member) */
+    CUfunction func;
+    unsigned grid_x, grid_y, grid_z, block_x, block_y, block_z, shared_bytes;
+    void **params, **extra;
+    void *kern; /* CUkernel */
+    CUcontext ctx;
+} KernelNodeParamsV2;
 typedef struct { /* CUgraphNodeParams: the type, 12 reserved bytes, the type's parameters */
     int type, reserved0[3];
     union {
         long long reserved1[29];
+        KernelNodeParamsV2 kernel;
         AllocNodeParams alloc;
         CUdeviceptr free_dptr;                             /* CUDA_MEM_FREE_NODE_PARAMS */
         struct { CUgraph graph; int ownership; } child; /* CUDA_CHILD_GRAPH_NODE_PARAMS */
@@ -145,7 +153,17 @@ CUresult cuGraphCreate(CUgraph *, unsigned);
 CUresult cuGraphAddMemAllocNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
                                 AllocNodeParams *);
 CUresult cuGraphAddNode(CUgraphNode *, CUgraph, const CUgraphNode *, size_t, NodeParams *);
+CUresult cuGraphAddKernelNode_v2(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,
+                                 const KernelNodeParamsV2 *);
 CUresult cuGraphInstantiateWithFlags(CUgraphExec *, CUgraph, unsigned long long);
+/* Updating an executable graph (CUDA 12.0 forms; cuGraphExecNodeSetParams since 12.2). The
+ * result information is CUgraphExecUpdateResultInfo: the result, the error node and the node
+ * its edge came from. */
+typedef struct { int result; CUgraphNode error_node, error_from_node; } UpdateResultInfo;
+CUresult cuGraphExecUpdate_v2(CUgraphExec, CUgraph, UpdateResultInfo *);
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec, CUgraphNode, const KernelNodeParamsV2 *);
+CUresult cuGraphExecNodeSetParams(CUgraphExec, CUgraphNode, NodeParams *);
+CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec, CUgraphNode, CUgraph);
 CUresult cuGraphLaunch(CUgraphExec, CUstream);
 CUresult cuGraphExecDestroy(CUgraphExec);
 CUresult cuGraphDestroy(CUgraph);

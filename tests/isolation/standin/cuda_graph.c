@@ -3,6 +3,7 @@
  * after another on the stream, each kernel taking simulated time like a launch; launching it into
  * a capturing stream captures its kernel nodes instead (a graph launch is stream work like any
  * other). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,19 +18,30 @@ SI_EXPORT CUresult cuGraphCreate(CUgraph *g, unsigned flags) {
     return *g ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-SI_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
-                                        size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p) {
-    (void)deps, (void)ndeps; /* nodes run in the order added, which any dependency order allows */
-    if (!node || !g || !p || !p->func || g->n == 64)
+/* A kernel node's simulated time: its grid's blocks times the function's cost per block (the
+ * "spin" function's from its first parameter). */
+static CUresult kernel_ns(const CUDA_KERNEL_NODE_PARAMS *p, uint64_t *ns) {
+    if (!p || !p->func)
         return CUDA_ERROR_INVALID_VALUE;
-    struct si_gnode *n = &g->node[g->n];
     uint64_t cost = p->func->ns_per_block;
     if (!cost) {
         if (!p->kernelParams || !p->kernelParams[0])
             return CUDA_ERROR_INVALID_VALUE;
         memcpy(&cost, p->kernelParams[0], sizeof(cost));
     }
-    n->ns = (uint64_t)p->gridDimX * p->gridDimY * p->gridDimZ * cost;
+    *ns = (uint64_t)p->gridDimX * p->gridDimY * p->gridDimZ * cost;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuGraphAddKernelNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
+                                        size_t ndeps, const CUDA_KERNEL_NODE_PARAMS *p) {
+    (void)deps, (void)ndeps; /* nodes run in the order added, which any dependency order allows */
+    uint64_t ns = 0;
+    if (!node || !g || g->n == 64 || kernel_ns(p, &ns) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct si_gnode *n = &g->node[g->n];
+    memset(n, 0, sizeof(*n));
+    n->ns = ns;
     *node = n;
     g->n++;
     return CUDA_SUCCESS;
@@ -49,6 +61,7 @@ SI_EXPORT CUresult cuGraphInstantiateWithFlags(CUgraphExec *exec, CUgraph g,
     if (!copy)
         return CUDA_ERROR_OUT_OF_MEMORY;
     memcpy(copy, g, sizeof(*copy));
+    copy->source = g;
     *exec = copy;
     return CUDA_SUCCESS;
 }
@@ -85,6 +98,119 @@ SI_EXPORT CUresult cuGraphExecDestroy(CUgraphExec exec) {
         return CUDA_ERROR_INVALID_VALUE;
     free(exec);
     return CUDA_SUCCESS;
+}
+
+/* ---- updating an executable graph ----
+ * CUDA Driver API reference, Graph Management: cuGraphExecKernelNodeSetParams "Sets the
+ * parameters of a kernel node in an executable graph hGraphExec. The node is identified by the
+ * corresponding node hNode in the non-executable graph, from which the executable graph was
+ * instantiated"; "All nodeParams fields may change" (the function within its owning context);
+ * "The modifications only affect future launches of hGraphExec. Already enqueued or running
+ * launches of hGraphExec are not affected by this call" (likewise cuGraphExecNodeSetParams,
+ * cuGraphExecChildGraphNodeSetParams and cuGraphExecUpdate). cuGraphExecChildGraphNodeSetParams
+ * "Updates the work represented by hNode in hGraphExec as though the nodes contained in hNode's
+ * graph had the parameters contained in childGraph's nodes at instantiation"; "The topology of
+ * childGraph, as well as the node insertion order, must match". cuGraphExecUpdate "Updates the
+ * node parameters in the instantiated graph specified by hGraphExec with the node parameters in
+ * a topologically identical graph specified by hGraph"; when it cannot, it answers
+ * CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE and leaves hGraphExec as it was. The exported
+ * cuGraphExecKernelNodeSetParams and cuGraphExecUpdate keep the pre-12.0 forms (the v1 kernel
+ * parameters, whose leading fields are the same; the error node and result out-parameters); the
+ * `_v2` symbols are the 12.0 forms. The model: memory nodes cannot change, kernel nodes take new
+ * times. */
+enum { SI_UPDATE_FAILURE = 910, SI_UPDATE_TOPOLOGY_CHANGED = 2, SI_UPDATE_NODE_TYPE_CHANGED = 3 };
+
+typedef struct { /* CUgraphExecUpdateResultInfo */
+    int result;
+    CUgraphNode errorNode;
+    CUgraphNode errorFromNode;
+} si_update_info;
+
+/* The index of the executable graph's node that `node` (of the graph it came from) names, or -1. */
+static int exec_node(CUgraphExec exec, CUgraphNode node) {
+    if (!exec || !exec->source || !node)
+        return -1;
+    uintptr_t first = (uintptr_t)&exec->source->node[0], at = (uintptr_t)node;
+    if (at < first || (at - first) % sizeof(struct si_gnode))
+        return -1;
+    uintptr_t i = (at - first) / sizeof(struct si_gnode);
+    return i < (uintptr_t)exec->n ? (int)i : -1;
+}
+
+static CUresult exec_kernel(CUgraphExec exec, CUgraphNode node, const CUDA_KERNEL_NODE_PARAMS *p) {
+    int i = exec_node(exec, node);
+    uint64_t ns = 0;
+    if (i < 0 || exec->node[i].mem || exec->node[i].child || kernel_ns(p, &ns) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    exec->node[i].ns = ns;
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec exec, CUgraphNode node,
+                                                     const CUDA_KERNEL_NODE_PARAMS *p) {
+    return exec_kernel(exec, node, p);
+}
+
+SI_EXPORT CUresult cuGraphExecKernelNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                  const CUDA_KERNEL_NODE_PARAMS *p) {
+    return exec_kernel(exec, node, p);
+}
+
+/* 1 when `n` nodes of `from` can replace those at `to`: the same kinds, memory nodes unchanged. */
+static int same_topology(const struct si_gnode *to, const struct si_gnode *from, int n) {
+    for (int i = 0; i < n; i++)
+        if (to[i].mem != from[i].mem || to[i].dptr != from[i].dptr ||
+            (i > 0 && to[i].child != from[i].child))
+            return 0;
+    return 1;
+}
+
+static void take_times(struct si_gnode *to, const struct si_gnode *from, int n) {
+    for (int i = 0; i < n; i++)
+        to[i].ns = from[i].ns;
+}
+
+SI_EXPORT CUresult cuGraphExecChildGraphNodeSetParams(CUgraphExec exec, CUgraphNode node,
+                                                      CUgraph child) {
+    int i = exec_node(exec, node);
+    if (i < 0 || !child || exec->node[i].child != child->n ||
+        !same_topology(&exec->node[i], child->node, child->n))
+        return CUDA_ERROR_INVALID_VALUE;
+    take_times(&exec->node[i], child->node, child->n);
+    return CUDA_SUCCESS;
+}
+
+static CUresult exec_update(CUgraphExec exec, CUgraph g, int *result) {
+    *result = SI_UPDATE_TOPOLOGY_CHANGED;
+    if (!exec || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (exec->n != g->n || !same_topology(exec->node, g->node, g->n) ||
+        (g->n && exec->node[0].child != g->node[0].child))
+        return SI_UPDATE_FAILURE;
+    take_times(exec->node, g->node, g->n);
+    *result = 0; /* CU_GRAPH_EXEC_UPDATE_SUCCESS */
+    return CUDA_SUCCESS;
+}
+
+SI_EXPORT CUresult cuGraphExecUpdate_v2(CUgraphExec exec, CUgraph g, si_update_info *info) {
+    int result = 0;
+    CUresult rc = exec_update(exec, g, &result);
+    if (info) {
+        memset(info, 0, sizeof(*info));
+        info->result = result;
+    }
+    return rc;
+}
+
+SI_EXPORT CUresult cuGraphExecUpdate(CUgraphExec exec, CUgraph g, CUgraphNode *error_node,
+                                     int *result_out) {
+    int result = 0;
+    CUresult rc = exec_update(exec, g, &result);
+    if (error_node)
+        *error_node = NULL;
+    if (result_out)
+        *result_out = result;
+    return rc;
 }
 
 /* A graph goes with the child graphs moved into it (cuGraphAddNode, below). */
@@ -263,6 +389,7 @@ typedef struct {
     int reserved0[3];
     union {
         long long reserved1[29];
+        CUDA_KERNEL_NODE_PARAMS kernel; /* the leading fields of CUDA_KERNEL_NODE_PARAMS_v3 */
         si_mem_alloc_params alloc;
         CUdeviceptr free_dptr;
         struct {
@@ -294,6 +421,8 @@ static CUresult add_child(CUgraphNode *node, CUgraph g, CUgraph child, int owner
         return CUDA_ERROR_INVALID_VALUE;
     *node = &g->node[g->n];
     memcpy(&g->node[g->n], child->node, (size_t)child->n * sizeof(child->node[0]));
+    if (child->n)
+        g->node[g->n].child = child->n;
     g->n += child->n;
     if (ownership == SI_CHILD_MOVE) {
         child->owner = g;
@@ -313,6 +442,20 @@ SI_EXPORT CUresult cuGraphAddNode(CUgraphNode *node, CUgraph g, const CUgraphNod
         return cuGraphAddMemFreeNode(node, g, deps, ndeps, p->u.free_dptr);
     if (p->type == 4)
         return add_child(node, g, p->u.child.graph, p->u.child.ownership);
+    return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+/* cuGraphExecNodeSetParams (CUDA 12.2): "Update's a graph node's parameters in an instantiated
+ * graph"; for a kernel node see cuGraphExecKernelNodeSetParams, for a child graph node "Topology
+ * must match and restrictions apply recursively", and memory allocation and free nodes: "API
+ * unsupported". The stand-in updates kernel (CU_GRAPH_NODE_TYPE_KERNEL = 0) and child graph nodes. */
+SI_EXPORT CUresult cuGraphExecNodeSetParams(CUgraphExec exec, CUgraphNode node, si_node_params *p) {
+    if (!p)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p->type == 0)
+        return exec_kernel(exec, node, &p->u.kernel);
+    if (p->type == 4)
+        return cuGraphExecChildGraphNodeSetParams(exec, node, p->u.child.graph);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
 

@@ -154,6 +154,7 @@ struct si_event {
 struct si_gnode {
     uint64_t ns; /* simulated time the node's work takes */
     int mem; /* 0: a kernel node; SI_GRAPH_ALLOC or SI_GRAPH_FREE: a memory node of `dptr` */
+    int child; /* the first node of a child graph node: how many nodes it holds (else 0) */
     CUdeviceptr dptr;
 };
 enum { SI_GRAPH_ALLOC = 1, SI_GRAPH_FREE = 2 };
@@ -164,6 +165,8 @@ struct si_graph {
     struct si_graph *owner;      /* the parent a child graph was moved into (cuGraphAddNode) */
     struct si_graph *owned;      /* the child graphs moved into this one */
     struct si_graph *next_owned; /* the next child moved into the same parent */
+    struct si_graph *source;     /* an executable graph's: the graph it was instantiated from,
+                                  * whose node handles name its nodes (never dereferenced) */
 };
 
 SI_HIDDEN extern pthread_mutex_t si_cu_mu; /* guards the process-local state */

@@ -40,6 +40,9 @@
     X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) \
     X(cuMemPoolTrimTo) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode) X(cuDeviceGraphMemTrim) \
     X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc) X(cuGraphAddNode) X(cuGraphAddNode_v2)           \
+    X(cuGraphExecUpdate) X(cuGraphExecUpdate_v2) X(cuGraphExecKernelNodeSetParams)              \
+    X(cuGraphExecKernelNodeSetParams_v2) X(cuGraphExecNodeSetParams)                            \
+    X(cuGraphExecChildGraphNodeSetParams)                                                       \
     X(cuDevicePrimaryCtxReset)                                                                  \
     X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxGetState) X(cuStreamBeginCapture)         \
     X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                   \
@@ -80,6 +83,8 @@ static const struct {
     {"cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2", 11000},
     {"cuMemAlloc", "cuMemAlloc_v2", 3020}, /* below 3020: the 32-bit v1 function */
     {"cuGraphAddNode", "cuGraphAddNode_v2", 12030},
+    {"cuGraphExecUpdate", "cuGraphExecUpdate_v2", 12000},
+    {"cuGraphExecKernelNodeSetParams", "cuGraphExecKernelNodeSetParams_v2", 12000},
     {"cuDevicePrimaryCtxReset", "cuDevicePrimaryCtxReset_v2", 11000},
     {"cuStreamBeginCapture", "cuStreamBeginCapture_v2", 10010},
     {"cuStreamGetCaptureInfo", "cuStreamGetCaptureInfo_v2", 11030},
