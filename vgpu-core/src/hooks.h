@@ -35,7 +35,15 @@
     X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcOpenMemHandle_v2) X(cuIpcCloseMemHandle)\
     X(cuCtxSetLimit) X(cuGreenCtxDestroy) X(cuCtxCreate) X(cuCtxCreate_v3) X(cuCtxCreate_v4)      \
     X(cuMemPrefetchAsync) X(cuMemPrefetchAsync_ptsz) X(cuMemPrefetchAsync_v2)                     \
-    X(cuMemPrefetchAsync_v2_ptsz) X(cuMemAdvise) X(cuMemAdvise_v2)
+    X(cuMemPrefetchAsync_v2_ptsz) X(cuMemAdvise) X(cuMemAdvise_v2) X(cuGraphExecDestroy)          \
+    X(cuGraphExecUpdate) X(cuGraphExecUpdate_v2) X(cuGraphExecKernelNodeSetParams)                \
+    X(cuGraphExecKernelNodeSetParams_v2) X(cuGraphExecNodeSetParams)                              \
+    X(cuGraphExecChildGraphNodeSetParams) X(cuGraphExecMemsetNodeSetParams)                       \
+    X(cuGraphExecMemcpyNodeSetParams) X(cuGraphExecHostNodeSetParams)                             \
+    X(cuGraphExecEventRecordNodeSetEvent) X(cuGraphExecEventWaitNodeSetEvent)                     \
+    X(cuGraphExecExternalSemaphoresSignalNodeSetParams)                                           \
+    X(cuGraphExecExternalSemaphoresWaitNodeSetParams) X(cuGraphExecBatchMemOpNodeSetParams)       \
+    X(cuGraphNodeSetEnabled)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \

@@ -75,7 +75,9 @@ static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
         sync_fn sync = REAL_CU(sync_fn, cuStreamSynchronize);
         int timed = sync && sync(l->stream) == CUDA_SUCCESS;
         int64_t host = (int64_t)(vgpu_now_ns() - l->begun_ns);
-        ns = timed ? vgpu_signature_charge(l->signature, host) : ns > 0 ? ns : FALLBACK_NS;
+        ns = timed  ? vgpu_signature_charge(l->signature, l->epoch, host)
+             : ns > 0 ? ns
+                      : FALLBACK_NS;
     }
     vgpu_budget_charge(s, l->index, ns);
     tell_once();
@@ -142,7 +144,7 @@ static int64_t launch_charge(vgpu_track *t, const vgpu_pending *p, int64_t span,
                              ev_elapsed_fn elapsed, int *kept)
 {
     int64_t fresh = uncovered(t, p, span, elapsed, kept);
-    int64_t least = vgpu_signature_charge(p->signature, span);
+    int64_t least = vgpu_signature_charge(p->signature, p->epoch, span);
     return fresh < least ? fresh : least;
 }
 
@@ -253,6 +255,7 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     vgpu_capture_unrelax(mode);
     l->track = t;
     l->signature = signature;
+    l->epoch = vgpu_signature_epoch();
     l->charge = l->start ? VGPU_MEASURED : VGPU_ESTIMATED;
     l->begun_ns = vgpu_now_ns();
     return CUDA_SUCCESS;
@@ -270,7 +273,7 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
         end = vgpu_track_recorded_event(t, l->stream);
     if (end) {
         int tail = (t->head + t->count) % VGPU_RING;
-        t->ring[tail] = (vgpu_pending){l->start, end, l->index, l->signature, l->stream};
+        t->ring[tail] = (vgpu_pending){l->start, end, l->index, l->signature, l->stream, l->epoch};
         t->count++;
     } else {
         if (l->charge == VGPU_MEASURED)
@@ -298,6 +301,13 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
     }
     pthread_mutex_unlock(&mu);
     vgpu_capture_unrelax(mode);
+}
+
+void vgpu_launch_restart(uint64_t signature)
+{
+    pthread_mutex_lock(&mu);
+    vgpu_signature_restart(signature);
+    pthread_mutex_unlock(&mu);
 }
 
 void vgpu_launch_context_gone(CUcontext ctx)

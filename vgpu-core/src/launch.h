@@ -12,6 +12,7 @@ typedef struct {
     int charge; /* VGPU_MEASURED or VGPU_ESTIMATED: the process lock is held until end */
     int index;
     uint64_t signature;
+    uint64_t epoch; /* vgpu_signature_epoch() when it began */
     uint64_t begun_ns;
     void *track;
     CUevent start;
@@ -30,5 +31,8 @@ void vgpu_launch_forget(void);
 void vgpu_launch_context_ending(CUcontext ctx, int destroying);
 /* After a context went without its events being destroyed by us (their handles died with it). */
 void vgpu_launch_context_gone(CUcontext ctx);
+/* The work of launches of `signature` changed (an executable graph updated or destroyed): their
+ * measurement history starts afresh (signature.c). */
+void vgpu_launch_restart(uint64_t signature);
 
 #endif

@@ -136,7 +136,7 @@ static CUresult graph(graph_fn real, int ptsz, CUgraphExec exec, CUstream stream
     vgpu_launch l;
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
-    CUresult rc = vgpu_launch_begin(&l, stream, ptsz, vgpu_signature(exec, 0, 0, 0, 0, 0, 0, 0));
+    CUresult rc = vgpu_launch_begin(&l, stream, ptsz, vgpu_graph_signature(exec));
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = real(exec, stream);

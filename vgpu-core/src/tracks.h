@@ -15,6 +15,7 @@ typedef struct {
     int index;
     uint64_t signature;
     CUstream stream;
+    uint64_t epoch; /* vgpu_signature_epoch() when it began */
 } vgpu_pending;
 
 typedef struct vgpu_track {
