@@ -77,8 +77,8 @@ def test_a_pod_no_node_admits_is_told_so_plainly() -> None:
 
 def test_each_gang_member_is_shown_only_on_a_node_it_may_use() -> None:
     members = [gang_pod(f"ml/w{i}", 100, 2) for i in range(2)]
-    members[0]["spec"]["nodeSelector"] = {"pool": "a100"}
-    members[1]["spec"]["nodeSelector"] = {"pool": "t4"}
+    _spec(members[0])["nodeSelector"] = {"pool": "a100"}
+    _spec(members[1])["nodeSelector"] = {"pool": "t4"}
     where = where_now(Snapshot(NODES, tuple(members)), DEFAULT_NAMES, "ml/w0", ["n1", "n2"])
     assert where is not None and not where.reason
     assert {str(a.pod): str(a.node) for a in where.assignments} == {"ml/w0": "n2", "ml/w1": "n1"}
@@ -86,7 +86,13 @@ def test_each_gang_member_is_shown_only_on_a_node_it_may_use() -> None:
 
 def test_a_gang_with_a_member_no_node_admits_names_that_member() -> None:
     members = [gang_pod(f"ml/w{i}", 50, 2) for i in range(2)]
-    members[1]["spec"]["nodeSelector"] = {"pool": "h100"}
+    _spec(members[1])["nodeSelector"] = {"pool": "h100"}
     where = where_now(Snapshot(NODES, tuple(members)), DEFAULT_NAMES, "ml/w0", ["n1", "n2"])
     assert where is not None and not where.assignments
     assert where.reason == f"gang ml/train: member ml/w1: {RULED_OUT}"
+
+
+def _spec(pod: dict[str, object]) -> dict[str, object]:
+    spec = pod["spec"]
+    assert isinstance(spec, dict)
+    return spec
