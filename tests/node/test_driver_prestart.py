@@ -27,7 +27,7 @@ from vgpu.core.ids import GpuUUID, PodKey
 from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
 from vgpu.node.devices import ResourceNames, UnitKind
-from vgpu.node.driver_limits import pod_memory
+from vgpu.node.driver_limits import PreStartRefused, pod_memory
 from vgpu.node.grants import Refusal
 from vgpu.node.handoff.admissions import Handoff
 from vgpu.node.podspec import pod_info
@@ -220,3 +220,26 @@ def test_devices_a_finished_pod_still_holds_in_the_records_limit_the_pod_now_hol
     hook("vgpu.io/cores", devices)
     limited = {cgroup.name: hard for _, cgroup, hard, _ in limits.calls}
     assert limited["poduid-next"] == 30 * 16384 // 100 * MIB  # its own grant
+
+
+@pytest.mark.parametrize(
+    "shares",
+    [
+        (),  # the records give the container no share at all
+        (GpuShare(GpuUUID("GPU-b"), 10, 2048 * 1000),),  # its share is on another GPU
+    ],
+)
+def test_prestart_refuses_a_container_whose_devices_gpu_gets_no_limit(
+    cgroupfs: Path, shares: tuple[GpuShare, ...]
+) -> None:
+    """Found by the issue-32 audit: PreStart set the limits the pod's records name and answered
+    ok, whatever GPU the container's device IDs are on. A pod recorded with no share, or with
+    its share on another GPU than the devices it holds, started with no driver limit on the
+    GPU it was given."""
+    pod_dir(cgroupfs, "/kubepods/pod0b5e-77")
+    limits = RecordingLimits()
+    hook = DriverLimitHook(
+        lambda kind, ids: [(UID, [(Role.APP, shares)])], limits, ResourceNames(), cgroupfs=cgroupfs
+    )
+    with pytest.raises(PreStartRefused, match=f"no driver memory limit on GPU {GPU}"):
+        hook(MEMORY, [f"{GPU}::m0"])

@@ -72,25 +72,43 @@ class DriverLimitHook:
                 "(a container admitted without an assignment has no grant to limit it to), so "
                 "the driver's memory limit cannot be set; the container is not started"
             )
-        limited = [uid for uid, containers in found if self._limit(uid, containers, len(found))]
+        limited = {
+            uid: gpus
+            for uid, containers in found
+            if (gpus := self._limit(uid, containers, len(found))) is not None
+        }
         if len(found) > 1 and not limited:
             raise PreStartRefused(
                 f"{resource}: none of the pods that may hold devices {', '.join(ids)} "
                 f"({', '.join(uid for uid, _ in found)}) has a cgroup under {self._cgroupfs}, "
                 "so the driver's memory limit cannot be set"
             )
+        # The container is given the GPUs its device IDs name: each must now have a limit on
+        # every pod that may be the caller, whatever the records say the pod's shares are (one
+        # pod found that holds no memory here has none at all).
+        given = sorted({i.rpartition("::")[0] for i in ids})
+        bare = [(uid, g) for uid, gpus in limited.items() for g in given if g not in gpus]
+        if not limited:
+            bare = [(found[0][0], g) for g in given]
+        if bare:
+            uid, gpu = bare[0]
+            raise PreStartRefused(
+                f"{resource}: pod {uid} holds devices {', '.join(ids)} but its records give it "
+                f"no memory on GPU {gpu}, so there is no driver memory limit on GPU {gpu} to set; "
+                "the container is not started"
+            )
 
     def _limit(
         self, uid: str, containers: list[tuple[Role, tuple[GpuShare, ...]]], of: int
-    ) -> bool:
-        """Set one pod's limits; False when it holds no GPU memory here, or (one of `of` > 1
-        pods that may be the caller) has no cgroup yet."""
+    ) -> set[str] | None:
+        """Set one pod's limits; the GPUs limited, or None when it holds no GPU memory here,
+        or (one of `of` > 1 pods that may be the caller) has no cgroup yet."""
         memory = pod_memory(containers)
         if not memory:
-            return False  # the pod holds no GPU memory here: nothing to limit
+            return None  # the pod holds no GPU memory here: nothing to limit
         cgroup = pod_cgroup(uid, self._cgroupfs)
         if cgroup is None and of > 1:
-            return False  # not started yet: its own containers' calls will limit it
+            return None  # not started yet: its own containers' calls will limit it
         if cgroup is None:
             raise PreStartRefused(
                 f"pod {uid}: no cgroup under {self._cgroupfs} (looked for the systemd and "
@@ -107,7 +125,7 @@ class DriverLimitHook:
             if self._on_set is not None:
                 self._on_set(uuid, hard)
         log.info("pod %s: driver memory limits set on %s: %s", uid, cgroup, memory)
-        return True
+        return set(memory)
 
 
 class BackendCollector:
