@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.handoff.pods import agent, ids
+from tests.handoff.pods import GPUS, KEY, NODE, UNIT_MIB, agent, ids
 from tests.handoff.pods import pod as bound_pod
 from tests.kubelet_standin.kubelet import FakeKubelet
 from tests.node.conftest import MEMORY, start_plugins
@@ -22,7 +22,9 @@ from vgpu.adapters._proto.deviceplugin.v1beta1 import api_pb2
 from vgpu.adapters.dmem import LimitError
 from vgpu.adapters.fakegpu import parse_spec
 from vgpu.adapters.kubelet.device_plugin import PluginOptions
+from vgpu.agent.config import AgentConfig
 from vgpu.agent.driver_limits import DriverLimitHook
+from vgpu.agent.mode import handoff_policy
 from vgpu.core.ids import GpuUUID, PodKey
 from vgpu.core.kubelet_reuse import Role
 from vgpu.core.model import GpuShare
@@ -243,3 +245,38 @@ def test_prestart_refuses_a_container_whose_devices_gpu_gets_no_limit(
     )
     with pytest.raises(PreStartRefused, match=f"no driver memory limit on GPU {GPU}"):
         hook(MEMORY, [f"{GPU}::m0"])
+
+
+def test_under_the_driver_backend_an_unassigned_container_gets_no_devices(cgroupfs: Path) -> None:
+    """Found by the issue-32 audit: with `--allow-unassigned`, pod `done` finished and the
+    kubelet gave its freed devices to the unassigned pod `free` before the pod watch showed
+    `done` finished. The default policy admitted `free` with no record; PreStart found only
+    `done` holding those IDs, set the limit on its cgroup (still there until the kubelet's
+    housekeeping) and answered ok, so `free` started with no driver limit. Under the driver
+    backend an unassigned container could never be limited (it has no grant): it is refused
+    at Allocate, naming why, and never holds the devices."""
+    handoff = Handoff(NODE, KEY, clock=lambda: 0.0, grace_s=5.0)
+    handoff.observe(pod_info(bound_pod("done", [("c", 30, 0, "G0")])))
+    cfg = AgentConfig(NODE, KEY, memory_unit_mib=UNIT_MIB, allow_unassigned=True)
+    policy = handoff_policy(
+        cfg,
+        ResourceNames(),
+        GPUS,
+        handoff,
+        on_admit=lambda: None,
+        refresh=lambda: None,
+        driver_limits=True,
+    )
+    devices = ids("G0", "c", 30)
+    assert not isinstance(policy.allocate("vgpu.io/cores", [devices]), Refusal)
+    handoff.observe(pod_info(bound_pod("free", [("c", 30, 0, "G0")], sign=False)))
+    refused = policy.allocate("vgpu.io/cores", [devices])
+    assert isinstance(refused, Refusal)
+    assert "driver's per-pod memory limits" in refused.reason
+    # without the refusal, the PreStart hook would have limited `done` only
+    for uid in ("uid-done", "uid-free"):
+        pod_dir(cgroupfs, f"/kubepods/pod{uid}")
+    limits = RecordingLimits()
+    hook = DriverLimitHook(handoff.pods_holding, limits, ResourceNames(), cgroupfs=cgroupfs)
+    hook("vgpu.io/cores", devices)
+    assert [cgroup.name for _, cgroup, _, _ in limits.calls] == ["poduid-done"]

@@ -197,6 +197,8 @@ class NodeAgent:
         gpus = inventory.gpus
         log.info("%s: %d GPU(s): %s", cfg.node_name, len(gpus), [g.model for g in gpus])
         self.runtime_problems = check_runtime(cfg, [g.uuid for g in gpus])
+        handoff = self.handoff if self._kube is not None else None
+        self.memory_choice, pre_start = driver_backend(cfg, inventory, handoff, self.names)
         if self._kube is not None:
             policy = handoff_policy(
                 cfg,
@@ -205,11 +207,10 @@ class NodeAgent:
                 self.handoff,
                 on_admit=self._wake.set,
                 refresh=self.pods.refresh,
+                driver_limits=self.memory_choice.driver_limits,
             )
         else:
             policy = local_policy(cfg, self.names, gpus)
-        handoff = self.handoff if self._kube is not None else None
-        self.memory_choice, pre_start = driver_backend(cfg, inventory, handoff, self.names)
         self.publisher.memory_backend = self.memory_choice.backend(cfg.grants.mode.value)
         self.plugins = device_plugins(cfg, self.names, gpus, policy, self.metrics, pre_start)
         tracker = HealthTracker(tuple(g.uuid for g in gpus), cfg.health, self._clock)

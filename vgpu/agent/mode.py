@@ -31,6 +31,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+UNASSIGNED_UNDER_DRIVER_LIMITS = (
+    "unassigned pods are not admitted on a node whose memory is held by the driver's per-pod "
+    "memory limits (an unassigned container has no grant to limit it to)"
+)
+
 
 def local_policy(
     cfg: AgentConfig, names: ResourceNames, gpus: Sequence[GpuInfo]
@@ -63,11 +68,21 @@ def handoff_policy(
     *,
     on_admit: Callable[[], None],
     refresh: Callable[[], None],
+    driver_limits: bool = False,
 ) -> AllocationPolicy:
-    """With cluster credentials: Allocate admits pods with a verified assignment."""
+    """With cluster credentials: Allocate admits pods with a verified assignment.
+
+    `driver_limits`: the node's memory backend is the driver's per-pod limits. An unassigned
+    container has no grant to limit it to, so its start would be refused anyway; it is refused
+    at Allocate instead, and never holds devices PreStart could take for another pod's (a
+    finished pod's record still naming the same IDs would have its cgroup limited, and the
+    unassigned container would start with none)."""
+    allow = cfg.allow_unassigned and not driver_limits
     log.info(
         "mode: HAND-OFF, fail closed (Allocate admits only pods with a verified assignment%s)",
         "; --allow-unassigned: unassigned pods get unreserved capacity"
+        if allow
+        else "; --allow-unassigned: ignored, the driver's memory limits need a grant"
         if cfg.allow_unassigned
         else "",
     )
@@ -77,7 +92,10 @@ def handoff_policy(
         names=names,
         memory_unit_mib=cfg.memory_unit_mib,
         settings=cfg.grants,
-        allow_unassigned=cfg.allow_unassigned,
+        allow_unassigned=allow,
+        unassigned_refused=UNASSIGNED_UNDER_DRIVER_LIMITS
+        if driver_limits
+        else "unassigned pods are not admitted (--allow-unassigned is off)",
         on_admit=lambda _pod: on_admit(),
         refresh=refresh,
     )

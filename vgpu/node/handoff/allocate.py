@@ -73,6 +73,7 @@ class HandoffPolicy:
         memory_unit_mib: int,
         settings: GrantSettings | None = None,
         allow_unassigned: bool = False,
+        unassigned_refused: str = "unassigned pods are not admitted (--allow-unassigned is off)",
         on_admit: Callable[[PodKey], None] = lambda _pod: None,
         refresh: Callable[[], None] = lambda: None,
     ) -> None:
@@ -82,6 +83,7 @@ class HandoffPolicy:
         self._unit_mib = memory_unit_mib
         self._settings = settings or GrantSettings()
         self._allow_unassigned = allow_unassigned
+        self._unassigned_refused = unassigned_refused  # why, when not allowed
         self._on_admit = on_admit
         self._refresh = refresh
         self._default = DefaultAllocationPolicy(
@@ -297,7 +299,7 @@ class HandoffPolicy:
                 return result[0], None
             reason = short
         else:
-            reason = "unassigned pods are not admitted (--allow-unassigned is off)"
+            reason = self._unassigned_refused
         held = answer.held_there
         where = ", ".join(sorted(groups))
         holds = "; ".join(held[:5]) if held else "nothing assigned there"
