@@ -61,9 +61,10 @@
 #       fails and says why.
 #  2. The driver memory backend (hack/gpu-check-driver.sh): where the driver is r615+ with cgroup
 #     v2, a program without the interposer is refused past its cgroup's hard limit; elsewhere it
-#     reports "not available: driver X, kernel Y, cgroup vN".
+#     reports "not available: driver X, kernel Y, cgroup vN" and why.
 #  3. Then, as before: NVML discovery and the device plugin against the stand-in kubelet
 #     (hack/gpu_check.py) and the NVML-marked tests. Extra arguments go to hack/gpu_check.py.
+# Every section runs whatever an earlier one found; the exit status is the first failure's.
 # VGPU_CHECK_SECONDS sets each measurement's length (default 5); VGPU_CHECK_WORK_ITERS the fixed-work
 # kernel's steps (default 100000; its length alone is reported), VGPU_CHECK_SETTLE_SECONDS the
 # agent's settling time before the pair is measured (default 8).
@@ -326,7 +327,11 @@ PY
 # VGPU_CHECK_VGPU_CORE_ONLY=1 ends here (tests/isolation runs this section on the stand-in driver).
 [ "${VGPU_CHECK_VGPU_CORE_ONLY:-0}" = 1 ] && exit "$core_rc"
 
-hack/gpu-check-driver.sh "$work/gpuspin"
-"$python" hack/gpu_check.py --seconds 1 "$@"
-"$python" -m pytest -q -m nvml tests/node
-exit "$core_rc"
+# Each section reports whatever the one before found: a failure is in the exit status, not a stop.
+driver_rc=0 ips_rc=0 nvml_rc=0
+hack/gpu-check-driver.sh "$work/gpuspin" || driver_rc=$?
+"$python" hack/gpu_check.py --seconds 1 "$@" || ips_rc=$?
+"$python" -m pytest -q -m nvml tests/node || nvml_rc=$?
+echo "gpu-check: vgpu-core $core_rc, driver backend $driver_rc, hand-off $ips_rc, NVML $nvml_rc"
+for rc in "$core_rc" "$driver_rc" "$ips_rc" "$nvml_rc"; do ((rc == 0)) || exit "$rc"; done
+exit 0

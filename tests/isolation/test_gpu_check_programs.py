@@ -288,3 +288,52 @@ def test_the_driver_check_reports_not_available_on_a_driver_before_615(tmp_path:
     line = json.loads(out.read_text())["driver_backend"]
     assert line.startswith("not available: driver 580.95.05, kernel "), line
     assert line.endswith(("cgroup v1", "cgroup v2")), line
+
+
+def _driver_check(tmp_path: Path, smi_answers: dict[str, str]) -> dict[str, str]:
+    """Run hack/gpu-check-driver.sh with an nvidia-smi answering `smi_answers` (the value of
+    its --query-gpu) and a cgroup v2 file system of a temporary directory; its report."""
+    (tmp_path / "bin").mkdir()
+    smi = tmp_path / "bin/nvidia-smi"
+    cases = "".join(f'    *"{query}"*) echo {answer} ;;\n' for query, answer in smi_answers.items())
+    smi.write_text(f'#!/bin/sh\ncase "$*" in\n{cases}    *) echo ;;\nesac\n')
+    smi.chmod(0o755)
+    cgroupfs = tmp_path / "cgroup"
+    cgroupfs.mkdir()
+    (cgroupfs / "cgroup.controllers").write_text("cpu memory dmem\n")
+    out = tmp_path / "driver.json"
+    env = {
+        "PATH": f"{tmp_path / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "PYTHON": sys.executable,
+        "VGPU_CHECK_DRIVER_OUT": str(out),
+        "VGPU_CHECK_CGROUPFS": str(cgroupfs),
+    }
+    script = str(ROOT / "hack/gpu-check-driver.sh")
+    done = subprocess.run(
+        ["bash", script], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    report: dict[str, str] = json.loads(out.read_text())
+    return report
+
+
+def test_the_driver_check_reports_a_mig_gpu_as_not_available_and_why(tmp_path: Path) -> None:
+    """An r615+ driver on cgroup v2 whose GPU 0 is in MIG mode: the driver's limits do not apply
+    to MIG instances (NVML reference), so the check says so instead of failing."""
+    report = _driver_check(tmp_path, {"driver_version": "620.10", "mig.mode": "Enabled"})
+    line = report["driver_backend"]
+    assert line.startswith("not available: driver 620.10, kernel "), line
+    assert line.endswith(
+        "cgroup v2: GPU 0 is in MIG mode (the driver's limits do not apply to MIG instances)"
+    ), line
+
+
+def test_the_driver_check_reports_an_nvml_without_the_limit_functions_as_not_available(
+    tmp_path: Path,
+) -> None:
+    """An r615+ driver whose NVML cannot give nvmlDeviceSetMemoryLimits_v1 (here no NVML at
+    all): the check says why, as the agent's start-up line would, and gpu-check goes on."""
+    report = _driver_check(tmp_path, {"driver_version": "620.10", "mig.mode": "Disabled"})
+    line = report["driver_backend"]
+    assert line.startswith("not available: driver 620.10, kernel "), line
+    assert "cgroup v2: cannot load libnvidia-ml.so.1" in line, line
