@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from vgpu.adapters.dmem import gather_facts, memory_backend
 from vgpu.adapters.fakegpu import parse_spec
+from vgpu.adapters.vgpu_core_install import choose_mode
 from vgpu.core.errors import ConfigError
 from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.node.driver_limits import dmem_region
@@ -25,6 +26,7 @@ from vgpu.node.driver_mode import (
     choose,
     gaps,
 )
+from vgpu.node.grants import GrantMode
 
 REGION = "nvidia/0000:3b:00.0/vidmem"
 READY = NodeFacts("615.71.09", True, True, True, (GpuFacts("GPU-a", REGION, False, True),))
@@ -121,3 +123,24 @@ def test_without_hand_off_records_auto_says_so_and_on_refuses() -> None:
     assert "no hand-off records" in choice.reason and "libnvidia-ml" not in choice.reason
     with pytest.raises(DriverLimitsUnavailable, match="no hand-off records"):
         choose(DriverLimits.ON, facts)
+
+
+def test_the_one_line_says_how_mode_auto_chose_the_cores_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--mode auto` picks vgpu-core where its library is installed, else plain; the node's one
+    start-up line says that choice and its reason beside the memory backend's."""
+    library = tmp_path / "libvgpu-core.so"
+    assert choose_mode("auto", library) == (
+        GrantMode.PLAIN,
+        f"--mode auto: {library} is not in this image, so plain",
+    )
+    library.write_bytes(b"")
+    mode, why = choose_mode("auto", library)
+    assert mode is GrantMode.VGPU_CORE and why == f"--mode auto: {library} is installed"
+    assert choose_mode("vgpu-core", library) == (GrantMode.VGPU_CORE, "")
+    caplog.set_level(logging.INFO, logger="vgpu.adapters.dmem")
+    memory_backend(DriverLimits.AUTO, replace(READY, cgroup_v2=False), mode.value, why)
+    (line,) = [r.getMessage() for r in caplog.records if r.name == "vgpu.adapters.dmem"]
+    assert line.startswith("memory backend: vgpu-core, cores: vgpu-core (")
+    assert "cgroup v1" in line and line.endswith(f"; {why})"), line

@@ -141,12 +141,14 @@ def decide(
     cgroupfs: Path = CGROUPFS,
     usable: bool = True,
     nvml: LimitFunctions | None = None,
+    cores_why: str = "",
 ) -> tuple[Choice, LimitFunctions | None]:
     """The node's memory backend, announced in one log line that says what and why, with the
     NVML functions that set the limits when the driver holds memory. The node agent and the DRA
     driver both start with it, so a node decides alike whichever serves it. `usable`: False
     where the daemon cannot find a container's pod (the agent without its hand-off records).
-    `nvml`: the functions already opened (tests); else `library` is loaded here."""
+    `nvml`: the functions already opened (tests); else `library` is loaded here. `cores_why`:
+    how `--mode auto` chose the mode, for the same line."""
     facts = NodeFacts("", False, False, False)
     if requested is not DriverLimits.OFF:
         if nvml is None:
@@ -156,17 +158,19 @@ def decide(
                 log.debug("driver memory limits: %s", e)
         available = nvml is not None and nvml.available
         facts = replace(gather_facts(inventory, available, cgroupfs), pods_known=usable)
-    choice = memory_backend(requested, facts, cores)
+    choice = memory_backend(requested, facts, cores, cores_why)
     return choice, nvml if choice.driver_limits else None
 
 
-def memory_backend(requested: DriverLimits, facts: NodeFacts, cores: str) -> Choice:
+def memory_backend(
+    requested: DriverLimits, facts: NodeFacts, cores: str, cores_why: str = ""
+) -> Choice:
     """`choose`, announced in the one log line; `on` without the capability: ConfigError."""
     try:
         choice = choose(requested, facts)
     except DriverLimitsUnavailable as e:
         raise ConfigError(str(e)) from None
-    log.info("%s", choice.line(cores))
+    log.info("%s", choice.line(cores, cores_why))
     return choice
 
 

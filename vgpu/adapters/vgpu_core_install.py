@@ -38,18 +38,15 @@ LIBRARY_NAME = "libvgpu-core.so"
 PRELOAD_NAME = "ld.so.preload"
 
 
-def choose_mode(mode: str, library: Path) -> GrantMode:
-    """The mode `--mode` names; `auto`: vgpu-core when the library is there, else plain."""
+def choose_mode(mode: str, library: Path) -> tuple[GrantMode, str]:
+    """The mode `--mode` names, and how it was chosen ("" when named); `auto`: vgpu-core when
+    the library is there, else plain. The reason goes into the node's one start-up line
+    (`vgpu.node.driver_mode.Choice.line`), beside the memory backend's."""
     if mode != "auto":
-        return GrantMode(mode)
-    chosen = GrantMode.VGPU_CORE if library.is_file() else GrantMode.PLAIN
-    log.info(
-        "--mode auto: %s (%s %s)",
-        chosen.value,
-        library,
-        "is installed" if chosen is GrantMode.VGPU_CORE else "is not in this image",
-    )
-    return chosen
+        return GrantMode(mode), ""
+    if library.is_file():
+        return GrantMode.VGPU_CORE, f"--mode auto: {library} is installed"
+    return GrantMode.PLAIN, f"--mode auto: {library} is not in this image, so plain"
 
 
 def checked_library(flag: str, path: Path) -> bytes:

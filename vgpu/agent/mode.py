@@ -133,6 +133,7 @@ def driver_backend(
         library=cfg.nvml_library,
         cgroupfs=cfg.cgroupfs,
         usable=handoff is not None,
+        cores_why=cfg.grants.mode_why,
     )
     if nvml is None or handoff is None:
         return choice, None

@@ -65,10 +65,12 @@ class Choice:
         (`vgpu-core`, `hami`, `mps`; `plain` holds nothing)."""
         return "driver" if self.driver_limits else mode
 
-    def line(self, cores: str) -> str:
-        """The one start-up log line; `cores` is what enforces compute (the `--mode`)."""
+    def line(self, cores: str, cores_why: str = "") -> str:
+        """The one start-up log line: what holds memory and what enforces compute (`cores`, the
+        `--mode`), and why each (`cores_why`: how `--mode auto` chose, when it did)."""
         memory = "driver limits per pod cgroup" if self.driver_limits else cores
-        return f"memory backend: {memory}, cores: {cores} ({self.reason})"
+        why = f"{self.reason}; {cores_why}" if cores_why else self.reason
+        return f"memory backend: {memory}, cores: {cores} ({why})"
 
 
 class DriverLimitsUnavailable(ValueError):

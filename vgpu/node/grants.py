@@ -122,6 +122,7 @@ class GrantSettings:
     hami: Preload | None = None  # HAMi-core on the node: mode hami then preloads it
     core: Enforcer | None = None  # vgpu-core installed on the node: mode vgpu-core needs it
     devices: DeviceList = field(default_factory=DeviceList)  # how the runtime learns the GPUs
+    mode_why: str = ""  # how `--mode auto` chose `mode` ("" when named), for the start-up line
 
 
 def cores_grant(

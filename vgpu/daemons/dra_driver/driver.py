@@ -179,6 +179,7 @@ class DraDriver:
             library=cfg.nvml_library,
             cgroupfs=cfg.cgroupfs,
             nvml=self._nvml,
+            cores_why=cfg.grants.mode_why,
         )
         if nvml is not None:
             self._claim_limits = ClaimLimits(

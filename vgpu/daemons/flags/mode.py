@@ -135,7 +135,7 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
     from vgpu.node.shared_bound import dir_tmpfs
 
     dirs = dirs or container_dirs(args)
-    mode = choose_mode(args.mode, args.vgpu_core_library)
+    mode, why = choose_mode(args.mode, args.vgpu_core_library)
     hami = hami_core(args, dirs)
     if hami is not None:  # a build without the CUDA exports would enforce nothing
         checked_library("--hami-core-library", Path(hami.library))
@@ -151,7 +151,7 @@ def grant_settings(args: argparse.Namespace, dirs: ContainerDirs | None = None) 
                 log.error("%s", problem)
                 each = None  # no bound per container is claimed while mounts fail
         report_bound(dirs.root, each)
-    return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args))
+    return GrantSettings(mode, args.mps_pipe_dir, hami, core, device_list(args), why)
 
 
 def container_dirs(args: argparse.Namespace) -> ContainerDirs:
