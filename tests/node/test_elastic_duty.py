@@ -4,19 +4,32 @@ misleads nor blocks the agent, a bad directory spoils no other, and a step is ch
 
 from __future__ import annotations
 
+import errno
+import json
 import logging
 import os
+import shutil
+import subprocess
+import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from vgpu.adapters.container_dirs import ContainerDirs, read_limits
+from vgpu.agent import elastic
 from vgpu.agent.elastic import ElasticDuty
-from vgpu.node.limits_file import ACTIVITY_NAME, LIMITS_NAME, DeviceLimit, render_activity
+from vgpu.node.limits_file import (
+    ACTIVITY_NAME,
+    LIMITS_NAME,
+    STATE_NAME,
+    DeviceLimit,
+    render_activity,
+)
+from vgpu.node.shared_bound import STATE_BYTES
 
 G0, G1 = (f"GPU-{uuid.UUID(int=n)}" for n in (1, 2))
 NOW = 10**12
@@ -141,3 +154,92 @@ def _timed(step: Callable[[], None]) -> float:
     start = time.perf_counter()
     step()
     return time.perf_counter() - start
+
+
+def test_a_limits_write_that_fails_spoils_no_other_container_nor_the_collect(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One container's `limits` that cannot be written (ENOSPC: its own writes filled the
+    filesystem its directory sits on) once aborted the whole step: every container after it
+    kept its allowance and the collect step, which cuts the shared files back, never ran."""
+    dirs = ContainerDirs(tmp_path, grace_s=0)
+    a = make(dirs, DeviceLimit(G0, GIB, 30, 80, 30))
+    b = make(dirs, DeviceLimit(G1, GIB, 30, 80, 30))
+    launch(dirs, a, NOW - 1)
+    launch(dirs, b, NOW - 1)
+    real = elastic.write_limits
+
+    def full_for_a(directory: Path, devices: Sequence[DeviceLimit]) -> None:
+        if directory == dirs.limits_dir(a):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(directory))
+        real(directory, devices)
+
+    monkeypatch.setattr(elastic, "write_limits", full_for_a)
+    (dirs.shared_dir(a) / STATE_NAME).write_bytes(b"x" * (STATE_BYTES + 4096))
+    d = ElasticDuty(dirs, tmp_path / "checkpoint", clock_ns=lambda: NOW, collect_s=0.0)
+    with caplog.at_level(logging.WARNING, logger="vgpu.agent.elastic"):
+        for _ in range(3):
+            d.step()
+    assert allowance(dirs, b) == [80]  # the other container is served whatever the order
+    assert (dirs.shared_dir(a) / STATE_NAME).stat().st_size == STATE_BYTES  # collect ran
+    assert caplog.text.count(f"cannot write the limits of container directory {a}") == 1
+
+
+TENANT_FILLS = """
+import json, sys
+from pathlib import Path
+from vgpu.adapters.container_dirs import ContainerDirs, read_limits
+from vgpu.adapters.dir_mounts import mount_tmpfs, page_size
+from vgpu.agent.elastic import ElasticDuty
+from vgpu.node.grants import GrantMode
+from vgpu.node.limits_file import DeviceLimit, render_activity
+from vgpu.node.shared_bound import DirTmpfs, dir_tmpfs
+state, gpu, now = Path(sys.argv[1]), sys.argv[2], 10**12
+root = state / "containers"
+root.mkdir(parents=True)
+mount_tmpfs(root, DirTmpfs(1 << 20, 100_000))
+dirs = ContainerDirs(state)
+dirs.mount_each(dir_tmpfs(GrantMode.VGPU_CORE, page_size()))
+a = dirs.create([DeviceLimit(gpu, 1 << 30, 30, 100, 30)])
+b = dirs.create([DeviceLimit(gpu, 1 << 30, 70, 100, 70)])
+d = ElasticDuty(dirs, state / "checkpoint", clock_ns=lambda: now, collect_s=3600.0)
+def allowance(cid):
+    return read_limits(dirs.limits_dir(cid))[0].allowance
+(dirs.shared_dir(a) / "activity").write_bytes(render_activity([now - 1000]))
+d.step()
+said = {"borrowed": allowance(a)}
+try:  # the tenant writes past the end of its state until its directory's tmpfs is full
+    with open(dirs.shared_dir(a) / "state", "r+b") as f:
+        f.seek(200_000)
+        f.write(b"x" * (1 << 20))
+except OSError as e:
+    said["fill"] = e.errno
+(dirs.shared_dir(b) / "activity").write_bytes(render_activity([now - 1000]))
+d.step()
+said["a"], said["b"] = allowance(a), allowance(b)
+print(json.dumps(said))
+"""
+
+
+def test_a_container_that_fills_its_own_tmpfs_gives_back_what_it_borrowed(
+    tmp_path: Path,
+) -> None:
+    """Under `--container-dir-tmpfs` a container's `limits` shares its directory's tmpfs with the
+    `state` the container writes: filled to ENOSPC, the agent could not lower its allowance when
+    its busy neighbour came back, so it kept the neighbour's guarantee (100 + 70 of one GPU)."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    probe = subprocess.run(["unshare", "-rm", "true"], check=False, capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no user and mount namespaces here: {probe.stderr.decode().strip()}")
+    out = subprocess.run(
+        ["unshare", "-rm", sys.executable, "-c", TENANT_FILLS, str(tmp_path / "state"), G0],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    said = json.loads(out.stdout)
+    assert said["borrowed"] == 100 and said["fill"] == errno.ENOSPC
+    assert (said["a"], said["b"]) == (30, 70)

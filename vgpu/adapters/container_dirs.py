@@ -15,6 +15,7 @@ is unmounted before it is removed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import secrets
@@ -22,7 +23,7 @@ import shutil
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -261,13 +262,18 @@ class ContainerDirs:
             log.info("removed %d container directories the kubelet no longer holds", len(removed))
         return removed
 
-    def trim_shared(self, files: Mapping[str, int]) -> list[str]:
-        """Cut every shared directory back to `files` and the bounds (`vgpu.node.shared_bound`);
-        a line per directory cut, naming it, its owner, why and what could not be cut."""
+    def trim_shared(
+        self, files: Mapping[str, int], only: Collection[str] | None = None
+    ) -> list[str]:
+        """Cut every shared directory (or those of the ids in `only`) back to `files` and the
+        bounds (`vgpu.node.shared_bound`); a line per directory cut, naming it, its owner, why
+        and what could not be cut."""
         said = []
         with self._lock:
             owners = self._present_owners()
         for cid, owner in owners.items():
+            if only is not None and cid not in only:
+                continue
             shared = self.shared_dir(cid)
             cut = trim(entries(shared), files)
             if cut.problem is None:
@@ -323,10 +329,15 @@ def write_limits(directory: Path, devices: Sequence[DeviceLimit]) -> None:
     """Replace `directory/limits` atomically (the agent is its one writer)."""
     text = render_limits(devices)
     tmp = directory / f".{LIMITS_NAME}.tmp"
-    with tmp.open("w", encoding="ascii") as f:
-        f.write(text)  # no fsync: visibility is what matters; a host crash ends the container
-    tmp.chmod(0o444)
-    os.replace(tmp, directory / LIMITS_NAME)
+    try:
+        with tmp.open("w", encoding="ascii") as f:
+            f.write(text)  # no fsync: visibility is what matters; a host crash ends the container
+        tmp.chmod(0o444)
+        os.replace(tmp, directory / LIMITS_NAME)
+    except OSError:
+        with contextlib.suppress(OSError):  # a partial copy (ENOSPC) would hold a page
+            tmp.unlink()
+        raise
 
 
 def read_limits(directory: Path) -> tuple[DeviceLimit, ...]:

@@ -120,12 +120,15 @@ class ElasticDuty:
 
     def step(self) -> None:
         """One period; never raises."""
+        if self._with_allowances:
+            self._guarded(self._allowances)
+        if time.monotonic() >= self._next_collect:  # whatever the allowances did: the cut
+            self._next_collect = time.monotonic() + self._collect_s  # frees a filled tmpfs
+            self._guarded(self._collect)
+
+    def _guarded(self, part: Callable[[], None]) -> None:
         try:
-            if self._with_allowances:
-                self._allowances()
-            if time.monotonic() >= self._next_collect:
-                self._next_collect = time.monotonic() + self._collect_s
-                self._collect()
+            part()
         except Exception as e:  # the duty must never take the agent down
             self._say(f"elastic step failed: {type(e).__name__}: {e}")
 
@@ -157,8 +160,7 @@ class ElasticDuty:
                 )
                 for slot, d in enumerate(devices)
             )
-            if wanted != devices:
-                write_limits(self._dirs.limits_dir(cid), wanted)
+            if wanted != devices and self._write(cid, wanted):
                 self._limits[cid] = wanted
                 self.writes += 1
         for cid in set(self._limits) - set(known):
@@ -188,6 +190,32 @@ class ElasticDuty:
                 corrected = next_scale(s.device.scale, seen) if s.reads_scale else SCALE_NEUTRAL
                 scales[_key(s.cid, s.slot)] = corrected
         return scales
+
+    def _write(self, cid: str, devices: tuple[DeviceLimit, ...]) -> bool:
+        """Write one container's limits; whether they were written.
+
+        The directory's filesystem may be full of the container's own writes (`state` and
+        `activity` are its to grow, and under `--container-dir-tmpfs` they share a tmpfs with
+        `limits`): its shared files are then cut back at once and the write tried again, rather
+        than at the next collect, so that a container cannot keep a raised allowance by filling
+        its directory. A write that still fails is logged and tried again next period; it
+        never stops the other containers' writes."""
+        directory = self._dirs.limits_dir(cid)
+        try:
+            write_limits(directory, devices)
+            return True
+        except OSError:
+            for line in self._dirs.trim_shared(self._shared_files, only={cid}):
+                log.warning("shared files over their bound: %s", line)
+        try:
+            write_limits(directory, devices)
+            return True
+        except OSError as e:
+            self._say(
+                f"cannot write the limits of container directory {cid}: {e.strerror or e}; "
+                "its allowance stays as it was until a write succeeds"
+            )
+            return False
 
     def _devices(self, cid: str) -> tuple[DeviceLimit, ...] | None:
         if cid not in self._limits:

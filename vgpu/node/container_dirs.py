@@ -31,7 +31,7 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -133,9 +133,11 @@ class ContainerDirMaker(Protocol):
         """Remove the directories `referenced` does not name and older than the grace."""
         ...
 
-    def trim_shared(self, files: Mapping[str, int]) -> list[str]:
-        """Cut every shared directory back to its libraries' `files` and the bounds
-        (`vgpu.node.shared_bound`); a line per directory cut."""
+    def trim_shared(
+        self, files: Mapping[str, int], only: Collection[str] | None = None
+    ) -> list[str]:
+        """Cut every shared directory (or those of the ids in `only`) back to its libraries'
+        `files` and the bounds (`vgpu.node.shared_bound`); a line per directory cut."""
         ...
 
 
