@@ -5,6 +5,7 @@ mountinfo under the configured proc root."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 
 from vgpu.adapters.gpu import GpuBackendError
-from vgpu.adapters.gpu_utilisation import NvmlUtilisation
+from vgpu.adapters import gpu_utilisation
+from vgpu.adapters.gpu_utilisation import MAX_MOUNTINFO_BYTES, NvmlUtilisation
 
 ID = "0123456789abcdef0123456789abcdef"
 
@@ -101,3 +103,27 @@ def test_a_processs_container_comes_from_its_mountinfo(tmp_path: Path) -> None:
     source = NvmlUtilisation(FakeNvml([]), tmp_path)
     assert source.container_of(42) == ID
     assert source.container_of(43) is None  # gone
+
+
+def test_a_mountinfo_past_its_bound_is_read_no_further_and_names_no_container(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tenant that may mount in a namespace of its own (a user namespace) can give its process
+    tens of thousands of mounts with paths of 4 KiB: the agent read each GPU process's whole
+    mountinfo twice a second, hundreds of MB each. Past its bound the process is unattributed
+    (which never raises a scale), and no more than the bound is read."""
+    real = f"1 0 0:1 /var/lib/vgpu/containers/{ID}/limits /run/vgpu ro - ext4 /dev/sda rw\n"
+    filler = "2 1 0:2 / /" + "m" * 4000 + " rw - tmpfs tmpfs rw\n"
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "mountinfo").write_text(real + filler * (MAX_MOUNTINFO_BYTES // 4000 + 1))
+    read: list[int] = []
+    os_read = os.read
+
+    def counted(fd: int, n: int) -> bytes:
+        data = os_read(fd, n)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(gpu_utilisation.os, "read", counted)
+    assert NvmlUtilisation(FakeNvml([]), tmp_path).container_of(42) is None
+    assert 0 < sum(read) <= MAX_MOUNTINFO_BYTES + 1

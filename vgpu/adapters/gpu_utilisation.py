@@ -12,6 +12,7 @@ the host's PID namespace (`hostPID: true`), as the watchdog does.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,10 @@ from vgpu.adapters.procfs import DEFAULT_PROC_ROOT
 from vgpu.node.mountinfo import container_of_mountinfo
 
 log = logging.getLogger(__name__)
+MAX_MOUNTINFO_BYTES = 1 << 20
+"""How much of a process's mountinfo is read: a container's holds tens of lines (a few KiB to
+tens of KiB with the driver's files); one that may mount in a user namespace of its own can
+hold up to `fs.mount-max` (100,000) lines of paths up to 4 KiB each, read twice a second."""
 
 
 class NvmlUtilisation:
@@ -59,12 +64,34 @@ class NvmlUtilisation:
         return {pid: sum(v) / len(v) for pid, v in per_pid.items()}
 
     def container_of(self, pid: int) -> str | None:
-        """The container directory id of host process `pid`, or None (gone, or in none)."""
+        """The container directory id of host process `pid`, or None (gone, in none, or a
+        mountinfo past `MAX_MOUNTINFO_BYTES`: the process is then unattributed, which never
+        raises a scale)."""
         try:
-            text = (self._proc_root / str(pid) / "mountinfo").read_text()
+            data = _read_bounded(self._proc_root / str(pid) / "mountinfo", MAX_MOUNTINFO_BYTES)
         except OSError:
             return None
-        return container_of_mountinfo(text)
+        if data is None:
+            return None
+        return container_of_mountinfo(data.decode("utf-8", "replace"))
+
+
+def _read_bounded(path: Path, limit: int) -> bytes | None:
+    """At most `limit` bytes of `path` (procfs answers a page or so per read); None if longer.
+    Never follows a link, never blocks on a FIFO. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            size += len(chunk)
+        return None
+    finally:
+        os.close(fd)
 
 
 def nvml_utilisation(proc_root: Path = DEFAULT_PROC_ROOT) -> NvmlUtilisation | None:
