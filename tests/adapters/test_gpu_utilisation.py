@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from vgpu.adapters.gpu import GpuBackendError
 from vgpu.adapters import gpu_utilisation
+from vgpu.adapters.gpu import GpuBackendError
 from vgpu.adapters.gpu_utilisation import MAX_MOUNTINFO_BYTES, NvmlUtilisation
 
 ID = "0123456789abcdef0123456789abcdef"
