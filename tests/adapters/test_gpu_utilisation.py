@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from vgpu.adapters import gpu_utilisation
 from vgpu.adapters.gpu import GpuBackendError
 from vgpu.adapters.gpu_utilisation import MAX_MOUNTINFO_BYTES, NvmlUtilisation
 
@@ -124,6 +123,6 @@ def test_a_mountinfo_past_its_bound_is_read_no_further_and_names_no_container(
         read.append(len(data))
         return data
 
-    monkeypatch.setattr(gpu_utilisation.os, "read", counted)
+    monkeypatch.setattr("vgpu.adapters.gpu_utilisation.os.read", counted)
     assert NvmlUtilisation(FakeNvml([]), tmp_path).container_of(42) is None
     assert 0 < sum(read) <= MAX_MOUNTINFO_BYTES + 1

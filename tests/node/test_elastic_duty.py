@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from vgpu.adapters import container_dirs
 from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.agent import elastic
 from vgpu.agent.elastic import ElasticDuty
@@ -167,7 +168,7 @@ def test_a_limits_write_that_fails_spoils_no_other_container_nor_the_collect(
     b = make(dirs, DeviceLimit(G1, GIB, 30, 80, 30))
     launch(dirs, a, NOW - 1)
     launch(dirs, b, NOW - 1)
-    real = elastic.write_limits
+    real = container_dirs.write_limits
 
     def full_for_a(directory: Path, devices: Sequence[DeviceLimit]) -> None:
         if directory == dirs.limits_dir(a):
@@ -188,6 +189,7 @@ def test_a_limits_write_that_fails_spoils_no_other_container_nor_the_collect(
 TENANT_FILLS = """
 import json, sys
 from pathlib import Path
+from vgpu.adapters import container_dirs
 from vgpu.adapters.container_dirs import ContainerDirs, read_limits
 from vgpu.adapters.dir_mounts import mount_tmpfs, page_size
 from vgpu.agent.elastic import ElasticDuty
