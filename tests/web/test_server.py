@@ -3,10 +3,15 @@ view goes on, the generation moves only when what a page shows changed."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import socket
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -169,3 +174,59 @@ def test_an_unexpected_error_while_reading_is_reported_and_the_next_read_recover
     assert status["stale"] and status["error"] == "RuntimeError: the client library broke"
     refresher.refresh()
     assert not refresher.current()[1]["error"]
+
+
+def _silent(port: int, count: int) -> list[socket.socket]:
+    """`count` connections that send nothing, as any pod that reaches the Service can open."""
+    return [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(count)]
+
+
+@contextlib.contextmanager
+def _server(refresher: Refresher, request_s: float = 30.0) -> Iterator[int]:
+    from vgpu.inspect.web.server import make_server
+
+    server = make_server(refresher, "127.0.0.1", 0, request_s=request_s)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_silent_connections_do_not_grow_the_views_threads_past_a_bound(served: Served) -> None:
+    """In the cluster the view listens on all addresses: a connection that sent nothing held
+    one of its threads for ever, so a pod's few thousand took its threads and memory (the
+    Deployment's 512 MiB) and its probes with them."""
+    from vgpu.inspect.web.server import MAX_CLIENTS
+
+    with _server(served.refresher) as port:
+        before = threading.active_count()
+        conns = _silent(port, 200)
+        try:
+            time.sleep(0.5)
+            assert threading.active_count() - before <= MAX_CLIENTS
+        finally:
+            for conn in conns:
+                conn.close()
+
+
+def test_a_connection_that_does_not_finish_its_request_in_time_is_closed(served: Served) -> None:
+    from vgpu.inspect.web.server import MAX_CLIENTS
+
+    with _server(served.refresher, request_s=0.5) as port:
+        conns = _silent(port, MAX_CLIENTS)
+        conns[0].sendall(b"GET /api/vie")  # a request trickled, never finished
+        for conn in conns:
+            conn.settimeout(5)
+            assert conn.recv(1024) == b""  # closed by the server, not by the test's timeout
+            conn.close()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                if _get(f"http://127.0.0.1:{port}/healthz")[0] == 200:
+                    break
+            time.sleep(0.1)
+        assert _get(f"http://127.0.0.1:{port}/healthz")[0] == 200

@@ -13,14 +13,10 @@ ever, and a pod's few thousand connections took the node's threads.
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import BaseHTTPRequestHandler
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -30,6 +26,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from vgpu.adapters.bounded_http import BoundedServer
 from vgpu.core.errors import ConfigError
 from vgpu.node.allocation import AllocationPolicy
 from vgpu.node.grants import ContainerGrant, Refusal
@@ -39,60 +36,6 @@ KILL_SERIES_KEPT = 256
 """The most (namespace, pod, container) series `vgpu_watchdog_kills` keeps: the oldest go first,
 so pods stopped and gone do not grow the agent and its output for good."""
 REQUEST_S = 10.0  # a connection's whole life: the probes' own timeout is 5 s
-
-
-class _BoundedServer(ThreadingHTTPServer):
-    """A thread per connection, at most `max_clients` at once, each cut after `request_s` by
-    one reaper thread (not a timer per connection: that would double the threads)."""
-
-    daemon_threads = True
-    request_queue_size = 128  # socketserver's 5 let a burst of connects drop the probes' SYNs
-
-    def __init__(self, address: tuple[str, int], handler: Any, max_clients: int, request_s: float):
-        self.slots = threading.BoundedSemaphore(max_clients)
-        self.request_s = request_s
-        self._deadlines: dict[socket.socket, float] = {}
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        super().__init__(address, handler)  # a bind that fails calls server_close: state first
-        threading.Thread(target=self._reap, name="vgpu-metrics-reaper", daemon=True).start()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)  # over the bound: closed, no thread
-            return
-        with self._lock:
-            self._deadlines[request] = time.monotonic() + self.request_s
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._done(request)
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._done(request)
-
-    def _done(self, request: socket.socket) -> None:
-        with self._lock:
-            self._deadlines.pop(request, None)
-        self.slots.release()
-
-    def _reap(self) -> None:
-        """End each connection past its time: its thread's blocked read returns at once."""
-        while not self._stopped.wait(min(0.25, self.request_s / 4)):
-            now = time.monotonic()
-            with self._lock:
-                late = [conn for conn, deadline in self._deadlines.items() if deadline <= now]
-            for conn in late:
-                with contextlib.suppress(OSError):  # already closed
-                    conn.shutdown(socket.SHUT_RDWR)
-
-    def server_close(self) -> None:
-        self._stopped.set()
-        super().server_close()
 
 
 class NodeMetrics:
@@ -134,7 +77,7 @@ class NodeMetrics:
             registry=self.registry,
         )
         self._killed: OrderedDict[tuple[str, str, str], None] = OrderedDict()
-        self._server: _BoundedServer | None = None
+        self._server: BoundedServer | None = None
 
     def killed(self, namespace: str, pod: str, container: str) -> None:
         """Count a process the watchdog stopped, keeping at most `KILL_SERIES_KEPT` series."""
@@ -161,7 +104,9 @@ class NodeMetrics:
         `request_s` seconds (module doc)."""
         handler = _handler(self.registry, ready, live)
         try:
-            server = _BoundedServer((addr, port), handler, max_clients, request_s)
+            server = BoundedServer(
+                (addr, port), handler, max_clients, request_s, name="vgpu-metrics-reaper"
+            )
         except OSError as e:
             raise ConfigError(
                 f"--metrics-port: cannot listen on {addr}:{port}: {e.strerror or e}; pick a free "

@@ -4,6 +4,12 @@ Read-only by construction: no route changes anything and other methods are refus
 standard library's answer). Every page comes from the `Refresher`'s newest view; a page that
 fails to render answers 500 with one line and the server goes on. Headers keep the browser
 to the process's own assets (a Content-Security-Policy without inline scripts or styles).
+
+In the cluster it listens on all addresses, so what a client costs is bounded
+(`vgpu.adapters.bounded_http`): at most `MAX_CLIENTS` connections are answered at once (more are
+closed at once, without a thread), and each is closed `REQUEST_S` seconds after it opened,
+answered or not. Before, a connection that sent nothing held a thread for ever, and a pod's few
+thousand took the view's threads, its memory and its probes.
 """
 
 from __future__ import annotations
@@ -12,16 +18,23 @@ import ipaddress
 import json
 import sys
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from importlib import resources
 from urllib.parse import parse_qs, urlsplit
 
+from vgpu.adapters.bounded_http import BoundedServer
 from vgpu.inspect.web.detail import node_page, pod_page
 from vgpu.inspect.web.pages import cluster_page
 from vgpu.inspect.web.queuepage import queues_page
 from vgpu.inspect.web.refresh import Refresher
 from vgpu.inspect.web.shares import Shares, own
 from vgpu.inspect.web.view import Filter, document
+
+MAX_CLIENTS = 64  # connections answered at once: a few browsers polling, the kubelet's probes
+REQUEST_S = 30.0
+"""A connection's whole life, request and answer: a first pod page of a large cluster takes up
+to 2 s to plan and `/api/view.json` is megabytes through a port-forward; the probes' own timeout
+is 5 s."""
 
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
@@ -145,14 +158,24 @@ def handler(
 
 
 def make_server(
-    refresher: Refresher, address: str, port: int, shares: Shares | None = None
-) -> ThreadingHTTPServer:
+    refresher: Refresher,
+    address: str,
+    port: int,
+    shares: Shares | None = None,
+    *,
+    max_clients: int = MAX_CLIENTS,
+    request_s: float = REQUEST_S,
+) -> BoundedServer:
+    """The view's server, answering at most `max_clients` connections at once, each for at
+    most `request_s` seconds (module doc)."""
     files = assets()
-    server = ThreadingHTTPServer(
-        (address, port), handler(refresher, files, loopback=_loopback(address), shares=shares)
+    return BoundedServer(
+        (address, port),
+        handler(refresher, files, loopback=_loopback(address), shares=shares),
+        max_clients,
+        request_s,
+        name="vgpu-inspect-web-reaper",
     )
-    server.daemon_threads = True
-    return server
 
 
 def _loopback(address: str) -> bool:
