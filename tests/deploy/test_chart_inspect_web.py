@@ -29,7 +29,7 @@ def test_on_it_serves_the_report_on_all_addresses_with_the_read_only_role() -> N
 
     objs = render(inspect__web__enabled="true", inspect__web__port="9090")
     assert sorted(o["kind"] for o in _web(objs)) == [
-        "ClusterRoleBinding", "Deployment", "Service", "ServiceAccount"
+        "ClusterRoleBinding", "Deployment", "NetworkPolicy", "Service", "ServiceAccount"
     ]  # fmt: skip
     spec = find(objs, "Deployment", WEB)["spec"]["template"]["spec"]
     (container,) = spec["containers"]
@@ -51,6 +51,29 @@ def test_on_it_serves_the_report_on_all_addresses_with_the_read_only_role() -> N
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": WEB, "namespace": "gpu"}]
     service = find(objs, "Service", WEB)["spec"]
     assert service["type"] == "ClusterIP" and service["ports"][0]["targetPort"] == "http"
+
+
+def test_no_pod_reaches_the_view_unless_named_by_default_port_forward_does() -> None:
+    """The view shows every team's pod names, namespaces, shares and waiting reasons. Its
+    Service is a ClusterIP one, but any pod on the cluster network reached it (and every tenant
+    read every other team's pods through it) while the chart's NetworkPolicies were on: only
+    the peers in `inspect.web.allowFrom` (an authenticating proxy) may now connect;
+    `kubectl port-forward` enters the pod's own network namespace and the kubelet probes from
+    the node, so neither is affected."""
+    objs = render(inspect__web__enabled="true")
+    policy = find(objs, "NetworkPolicy", WEB)["spec"]
+    assert policy["podSelector"] == find(objs, "Deployment", WEB)["spec"]["selector"]
+    assert policy["policyTypes"] == ["Ingress"] and policy["ingress"] == []
+
+    proxy = {"inspect__web__allowFrom[0]__podSelector__matchLabels__app": "oauth2-proxy"}
+    policy = find(render(inspect__web__enabled="true", **proxy), "NetworkPolicy", WEB)["spec"]
+    assert policy["ingress"] == [
+        {"from": [{"podSelector": {"matchLabels": {"app": "oauth2-proxy"}}}],
+         "ports": [{"port": "http", "protocol": "TCP"}]}
+    ]  # fmt: skip
+
+    off = render(inspect__web__enabled="true", networkPolicy__enabled="false")
+    assert [o for o in _web(off) if o["kind"] == "NetworkPolicy"] == []
 
 
 def test_it_places_waiting_pods_with_the_extenders_policies() -> None:
