@@ -293,3 +293,21 @@ def test_a_job_that_can_never_fit_does_not_keep_a_hold_alive() -> None:
     out = plan(SPECS, Book((200, 0)), jobs, gpus.fits, now=110, held_since={"big": 100})
     assert out.released == ("small0",) and out.held_since == {}
     assert out.spent == {"big": 110}
+
+
+def test_a_hold_that_ends_at_its_queues_share_leaves_it_free_to_hold_again() -> None:
+    """A strict queue with a backlog of large jobs: its hold ends because it reached its share,
+    which spends nothing (found on the real cluster, where a cooldown after such an end let the
+    other queues take every GPU the strict queue's ended pods gave back, for strictSeconds)."""
+    gpus = Gpus([100, 100, 0, 0])  # of 400 cores: big deserves 200 against small's backlog
+    jobs = _jobs(gpus, ("big0", "big", 100), ("big1", "big", 100), ("small0", "small", 400))
+    book = Book((400, 0), {"small": (200, 0)})
+    first = plan(SPECS, book, jobs, gpus.fits, now=100, held_since={"big": 90})
+    assert first.released == ("big0", "big1")  # big at its share: its hold ends, unspent
+    assert first.held_since == {} and first.spent == {}
+    gpus.free_job("big0")  # big0 ends: big is below its share again, and waits at once
+    later = _jobs(gpus, ("big2", "big", 200), ("small1", "small", 50))
+    book = Book((400, 0), {"small": (200, 0), "big": (100, 0)})
+    second = plan(SPECS, book, later, gpus.fits, now=101, spent=dict(first.spent))
+    assert second.held_since == {"big": 101}
+    assert second.waiting["small1"] == strict_reason(SPECS[0])

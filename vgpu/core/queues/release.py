@@ -30,10 +30,12 @@ below its share whose hold is not spent is served before every other queue, so i
 whether it waits before another queue takes that room. Once the time is spent the start is kept (the hold does not
 start again while the queue still waits) and passes are work-conserving.
 
-A hold is **spent** when it ends (a pass in which its queue does not wait: its jobs fit, went
-away, or it reached its share): it stopped holding the others back at its end or when its time
+A hold is **spent** when it ends below its queue's share (a pass in which the queue does not
+wait: its jobs fit or went away): it stopped holding the others back at its end or when its time
 ran out, whichever came first, and for `strict_s` from then (the **cooldown**, `Pass.spent`,
-carried like the holds) the queue starts no other hold and is not served first. Otherwise a
+carried like the holds) the queue starts no other hold and is not served first. A hold that
+ends because its queue reached its share is not spent: the queue got what it held for, and a
+strict queue with a backlog of large jobs holds again as soon as it falls below its share. Otherwise a
 tenant could delete the job that waits for one pass and submit it again, and the fresh hold
 would hold every other queue back again: with the cooldown, each hold holds the others for at
 most `strict_s` and is followed by at least `strict_s` in which the queue holds nobody. A job
@@ -268,7 +270,11 @@ def plan(
                 cut_short = True
                 break
     kept_holds = _kept(holds, waited, cut_short, pending)
-    ended = {q: min(now, since + by_name[q].strict_s) for q, since in holds.items()}
+    ended = {  # a hold that ended at its queue's share is not spent: nobody waited for nothing
+        q: min(now, since + by_name[q].strict_s)
+        for q, since in holds.items()
+        if not overused(held.get(q, ZERO), due[q])
+    }
     cooled = {
         q: t
         for q, t in {**cooling, **ended}.items()
