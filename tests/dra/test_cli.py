@@ -17,6 +17,9 @@ from vgpu.node.driver_mode import DriverLimits
     [
         (["--memory-unit-mib", "0"], "--memory-unit-mib: must be a positive number of MiB"),
         (["--resync-s", "0"], "--resync-s: must be a positive number of seconds"),
+        (["--resync-s", "nan"], "--resync-s: must be a positive number of seconds"),
+        (["--resync-s", "inf"], "--resync-s: must be a positive number of seconds"),
+        (["--resync-s", "1e300"], "--resync-s: must be a positive number of seconds"),
         (["--join-poll-s", "nan"], "--join-poll-s: must be a positive number of seconds"),
         (["--join-poll-s", "inf"], "--join-poll-s: must be a positive number of seconds"),
         (["--xid-ignore", "13,x"], "--xid-ignore"),

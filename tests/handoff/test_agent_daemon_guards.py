@@ -125,6 +125,20 @@ def test_reconcile_interval_below_the_minimum_is_refused(value: str) -> None:
         node_cli.build(_flags("--reconcile-s", value))
 
 
+@pytest.mark.parametrize("value", ["inf", "1e300"])
+def test_reconcile_interval_no_wait_can_take_is_refused(value: str) -> None:
+    """`Event.wait` raises OverflowError past the platform's time_t: the maintenance loop would
+    end at its first wait (a traceback, then /healthz red) instead of the flag being refused."""
+    with pytest.raises(ConfigError, match=r"--reconcile-s: .* at most 86400 s"):
+        node_cli.build(_flags("--reconcile-s", value))
+
+
+@pytest.mark.parametrize("value", ["inf", "1e300", "nan"])
+def test_watchdog_interval_no_wait_can_take_is_refused(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"--watchdog-s: "):
+        node_cli.build(_flags("--watchdog-s", value))
+
+
 def test_a_device_list_beyond_grpc_message_size_is_refused(sockdir: Path) -> None:
     args = _flags("--memory-unit-mib", "1", "--device-plugin-dir", str(sockdir))
     args.fake_gpus = "8xH200"

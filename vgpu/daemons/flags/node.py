@@ -14,6 +14,11 @@ from vgpu.core.errors import ConfigError
 if TYPE_CHECKING:
     from vgpu.node.health import HealthPolicy
 
+MAX_WAIT_S = 86400.0
+"""The longest interval a daemon's loop flag takes: `threading.Event.wait` raises OverflowError
+past the platform's time_t (`inf`, `1e300`), which would end the loop at its first wait, and
+`nan` waits not at all (a busy loop), so both are refused with the flag named."""
+
 
 def add_node_flags(p: argparse.ArgumentParser, *, memory_unit_help: str) -> None:
     """`--node-name`, `--memory-unit-mib`, `--kubeconfig`."""

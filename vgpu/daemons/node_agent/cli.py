@@ -22,7 +22,13 @@ from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.daemons.flags.gpu import add_gpu_flags, gpu_backend
 from vgpu.daemons.flags.keys import KEY_ENV, add_development_key_flag, load_assignment_key
 from vgpu.daemons.flags.mode import add_mode_flags, grant_settings
-from vgpu.daemons.flags.node import add_health_flags, add_node_flags, health_policy, memory_unit_mib
+from vgpu.daemons.flags.node import (
+    MAX_WAIT_S,
+    add_health_flags,
+    add_node_flags,
+    health_policy,
+    memory_unit_mib,
+)
 from vgpu.flags import HelpFormatter, add_path_flag, port_number
 from vgpu.node.runtime_check import DEFAULT_CDI_DIRS, DEFAULT_TOOLKIT_CONFIG
 
@@ -183,6 +189,12 @@ def build(args: argparse.Namespace) -> NodeAgent:
         raise ConfigError(
             f"--reconcile-s: {args.reconcile_s:g} is below the minimum of {MIN_RECONCILE_S:g} s "
             "(each round reads the node from the API server); use e.g. 30"
+        )
+    if args.reconcile_s > MAX_WAIT_S:  # Event.wait overflows past time_t: the loop would end
+        raise ConfigError(f"--reconcile-s: must be at most {MAX_WAIT_S:g} s; use e.g. 30")
+    if not args.watchdog_s <= MAX_WAIT_S:  # nan or past what Event.wait takes
+        raise ConfigError(
+            f"--watchdog-s: must be a number of seconds up to {MAX_WAIT_S:g} (0 disables), e.g. 10"
         )
     health = health_policy(args)
     watchdog = watchdog_policy(args)
