@@ -93,6 +93,7 @@ typedef struct {
     size_t bytes;
     CUmemoryPool pool;
     CUstream stream;
+    int ptsz; /* a per-thread default stream variant: its NULL stream is CU_STREAM_PER_THREAD */
 } async_args;
 
 static CUresult call_async(void *p)
@@ -118,7 +119,10 @@ static CUresult alloc_async(async_args *a)
         rc = vgpu_stream_device(a->stream, &dev);
     if (rc == CUDA_SUCCESS && a->from_pool && index < 0)
         return call_async(a); /* a host pool: not device memory */
-    if (rc != CUDA_SUCCESS || captured(a->stream, dev, a->bytes, &rc, call_async, a))
+    /* The per-thread variants' NULL stream is the thread's own, which can be captured (only
+     * CU_STREAM_LEGACY cannot): asked as NULL, the driver would answer for the legacy stream. */
+    CUstream query = a->ptsz && !a->stream ? (CUstream)0x2 : a->stream; /* CU_STREAM_PER_THREAD */
+    if (rc != CUDA_SUCCESS || captured(query, dev, a->bytes, &rc, call_async, a))
         return rc;
     CUmemoryPool pool = a->from_pool ? a->pool : vgpu_device_pool(dev);
     return pooled(pool, dev, a->bytes, a->dptr, call_async, a);
@@ -126,14 +130,14 @@ static CUresult alloc_async(async_args *a)
 
 VGPU_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
-    async_args a = {REAL_CU(async_fn, cuMemAllocAsync), NULL, dptr, bytes, NULL, stream};
+    async_args a = {REAL_CU(async_fn, cuMemAllocAsync), NULL, dptr, bytes, NULL, stream, 0};
     MISSING(a.async);
     return alloc_async(&a);
 }
 
 VGPU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream stream)
 {
-    async_args a = {REAL_CU(async_fn, cuMemAllocAsync_ptsz), NULL, dptr, bytes, NULL, stream};
+    async_args a = {REAL_CU(async_fn, cuMemAllocAsync_ptsz), NULL, dptr, bytes, NULL, stream, 1};
     MISSING(a.async);
     return alloc_async(&a);
 }
@@ -141,7 +145,8 @@ VGPU_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstr
 VGPU_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUmemoryPool pool,
                                              CUstream stream)
 {
-    async_args a = {NULL, REAL_CU(pool_fn, cuMemAllocFromPoolAsync), dptr, bytes, pool, stream};
+    async_args a = {NULL, REAL_CU(pool_fn, cuMemAllocFromPoolAsync), dptr, bytes, pool, stream,
+                    0};
     MISSING(a.from_pool);
     return alloc_async(&a);
 }
@@ -150,7 +155,7 @@ VGPU_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t byte
                                                   CUmemoryPool pool, CUstream stream)
 {
     async_args a = {NULL, REAL_CU(pool_fn, cuMemAllocFromPoolAsync_ptsz), dptr, bytes, pool,
-                    stream};
+                    stream, 1};
     MISSING(a.from_pool);
     return alloc_async(&a);
 }

@@ -89,6 +89,7 @@ CUresult cuMemGetInfo_v2(size_t *, size_t *);
 CUresult cuMemAlloc_v2(CUdeviceptr *, size_t);
 CUresult cuMemFree_v2(CUdeviceptr);
 CUresult cuMemAllocAsync(CUdeviceptr *, size_t, CUstream);
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 CUresult cuMemPoolCreate(CUmemoryPool *, const PoolProps *);

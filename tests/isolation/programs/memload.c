@@ -28,7 +28,10 @@
  *   memload capture SDEV CDEV BYTES COUNT HOW OTHER  the same inside a global-mode capture (graph
  *                                        memory nodes); HOW: launch (end, launch the graph) or
  *                                        invalid (synchronize the stream, which invalidates the
- *                                        capture, then end); then cuMemAlloc OTHER on SDEV
+ *                                        capture, then end), or ptds (capture on the per-thread
+ *                                        default stream, allocating with cuMemAllocAsync_ptsz
+ *                                        on its NULL stream; end, launch); then cuMemAlloc OTHER
+ *                                        on SDEV
  *   memload share DEV BYTES              a VMM allocation exported as a POSIX file descriptor,
  *                                        imported and mapped by a second memload process
  *                                        ("import DEV FD BYTES"), then released by both
@@ -274,7 +277,10 @@ static int async_dev(int stream_dev, int ctx_dev, size_t bytes, int count)
 /* A global-mode capture on a stream of STREAMDEV (CTXDEV current) of COUNT cuMemAllocAsync of
  * BYTES (each becomes a graph memory node); then, as HOW says: "launch" ends the capture,
  * launches the graph and synchronizes; "invalid" synchronizes the capturing stream (which
- * invalidates the capture) and ends it ("invalid-ptsz": with cuStreamEndCapture_ptsz); then cuMemAlloc_v2 OTHER on STREAMDEV. */
+ * invalidates the capture) and ends it ("invalid-ptsz": with cuStreamEndCapture_ptsz); "ptds"
+ * captures on the per-thread default stream instead, as a program built with
+ * --default-stream per-thread does (its entry points are the _ptsz ones, whose NULL stream is
+ * CU_STREAM_PER_THREAD), then ends and launches; then cuMemAlloc_v2 OTHER on STREAMDEV. */
 static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const char *how,
                    size_t other)
 {
@@ -282,19 +288,25 @@ static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const c
     CUgraph g = NULL;
     CUgraphExec exec;
     CUdeviceptr d;
+    int ptds = !strcmp(how, "ptds");
     use_device(stream_dev);
-    if (cuStreamCreate(&s, 0) || cuStreamBeginCapture_v2(s, 0)) /* CU_STREAM_CAPTURE_MODE_GLOBAL */
+    if (cuStreamCreate(&s, 0))
         return 3;
-    use_device(ctx_dev);
+    CUstream captured = ptds ? NULL : s; /* the _ptsz calls' NULL stream: CU_STREAM_PER_THREAD */
+    if (cuStreamBeginCapture_v2(ptds ? (CUstream)0x2 : s, 0)) /* CU_STREAM_CAPTURE_MODE_GLOBAL */
+        return 3;
+    if (!ptds)
+        use_device(ctx_dev);
     for (int i = 0; i < count; i++)
-        printf("rc %d\n", cuMemAllocAsync(&d, bytes, s));
+        printf("rc %d\n", ptds ? cuMemAllocAsync_ptsz(&d, bytes, captured)
+                               : cuMemAllocAsync(&d, bytes, captured));
     print_free("free_captured", stream_dev);
-    int ptsz = !strcmp(how, "invalid-ptsz"); /* ended by the per-thread-stream variant */
-    if (!strcmp(how, "invalid") || ptsz)
+    int ptsz = !strcmp(how, "invalid-ptsz") || ptds; /* ended by the per-thread-stream variant */
+    if (!strcmp(how, "invalid") || !strcmp(how, "invalid-ptsz"))
         printf("sync %d\n", cuStreamSynchronize(s));
-    CUresult rc = ptsz ? cuStreamEndCapture_ptsz(s, &g) : cuStreamEndCapture(s, &g);
+    CUresult rc = ptsz ? cuStreamEndCapture_ptsz(captured, &g) : cuStreamEndCapture(s, &g);
     printf("end %d\n", rc);
-    if (!rc && !strcmp(how, "launch")) {
+    if (!rc && (!strcmp(how, "launch") || ptds)) {
         rc = cuGraphInstantiateWithFlags(&exec, g, 0);
         printf("launch %d\n", rc ? rc : cuGraphLaunch(exec, s) || cuStreamSynchronize(s));
         print_free("free_launched", stream_dev);

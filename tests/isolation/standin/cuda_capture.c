@@ -19,9 +19,13 @@
  * - an invalidated capture ends with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED and a NULL graph, and
  *   work submitted to it meanwhile answers the same error ("Invalidation").
  *
- * Not modelled: capture on the legacy or per-thread default stream (the legacy stream cannot be
- * captured, cuStreamBeginCapture's documentation; the per-thread one is refused here too), cross-
- * stream capture through events (fork/join), and the legacy stream's implicit dependency. */
+ * - the per-thread default stream (CU_STREAM_PER_THREAD, and the NULL stream of the _ptsz entry
+ *   points, "Stream synchronization behavior") can be captured: only CU_STREAM_LEGACY cannot
+ *   (cuStreamBeginCapture). While the calling thread captures on it, it is a stream of its own
+ *   (the thread's, `ptds` below); otherwise its work runs as the context's NULL stream's.
+ *
+ * Not modelled: capture on the legacy stream (refused, as documented), cross-stream capture
+ * through events (fork/join), and the legacy stream's implicit dependency. */
 #include <stdlib.h>
 
 #include "cuda_local.h"
@@ -30,7 +34,21 @@ static __thread int thread_mode = SI_CAPTURE_GLOBAL;
 static struct si_capture *captures; /* ongoing sequences, under si_cu_mu */
 static unsigned long long next_id;
 
-static struct si_stream *created(CUstream s) { return (uintptr_t)s > 2 ? s : NULL; }
+/* The calling thread's per-thread default stream, while it captures (bound to the context that
+ * was current when the capture began). */
+static __thread struct si_stream ptds;
+
+struct si_stream *si_cu_ptds(void) { return ptds.capture ? &ptds : NULL; }
+
+/* A stream capture can begin or end on: a created one, or this thread's per-thread stream. */
+static struct si_stream *created(CUstream s) {
+    if (s == SI_STREAM_PER_THREAD) {
+        if (!ptds.capture)
+            ptds.ctx = si_cu_current();
+        return ptds.ctx ? &ptds : NULL;
+    }
+    return (uintptr_t)s > 2 ? s : NULL;
+}
 
 int si_cu_capture_append(struct si_stream *st, uint64_t ns, CUresult *rc) {
     struct si_capture *c = st->capture;
@@ -173,10 +191,9 @@ SI_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
 
 /* The per-thread default stream variant (CUDA Driver API reference, "Stream synchronization
  * behavior": with CUDA_API_PER_THREAD_DEFAULT_STREAM the API's entry points are its _ptsz
- * forms, which differ only in what the NULL stream names). A capture is only begun here on a
- * created stream, so the NULL stream's meaning never arises. */
+ * forms, which differ only in what the NULL stream names: the per-thread stream). */
 SI_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph *graph) {
-    return cuStreamEndCapture(s, graph);
+    return cuStreamEndCapture(s ? s : SI_STREAM_PER_THREAD, graph);
 }
 
 static CUresult capture_status(CUstream s, int *status, unsigned long long *id, CUgraph *graph) {

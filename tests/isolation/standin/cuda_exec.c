@@ -23,6 +23,8 @@
 static struct si_stream *stream_of(CUstream s) {
     struct si_ctx *c = si_cu_current();
     /* NULL, CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2) name the context's own. */
+    if (s == SI_STREAM_PER_THREAD && si_cu_ptds())
+        return si_cu_ptds(); /* capturing (cuda_capture.c) */
     if ((uintptr_t)s <= 2)
         return c ? &c->null_stream : NULL;
     return s;

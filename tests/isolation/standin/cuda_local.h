@@ -180,6 +180,9 @@ SI_HIDDEN CUresult si_cu_launch(struct si_func *f, uint64_t blocks, uint64_t par
                                 CUstream s);
 SI_HIDDEN CUresult si_cu_submit(uint64_t ns, CUstream s);
 SI_HIDDEN struct si_stream *si_cu_stream(CUstream s);
+#define SI_STREAM_PER_THREAD ((CUstream)0x2) /* CU_STREAM_PER_THREAD */
+/* cuda_capture.c: this thread's per-thread default stream while it captures, else NULL. */
+SI_HIDDEN struct si_stream *si_cu_ptds(void);
 /* A new stream of context `c` (cuStreamCreate, cuGreenCtxStreamCreate). */
 SI_HIDDEN CUresult si_cu_stream_new(CUstream *s, struct si_ctx *c);
 SI_HIDDEN int si_cu_omitted(const char *name);

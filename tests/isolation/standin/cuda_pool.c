@@ -207,6 +207,16 @@ SI_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytes, CUstream s) 
     return rc ? rc : pool_alloc(pool, dptr, bytes);
 }
 
+/* The per-thread default stream variants: their NULL stream is CU_STREAM_PER_THREAD. */
+SI_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytes, CUstream s) {
+    return cuMemAllocAsync(dptr, bytes, s ? s : SI_STREAM_PER_THREAD);
+}
+
+SI_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytes,
+                                                CUmemoryPool pool, CUstream s) {
+    return cuMemAllocFromPoolAsync(dptr, bytes, pool, s ? s : SI_STREAM_PER_THREAD);
+}
+
 /* Frees a pool or graph allocation (1), or answers 0 when `dptr` is neither. A pool's memory goes
  * back to its pool, a graph allocation's to the device's graph memory. */
 int si_cu_pool_free(CUdeviceptr dptr) {

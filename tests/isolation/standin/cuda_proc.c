@@ -21,6 +21,7 @@
     X(cuCtxDestroy_v2) X(cuCtxSetCurrent) X(cuCtxGetCurrent)                                    \
     X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuMemAlloc_v2) X(cuMemAllocPitch_v2)                \
     X(cuMemAllocManaged) X(cuMemFree_v2) X(cuMemAllocAsync) X(cuMemFreeAsync)                   \
+    X(cuMemAllocAsync_ptsz) X(cuMemAllocFromPoolAsync_ptsz)                                     \
     X(cuMemPoolCreate) X(cuMemPoolDestroy) X(cuMemAllocFromPoolAsync) X(cuMemCreate)            \
     X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemAddressReserve) X(cuMemAddressFree)        \
     X(cuMemGetAllocationGranularity) X(cuArrayCreate_v2) X(cuArray3DCreate_v2)                  \
