@@ -68,7 +68,22 @@ typedef struct {
     int type;
     int id;
 } CUmemLocation;
-enum { CU_MEM_LOCATION_TYPE_DEVICE = 1 };
+enum { CU_MEM_LOCATION_TYPE_DEVICE = 1, CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN = 6 };
+
+/* 1 with the device's ordinal in *dev when `loc` names device memory: a device, or (CUDA 13.4)
+ * one of its locality domains, "a portion of device memory", whose `id` is CUmemLocation's
+ * `localized` member (the device ordinal in its first byte, the domain in its second). 0 for the
+ * host and any other location. */
+static inline int vgpu_location_device(CUmemLocation loc, CUdevice *dev)
+{
+    unsigned char localized[sizeof loc.id];
+    __builtin_memcpy(localized, &loc.id, sizeof localized);
+    if (loc.type != CU_MEM_LOCATION_TYPE_DEVICE &&
+        loc.type != CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN)
+        return 0;
+    *dev = loc.type == CU_MEM_LOCATION_TYPE_DEVICE ? loc.id : localized[0];
+    return 1;
+}
 
 typedef struct {
     int type;

@@ -221,8 +221,8 @@ static CUresult add(int how, const add_args *a, const mem_alloc_node_params *all
     int index = -1;
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
-    int counted = alloc && alloc->poolProps.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
-    CUdevice dev = counted ? alloc->poolProps.location.id : 0;
+    CUdevice dev = 0;
+    int counted = alloc && vgpu_location_device(alloc->poolProps.location, &dev);
     CUresult rc = counted ? vgpu_graphmem_begin(dev, alloc->bytesize, &index) : CUDA_SUCCESS;
     if (rc != CUDA_SUCCESS)
         return rc;

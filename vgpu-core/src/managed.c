@@ -39,7 +39,9 @@ static CUresult prefetch(prefetch_fn real, CUdeviceptr dptr, size_t count, CUdev
 static CUresult prefetch2(prefetch2_fn real, CUdeviceptr dptr, size_t count, CUmemLocation loc,
                           unsigned int flags, CUstream stream)
 {
-    CUresult rc = placeable(real, loc.type == CU_MEM_LOCATION_TYPE_DEVICE, loc.id);
+    CUdevice dev = 0;
+    int on_device = vgpu_location_device(loc, &dev);
+    CUresult rc = placeable(real, on_device, dev);
     return rc == CUDA_SUCCESS ? real(dptr, count, loc, flags, stream) : rc;
 }
 
@@ -88,7 +90,8 @@ VGPU_EXPORT CUresult cuMemAdvise_v2(CUdeviceptr dptr, size_t count, int advice,
                                     CUmemLocation loc)
 {
     advise2_fn real = REAL_CU(advise2_fn, cuMemAdvise_v2);
-    int on_device = places(advice) && loc.type == CU_MEM_LOCATION_TYPE_DEVICE;
-    CUresult rc = placeable(real, on_device, loc.id);
+    CUdevice dev = 0;
+    int on_device = places(advice) && vgpu_location_device(loc, &dev);
+    CUresult rc = placeable(real, on_device, dev);
     return rc == CUDA_SUCCESS ? real(dptr, count, advice, loc) : rc;
 }

@@ -189,17 +189,18 @@ VGPU_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *p
 {
     create_fn real = REAL_CU(create_fn, cuMemPoolCreate);
     int index = -1;
+    CUdevice dev = 0;
     if (!real)
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
     CUresult rc = CUDA_SUCCESS;
-    if (props && props->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
-        rc = vgpu_device_index(props->location.id, &index); /* an unlisted GPU is refused */
+    if (props && vgpu_location_device(props->location, &dev))
+        rc = vgpu_device_index(dev, &index); /* an unlisted GPU is refused */
     if (rc == CUDA_SUCCESS)
         rc = real(pool, props);
     if (rc == CUDA_SUCCESS && pool)
-        vgpu_pool_note(*pool, props ? props->location.id : 0, index);
+        vgpu_pool_note(*pool, dev, index);
     return rc;
 }
 

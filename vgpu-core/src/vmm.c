@@ -97,12 +97,13 @@ VGPU_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t by
     create_fn real = REAL_CU(create_fn, cuMemCreate);
     release_fn real_release = REAL_CU(release_fn, cuMemRelease);
     int index;
+    CUdevice dev;
     MISSING(real);
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
-    if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+    if (!prop || !vgpu_location_device(prop->location, &dev))
         return real(handle, bytes, prop, flags);
-    CUresult rc = vgpu_device_index(prop->location.id, &index);
+    CUresult rc = vgpu_device_index(dev, &index);
     if (rc == CUDA_SUCCESS)
         rc = vgpu_reserve(index, bytes);
     if (rc != CUDA_SUCCESS)

@@ -83,10 +83,11 @@ static int import_index(CUmemGenericAllocationHandle handle)
 {
     props_fn props = REAL_CU(props_fn, cuMemGetAllocationPropertiesFromHandle);
     CUmemAllocationProp prop = {0};
+    CUdevice dev;
     int index = -1;
     if (!props || props(&prop, handle) != CUDA_SUCCESS ||
-        prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-        vgpu_device_index(prop.location.id, &index) != CUDA_SUCCESS)
+        !vgpu_location_device(prop.location, &dev) ||
+        vgpu_device_index(dev, &index) != CUDA_SUCCESS)
         return -1;
     return index;
 }

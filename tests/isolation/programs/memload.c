@@ -39,6 +39,9 @@
  *                                        keeps it mapped while this process unmaps and releases
  *                                        its own; then cuMemAlloc OTHER here, and again once the
  *                                        importer let go
+ *   memload localized DEV BYTES          BYTES in locality domain 1 of DEV (CUDA 13.4's
+ *                                        CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN): a VMM
+ *                                        allocation, mapped; a pool's allocation; a graph node
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -316,6 +319,43 @@ static int capture(int stream_dev, int ctx_dev, size_t bytes, int count, const c
     return 0;
 }
 
+/* BYTES of device memory in a locality domain of DEV, "a portion of device memory, specified by
+ * the locality domain ID" (CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN, 6): CUmemLocation's id is
+ * then its `localized` member, the device ordinal in its first byte and the domain in its second.
+ * Allocated three ways (cuMemCreate and mapped, cuMemPoolCreate and cuMemAllocFromPoolAsync, a
+ * graph allocation node), printing the free memory after each. */
+static int localized(int dev, size_t bytes)
+{
+    unsigned char where[sizeof(int)] = {(unsigned char)dev, 1, 0, 0}; /* domain 1 of DEV */
+    Location domain = {6, 0};
+    memcpy(&domain.id, where, sizeof where);
+    AllocProp prop = {PINNED, 0, domain, NULL, {0}};
+    PoolProps pool_props;
+    AllocNodeParams node_params;
+    CUmemoryPool pool;
+    Handle h;
+    CUdeviceptr va, d;
+    CUgraph g;
+    CUgraphNode node;
+    use_device(dev);
+    CUresult rc = cuMemCreate(&h, bytes, &prop, 0);
+    printf("vmm %d\n", rc ? rc : map_at(dev, h, bytes, &va));
+    print_free("free_vmm", dev);
+    memset(&pool_props, 0, sizeof pool_props);
+    pool_props.alloc_type = PINNED;
+    pool_props.location = domain;
+    rc = cuMemPoolCreate(&pool, &pool_props);
+    printf("pool %d\n", rc ? rc : cuMemAllocFromPoolAsync(&d, bytes, pool, NULL));
+    print_free("free_pool", dev);
+    memset(&node_params, 0, sizeof node_params);
+    node_params.pool_props = pool_props;
+    node_params.bytesize = bytes;
+    rc = cuGraphCreate(&g, 0);
+    printf("node %d\n", rc ? rc : cuGraphAddMemAllocNode(&node, g, NULL, 0, &node_params));
+    print_free("free_node", dev);
+    return 0;
+}
+
 /* An allocation shared with another process as NVIDIA documents it: created with a POSIX file
  * descriptor as its shareable type, mapped, exported; a fresh memload ("import") receives the
  * descriptor (inherited across exec) and imports, maps, unmaps and releases it; then this
@@ -485,6 +525,8 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "hold") && argc == 7)
         return hold(atoi(argv[2]), atoi(argv[3]), strtoull(argv[4], NULL, 10), atoi(argv[5]),
                     atoi(argv[6]));
+    if (!strcmp(cmd, "localized") && argc == 4)
+        return localized(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)

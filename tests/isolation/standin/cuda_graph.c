@@ -309,9 +309,10 @@ CUresult si_cu_graph_alloc(CUgraphNode *node, struct si_graph *g, int dev, uint6
 SI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CUgraphNode *deps,
                                           size_t ndeps, si_mem_alloc_params *p) {
     (void)deps, (void)ndeps;
-    if (!p || p->poolProps.location.type != 1)
+    if (!p || si_location_dev(p->poolProps.location) < 0)
         return CUDA_ERROR_INVALID_VALUE;
-    return si_cu_graph_alloc(node, g, p->poolProps.location.id, p->bytesize, &p->dptr);
+    return si_cu_graph_alloc(node, g, si_location_dev(p->poolProps.location), p->bytesize,
+                             &p->dptr);
 }
 
 CUresult si_cu_graph_free_node(CUgraphNode *node, struct si_graph *g, CUdeviceptr dptr) {

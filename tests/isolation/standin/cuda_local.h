@@ -65,6 +65,15 @@ typedef struct {
     int type;
     int id;
 } CUmemLocation;
+/* The device whose memory a location names, or -1: CU_MEM_LOCATION_TYPE_DEVICE (1), `id` the
+ * ordinal; CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN (6, CUDA 13.4), "a portion of device
+ * memory, specified by the locality domain ID": `id` is then CUmemLocation's `localized`
+ * member, the device ordinal in its first byte and the domain in its second. */
+static inline int si_location_dev(CUmemLocation loc) {
+    unsigned char localized[sizeof loc.id];
+    __builtin_memcpy(localized, &loc.id, sizeof localized);
+    return loc.type == 1 ? loc.id : loc.type == 6 ? localized[0] : -1;
+}
 
 typedef struct { /* CUmemAllocationProp: type, requestedHandleTypes, location, ... */
     int type;

@@ -83,9 +83,10 @@ SI_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pro
     struct si_node *n = si_cu_node(&rc);
     if (!n)
         return rc;
-    if (!pool || !props || props->location.id < 0 || props->location.id >= n->cfg.ngpus)
+    int dev = props ? si_location_dev(props->location) : -1;
+    if (!pool || dev < 0 || dev >= n->cfg.ngpus)
         return CUDA_ERROR_INVALID_VALUE;
-    *pool = pool_new(props->location.id);
+    *pool = pool_new(dev);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 

@@ -74,13 +74,14 @@ SI_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t byte
                                const CUmemAllocationProp *prop, unsigned long long flags) {
     if (!handle || !prop || flags || bytes == 0 || bytes % SI_GRANULARITY)
         return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.type != 1) /* CU_MEM_LOCATION_TYPE_DEVICE */
+    int dev = si_location_dev(prop->location);
+    if (dev < 0) /* not a device's memory */
         return CUDA_ERROR_NOT_SUPPORTED;
     pthread_mutex_lock(&vmm_mu);
     si_handle *h = NULL;
     for (int i = 0; !h && i < SI_VMM_MAX; i++)
         h = handles[i].handle ? NULL : &handles[i];
-    CUresult rc = h ? si_cu_take(NULL, prop->location.id, bytes, SI_VMM, handle)
+    CUresult rc = h ? si_cu_take(NULL, dev, bytes, SI_VMM, handle)
                     : CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS)
         *h = (si_handle){*handle, bytes, 1, 0, *prop, 0};
