@@ -185,6 +185,24 @@ CUresult vgpu_pool_free_end(CUmemoryPool pool, CUdeviceptr dptr, CUresult rc)
     return rc;
 }
 
+enum { ALLOCATION_TYPE_MANAGED = 2 }; /* CU_MEM_ALLOCATION_TYPE_MANAGED (CUDA 13.0) */
+
+/* Where a pool of `type` at `loc` is charged (*index; -1: not at all). A device location's pool
+ * on that device (an unlisted GPU is refused). A managed pool without one ("no preferred
+ * location", or the host preferred) holds managed memory, counted like cuMemAllocManaged's on
+ * the current context's device, wherever its pages go. Any other pool holds host memory. */
+static CUresult pool_home(int type, const CUmemLocation *loc, CUdevice *dev, int *index)
+{
+    *dev = 0;
+    *index = -1;
+    if (loc && vgpu_location_device(*loc, dev))
+        return vgpu_device_index(*dev, index);
+    if (type != ALLOCATION_TYPE_MANAGED)
+        return CUDA_SUCCESS;
+    CUresult rc = vgpu_current_device(dev);
+    return rc == CUDA_SUCCESS ? vgpu_device_index(*dev, index) : rc;
+}
+
 VGPU_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *props)
 {
     create_fn real = REAL_CU(create_fn, cuMemPoolCreate);
@@ -194,14 +212,45 @@ VGPU_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *p
         return CUDA_ERROR_NOT_INITIALIZED;
     if (!vgpu_state_get())
         return CUDA_ERROR_NOT_PERMITTED;
-    CUresult rc = CUDA_SUCCESS;
-    if (props && vgpu_location_device(props->location, &dev))
-        rc = vgpu_device_index(dev, &index); /* an unlisted GPU is refused */
+    CUresult rc = props ? pool_home(props->allocType, &props->location, &dev, &index)
+                        : CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS)
         rc = real(pool, props);
     if (rc == CUDA_SUCCESS && pool)
         vgpu_pool_note(*pool, dev, index);
     return rc;
+}
+
+/* CUDA 13.0: a location's default and current pool (cuMemGetDefaultMemPool, cuMemGetMemPool), of
+ * a device, the host or a host NUMA node, pinned or managed. A pool never seen is otherwise taken
+ * for the current device's (vgpu_pool_device), which would charge a host pool to a GPU. */
+typedef CUresult (*location_pool_fn)(CUmemoryPool *, CUmemLocation *, int);
+
+static CUresult location_pool(location_pool_fn real, CUmemoryPool *pool, CUmemLocation *loc,
+                              int type)
+{
+    CUdevice dev;
+    int index;
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    CUresult rc = pool_home(type, loc, &dev, &index);
+    if (rc == CUDA_SUCCESS)
+        rc = real(pool, loc, type);
+    if (rc == CUDA_SUCCESS && pool)
+        vgpu_pool_note(*pool, dev, index);
+    return rc;
+}
+
+VGPU_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool, CUmemLocation *loc, int type)
+{
+    return location_pool(REAL_CU(location_pool_fn, cuMemGetDefaultMemPool), pool, loc, type);
+}
+
+VGPU_EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *loc, int type)
+{
+    return location_pool(REAL_CU(location_pool_fn, cuMemGetMemPool), pool, loc, type);
 }
 
 static CUresult device_pool(get_pool_fn real, CUmemoryPool *pool, CUdevice dev)

@@ -93,6 +93,7 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr *, size_t, CUstream);
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *, size_t, CUmemoryPool, CUstream);
 CUresult cuMemFreeAsync(CUdeviceptr, CUstream);
 CUresult cuMemPoolCreate(CUmemoryPool *, const PoolProps *);
+CUresult cuMemGetDefaultMemPool(CUmemoryPool *, Location *, int); /* CUDA 13.0 */
 CUresult cuMemPoolSetAttribute(CUmemoryPool, int, void *);
 CUresult cuMemPoolTrimTo(CUmemoryPool, size_t);
 CUresult cuMemGetAllocationGranularity(size_t *, const AllocProp *, int);

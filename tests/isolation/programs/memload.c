@@ -42,6 +42,9 @@
  *   memload localized DEV BYTES          BYTES in locality domain 1 of DEV (CUDA 13.4's
  *                                        CU_MEM_LOCATION_TYPE_DEVICE_LOCALITY_DOMAIN): a VMM
  *                                        allocation, mapped; a pool's allocation; a graph node
+ *   memload offdevice DEV BYTES          CUDA 13.0's pools off any device: BYTES from the host's
+ *                                        default pinned pool, then cuMemAlloc BYTES on DEV; BYTES
+ *                                        from a managed pool with no preferred location
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -356,6 +359,30 @@ static int localized(int dev, size_t bytes)
     return 0;
 }
 
+/* CUDA 13.0's stream-ordered pools off any device (cuMemGetDefaultMemPool; cuMemPoolCreate with
+ * CU_MEM_ALLOCATION_TYPE_MANAGED, 2, and CU_MEM_LOCATION_TYPE_NONE, 0: "no preferred location
+ * for the managed memory pool"): BYTES of pinned host memory from the host's default pool
+ * (CU_MEM_LOCATION_TYPE_HOST, 2), then cuMemAlloc_v2 BYTES on DEV; then BYTES of managed memory,
+ * which the GPU pages in when it touches them. */
+static int off_device(int dev, size_t bytes)
+{
+    Location host = {2, 0};
+    PoolProps managed;
+    CUmemoryPool pool;
+    CUdeviceptr d;
+    use_device(dev);
+    CUresult rc = cuMemGetDefaultMemPool(&pool, &host, PINNED);
+    printf("host %d\n", rc ? rc : cuMemAllocFromPoolAsync(&d, bytes, pool, NULL));
+    print_free("free_host", dev);
+    try_alloc("device", bytes);
+    memset(&managed, 0, sizeof managed);
+    managed.alloc_type = 2; /* CU_MEM_ALLOCATION_TYPE_MANAGED, location NONE */
+    rc = cuMemPoolCreate(&pool, &managed);
+    printf("managed %d\n", rc ? rc : cuMemAllocFromPoolAsync(&d, bytes, pool, NULL));
+    print_free("free_managed", dev);
+    return 0;
+}
+
 /* An allocation shared with another process as NVIDIA documents it: created with a POSIX file
  * descriptor as its shareable type, mapped, exported; a fresh memload ("import") receives the
  * descriptor (inherited across exec) and imports, maps, unmaps and releases it; then this
@@ -527,6 +554,8 @@ int main(int argc, char **argv)
                     atoi(argv[6]));
     if (!strcmp(cmd, "localized") && argc == 4)
         return localized(atoi(argv[2]), strtoull(argv[3], NULL, 10));
+    if (!strcmp(cmd, "offdevice") && argc == 4)
+        return off_device(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)

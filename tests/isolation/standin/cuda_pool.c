@@ -14,7 +14,13 @@
  * CURRENT is the pool's backing memory, _USED_MEM_CURRENT what is allocated from it.
  *
  * The model: a pool holds chunks of device memory, one per allocation it had to grow for; a free
- * marks its chunk unused, an allocation reuses an unused chunk large enough before growing. */
+ * marks its chunk unused, an allocation reuses an unused chunk large enough before growing.
+ *
+ * CUDA 13.0 adds pools that are not on a device: pinned host memory (CU_MEM_LOCATION_TYPE_HOST,
+ * HOST_NUMA), and managed memory (CU_MEM_ALLOCATION_TYPE_MANAGED) with a preferred location or
+ * none (CU_MEM_LOCATION_TYPE_NONE); cuMemGetDefaultMemPool and cuMemGetMemPool name a location's
+ * default and current pool. Such a pool's chunks are not taken from a device here (`dev` -1):
+ * they stand for host memory, or managed memory resident nowhere yet. */
 #include <stdlib.h>
 
 #include "cuda_local.h"
@@ -37,6 +43,8 @@ struct si_pool {
 
 static struct si_pool *pools;
 static struct si_pool *current[SI_MAX_GPUS], *defaults[SI_MAX_GPUS];
+static struct si_pool *host_default, *managed_default; /* CUDA 13.0's location-less defaults */
+static unsigned long long next_host = 0x7e0000000000ull; /* the addresses off-device chunks get */
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t reserved(const struct si_pool *p, int used_only) {
@@ -52,7 +60,8 @@ static void trim(struct si_pool *p, uint64_t keep) {
     uint64_t held = reserved(p, 0);
     for (int i = 0; i < SI_CHUNKS && held > keep; i++) {
         struct si_chunk *c = &p->chunk[i];
-        if (c->ptr && !c->used && si_cu_give(c->ptr, SI_POOL) == CUDA_SUCCESS) {
+        int gone = c->ptr && !c->used && (p->dev < 0 || si_cu_give(c->ptr, SI_POOL) == 0);
+        if (gone) {
             held -= c->bytes;
             c->ptr = 0;
         }
@@ -84,8 +93,11 @@ SI_EXPORT CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *pro
     if (!n)
         return rc;
     int dev = props ? si_location_dev(props->location) : -1;
-    if (!pool || dev < 0 || dev >= n->cfg.ngpus)
+    int off_device = props && (props->allocType == 2 /* CU_MEM_ALLOCATION_TYPE_MANAGED */ ||
+                               props->location.type == 2 || props->location.type == 3); /* host */
+    if (!pool || dev >= n->cfg.ngpus || (dev < 0 && !off_device))
         return CUDA_ERROR_INVALID_VALUE;
+    dev = props->allocType == 2 ? -1 : dev; /* managed: resident nowhere until touched */
     *pool = pool_new(dev);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -114,6 +126,35 @@ SI_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool, CUdevice dev) {
     *pool = defaults[dev];
     pthread_mutex_unlock(&si_cu_mu);
     return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* CUDA 13.0: the default pool of a location and allocation type (1 pinned, 2 managed). A device
+ * location's pinned pool is the device's own; the host's pinned pool and the managed pool are one
+ * each here, whatever host NUMA node or preferred location is named. */
+SI_EXPORT CUresult cuMemGetDefaultMemPool(CUmemoryPool *pool, CUmemLocation *loc, int type) {
+    int dev = loc ? si_location_dev(*loc) : -1;
+    if (!pool || !loc || (type != 1 && type != 2))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type == 1 && dev >= 0)
+        return cuDeviceGetDefaultMemPool(pool, dev);
+    if (type == 1 && loc->type != 2 && loc->type != 3) /* host, host NUMA */
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&si_cu_mu);
+    struct si_pool **slot = type == 1 ? &host_default : &managed_default;
+    if (!*slot)
+        *slot = pool_new(-1);
+    *pool = *slot;
+    pthread_mutex_unlock(&si_cu_mu);
+    return *pool ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+/* The current pool of a location: only devices' pinned pools can be changed here. */
+SI_EXPORT CUresult cuMemGetMemPool(CUmemoryPool *pool, CUmemLocation *loc, int type) {
+    CUresult rc = cuMemGetDefaultMemPool(pool, loc, type);
+    int dev = loc ? si_location_dev(*loc) : -1;
+    if (rc == CUDA_SUCCESS && type == 1 && dev >= 0 && current[dev])
+        *pool = current[dev];
+    return rc;
 }
 
 SI_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev) {
@@ -178,7 +219,12 @@ static CUresult pool_alloc(struct si_pool *p, CUdeviceptr *dptr, size_t bytes) {
             free_slot = c;
         }
     }
-    if (rc != CUDA_SUCCESS && free_slot) {
+    if (rc != CUDA_SUCCESS && free_slot && p->dev < 0) {
+        *free_slot = (struct si_chunk){next_host, bytes, 1};
+        next_host += (bytes + 0xfffff) & ~0xfffffull;
+        *dptr = free_slot->ptr;
+        rc = CUDA_SUCCESS;
+    } else if (rc != CUDA_SUCCESS && free_slot) {
         rc = si_cu_take(NULL, p->dev, bytes, SI_POOL, &free_slot->ptr);
         if (rc == CUDA_SUCCESS)
             *free_slot = (struct si_chunk){free_slot->ptr, bytes, 1};

@@ -38,7 +38,8 @@
     X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuGetErrorString) X(cuGetErrorName)               \
     X(cuGetProcAddress) X(cuGetProcAddress_v2) X(cuMemRetainAllocationHandle)                   \
     X(cuMemGetAllocationPropertiesFromHandle) X(cuMemSetAccess) X(cuDeviceGetDefaultMemPool)     \
-    X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute) \
+    X(cuDeviceGetMemPool) X(cuDeviceSetMemPool) X(cuMemGetDefaultMemPool) X(cuMemGetMemPool)     \
+    X(cuMemPoolSetAttribute) X(cuMemPoolGetAttribute)                                           \
     X(cuMemPoolTrimTo) X(cuGraphAddMemAllocNode) X(cuGraphAddMemFreeNode) X(cuDeviceGraphMemTrim) \
     X(cuDeviceGetGraphMemAttribute) X(cuMemAlloc) X(cuGraphAddNode) X(cuGraphAddNode_v2)           \
     X(cuGraphExecUpdate) X(cuGraphExecUpdate_v2) X(cuGraphExecKernelNodeSetParams)              \
