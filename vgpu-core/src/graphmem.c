@@ -70,6 +70,7 @@ typedef struct {
     CUgraph graph;
     CUgraph owner;                    /* the parent it was moved into, which destroys it; or NULL */
     unsigned long long capture;       /* while it is being captured: the sequence's id; else 0 */
+    unsigned long long recapture;     /* while it is being recaptured: the sequence's id; else 0 */
     uint64_t bytes[VGPU_MAX_DEVICES]; /* its allocation nodes, per limits index */
 } graph_entry;
 
@@ -298,6 +299,8 @@ static CUresult end_capture(end_fn real, CUstream stream, CUstream query, CUgrap
     CUresult rc = real(stream, graph);
     pthread_mutex_lock(&mu);
     for (size_t i = ngraphs; capture && i-- > 0;) {
+        if (graphs[i].recapture == capture)
+            graphs[i].recapture = 0; /* kept, failed or not: the program destroys it */
         if (graphs[i].capture != capture)
             continue;
         if (rc == CUDA_SUCCESS && graph && *graph == graphs[i].graph) {
@@ -323,6 +326,40 @@ VGPU_EXPORT CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph *graph)
 {
     CUstream query = stream ? stream : (CUstream)0x2; /* CU_STREAM_PER_THREAD */
     return end_capture(REAL_CU(end_fn, cuStreamEndCapture_ptsz), stream, query, graph);
+}
+
+/* CUDA 13, cuStreamBeginRecaptureToGraph: "Begin graph capture on hStream to the existing hGraph.
+ * The node creation order while recapturing the graph must be identical to the original graph",
+ * and the recapture "will fail immediately for ... Parameter mismatches for memory allocation or
+ * free nodes". A stream-ordered allocation recaptured redoes one of the graph's own memory nodes,
+ * charged already (vgpu_graphmem_recaptured): the graph holds no more memory than before. */
+typedef CUresult (*recapture_fn)(CUstream, int, CUgraph, void *, void *);
+
+VGPU_EXPORT CUresult cuStreamBeginRecaptureToGraph(CUstream stream, int mode, CUgraph graph,
+                                                   void *callback, void *user)
+{
+    recapture_fn real = REAL_CU(recapture_fn, cuStreamBeginRecaptureToGraph);
+    if (!real)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    if (!vgpu_state_get())
+        return CUDA_ERROR_NOT_PERMITTED;
+    CUresult rc = real(stream, mode, graph, callback, user);
+    unsigned long long capture = rc == CUDA_SUCCESS ? vgpu_capture_id(stream) : 0;
+    pthread_mutex_lock(&mu);
+    graph_entry *g = capture ? entry(graph, 0) : NULL; /* none: it has no memory node to redo */
+    if (g)
+        g->recapture = capture;
+    pthread_mutex_unlock(&mu);
+    return rc;
+}
+
+int vgpu_graphmem_recaptured(CUgraph graph, unsigned long long capture)
+{
+    pthread_mutex_lock(&mu);
+    graph_entry *g = entry(graph, 0);
+    int redone = g && capture && g->recapture == capture;
+    pthread_mutex_unlock(&mu);
+    return redone;
 }
 
 VGPU_EXPORT CUresult cuGraphDestroy(CUgraph graph)

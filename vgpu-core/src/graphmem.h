@@ -18,4 +18,8 @@ void vgpu_graphmem_reconcile(void);
 /* Forgets every graph (a forked child). */
 void vgpu_graphmem_forget(void);
 
+/* 1 when the capture `capture` into `graph` is a recapture (cuStreamBeginRecaptureToGraph), whose
+ * allocations redo memory nodes the graph already has and are not charged again. */
+int vgpu_graphmem_recaptured(CUgraph graph, unsigned long long capture);
+
 #endif

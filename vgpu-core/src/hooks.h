@@ -43,7 +43,8 @@
     X(cuGraphExecEventRecordNodeSetEvent) X(cuGraphExecEventWaitNodeSetEvent)                     \
     X(cuGraphExecExternalSemaphoresSignalNodeSetParams)                                           \
     X(cuGraphExecExternalSemaphoresWaitNodeSetParams) X(cuGraphExecBatchMemOpNodeSetParams)       \
-    X(cuGraphNodeSetEnabled) X(cuMemGetDefaultMemPool) X(cuMemGetMemPool)
+    X(cuGraphNodeSetEnabled) X(cuMemGetDefaultMemPool) X(cuMemGetMemPool)                         \
+    X(cuStreamBeginRecaptureToGraph)
 
 #define VGPU_CUDA_USED(X)                                                                         \
     X(cuDeviceGetUuid) X(cuDeviceGetUuid_v2) X(cuCtxGetDevice) X(cuCtxGetCurrent)                 \

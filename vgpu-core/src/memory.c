@@ -62,6 +62,10 @@ static int captured(CUstream stream, CUdevice dev, size_t bytes, CUresult *rc,
     CUgraph graph = vgpu_capture_graph(stream, &capture);
     if (!graph)
         return 0;
+    if (vgpu_graphmem_recaptured(graph, capture)) {
+        *rc = call(args); /* one of the graph's own nodes, charged already */
+        return 1;
+    }
     *rc = vgpu_graphmem_begin(dev, bytes, &index);
     if (*rc == CUDA_SUCCESS)
         *rc = vgpu_graphmem_end(graph, capture, index, dev, bytes, call(args));

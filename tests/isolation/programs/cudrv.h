@@ -146,6 +146,7 @@ CUresult cuStreamCreate(CUstream *, unsigned);
 CUresult cuStreamSynchronize(CUstream);
 CUresult cuStreamDestroy_v2(CUstream);
 CUresult cuStreamBeginCapture_v2(CUstream, int);
+CUresult cuStreamBeginRecaptureToGraph(CUstream, int, CUgraph, void *, void *); /* CUDA 13 */
 CUresult cuStreamEndCapture(CUstream, CUgraph *);
 CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph *);
 CUresult cuEventCreate(CUevent *, unsigned);

@@ -45,6 +45,9 @@
  *   memload offdevice DEV BYTES          CUDA 13.0's pools off any device: BYTES from the host's
  *                                        default pinned pool, then cuMemAlloc BYTES on DEV; BYTES
  *                                        from a managed pool with no preferred location
+ *   memload recapture DEV BYTES TIMES    capture cuMemAllocAsync BYTES and its cuMemFreeAsync on
+ *                                        a stream of DEV; recapture the graph TIMES times
+ *                                        (cuStreamBeginRecaptureToGraph), the same two calls
  *   memload v1 BYTES                     cuMemAlloc (32-bit ABI), directly and by
  *                                        cuGetProcAddress at version 3000
  *   memload deepbind LIB BYTES COUNT     LIB opened with RTLD_DEEPBIND allocates COUNT times */
@@ -383,6 +386,33 @@ static int off_device(int dev, size_t bytes)
     return 0;
 }
 
+/* A graph with a memory allocation node and its free node, captured once, then recaptured TIMES
+ * times (CUDA 13, cuStreamBeginRecaptureToGraph: "The node creation order while recapturing the
+ * graph must be identical to the original graph"; allocation and free nodes must match their
+ * parameters), as a program updating a captured graph in place does. */
+static int recapture(int dev, size_t bytes, int times)
+{
+    CUstream s;
+    CUgraph g, got;
+    CUdeviceptr d;
+    use_device(dev);
+    if (cuStreamCreate(&s, 0) || cuStreamBeginCapture_v2(s, 0))
+        return 3;
+    printf("alloc %d\n", cuMemAllocAsync(&d, bytes, s));
+    printf("release %d\n", cuMemFreeAsync(d, s));
+    printf("end %d\n", cuStreamEndCapture(s, &g));
+    print_free("free_captured", dev);
+    for (int i = 0; i < times; i++) {
+        printf("recapture %d\n", cuStreamBeginRecaptureToGraph(s, 0, g, NULL, NULL));
+        printf("alloc %d\n", cuMemAllocAsync(&d, bytes, s));
+        printf("release %d\n", cuMemFreeAsync(d, s));
+        CUresult rc = cuStreamEndCapture(s, &got);
+        printf("end %d\n", rc ? rc : got != g);
+    }
+    print_free("free_recaptured", dev);
+    return 0;
+}
+
 /* An allocation shared with another process as NVIDIA documents it: created with a POSIX file
  * descriptor as its shareable type, mapped, exported; a fresh memload ("import") receives the
  * descriptor (inherited across exec) and imports, maps, unmaps and releases it; then this
@@ -556,6 +586,8 @@ int main(int argc, char **argv)
         return localized(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (!strcmp(cmd, "offdevice") && argc == 4)
         return off_device(atoi(argv[2]), strtoull(argv[3], NULL, 10));
+    if (!strcmp(cmd, "recapture") && argc == 5)
+        return recapture(atoi(argv[2]), strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (!strcmp(cmd, "v1") && argc == 3)
         return v1((unsigned)strtoul(argv[2], NULL, 10));
     if (!strcmp(cmd, "deepbind") && argc == 5)

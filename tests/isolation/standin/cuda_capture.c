@@ -24,6 +24,15 @@
  *   (cuStreamBeginCapture). While the calling thread captures on it, it is a stream of its own
  *   (the thread's, `ptds` below); otherwise its work runs as the context's NULL stream's.
  *
+ * - cuStreamBeginRecaptureToGraph (CUDA 13): "Begin graph capture on hStream to the existing
+ *   hGraph. The node creation order while recapturing the graph must be identical to the original
+ *   graph. The recapture will fail immediately for: Topology mismatches ... Parameter mismatches
+ *   for memory allocation or free nodes"; "If the recapture fails for any reason, the graph will
+ *   be in an undefined state and should be destroyed". Here each captured operation redoes the
+ *   graph's next node (a kernel node takes the new work; an allocation node must have the same
+ *   device and size, and keeps its address), and a mismatch invalidates the recapture
+ *   (CUDA_ERROR_INVALID_VALUE); the graph is never freed by it. The callback is not called.
+ *
  * Not modelled: capture on the legacy stream (refused, as documented), cross-stream capture
  * through events (fork/join), and the legacy stream's implicit dependency. */
 #include <stdlib.h>
@@ -56,6 +65,13 @@ int si_cu_capture_append(struct si_stream *st, uint64_t ns, CUresult *rc) {
         return 0;
     if (c->status != SI_CAPTURE_ACTIVE) {
         *rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    } else if (c->recapture) {
+        int same = c->pos < c->graph->n && !c->graph->node[c->pos].mem;
+        if (same)
+            c->graph->node[c->pos++].ns = ns;
+        else
+            c->status = SI_CAPTURE_INVALIDATED;
+        *rc = same ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     } else if (c->graph->n == 64) { /* the stand-in's graph size; a real driver has no such cap */
         c->status = SI_CAPTURE_INVALIDATED;
         *rc = CUDA_ERROR_OUT_OF_MEMORY;
@@ -78,9 +94,19 @@ int si_cu_capture_mem(struct si_stream *st, int dev, uint64_t bytes, CUdeviceptr
     CUgraphNode node;
     pthread_mutex_lock(&si_cu_mu);
     struct si_capture *c = st ? st->capture : NULL;
-    if (c && c->status != SI_CAPTURE_ACTIVE)
+    struct si_gnode *redo = c && c->recapture && c->pos < c->graph->n ? &c->graph->node[c->pos]
+                                                                       : NULL;
+    if (c && c->status != SI_CAPTURE_ACTIVE) {
         *rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    else if (c && bytes)
+    } else if (c && c->recapture) {
+        int same = redo && (bytes ? si_cu_graph_alloc_is(redo, dev, bytes)
+                                  : redo->mem == SI_GRAPH_FREE && redo->dptr == *dptr);
+        if (same && bytes)
+            *dptr = redo->dptr;
+        c->pos += same;
+        c->status = same ? c->status : SI_CAPTURE_INVALIDATED;
+        *rc = same ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    } else if (c && bytes)
         *rc = si_cu_graph_alloc(&node, c->graph, dev, bytes, dptr);
     else if (c)
         *rc = si_cu_graph_free_node(&node, c->graph, *dptr);
@@ -140,7 +166,8 @@ SI_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
     pthread_mutex_lock(&si_cu_mu);
     CUresult rc = st->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
     if (rc == CUDA_SUCCESS) {
-        *c = (struct si_capture){mode, SI_CAPTURE_ACTIVE, pthread_self(), ++next_id, g, captures};
+        *c = (struct si_capture){mode, SI_CAPTURE_ACTIVE, pthread_self(), ++next_id, g, captures,
+                                 0, 0};
         captures = c;
         st->capture = c;
     }
@@ -149,6 +176,32 @@ SI_EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int mode) {
         free(c);
         free(g);
     }
+    return rc;
+}
+
+/* CUDA 13: capture into the program's graph `g`, redoing its nodes in order (see above). */
+SI_EXPORT CUresult cuStreamBeginRecaptureToGraph(CUstream s, int mode, CUgraph g, void *callback,
+                                                 void *user) {
+    struct si_stream *st = created(s);
+    (void)callback, (void)user;
+    if (mode < SI_CAPTURE_GLOBAL || mode > SI_CAPTURE_RELAXED || !g)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!st)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    struct si_capture *c = calloc(1, sizeof(*c));
+    if (!c)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&si_cu_mu);
+    CUresult rc = st->capture ? CUDA_ERROR_ILLEGAL_STATE : CUDA_SUCCESS;
+    if (rc == CUDA_SUCCESS) {
+        *c = (struct si_capture){mode, SI_CAPTURE_ACTIVE, pthread_self(), ++next_id, g, captures,
+                                 1, 0};
+        captures = c;
+        st->capture = c;
+    }
+    pthread_mutex_unlock(&si_cu_mu);
+    if (rc != CUDA_SUCCESS)
+        free(c);
     return rc;
 }
 
@@ -183,7 +236,7 @@ SI_EXPORT CUresult cuStreamEndCapture(CUstream s, CUgraph *graph) {
         return rc;
     int ok = c->status == SI_CAPTURE_ACTIVE;
     *graph = ok ? c->graph : NULL;
-    if (!ok)
+    if (!ok && !c->recapture) /* a failed recapture leaves the program's graph to destroy */
         free(c->graph);
     free(c);
     return ok ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;

@@ -315,6 +315,14 @@ SI_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode *node, CUgraph g, const CU
                              &p->dptr);
 }
 
+int si_cu_graph_alloc_is(const struct si_gnode *n, int dev, uint64_t bytes) {
+    pthread_mutex_lock(&graph_mu);
+    int i = n->mem == SI_GRAPH_ALLOC ? graph_entry(n->dptr) : -1;
+    int same = i >= 0 && graph_mem[i].dev == dev && graph_mem[i].bytes == bytes;
+    pthread_mutex_unlock(&graph_mu);
+    return same;
+}
+
 CUresult si_cu_graph_free_node(CUgraphNode *node, struct si_graph *g, CUdeviceptr dptr) {
     pthread_mutex_lock(&graph_mu);
     int known = graph_entry(dptr) >= 0;

@@ -206,6 +206,8 @@ SI_HIDDEN int si_cu_graph_free(CUdeviceptr dptr);
 SI_HIDDEN CUresult si_cu_graph_alloc(CUgraphNode *node, struct si_graph *g, int dev,
                                      uint64_t bytes, CUdeviceptr *dptr);
 SI_HIDDEN CUresult si_cu_graph_free_node(CUgraphNode *node, struct si_graph *g, CUdeviceptr dptr);
+/* cuda_graph.c: 1 when `n` is an allocation node of `bytes` on `dev`. */
+SI_HIDDEN int si_cu_graph_alloc_is(const struct si_gnode *n, int dev, uint64_t bytes);
 /* cuda_capture.c: a stream-ordered allocation (dev, bytes; *dptr) or free (bytes 0, dptr) on a
  * capturing stream becomes a memory node of the capture's graph: 0 when `st` is not capturing,
  * else 1 and *rc is the call's answer. */
@@ -223,6 +225,8 @@ struct si_capture {
     unsigned long long id;
     struct si_graph *graph;
     struct si_capture *next;
+    int recapture; /* cuStreamBeginRecaptureToGraph: `graph` is the program's, its nodes redone */
+    int pos;       /* while recapturing: the next node to be recaptured */
 };
 
 /* Under si_cu_mu: appends `ns` of work to the stream's capture. 0: not capturing; else 1 and

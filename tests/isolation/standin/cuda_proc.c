@@ -48,6 +48,7 @@
     X(cuDevicePrimaryCtxReset)                                                                  \
     X(cuDevicePrimaryCtxReset_v2) X(cuDevicePrimaryCtxGetState) X(cuStreamBeginCapture)         \
     X(cuStreamBeginCapture_v2) X(cuStreamEndCapture) X(cuStreamEndCapture_ptsz)                   \
+    X(cuStreamBeginRecaptureToGraph)                                                            \
     X(cuStreamIsCapturing)                                                                      \
     X(cuStreamGetCaptureInfo) X(cuStreamGetCaptureInfo_v2) X(cuThreadExchangeStreamCaptureMode) \
     X(cuMemsetD8_v2) X(cuMemsetD16_v2) X(cuMemsetD32_v2) X(cuMemsetD8Async) X(cuMemsetD16Async) \
