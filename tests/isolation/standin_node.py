@@ -12,7 +12,7 @@ import ast
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -40,12 +40,15 @@ def simulated_node(
 
 
 @contextmanager
-def holding(node: Node, *steps: str) -> Iterator[subprocess.Popen[str]]:
+def holding(
+    node: Node, *steps: str, env: Mapping[str, str] | None = None
+) -> Iterator[subprocess.Popen[str]]:
     """A `cuprobe` that ran `steps` and holds what they took until the block ends; then
-    SIGKILL, as the stand-in must give a killed process's memory back by itself."""
+    SIGKILL, as the stand-in must give a killed process's memory back by itself. `env` adds
+    to its environment (a stand-in knob such as VGPU_STANDIN_CONTEXT)."""
     proc = subprocess.Popen(
         [str(node.built.cuprobe), *steps, "hold"],
-        env=node.env(),
+        env=node.env(env),
         stdout=subprocess.PIPE,
         text=True,
     )

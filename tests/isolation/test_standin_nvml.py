@@ -117,3 +117,52 @@ def test_an_injected_xid_reaches_a_registered_event_set_once(node: Node) -> None
     out, _ = with_xid(node, python_child(node, NVML_PROGRAM, "events", stdin=True), B, 79)
     assert out["event"] == (B, 0x8, 79)  # nvmlEventTypeXidCriticalError
     assert out["then"] == "error 10"  # NVML_ERROR_TIMEOUT: delivered once
+
+
+LISTS_PROGRAM = r"""
+import pynvml as nv
+nv.nvmlInit()
+out = {}
+for i in range(nv.nvmlDeviceGetCount()):
+    h = nv.nvmlDeviceGetHandleByIndex(i)
+    out[nv.nvmlDeviceGetUUID(h)] = {
+        kind: [(p.pid, p.usedGpuMemory) for p in getattr(nv, fn)(h)]
+        for kind, fn in (
+            ("compute", "nvmlDeviceGetComputeRunningProcesses"),
+            ("compute_v2", "nvmlDeviceGetComputeRunningProcesses_v2"),
+            ("graphics", "nvmlDeviceGetGraphicsRunningProcesses"),
+            ("graphics_v2", "nvmlDeviceGetGraphicsRunningProcesses_v2"),
+            ("mps", "nvmlDeviceGetMPSComputeRunningProcesses"),
+            ("mps_v2", "nvmlDeviceGetMPSComputeRunningProcesses_v2"),
+        )
+    }
+nv.nvmlShutdown()
+print(repr(out))
+"""
+
+
+def lists(node: Node) -> dict[str, dict[str, list[tuple[int, int]]]]:
+    return run_python(node, LISTS_PROGRAM)[0]
+
+
+@pytest.mark.parametrize(
+    ("context", "compute", "graphics"),
+    [(None, True, False), ("graphics", False, True), ("compute+graphics", True, True)],
+)
+def test_a_process_is_in_the_lists_of_the_contexts_it_holds(
+    node: Node, context: str | None, compute: bool, graphics: bool
+) -> None:
+    """NVML reference: the compute list holds only processes with a compute context ("Any
+    graphics applications (e.g. using OpenGL, DirectX) won't be listed"), the graphics list
+    those with a graphics context, each with "all of the memory used by the application"; no
+    MPS server runs here, so the MPS list is empty."""
+    env = None if context is None else {"VGPU_STANDIN_CONTEXT": context}
+    with holding(node, "alloc:1000000", env=env) as holder:
+        out = lists(node)
+    held = [(holder.pid, 1000000 + CONTEXT_BYTES)]
+    for version in ("", "_v2"):
+        assert out[A]["compute" + version] == (held if compute else [])
+        assert out[A]["graphics" + version] == (held if graphics else [])
+        assert out[A]["mps" + version] == []
+        for other in (B, C):
+            assert out[other]["compute" + version] == out[other]["graphics" + version] == []

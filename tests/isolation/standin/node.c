@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -139,6 +140,23 @@ static void raise_top(int32_t *top, int32_t to) {
     }
 }
 
+/* Knob: VGPU_STANDIN_CONTEXT in the environment names the kind of context the process holds
+ * its device memory through: unset or "compute", a CUDA context (NVML lists the process with
+ * nvmlDeviceGetComputeRunningProcesses); "graphics", a graphics context such as an OpenGL or
+ * Vulkan program's, which needs no libcuda (listed with nvmlDeviceGetGraphicsRunningProcesses
+ * only: of the compute list, the NVML API reference says "Any graphics applications (e.g. using
+ * OpenGL, DirectX) won't be listed by this function"); "compute+graphics", both contexts (listed
+ * in both lists). The stand-in still takes the memory through
+ * its libcuda entry points (cuprobe's steps): only the kind NVML reports changes. */
+static int32_t context_kinds(void) {
+    const char *kind = getenv("VGPU_STANDIN_CONTEXT");
+    if (kind && strcmp(kind, "graphics") == 0)
+        return SI_CTX_GRAPHICS;
+    if (kind && strcmp(kind, "compute+graphics") == 0)
+        return SI_CTX_COMPUTE | SI_CTX_GRAPHICS;
+    return SI_CTX_COMPUTE;
+}
+
 int si_register(struct si_node *n) {
     pthread_mutex_lock(&slot_mu);
     if (n->slot >= 0 && n->pid != getpid()) { /* forked child: the slot is the parent's */
@@ -153,6 +171,7 @@ int si_register(struct si_node *n) {
                 continue;
             memset(&n->sh->proc[s], 0, sizeof(n->sh->proc[s]));
             n->sh->proc[s].pid = getpid();
+            n->sh->proc[s].contexts = context_kinds();
             si_cgroup_self(n->sh->proc[s].cgroup, sizeof(n->sh->proc[s].cgroup));
             n->slot = s;
             n->pid = getpid();

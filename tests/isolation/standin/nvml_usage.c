@@ -1,7 +1,7 @@
 /* Stand-in libnvidia-ml.so.1: what the simulated GPUs are doing right now, read from the state
  * file that the stand-in libcuda.so.1 writes: memory, utilisation (busy time over the last
- * second of each GPU's timeline), processes, and XID events (injected by tests with
- * `vgpu-standin-ctl xid`). */
+ * second of each GPU's timeline), processes (the compute, graphics and MPS lists), and XID
+ * events (injected by tests with `vgpu-standin-ctl xid`). */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -115,7 +115,21 @@ SI_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
     return rc;
 }
 
-static nvmlReturn_t processes(nvmlDevice_t d, unsigned *count, nvmlProcessInfo_t *infos) {
+/* The running-process lists (NVML API reference, "Device Queries"). Each lists the processes
+ * with a context of its kind on the device: nvmlDeviceGetComputeRunningProcesses "returns
+ * information only about compute running processes (e.g. CUDA application which have active
+ * context). Any graphics applications (e.g. using OpenGL, DirectX) won't be listed by this
+ * function"; nvmlDeviceGetGraphicsRunningProcesses gets "information about processes with a
+ * graphics context on a device" and "returns information only about graphics based processes";
+ * nvmlDeviceGetMPSComputeRunningProcesses, about "processes with a Multi-Process Service (MPS)
+ * compute context". So a process with both a compute and a graphics context is in both lists,
+ * and for each list "The usedGpuMemory field returned is all of the memory used by the
+ * application": the same bytes twice, not two shares. With *infoCount = 0 (infos may then be
+ * NULL) the answer is NVML_ERROR_INSUFFICIENT_SIZE, or NVML_SUCCESS if none are running; the
+ * count needed comes back either way. A process's context kinds: si_proc.contexts, set by the
+ * knob VGPU_STANDIN_CONTEXT (node.c). */
+static nvmlReturn_t processes(nvmlDevice_t d, unsigned *count, nvmlProcessInfo_t *infos,
+                              int32_t kind) {
     SI_GPU_OR_RETURN(d)
     if (!count)
         return NVML_ERROR_INVALID_ARGUMENT;
@@ -123,7 +137,7 @@ static nvmlReturn_t processes(nvmlDevice_t d, unsigned *count, nvmlProcessInfo_t
     struct si_shared *sh = si_lock(n);
     for (int s = 0; s < SI_MAX_PROCS; s++) {
         const struct si_proc *p = &sh->proc[s];
-        if (p->pid == 0 || p->used[idx] == 0)
+        if (p->pid == 0 || p->used[idx] == 0 || !(p->contexts & kind))
             continue;
         if (found < room) {
             infos[found].pid = (unsigned)p->pid;
@@ -139,12 +153,34 @@ static nvmlReturn_t processes(nvmlDevice_t d, unsigned *count, nvmlProcessInfo_t
 
 SI_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d, unsigned *count,
                                                               nvmlProcessInfo_t *infos) {
-    return processes(d, count, infos);
+    return processes(d, count, infos, SI_CTX_COMPUTE);
 }
 
 SI_EXPORT nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t d, unsigned *count,
                                                               nvmlProcessInfo_t *infos) {
-    return processes(d, count, infos);
+    return processes(d, count, infos, SI_CTX_COMPUTE);
+}
+
+SI_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t d, unsigned *count,
+                                                               nvmlProcessInfo_t *infos) {
+    return processes(d, count, infos, SI_CTX_GRAPHICS);
+}
+
+SI_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t d, unsigned *count,
+                                                               nvmlProcessInfo_t *infos) {
+    return processes(d, count, infos, SI_CTX_GRAPHICS);
+}
+
+/* No MPS control daemon runs on the simulated node, so no process has an MPS compute context:
+ * the list is empty (NVML_SUCCESS, "if none are running", with a count of 0). */
+SI_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t d, unsigned *count,
+                                                                 nvmlProcessInfo_t *infos) {
+    return processes(d, count, infos, 0);
+}
+
+SI_EXPORT nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t d, unsigned *count,
+                                                                 nvmlProcessInfo_t *infos) {
+    return processes(d, count, infos, 0);
 }
 
 /* ---- events ---- */

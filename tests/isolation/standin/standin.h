@@ -68,9 +68,15 @@ struct si_alloc {
     int32_t pad; /* SI_VMM, SI_EXPORTED: how many files it was exported as (pins.c) */
 };
 
+/* The kinds of context a process holds its device memory through (si_proc.contexts), which
+ * decide the NVML lists it appears in (nvml_usage.c). A process's kind is chosen at registration
+ * by the knob VGPU_STANDIN_CONTEXT (node.c, si_register). */
+#define SI_CTX_COMPUTE 0x1  /* a CUDA context: the compute process list */
+#define SI_CTX_GRAPHICS 0x2 /* an OpenGL/Vulkan one: the graphics process list */
+
 struct si_proc {
-    int32_t pid; /* 0: slot free */
-    int32_t pad;
+    int32_t pid;      /* 0: slot free */
+    int32_t contexts; /* SI_CTX_* bits */
     uint64_t used[SI_MAX_GPUS];
     char cgroup[SI_CGROUP_LEN]; /* the process's cgroup at registration */
 };
