@@ -69,6 +69,30 @@ def test_usage_is_what_the_cuda_side_holds(node: Node) -> None:
     assert out["stats"] == [(A, used, 0.0), (B, 0, 0.0)]
 
 
+def test_a_graphics_context_process_s_memory_is_in_the_usage(node: Node) -> None:
+    """A program on the GPU through OpenGL or Vulkan (llama.cpp's Vulkan backend, headless EGL)
+    never calls libcuda, and NVML lists it only with nvmlDeviceGetGraphicsRunningProcesses: the
+    usage the watchdog sees must hold it, or its memory goes unaccounted."""
+    with holding(node, "alloc:5000000", env={"VGPU_STANDIN_CONTEXT": "graphics"}) as holder:
+        out, _ = run_python(node, BACKEND_PROGRAM)
+    used = 5000000 + CONTEXT_BYTES
+    assert out["usage"] == [(A, holder.pid, used)]
+    assert out["stats"] == [(A, used, 0.0), (B, 0, 0.0)]
+
+
+def test_a_process_with_compute_and_graphics_contexts_is_reported_once_per_gpu(
+    node: Node,
+) -> None:
+    """NVML lists it in both lists, each time with all the memory it uses: once, not twice."""
+    steps = ("alloc:5000000", "dev:1", "alloc:7000000")
+    with holding(node, *steps, env={"VGPU_STANDIN_CONTEXT": "compute+graphics"}) as holder:
+        out, _ = run_python(node, BACKEND_PROGRAM)
+    assert sorted(out["usage"]) == [
+        (A, holder.pid, 5000000 + CONTEXT_BYTES),
+        (B, holder.pid, 7000000 + CONTEXT_BYTES),
+    ]
+
+
 def test_an_injected_xid_is_reported_for_its_gpu(node: Node) -> None:
     out, _ = with_xid(node, python_child(node, BACKEND_PROGRAM, "xid", stdin=True), B, 48)
     assert out["xid"] == [(48, B)]
@@ -129,3 +153,49 @@ def test_the_agent_on_a_gpu_node_offers_nvml_gpus_and_an_xid_makes_one_unhealthy
     out, err = agent.communicate(timeout=60)
     assert agent.returncode == 0, err
     assert ast.literal_eval(out) == {A: ["Healthy"], B: ["Unhealthy"]}
+
+
+WATCHDOG_PROGRAM = r"""
+import sys
+from tests.node.agent_harness import make_box
+from tests.node.usage_scenario import FakeCgroups, cgroup_v2, run_pod
+from tests.waiting import holds_within
+from vgpu.adapters.gpu import NvmlBackend
+from vgpu.node.watchdog import WatchdogPolicy
+pid, cid = int(sys.argv[1]), "feed" + "2" * 60
+class Killer:  # records, and the process leaves the container (it is not signalled)
+    killed = []
+    def kill(self, pid):
+        self.killed.append(pid)
+        cgroups.files.pop(pid, None)
+boxes = make_box()
+box = next(boxes)
+backend = NvmlBackend()
+box.gpus = [g.uuid for g in backend.inventory().gpus]  # the pod's GPU is the node's first
+cgroups, killer = FakeCgroups(), Killer()
+agent = box.start_agent(backend=backend, cgroups=cgroups, killer=killer, watchdog_s=0.05,
+                        watchdog=WatchdogPolicy(kill=True))
+box.place("a", [("main", 30, 1)], {"main": [(0, 30)]})  # a grant of 1 GiB
+uid = run_pod(box, "a", {"main": cid})
+assert holds_within(lambda: len(agent.containers) == 1)
+cgroups.files[pid] = cgroup_v2(uid, cid)  # the graphics process is the container's
+holds_within(lambda: killer.killed, timeout=20)
+holds_within(lambda: box.events("VgpuProcessKilled"))
+print(repr({"killed": killer.killed,
+            "over": [e["message"] for e in box.events("VgpuMemoryOverGrant")],
+            "stopped": [e["message"] for e in box.events("VgpuProcessKilled")]}))
+boxes.close()
+"""
+
+
+def test_the_watchdog_stops_a_graphics_process_past_its_containers_grant(node: Node) -> None:
+    """The watchdog is the backstop for memory the interposer never sees, and a Vulkan or
+    OpenGL program's memory is such memory: 2 GiB of it in a container granted 1 GiB."""
+    env = {"VGPU_STANDIN_CONTEXT": "graphics"}
+    with holding(node, f"alloc:{2 * GIB}", env=env) as holder:
+        out, err = run_python(node, WATCHDOG_PROGRAM, str(holder.pid))
+    assert out["killed"] == [holder.pid], err
+    [over] = out["over"]
+    assert A in over and str(holder.pid) in over
+    [stopped] = out["stopped"]
+    assert f"stopped process(es) {holder.pid}" in stopped

@@ -213,13 +213,54 @@ class NvmlBackend:
         return self._events
 
     def process_usage(self) -> list[ProcessUsage]:
-        usage: list[ProcessUsage] = []
+        """Every process with a context on a GPU, from NVML's three running-process lists.
+
+        NVML reference: nvmlDeviceGetComputeRunningProcesses "returns information only about
+        compute running processes (e.g. CUDA application which have active context). Any
+        graphics applications (e.g. using OpenGL, DirectX) won't be listed by this function";
+        nvmlDeviceGetGraphicsRunningProcesses lists the "processes with a graphics context"
+        (OpenGL, Vulkan: a program that never calls libcuda, so the interposer never counts
+        it), nvmlDeviceGetMPSComputeRunningProcesses those "with a Multi-Process Service (MPS)
+        compute context". A process with several kinds of context is in several lists, each
+        time with "all of the memory used by the application": merged per (GPU, process) by
+        the largest usage, never summed. The compute list is required; a graphics or MPS list
+        that nvidia-ml-py or the driver lacks, or that the GPU does not support, is skipped."""
+        usage: dict[tuple[str, int], int | None] = {}
         for handle in self._handles():
             uuid = str(self._call(self._nvml.nvmlDeviceGetUUID, handle))
-            for proc in self._call(self._nvml.nvmlDeviceGetComputeRunningProcesses, handle):
-                used = proc.usedGpuMemory
-                usage.append(ProcessUsage(uuid, int(proc.pid), None if used is None else int(used)))
-        return usage
+            procs = [
+                *self._call(self._nvml.nvmlDeviceGetComputeRunningProcesses, handle),
+                *self._process_list("nvmlDeviceGetGraphicsRunningProcesses", handle),
+                *self._process_list("nvmlDeviceGetMPSComputeRunningProcesses", handle),
+            ]
+            for proc in procs:
+                key = (uuid, int(proc.pid))
+                used = None if proc.usedGpuMemory is None else int(proc.usedGpuMemory)
+                known = usage.get(key)
+                usage[key] = used if known is None else max(known, used or 0)
+        return [ProcessUsage(uuid, pid, used) for (uuid, pid), used in usage.items()]
+
+    def _process_list(self, name: str, handle: Any) -> list[Any]:
+        """An optional running-process list: [] when nvidia-ml-py or the driver lacks it (logged
+        once per function) or the GPU does not support it; any other failure is an error."""
+        fn = getattr(self._nvml, name, None)
+        if fn is None:
+            self._warn_missing(name, f"nvidia-ml-py {name} is missing (an older nvidia-ml-py)")
+            return []
+        try:
+            return list(self._call(fn, handle))
+        except GpuFunctionMissing as e:
+            self._warn_missing(name, str(e))
+            return []
+        except GpuBackendError as e:
+            if isinstance(e.__cause__, self._nvml.NVMLError_NotSupported):
+                return []
+            raise
+
+    def _warn_missing(self, name: str, why: str) -> None:
+        if name not in self._missing:
+            self._missing.add(name)
+            log.warning("%s; processes only it lists are not seen", why)
 
     def gpu_stats(self) -> list[GpuStats]:
         nv = self._nvml
