@@ -165,6 +165,29 @@ def test_a_kernel_launched_on_another_gpus_stream_is_charged_to_that_gpus_share(
     assert not [line for line in done.stderr.splitlines() if line.startswith("vgpu-core:")]
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("17", "400000"), ("2", "400000", "reset")],
+    ids=["room-among-its-pending-launches", "primary-context-reset"],
+)
+def test_a_threads_launch_on_one_gpu_does_not_wait_for_another_threads_queue_on_another(
+    timing_cluster: Cluster, launchpaths: Path, args: tuple[str, ...]
+) -> None:
+    """A thread per GPU (NCCL's "one device per thread", single-process multi-GPU frameworks):
+    launches are asynchronous (Programming Guide, "Asynchronous Concurrent Execution"), so GPU
+    1's thread launches at once while GPU 0's thread waits for room among its own context's
+    pending measurements, or for them all to be charged before its context is reset. Held up
+    until GPU 0's 400 ms kernels end, it would deadlock whenever they wait for GPU 1's (a
+    collective)."""
+    c = timing_cluster
+    container = c.admit([(0, 30, 256), (1, 30, 256)])
+    command = ["nice", "-n", "5", str(launchpaths), "pergpu", *args]
+    done = c.sandbox.run(container, command, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    launch_ns = int(done.stdout.split("launch_ns ")[1].split()[0])
+    assert launch_ns < 200_000_000
+
+
 def test_bursts_in_green_contexts_destroyed_after_them_are_charged(
     timing_cluster: Cluster, launchpaths: Path
 ) -> None:
@@ -228,8 +251,13 @@ def test_every_launch_path_runs_clean_under_a_limit_on_both_builds(
 
 @pytest.mark.parametrize(
     "args",
-    [("otherdevice", SHORT, KERNEL_US), ("green", SHORT, KERNEL_US, "8")],
-    ids=["another-gpus-stream", "green-contexts"],
+    [
+        ("otherdevice", SHORT, KERNEL_US),
+        ("green", SHORT, KERNEL_US, "8"),
+        ("pergpu", "40", "20000"),
+        ("pergpu", "40", "20000", "reset"),
+    ],
+    ids=["another-gpus-stream", "green-contexts", "a-thread-per-gpu", "a-thread-per-gpu-reset"],
 )
 def test_launches_in_a_context_not_current_run_clean_on_both_builds(
     cluster: Cluster, args: tuple[str, ...]

@@ -23,10 +23,12 @@
 #include "launch.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "budget.h"
 #include "capture.h"
@@ -148,17 +150,16 @@ static int64_t launch_charge(vgpu_track *t, const vgpu_pending *p, int64_t span,
     return fresh < least ? fresh : least;
 }
 
-/* Charges completed launches, oldest first; with `block`, waits for the oldest. A launch whose
- * events fail (their context ended under us) is charged its signature's last measured time. */
-static void settle(const vgpu_state *s, vgpu_track *t, int block)
+/* Charges completed launches, oldest first, without waiting (the process lock is held: waiting
+ * for the GPU is done outside it, lock_with_room). A launch whose events fail (their context
+ * ended under us) is charged its signature's last measured time. */
+static void settle(const vgpu_state *s, vgpu_track *t)
 {
     ev_query_fn query = REAL_CU(ev_query_fn, cuEventQuery);
-    ev_query_fn sync = REAL_CU(ev_query_fn, cuEventSynchronize);
     ev_elapsed_fn elapsed = REAL_CU(ev_elapsed_fn, cuEventElapsedTime);
     while (t->count > 0) {
         vgpu_pending *p = &t->ring[t->head];
-        CUresult rc = block && sync ? sync(p->end) : query(p->end);
-        block = block > 1 ? block : 0; /* 2: wait for every pending launch */
+        CUresult rc = query(p->end);
         if (rc == CUDA_ERROR_NOT_READY)
             break;
         float ms = 0;
@@ -183,13 +184,46 @@ static void settle(const vgpu_state *s, vgpu_track *t, int block)
     }
 }
 
+/* A pause between two polls of a pending launch: yielding for the first millisecond (as a
+ * spinning cuEventSynchronize would), then naps of 100 us. */
+static void poll_pause(uint64_t *since)
+{
+    uint64_t now = vgpu_now_ns();
+    *since = *since ? *since : now;
+    if (now - *since < 1000000) {
+        sched_yield();
+    } else {
+        struct timespec nap = {0, 100000};
+        nanosleep(&nap, NULL);
+    }
+}
+
+/* Returns with the process lock held and room in the track for one more pending launch,
+ * charging what completed meanwhile. The lock is never held while waiting for the GPU: another
+ * thread's launch, maybe on another GPU, must not wait for this context's queue (a thread per
+ * GPU, as NCCL's "one device per thread": a collective kernel in this queue may wait for that
+ * very launch, so waiting for it under the lock would deadlock). So the oldest pending launch
+ * is polled, the lock let go in between (poll_pause). */
+static void lock_with_room(const vgpu_state *s, vgpu_track *t)
+{
+    uint64_t since = 0;
+    for (;;) {
+        pthread_mutex_lock(&mu);
+        if (!t)
+            return;
+        settle(s, t);
+        if (t->count < VGPU_RING)
+            return;
+        pthread_mutex_unlock(&mu);
+        poll_pause(&since);
+    }
+}
+
 /* Waits until the container has budget on `index`, charging what completed meanwhile. */
 static void wait_for_budget(const vgpu_state *s, vgpu_track *t, int index)
 {
     for (;;) {
-        pthread_mutex_lock(&mu);
-        if (t)
-            settle(s, t, t->count == VGPU_RING);
+        lock_with_room(s, t);
         pthread_mutex_unlock(&mu);
         if (vgpu_budget_left(s, index))
             return;
@@ -248,9 +282,7 @@ CUresult vgpu_launch_begin(vgpu_launch *l, CUstream stream, int per_thread_strea
     vgpu_track *t = vgpu_track_of(ctx);
     pthread_mutex_unlock(&mu);
     wait_for_budget(s, t, l->index);
-    pthread_mutex_lock(&mu);
-    if (t && t->count == VGPU_RING)
-        settle(s, t, 1); /* other threads filled it since we waited */
+    lock_with_room(s, t); /* other threads may have filled it since we waited */
     l->start = t ? vgpu_track_recorded_event(t, l->stream) : NULL;
     vgpu_capture_unrelax(mode);
     l->track = t;
@@ -291,15 +323,24 @@ void vgpu_launch_context_ending(CUcontext ctx, int destroying)
     if (!s || !ctx)
         return;
     int mode = vgpu_capture_relax();
-    pthread_mutex_lock(&mu);
-    vgpu_track *t = vgpu_track_find(ctx, destroying);
-    if (t)
-        settle(s, t, 2);
-    if (t && destroying) {
-        vgpu_track_drop_pool(t);
-        free(t);
+    uint64_t since = 0;
+    for (;;) { /* every pending launch charged, polled as in lock_with_room */
+        pthread_mutex_lock(&mu);
+        vgpu_track *t = vgpu_track_find(ctx, 0);
+        if (t)
+            settle(s, t);
+        if (!t || t->count == 0) {
+            if (t && destroying) {
+                vgpu_track_find(ctx, 1);
+                vgpu_track_drop_pool(t);
+                free(t);
+            }
+            pthread_mutex_unlock(&mu);
+            break;
+        }
+        pthread_mutex_unlock(&mu);
+        poll_pause(&since);
     }
-    pthread_mutex_unlock(&mu);
     vgpu_capture_unrelax(mode);
 }
 

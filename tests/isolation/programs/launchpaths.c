@@ -25,6 +25,13 @@
  *   launchpaths green SECONDS KERNEL_US BURST   in turn: create a green context over the whole
  *                                                GPU, launch BURST kernels on its stream, wait,
  *                                                destroy the stream and the green context
+ *   launchpaths pergpu N KERNEL_US [reset]       a thread per GPU: one launches N kernels of
+ *                                                KERNEL_US on a stream of GPU 0; after its
+ *                                                (N-1)th (with reset: after its Nth, then it
+ *                                                resets GPU 0's primary context) the main thread
+ *                                                launches one on a stream of GPU 1 and prints
+ *                                                "launch_ns" (how long that asynchronous launch
+ *                                                took to return)
  *   launchpaths query CAPTURE THREAD WHO         no loop: a capture in mode CAPTURE by this or
  *                                                another thread (WHO: same, other, captured); this
  *                                                thread, in interaction mode THREAD, queries an
@@ -304,6 +311,69 @@ static int green(double seconds, uint64_t kernel_us, int burst)
     return 0;
 }
 
+/* A thread per GPU, as NCCL's "one device per thread" and single-process multi-GPU frameworks
+ * run: launches are asynchronous (CUDA Programming Guide, "Asynchronous Concurrent Execution"),
+ * so GPU 1's thread is never held up by how much work GPU 0's thread has queued. A thread whose
+ * GPU waits for the other's kernel (a collective) depends on it. */
+typedef struct {
+    beside_args sync;
+    int n, reset;
+    uint64_t kernel_us;
+    CUstream s0;
+} pergpu_args;
+
+static void *gpu0_thread(void *p)
+{
+    pergpu_args *a = p;
+    uint64_t ns = a->kernel_us * 1000;
+    void *params[] = {&ns};
+    check(cuCtxSetCurrent(a->sync.ctx), "cuCtxSetCurrent");
+    for (int i = 0; i < a->n; i++) {
+        if (i == a->n - 1 && !a->reset)
+            advance(&a->sync, 1);
+        check(cuLaunchKernel(a->sync.f, 1, 1, 1, 1, 1, 1, 0, a->s0, params, NULL),
+              "cuLaunchKernel");
+    }
+    if (a->reset) {
+        advance(&a->sync, 1);
+        check(cuDevicePrimaryCtxReset_v2(0), "cuDevicePrimaryCtxReset_v2");
+    }
+    return NULL;
+}
+
+static int pergpu(int n, uint64_t kernel_us, int reset)
+{
+    pergpu_args a = {{PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, NULL, NULL, 0},
+                     n, reset, kernel_us, NULL};
+    CUcontext ctx1;
+    CUstream s1;
+    pthread_t tid;
+    uint64_t ns = 1000;
+    void *params[] = {&ns};
+    check(cuDevicePrimaryCtxRetain(&ctx1, 1), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(ctx1), "cuCtxSetCurrent");
+    CUfunction f1 = spin_function();
+    check(cuStreamCreate(&s1, 0), "cuStreamCreate");
+    check(cuDevicePrimaryCtxRetain(&a.sync.ctx, 0), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(a.sync.ctx), "cuCtxSetCurrent");
+    a.sync.f = spin_function();
+    check(cuStreamCreate(&a.s0, 0), "cuStreamCreate");
+    check(cuCtxSetCurrent(ctx1), "cuCtxSetCurrent");
+    uint64_t start = now_ns();
+    pthread_create(&tid, NULL, gpu0_thread, &a);
+    await(&a.sync, 1);
+    usleep(50000); /* GPU 0's thread is in its last launch */
+    uint64_t t = now_ns();
+    check(cuLaunchKernel(f1, 1, 1, 1, 1, 1, 1, 0, s1, params, NULL), "cuLaunchKernel");
+    printf("launch_ns %llu\n", (unsigned long long)(now_ns() - t));
+    pthread_join(tid, NULL);
+    check(cuStreamSynchronize(s1), "cuStreamSynchronize");
+    if (!reset)
+        check(cuStreamSynchronize(a.s0), "cuStreamSynchronize");
+    printf("window_ns %llu\n", (unsigned long long)(now_ns() - start));
+    return 0;
+}
+
 static int mode_of(const char *name)
 {
     return !strcmp(name, "global") ? 0 : !strcmp(name, "thread") ? 1 : 2;
@@ -365,6 +435,9 @@ int main(int argc, char **argv)
         return green(seconds, strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (!strcmp(argv[1], "otherdevice"))
         return other_device(seconds, strtoull(argv[3], NULL, 10));
+    if (!strcmp(argv[1], "pergpu"))
+        return pergpu(atoi(argv[2]), strtoull(argv[3], NULL, 10),
+                      argc == 5 && !strcmp(argv[4], "reset"));
     if (!strcmp(argv[1], "grid"))
         return grid(seconds, strtoull(argv[3], NULL, 10));
     if (!strcmp(argv[1], "contexts") && argc == 6)
