@@ -135,3 +135,32 @@ def test_allowed_nodes_keeps_the_nodes_admitted_and_those_not_yet_known() -> Non
         {PodKey("ns/a"): a100, PodKey("ns/b"): NO_TERMS, PodKey("ns/c"): h100}, facts, names[:2]
     )
     assert by_pod == {"ns/a": ["n1"], "ns/c": []}  # ns/b may use every node: left out
+
+
+@pytest.mark.parametrize(
+    ("expr", "labels"),
+    [
+        (_expr("pool", "NotIn", "-"), {"pool": "a"}),
+        (_expr("pool", "NotIn", "a b"), {}),
+        (_expr("pool", "NotIn", "x" * 64), {}),
+        (_expr("pool", "In", "a", "not a label"), {"pool": "a"}),
+        (_expr("gen", "Gt", "1_0"), {"gen": "11"}),
+        (_expr("gen", "Gt", " 3"), {"gen": "4"}),
+        (_expr("gen", "Gt", "-1"), {"gen": "4"}),
+        (_expr("gen", "Lt", "99999999999999999999"), {"gen": "4"}),
+        (_expr("gen", "Gt", "3"), {"gen": "1_0"}),
+    ],
+)
+def test_a_term_kube_scheduler_cannot_parse_matches_nothing(
+    expr: Obj, labels: dict[str, str]
+) -> None:
+    """The API server takes any In/NotIn/Gt/Lt values, but kube-scheduler builds each term with
+    `labels.NewRequirement`, which wants label values and, for Gt/Lt, a Go int64 (and compares
+    node labels parsed as one): a term it cannot build matches no node. Read more leniently, a
+    pod that kube-scheduler puts nowhere looked placeable, and reclaim evicted for it."""
+    node = node_facts(_node(labels))
+    assert not pod_terms(_affinity({"matchExpressions": [expr]})).admits(node)
+    other = {"matchExpressions": [_expr("pool", "DoesNotExist")]}
+    assert pod_terms(_affinity({"matchExpressions": [expr]}, other)).admits(
+        node_facts(_node({k: v for k, v in labels.items() if k != "pool"}))
+    )

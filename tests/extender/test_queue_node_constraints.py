@@ -132,3 +132,30 @@ def test_a_held_pod_is_released_to_a_place_on_a_node_its_selector_allows(
     assert len(released) == 1 and released[0] in ("p1", "p2")  # n2 has room for one only
     holding = daemon.cache.holding(PodKey(f"default/{released[0]}"))
     assert holding is not None and holding.assignment.node == "n2"
+
+
+def test_reclaim_evicts_nobody_for_a_pod_whose_affinity_kube_scheduler_cannot_parse(
+    harness: Harness,
+) -> None:
+    """`NotIn: ["-"]` passes the API server's validation, but kube-scheduler cannot build the
+    term (not a label value) and so matches it to no node: the pod never binds anywhere."""
+    harness.put(_node("n1", {"pool": "t4"}))
+    harness.put(_node("n2", {"pool": "t4"}))
+    daemon = _two_teams(harness)
+    wire = Wire(daemon.port)
+    _running(harness, daemon, wire, "victim1", "a", 100, on="n1")
+    _running(harness, daemon, wire, "victim2", "a", 100, on="n2")
+    _held(harness, "want", "b", 100)
+    term = {"matchExpressions": [{"key": "pool", "operator": "NotIn", "values": ["-"]}]}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}
+        }
+    }
+    _constrain(harness, "want", affinity=affinity)
+    _watched(daemon, "b/want")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 0
+    assert harness.store.get("Pod", "default", "victim1") is not None
+    assert harness.store.get("Pod", "default", "victim2") is not None

@@ -18,7 +18,11 @@ NodeUnschedulable):
 * `spec.nodeSelector`: every label, equal;
 * required node affinity: any of the `nodeSelectorTerms`; a term matches when all its
   `matchExpressions` (labels: In, NotIn, Exists, DoesNotExist, Gt, Lt) and `matchFields`
-  (`metadata.name`: In, NotIn) do; a term with neither matches nothing;
+  (`metadata.name`: In, NotIn) do; a term with neither matches nothing, and so does a term
+  kube-scheduler cannot build (`labels.NewRequirement`: a value that is no label value, a Gt/Lt
+  value that is no Go int64), which the API server's validation lets through (a tenant's
+  `NotIn: ["-"]` put its pod on no node while the pass found it placeable and reclaimed for
+  it); Gt/Lt read a node's label as Go's `strconv.ParseInt` does (not Python's `int`: `1_0`);
 * taints with effect NoSchedule or NoExecute must each be tolerated (PreferNoSchedule is a
   preference); `spec.unschedulable` (a cordon) counts as the taint
   `node.kubernetes.io/unschedulable:NoSchedule`.
@@ -30,6 +34,7 @@ frozen values out; nothing raises whatever the objects hold.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +45,10 @@ UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
 """The taint a cordoned node counts as (k8s.io/api/core/v1 `TaintNodeUnschedulable`)."""
 _HARD = ("NoSchedule", "NoExecute")
 _KNOWN_LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+"""k8s.io/apimachinery `validation.IsValidLabelValue` (with at most 63 characters)."""
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +211,8 @@ def pod_terms(spec: Mapping[str, Any]) -> NodeTerms:
 def _term_matches(term: Term, node: NodeFacts) -> bool:
     if not term.labels and not term.fields:
         return False
+    if not all(map(_buildable, term.labels)):
+        return False  # kube-scheduler's term has a parse error: it matches no node
     labels_ok = all(_label_matches(r, node.label(r.key)) for r in term.labels)
     return labels_ok and all(_field_matches(r, node) for r in term.fields)
 
@@ -220,11 +231,30 @@ def _label_matches(req: Requirement, value: str | None) -> bool:
         return value is None
     if value is None or len(req.values) != 1:
         return False
-    try:
-        have, bound = int(value), int(req.values[0])
-    except ValueError:
+    have, bound = _go_int(value), _go_int(req.values[0])
+    if have is None or bound is None:
         return False
     return have > bound if op == "Gt" else have < bound
+
+
+def _buildable(req: Requirement) -> bool:
+    """Whether `labels.NewRequirement` builds `req` (k8s.io/apimachinery `labels`): every value
+    a label value, and one Go int64 for Gt/Lt. The key, and the value counts of the other
+    operators, are the API server's to validate."""
+    if not all(len(v) <= 63 and _LABEL_VALUE.fullmatch(v) for v in req.values):
+        return False
+    if req.operator in ("Gt", "Lt"):
+        return len(req.values) == 1 and _go_int(req.values[0]) is not None
+    return True
+
+
+def _go_int(text: str) -> int | None:
+    """`strconv.ParseInt(text, 10, 64)`; None where it fails (Python's `int` takes more: `1_0`,
+    spaces, other scripts' digits, any size)."""
+    if not _GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if _INT64[0] <= value <= _INT64[1] else None
 
 
 def _field_matches(req: Requirement, node: NodeFacts) -> bool:
