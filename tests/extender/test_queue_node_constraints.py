@@ -159,3 +159,25 @@ def test_reclaim_evicts_nobody_for_a_pod_whose_affinity_kube_scheduler_cannot_pa
     assert releaser.evicted_total == 0
     assert harness.store.get("Pod", "default", "victim1") is not None
     assert harness.store.get("Pod", "default", "victim2") is not None
+
+
+def test_reclaim_evicts_nobody_for_a_pod_held_by_a_gate_of_its_own(harness: Harness) -> None:
+    """A pod made with a scheduling gate of its own beside vgpu.io/queue: kube-scheduler sees it
+    only once its author removes that gate, so reclaim evicted another team's pod for GPUs that
+    then waited for the reservation's timeout, pod after pod. Once the gate is gone it asks."""
+    harness.put(_node("n1"))
+    harness.put(_node("n2"))
+    daemon = _two_teams(harness)
+    wire = Wire(daemon.port)
+    _running(harness, daemon, wire, "victim1", "a", 100, on="n1")
+    _running(harness, daemon, wire, "victim2", "a", 100, on="n2")
+    _held(harness, "want", "b", 100)
+    gates = _pod(harness, "want")["spec"]["schedulingGates"]
+    _constrain(harness, "want", schedulingGates=[*gates, {"name": "example.com/mine"}])
+    _watched(daemon, "b/want")
+    releaser = _releaser(daemon)
+    assert _pass(releaser) == []
+    assert releaser.evicted_total == 0
+    _constrain(harness, "want", schedulingGates=gates)
+    releaser = _releaser(daemon, wall=2_000_000_100.0)  # past the rest of a job with no victims
+    wait_until(lambda: _pass(releaser) == [] and releaser.evicted_total == 1)

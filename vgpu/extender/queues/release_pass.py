@@ -30,7 +30,11 @@ fit nowhere took 24-35 s a pass at 1,000 nodes, one `select` each):
   nodes), with a what-if on the cache
   (`CacheOps.without`), one reclaim per pass and none while earlier victims still exist; pods
   whose eviction a PodDisruptionBudget refused lately are spared (`spare`), so reclaim moves on
-  to other victims instead of asking for the same refused pod every pass.
+  to other victims instead of asking for the same refused pod every pass. Reclaim asks for no
+  job with a pod held by a scheduling gate besides `vgpu.io/queue`: kube-scheduler sees it only
+  once its author (or another controller) removes that gate, so what reclaim freed for it would
+  wait for the reservation's timeout (a tenant's own gate on each pod evicted another team's
+  pods for pods it never let run).
 
 What to do with the API (remove gates, record Events, evict) is returned, for the caller to do
 outside the lock (`vgpu.extender.queues.release_loop`).
@@ -45,7 +49,7 @@ from fractions import Fraction
 from typing import Any
 
 from vgpu.api.podspec import key_of
-from vgpu.api.queues.config import QueueConfig, queue_of
+from vgpu.api.queues.config import QUEUE_GATE, QueueConfig, queue_of
 from vgpu.api.queues.namespaces import astray
 from vgpu.api.queues.pods import Queued, capacity, counted, largest_gpu_mib, queued_pod
 from vgpu.core.errors import InvalidRequest
@@ -204,6 +208,8 @@ class _Planned:
     held: Mapping[str, Vec]
     """What each queue holds after this pass's releases."""
     deserved: Mapping[str, Vec]
+    members: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """Each job's pods (`vgpu.core.queues.jobs.Grouped.members`)."""
 
 
 def _plan(
@@ -251,7 +257,7 @@ def _plan(
         release, waiting, standing, (), dict(outcome.held_since), after, spent=dict(outcome.spent)
     )
     waiting_jobs = [by_key[j] for j in outcome.waiting if j in by_key]
-    return _Planned(decision, fits, waiting_jobs, held, outcome.deserved)
+    return _Planned(decision, fits, waiting_jobs, held, outcome.deserved, grouped.members)
 
 
 def _standing(
@@ -302,7 +308,8 @@ def _victims(
             return fits.whole(job)
 
     asks.forget_rested(now)
-    ordered = sorted(jobs, key=lambda j: (-j.priority, j.created, j.key))
+    schedulable = [j for j in jobs if not _gated_otherwise(recs, planned.members.get(j.key, ()))]
+    ordered = sorted(schedulable, key=lambda j: (-j.priority, j.created, j.key))
     for job in asks.choose(ordered, per_queue=config.reclaim_per_pass, now=now):
         allowed = fits.job_nodes(job)  # evict only where the job may run
         here = running if allowed is None else [r for r in running if r.node in allowed]
@@ -318,6 +325,11 @@ def _victims(
             return job.key, tuple(recs[v.key] for v in chosen)
         asks.found_none(job.key, now)
     return "", ()
+
+
+def _gated_otherwise(recs: Mapping[str, Queued], keys: Iterable[str]) -> bool:
+    """Whether a pod of `keys` has a scheduling gate besides the queue's (module doc)."""
+    return any(g != QUEUE_GATE for k in keys if k in recs for g in recs[k].gates)
 
 
 def reason_line(why: str, queue: str, standing: Standing | None) -> str:
