@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.inspect.builders import node, pod
+from vgpu.api.nodefit import NO_NODE_ADMITS
 from vgpu.inspect.build import build_report
 from vgpu.inspect.cli import render
 from vgpu.inspect.model import Report
@@ -196,10 +197,7 @@ def test_a_pod_no_node_admits_is_a_problem_that_says_so() -> None:
     """Its nodeSelector, required node affinity or tolerations rule out every node
     (`vgpu.api.nodefit`): kube-scheduler never schedules it, however empty the GPUs are."""
     r = report(on(pending("a/p"), nodeSelector={"pool": "h100"}))
-    assert problems(r) == {
-        "a/p": "can never be scheduled: no node admits it: its nodeSelector, node affinity or "
-        "tolerations rule out every node"
-    }
+    assert problems(r) == {"a/p": f"can never be scheduled: {NO_NODE_ADMITS}"}
 
 
 def test_a_pod_too_large_for_every_node_it_may_use_can_never_fit() -> None:

@@ -9,12 +9,13 @@ from typing import Any
 
 from tests.inspect.builders import node, pod
 from tests.web.test_where import A100, gang_pod
+from vgpu.api.nodefit import NO_NODE_ADMITS
 from vgpu.api.resources import DEFAULT_NAMES
 from vgpu.inspect.snapshot import Snapshot
 from vgpu.inspect.web.where import where_now
 
 Obj = dict[str, Any]
-RULED_OUT = "no node admits it: its nodeSelector, node affinity or tolerations rule out every node"
+RULED_OUT = NO_NODE_ADMITS
 
 
 def pool(name: str, label: str, **spec: Any) -> Obj:

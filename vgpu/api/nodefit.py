@@ -25,7 +25,9 @@ NodeUnschedulable):
   it); Gt/Lt read a node's label as Go's `strconv.ParseInt` does (not Python's `int`: `1_0`);
 * taints with effect NoSchedule or NoExecute must each be tolerated (PreferNoSchedule is a
   preference); `spec.unschedulable` (a cordon) counts as the taint
-  `node.kubernetes.io/unschedulable:NoSchedule`.
+  `node.kubernetes.io/unschedulable:NoSchedule`;
+* NodeResourcesFit for resources other than CPU and memory (`vgpu.api.noderoom`): what the pod
+  requests of each must not exceed what the node could hold empty.
 
 An operator these rules do not know (a newer API's) is taken as satisfied: the pass then acts as
 it did before it read constraints, rather than holding a pod back for good. Pure: dicts in,
@@ -39,6 +41,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from vgpu.api.noderoom import Amounts, has_room, listed, node_allocatable, pod_requests
 from vgpu.core.ids import NodeName, PodKey
 
 UNSCHEDULABLE = "node.kubernetes.io/unschedulable"
@@ -60,11 +63,13 @@ class Taint:
 
 @dataclass(frozen=True, slots=True)
 class NodeFacts:
-    """What the pass needs of a Node: its name, labels and hard taints."""
+    """What the pass needs of a Node: its name, labels, hard taints and what it could hold of
+    resources other than CPU and memory (`vgpu.api.noderoom`)."""
 
     name: str
     labels: tuple[tuple[str, str], ...] = ()
     taints: tuple[Taint, ...] = ()
+    allocatable: Amounts = ()
 
     def label(self, key: str) -> str | None:
         for k, v in self.labels:
@@ -112,22 +117,28 @@ class NodeTerms:
     terms: tuple[Term, ...] | None = None
     """Required node affinity's terms; None: no required affinity."""
     tolerations: tuple[Toleration, ...] = ()
+    requests: Amounts = ()
+    """What the pod requests of resources other than CPU and memory (`vgpu.api.noderoom`)."""
 
-    def admits(self, node: NodeFacts) -> bool:
+    def admits(self, node: NodeFacts, judged: frozenset[str] = frozenset()) -> bool:
         """Whether kube-scheduler's NodeAffinity, TaintToleration and NodeUnschedulable filters
-        pass the pod on `node` (module doc)."""
+        pass the pod on `node` (module doc), and NodeResourcesFit for the `judged` resources
+        other than CPU and memory, on the node empty."""
         if any(node.label(k) != v for k, v in self.selector):
             return False
         if self.terms is not None and not any(_term_matches(t, node) for t in self.terms):
             return False
-        return all(any(t.tolerates(taint) for t in self.tolerations) for taint in node.taints)
+        if not all(any(t.tolerates(taint) for t in self.tolerations) for taint in node.taints):
+            return False
+        return has_room(self.requests, node.allocatable, judged)
 
 
 NO_TERMS = NodeTerms()
 """A pod that names no node constraint and tolerates nothing."""
 
 NO_NODE_ADMITS = (
-    "no node admits it: its nodeSelector, node affinity or tolerations rule out every node"
+    "no node admits it: its nodeSelector, node affinity, tolerations or requests of other"
+    " resources than CPU and memory rule out every node"
 )
 """What the extender and the reports say of a pod `admits_none` is true for."""
 
@@ -138,15 +149,22 @@ def allowed_nodes(
     """The nodes of `names` a pod with `terms` may use; a node whose facts are not known (not
     watched yet) counts as allowed. None when that is every one of them, so that a placement
     among them is exactly the placement without constraints."""
-    listed = list(names)
-    allowed = [n for n in listed if n not in facts or terms.admits(facts[n])]
-    return None if len(allowed) == len(listed) else allowed
+    named = list(names)
+    judged = _judged(facts)
+    allowed = [n for n in named if n not in facts or terms.admits(facts[n], judged)]
+    return None if len(allowed) == len(named) else allowed
 
 
 def admits_none(terms: NodeTerms, facts: Mapping[str, NodeFacts]) -> bool:
     """Whether a pod with `terms` may run on none of the nodes of `facts` (False when none is
     known): kube-scheduler never schedules it, so a gang it belongs to is never complete."""
-    return bool(facts) and not any(terms.admits(f) for f in facts.values())
+    judged = _judged(facts)
+    return bool(facts) and not any(terms.admits(f, judged) for f in facts.values())
+
+
+def _judged(facts: Mapping[str, NodeFacts]) -> frozenset[str]:
+    """The resources judged: those some watched node lists (`vgpu.api.noderoom`)."""
+    return listed(f.allocatable for f in facts.values())
 
 
 def allowed_by_pod(
@@ -182,7 +200,7 @@ def node_facts(obj: Mapping[str, Any]) -> NodeFacts:
             taints.append(Taint(_str(t.get("key")), _str(t.get("value")), effect))
     if spec.get("unschedulable") is True:
         taints.append(Taint(UNSCHEDULABLE, "", "NoSchedule"))
-    return NodeFacts(_str(meta.get("name")), labels, tuple(taints))
+    return NodeFacts(_str(meta.get("name")), labels, tuple(taints), node_allocatable(obj))
 
 
 def pod_terms(spec: Mapping[str, Any]) -> NodeTerms:
@@ -205,7 +223,7 @@ def pod_terms(spec: Mapping[str, Any]) -> NodeTerms:
         )
         for t in map(_map, _list(spec.get("tolerations")))
     )
-    return NodeTerms(selector, terms, tolerations)
+    return NodeTerms(selector, terms, tolerations, pod_requests(spec))
 
 
 def _term_matches(term: Term, node: NodeFacts) -> bool:

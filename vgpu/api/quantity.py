@@ -44,6 +44,8 @@ _QUANTITY = re.compile(
 )
 _MIB = 2**20
 _HINT = 'use e.g. "500m", "2Gi" or "30"'
+BEYOND_CAPACITY = "is beyond any node's capacity"
+"""The end of the problem `parse_quantity` names for a well-formed quantity too large to be met."""
 
 
 def parse_quantity(value: object, field: str) -> Fraction:
@@ -65,7 +67,7 @@ def parse_quantity(value: object, field: str) -> Fraction:
     # Order of magnitude before computing: integer digits + decimal power + binary power.
     magnitude = len(whole.lstrip("0")) + power + (binary * 3 + 9) // 10
     if magnitude > 20:
-        raise InvalidRequest(field, f"{_shown(value)} is beyond any node's capacity", _HINT)
+        raise InvalidRequest(field, f"{_shown(value)} {BEYOND_CAPACITY}", _HINT)
     scale = power - len(fraction or "")
     if scale < -MAX_EXPONENT - MAX_TEXT:
         raise InvalidRequest(field, f"{_shown(value)}: exponent out of range", _HINT)

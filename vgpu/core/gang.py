@@ -70,7 +70,7 @@ def member_order(members: Sequence[PodRequest]) -> list[PodRequest]:
     return sorted(members, key=rank)
 
 
-_RULED_OUT = "ruled out by its node constraints (nodeSelector, node affinity, taints)"
+_RULED_OUT = "ruled out by its node constraints (nodeSelector, node affinity, taints, resources)"
 """Why a member was not placed on the nodes `allowed` leaves out."""
 
 
