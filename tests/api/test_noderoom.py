@@ -37,7 +37,7 @@ def test_app_containers_add_up_and_the_larger_of_them_and_an_init_container_coun
             _c("b", **{"ephemeral-storage": "10Gi", "example.com/fpga": "1"}),
         ],
     }
-    assert pod_requests(spec) == (("ephemeral-storage", 30 * GI), ("example.com/fpga", 1))
+    assert pod_requests(spec) == (("ephemeral-storage", 30 * GI), ("example.com/fpga", Fraction(1)))
 
 
 def test_a_sidecar_runs_beside_the_app_and_the_init_containers_started_after_it() -> None:
