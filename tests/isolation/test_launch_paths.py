@@ -256,8 +256,15 @@ def test_every_launch_path_runs_clean_under_a_limit_on_both_builds(
         ("green", SHORT, KERNEL_US, "8"),
         ("pergpu", "40", "20000"),
         ("pergpu", "40", "20000", "reset"),
+        ("shared", "0.6", "20000"),
     ],
-    ids=["another-gpus-stream", "green-contexts", "a-thread-per-gpu", "a-thread-per-gpu-reset"],
+    ids=[
+        "another-gpus-stream",
+        "green-contexts",
+        "a-thread-per-gpu",
+        "a-thread-per-gpu-reset",
+        "a-retain-released-while-another-thread-launches",
+    ],
 )
 def test_launches_in_a_context_not_current_run_clean_on_both_builds(
     cluster: Cluster, args: tuple[str, ...]
@@ -300,3 +307,20 @@ def test_gpu_checks_graph_mode_captures_and_is_held_to_the_share_on_the_stand_in
     report = json.loads(done.stdout)
     assert report["capture"] == 0
     assert 100 * busy_ns(c, c.uuids[0]) / (report["window_s"] * 1e9) <= 35
+
+
+def test_releasing_a_retain_of_a_busy_primary_context_waits_only_for_what_was_pending(
+    timing_cluster: Cluster, launchpaths: Path
+) -> None:
+    """A library releases its own retain of the primary context (cuDevicePrimaryCtxRelease: the
+    context stays active while other retains hold it) while another thread keeps the GPU busy.
+    The release charges what was pending when it began (at most 16 launches of 20 ms), and waits
+    for nothing launched after it: waiting for the context's queue to run empty would hold it
+    for as long as the other thread keeps launching (here 2.5 s)."""
+    c = timing_cluster
+    container = c.admit([(0, 99, 256)])
+    command = ["nice", "-n", "5", str(launchpaths), "shared", "2.5", "20000"]
+    done = c.sandbox.run(container, command, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    release_ns = int(done.stdout.split("release_ns ")[1].split()[0])
+    assert release_ns < 1_000_000_000

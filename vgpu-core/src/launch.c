@@ -181,6 +181,7 @@ static void settle(const vgpu_state *s, vgpu_track *t)
         }
         t->head = (t->head + 1) % VGPU_RING;
         t->count--;
+        t->settled++;
     }
 }
 
@@ -317,19 +318,30 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
     vgpu_capture_unrelax(mode);
 }
 
+/* Charges what the context had pending when it began to end, polled as in lock_with_room. A
+ * destroyed context's track goes once nothing is pending (no other thread may use a context
+ * while it is destroyed). A primary context's retain released may leave it active, in use by
+ * other threads: what they launch after the release began is not waited for, or a thread that
+ * keeps its GPU busy would hold the release for as long as it goes on launching. */
 void vgpu_launch_context_ending(CUcontext ctx, int destroying)
 {
     const vgpu_state *s = vgpu_state_get();
     if (!s || !ctx)
         return;
     int mode = vgpu_capture_relax();
-    uint64_t since = 0;
-    for (;;) { /* every pending launch charged, polled as in lock_with_room */
+    uint64_t since = 0, target = 0;
+    vgpu_track *first = NULL;
+    for (;;) {
         pthread_mutex_lock(&mu);
         vgpu_track *t = vgpu_track_find(ctx, 0);
         if (t)
             settle(s, t);
-        if (!t || t->count == 0) {
+        if (t && !first) {
+            first = t;
+            target = t->settled + (uint64_t)t->count;
+        }
+        int done = !t || (destroying ? t->count == 0 : t != first || t->settled >= target);
+        if (done) {
             if (t && destroying) {
                 vgpu_track_find(ctx, 1);
                 vgpu_track_drop_pool(t);

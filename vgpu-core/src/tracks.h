@@ -22,6 +22,7 @@ typedef struct vgpu_track {
     CUcontext ctx;
     vgpu_pending ring[VGPU_RING];
     int head, count;
+    uint64_t settled; /* launches settled in its life: what an ending waits for (launch.c) */
     CUevent pool[VGPU_POOL];
     int pooled;
     CUevent mark;          /* the end of the settled launch that ended last, or NULL (launch.c) */

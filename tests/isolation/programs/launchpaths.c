@@ -32,6 +32,11 @@
  *                                                launches one on a stream of GPU 1 and prints
  *                                                "launch_ns" (how long that asynchronous launch
  *                                                took to return)
+ *   launchpaths shared SECONDS KERNEL_US         a thread launches KERNEL_US kernels on GPU 0's
+ *                                                primary context for SECONDS; meanwhile the main
+ *                                                thread retains that context once more and
+ *                                                releases that retain (the context stays active),
+ *                                                printing "release_ns" (how long it took)
  *   launchpaths query CAPTURE THREAD WHO         no loop: a capture in mode CAPTURE by this or
  *                                                another thread (WHO: same, other, captured); this
  *                                                thread, in interaction mode THREAD, queries an
@@ -374,6 +379,45 @@ static int pergpu(int n, uint64_t kernel_us, int reset)
     return 0;
 }
 
+/* A library's own retain of the primary context, released while another thread keeps its GPU
+ * busy: the context stays active (cuDevicePrimaryCtxRelease), and the release waits for nothing
+ * the other thread launches after it. */
+typedef struct {
+    CUcontext ctx;
+    CUfunction f;
+    CUstream s;
+    uint64_t kernel_us, stop;
+} shared_args;
+
+static void *shared_launcher(void *p)
+{
+    shared_args *a = p;
+    check(cuCtxSetCurrent(a->ctx), "cuCtxSetCurrent");
+    spin_until(a->f, a->kernel_us, a->s, a->stop);
+    return NULL;
+}
+
+static int shared(double seconds, uint64_t kernel_us)
+{
+    shared_args a = {NULL, NULL, NULL, kernel_us, 0};
+    CUcontext again;
+    pthread_t tid;
+    check(cuDevicePrimaryCtxRetain(&a.ctx, 0), "cuDevicePrimaryCtxRetain");
+    check(cuCtxSetCurrent(a.ctx), "cuCtxSetCurrent");
+    a.f = spin_function();
+    check(cuStreamCreate(&a.s, 0), "cuStreamCreate");
+    uint64_t start = now_ns();
+    a.stop = start + (uint64_t)(seconds * 1e9);
+    pthread_create(&tid, NULL, shared_launcher, &a);
+    usleep(300000);
+    check(cuDevicePrimaryCtxRetain(&again, 0), "cuDevicePrimaryCtxRetain");
+    uint64_t t = now_ns();
+    check(cuDevicePrimaryCtxRelease_v2(0), "cuDevicePrimaryCtxRelease_v2");
+    printf("release_ns %llu\n", (unsigned long long)(now_ns() - t));
+    pthread_join(tid, NULL);
+    return finish(start);
+}
+
 static int mode_of(const char *name)
 {
     return !strcmp(name, "global") ? 0 : !strcmp(name, "thread") ? 1 : 2;
@@ -435,6 +479,8 @@ int main(int argc, char **argv)
         return green(seconds, strtoull(argv[3], NULL, 10), atoi(argv[4]));
     if (!strcmp(argv[1], "otherdevice"))
         return other_device(seconds, strtoull(argv[3], NULL, 10));
+    if (!strcmp(argv[1], "shared"))
+        return shared(seconds, strtoull(argv[3], NULL, 10));
     if (!strcmp(argv[1], "pergpu"))
         return pergpu(atoi(argv[2]), strtoull(argv[3], NULL, 10),
                       argc == 5 && !strcmp(argv[4], "reset"));
