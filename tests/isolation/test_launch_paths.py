@@ -167,8 +167,8 @@ def test_a_kernel_launched_on_another_gpus_stream_is_charged_to_that_gpus_share(
 
 @pytest.mark.parametrize(
     "args",
-    [("17", "400000"), ("2", "400000", "reset")],
-    ids=["room-among-its-pending-launches", "primary-context-reset"],
+    [("17", "400000"), ("2", "400000", "reset"), ("1", "400000", "noevents")],
+    ids=["room-among-its-pending-launches", "primary-context-reset", "charged-by-estimate"],
 )
 def test_a_threads_launch_on_one_gpu_does_not_wait_for_another_threads_queue_on_another(
     timing_cluster: Cluster, launchpaths: Path, args: tuple[str, ...]
@@ -176,13 +176,16 @@ def test_a_threads_launch_on_one_gpu_does_not_wait_for_another_threads_queue_on_
     """A thread per GPU (NCCL's "one device per thread", single-process multi-GPU frameworks):
     launches are asynchronous (Programming Guide, "Asynchronous Concurrent Execution"), so GPU
     1's thread launches at once while GPU 0's thread waits for room among its own context's
-    pending measurements, or for them all to be charged before its context is reset. Held up
-    until GPU 0's 400 ms kernels end, it would deadlock whenever they wait for GPU 1's (a
-    collective)."""
+    pending measurements, or for them all to be charged before its context is reset, or (a
+    driver that cannot create events) for its launch to complete to be charged by estimate.
+    Held up until GPU 0's 400 ms kernels end, it would deadlock whenever they wait for GPU 1's
+    (a collective)."""
     c = timing_cluster
     container = c.admit([(0, 30, 256), (1, 30, 256)])
+    env = {"VGPU_STANDIN_FAIL_EVENTS": "1"} if args[-1] == "noevents" else None
+    args = args[:-1] if env else args
     command = ["nice", "-n", "5", str(launchpaths), "pergpu", *args]
-    done = c.sandbox.run(container, command, timeout=120)
+    done = c.sandbox.run(container, command, env=env, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     launch_ns = int(done.stdout.split("launch_ns ")[1].split()[0])
     assert launch_ns < 200_000_000

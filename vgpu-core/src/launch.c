@@ -69,17 +69,24 @@ static void tell_once(void)
 /* Charges a launch that ran but was not measured: its signature's last measured time once it
  * has a full window of measurements, else its time to completion on the host, which then joins
  * the window (one host time can be inflated by queued work or a descheduled process; the least
- * of a window is not). */
+ * of a window is not). Called without the process lock, which guards the signatures: waiting
+ * for the launch to complete under it would hold up every other thread's launch (lock_with_room
+ * says why). */
 static void charge_estimate(const vgpu_state *s, const vgpu_launch *l)
 {
+    pthread_mutex_lock(&mu);
     int64_t ns = vgpu_signature_known(l->signature);
-    if (!vgpu_signature_settled(l->signature)) {
+    int settled = vgpu_signature_settled(l->signature);
+    pthread_mutex_unlock(&mu);
+    if (!settled) {
         sync_fn sync = REAL_CU(sync_fn, cuStreamSynchronize);
         int timed = sync && sync(l->stream) == CUDA_SUCCESS;
         int64_t host = (int64_t)(vgpu_now_ns() - l->begun_ns);
+        pthread_mutex_lock(&mu);
         ns = timed  ? vgpu_signature_charge(l->signature, l->epoch, host)
              : ns > 0 ? ns
                       : FALLBACK_NS;
+        pthread_mutex_unlock(&mu);
     }
     vgpu_budget_charge(s, l->index, ns);
     tell_once();
@@ -308,13 +315,12 @@ void vgpu_launch_end(vgpu_launch *l, CUresult rc)
         int tail = (t->head + t->count) % VGPU_RING;
         t->ring[tail] = (vgpu_pending){l->start, end, l->index, l->signature, l->stream, l->epoch};
         t->count++;
-    } else {
-        if (l->charge == VGPU_MEASURED)
-            vgpu_track_give(t, l->start);
-        if (rc == CUDA_SUCCESS)
-            charge_estimate(s, l);
+    } else if (l->charge == VGPU_MEASURED) {
+        vgpu_track_give(t, l->start);
     }
     pthread_mutex_unlock(&mu);
+    if (!end && rc == CUDA_SUCCESS)
+        charge_estimate(s, l); /* still relaxed: it may synchronise */
     vgpu_capture_unrelax(mode);
 }
 
