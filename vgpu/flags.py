@@ -10,10 +10,15 @@ from __future__ import annotations
 import argparse
 import re
 
-from vgpu.core.errors import InvalidRequest
+from vgpu.core.errors import ConfigError, InvalidRequest
 from vgpu.core.policy.specs import PolicySpec, parse_policy
 
 MAX_PORT = 65535
+MAX_WAIT_S = 86400.0
+"""The longest wait a flag of seconds takes: `threading.Event.wait` raises OverflowError past the
+platform's time_t (`inf`, `1e300`), which would end a loop at its first wait, and `nan` compares
+false with everything (a loop that never waits, a deadline never reached), so both are refused
+with the flag named; a day is longer than any interval, timeout or wait the daemons need."""
 STATES_DEFAULT = re.compile(r"\(default[: ]|default: ")
 
 
@@ -58,6 +63,25 @@ def count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is negative: use 0 or more")
     return value
+
+
+def seconds(
+    flag: str,
+    value: float,
+    *,
+    example: str,
+    positive: bool = False,
+    high: float = MAX_WAIT_S,
+    note: str = "",
+) -> float:
+    """`value`, a flag's number of seconds, if it lies from 0 (`positive`: above 0) to `high`;
+    else `ConfigError` naming the flag and the range (`note`: what else the flag takes). Every
+    comparison with nan is false, so nan is refused here as `inf` and `1e300` are."""
+    low_ok = value > 0 if positive else value >= 0
+    if low_ok and value <= high:
+        return value
+    what = "a positive number of seconds, at most" if positive else "a number of seconds from 0 to"
+    raise ConfigError(f"{flag}: must be {what} {high:g}{note}, e.g. {example} (got {value:g})")
 
 
 def add_path_flag(

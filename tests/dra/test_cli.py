@@ -23,6 +23,9 @@ from vgpu.node.driver_mode import DriverLimits
         (["--join-poll-s", "nan"], "--join-poll-s: must be a positive number of seconds"),
         (["--join-poll-s", "inf"], "--join-poll-s: must be a positive number of seconds"),
         (["--xid-ignore", "13,x"], "--xid-ignore"),
+        # nan: `now - t < nan` is never true, so no XID ever marked a GPU unhealthy
+        (["--health-recovery-s", "nan"], "--health-recovery-s: must be a number of seconds"),
+        (["--health-recovery-s", "inf"], "--health-recovery-s: must be a number of seconds"),
         (["--fake-gpus", "2xNOPE", "--kubeconfig", "/nonexistent"], "kubeconfig"),
     ],
 )

@@ -133,7 +133,7 @@ def test_reconcile_interval_no_wait_can_take_is_refused(value: str) -> None:
         node_cli.build(_flags("--reconcile-s", value))
 
 
-@pytest.mark.parametrize("value", ["inf", "1e300", "nan"])
+@pytest.mark.parametrize("value", ["inf", "1e300", "nan", "-1"])
 def test_watchdog_interval_no_wait_can_take_is_refused(value: str) -> None:
     with pytest.raises(ConfigError, match=r"--watchdog-s: "):
         node_cli.build(_flags("--watchdog-s", value))

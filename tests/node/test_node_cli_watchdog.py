@@ -34,7 +34,10 @@ def test_kill_and_tolerance() -> None:
     [
         (["--watchdog-kill", "--proc-root", "/host/proc"], "--watchdog-kill: signals go to"),
         (["--watchdog-tolerance-mib", "-1"], "--watchdog-tolerance-mib: must be >= 0"),
-        (["--watchdog-event-interval-s", "-5"], "--watchdog-event-interval-s: must be >= 0"),
+        (["--watchdog-event-interval-s", "-5"], "--watchdog-event-interval-s: must be a number"),
+        # nan let every finding through (an Event per check), inf kept every key for ever
+        (["--watchdog-event-interval-s", "nan"], "--watchdog-event-interval-s: must be a number"),
+        (["--watchdog-event-interval-s", "inf"], "--watchdog-event-interval-s: must be a number"),
     ],
 )
 def test_bad_flags_are_named(argv: list[str], fragment: str) -> None:

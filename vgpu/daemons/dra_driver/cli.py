@@ -12,18 +12,16 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vgpu.core.errors import ConfigError
 from vgpu.daemons.flags.driver import add_driver_flags, driver_settings
 from vgpu.daemons.flags.gpu import add_gpu_flags, gpu_backend
 from vgpu.daemons.flags.mode import add_mode_flags, dir_bounds, grant_settings
 from vgpu.daemons.flags.node import (
-    MAX_WAIT_S,
     add_health_flags,
     add_node_flags,
     health_policy,
     memory_unit_mib,
 )
-from vgpu.flags import HelpFormatter, add_path_flag
+from vgpu.flags import HelpFormatter, add_path_flag, seconds
 
 if TYPE_CHECKING:
     from vgpu.daemons.dra_driver.driver import DraDriver
@@ -98,14 +96,8 @@ def build(args: argparse.Namespace) -> DraDriver:
     from vgpu.daemons.dra_driver.driver import DraConfig, DraDriver
 
     unit_mib = memory_unit_mib(args)
-    if not 0 < args.resync_s <= MAX_WAIT_S:  # nan: a busy loop; inf: Event.wait overflows
-        raise ConfigError(
-            f"--resync-s: must be a positive number of seconds, at most {MAX_WAIT_S:g}, e.g. 30"
-        )
-    if not 0 < args.join_poll_s < 3600 * 24:
-        raise ConfigError(
-            "--join-poll-s: must be a positive number of seconds below a day, e.g. 0.05"
-        )
+    seconds("--resync-s", args.resync_s, positive=True, example="30")
+    seconds("--join-poll-s", args.join_poll_s, positive=True, example="0.05")
     health = health_policy(args)
     dirs = claim_dirs(args.state_dir, dir_bounds(args))
     grants = grant_settings(args, dirs)  # vgpu-core is installed here, as by the node agent

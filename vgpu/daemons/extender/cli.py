@@ -25,7 +25,7 @@ from vgpu.core.errors import ConfigError
 from vgpu.core.policy.specs import POLICY_NAMES
 from vgpu.core.units import DEFAULT_MEMORY_UNIT_MIB
 from vgpu.daemons.flags.keys import KEY_ENV, add_development_key_flag, load_assignment_key
-from vgpu.flags import HelpFormatter, add_policy_flags, port_number
+from vgpu.flags import HelpFormatter, add_policy_flags, port_number, seconds
 
 if TYPE_CHECKING:
     from vgpu.extender.server.tls import TlsFiles
@@ -199,8 +199,11 @@ def run(args: argparse.Namespace) -> int:
     from vgpu.daemons.extender.daemon import DaemonConfig, ExtenderDaemon
     from vgpu.extender.config import ExtenderConfig
 
-    if args.gang_timeout <= 0 or args.memory_unit_mib <= 0 or args.bind_wait < 0:
-        raise ConfigError("--gang-timeout and --memory-unit-mib must be positive")
+    # nan and inf were taken: a reservation that never expires, a gang bind that never ends
+    seconds("--gang-timeout", args.gang_timeout, positive=True, example="60")
+    seconds("--bind-wait", args.bind_wait, example="3")
+    if args.memory_unit_mib <= 0:
+        raise ConfigError("--memory-unit-mib: must be a positive number of MiB, e.g. 256")
     if args.filter_best < 0:
         raise ConfigError(f"--filter-best {args.filter_best}: give 0 (every node) or more")
     leader = (

@@ -10,14 +10,10 @@ import socket
 from typing import TYPE_CHECKING
 
 from vgpu.core.errors import ConfigError
+from vgpu.flags import seconds
 
 if TYPE_CHECKING:
     from vgpu.node.health import HealthPolicy
-
-MAX_WAIT_S = 86400.0
-"""The longest interval a daemon's loop flag takes: `threading.Event.wait` raises OverflowError
-past the platform's time_t (`inf`, `1e300`), which would end the loop at its first wait, and
-`nan` waits not at all (a busy loop), so both are refused with the flag named."""
 
 
 def add_node_flags(p: argparse.ArgumentParser, *, memory_unit_help: str) -> None:
@@ -54,5 +50,9 @@ def health_policy(args: argparse.Namespace) -> HealthPolicy:
         )
     except ValueError as e:
         raise ConfigError(f"--xid-ignore: {e}") from e
-    recovery = None if args.health_recovery_s < 0 else args.health_recovery_s
+    recovery: float | None = None  # negative: never recover
+    if not args.health_recovery_s < 0:  # nan (`now - t < nan`: no XID counted) and inf refused
+        recovery = seconds(
+            "--health-recovery-s", args.health_recovery_s, example="300", note=" (<0: never)"
+        )
     return HealthPolicy(ignored_xids=ignored, recovery_s=recovery)
