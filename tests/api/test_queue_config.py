@@ -108,6 +108,11 @@ BAD = [
     (_text(minRuntimeSeconds="5m"), "minRuntimeSeconds: '5m' must be a number"),
     (_text(intervalSeconds=0), "intervalSeconds: 0 is out of range"),
     (_text(reclaimPerPass=1.5), "reclaimPerPass: 1.5 must be a whole number"),
+    # a whole number past a float's range raised OverflowError (math.isnan converts it): a
+    # traceback from `vgpu inspect --queues`, and every release pass of the leader failed
+    (_text(minRuntimeSeconds=10**400), "minRuntimeSeconds: 1000"),
+    (_text(reclaimPerPass=10**400), "reclaimPerPass: 1000"),
+    (_text(queues=[{"name": "a", "strictSeconds": 10**400}]), "queues[0].strictSeconds: 1000"),
 ]
 
 

@@ -15,7 +15,6 @@ itself, which the chart's ValidatingAdmissionPolicy makes sure of). Pure: no I/O
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -129,7 +128,9 @@ def _number(
     value = obj.get(key, default)
     field = f"{where}.{key}" if where else key
     kinds = (int,) if whole else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or math.isnan(value):
+    # `value != value`: nan; math.isnan would convert a whole number past a float's range
+    # (10**400) and raise OverflowError, a traceback instead of this line
+    if isinstance(value, bool) or not isinstance(value, kinds) or value != value:
         kind = "a whole number" if whole else "a number"
         raise ConfigError(f"{field}: {value!r} must be {kind} from {low:g} to {high:g}")
     if not low <= value <= high:
