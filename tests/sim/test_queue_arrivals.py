@@ -45,6 +45,11 @@ def test_durations_read_in_seconds_minutes_hours_and_days() -> None:
         (["--queues", "A=1,B=3", "--queue-large", "C"], "--queue-large"),
         (["--queues", "A=1,B=3", "--load", "0"], "--load"),
         (["--queues", "A=1,B=3", "--seeds", "1-2"], "--queues"),
+        # a start past the week --measure allows made the replay run for ever (ticks of 10 s)
+        (["--queues", "A=1,B=3", "--queue-start", "B=100000d"], "--queue-start"),
+        (["--queues", "A=1,B=3", "--queue-start", "B=" + "9" * 400], "--queue-start"),
+        (["--queues", "A=1,B=3", "--max-duration", "9" * 400], "--max-duration"),
+        (["--queues", "A=1,B=3", "--min-runtime", "9" * 400], "--min-runtime"),
     ],
 )
 def test_a_malformed_queue_flag_is_refused_in_one_line_naming_it(

@@ -17,6 +17,9 @@ from vgpu.core.queues.proportion import QueueSpec
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", re.IGNORECASE)
+MAX_SPAN_S = 7 * 86400.0
+"""The latest a queue may start and the longest --measure: the replay steps every `tick_s`, so a
+start 100000 days out was a replay that never ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +64,10 @@ def parse_duration(flag: str, text: str) -> float:
     match = _DURATION.match(text)
     if match is None:
         raise InvalidRequest(flag, f"{text!r} is not a duration", 'use e.g. "90s", "10m" or "2h"')
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    value = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not math.isfinite(value):  # 400 digits read as inf
+        raise InvalidRequest(flag, f"{text[:20]}... is too long", 'use e.g. "90s", "10m" or "2h"')
+    return value
 
 
 def _pairs(flag: str, text: str, example: str) -> list[tuple[str, str]]:
@@ -138,14 +144,18 @@ def build(
     if not 0 < load <= 20 or math.isnan(load):
         raise InvalidRequest("--load", f"{load} is out of range", "use a factor such as 1.5")
     measure_s = parse_duration("--measure", measure)
-    if not 0 < measure_s <= 7 * 86400:
+    if not 0 < measure_s <= MAX_SPAN_S:
         raise InvalidRequest("--measure", f"{measure} is out of range", "use 1m to 7d")
+    start_s = per_queue_durations("--queue-start", starts, names)
+    for name, start in start_s.items():
+        if start > MAX_SPAN_S:
+            raise InvalidRequest("--queue-start", f"{name}: {start:g} s is too late", "use 0 to 7d")
     longest = parse_duration("--max-duration", max_duration)
     if longest < 60:
         raise InvalidRequest("--max-duration", f"{max_duration} is too short", "use 1m or more")
     return QueueSetup(
         specs,
-        per_queue_durations("--queue-start", starts, names),
+        start_s,
         load=load,
         fcfs=fcfs,
         large=large,
