@@ -112,6 +112,20 @@ def test_a_port_out_of_range_is_a_usage_error_naming_the_flag(
     assert "--port" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value", ["-1", "100000", str(10**20)])
+def test_a_refresh_no_wait_can_take_is_a_usage_error_naming_the_flag(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--refresh 100000000000000000000` was taken: the refresh thread's first wait raised
+    OverflowError (a traceback, then a view that never read the cluster again)."""
+    import argparse
+
+    with pytest.raises(SystemExit):
+        configure(argparse.ArgumentParser()).parse_args(["--serve", "--refresh", value])
+    err = capsys.readouterr().err
+    assert "--refresh" in err and "86400" in err
+
+
 @pytest.mark.parametrize(
     ("host", "loopback", "allowed"),
     [

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from vgpu.api.resources import resource_names
 from vgpu.core.errors import VgpuError
-from vgpu.flags import add_policy_flags, count
+from vgpu.flags import MAX_WAIT_S, add_policy_flags, count
 from vgpu.inspect.real_use import RealUse
 from vgpu.inspect.real_use_read import read_real_use
 from vgpu.inspect.snapshot import Snapshot, loads
@@ -44,7 +44,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--refresh",
-        type=count,
+        type=refresh_seconds,
         default=5,
         metavar="SECONDS",
         help="with --serve: how often the cluster is read again (default 5)",
@@ -62,6 +62,21 @@ def port(text: str) -> int:
     value = count(text)
     if value > 65535:
         raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535)")
+    return value
+
+
+def refresh_seconds(text: str) -> int:
+    """`--refresh`: whole seconds, 0 (every second) to a day; the refresh thread's wait raised
+    OverflowError past the platform's time_t (`--refresh 100000000000000000000`): a traceback,
+    then a view that never read the cluster again."""
+    try:
+        value = count(text)
+    except argparse.ArgumentTypeError:
+        value = -1
+    if not 0 <= value <= MAX_WAIT_S:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a refresh interval: use 0 to {MAX_WAIT_S:.0f} whole seconds, e.g. 5"
+        )
     return value
 
 
