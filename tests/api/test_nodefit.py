@@ -116,9 +116,11 @@ def test_objects_of_another_shape_never_raise() -> None:
     bads: list[Any] = [None, 3, "x", [], {"nodeSelector": [1], "affinity": "x", "tolerations": {}}]
     for bad in bads:
         spec = bad if isinstance(bad, dict) else {"nodeSelector": bad, "tolerations": bad}
-        pod_terms(spec)
-    node_facts({"metadata": [], "spec": {"taints": [None, 3, {"effect": 5}]}})
-    hash(pod_terms(_affinity({"matchExpressions": [_expr("a", "In", "b")]})))
+        assert pod_terms(spec) == NO_TERMS, bad  # nothing of another shape constrains the pod
+    facts = node_facts({"metadata": [], "spec": {"taints": [None, 3, {"effect": 5}]}})
+    assert (facts.name, facts.labels, facts.taints) == ("", (), ())
+    terms = pod_terms(_affinity({"matchExpressions": [_expr("a", "In", "b")]}))
+    assert hash(terms) == hash(pod_terms(_affinity({"matchExpressions": [_expr("a", "In", "b")]})))
 
 
 def test_allowed_nodes_keeps_the_nodes_admitted_and_those_not_yet_known() -> None:

@@ -91,10 +91,16 @@ _JUNK = st.recursive(
 
 @given(spec=st.dictionaries(st.sampled_from(["containers", "initContainers", "overhead"]), _JUNK))
 def test_nothing_a_pod_spec_holds_makes_the_sums_raise(spec: Obj) -> None:
-    pod_requests(spec)
+    """Whatever a spec holds, the sums are sorted, named and positive: nothing else is judged."""
+    sums = pod_requests(spec)
+    assert [name for name, _ in sums] == sorted({name for name, _ in sums})
+    assert all(isinstance(name, str) and amount > 0 for name, amount in sums)
 
 
 @given(status=_JUNK)
 def test_nothing_a_node_holds_makes_its_allocatable_raise(status: object) -> None:
-    node_allocatable({"status": status})
-    node_allocatable({"status": {"allocatable": status}})
+    """A status of another shape lists nothing; what is read is named and never CPU or memory."""
+    assert node_allocatable({"status": status}) == () or isinstance(status, dict)
+    amounts = node_allocatable({"status": {"allocatable": status}})
+    assert all(isinstance(n, str) and n not in ("cpu", "memory", "pods") for n, _ in amounts)
+    assert not isinstance(status, dict) or len(amounts) <= len(status)

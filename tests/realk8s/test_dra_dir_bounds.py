@@ -96,6 +96,8 @@ def test_a_namespace_past_its_claim_directories_is_refused_and_another_still_run
             90,
             "the other namespace's pod running",
         )
+        phases = {n: api.get(f"{pods.PODS}/{n}").get("status", {}).get("phase") for n in names}
+        assert phases == {"dirs-0": "Running", "dirs-1": "Running", "dirs-2": "Pending"}, phases
     finally:
         tenant.close()
         for path in (f"{other_pods}/theirs", f"{other_claims}/theirs"):
