@@ -181,6 +181,7 @@ assert holds_within(lambda: len(agent.containers) == 1)
 cgroups.files[pid] = cgroup_v2(uid, cid)  # the graphics process is the container's
 holds_within(lambda: killer.killed, timeout=20)
 holds_within(lambda: box.events("VgpuProcessKilled"))
+holds_within(lambda: box.events("VgpuMemoryOverGrant"))  # recorded apart from the kill's
 print(repr({"killed": killer.killed,
             "over": [e["message"] for e in box.events("VgpuMemoryOverGrant")],
             "stopped": [e["message"] for e in box.events("VgpuProcessKilled")]}))
